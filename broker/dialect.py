@@ -1,0 +1,49 @@
+"""Everything that differs between database engines, in one place.
+
+The rest of the code asks this module for DDL and for the few statements whose
+shape depends on the engine. SQLite is the embedded default; PostgreSQL is the
+second dialect (``FOR UPDATE SKIP LOCKED`` in claims, plpgsql triggers).
+"""
+
+from __future__ import annotations
+
+from broker.tables import APPEND_ONLY
+
+MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
+
+
+def append_only_ddl(dialect: str) -> list[str]:
+    """Triggers that make the log and the journals append-only in the database."""
+    out: list[str] = []
+    if dialect == "sqlite":
+        for table in APPEND_ONLY:
+            for op in ("UPDATE", "DELETE"):
+                out.append(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses {op}'); END"
+                )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; END $$ "
+            "LANGUAGE plpgsql"
+        )
+        for table in APPEND_ONLY:
+            out.append(
+                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                f"FOR EACH ROW EXECUTE FUNCTION broker_append_only()"
+            )
+    return out
+
+
+def drop_append_only_ddl(dialect: str) -> list[str]:
+    out: list[str] = []
+    if dialect == "sqlite":
+        for table in APPEND_ONLY:
+            for op in ("update", "delete"):
+                out.append(f"DROP TRIGGER IF EXISTS {table}_no_{op}")
+    elif dialect == "postgresql":
+        for table in APPEND_ONLY:
+            out.append(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
+        out.append("DROP FUNCTION IF EXISTS broker_append_only()")
+    return out

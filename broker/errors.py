@@ -1,0 +1,158 @@
+"""One error root for the whole broker.
+
+Every failure a caller can see is a ``BrokerError`` subclass carrying structured
+fields; driver errors are wrapped once, at the db boundary (``broker.db``). The
+CLI maps ``exit_code`` to the process exit status and prints ``str(err)`` as a
+single line, so messages here are written for humans and never span lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrokerError(Exception):
+    """Root of every error the broker raises on purpose."""
+
+    code: str = "broker_error"
+    exit_code: int = 1
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.fields}
+
+
+# --- caller mistakes (exit 2) -------------------------------------------------
+class InvalidInput(BrokerError):
+    """Input that fails validation; nothing was written."""
+
+    code = "invalid_input"
+    exit_code = 2
+
+
+class BodyTooLarge(InvalidInput):
+    code = "body_too_large"
+
+
+class AmbiguousId(InvalidInput):
+    code = "ambiguous_id"
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        super().__init__(
+            f"run id {prefix!r} is ambiguous: matches {', '.join(candidates)}",
+            prefix=prefix,
+            candidates=candidates,
+        )
+
+
+# --- not found (exit 3) -------------------------------------------------------
+class NotFound(BrokerError):
+    code = "not_found"
+    exit_code = 3
+
+
+class SpaceNotFound(NotFound):
+    code = "space_not_found"
+
+
+class ParticipantNotFound(NotFound):
+    code = "unknown_participant"
+
+
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+
+
+# --- identity and authority (exit 4) ------------------------------------------
+class AuthError(BrokerError):
+    """Missing, wrong or someone else's token."""
+
+    code = "auth_failed"
+    exit_code = 4
+
+
+class Forbidden(BrokerError):
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+    exit_code = 4
+
+
+class ToolUnavailable(Forbidden):
+    """A tool call without the grant; a ``tool_unavailable`` notice is left."""
+
+    code = "tool_unavailable"
+
+
+# --- state conflicts (exit 5) -------------------------------------------------
+class Conflict(BrokerError):
+    code = "conflict"
+    exit_code = 5
+
+
+class SpaceNotRunning(Conflict):
+    code = "space_not_running"
+
+
+class ParticipantLeft(Conflict):
+    code = "participant_left"
+
+
+class LeaseLost(Conflict):
+    """The lease token is stale: it expired and the deliveries moved on."""
+
+    code = "lease_lost"
+
+
+class ClaimHeld(Conflict):
+    """A board key is held by someone else."""
+
+    code = "claim_held"
+
+
+# --- delivery outcomes (exit 1 / 6) -------------------------------------------
+class NotDelivered(BrokerError):
+    """The message was logged but reached nobody (S8)."""
+
+    code = "not_delivered"
+    exit_code = 1
+
+
+class MessagingFull(BrokerError):
+    """The log passed ``log_max_mb`` (S11)."""
+
+    code = "messaging_full"
+    exit_code = 6
+
+
+# --- storage (exit 10+) -------------------------------------------------------
+class StoreError(BrokerError):
+    code = "store_error"
+    exit_code = 10
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked past ``busy_timeout``."""
+
+    code = "store_busy"
+    exit_code = 11
+
+
+class UnsupportedSQLite(StoreError):
+    code = "unsupported_sqlite"
+    exit_code = 12
+
+
+class SchemaOutOfDate(StoreError):
+    code = "schema_out_of_date"
+    exit_code = 13
+
+
+class AppendOnly(StoreError):
+    """An UPDATE or DELETE on an append-only table (the log, the journals)."""
+
+    code = "append_only"

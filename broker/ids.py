@@ -1,0 +1,83 @@
+"""Time-ordered ids, sortable UTC timestamps and secret tokens.
+
+Ids are ULIDs (48-bit millisecond time + 80 random bits, Crockford base32, 26
+chars), monotonic inside a process, so ``(created_at_utc, id)`` is a total order
+that agrees with time. Timestamps are ISO-8601 UTC with microseconds and a
+fixed width, so string comparison in SQL is time comparison.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last_ms = -1
+_last_rand = 0
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def fmt_ts(dt: datetime) -> str:
+    """Fixed-width ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sortable as text)."""
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def ts_after(dt: datetime, seconds: float) -> str:
+    return fmt_ts(dt + timedelta(seconds=seconds))
+
+
+def _encode(value: int, length: int) -> str:
+    out = []
+    for _ in range(length):
+        out.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+def new_id(at: datetime | None = None) -> str:
+    """A ULID; strictly increasing within this process even inside one ms."""
+    global _last_ms, _last_rand
+    ms = int((at.timestamp() if at else time.time()) * 1000)
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            _last_rand += 1
+        else:
+            _last_ms = ms
+            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        rand = _last_rand
+    return _encode(ms, 10) + _encode(rand, 16)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def hash_token(token: str) -> str:
+    # Tokens are 192 random bits, so a fast hash is enough: nothing to brute-force.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _reset_after_fork() -> None:
+    global _last_ms, _last_rand, _lock
+    _lock = threading.Lock()
+    _last_ms = -1
+    _last_rand = 0
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -1,0 +1,39 @@
+"""Alembic environment: the metadata in broker.tables is the one schema source."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from broker.tables import metadata
+
+config = context.config
+target_metadata = metadata
+
+
+def run() -> None:
+    conn = config.attributes.get("connection")
+    if conn is None:
+        # Plain `alembic` CLI (autogenerate): use the configured URL.
+        url = config.get_main_option("sqlalchemy.url")
+        engine = create_engine(url)  # type: ignore[arg-type]
+        with engine.connect() as c:
+            _migrate(c)
+        return
+    _migrate(conn)
+
+
+def _migrate(conn):  # type: ignore[no-untyped-def]
+    context.configure(
+        connection=conn,
+        target_metadata=target_metadata,
+        render_as_batch=True,  # SQLite cannot ALTER most things in place
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+    if conn.in_transaction():
+        conn.commit()
+
+
+run()
