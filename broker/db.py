@@ -70,7 +70,8 @@ class Tx:
         return self.raw.execute(sql, params).fetchone()
 
     def all(self, sql: str, params: Params = ()) -> list[Any]:
-        return self.raw.execute(sql, params).fetchall()
+        rows: list[Any] = self.raw.execute(sql, params).fetchall()
+        return rows
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         cur = self.raw.execute(sql, params)
@@ -90,12 +91,17 @@ class Tx:
 
 
 _stores: weakref.WeakSet[Store] = weakref.WeakSet()
+# Connections inherited across fork() are kept referenced, never closed, in the
+# child: closing them would drop the parent's POSIX locks on the database.
+_inherited: list[Any] = []
 
 
 def _after_fork_in_child() -> None:
     # A pooled connection must never be used on both sides of fork(): the child
-    # drops the parent's pool without closing the parent's connections.
+    # drops the parent's pool (and this thread's held connection) unclosed.
     for store in list(_stores):
+        _inherited.append(store._local)
+        store._local = threading.local()
         store.engine.dispose(close=False)
 
 
@@ -166,6 +172,9 @@ class Store:
 
     @staticmethod
     def _on_begin(conn: sa.Connection) -> None:
+        raw = conn.connection.driver_connection
+        if raw is not None and raw.in_transaction:
+            return  # SQLAlchemy autobegins inside a broker transaction: already begun
         mode = "BEGIN" if conn.get_execution_options().get("broker_read") else "BEGIN IMMEDIATE"
         conn.exec_driver_sql(mode)
 
@@ -220,41 +229,74 @@ class Store:
 
     transaction = write  # the public name for "my work and the broker's, together"
 
-    @contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
+    def _checkout(self) -> tuple[sa.Connection, bool]:
+        """This thread's held connection, or a pooled one if it is busy (nested use).
+
+        Holding one connection per thread skips the pool on the hot path."""
+        held: sa.Connection | None = getattr(self._local, "conn", None)
+        if held is not None and not getattr(self._local, "busy", False):
+            self._local.busy = True
+            return held, True
         try:
             conn = self.engine.connect()
         except Exception as exc:
             raise wrap_db_error(exc) from exc
+        if held is None:
+            self._local.conn = conn
+            self._local.busy = True
+            return conn, True
+        return conn, False
+
+    def _checkin(self, conn: sa.Connection, held: bool) -> None:
+        if held:
+            self._local.busy = False
+        else:
+            conn.close()
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
+        conn, held = self._checkout()
+        raw = conn.connection.driver_connection
+        assert raw is not None
         committed: Tx | None = None
         try:
-            if not write:
-                conn = conn.execution_options(broker_read=True)
             try:
-                trans = conn.begin()
+                # Begun on the DBAPI connection: SQLAlchemy's begin costs more than
+                # the statement. Caller SQL on tx.connection joins via _on_begin.
+                raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except Exception as exc:
                 raise wrap_db_error(exc) from exc
             tx = Tx(self, conn, write)
             try:
                 yield tx
-            except errors.BrokerError:
-                trans.rollback()
-                raise
-            except (sqlite3.Error, sa.exc.DBAPIError) as exc:
-                trans.rollback()
-                raise wrap_db_error(exc) from exc
-            except BaseException:
-                trans.rollback()
+            except BaseException as exc:
+                self._rollback(conn, raw)
+                if isinstance(exc, (sqlite3.Error, sa.exc.DBAPIError)):
+                    raise wrap_db_error(exc) from exc
                 raise
             try:
-                trans.commit()
+                if conn.in_transaction():
+                    conn.commit()  # the caller used tx.connection: let SQLAlchemy close its side
+                if raw.in_transaction:
+                    raw.execute("COMMIT")
             except Exception as exc:
+                self._rollback(conn, raw)
                 raise wrap_db_error(exc) from exc
             committed = tx
         finally:
-            conn.close()
+            self._checkin(conn, held)
         for fn in committed._after_commit:
             fn()
+
+    @staticmethod
+    def _rollback(conn: sa.Connection, raw: Any) -> None:
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            pass
 
     def close(self) -> None:
         self.engine.dispose()

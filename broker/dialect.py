@@ -12,6 +12,59 @@ from broker.tables import APPEND_ONLY
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 
 
+_WAITING = "('ready', 'processing')"
+
+
+def triggers_ddl(dialect: str) -> list[str]:
+    """All triggers: append-only tables, and the inbox ``waiting`` counter.
+
+    ``participants.waiting`` is derived state kept by the database itself, on
+    every path that moves a delivery, so the inbox cap (S7) is one read."""
+    out = append_only_ddl(dialect)
+    if dialect == "sqlite":
+        out.append(
+            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
+            f"WHEN NEW.state IN {_WAITING} "
+            "BEGIN UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; END"
+        )
+        out.append(
+            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
+            f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
+            "BEGIN UPDATE participants SET waiting = waiting + "
+            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END"
+        )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_waiting() RETURNS trigger AS $$ BEGIN "
+            f"IF TG_OP = 'INSERT' AND NEW.state IN {_WAITING} THEN "
+            "UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; "
+            f"ELSIF TG_OP = 'UPDATE' AND (OLD.state IN {_WAITING}) <> (NEW.state IN {_WAITING}) THEN "
+            "UPDATE participants SET waiting = waiting + "
+            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; "
+            "END IF; RETURN NULL; END $$ LANGUAGE plpgsql"
+        )
+        out.append(
+            "CREATE TRIGGER deliveries_waiting AFTER INSERT OR UPDATE OF state ON deliveries "
+            "FOR EACH ROW EXECUTE FUNCTION broker_waiting()"
+        )
+    return out
+
+
+def drop_triggers_ddl(dialect: str) -> list[str]:
+    out = drop_append_only_ddl(dialect)
+    if dialect == "sqlite":
+        out += [
+            "DROP TRIGGER IF EXISTS deliveries_waiting_insert",
+            "DROP TRIGGER IF EXISTS deliveries_waiting_update",
+        ]
+    elif dialect == "postgresql":
+        out += [
+            "DROP TRIGGER IF EXISTS deliveries_waiting ON deliveries",
+            "DROP FUNCTION IF EXISTS broker_waiting()",
+        ]
+    return out
+
+
 def append_only_ddl(dialect: str) -> list[str]:
     """Triggers that make the log and the journals append-only in the database."""
     out: list[str] = []

@@ -28,7 +28,9 @@ class Limits(BaseModel):
     broadcast_cap: int = Field(
         1024, ge=1, description="broadcasts a live participant may have unread (broadcast_full)"
     )
-    log_max_mb: float = Field(64, gt=0, description="log size past which sends fail (messaging_full)")
+    log_max_mb: float = Field(
+        64, gt=0, description="log size past which sends fail (messaging_full)"
+    )
     max_deliveries: int = Field(5, ge=1, description="deliveries before quarantine (S15)")
     lease_seconds: float = Field(30.0, gt=0, description="default claim lease")
 
@@ -51,7 +53,7 @@ class StoreSettings(BaseModel):
             raise InvalidInput(f"BROKER_SYNCHRONOUS must be NORMAL or FULL, not {sync!r}")
         return cls(
             url=url or os.environ.get("BROKER_URL") or default_url(),
-            synchronous=sync,  # type: ignore[arg-type]
+            synchronous=sync,
             busy_timeout_ms=int(os.environ.get("BROKER_BUSY_TIMEOUT_MS", "10000")),
         )
 

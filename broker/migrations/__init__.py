@@ -38,4 +38,4 @@ def current(engine: Any) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()  # type: ignore[no-any-return]
+        return MigrationContext.configure(conn).get_current_revision()

@@ -15,15 +15,14 @@ def run() -> None:
     conn = config.attributes.get("connection")
     if conn is None:
         # Plain `alembic` CLI (autogenerate): use the configured URL.
-        url = config.get_main_option("sqlalchemy.url")
-        engine = create_engine(url)  # type: ignore[arg-type]
+        engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
         with engine.connect() as c:
             _migrate(c)
         return
     _migrate(conn)
 
 
-def _migrate(conn):  # type: ignore[no-untyped-def]
+def _migrate(conn):
     context.configure(
         connection=conn,
         target_metadata=target_metadata,

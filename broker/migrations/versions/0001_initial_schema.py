@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from broker.dialect import append_only_ddl, drop_append_only_ddl
+from broker.dialect import drop_triggers_ddl, triggers_ddl
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -321,6 +321,13 @@ def upgrade() -> None:
             comment="broadcast-log number seen up to (cursor)",
         ),
         sa.Column(
+            "waiting",
+            sa.Integer(),
+            server_default="0",
+            nullable=False,
+            comment="deliveries ready or processing; kept by triggers on deliveries (inbox cap, S7)",
+        ),
+        sa.Column(
             "pid",
             sa.Integer(),
             nullable=True,
@@ -570,13 +577,14 @@ def upgrade() -> None:
 
     # ### end Alembic commands ###
 
-    # The log and the journals refuse UPDATE and DELETE in the database itself (S11, S23).
-    for ddl in append_only_ddl(op.get_bind().dialect.name):
+    # The log and the journals refuse UPDATE and DELETE in the database itself (S11, S23);
+    # participants.waiting follows deliveries.
+    for ddl in triggers_ddl(op.get_bind().dialect.name):
         op.execute(ddl)
 
 
 def downgrade() -> None:
-    for ddl in drop_append_only_ddl(op.get_bind().dialect.name):
+    for ddl in drop_triggers_ddl(op.get_bind().dialect.name):
         op.execute(ddl)
     with op.batch_alter_table("turns", schema=None) as batch_op:
         batch_op.drop_index("ix_turns_participant_id_created_at_utc")

@@ -1,0 +1,81 @@
+"""Addresses and ``to`` forms (S3, S6), pure: no database here.
+
+A codename is a path of run names from the space's root: ``cobalt-harbor/lynx#2``.
+The address is the part below the root with retry attempts dropped, so a
+retried run keeps its inbox. A retry attempt is written as an ``@N`` suffix on
+a segment (``lynx@2`` is the second attempt of ``lynx``); ``#N`` is a unit
+index and stays. An agentiflow's lead has the address ``lead``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from broker.errors import InvalidInput
+
+RESERVED = frozenset({"operator", "broadcast", "parent", "lead"})
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(#[0-9]+)?$")
+_ATTEMPT = re.compile(r"@[0-9]+")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,199}$")
+
+TargetKind = Literal["address", "name", "role", "step", "parent", "lead", "operator", "broadcast"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    kind: TargetKind
+    value: str  # the address, agent name or step name; empty for the fixed forms
+    text: str  # as written, for the outcome record
+
+
+def address_of(codename: str, *, lead: bool = False, agentiflow: bool = False) -> str:
+    """The address of a codename (S3): below the root, retry attempts dropped.
+
+    In an agentiflow the lead is the root run, so a unit ``flow/heron>lynx#1``
+    is ``lynx#1``; in a workflow the root is the run itself, so a step's
+    sub-agent ``flow/lynx>otter#1`` is ``lynx>otter#1``."""
+    if lead:
+        return "lead"
+    text = codename.strip()
+    if not text:
+        raise InvalidInput("codename is empty")
+    below = text.split("/", 1)[1] if "/" in text else text
+    below = _ATTEMPT.sub("", below)
+    parts = below.split(">")
+    if agentiflow and len(parts) > 1:
+        parts = parts[1:]
+    for part in parts:
+        if not _SEGMENT.match(part):
+            raise InvalidInput(
+                f"codename {codename!r} has a bad segment {part!r}: use letters, digits, '_', '.', '-', "
+                "an optional #N unit index and @N retry attempt, joined by '>'"
+            )
+    address = ">".join(parts)
+    if address in RESERVED:
+        raise InvalidInput(f"address {address!r} is reserved and cannot be taken by a run")
+    if len(address) > 200:
+        raise InvalidInput("address is longer than 200 characters")
+    return address
+
+
+def parse_target(text: str) -> Target:
+    """Parse one ``to`` form (S6). Resolution against the space happens at send."""
+    t = text.strip()
+    if not t:
+        raise InvalidInput("empty address in 'to'")
+    if t in ("parent", "lead", "operator", "broadcast"):
+        return Target(t, "", t)  # type: ignore[arg-type]
+    for prefix, kind in (("role:", "role"), ("step:", "step")):
+        if t.startswith(prefix):
+            name = t[len(prefix) :]
+            if not _NAME.match(name):
+                raise InvalidInput(f"bad {kind} name in {t!r}")
+            return Target(kind, name, t)  # type: ignore[arg-type]
+    if "/" in t or ">" in t or "#" in t or "@" in t:
+        return Target("address", address_of(t), t)
+    if not _NAME.match(t):
+        raise InvalidInput(f"bad address {t!r}")
+    # A bare name: an address if someone has it, else every live runner of that agent.
+    return Target("name", t, t)

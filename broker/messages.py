@@ -1,0 +1,480 @@
+"""Sending (S6-S12) and reading the log.
+
+Every send is one write transaction that appends exactly one log row carrying
+its outcome (who it reached, and why not for each it did not) and one delivery
+per reached inbox. Nothing is dropped silently: a message that reached nobody
+is still logged, then raised to its sender as ``NotDelivered`` (S8).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from broker import errors, wake
+from broker.addressing import Target, parse_target
+from broker.db import Store, Tx
+from broker.ids import new_id
+from broker.models import LogEntry, NotReached, PostInput, SendInput, SendResult, Via
+from broker.participants import Identity, caller_row, granted
+from broker.spaces import limits_of, resolve_id
+from broker.transcript import notice
+
+MB = 1024 * 1024
+OPERATOR = "operator"
+
+
+@dataclass(slots=True)
+class _Sender:
+    address: str
+    participant_id: str | None  # None for the operator
+    parent: str | None = None
+
+
+@dataclass(slots=True)
+class _Outcome:
+    deliver: dict[str, tuple[str, int]] = field(default_factory=dict)  # id -> (address, waiting)
+    reached: list[str] = field(default_factory=list)
+    not_reached: list[dict[str, str]] = field(default_factory=list)
+    ring: list[str] = field(default_factory=list)  # broadcast readers to wake
+    bcast: bool = False
+
+
+def validation_error(exc: ValidationError) -> errors.InvalidInput:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "input"
+    if first["type"] == "extra_forbidden":
+        return errors.InvalidInput(f"unknown field {where!r}: this tool does not take it")
+    return errors.InvalidInput(f"bad {where}: {first['msg']}")
+
+
+def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
+    """Validate a tool call's arguments; unknown fields are refused (S10)."""
+    try:
+        return model(**data)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+# --- public API -----------------------------------------------------------------------
+def send(
+    store: Store,
+    ident: Identity,
+    to: str | Iterable[str],
+    text: str,
+    *,
+    idempotency_key: str | None = None,
+    tx: Tx | None = None,
+) -> SendResult:
+    """``msg.send``: a direct message, or a broadcast when ``to`` is ``broadcast``."""
+    inp = parse_input(
+        SendInput,
+        {
+            "to": [to] if isinstance(to, str) else list(to),
+            "text": text,
+            "idempotency_key": idempotency_key,
+        },
+    )
+    targets = [parse_target(t) for t in inp.to]
+    is_bcast = any(t.kind == "broadcast" for t in targets)
+    if is_bcast and len(targets) > 1:
+        raise errors.InvalidInput("'broadcast' cannot be combined with other addresses")
+    return _send_as(
+        store,
+        ident,
+        "msg.send",
+        "broadcast" if is_bcast else "direct",
+        targets,
+        inp.text,
+        inp.idempotency_key,
+        tx,
+    )
+
+
+def post(
+    store: Store,
+    ident: Identity,
+    text: str,
+    *,
+    addressed_to: Iterable[str] = (),
+    idempotency_key: str | None = None,
+    tx: Tx | None = None,
+) -> SendResult:
+    """``board.post``: a channel post, or addressed (also lands in those inboxes)."""
+    inp = parse_input(
+        PostInput,
+        {"text": text, "addressed_to": list(addressed_to), "idempotency_key": idempotency_key},
+    )
+    targets = [parse_target(t) for t in inp.addressed_to]
+    if any(t.kind == "broadcast" for t in targets):
+        raise errors.InvalidInput(
+            "a post cannot be addressed to 'broadcast': an unaddressed post is the channel"
+        )
+    return _send_as(store, ident, "board.post", "post", targets, inp.text, inp.idempotency_key, tx)
+
+
+def operator_send(
+    store: Store,
+    space_ref: str,
+    text: str,
+    *,
+    to: Iterable[str] | None = None,
+    urgent: bool = False,
+    via: Via = "cli",
+    idempotency_key: str | None = None,
+    tx: Tx | None = None,
+) -> SendResult:
+    """A message from the operator (S9). Only operator surfaces call this.
+
+    Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere."""
+    if via not in ("cli", "cp", "mcp"):
+        raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp")
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        kind_row = t.one("SELECT kind FROM spaces WHERE id = ?", (space_id,))
+        names = list(to) if to else ["lead" if kind_row[0] == "agentiflow" else "broadcast"]
+        targets = [parse_target(n) for n in names]
+        for tg in targets:
+            if tg.kind in ("parent", "operator"):
+                raise errors.InvalidInput(f"the operator cannot send to {tg.text!r}")
+        result = _send(
+            store,
+            t,
+            space_id,
+            _Sender(OPERATOR, None),
+            "operator",
+            targets,
+            text,
+            urgent=urgent,
+            via=via,
+            key=idempotency_key,
+        )
+    return _finish(result)
+
+
+def _send_as(
+    store: Store,
+    ident: Identity,
+    tool: str,
+    kind: str,
+    targets: list[Target],
+    text: str,
+    key: str | None,
+    tx: Tx | None,
+) -> SendResult:
+    refused: errors.BrokerError | None = None
+    with store.write(tx) as t:
+        row = caller_row(t, ident)
+        if tool not in granted(row):
+            why = (
+                "messaging is off for it (receive-only)"
+                if not row[1]
+                else f"it was not granted {tool}"
+            )
+            refused = errors.ToolUnavailable(f"{ident.address} cannot use {tool}: {why}", tool=tool)
+            notice(store, t, ident.space_id, ident.participant_id, "tool_unavailable", str(refused))
+            result = None
+        else:
+            try:
+                result = _send(
+                    store,
+                    t,
+                    ident.space_id,
+                    _Sender(ident.address, ident.participant_id, row[5]),
+                    kind,
+                    targets,
+                    text,
+                    key=key,
+                )
+            except errors.MessagingFull as exc:
+                notice(store, t, ident.space_id, ident.participant_id, "messaging_full", str(exc))
+                refused, result = exc, None
+    if refused is not None:
+        raise refused  # after the commit: the notice stays, nothing else was written
+    assert result is not None
+    return _finish(result)
+
+
+def _finish(result: SendResult) -> SendResult:
+    expected = result.reached or result.not_reached
+    if expected and not result.reached:
+        reasons = ", ".join(f"{n.address}: {n.reason}" for n in result.not_reached)
+        raise errors.NotDelivered(f"not delivered to {reasons}", result=result.model_dump())
+    return result
+
+
+# --- the send transaction -------------------------------------------------------------
+def _send(
+    store: Store,
+    t: Tx,
+    space_id: str,
+    sender: _Sender,
+    kind: str,
+    targets: list[Target],
+    text: str,
+    *,
+    urgent: bool = False,
+    via: str | None = None,
+    key: str | None = None,
+    ref: str | None = None,
+) -> SendResult:
+    space = t.one(
+        "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?",
+        (space_id,),
+    )
+    if space[0] != "running":
+        raise errors.SpaceNotRunning(
+            f"space {space_id} is {space[0]}: it takes no message", space_id=space_id
+        )
+    if key is not None:
+        dup = t.one(
+            "SELECT id, seq, kind, sender, reached, not_reached FROM messages WHERE space_id = ? AND idempotency_key = ?",
+            (space_id, key),
+        )
+        if dup is not None:
+            if dup[3] != sender.address:
+                raise errors.Conflict(
+                    f"idempotency key {key!r} was already used by {dup[3]} in this space"
+                )
+            return SendResult(
+                id=dup[0],
+                seq=dup[1],
+                kind=dup[2],
+                reached=json.loads(dup[4]),
+                not_reached=[NotReached(**n) for n in json.loads(dup[5])],
+                duplicate=True,
+            )
+    limits = limits_of(space[1])
+    body_bytes = len(text.encode("utf-8"))
+    if body_bytes > limits.body_max_bytes:
+        raise errors.BodyTooLarge(
+            f"message body is {body_bytes} bytes; the cap is {limits.body_max_bytes}",
+            size=body_bytes,
+            cap=limits.body_max_bytes,
+        )
+    if space[3] >= limits.log_max_mb * MB:
+        raise errors.MessagingFull(
+            f"the log of space {space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
+            space_id=space_id,
+        )
+
+    out = _Outcome()
+    for target in targets:
+        if target.kind == "broadcast":
+            _resolve_broadcast(t, space_id, sender, kind, space[4], limits.broadcast_cap, out)
+        else:
+            _resolve(t, space_id, sender, target, out)
+    # Inbox cap, checked once per distinct recipient.
+    delivered: list[tuple[str, str]] = []
+    for pid, (address, waiting) in out.deliver.items():
+        if waiting >= limits.inbox_cap:
+            out.not_reached.append({"address": address, "reason": "inbox_full"})
+        else:
+            out.reached.append(address)
+            delivered.append((pid, address))
+
+    now = store.now_ts()
+    mid = new_id()
+    seq = space[2] + 1
+    bcast_no = space[4] + 1 if out.bcast else None
+    recipients_json = json.dumps([tg.text for tg in targets])
+    reached_json = json.dumps(out.reached)
+    not_reached_json = json.dumps(out.not_reached)
+    size = body_bytes + len(recipients_json) + len(reached_json) + len(not_reached_json)
+    t.execute(
+        "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ?, last_bcast = last_bcast + ? WHERE id = ?",
+        (seq, size, 1 if out.bcast else 0, space_id),
+    )
+    t.execute(
+        "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
+        "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            mid,
+            space_id,
+            seq,
+            kind,
+            sender.address,
+            recipients_json,
+            text,
+            urgent,
+            via,
+            ref,
+            reached_json,
+            not_reached_json,
+            len(out.reached),
+            bcast_no,
+            key,
+            size,
+            now,
+        ),
+    )
+    if delivered:
+        t.raw.executemany(
+            "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
+            "VALUES (?, ?, ?, ?, 'ready', ?)",
+            [(new_id(), space_id, mid, pid, now) for pid, _ in delivered],
+        )
+    woken = [pid for pid, _ in delivered] + out.ring
+    t.after_commit(lambda: wake.ring(store, space_id, woken))
+    return SendResult.model_construct(
+        id=mid,
+        seq=seq,
+        kind=kind,
+        reached=out.reached,
+        not_reached=[NotReached(**n) for n in out.not_reached],
+        duplicate=False,
+    )
+
+
+_LIVE = "status IN ('running', 'idle')"
+
+
+def _add(out: _Outcome, pid: str, address: str, status: str, waiting: int) -> None:
+    if status == "left":
+        out.not_reached.append({"address": address, "reason": "participant_left"})
+    elif pid not in out.deliver:
+        out.deliver[pid] = (address, waiting)
+
+
+def _resolve(t: Tx, space_id: str, sender: _Sender, target: Target, out: _Outcome) -> None:
+    if target.kind == "operator":
+        out.reached.append(OPERATOR)  # logged only; nobody drains it
+        return
+    if target.kind in ("address", "name"):
+        row = t.one(
+            "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = ?",
+            (space_id, target.value),
+        )
+        if row is not None:
+            _add(out, *row)
+            return
+        if target.kind == "address":
+            out.not_reached.append({"address": target.text, "reason": "unknown_participant"})
+            return
+        target = Target("role", target.value, target.text)  # a bare name that is not an address
+    if target.kind in ("role", "step"):
+        column = "agent" if target.kind == "role" else "step"
+        rows = t.all(
+            f"SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND {column} = ? AND {_LIVE} "
+            "AND address != ? ORDER BY joined_at_utc, id",
+            (space_id, target.value, sender.address),
+        )
+        if not rows:
+            out.not_reached.append({"address": target.text, "reason": "no_live_participant"})
+        for row in rows:
+            _add(out, *row)
+        return
+    if target.kind == "parent":
+        row = None
+        if sender.parent:
+            row = t.one(
+                "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = ?",
+                (space_id, sender.parent),
+            )
+        if row is None:
+            out.not_reached.append({"address": "parent", "reason": "no_parent"})
+        else:
+            _add(out, *row)
+        return
+    if target.kind == "lead":
+        row = t.one(
+            "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = 'lead'",
+            (space_id,),
+        )
+        if row is None:
+            out.not_reached.append({"address": "lead", "reason": "no_lead"})
+        else:
+            _add(out, *row)
+        return
+    raise AssertionError(f"unhandled target kind {target.kind}")
+
+
+def _resolve_broadcast(
+    t: Tx, space_id: str, sender: _Sender, kind: str, last_bcast: int, cap: int, out: _Outcome
+) -> None:
+    rows = t.all(
+        f"SELECT id, address, bcast_seen, waiting FROM participants WHERE space_id = ? AND {_LIVE} "
+        "AND address != ? "
+        "ORDER BY joined_at_utc, id",
+        (space_id, sender.address),
+    )
+    if not rows:
+        out.not_reached.append({"address": "broadcast", "reason": "no_live_participant"})
+        return
+    if kind == "operator":
+        # The operator's broadcast is an instruction, not chatter: it goes to every
+        # inbox (so it sorts with the operator's messages in a turn, S17).
+        for pid, address, _, waiting in rows:
+            _add(out, pid, address, "running", waiting)
+        return
+    if max(last_bcast - row[2] for row in rows) >= cap:
+        out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
+        return
+    out.bcast = True
+    for pid, address, _, _ in rows:
+        out.reached.append(address)
+        out.ring.append(pid)  # no delivery rows: they read the broadcast log by cursor
+
+
+# --- reading the log ------------------------------------------------------------------
+LOG_COLUMNS = (
+    "id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, not_reached, "
+    "idempotency_key, created_at_utc"
+)
+
+
+def to_entry(r: tuple[Any, ...]) -> LogEntry:
+    return LogEntry(
+        id=r[0],
+        space_id=r[1],
+        seq=r[2],
+        kind=r[3],
+        sender=r[4],
+        to=json.loads(r[5]),
+        body=r[6],
+        urgent=bool(r[7]),
+        via=r[8],
+        ref=r[9],
+        reached=json.loads(r[10]),
+        not_reached=[NotReached(**n) for n in json.loads(r[11])],
+        idempotency_key=r[12],
+        created_at_utc=r[13],
+    )
+
+
+def log(
+    store: Store,
+    space_ref: str,
+    *,
+    after: str | None = None,
+    after_seq: int | None = None,
+    kinds: Iterable[str] | None = None,
+    limit: int | None = None,
+    tx: Tx | None = None,
+) -> list[LogEntry]:
+    """The log of a space in sequence order, after a message id or a sequence number."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        start = after_seq or 0
+        if after:
+            row = t.one("SELECT seq FROM messages WHERE space_id = ? AND id = ?", (space_id, after))
+            if row is None:
+                raise errors.MessageNotFound(f"no message {after!r} in space {space_id}")
+            start = max(start, row[0])
+        sql = f"SELECT {LOG_COLUMNS} FROM messages WHERE space_id = ? AND seq > ?"
+        params: list[Any] = [space_id, start]
+        kind_list = list(kinds or [])
+        if kind_list:
+            sql += f" AND kind IN ({','.join('?' * len(kind_list))})"
+            params += kind_list
+        sql += " ORDER BY seq"
+        if limit:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = t.all(sql, params)
+    return [to_entry(r) for r in rows]

@@ -1,0 +1,284 @@
+"""Participants (S2-S5): join, re-join, leave, authenticate, the joined/left journal.
+
+A participant row is also its directory entry (S25): role, archetype and task
+live on it, so the directory and the roster can never drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from broker import errors, grants
+from broker.addressing import address_of
+from broker.db import Store, Tx
+from broker.ids import hash_token, new_id, new_token
+from broker.models import Joined, JoinInput, Participant, ParticipantEvent
+from broker.spaces import resolve_id
+
+LIVE = ("running", "idle")
+COLUMNS = (
+    "id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, "
+    "is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc"
+)
+
+
+def to_model(row: tuple[Any, ...]) -> Participant:
+    return Participant(
+        id=row[0],
+        space_id=row[1],
+        address=row[2],
+        codename=row[3],
+        agent=row[4],
+        run_id=row[5],
+        step=row[6],
+        parent=row[7],
+        role=row[8],
+        archetype=row[9],
+        task=row[10],
+        is_lead=bool(row[11]),
+        messaging=bool(row[12]),
+        tools=json.loads(row[13]) if row[13] is not None else None,
+        status=row[14],
+        pid=row[15],
+        joined_at_utc=row[16],
+        left_at_utc=row[17],
+        last_seen_utc=row[18],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who is calling: built only from a verified token (S10)."""
+
+    space_id: str
+    participant_id: str
+    address: str
+    token_hash: str
+
+
+def _journal(
+    t: Tx, pid: str, space_id: str, event: str, row: dict[str, Any], now: str, reason: str | None
+) -> None:
+    t.execute(
+        "INSERT INTO participant_events (id, space_id, participant_id, event, address, codename, agent, "
+        "run_id, step, parent, reason, at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            new_id(),
+            space_id,
+            pid,
+            event,
+            row["address"],
+            row["codename"],
+            row["agent"],
+            row["run_id"],
+            row["step"],
+            row["parent"],
+            reason,
+            now,
+        ),
+    )
+
+
+def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) -> Joined:
+    """Join (or re-join, S3) a running space; returns the address and a fresh token."""
+    tools = grants.validate(inp.tools) if inp.tools is not None else None
+    if not inp.messaging and tools:
+        raise errors.InvalidInput(
+            "messaging is off but messaging tools are named: the two contradict, pick one"
+        )
+    token = new_token()
+    token_hash = hash_token(token)
+    now = store.now_ts()
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        state, kind = t.one("SELECT state, kind FROM spaces WHERE id = ?", (space_id,))
+        address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
+        if state != "running":
+            raise errors.SpaceNotRunning(
+                f"space {space_id} is {state}: nobody can join it", space_id=space_id
+            )
+        messaging = inp.messaging
+        if inp.parent:
+            parent = t.one(
+                "SELECT messaging FROM participants WHERE space_id = ? AND address = ?",
+                (space_id, inp.parent),
+            )
+            if parent is not None and not parent[0]:
+                messaging = False  # off is inherited (S24); narrowing is not
+        if inp.lead:
+            other = t.one(
+                "SELECT codename FROM participants WHERE space_id = ? AND address = 'lead' "
+                "AND codename != ? AND status IN ('running', 'idle')",
+                (space_id, inp.codename),
+            )
+            if other is not None:
+                raise errors.Conflict(f"space {space_id} already has a live lead ({other[0]})")
+        row = {
+            "address": address,
+            "codename": inp.codename,
+            "agent": inp.agent or address.split(">")[-1].split("#")[0],
+            "run_id": inp.run_id or inp.codename,
+            "step": inp.step,
+            "parent": inp.parent,
+        }
+        existing = t.one(
+            "SELECT id FROM participants WHERE space_id = ? AND address = ?", (space_id, address)
+        )
+        values = (
+            inp.codename,
+            row["agent"],
+            row["run_id"],
+            inp.step,
+            inp.parent,
+            inp.role,
+            inp.archetype,
+            inp.task,
+            inp.lead,
+            messaging,
+            json.dumps(tools) if tools is not None else None,
+            token_hash,
+            inp.pid if inp.pid is not None else os.getpid(),
+            now,
+        )
+        if existing:
+            pid = existing[0]
+            # A retried or continued run: same row, so inbox, cursors and directives stay (S3).
+            t.execute(
+                "UPDATE participants SET codename=?, agent=?, run_id=?, step=?, parent=?, role=?, "
+                "archetype=?, task=?, is_lead=?, messaging=?, tools=?, token_hash=?, pid=?, "
+                "status='running', left_at_utc=NULL, last_seen_utc=? WHERE id=?",
+                (*values, pid),
+            )
+        else:
+            pid = new_id()
+            last_bcast = t.one("SELECT last_bcast FROM spaces WHERE id = ?", (space_id,))[0]
+            t.execute(
+                "INSERT INTO participants (codename, agent, run_id, step, parent, role, archetype, task, "
+                "is_lead, messaging, tools, token_hash, pid, last_seen_utc, id, space_id, address, "
+                "status, bcast_seen, joined_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
+                # bcast_seen starts at the current end: broadcasts count from the join (S6).
+                (*values, pid, space_id, address, last_bcast, now),
+            )
+        _journal(t, pid, space_id, "joined", row, now, None)
+    return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
+
+
+def authenticate(
+    store: Store, space_ref: str, address: str, token: str | None, *, tx: Tx | None = None
+) -> Identity:
+    """Turn (space, address, token) into an Identity, or refuse (S10)."""
+    if not token:
+        raise errors.AuthError("no token: pass --token or set BROKER_TOKEN (join prints it once)")
+    if not address:
+        raise errors.AuthError("no address: pass --as or set BROKER_AS")
+    th = hash_token(token)
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        row = t.one(
+            "SELECT id, token_hash, status FROM participants WHERE space_id = ? AND address = ?",
+            (space_id, address),
+        )
+    if row is None or row[1] != th:
+        # One message for unknown address, wrong token and someone else's token: no oracle.
+        raise errors.AuthError(f"token does not match participant {address!r} in space {space_id}")
+    if row[2] == "left":
+        raise errors.ParticipantLeft(
+            f"participant {address!r} has left space {space_id}; join again"
+        )
+    return Identity(space_id=space_id, participant_id=row[0], address=address, token_hash=th)
+
+
+def caller_row(t: Tx, ident: Identity) -> tuple[Any, ...]:
+    """The caller's current row, re-checking the token inside the transaction.
+
+    Returns (status, messaging, tools, is_lead, agent, parent)."""
+    row = t.one(
+        "SELECT status, messaging, tools, is_lead, agent, parent FROM participants WHERE id = ? AND token_hash = ?",
+        (ident.participant_id, ident.token_hash),
+    )
+    if row is None:
+        raise errors.AuthError(
+            f"token for {ident.address!r} is no longer valid (the participant re-joined with a new one)"
+        )
+    if row[0] == "left":
+        raise errors.ParticipantLeft(f"participant {ident.address!r} has left; join again")
+    return tuple(row)
+
+
+def granted(row: tuple[Any, ...]) -> frozenset[str]:
+    return grants.effective(bool(row[1]), json.loads(row[2]) if row[2] else None, bool(row[3]))
+
+
+def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None = None) -> None:
+    with store.write(tx) as t:
+        caller_row(t, ident)
+        _leave(store, t, ident.participant_id, reason)
+
+
+def _leave(store: Store, t: Tx, pid: str, reason: str) -> None:
+    row = t.row(
+        "SELECT space_id, address, codename, agent, run_id, step, parent FROM participants WHERE id = ?",
+        (pid,),
+    )
+    assert row is not None
+    now = store.now_ts()
+    t.execute("UPDATE participants SET status='left', left_at_utc=? WHERE id=?", (now, pid))
+    _journal(t, pid, row["space_id"], "left", row, now, reason)
+
+
+def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:
+    for (pid,) in t.all(
+        "SELECT id FROM participants WHERE space_id = ? AND status != 'left'", (space_id,)
+    ):
+        _leave(store, t, pid, reason)
+
+
+def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None = None) -> None:
+    if status not in ("running", "idle", "failed", "shutdown"):
+        raise errors.InvalidInput(f"bad status {status!r}")
+    with store.write(tx) as t:
+        t.execute(
+            "UPDATE participants SET status = ?, last_seen_utc = ? WHERE id = ? AND status != 'left'",
+            (status, store.now_ts(), participant_id),
+        )
+
+
+def list_participants(
+    store: Store, space_ref: str, *, include_left: bool = True, tx: Tx | None = None
+) -> list[Participant]:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        where = "" if include_left else " AND status != 'left'"
+        rows = t.all(
+            f"SELECT {COLUMNS} FROM participants WHERE space_id = ?{where} ORDER BY joined_at_utc, id",
+            (space_id,),
+        )
+    return [to_model(r) for r in rows]
+
+
+def get(store: Store, space_ref: str, address: str, *, tx: Tx | None = None) -> Participant:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        row = t.one(
+            f"SELECT {COLUMNS} FROM participants WHERE space_id = ? AND address = ?",
+            (space_id, address),
+        )
+    if row is None:
+        raise errors.ParticipantNotFound(
+            f"no participant {address!r} in space {space_id}", address=address
+        )
+    return to_model(row)
+
+
+def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ParticipantEvent]:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.rows(
+            "SELECT event, address, codename, agent, run_id, step, parent, reason, at_utc "
+            "FROM participant_events WHERE space_id = ? ORDER BY at_utc, id",
+            (space_id,),
+        )
+    return [ParticipantEvent(**r) for r in rows]

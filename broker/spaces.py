@@ -1,0 +1,149 @@
+"""Message spaces (S1): create, list, resolve a run id, stop, archive."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from broker import errors
+from broker.db import Store, Tx
+from broker.ids import new_id
+from broker.models import Space, SpaceKind
+from broker.settings import Limits
+
+PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
+_REF = re.compile(r"[a-z0-9_]{1,40}")
+_COLUMNS = "id, kind, state, settings, created_at_utc, updated_at_utc"
+
+
+def _space(row: tuple[Any, ...]) -> Space:
+    return Space(
+        id=row[0],
+        kind=row[1],
+        state=row[2],
+        settings=json.loads(row[3]),
+        created_at_utc=row[4],
+        updated_at_utc=row[5],
+    )
+
+
+def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Check overrides against ``Limits`` and return them normalised."""
+    try:
+        limits = Limits(**settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise errors.InvalidInput(f"bad space setting {where}: {first['msg']}") from None
+    return limits.model_dump(include=set(settings))
+
+
+def limits_of(settings_json: str) -> Limits:
+    return Limits(**json.loads(settings_json)) if settings_json != "{}" else _DEFAULT_LIMITS
+
+
+_DEFAULT_LIMITS = Limits()
+
+
+def create(
+    store: Store,
+    kind: SpaceKind | str,
+    *,
+    settings: dict[str, Any] | None = None,
+    tx: Tx | None = None,
+) -> Space:
+    if kind not in PREFIX:
+        raise errors.InvalidInput(f"unknown space kind {kind!r}: use one of {', '.join(PREFIX)}")
+    overrides = validate_settings(settings or {})
+    now = store.now_ts()
+    sid = PREFIX[kind] + new_id().lower()
+    with store.write(tx) as t:
+        t.execute(
+            "INSERT INTO spaces (id, kind, state, settings, created_at_utc, updated_at_utc) "
+            "VALUES (?, ?, 'running', ?, ?, ?)",
+            (sid, kind, json.dumps(overrides, sort_keys=True), now, now),
+        )
+    return Space.model_validate(
+        {
+            "id": sid,
+            "kind": kind,
+            "state": "running",
+            "settings": overrides,
+            "created_at_utc": now,
+            "updated_at_utc": now,
+        }
+    )
+
+
+def resolve_id(tx: Tx, ref: str) -> str:
+    """A run id as full id, compact form (no kind prefix) or unique prefix (S1)."""
+    text = ref.strip().lower()
+    if not text:
+        raise errors.InvalidInput("run id is empty")
+    if not _REF.fullmatch(text):
+        raise errors.InvalidInput(f"bad run id {ref!r}: letters, digits and '_' only")
+    row = tx.one("SELECT id FROM spaces WHERE id = ?", (text,))
+    if row:
+        return str(row[0])
+    pattern = text.replace("_", "\\_") + "%"
+    rows = tx.all(
+        "SELECT id FROM spaces WHERE id LIKE ? ESCAPE '\\' "
+        "OR substr(id, instr(id, '_') + 1) LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11",
+        (pattern, pattern),
+    )
+    if not rows:
+        raise errors.SpaceNotFound(f"no space matches run id {ref!r}", run_id=ref)
+    if len(rows) > 1:
+        raise errors.AmbiguousId(ref, [r[0] for r in rows])
+    return str(rows[0][0])
+
+
+def get(store: Store, ref: str, *, tx: Tx | None = None) -> Space:
+    with store.read(tx) as t:
+        sid = resolve_id(t, ref)
+        row = t.one(f"SELECT {_COLUMNS} FROM spaces WHERE id = ?", (sid,))
+    return _space(row)
+
+
+def list_spaces(store: Store, *, state: str | None = None, tx: Tx | None = None) -> list[Space]:
+    with store.read(tx) as t:
+        if state:
+            rows = t.all(f"SELECT {_COLUMNS} FROM spaces WHERE state = ? ORDER BY id", (state,))
+        else:
+            rows = t.all(f"SELECT {_COLUMNS} FROM spaces ORDER BY id")
+    return [_space(r) for r in rows]
+
+
+def _set_state(
+    store: Store, ref: str, state: str, allowed_from: tuple[str, ...], tx: Tx | None
+) -> Space:
+    with store.write(tx) as t:
+        sid = resolve_id(t, ref)
+        row = t.one("SELECT state FROM spaces WHERE id = ?", (sid,))
+        if row[0] != state:
+            if row[0] not in allowed_from:
+                raise errors.Conflict(f"space {sid} is {row[0]}; it cannot become {state}")
+            now = store.now_ts()
+            t.execute(
+                "UPDATE spaces SET state = ?, updated_at_utc = ? WHERE id = ?", (state, now, sid)
+            )
+            if state != "running":
+                from broker.participants import leave_all
+
+                leave_all(store, t, sid, reason=f"space {state}")
+        space = _space(t.one(f"SELECT {_COLUMNS} FROM spaces WHERE id = ?", (sid,)))
+    from broker import wake
+
+    wake.ring_space(store, sid)
+    return space
+
+
+def stop(store: Store, ref: str, *, tx: Tx | None = None) -> Space:
+    return _set_state(store, ref, "stopped", ("running",), tx)
+
+
+def archive(store: Store, ref: str, *, tx: Tx | None = None) -> Space:
+    return _set_state(store, ref, "archived", ("running", "stopped"), tx)
