@@ -1,0 +1,3 @@
+from broker.cli import main
+
+main()

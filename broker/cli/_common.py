@@ -1,0 +1,140 @@
+"""Shared CLI plumbing: the group, the store, identity options, output, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+
+from broker import errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_USAGE = 2
+
+
+class BrokerGroup(click.Group):
+    """Turns BrokerErrors into one line and a stable exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.BrokerError as exc:
+            click.echo(f"broker: {exc.code}: {exc.message}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=BrokerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar="BROKER_URL",
+    default=None,
+    help="Database URL (default: the SQLite file in BROKER_HOME).",
+)
+@click.version_option(package_name="broker", prog_name="broker")
+@click.pass_context
+def main(ctx: click.Context, url: str | None) -> None:
+    """A transactional message broker for swarms of AI agents.
+
+    Everything lives in one WAL-mode SQLite file (BROKER_HOME, or BROKER_URL).
+    Agent commands take their identity from --space/--as/--token or
+    BROKER_SPACE/BROKER_AS/BROKER_TOKEN.
+    """
+    ctx.obj = {"url": url}
+
+
+def store(ctx: click.Context | None = None) -> Any:
+    """The store for this invocation, opened on first use."""
+    from broker.db import Store
+
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "store" not in obj:
+        obj["store"] = Store(obj.get("url"))
+        root.obj = obj
+    return obj["store"]
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
+        fn
+    )
+
+
+def identity_options(fn: F) -> F:
+    """--space/--as/--token, from the environment by default (S10)."""
+    fn = click.option(
+        "--token", envvar="BROKER_TOKEN", help="Secret token from join [env BROKER_TOKEN]."
+    )(fn)
+    fn = click.option(
+        "--as", "as_", envvar="BROKER_AS", metavar="ADDRESS", help="Your address [env BROKER_AS]."
+    )(fn)
+    fn = click.option(
+        "--space", envvar="BROKER_SPACE", metavar="RUN_ID", help="Your space [env BROKER_SPACE]."
+    )(fn)
+    return fn
+
+
+def agent(space: str | None, as_: str | None, token: str | None) -> Any:
+    """Authenticate the caller; the sender is always derived from this (S10)."""
+    from broker.client import Agent
+
+    if not space:
+        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
+    return Agent.connect(store(), space, as_ or "", token)
+
+
+def to_jsonable(data: Any) -> Any:
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, list | tuple):
+        return [to_jsonable(d) for d in data]
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    return data
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(to_jsonable(data), ensure_ascii=False))
+
+
+def emit_json_lines(items: Iterable[Any]) -> None:
+    for item in items:
+        click.echo(json.dumps(to_jsonable(item), ensure_ascii=False))
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    """A plain aligned table for humans; ``--json`` is for machines."""
+    if not rows:
+        click.echo("(none)")
+        return
+    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for r in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def keyvals(pairs: Sequence[tuple[str, Any]]) -> None:
+    width = max(len(k) for k, _ in pairs)
+    for k, v in pairs:
+        click.echo(f"{k.ljust(width)}  {'' if v is None else v}")
+
+
+def fail(message: str, code: int = 1) -> None:
+    click.echo(f"broker: {message}", err=True)
+    sys.exit(code)
+
+
+def text_arg(words: Sequence[str]) -> str:
+    text = " ".join(words)
+    if text == "-":
+        text = sys.stdin.read()
+    if not text.strip():
+        raise errors.InvalidInput("message text is empty")
+    return text
