@@ -1,25 +1,43 @@
 """broker: a transactional message broker for swarms of AI agents.
 
-Public names only; see README.md for the tour.
+Public names only; see README.md for the tour. Names load on first use, so
+``broker`` CLI calls import only what they need.
 """
 
 from __future__ import annotations
 
-from broker.client import Agent, Operator
-from broker.db import Store, Tx
-from broker.errors import BrokerError
-from broker.models import Joined, LogEntry, Participant, SendResult, Space
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "Agent",
-    "BrokerError",
-    "Joined",
-    "LogEntry",
-    "Operator",
-    "Participant",
-    "SendResult",
-    "Space",
-    "Store",
-    "Tx",
-]
+if TYPE_CHECKING:
+    from broker.client import Agent as Agent
+    from broker.client import Operator as Operator
+    from broker.db import Store as Store
+    from broker.db import Tx as Tx
+    from broker.errors import BrokerError as BrokerError
+    from broker.models import Joined as Joined
+    from broker.models import LogEntry as LogEntry
+    from broker.models import Participant as Participant
+    from broker.models import SendResult as SendResult
+    from broker.models import Space as Space
+
+_WHERE = {
+    "Agent": "broker.client",
+    "Operator": "broker.client",
+    "Store": "broker.db",
+    "Tx": "broker.db",
+    "BrokerError": "broker.errors",
+    "Joined": "broker.models",
+    "LogEntry": "broker.models",
+    "Participant": "broker.models",
+    "SendResult": "broker.models",
+    "Space": "broker.models",
+}
+__all__ = sorted(_WHERE)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'broker' has no attribute {name!r}")

@@ -1,14 +1,17 @@
-"""The store: one engine per database, pragmas, transactions, error wrapping.
+"""The store: connections, pragmas, transactions, error wrapping.
 
 Every write transaction starts with ``BEGIN IMMEDIATE`` (pysqlite's own BEGIN
-is off; we emit ours from SQLAlchemy's ``begin`` event), so a transaction that
-will write takes the write lock up front and never fails mid-way on a lock
-upgrade. Reads use a deferred ``BEGIN`` and see one snapshot.
+is off: ``isolation_level=None``), so a transaction that will write takes the
+write lock up front and never fails mid-way on a lock upgrade. Reads use a
+deferred ``BEGIN`` and see one snapshot. SQLAlchemy engines built here emit
+the same from its ``begin`` event.
 
 Hot paths run prepared SQL on the DBAPI connection of the transaction
-(``Tx.execute``); the caller's own work can use ``Tx.connection`` (a SQLAlchemy
-``Connection``) in the same transaction, which is how "do my work and send the
-message" commits or fails together (DESIGN §7).
+(``Tx.execute``): SQLAlchemy costs ~3x raw sqlite3 per statement and ~300 ms
+to import, too much for a CLI called per tool call, so it is loaded only when
+needed: migrations, and ``Tx.connection`` (a SQLAlchemy ``Connection`` in the
+same transaction), which is how the caller's own work and the broker's commit
+or fail together (DESIGN §7).
 
 Driver errors are wrapped once, here, into ``broker.errors`` classes.
 """
@@ -23,19 +26,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.dialect import MIN_SQLITE
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.migrations import HEAD
 from broker.settings import StoreSettings
 
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
 Params = Sequence[Any] | dict[str, Any]
+MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 
 
 def wrap_db_error(exc: BaseException) -> errors.BrokerError:
@@ -54,24 +56,31 @@ def wrap_db_error(exc: BaseException) -> errors.BrokerError:
 class Tx:
     """One open transaction. Pass it as ``tx=`` to join broker writes to it."""
 
-    __slots__ = ("store", "connection", "raw", "write", "_after_commit", "__weakref__")
+    __slots__ = ("store", "raw", "write", "_after_commit", "_sa")
 
-    def __init__(self, store: Store, connection: sa.Connection, write: bool) -> None:
+    def __init__(self, store: Store, raw: sqlite3.Connection, write: bool) -> None:
         self.store = store
-        self.connection = connection
-        self.raw: Any = connection.connection.driver_connection
+        self.raw = raw
         self.write = write
         self._after_commit: list[Callable[[], None]] = []
+        self._sa: sa.Connection | None = None
 
-    def execute(self, sql: str, params: Params = ()) -> Any:
+    @property
+    def connection(self) -> sa.Connection:
+        """A SQLAlchemy ``Connection`` inside this same transaction, for the caller's
+        own work ("do my work and send the message" commits or fails together)."""
+        if self._sa is None:
+            self._sa = self.store._sa_connection(self.raw)
+        return self._sa
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.raw.execute(sql, params)
 
     def one(self, sql: str, params: Params = ()) -> Any:
         return self.raw.execute(sql, params).fetchone()
 
     def all(self, sql: str, params: Params = ()) -> list[Any]:
-        rows: list[Any] = self.raw.execute(sql, params).fetchall()
-        return rows
+        return self.raw.execute(sql, params).fetchall()
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         cur = self.raw.execute(sql, params)
@@ -97,19 +106,30 @@ _inherited: list[Any] = []
 
 
 def _after_fork_in_child() -> None:
-    # A pooled connection must never be used on both sides of fork(): the child
-    # drops the parent's pool (and this thread's held connection) unclosed.
     for store in list(_stores):
-        _inherited.append(store._local)
-        store._local = threading.local()
-        store.engine.dispose(close=False)
+        _inherited.append((store._local, store._spare, store._engine, store._sa_engines))
+        store._reset_connections()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///`` URL, parsed without importing SQLAlchemy
+    (its import alone costs ~300 ms, too much for a CLI called per tool call)."""
+    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
+        if url.startswith(prefix):
+            return url[len(prefix) :].split("?", 1)[0]
+    if url.startswith("postgresql"):
+        raise errors.StoreError("PostgreSQL is not supported yet: use a sqlite:/// URL")
+    raise errors.InvalidInput(f"bad database URL {url!r}: expected sqlite:////path/to/file.db")
+
+
 class Store:
-    """A broker database. Thread-safe; create one per process and share it."""
+    """A broker database. Thread-safe; create one per process and share it.
+
+    Each thread holds one DBAPI connection (the hot path skips any pool); a
+    nested transaction in the same thread takes a spare one."""
 
     def __init__(
         self,
@@ -121,31 +141,29 @@ class Store:
     ) -> None:
         self.settings = settings or StoreSettings.from_env(url)
         self.clock: Clock = clock or system_clock
-        self.url = make_url(self.settings.url)
-        self.dialect = self.url.get_backend_name()
-        if self.dialect != "sqlite":
-            raise errors.StoreError(f"unsupported database {self.dialect!r}: only sqlite for now")
+        self.url = self.settings.url
+        self.dialect = "sqlite"
+        db = sqlite_path(self.url)
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             raise errors.UnsupportedSQLite(
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
-        self.path = self._prepare_file()
-        self.engine = sa.create_engine(
-            self.url,
-            connect_args={"check_same_thread": False, "isolation_level": None},
-            pool_size=8,
-            max_overflow=64,
-        )
-        event.listen(self.engine, "connect", self._on_connect)
-        event.listen(self.engine, "begin", self._on_begin)
-        self._local = threading.local()
+        self.path = self._prepare_file(db)
+        self._lock = threading.Lock()
+        self._reset_connections()
         _stores.add(self)
         if migrate:
             self.ensure_schema()
 
+    def _reset_connections(self) -> None:
+        self._local = threading.local()
+        self._spare: list[sqlite3.Connection] = []
+        self._engine: Any = None
+        self._sa_engines: dict[int, Any] = {}
+
     # --- setup -----------------------------------------------------------------
-    def _prepare_file(self) -> Path | None:
-        db = self.url.database
+    @staticmethod
+    def _prepare_file(db: str) -> Path:
         if not db or db == ":memory:":
             raise errors.InvalidInput("broker needs a database file, not an in-memory database")
         path = Path(db).expanduser().absolute()
@@ -159,24 +177,57 @@ class Store:
             os.chmod(path, 0o600)
         return path
 
-    def _on_connect(self, dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {int(self.settings.busy_timeout_ms)}")
-        cur.execute("PRAGMA journal_mode = WAL")
-        cur.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
-        cur.execute("PRAGMA foreign_keys = ON")
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.isolation_level = None  # we emit BEGIN ourselves
+        conn.execute(f"PRAGMA busy_timeout = {int(self.settings.busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
         # Bound the WAL on disk after checkpoints (DESIGN §4 Checkpoints).
-        cur.execute("PRAGMA journal_size_limit = 67108864")
-        cur.close()
+        conn.execute("PRAGMA journal_size_limit = 67108864")
 
-    @staticmethod
-    def _on_begin(conn: sa.Connection) -> None:
-        raw = conn.connection.driver_connection
-        if raw is not None and raw.in_transaction:
-            return  # SQLAlchemy autobegins inside a broker transaction: already begun
-        mode = "BEGIN" if conn.get_execution_options().get("broker_read") else "BEGIN IMMEDIATE"
-        conn.exec_driver_sql(mode)
+    def connect(self) -> sqlite3.Connection:
+        """A new configured DBAPI connection (the caller closes it)."""
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.settings.busy_timeout_ms / 1000,
+            )
+            self._configure(conn)
+        except sqlite3.Error as exc:
+            raise wrap_db_error(exc) from exc
+        return conn
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same file, created on first use (migrations,
+        callers' own SQL). Its connections get the same pragmas and BEGIN IMMEDIATE."""
+        if self._engine is None:
+            import sqlalchemy as sa
+
+            engine = sa.create_engine(f"sqlite:///{self.path}", creator=self.connect)
+            sa.event.listen(engine, "begin", _on_begin)
+            self._engine = engine
+        return self._engine
+
+    def _sa_connection(self, raw: sqlite3.Connection) -> sa.Connection:
+        import sqlalchemy as sa
+
+        engine = self._sa_engines.get(id(raw))
+        if engine is None:
+            # A pool of exactly this connection, never reset on return: the
+            # transaction belongs to the broker's Tx, not to SQLAlchemy.
+            engine = sa.create_engine(
+                f"sqlite:///{self.path}",
+                creator=lambda: raw,
+                poolclass=sa.pool.StaticPool,
+                pool_reset_on_return=None,
+            )
+            sa.event.listen(engine, "begin", _on_begin)
+            self._sa_engines[id(raw)] = engine
+        return engine.connect()
 
     def ensure_schema(self) -> None:
         """Migrate an empty or older database to head; cheap when already there."""
@@ -229,74 +280,87 @@ class Store:
 
     transaction = write  # the public name for "my work and the broker's, together"
 
-    def _checkout(self) -> tuple[sa.Connection, bool]:
-        """This thread's held connection, or a pooled one if it is busy (nested use).
-
-        Holding one connection per thread skips the pool on the hot path."""
-        held: sa.Connection | None = getattr(self._local, "conn", None)
-        if held is not None and not getattr(self._local, "busy", False):
+    def _checkout(self) -> tuple[sqlite3.Connection, bool]:
+        held: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if held is None:
+            held = self._local.conn = self.connect()
+            self._local.busy = False
+        if not self._local.busy:
             self._local.busy = True
             return held, True
-        try:
-            conn = self.engine.connect()
-        except Exception as exc:
-            raise wrap_db_error(exc) from exc
-        if held is None:
-            self._local.conn = conn
-            self._local.busy = True
-            return conn, True
-        return conn, False
+        with self._lock:
+            spare = self._spare.pop() if self._spare else None
+        return (spare or self.connect()), False
 
-    def _checkin(self, conn: sa.Connection, held: bool) -> None:
+    def _checkin(self, conn: sqlite3.Connection, held: bool) -> None:
         if held:
             self._local.busy = False
         else:
-            conn.close()
+            with self._lock:
+                self._spare.append(conn)
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:
-        conn, held = self._checkout()
-        raw = conn.connection.driver_connection
-        assert raw is not None
+        raw, held = self._checkout()
         committed: Tx | None = None
         try:
             try:
-                # Begun on the DBAPI connection: SQLAlchemy's begin costs more than
-                # the statement. Caller SQL on tx.connection joins via _on_begin.
                 raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            except Exception as exc:
+            except sqlite3.Error as exc:
                 raise wrap_db_error(exc) from exc
-            tx = Tx(self, conn, write)
+            tx = Tx(self, raw, write)
             try:
                 yield tx
             except BaseException as exc:
-                self._rollback(conn, raw)
-                if isinstance(exc, (sqlite3.Error, sa.exc.DBAPIError)):
+                self._rollback(tx)
+                if isinstance(exc, sqlite3.Error) or type(exc).__name__ in (
+                    "OperationalError",
+                    "IntegrityError",
+                ):
                     raise wrap_db_error(exc) from exc
                 raise
             try:
-                if conn.in_transaction():
-                    conn.commit()  # the caller used tx.connection: let SQLAlchemy close its side
+                if tx._sa is not None and tx._sa.in_transaction():
+                    tx._sa.commit()  # the caller used tx.connection: SQLAlchemy commits for both
                 if raw.in_transaction:
                     raw.execute("COMMIT")
             except Exception as exc:
-                self._rollback(conn, raw)
+                self._rollback(tx)
                 raise wrap_db_error(exc) from exc
             committed = tx
         finally:
-            self._checkin(conn, held)
+            if tx._sa is not None:
+                tx._sa.close()
+            self._checkin(raw, held)
         for fn in committed._after_commit:
             fn()
 
     @staticmethod
-    def _rollback(conn: sa.Connection, raw: Any) -> None:
+    def _rollback(tx: Tx) -> None:
         try:
-            if conn.in_transaction():
-                conn.rollback()
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
+            if tx._sa is not None and tx._sa.in_transaction():
+                tx._sa.rollback()
+            if tx.raw.in_transaction:
+                tx.raw.execute("ROLLBACK")
         except Exception:  # noqa: BLE001 - the original error is the one to report
             pass
 
     def close(self) -> None:
-        self.engine.dispose()
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        for c in self._spare:
+            c.close()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._reset_connections()
+
+
+def _on_begin(conn: sa.Connection) -> None:
+    raw = conn.connection.driver_connection
+    if raw is not None and raw.in_transaction:
+        return  # SQLAlchemy autobegins inside a broker transaction: already begun
+    # Outside a broker Tx (migrations, the caller's own engine use): writes
+    # take the lock up front, so two processes migrating one file serialize.
+    mode = "BEGIN" if conn.get_execution_options().get("broker_read") else "BEGIN IMMEDIATE"
+    conn.exec_driver_sql(mode)

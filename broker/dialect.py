@@ -7,10 +7,7 @@ second dialect (``FOR UPDATE SKIP LOCKED`` in claims, plpgsql triggers).
 
 from __future__ import annotations
 
-from broker.tables import APPEND_ONLY
-
-MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
-
+from broker.vocab import APPEND_ONLY
 
 _WAITING = "('ready', 'processing')"
 

@@ -58,6 +58,16 @@ from sqlalchemy import (
     text,
 )
 
+from broker.vocab import (
+    DELIVERY_STATES,
+    JOURNAL_EVENTS,
+    MESSAGE_KINDS,
+    PARTICIPANT_STATUSES,
+    SPACE_KINDS,
+    SPACE_STATES,
+    TRANSCRIPT_DIRECTIONS,
+)
+
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -66,14 +76,6 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 metadata = MetaData(naming_convention=NAMING)
-
-SPACE_KINDS = ("agentiflow", "workflow", "session", "run")
-SPACE_STATES = ("running", "stopped", "archived")
-PARTICIPANT_STATUSES = ("running", "idle", "failed", "shutdown", "left")
-MESSAGE_KINDS = ("direct", "broadcast", "post", "directive", "retract", "operator", "seen")
-DELIVERY_STATES = ("ready", "processing", "done", "quarantine")
-JOURNAL_EVENTS = ("claimed", "released", "expired", "renewed")
-TRANSCRIPT_DIRECTIONS = ("sent", "received", "injected", "notice")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -444,11 +446,8 @@ claim_journal = Table(
     comment="Append-only claim journal (S23).",
 )
 
-# Tables whose rows may never change or disappear once written (S11, S23).
-APPEND_ONLY = ("messages", "participant_events", "transcript", "claim_journal")
 
 __all__ = [
-    "APPEND_ONLY",
     "board_claims",
     "claim_journal",
     "deliveries",

@@ -172,9 +172,8 @@ class Waiter:
 
     def _poll(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        with self.store.engine.connect() as conn:
-            raw = conn.connection.driver_connection
-            assert raw is not None
+        raw = self.store.connect()
+        try:
             # data_version is per connection, so take the baseline on this one.
             self._data_version = raw.execute("PRAGMA data_version").fetchone()[0]
             while time.monotonic() < deadline:
@@ -183,6 +182,8 @@ class Waiter:
                 if v != self._data_version:
                     self._data_version = v
                     return True
+        finally:
+            raw.close()
         return False
 
     def close(self) -> None:

@@ -125,7 +125,7 @@ def message_send(
 
 
 def _kinds(value: str | None) -> list[str]:
-    from broker.tables import MESSAGE_KINDS
+    from broker.vocab import MESSAGE_KINDS
 
     if not value:
         return []

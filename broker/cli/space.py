@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from broker.cli._common import emit_json, json_option, keyvals, main, store, table
-from broker.tables import SPACE_KINDS
+from broker.vocab import SPACE_KINDS
 
 
 @main.group()
