@@ -29,7 +29,9 @@ OPERATOR = "operator"
 
 
 @dataclass(slots=True)
-class _Sender:
+class Sender:
+    """Who a send is from: derived from a verified identity, never from input."""
+
     address: str
     participant_id: str | None  # None for the operator
     parent: str | None = None
@@ -141,11 +143,11 @@ def operator_send(
         for tg in targets:
             if tg.kind in ("parent", "operator"):
                 raise errors.InvalidInput(f"the operator cannot send to {tg.text!r}")
-        result = _send(
+        result = send_in_tx(
             store,
             t,
             space_id,
-            _Sender(OPERATOR, None),
+            Sender(OPERATOR, None),
             "operator",
             targets,
             text,
@@ -180,11 +182,11 @@ def _send_as(
             result = None
         else:
             try:
-                result = _send(
+                result = send_in_tx(
                     store,
                     t,
                     ident.space_id,
-                    _Sender(ident.address, ident.participant_id, row[5]),
+                    Sender(ident.address, ident.participant_id, row[5]),
                     kind,
                     targets,
                     text,
@@ -208,11 +210,11 @@ def _finish(result: SendResult) -> SendResult:
 
 
 # --- the send transaction -------------------------------------------------------------
-def _send(
+def send_in_tx(
     store: Store,
     t: Tx,
     space_id: str,
-    sender: _Sender,
+    sender: Sender,
     kind: str,
     targets: list[Target],
     text: str,
@@ -221,7 +223,12 @@ def _send(
     via: str | None = None,
     key: str | None = None,
     ref: str | None = None,
+    deliver: bool = True,
 ) -> SendResult:
+    """The send itself, inside the caller's write transaction: checks, resolves
+    ``targets`` (S6), applies the caps (S7), appends one log row with the
+    outcome and one delivery per reached inbox. ``deliver=False`` records the
+    outcome without inbox rows (directives are shown every turn instead)."""
     space = t.one(
         "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?",
         (space_id,),
@@ -271,47 +278,33 @@ def _send(
     # Inbox cap, checked once per distinct recipient.
     delivered: list[tuple[str, str]] = []
     for pid, (address, waiting) in out.deliver.items():
-        if waiting >= limits.inbox_cap:
+        if not deliver:
+            out.reached.append(address)
+            out.ring.append(pid)
+        elif waiting >= limits.inbox_cap:
             out.not_reached.append({"address": address, "reason": "inbox_full"})
         else:
             out.reached.append(address)
             delivered.append((pid, address))
 
-    now = store.now_ts()
-    mid = new_id()
-    seq = space[2] + 1
-    bcast_no = space[4] + 1 if out.bcast else None
     recipients_json = json.dumps([tg.text for tg in targets])
-    reached_json = json.dumps(out.reached)
-    not_reached_json = json.dumps(out.not_reached)
-    size = body_bytes + len(recipients_json) + len(reached_json) + len(not_reached_json)
-    t.execute(
-        "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ?, last_bcast = last_bcast + ? WHERE id = ?",
-        (seq, size, 1 if out.bcast else 0, space_id),
-    )
-    t.execute(
-        "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
-        "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            mid,
-            space_id,
-            seq,
-            kind,
-            sender.address,
-            recipients_json,
-            text,
-            urgent,
-            via,
-            ref,
-            reached_json,
-            not_reached_json,
-            len(out.reached),
-            bcast_no,
-            key,
-            size,
-            now,
-        ),
+    mid, seq, now = append(
+        store,
+        t,
+        space_id,
+        kind,
+        sender.address,
+        text,
+        recipients=recipients_json,
+        reached=out.reached,
+        not_reached=out.not_reached,
+        urgent=urgent,
+        via=via,
+        ref=ref,
+        key=key,
+        bcast_no=space[4] + 1 if out.bcast else None,
+        body_bytes=body_bytes,
+        last_seq=space[2],
     )
     if delivered:
         t.raw.executemany(
@@ -331,6 +324,76 @@ def _send(
     )
 
 
+def append(
+    store: Store,
+    t: Tx,
+    space_id: str,
+    kind: str,
+    sender: str,
+    body: str,
+    *,
+    recipients: str = "[]",
+    reached: list[str] | None = None,
+    not_reached: list[dict[str, str]] | None = None,
+    urgent: bool = False,
+    via: str | None = None,
+    ref: str | None = None,
+    key: str | None = None,
+    bcast_no: int | None = None,
+    body_bytes: int | None = None,
+    last_seq: int | None = None,
+) -> tuple[str, int, str]:
+    """Append one row to the log with the next ``seq`` of the space; returns
+    (id, seq, created_at_utc). The only writer of ``messages``."""
+    if last_seq is None:
+        last_seq = t.one("SELECT last_seq FROM spaces WHERE id = ?", (space_id,))[0]
+    now = store.now_ts()
+    mid = new_id()
+    seq = last_seq + 1
+    reached_json = json.dumps(reached or [])
+    not_reached_json = json.dumps(not_reached or [])
+    size = (body_bytes if body_bytes is not None else len(body.encode("utf-8"))) + len(recipients)
+    size += len(reached_json) + len(not_reached_json)
+    t.execute(
+        "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ?, last_bcast = last_bcast + ? WHERE id = ?",
+        (seq, size, 1 if bcast_no is not None else 0, space_id),
+    )
+    t.execute(
+        "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
+        "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            mid,
+            space_id,
+            seq,
+            kind,
+            sender,
+            recipients,
+            body,
+            urgent,
+            via,
+            ref,
+            reached_json,
+            not_reached_json,
+            len(reached or []),
+            bcast_no,
+            key,
+            size,
+            now,
+        ),
+    )
+    return mid, seq, now
+
+
+def append_receipt(
+    store: Store, t: Tx, space_id: str, sender: str, turn_id: str, message_ids: list[str]
+) -> str:
+    """A ``seen`` receipt (S18). Receipts are written even past ``log_max_mb`` (S11)."""
+    mid, _, _ = append(store, t, space_id, "seen", sender, json.dumps(message_ids), ref=turn_id)
+    t.after_commit(lambda: wake.ring_space(store, space_id))
+    return mid
+
+
 _LIVE = "status IN ('running', 'idle')"
 
 
@@ -341,7 +404,7 @@ def _add(out: _Outcome, pid: str, address: str, status: str, waiting: int) -> No
         out.deliver[pid] = (address, waiting)
 
 
-def _resolve(t: Tx, space_id: str, sender: _Sender, target: Target, out: _Outcome) -> None:
+def _resolve(t: Tx, space_id: str, sender: Sender, target: Target, out: _Outcome) -> None:
     if target.kind == "operator":
         out.reached.append(OPERATOR)  # logged only; nobody drains it
         return
@@ -395,7 +458,7 @@ def _resolve(t: Tx, space_id: str, sender: _Sender, target: Target, out: _Outcom
 
 
 def _resolve_broadcast(
-    t: Tx, space_id: str, sender: _Sender, kind: str, last_bcast: int, cap: int, out: _Outcome
+    t: Tx, space_id: str, sender: Sender, kind: str, last_bcast: int, cap: int, out: _Outcome
 ) -> None:
     rows = t.all(
         f"SELECT id, address, bcast_seen, waiting FROM participants WHERE space_id = ? AND {_LIVE} "
