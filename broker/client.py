@@ -8,6 +8,7 @@ tool) construct it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from broker import messages, participants, spaces
@@ -40,6 +41,7 @@ class Agent:
     def join(
         cls, store: Store, space: str, codename: str, **fields: object
     ) -> tuple[Agent, Joined]:
+        fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
         joined = participants.join(
             store, space, messages.parse_input(JoinInput, {"codename": codename, **fields})
         )

@@ -98,6 +98,7 @@ class Participant(_Out):
     joined_at_utc: str
     left_at_utc: str | None
     last_seen_utc: str
+    waiting: int = Field(0, description="deliveries ready or being processed")
 
 
 class Joined(_Out):

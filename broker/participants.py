@@ -7,7 +7,6 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from broker.spaces import resolve_id
 LIVE = ("running", "idle")
 COLUMNS = (
     "id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, "
-    "is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc"
+    "is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting"
 )
 
 
@@ -46,6 +45,7 @@ def to_model(row: tuple[Any, ...]) -> Participant:
         joined_at_utc=row[16],
         left_at_utc=row[17],
         last_seen_utc=row[18],
+        waiting=row[19],
     )
 
 
@@ -140,7 +140,7 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
             messaging,
             json.dumps(tools) if tools is not None else None,
             token_hash,
-            inp.pid if inp.pid is not None else os.getpid(),
+            inp.pid,  # NULL when the joiner is not a long-lived local process (a CLI call)
             now,
         )
         if existing:
@@ -215,10 +215,11 @@ def granted(row: tuple[Any, ...]) -> frozenset[str]:
 def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None = None) -> None:
     with store.write(tx) as t:
         caller_row(t, ident)
-        _leave(store, t, ident.participant_id, reason)
+        leave_in_tx(store, t, ident.participant_id, reason)
 
 
-def _leave(store: Store, t: Tx, pid: str, reason: str) -> None:
+def leave_in_tx(store: Store, t: Tx, pid: str, reason: str) -> None:
+    """Record participant ``pid`` as left, inside the caller's transaction."""
     row = t.row(
         "SELECT space_id, address, codename, agent, run_id, step, parent FROM participants WHERE id = ?",
         (pid,),
@@ -233,7 +234,7 @@ def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:
     for (pid,) in t.all(
         "SELECT id FROM participants WHERE space_id = ? AND status != 'left'", (space_id,)
     ):
-        _leave(store, t, pid, reason)
+        leave_in_tx(store, t, pid, reason)
 
 
 def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None = None) -> None:

@@ -11,7 +11,7 @@ import importlib
 
 from broker.cli._common import main
 
-for _module in ("space", "participant", "message", "board", "store", "demo"):
+for _module in ("space", "participant", "message", "board", "store", "demo", "directory"):
     importlib.import_module(f"broker.cli.{_module}")
 
 __all__ = ["main"]
