@@ -41,6 +41,10 @@ def ts_after(dt: datetime, seconds: float) -> str:
     return fmt_ts(dt + timedelta(seconds=seconds))
 
 
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> 2 digits
+_time_cache: tuple[int, str] = (-1, "")
+
+
 def _encode(value: int, length: int) -> str:
     out = []
     for _ in range(length):
@@ -60,8 +64,24 @@ def new_id(at: datetime | None = None) -> str:
         else:
             _last_ms = ms
             _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        if _last_rand >= 1 << 80:  # pragma: no cover - 2^79 ids in one ms
+            raise OverflowError("ULID counter overflow")
         rand = _last_rand
-    return _encode(ms, 10) + _encode(rand, 16)
+    global _time_cache
+    if _time_cache[0] != ms:  # the time part changes once a millisecond
+        _time_cache = (ms, _encode(ms, 10))
+    p = _PAIRS
+    return (
+        _time_cache[1]
+        + p[(rand >> 70) & 1023]
+        + p[(rand >> 60) & 1023]
+        + p[(rand >> 50) & 1023]
+        + p[(rand >> 40) & 1023]
+        + p[(rand >> 30) & 1023]
+        + p[(rand >> 20) & 1023]
+        + p[(rand >> 10) & 1023]
+        + p[rand & 1023]
+    )
 
 
 def new_token() -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from broker import errors, grants
@@ -209,7 +210,12 @@ def caller_row(t: Tx, ident: Identity) -> tuple[Any, ...]:
 
 
 def granted(row: tuple[Any, ...]) -> frozenset[str]:
-    return grants.effective(bool(row[1]), json.loads(row[2]) if row[2] else None, bool(row[3]))
+    return _granted(bool(row[1]), row[2], bool(row[3]))
+
+
+@lru_cache(maxsize=1024)
+def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozenset[str]:
+    return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
 
 
 def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None = None) -> None:

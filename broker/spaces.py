@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,7 +42,9 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return limits.model_dump(include=set(settings))
 
 
+@lru_cache(maxsize=256)
 def limits_of(settings_json: str) -> Limits:
+    """The limits of a space from its settings column (cached: it is on every send)."""
     return Limits(**json.loads(settings_json)) if settings_json != "{}" else _DEFAULT_LIMITS
 
 

@@ -8,6 +8,15 @@ participant, or a whole space); a writer, after its commit, sends one byte to
 every socket in the folders its commit concerns. An idle waiter sleeps in
 ``select`` and costs nothing.
 
+Writers must not pay for doorbells nobody listens to (a send is ~100 µs; a
+directory listing is ~10). So waiters also count themselves in a small shared
+memory map of slots (one byte per hash bucket of keys, changed under a file
+lock); a writer reads the slot — no system call — and lists a folder only when
+somebody may be waiting there. The order makes it race-free: a waiter counts
+itself and binds *before* it checks the database, a writer commits *before*
+it reads the slot, so either the writer sees the waiter or the waiter sees the
+commit.
+
 Doorbells are an accelerator, never the source of truth: after every wake-up
 (and at least every ``SAFETY_S`` seconds, in case a ring was lost, e.g. from a
 writer on another host) the waiter re-checks the database. If sockets cannot
@@ -22,15 +31,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
+import mmap
 import os
 import secrets
 import select
 import socket
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable
-from pathlib import Path
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,29 +50,49 @@ if TYPE_CHECKING:
 
 SAFETY_S = 1.0  # re-check the database at least this often, rung or not
 FALLBACK_POLL_S = 0.002  # data_version polling when sockets are unavailable
+SLOTS = 8192  # shared-memory buckets of waiter counts
 
 _sender: socket.socket | None = None
+_maps: dict[str, mmap.mmap] = {}
 
 
-def _root(store: Store) -> Path:
-    cached = getattr(store, "_wake_root", None)
+def _root(store: Store) -> str:
+    cached: str | None = getattr(store, "_wake_root", None)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     digest = hashlib.sha1(str(store.path).encode()).hexdigest()[:12]
-    root = Path(base) / f"broker-wake-{os.getuid()}" / digest
+    root = os.path.join(base, f"broker-wake-{os.getuid()}", digest)
+    os.makedirs(root, mode=0o700, exist_ok=True)
     store._wake_root = root  # type: ignore[attr-defined]
     return root
 
 
-def _ensure_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _slots(root: str) -> mmap.mmap:
+    mm = _maps.get(root)
+    if mm is None:
+        path = os.path.join(root, "slots")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < SLOTS:
+                os.ftruncate(fd, SLOTS)
+            mm = mmap.mmap(fd, SLOTS)
+        finally:
+            os.close(fd)
+        _maps[root] = mm
+    return mm
+
+
+@lru_cache(maxsize=65536)
+def _slot(key: str) -> int:
+    return zlib.crc32(key.encode()) % SLOTS
 
 
 def participant_key(participant_id: str) -> str:
     return f"p{participant_id}"
 
 
+@lru_cache(maxsize=4096)
 def space_key(space_id: str) -> str:
     return "s" + hashlib.sha1(space_id.encode()).hexdigest()[:16]
 
@@ -85,20 +117,19 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 def ring_keys(store: Store, keys: Iterable[str]) -> int:
     """Ring every waiter on ``keys``; returns how many sockets were rung."""
     root = _root(store)
+    mm = _slots(root)
     rung = 0
-    sock: socket.socket | None = None
     for key in keys:
-        folder = root / key
+        if not mm[_slot(key)]:
+            continue  # nobody waits on this bucket: no system call at all
+        folder = os.path.join(root, key)
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
             continue
-        if not names:
-            continue
-        if sock is None:
-            sock = _sender_sock()
+        sock = _sender_sock()
         for name in names:
-            path = str(folder / name)
+            path = os.path.join(folder, name)
             try:
                 sock.sendto(b"!", path)
                 rung += 1
@@ -120,6 +151,20 @@ def ring_space(store: Store, space_id: str) -> None:
     ring_keys(store, [space_key(space_id)])
 
 
+def _count(root: str, slot: int, delta: int) -> None:
+    """Change a slot's waiter count under an exclusive lock (waiters only)."""
+    mm = _slots(root)
+    fd = os.open(os.path.join(root, "slots"), os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        value = mm[slot]
+        if value < 255:  # saturated slots stay "maybe waiting": only costs a listing
+            mm[slot] = max(0, value + delta)
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 class Waiter:
     """Listens on some doorbells. Create it *before* checking the condition,
     so a commit between the check and the wait still wakes it."""
@@ -128,20 +173,24 @@ class Waiter:
         self.store = store
         self.socks: list[socket.socket] = []
         self.paths: list[str] = []
+        self.slots: list[int] = []
         self._data_version: int | None = None
-        root = _root(store)
         try:
+            self.root = _root(store)
             for key in keys:
-                self._bind(root / key)
+                slot = _slot(key)
+                _count(self.root, slot, +1)
+                self.slots.append(slot)
+                self._bind(os.path.join(self.root, key))
         except OSError:
             self.close()  # fall back to polling data_version
 
-    def _bind(self, folder: Path) -> None:
-        path = str(folder / f"{os.getpid()}-{secrets.token_hex(3)}")
+    def _bind(self, folder: str) -> None:
+        path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(3)}")
         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         s.setblocking(False)
         for _ in range(5):
-            _ensure_dir(folder)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
             try:
                 s.bind(path)
                 break
@@ -193,11 +242,13 @@ class Waiter:
         for p in self.paths:
             with contextlib.suppress(OSError):
                 os.unlink(p)
-            # The last waiter removes the folder, so a writer ringing a key nobody
-            # waits on pays one failed lookup, not a directory listing.
+            # The last waiter removes the folder (fails harmlessly if others remain).
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.dirname(p))
-        self.socks, self.paths = [], []
+        for slot in self.slots:
+            with contextlib.suppress(OSError):
+                _count(self.root, slot, -1)
+        self.socks, self.paths, self.slots = [], [], []
 
     def __enter__(self) -> Waiter:
         return self
