@@ -60,6 +60,20 @@ def address_of(codename: str, *, lead: bool = False, agentiflow: bool = False) -
     return address
 
 
+def agentiflow_address(codename: str) -> str:
+    """The address of a full codename (``root/...``) in an agentiflow, where the
+    root run is the lead: ``flow/heron`` is ``lead``, ``flow/heron>lynx#1`` is ``lynx#1``."""
+    below = codename.strip().split("/", 1)[-1]
+    if ">" not in _ATTEMPT.sub("", below):
+        return "lead"
+    return address_of(codename, agentiflow=True)
+
+
+def same_run(a: str, b: str) -> bool:
+    """Whether two codenames name the same run, attempts aside (a retry is the same run)."""
+    return _ATTEMPT.sub("", a.strip()) == _ATTEMPT.sub("", b.strip())
+
+
 def parse_target(text: str) -> Target:
     """Parse one ``to`` form (S6). Resolution against the space happens at send."""
     t = text.strip()

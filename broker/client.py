@@ -14,13 +14,21 @@ from collections.abc import Iterable
 from broker import messages, participants, spaces
 from broker.db import Store, Tx
 from broker.models import (
+    BoardEntry,
+    ClaimGrant,
     Joined,
     JoinInput,
+    JournalEntry,
+    Lease,
     LogEntry,
     Participant,
+    QuarantinedDelivery,
     SendResult,
     Space,
     SpaceKind,
+    Turn,
+    TurnRecord,
+    TurnSeen,
     Via,
 )
 from broker.participants import Identity
@@ -87,6 +95,156 @@ class Agent:
     def leave(self, *, tx: Tx | None = None) -> None:
         participants.leave(self.store, self.identity, tx=tx)
 
+    # --- the board (S21-S24) -------------------------------------------------------
+    def board_read(
+        self, *, after: str | None = None, limit: int = 100, tx: Tx | None = None
+    ) -> list[BoardEntry]:
+        """``board.read``: posts, directives and retractions after the cursor ``after``."""
+        from broker import board
+
+        return board.read(self.store, self.identity, after=after, limit=limit, tx=tx)
+
+    def directive(
+        self,
+        to: str | Iterable[str],
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        tx: Tx | None = None,
+    ) -> SendResult:
+        """``board.directive``: a standing instruction, shown every turn until retracted."""
+        from broker import board
+
+        return board.directive(
+            self.store,
+            self.identity,
+            to if isinstance(to, str) else list(to),
+            text,
+            idempotency_key=idempotency_key,
+            tx=tx,
+        )
+
+    def retract(self, directive_id: str, *, tx: Tx | None = None) -> SendResult:
+        """``board.retract``: lift a directive this agent issued."""
+        from broker import board
+
+        return board.retract(self.store, self.identity, directive_id, tx=tx)
+
+    def claim_key(self, key: str, ttl: float = 300.0, *, tx: Tx | None = None) -> ClaimGrant:
+        """``board.claim``: an exclusive lease on a board key, with a fencing token."""
+        from broker import board
+
+        return board.claim(self.store, self.identity, key, ttl, tx=tx)
+
+    def release_key(self, key: str, token: int, *, tx: Tx | None = None) -> JournalEntry:
+        """``board.release``: free a key held with ``token``."""
+        from broker import board
+
+        return board.release(self.store, self.identity, key, token, tx=tx)
+
+    def renew_key(
+        self, key: str, token: int, ttl: float = 300.0, *, tx: Tx | None = None
+    ) -> ClaimGrant:
+        """Extend a live claim held with ``token`` to ``ttl`` seconds from now."""
+        from broker import board
+
+        return board.renew(self.store, self.identity, key, token, ttl, tx=tx)
+
+    # --- the inbox queue (S13-S16) -------------------------------------------------
+    def claim(
+        self,
+        limit: int = 1,
+        lease: float | None = None,
+        wait: float = 0.0,
+        owner: str | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
+        from broker import inbox
+
+        return inbox.claim(self.store, self.identity, limit, lease, wait, owner, tx=tx)
+
+    def ack(self, token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None) -> int:
+        """Ack message ``ids`` (None: the whole lease); a repeat returns 0."""
+        from broker import inbox
+
+        return inbox.ack(self.store, self.identity, token, ids, tx=tx)
+
+    def release(
+        self,
+        token: str,
+        ids: Iterable[str] | None = None,
+        *,
+        error: str | None = None,
+        tx: Tx | None = None,
+    ) -> int:
+        """Give messages back for replay (their delivery count stays)."""
+        from broker import inbox
+
+        return inbox.release(self.store, self.identity, token, ids, error=error, tx=tx)
+
+    def extend(
+        self,
+        token: str,
+        seconds: float | None = None,
+        ids: Iterable[str] | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> str:
+        """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
+        from broker import inbox
+
+        return inbox.extend(self.store, self.identity, token, seconds, ids, tx=tx)
+
+    def quarantine(
+        self,
+        token: str,
+        message_id: str,
+        reason: str,
+        *,
+        error: str | None = None,
+        tx: Tx | None = None,
+    ) -> None:
+        """Set a bad message aside with its evidence; the queue goes on."""
+        from broker import inbox
+
+        inbox.quarantine(self.store, self.identity, token, message_id, reason, error=error, tx=tx)
+
+    def ack_and_claim(
+        self,
+        token: str,
+        ids: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Ack and claim the next ``limit`` in one transaction."""
+        from broker import inbox
+
+        return inbox.ack_and_claim(self.store, self.identity, token, ids, limit, lease, tx=tx)
+
+    # --- turns (S17-S19) -----------------------------------------------------------
+    def next_turn(
+        self,
+        wait: float = 0.0,
+        lease: float | None = None,
+        limit: int | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Turn:
+        """What to show the model before its next call, framed and in order."""
+        from broker import turns
+
+        return turns.next_turn(self.store, self.identity, wait, lease, limit, tx=tx)
+
+    def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
+        """Confirm a turn once the model call returned."""
+        from broker import turns
+
+        return turns.seen(self.store, self.identity, turn_id, tx=tx)
+
 
 class Operator:
     """The human running the swarm. ``via`` names the surface (S9)."""
@@ -124,3 +282,21 @@ class Operator:
 
     def participants(self, space: str) -> list[Participant]:
         return participants.list_participants(self.store, space)
+
+    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
+        """Quarantined deliveries of a space, with their evidence."""
+        from broker import inbox
+
+        return inbox.quarantined(self.store, space)
+
+    def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
+        """Put quarantined deliveries (delivery or message ids) back to ready."""
+        from broker import inbox
+
+        return inbox.requeue(self.store, space, ids, tx=tx)
+
+    def transcript(self, space: str, address: str) -> list[TurnRecord]:
+        """A participant's transcript rebuilt turn by turn."""
+        from broker import transcript
+
+        return transcript.rebuild(self.store, space, address)

@@ -149,13 +149,13 @@ class Store:
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
         self.path = self._prepare_file(db)
-        self._lock = threading.Lock()
         self._reset_connections()
         _stores.add(self)
         if migrate:
             self.ensure_schema()
 
     def _reset_connections(self) -> None:
+        self._lock = threading.Lock()  # a fork may have copied it held by another thread
         self._local = threading.local()
         self._spare: list[sqlite3.Connection] = []
         self._engine: Any = None
@@ -169,8 +169,12 @@ class Store:
         path = Path(db).expanduser().absolute()
         folder = path.parent
         if not folder.exists():
-            folder.mkdir(parents=True, mode=0o700)
-            os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+            try:
+                folder.mkdir(parents=True, mode=0o700)
+            except FileExistsError:
+                pass  # another process opening the same new store made it first
+            else:
+                os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
         if not path.exists():
             fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)
@@ -303,6 +307,7 @@ class Store:
     def _transaction(self, write: bool) -> Iterator[Tx]:
         raw, held = self._checkout()
         committed: Tx | None = None
+        tx: Tx | None = None
         try:
             try:
                 raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -329,7 +334,7 @@ class Store:
                 raise wrap_db_error(exc) from exc
             committed = tx
         finally:
-            if tx._sa is not None:
+            if tx is not None and tx._sa is not None:
                 tx._sa.close()
             self._checkin(raw, held)
         for fn in committed._after_commit:

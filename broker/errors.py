@@ -67,6 +67,12 @@ class MessageNotFound(NotFound):
     code = "message_not_found"
 
 
+class DirectiveNotFound(NotFound):
+    """``board.retract`` of an id that is not a directive of the space."""
+
+    code = "directive_not_found"
+
+
 # --- identity and authority (exit 4) ------------------------------------------
 class AuthError(BrokerError):
     """Missing, wrong or someone else's token."""
@@ -86,6 +92,12 @@ class ToolUnavailable(Forbidden):
     """A tool call without the grant; a ``tool_unavailable`` notice is left."""
 
     code = "tool_unavailable"
+
+
+class NotAuthor(Forbidden):
+    """Only a directive's author may retract it (S9)."""
+
+    code = "not_author"
 
 
 # --- state conflicts (exit 5) -------------------------------------------------
@@ -112,6 +124,12 @@ class ClaimHeld(Conflict):
     """A board key is held by someone else."""
 
     code = "claim_held"
+
+
+class AlreadyRetracted(Conflict):
+    """The directive was already lifted."""
+
+    code = "already_retracted"
 
 
 # --- delivery outcomes (exit 1 / 6) -------------------------------------------

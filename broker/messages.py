@@ -15,14 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from broker import errors, wake
-from broker.addressing import Target, parse_target
+from broker import errors, tools, wake
+from broker.addressing import Target, agentiflow_address, parse_target
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import LogEntry, NotReached, PostInput, SendInput, SendResult, Via
-from broker.participants import Identity, caller_row, granted
+from broker.participants import Identity
 from broker.spaces import limits_of, resolve_id
-from broker.transcript import notice
 
 MB = 1024 * 1024
 OPERATOR = "operator"
@@ -168,37 +167,12 @@ def _send_as(
     key: str | None,
     tx: Tx | None,
 ) -> SendResult:
-    refused: errors.BrokerError | None = None
-    with store.write(tx) as t:
-        row = caller_row(t, ident)
-        if tool not in granted(row):
-            why = (
-                "messaging is off for it (receive-only)"
-                if not row[1]
-                else f"it was not granted {tool}"
-            )
-            refused = errors.ToolUnavailable(f"{ident.address} cannot use {tool}: {why}", tool=tool)
-            notice(store, t, ident.space_id, ident.participant_id, "tool_unavailable", str(refused))
-            result = None
-        else:
-            try:
-                result = send_in_tx(
-                    store,
-                    t,
-                    ident.space_id,
-                    Sender(ident.address, ident.participant_id, row[5]),
-                    kind,
-                    targets,
-                    text,
-                    key=key,
-                )
-            except errors.MessagingFull as exc:
-                notice(store, t, ident.space_id, ident.participant_id, "messaging_full", str(exc))
-                refused, result = exc, None
-    if refused is not None:
-        raise refused  # after the commit: the notice stays, nothing else was written
-    assert result is not None
-    return _finish(result)
+    def run(t: Tx, row: tuple[Any, ...]) -> SendResult:
+        sender = Sender(ident.address, ident.participant_id, row[5])
+        return send_in_tx(store, t, ident.space_id, sender, kind, targets, text, key=key)
+
+    # The grant check, the tool_unavailable / messaging_full notices: tools.call.
+    return _finish(tools.call(store, ident, tool, run, tx=tx))
 
 
 def _finish(result: SendResult) -> SendResult:
@@ -404,6 +378,17 @@ def _add(out: _Outcome, pid: str, address: str, status: str, waiting: int) -> No
         out.deliver[pid] = (address, waiting)
 
 
+def _agentiflow_codename(t: Tx, space_id: str, codename: str) -> Any:
+    """A full codename in an agentiflow: the root run is the lead, so its units'
+    addresses drop the lead's segment (``parse_target`` cannot know the kind)."""
+    if t.one("SELECT kind FROM spaces WHERE id = ?", (space_id,))[0] != "agentiflow":
+        return None
+    return t.one(
+        "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = ?",
+        (space_id, agentiflow_address(codename)),
+    )
+
+
 def _resolve(t: Tx, space_id: str, sender: Sender, target: Target, out: _Outcome) -> None:
     if target.kind == "operator":
         out.reached.append(OPERATOR)  # logged only; nobody drains it
@@ -413,6 +398,8 @@ def _resolve(t: Tx, space_id: str, sender: Sender, target: Target, out: _Outcome
             "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = ?",
             (space_id, target.value),
         )
+        if row is None and "/" in target.text:
+            row = _agentiflow_codename(t, space_id, target.text)
         if row is not None:
             _add(out, *row)
             return
@@ -469,9 +456,11 @@ def _resolve_broadcast(
     if not rows:
         out.not_reached.append({"address": "broadcast", "reason": "no_live_participant"})
         return
-    if kind == "operator":
+    if kind in ("operator", "directive"):
         # The operator's broadcast is an instruction, not chatter: it goes to every
-        # inbox (so it sorts with the operator's messages in a turn, S17).
+        # inbox (so it sorts with the operator's messages in a turn, S17). A
+        # directive to broadcast records everyone it reaches (no inbox rows, no
+        # broadcast-log entry: it is shown every turn instead).
         for pid, address, _, waiting in rows:
             _add(out, pid, address, "running", waiting)
         return

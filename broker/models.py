@@ -149,3 +149,161 @@ class ParticipantEvent(_Out):
     parent: str | None
     reason: str | None
     at_utc: str
+
+
+# --- the board (S21-S23) -------------------------------------------------------------
+class DirectiveInput(_In):
+    """``board.directive``: a standing instruction for the participants it addresses."""
+
+    to: list[Target] = Field(min_length=1, max_length=64)
+    text: Annotated[str, StringConstraints(min_length=1)]
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+class BoardEntry(_Out):
+    """One item of the board, as ``board.read`` returns it (a log row)."""
+
+    id: str
+    seq: int
+    kind: Literal["post", "directive", "retract"]
+    sender: str
+    to: list[str] = Field(description="post: addressees (empty = channel); directive: its to forms")
+    body: str
+    ref: str | None = Field(description="retract: the directive it lifts")
+    reached: list[str]
+    in_force: bool | None = Field(description="directive: not retracted yet; None otherwise")
+    created_at_utc: str
+
+
+class ClaimGrant(_Out):
+    """A claim on a board key: who holds it, until when, and its fencing token
+    (what ``board.claim`` and ``board.renew`` return, and live claims list)."""
+
+    key: str
+    token: int
+    holder: str
+    claimed_at_utc: str
+    lease_expires_at: str
+
+
+class JournalEntry(_Out):
+    """One line of the claim journal (S23)."""
+
+    id: str
+    key: str
+    event: Literal["claimed", "released", "expired", "renewed"]
+    owner: str
+    token: int
+    lease_expires_at: str | None
+    at_utc: str
+
+
+# --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
+class _ByAlias(_Out):
+    model_config = ConfigDict(frozen=True, serialize_by_alias=True, validate_by_name=True)
+
+
+class Delivery(_ByAlias):
+    """One claimed message of an inbox. ``id`` is the MESSAGE id: the stable id
+    consumers de-duplicate by (S16); ``delivery_id`` names the inbox row."""
+
+    id: str
+    delivery_id: str
+    kind: str
+    sender: str = Field(alias="from")
+    body: str
+    urgent: bool
+    created_at_utc: str
+    deliveries: int = Field(description="times this message was claimed from this inbox")
+
+
+class Lease(_Out):
+    """A claim on some deliveries: present ``token`` to ack, release, extend."""
+
+    token: str
+    owner: str
+    expires_at: str
+    deliveries: list[Delivery]
+
+
+class QuarantinedDelivery(_ByAlias):
+    """A delivery set aside with its evidence (S15)."""
+
+    delivery_id: str
+    id: str
+    recipient: str
+    kind: str
+    sender: str = Field(alias="from")
+    body: str
+    created_at_utc: str
+    deliveries: int
+    reason: str | None
+    last_error: str | None
+    lease_owner: str | None
+
+
+TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
+
+
+class TurnItem(_ByAlias):
+    """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
+
+    group: TurnGroup
+    id: str
+    kind: str
+    sender: str = Field(alias="from")
+    body: str
+    urgent: bool
+    created_at_utc: str
+    deliveries: int | None = Field(description="claim count; None for broadcasts and directives")
+    content: str
+    recorded: bool = Field(
+        description="written to the transcript in this turn (a re-shown directive is not)"
+    )
+
+
+class Turn(_Out):
+    """What a participant is shown before one model call. ``id`` is None when
+    nothing new arrived (only standing directives, re-shown): nothing to confirm."""
+
+    id: str | None
+    address: str
+    created_at_utc: str
+    expires_at: str | None
+    items: list[TurnItem]
+
+    @property
+    def content(self) -> str:
+        return "\n\n".join(item.content for item in self.items)
+
+
+class TurnSeen(_Out):
+    turn_id: str
+    receipt_id: str
+    acked: int
+    message_ids: list[str]
+
+
+class TranscriptEntry(_Out):
+    direction: Literal["sent", "received", "injected", "notice"]
+    at_utc: str
+    turn_id: str | None
+    position: int
+    message_id: str | None
+    kind: str
+    content: str
+
+
+class TurnRecord(_Out):
+    """One turn of a rebuilt transcript (S19): what was received and injected,
+    in the order the model saw it, then what the participant sent and the
+    notices it got before its next turn. ``turn_id`` None: before the first turn."""
+
+    turn_id: str | None
+    at_utc: str | None
+    state: str | None
+    seen_at_utc: str | None
+    received: list[TranscriptEntry]
+    injected: list[TranscriptEntry]
+    sent: list[TranscriptEntry]
+    notices: list[TranscriptEntry]

@@ -12,11 +12,12 @@ from functools import lru_cache
 from typing import Any
 
 from broker import errors, grants
-from broker.addressing import address_of
+from broker.addressing import address_of, same_run
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token
 from broker.models import Joined, JoinInput, Participant, ParticipantEvent
 from broker.spaces import resolve_id
+from broker.transcript import notice
 
 LIVE = ("running", "idle")
 COLUMNS = (
@@ -112,10 +113,11 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
         if inp.lead:
             other = t.one(
                 "SELECT codename FROM participants WHERE space_id = ? AND address = 'lead' "
-                "AND codename != ? AND status IN ('running', 'idle')",
-                (space_id, inp.codename),
+                "AND status IN ('running', 'idle')",
+                (space_id,),
             )
-            if other is not None:
+            # A retried lead (codename@N) is the same run re-joining, not a second lead.
+            if other is not None and not same_run(other[0], inp.codename):
                 raise errors.Conflict(f"space {space_id} already has a live lead ({other[0]})")
         row = {
             "address": address,
@@ -164,6 +166,18 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
                 (*values, pid, space_id, address, last_bcast, now),
             )
         _journal(t, pid, space_id, "joined", row, now, None)
+        if tools and not messaging:
+            # Off inherited from the parent wins over the tools it named: they are
+            # not offered, and its transcript says so (nothing dropped silently).
+            notice(
+                store,
+                t,
+                space_id,
+                pid,
+                "tool_unavailable",
+                f"{address} cannot use {', '.join(tools)}: messaging is off, inherited from "
+                f"its parent {inp.parent} (receive-only)",
+            )
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 

@@ -296,8 +296,8 @@ messages = Table(
         "space_id",
         "kind",
         "seq",
-        sqlite_where=text("kind IN ('post', 'directive')"),
-        postgresql_where=text("kind IN ('post', 'directive')"),
+        sqlite_where=text("kind IN ('post', 'directive', 'retract')"),
+        postgresql_where=text("kind IN ('post', 'directive', 'retract')"),
     ),
     Index(
         "ix_messages_ref",
@@ -357,8 +357,10 @@ deliveries = Table(
     Index(
         "ix_deliveries_lease_token",
         "lease_token",
-        sqlite_where=text("state = 'processing'"),
-        postgresql_where=text("state = 'processing'"),
+        # Not only while processing: the token stays on settled rows, so a repeated
+        # ack is recognised (idempotent) and a lost lease is named (S14).
+        sqlite_where=text("lease_token IS NOT NULL"),
+        postgresql_where=text("lease_token IS NOT NULL"),
     ),
     Index(
         "ix_deliveries_quarantine",
@@ -414,6 +416,27 @@ transcript = Table(
     ),
     CheckConstraint(_in("direction", TRANSCRIPT_DIRECTIONS), name="direction"),
     comment="Per-participant transcript, turn by turn (S19). Append-only.",
+)
+
+history = Table(
+    "history",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
+    Column("participant_id", String(ID), ForeignKey("participants.id"), nullable=False),
+    Column(
+        "message_id",
+        String(ID),
+        nullable=False,
+        comment="dedupe key: a redelivery is not appended twice (S16)",
+    ),
+    Column("turn_id", String(ID), comment="the turn that delivered it"),
+    Column("kind", String(32), nullable=False),
+    Column("sender", String(200), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("at_utc", String(TS), nullable=False),
+    UniqueConstraint("participant_id", "message_id"),
+    comment="Teammates' canonical histories (S26): each handled message once, appended before the ack.",
 )
 
 board_claims = Table(

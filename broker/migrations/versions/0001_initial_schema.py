@@ -232,8 +232,8 @@ def upgrade() -> None:
             "ix_messages_space_id_kind_seq",
             ["space_id", "kind", "seq"],
             unique=False,
-            sqlite_where=sa.text("kind IN ('post', 'directive')"),
-            postgresql_where=sa.text("kind IN ('post', 'directive')"),
+            sqlite_where=sa.text("kind IN ('post', 'directive', 'retract')"),
+            postgresql_where=sa.text("kind IN ('post', 'directive', 'retract')"),
         )
 
     op.create_table(
@@ -410,8 +410,8 @@ def upgrade() -> None:
             "ix_deliveries_lease_token",
             ["lease_token"],
             unique=False,
-            sqlite_where=sa.text("state = 'processing'"),
-            postgresql_where=sa.text("state = 'processing'"),
+            sqlite_where=sa.text("lease_token IS NOT NULL"),
+            postgresql_where=sa.text("lease_token IS NOT NULL"),
         )
         batch_op.create_index(
             "ix_deliveries_leased",
@@ -577,6 +577,39 @@ def upgrade() -> None:
 
     # ### end Alembic commands ###
 
+    op.create_table(
+        "history",
+        sa.Column("id", sa.String(length=26), nullable=False),
+        sa.Column("space_id", sa.String(length=40), nullable=False),
+        sa.Column("participant_id", sa.String(length=26), nullable=False),
+        sa.Column(
+            "message_id",
+            sa.String(length=26),
+            nullable=False,
+            comment="dedupe key: a redelivery is not appended twice (S16)",
+        ),
+        sa.Column(
+            "turn_id", sa.String(length=26), nullable=True, comment="the turn that delivered it"
+        ),
+        sa.Column("kind", sa.String(length=32), nullable=False),
+        sa.Column("sender", sa.String(length=200), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
+        sa.Column("at_utc", sa.String(length=27), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["participant_id"],
+            ["participants.id"],
+            name=op.f("fk_history_participant_id_participants"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["space_id"], ["spaces.id"], name=op.f("fk_history_space_id_spaces")
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_history")),
+        sa.UniqueConstraint(
+            "participant_id", "message_id", name=op.f("uq_history_participant_id_message_id")
+        ),
+        comment="Teammates' canonical histories (S26): each handled message once, appended before the ack.",
+    )
+
     # The log and the journals refuse UPDATE and DELETE in the database itself (S11, S23);
     # participants.waiting follows deliveries.
     for ddl in triggers_ddl(op.get_bind().dialect.name):
@@ -586,6 +619,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     for ddl in drop_triggers_ddl(op.get_bind().dialect.name):
         op.execute(ddl)
+    op.drop_table("history")
     with op.batch_alter_table("turns", schema=None) as batch_op:
         batch_op.drop_index("ix_turns_participant_id_created_at_utc")
 
@@ -622,8 +656,8 @@ def downgrade() -> None:
         )
         batch_op.drop_index(
             "ix_deliveries_lease_token",
-            sqlite_where=sa.text("state = 'processing'"),
-            postgresql_where=sa.text("state = 'processing'"),
+            sqlite_where=sa.text("lease_token IS NOT NULL"),
+            postgresql_where=sa.text("lease_token IS NOT NULL"),
         )
 
     op.drop_table("deliveries")
@@ -634,8 +668,8 @@ def downgrade() -> None:
     with op.batch_alter_table("messages", schema=None) as batch_op:
         batch_op.drop_index(
             "ix_messages_space_id_kind_seq",
-            sqlite_where=sa.text("kind IN ('post', 'directive')"),
-            postgresql_where=sa.text("kind IN ('post', 'directive')"),
+            sqlite_where=sa.text("kind IN ('post', 'directive', 'retract')"),
+            postgresql_where=sa.text("kind IN ('post', 'directive', 'retract')"),
         )
         batch_op.drop_index(
             "ix_messages_space_id_idempotency_key",
