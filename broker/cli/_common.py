@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import click
-from pydantic import BaseModel
 
 from broker import errors
 
@@ -17,8 +16,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_USAGE = 2
 
 
+# Top-level command -> the module that defines it. Modules load on first use,
+# so `broker msg send` imports only what sending needs (an agent calls the CLI
+# per tool call; start-up time is its latency).
+COMMANDS = {
+    "agent": "agent",
+    "board": "board",
+    "db": "store",
+    "demo": "demo",
+    "dir": "directory",
+    "export": "export",
+    "import": "export",
+    "inbox": "inbox",
+    "join": "participant",
+    "leave": "participant",
+    "message": "message",
+    "msg": "message",
+    "queue": "inbox",
+    "space": "space",
+    "team": "directory",
+    "transcript": "inbox",
+}
+
+
 class BrokerGroup(click.Group):
-    """Turns BrokerErrors into one line and a stable exit code."""
+    """Loads command modules lazily; turns BrokerErrors into one line and a
+    stable exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            import importlib
+
+            importlib.import_module(f"broker.cli.{COMMANDS[cmd_name]}")
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -90,8 +123,8 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Any:
 
 
 def to_jsonable(data: Any) -> Any:
-    if isinstance(data, BaseModel):
-        return data.model_dump(mode="json")
+    if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
+        return data.model_dump(mode="json", by_alias=True)
     if isinstance(data, list | tuple):
         return [to_jsonable(d) for d in data]
     if isinstance(data, dict):

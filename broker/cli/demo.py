@@ -9,25 +9,36 @@ from broker.cli._common import emit_json, json_option, main, store
 
 @main.command()
 @click.option(
-    "--workers", default=4, show_default=True, type=click.IntRange(1, 64), help="Worker processes."
+    "--teammates",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Teammate processes.",
 )
 @click.option(
-    "--messages",
-    default=5,
+    "--tasks",
+    default=40,
     show_default=True,
-    type=click.IntRange(1, 1000),
-    help="Messages per worker.",
+    type=click.IntRange(1, 10000),
+    help="Tasks on the board.",
+)
+@click.option(
+    "--kill",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 1),
+    help="SIGKILL one teammate mid-run (it is restarted; its turn is redelivered).",
 )
 @json_option
-def demo(workers: int, messages: int, as_json: bool) -> None:
-    """Run a small swarm: a lead and worker processes messaging in one space."""
+def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:
+    """Run a swarm: a lead, teammate processes claiming board tasks, a directive,
+    an urgent operator message and a killed teammate; then print a summary."""
     from broker.demo import run_demo
 
     if as_json:
-        summary = run_demo(store(), workers=workers, messages=messages)
-        emit_json(summary)
+        emit_json(run_demo(store(), teammates=teammates, tasks=tasks, kill=kill))
         return
-    with click.progressbar(length=workers * (messages + 1), label="worker messages") as bar:
+    with click.progressbar(length=tasks, label="tasks done", show_pos=True) as bar:
         seen = 0
 
         def progress(done: int, total: int) -> None:
@@ -36,12 +47,24 @@ def demo(workers: int, messages: int, as_json: bool) -> None:
                 bar.update(done - seen)
                 seen = done
 
-        summary = run_demo(store(), workers=workers, messages=messages, progress=progress)
-    click.echo(f"space         {summary.space}")
-    click.echo(f"database      {summary.db}")
-    click.echo(f"participants  {summary.participants}")
-    click.echo(f"messages      {summary.messages} ({summary.reached_nobody} reached nobody)")
-    click.echo(f"wall time     {summary.wall_seconds:.2f} s")
+        s = run_demo(store(), teammates=teammates, tasks=tasks, kill=kill, progress=progress)
+    click.echo(f"space           {s.space}")
+    click.echo(f"database        {s.db}")
+    click.echo(f"teammates       {s.teammates} processes ({s.restarts} restarted after SIGKILL)")
+    click.echo(
+        f"tasks           {s.tasks_done}/{s.tasks} done, {s.duplicate_results} done twice (at-least-once)"
+    )
+    click.echo(
+        f"saw directive   {s.saw_directive} results reported under the lead's standing directive"
+    )
+    click.echo(
+        f"saw urgent      {s.saw_urgent} results reported after the operator's urgent message"
+    )
+    click.echo(f"messages        {s.messages} in the log")
+    click.echo(f"claims          {s.claims} board claims granted")
+    click.echo(f"redeliveries    {s.redeliveries}")
+    click.echo(f"quarantined     {s.quarantined}")
+    click.echo(f"wall time       {s.wall_seconds:.2f} s")
     click.echo("inspect it:")
-    for cmd in summary.inspect:
+    for cmd in s.inspect:
         click.echo(f"  {cmd}")

@@ -1,0 +1,517 @@
+"""Teammates (S26): persistent workers a lead spawns, messages and shuts down.
+
+From the seed ``001`` (summary in ``shared/seeds/README.md``): a teammate stays
+after its work, keeps its own history under its name, and talks both ways
+through a durable mailbox. Here the mailbox is the teammate's inbox and its
+turns (``broker.turns``), and each message re-enters the agent loop as one
+turn handed to the teammate's handler.
+
+The worker loop (``serve``) per turn:
+
+1. ``next_turn(wait=...)``: idle is passive; it sleeps on the doorbell and
+   wakes within milliseconds of new mail (S20).
+2. History first: the turn's messages are appended to ``history`` (one row
+   per message id, so a redelivered message is never appended twice, S16).
+3. The handler runs (the turn).
+4. Ack second: ``seen`` acks the turn. If the ack fails (the lease was lost and
+   the turn will be redelivered), the history rows this turn appended are
+   removed again, as the seed prescribes.
+
+A handler that raises quarantines the turn's input with the error as evidence,
+sets the teammate ``failed`` and sends the failure to the lead. ``Team.shutdown``
+stops the teammates first and then everything else; one failing close never
+skips the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from broker import errors, participants
+from broker.client import Agent
+from broker.db import Store
+from broker.ids import new_id
+from broker.models import SendResult, Turn
+
+Handler = Callable[["TeammateContext", Turn], None]
+Mode = Literal["thread", "process"]
+IDLE_WAIT_S = 0.5  # a waiting worker re-checks its stop flag this often
+
+
+class HandlerFailed(errors.BrokerError):
+    """A teammate's handler (or command) failed on a turn."""
+
+    code = "handler_failed"
+    exit_code = 3
+
+
+@dataclass
+class TeammateContext:
+    """What a handler can do: speak as the teammate, never as anyone else."""
+
+    name: str
+    agent: Agent
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def send(self, to: str, text: str) -> SendResult:
+        return self.agent.send(to, text)
+
+    def reply(self, text: str) -> SendResult:
+        """Report to the lead."""
+        return self.agent.send("lead", text)
+
+
+# --- history ------------------------------------------------------------------------------
+def append_history(agent: Agent, turn: Turn) -> list[str]:
+    """Append the turn's messages to the history; returns the ids newly appended."""
+    store, ident = agent.store, agent.identity
+    fresh: list[str] = []
+    with store.write() as t:
+        for item in turn.items:
+            if item.group == "directive":
+                continue  # standing instructions are re-shown every turn, not history
+            cur = t.execute(
+                "INSERT INTO history (id, space_id, participant_id, message_id, turn_id, kind, sender, body, at_utc) "
+                "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (participant_id, message_id) DO NOTHING",
+                (
+                    new_id(),
+                    ident.space_id,
+                    ident.participant_id,
+                    item.id,
+                    turn.id,
+                    item.kind,
+                    item.sender,
+                    item.body,
+                    store.now_ts(),
+                ),
+            )
+            if cur.rowcount:
+                fresh.append(item.id)
+    return fresh
+
+
+def undo_history(agent: Agent, message_ids: list[str]) -> None:
+    if not message_ids:
+        return
+    with agent.store.write() as t:
+        t.execute(
+            f"DELETE FROM history WHERE participant_id = ? AND message_id IN ({','.join('?' * len(message_ids))})",
+            (agent.identity.participant_id, *message_ids),
+        )
+
+
+def history(store: Store, participant_id: str) -> list[dict[str, Any]]:
+    with store.read() as t:
+        return t.rows(
+            "SELECT message_id, turn_id, kind, sender, body, at_utc FROM history WHERE participant_id = ? "
+            "ORDER BY at_utc, id",
+            (participant_id,),
+        )
+
+
+# --- the worker loop ------------------------------------------------------------------------
+def _set_status(agent: Agent, status: str) -> None:
+    participants.set_status(agent.store, agent.identity.participant_id, status)
+
+
+def _quarantine_turn(agent: Agent, turn: Turn, reason: str) -> int:
+    """Set the turn's inbox messages aside with the error as evidence (S15)."""
+    from broker import inbox
+
+    with agent.store.read() as t:
+        row = t.one("SELECT lease_token FROM turns WHERE id = ?", (turn.id,))
+    if row is None:
+        return 0
+    done = 0
+    for item in turn.items:
+        if item.deliveries is None:
+            continue  # broadcasts and directives are not inbox deliveries
+        with contextlib.suppress(errors.LeaseLost):
+            inbox.quarantine(agent.store, agent.identity, row[0], item.id, reason)
+            done += 1
+    return done
+
+
+def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
+    """Failure semantics (S26): input quarantined, state failed, lead told."""
+    reason = f"{type(exc).__name__}: {exc}"[:2000]
+    _quarantine_turn(agent, turn, reason)
+    _set_status(agent, "failed")
+    with contextlib.suppress(errors.BrokerError):
+        agent.send("lead", f"teammate {agent.address} failed on turn {turn.id}: {reason}")
+
+
+def serve(
+    agent: Agent,
+    handler: Handler,
+    *,
+    stop: threading.Event | None = None,
+    lease: float | None = None,
+    max_turns: int | None = None,
+    idle_exit: float | None = None,
+) -> str:
+    """Run the teammate loop until stopped; returns the final status.
+
+    ``idle_exit`` ends the loop after that many seconds without a turn
+    (scripts and tests); ``max_turns`` after that many turns."""
+    stop = stop or threading.Event()
+    ctx = TeammateContext(name=agent.address, agent=agent)
+    turns = 0
+    idle_since = time.monotonic()
+    _set_status(agent, "idle")
+    while not stop.is_set():
+        try:
+            turn = agent.next_turn(wait=IDLE_WAIT_S, lease=lease)
+        except errors.SpaceNotRunning:
+            break
+        if turn.id is None:
+            if idle_exit is not None and time.monotonic() - idle_since > idle_exit:
+                break
+            continue
+        _set_status(agent, "running")
+        fresh = append_history(agent, turn)  # history first ...
+        try:
+            handler(ctx, turn)
+        except Exception as exc:  # noqa: BLE001 - any handler failure is the teammate's failure
+            fail(agent, turn, exc)
+            return "failed"
+        try:
+            agent.seen(turn.id)  # ... ack second
+        except errors.LeaseLost:
+            undo_history(agent, fresh)  # the turn will come again: it must be appended again then
+        _set_status(agent, "idle")
+        turns += 1
+        idle_since = time.monotonic()
+        if max_turns is not None and turns >= max_turns:
+            break
+    with contextlib.suppress(errors.BrokerError):
+        _set_status(agent, "shutdown")
+    return "shutdown"
+
+
+# --- commands as handlers (any-language teammates) -------------------------------------------
+def turn_json(turn: Turn) -> str:
+    data = turn.model_dump(mode="json", by_alias=True)
+    data["content"] = turn.content
+    return json.dumps(data, ensure_ascii=False)
+
+
+def command_handler(
+    command: list[str], env: dict[str, str] | None = None, timeout: float = 600.0
+) -> Handler:
+    """Run ``command`` once per turn with the turn as JSON on stdin.
+
+    Each stdout line that is a JSON object ``{"to": ..., "text": ...}`` is sent
+    as the teammate; other non-empty lines together are one reply to the lead.
+    A non-zero exit is a failure (input quarantined, teammate failed)."""
+
+    def handle(ctx: TeammateContext, turn: Turn) -> None:
+        ident = ctx.agent.identity
+        child_env = {**os.environ, **(env or {})}
+        child_env.update(
+            BROKER_SPACE=ident.space_id,
+            BROKER_AS=ident.address,
+            BROKER_TOKEN=ctx.extra.get("token", ""),
+        )
+        proc = subprocess.run(
+            command,
+            input=turn_json(turn),
+            capture_output=True,
+            text=True,
+            env=child_env,
+            timeout=timeout,
+        )
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+            raise HandlerFailed(
+                f"command exited {proc.returncode}: {tail}", returncode=proc.returncode
+            )
+        plain: list[str] = []
+        for line in proc.stdout.splitlines():
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                obj = None
+            if isinstance(obj, dict) and "to" in obj and "text" in obj:
+                ctx.send(str(obj["to"]), str(obj["text"]))
+            else:
+                plain.append(line)
+        if plain:
+            ctx.reply("\n".join(plain))
+
+    return handle
+
+
+# --- the team (lead side) --------------------------------------------------------------------
+@dataclass
+class Teammate:
+    name: str
+    role: str
+    address: str
+    participant_id: str
+    token: str
+    mode: str
+    handler: Handler | None = None
+    command: list[str] | None = None
+    thread: threading.Thread | None = None
+    process: Any = None  # multiprocessing.Process or subprocess.Popen
+    restarts: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class Team:
+    """A lead and its teammates in one space (the seed's TeammateRuntime)."""
+
+    def __init__(self, store: Store, lead: Agent, *, lease: float | None = None) -> None:
+        self.store = store
+        self.lead = lead
+        self.space_id = lead.space_id
+        self.lease = lease
+        self.teammates: dict[str, Teammate] = {}
+        self._closers: list[tuple[str, Callable[[], None]]] = []
+        self._supervising = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    # -- spawning -------------------------------------------------------------------------------
+    def spawn_teammate(
+        self,
+        name: str,
+        role: str,
+        prompt: str,
+        handler: Handler | None = None,
+        *,
+        command: list[str] | None = None,
+        mode: Mode = "thread",
+        archetype: str = "specialist",
+        agent: str | None = None,
+    ) -> Teammate:
+        """Join the teammate, durably write its first task into its inbox, start its worker.
+
+        ``handler`` runs in a thread (``mode="thread"``) or a worker process
+        (``mode="process"``; the handler must then be a module-level function); ``command`` runs ``broker agent run`` as a child
+        process with the command as the per-turn handler (any language)."""
+        if (handler is None) == (command is None):
+            raise errors.InvalidInput("give exactly one of handler or command")
+        if name in self.teammates:
+            raise errors.Conflict(f"teammate {name!r} already exists")
+        joined = participants.join(
+            self.store,
+            self.space_id,
+            _join_input(
+                name, role=role, archetype=archetype, agent=agent, parent=self.lead.address
+            ),
+        )
+        # The first task is durable before any worker runs: a crash now loses nothing.
+        self.lead.send(joined.address, prompt)
+        mate = Teammate(
+            name,
+            role,
+            joined.address,
+            joined.participant_id,
+            joined.token,
+            "command" if command else mode,
+            handler=handler,
+            command=command,
+        )
+        self.teammates[name] = mate
+        if command is not None:
+            mate.process = self._start_command(mate, command)
+        elif mode == "process":
+            mate.process = self._start_process(mate, handler)  # type: ignore[arg-type]
+        else:
+            mate.thread = self._start_thread(mate, handler)  # type: ignore[arg-type]
+        if mate.process is not None:
+            self._ensure_supervisor()
+        return mate
+
+    def _agent(self, mate: Teammate) -> Agent:
+        return Agent.connect(self.store, self.space_id, mate.address, mate.token)
+
+    def _start_thread(self, mate: Teammate, handler: Handler) -> threading.Thread:
+        me = self._agent(mate)
+        th = threading.Thread(
+            target=serve,
+            args=(me, handler),
+            kwargs={"stop": mate.stop, "lease": self.lease},
+            name=f"teammate-{mate.name}",
+            daemon=True,
+        )
+        th.start()
+        return th
+
+    def _start_process(self, mate: Teammate, handler: Handler) -> Any:
+        proc = _mp_context().Process(
+            target=_process_main,
+            args=(
+                str(self.store.url),
+                self.space_id,
+                mate.address,
+                mate.token,
+                handler,
+                self.lease,
+            ),
+            name=f"teammate-{mate.name}",
+            daemon=True,
+        )
+        proc.start()
+        return proc
+
+    def _start_command(self, mate: Teammate, command: list[str]) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "BROKER_URL": str(self.store.url),
+            "BROKER_SPACE": self.space_id,
+            "BROKER_AS": mate.address,
+            "BROKER_TOKEN": mate.token,
+        }
+        args = [sys.executable, "-m", "broker", "agent", "run", self.space_id, mate.address]
+        if self.lease is not None:
+            args += ["--lease", str(self.lease)]
+        # Its own process group, so the teammate and its command live and die together.
+        return subprocess.Popen([*args, "--", *command], env=env, start_new_session=True)
+
+    # -- supervision: a worker process killed from outside is restarted ---------------------------
+    def _ensure_supervisor(self) -> None:
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(
+                target=self._supervise, name="team-supervisor", daemon=True
+            )
+            self._supervisor.start()
+
+    def _supervise(self) -> None:
+        while not self._supervising.wait(0.05):
+            for mate in list(self.teammates.values()):
+                if mate.process is None or mate.stop.is_set() or _alive(mate.process):
+                    continue
+                status = participants.get(self.store, self.space_id, mate.address).status
+                if status in ("failed", "shutdown", "left"):
+                    continue  # it ended on purpose (or failed): not ours to restart
+                mate.restarts += 1
+                if mate.command is not None:
+                    mate.process = self._start_command(mate, mate.command)
+                elif mate.handler is not None:
+                    mate.process = self._start_process(mate, mate.handler)
+
+    # -- messaging ------------------------------------------------------------------------------
+    def send_message(self, to: str, content: str) -> SendResult:
+        """To the lead or an existing teammate; anything else is a clear error."""
+        if (
+            to != "lead"
+            and to not in self.teammates
+            and to not in {m.address for m in self.teammates.values()}
+        ):
+            known = ", ".join(["lead", *sorted(self.teammates)])
+            raise errors.ParticipantNotFound(f"no teammate {to!r}: known are {known}", address=to)
+        address = self.teammates[to].address if to in self.teammates else to
+        return self.lead.send(address, content)
+
+    def status(self) -> dict[str, str]:
+        everyone = {
+            p.address: p.status for p in participants.list_participants(self.store, self.space_id)
+        }
+        return {name: everyone.get(m.address, "unknown") for name, m in self.teammates.items()}
+
+    def add_closer(self, name: str, fn: Callable[[], None]) -> None:
+        """Something else to close at shutdown, after the teammates."""
+        self._closers.append((name, fn))
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def shutdown(self, timeout: float = 5.0) -> list[tuple[str, BaseException]]:
+        """Stop every teammate, then the supervisor, then the other closers.
+        Every close is attempted; failures are collected and returned."""
+        failures: list[tuple[str, BaseException]] = []
+        self._supervising.set()
+        for mate in self.teammates.values():
+            try:
+                self._stop_mate(mate, timeout)
+            except Exception as exc:  # noqa: BLE001 - keep closing the rest
+                failures.append((f"teammate {mate.name}", exc))
+        if self._supervisor is not None:
+            self._supervisor.join(timeout)
+        for name, fn in self._closers:
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001
+                failures.append((name, exc))
+        return failures
+
+    def _stop_mate(self, mate: Teammate, timeout: float) -> None:
+        mate.stop.set()
+        if mate.thread is not None:
+            mate.thread.join(timeout)
+        if mate.process is not None and _alive(mate.process):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(mate.process.pid, signal.SIGTERM)
+            _join(mate.process, timeout)
+        status = participants.get(self.store, self.space_id, mate.address).status
+        if status not in ("failed", "left"):
+            participants.set_status(self.store, mate.participant_id, "shutdown")
+
+
+def _join_input(name: str, **fields: Any) -> Any:
+    from broker.messages import parse_input
+    from broker.models import JoinInput
+
+    return parse_input(
+        JoinInput, {"codename": name, **{k: v for k, v in fields.items() if v is not None}}
+    )
+
+
+def _mp_context() -> Any:
+    """Worker processes come from a fork server, never from a fork of this
+    process: a fork taken while another thread is inside SQLite copies SQLite's
+    mutexes locked and the child hangs in its first connect. The fork server is
+    a fresh single-threaded process, so its forks are safe and still cheap.
+    Handlers must therefore be picklable (module-level functions)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["broker.runtime"])
+    return ctx
+
+
+def _alive(proc: Any) -> bool:
+    if isinstance(proc, subprocess.Popen):
+        return proc.poll() is None
+    return bool(proc.is_alive())
+
+
+def _join(proc: Any, timeout: float) -> None:
+    if isinstance(proc, subprocess.Popen):
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    else:
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def _process_main(
+    url: str, space_id: str, address: str, token: str, handler: Handler, lease: float | None
+) -> None:
+    store = Store(url)
+    me = Agent.connect(store, space_id, address, token)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        serve(me, handler, stop=stop, lease=lease)
+    except Exception:  # noqa: BLE001 - the supervisor decides from the status
+        traceback.print_exc()
+        raise SystemExit(1) from None
