@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,25 +262,19 @@ class Store:
         return fmt_ts(self.clock())
 
     # --- transactions -------------------------------------------------------------
-    @contextmanager
-    def write(self, tx: Tx | None = None) -> Iterator[Tx]:
+    def write(self, tx: Tx | None = None) -> AbstractContextManager[Tx]:
         """A write transaction (BEGIN IMMEDIATE), or join ``tx`` if given."""
         if tx is not None:
             if not tx.write:
                 raise errors.StoreError("cannot write inside a read transaction")
-            yield tx
-            return
-        with self._transaction(write=True) as t:
-            yield t
+            return nullcontext(tx)  # the outer transaction commits or rolls back
+        return self._transaction(write=True)
 
-    @contextmanager
-    def read(self, tx: Tx | None = None) -> Iterator[Tx]:
+    def read(self, tx: Tx | None = None) -> AbstractContextManager[Tx]:
         """A read snapshot (deferred BEGIN), or reuse ``tx`` if given."""
         if tx is not None:
-            yield tx
-            return
-        with self._transaction(write=False) as t:
-            yield t
+            return nullcontext(tx)
+        return self._transaction(write=False)
 
     transaction = write  # the public name for "my work and the broker's, together"
 

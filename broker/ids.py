@@ -30,7 +30,10 @@ def system_clock() -> datetime:
 
 def fmt_ts(dt: datetime) -> str:
     """Fixed-width ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sortable as text)."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    # isoformat with a fixed timespec is fixed-width and ~5x faster than strftime.
+    return dt.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_ts(text: str) -> datetime:
