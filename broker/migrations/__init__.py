@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-HEAD = "0001"
+HEAD = "0002"
 HERE = Path(__file__).parent
 
 

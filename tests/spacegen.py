@@ -1,0 +1,346 @@
+"""Spaces with a bit of everything, for the export / import / view tests.
+
+``rich_space`` builds one fixed space; ``plans`` is a hypothesis strategy of
+random operations and ``apply_plan`` plays one into a store. Messages go
+through the public API (``broker.client``); the rest through ``sqlrows``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlrows
+from hypothesis import strategies as st
+
+from broker import Agent, Operator, Store, errors
+from broker.ids import new_id
+from broker.messages import append_receipt
+
+EXPORT_NOW = "2026-06-01T00:00:00.000000Z"  # claims live at export: expiry after this
+
+
+class StepClock:
+    """A deterministic clock: each reading is 1 ms after the previous one."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self.lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self.lock:
+            self.now += timedelta(milliseconds=1)
+            return self.now
+
+
+_TEMPLATES: dict[str, Path] = {}
+
+
+def fresh_store(folder: Path, name: str = "broker.db") -> Store:
+    """A migrated store in ``folder``, copied from a template (migrating is slow)."""
+    template = _TEMPLATES.get("t")
+    if template is None or not template.exists():
+        tdir = Path(tempfile.gettempdir()) / f"broker-test-template-{os.getuid()}"
+        tdir.mkdir(parents=True, exist_ok=True)
+        template = tdir / f"template-{_schema_digest()}.db"
+        if not template.exists():
+            tmp = tdir / f"building-{threading.get_ident()}.db"
+            s = Store(f"sqlite:///{tmp}")
+            with s.write() as t:
+                t.execute("SELECT 1")
+            raw = s.connect()
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            raw.close()
+            s.close()
+            tmp.replace(template)
+        _TEMPLATES["t"] = template
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = folder / name
+    shutil.copyfile(template, target)
+    target.chmod(0o600)
+    return Store(f"sqlite:///{target}", clock=StepClock())
+
+
+def _schema_digest() -> str:
+    import broker.migrations as mig
+
+    h = hashlib.sha256()
+    for p in sorted(Path(mig.__file__).parent.rglob("*.py")):
+        h.update(p.read_bytes())
+    h.update((Path(mig.__file__).parent.parent / "views.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class Built:
+    space: str
+    agents: dict[str, Agent] = field(default_factory=dict)
+    pids: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+
+
+def rich_space(store: Store, kind: str = "workflow") -> Built:
+    """One space with every kind of row the layout has."""
+    op = Operator(store)
+    space = op.create_space(kind).id
+    b = Built(space)
+    for name, agent, step in (
+        ("lynx", "worker", "scan"),
+        ("otter", "worker", "scan"),
+        ("heron", "reviewer", None),
+    ):
+        a, _ = Agent.join(
+            store,
+            space,
+            f"flow/{name}",
+            agent=agent,
+            step=step,
+            role=f"{name} role",
+            archetype="specialist",
+            task=f"task of {name}",
+        )
+        b.agents[name] = a
+        b.pids[name] = a.identity.participant_id
+    lynx, otter, heron = b.agents["lynx"], b.agents["otter"], b.agents["heron"]
+    b.messages["direct"] = lynx.send("otter", "hello otter\nsecond line").id
+    b.messages["partial"] = lynx.send(["otter", "ghost"], "to otter and a ghost").id
+    with contextlib.suppress(errors.NotDelivered):
+        lynx.send("ghost", "nobody hears this")
+    b.messages["broadcast"] = lynx.send("broadcast", "hello everyone").id
+    b.messages["post"] = otter.post("a channel post").id
+    b.messages["addressed"] = otter.post("for lynx", addressed_to=["lynx"]).id
+    b.messages["urgent"] = op.send(space, "stop and report", to=["lynx"], urgent=True).id
+    b.messages["to_operator"] = heron.send("operator", "report for the human").id
+    b.messages["directive"] = sqlrows.message(
+        store,
+        space,
+        "lynx",
+        "always cite sources",
+        kind="directive",
+        to=["role:worker"],
+        reached=["otter"],
+    )
+    b.messages["directive2"] = sqlrows.message(
+        store, space, "lynx", "old rule", kind="directive", to=["role:worker"], reached=["otter"]
+    )
+    b.messages["retract"] = sqlrows.message(
+        store, space, "lynx", "", kind="retract", ref=b.messages["directive2"]
+    )
+    for _ in range(3):
+        otter.send("lynx", "more work for lynx")
+    inbox = sqlrows.deliveries(store, b.pids["otter"])
+    sqlrows.set_delivery(store, inbox[0], "done")
+    sqlrows.set_delivery(
+        store, inbox[1], "processing", lease_owner="otter", lease_expires_at=sqlrows.FAR_FUTURE
+    )
+    lynx_inbox = sqlrows.deliveries(store, b.pids["lynx"])
+    sqlrows.set_delivery(
+        store,
+        lynx_inbox[-1],
+        "quarantine",
+        attempts=5,
+        error="boom",
+        reason="max_deliveries reached",
+    )
+    sqlrows.set_delivery(
+        store, lynx_inbox[-2], "processing", lease_owner="lynx", lease_expires_at=sqlrows.LONG_AGO
+    )
+    tid = sqlrows.turn_with_transcript(store, space, b.pids["otter"], inbox[0], seen=True)
+    sqlrows.turn_with_transcript(store, space, b.pids["otter"], inbox[1], seen=False)
+    with store.write() as t:
+        append_receipt(store, t, space, "otter", tid, [inbox[0]])
+    sqlrows.set_cursor(store, b.pids["otter"], 1)
+    sqlrows.claim(
+        store,
+        space,
+        "src/a.py",
+        "lynx",
+        at="2026-01-01T00:00:00.000000Z",
+        expires="2999-01-01T00:00:00.000000Z",
+    )
+    sqlrows.claim(
+        store,
+        space,
+        "src/b.py",
+        "otter",
+        at="2026-01-01T00:00:01.000000Z",
+        expires="2999-01-01T00:00:00.000000Z",
+    )
+    sqlrows.end_claim(store, space, "src/b.py", event="released", at="2026-01-01T00:00:02.000000Z")
+    sqlrows.claim(
+        store,
+        space,
+        "src/c.py",
+        "heron",
+        at="2026-01-01T00:00:03.000000Z",
+        expires="2026-01-01T00:00:04.000000Z",
+    )
+    sqlrows.end_claim(store, space, "src/c.py", event="expired", at="2026-01-01T00:00:05.000000Z")
+    sqlrows.claim(
+        store,
+        space,
+        "src/d.py",
+        "heron",
+        at="2026-01-01T00:00:06.000000Z",
+        expires="2026-01-01T00:00:07.000000Z",
+    )  # lapsed but not journaled yet: not live
+    heron.leave()
+    return b
+
+
+# --- random spaces --------------------------------------------------------------------
+NAMES = ("lynx", "otter", "heron", "wolf#2", "lynx>otter#1")
+TARGETS = (*NAMES, "broadcast", "role:worker", "step:scan", "ghost", "operator", "parent", "lead")
+_body = st.text(max_size=40)
+_op = st.one_of(
+    st.tuples(st.just("join"), st.sampled_from(NAMES), st.sampled_from(("worker", "reviewer"))),
+    st.tuples(st.just("hostile"), st.text(min_size=1, max_size=30)),
+    st.tuples(
+        st.just("send"),
+        st.integers(0, 9),
+        st.lists(st.sampled_from(TARGETS), min_size=1, max_size=3, unique=True),
+        _body,
+    ),
+    st.tuples(
+        st.just("post"),
+        st.integers(0, 9),
+        st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
+        _body,
+    ),
+    st.tuples(
+        st.just("operator"), st.sampled_from((None, "lynx", "broadcast")), st.booleans(), _body
+    ),
+    st.tuples(st.just("directive"), st.integers(0, 9), _body),
+    st.tuples(st.just("retract"), st.integers(0, 9)),
+    st.tuples(st.just("receipt"), st.integers(0, 9)),
+    st.tuples(
+        st.just("state"),
+        st.integers(0, 99),
+        st.sampled_from(("processing", "done", "quarantine", "ready")),
+    ),
+    st.tuples(st.just("claim"), st.text(max_size=20), st.integers(0, 9), st.booleans()),
+    st.tuples(st.just("end"), st.integers(0, 9), st.sampled_from(("released", "expired"))),
+    st.tuples(st.just("cursor"), st.integers(0, 9), st.integers(0, 5)),
+    st.tuples(st.just("turn"), st.integers(0, 9), st.booleans()),
+    st.tuples(st.just("leave"), st.integers(0, 9)),
+)
+_join = st.tuples(st.just("join"), st.sampled_from(NAMES), st.sampled_from(("worker", "reviewer")))
+_hostile = st.tuples(st.just("hostile"), st.text(min_size=1, max_size=30))
+plans = st.builds(
+    lambda joins, hostile, ops: [*joins, *hostile, *ops],
+    st.lists(_join, min_size=1, max_size=4),
+    st.lists(_hostile, max_size=2),
+    st.lists(_op, min_size=1, max_size=30),
+)
+
+
+def apply_plan(store: Store, plan: list[tuple[Any, ...]], kind: str = "workflow") -> str:
+    op = Operator(store)
+    space = op.create_space(kind).id
+    agents: list[Agent] = []
+    pids: list[str] = []
+    directives: list[str] = []
+    keys: list[str] = []
+    for step in plan:
+        name = step[0]
+        try:
+            if name == "join":
+                a, _ = Agent.join(store, space, f"flow/{step[1]}", agent=step[2], step="scan")
+                if a.identity.participant_id not in pids:
+                    agents.append(a)
+                    pids.append(a.identity.participant_id)
+            elif name == "hostile":
+                with store.read() as t:
+                    taken = t.one(
+                        "SELECT 1 FROM participants WHERE space_id = ? AND address = ?",
+                        (space, step[1]),
+                    )
+                if not taken:
+                    pids.append(sqlrows.participant(store, space, step[1]))
+            elif name == "send" and agents:
+                agents[step[1] % len(agents)].send(list(step[2]), step[3])
+            elif name == "post" and agents:
+                agents[step[1] % len(agents)].post(step[3], addressed_to=list(step[2]))
+            elif name == "operator":
+                op.send(space, step[3] or "x", to=[step[1]] if step[1] else None, urgent=step[2])
+            elif name == "directive" and agents:
+                a = agents[step[1] % len(agents)]
+                directives.append(
+                    sqlrows.message(
+                        store, space, a.address, step[2], kind="directive", to=["role:worker"]
+                    )
+                )
+            elif name == "retract" and directives:
+                d = directives[step[1] % len(directives)]
+                sqlrows.message(store, space, "lynx", "", kind="retract", ref=d)
+            elif name == "receipt" and agents:
+                a = agents[step[1] % len(agents)]
+                with store.write() as t:
+                    append_receipt(store, t, space, a.address, "T" * 26, [])
+            elif name == "state":
+                with store.read() as t:
+                    ids = [
+                        r[0]
+                        for r in t.all(
+                            "SELECT id FROM deliveries WHERE space_id = ? ORDER BY id", (space,)
+                        )
+                    ]
+                if ids:
+                    sqlrows.set_delivery(
+                        store,
+                        ids[step[1] % len(ids)],
+                        step[2],
+                        lease_owner="x",
+                        lease_expires_at=sqlrows.FAR_FUTURE,
+                        error="e" if step[2] == "quarantine" else None,
+                        reason="r",
+                    )
+            elif name == "claim" and pids:
+                with store.read() as t:
+                    holder = t.one(
+                        "SELECT address FROM participants WHERE id = ?",
+                        (pids[step[2] % len(pids)],),
+                    )[0]
+                    held = t.one(
+                        "SELECT holder FROM board_claims WHERE space_id = ? AND key = ?",
+                        (space, step[1]),
+                    )
+                if held is None or held[0] is None:
+                    sqlrows.claim(
+                        store,
+                        space,
+                        step[1],
+                        holder,
+                        at="2026-01-01T00:00:00.000000Z",
+                        expires=sqlrows.FAR_FUTURE if step[3] else sqlrows.LONG_AGO,
+                    )
+                    keys.append(step[1])
+            elif name == "end" and keys:
+                key = keys[step[1] % len(keys)]
+                with store.read() as t:
+                    held = t.one(
+                        "SELECT holder FROM board_claims WHERE space_id = ? AND key = ?",
+                        (space, key),
+                    )
+                if held and held[0] is not None:
+                    sqlrows.end_claim(
+                        store, space, key, event=step[2], at="2026-01-02T00:00:00.000000Z"
+                    )
+            elif name == "cursor" and pids:
+                sqlrows.set_cursor(store, pids[step[1] % len(pids)], step[2])
+            elif name == "turn" and pids:
+                pid = pids[step[1] % len(pids)]
+                sqlrows.turn_with_transcript(store, space, pid, new_id(), seen=step[2])
+            elif name == "leave" and agents:
+                agents[step[1] % len(agents)].leave()
+        except errors.BrokerError:
+            pass  # refused sends are part of the picture: they are logged or write nothing
+    return space

@@ -1,0 +1,263 @@
+"""Rows written with plain SQL, for the export / import / view tests.
+
+Everything the public API (``broker.client``) can write is written through it in
+the tests. What these helpers write directly (claims and their journal with
+chosen times, delivery states, turns, transcript and history rows, cursors,
+participants with addresses no join would accept) is kept in this one module,
+so it can be swapped for the API where that fits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from broker.db import Store
+from broker.ids import hash_token, new_id, new_token
+
+FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
+LONG_AGO = "2000-01-01T00:00:00.000000Z"
+
+
+def participant(
+    store: Store,
+    space_id: str,
+    address: str,
+    *,
+    status: str = "running",
+    role: str | None = None,
+    at: str | None = None,
+    bcast_seen: int = 0,
+) -> str:
+    """A participant row with any address at all (hostile ones included)."""
+    pid = new_id()
+    now = at or store.now_ts()
+    with store.write() as t:
+        t.execute(
+            "INSERT INTO participants (id, space_id, address, codename, agent, run_id, role, "
+            "token_hash, status, bcast_seen, joined_at_utc, last_seen_utc, left_at_utc) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                pid,
+                space_id,
+                address,
+                address,
+                "agent",
+                address,
+                role,
+                hash_token(new_token()),
+                status,
+                bcast_seen,
+                now,
+                now,
+                now if status == "left" else None,
+            ),
+        )
+        t.execute(
+            "INSERT INTO participant_events (id, space_id, participant_id, event, address, "
+            "codename, agent, run_id, at_utc) VALUES (?,?,?,?,?,?,?,?,?)",
+            (new_id(), space_id, pid, "joined", address, address, "agent", address, now),
+        )
+    return pid
+
+
+def message(
+    store: Store,
+    space_id: str,
+    sender: str,
+    body: str,
+    *,
+    kind: str = "direct",
+    to: list[str] | None = None,
+    reached: list[str] | None = None,
+    not_reached: list[dict[str, str]] | None = None,
+    ref: str | None = None,
+    deliver_to: Sequence[str] = (),
+    bcast: bool = False,
+) -> str:
+    """A log row through the log's own writer (``messages.append``), plus
+    deliveries to the given participant ids."""
+    from broker.messages import append
+
+    with store.write() as t:
+        bcast_no = None
+        if bcast:
+            bcast_no = t.one("SELECT last_bcast FROM spaces WHERE id = ?", (space_id,))[0] + 1
+        mid, _, now = append(
+            store,
+            t,
+            space_id,
+            kind,
+            sender,
+            body,
+            recipients=json.dumps(to or []),
+            reached=reached or [],
+            not_reached=not_reached or [],
+            ref=ref,
+            bcast_no=bcast_no,
+        )
+        for pid in deliver_to:
+            t.execute(
+                "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, "
+                "created_at_utc) VALUES (?, ?, ?, ?, 'ready', ?)",
+                (new_id(), space_id, mid, pid, now),
+            )
+    return mid
+
+
+def deliveries(store: Store, participant_id: str, *, state: str | None = None) -> list[str]:
+    """A participant's delivery ids in FIFO order (only those in ``state`` if given)."""
+    where = " AND state = ?" if state else ""
+    with store.read() as t:
+        return [
+            r[0]
+            for r in t.all(
+                f"SELECT id FROM deliveries WHERE recipient_id = ?{where} "
+                "ORDER BY created_at_utc, id",
+                (participant_id, state) if state else (participant_id,),
+            )
+        ]
+
+
+def set_delivery(
+    store: Store,
+    delivery_id: str,
+    state: str,
+    *,
+    attempts: int = 1,
+    lease_owner: str | None = None,
+    lease_expires_at: str | None = None,
+    error: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """Move a delivery to ``state`` as the queue would leave it."""
+    at = "2026-01-01T00:00:00.000000Z"
+    with store.write() as t:
+        t.execute(
+            "UPDATE deliveries SET state = ?, attempts = ?, lease_token = ?, lease_owner = ?, "
+            "lease_expires_at = ?, acked_at_utc = ?, last_error = ?, quarantine_reason = ? "
+            "WHERE id = ?",
+            (
+                state,
+                attempts,
+                new_id() if state == "processing" else None,
+                lease_owner if state == "processing" else None,
+                lease_expires_at if state == "processing" else None,
+                at if state == "done" else None,
+                error,
+                reason if state == "quarantine" else None,
+                delivery_id,
+            ),
+        )
+
+
+def claim(
+    store: Store,
+    space_id: str,
+    key: str,
+    holder: str,
+    *,
+    at: str,
+    expires: str,
+) -> int:
+    """Grant ``key`` to ``holder`` (journaled); returns the fencing token."""
+    with store.write() as t:
+        row = t.one(
+            "SELECT token FROM board_claims WHERE space_id = ? AND key = ?", (space_id, key)
+        )
+        token = (row[0] if row else 0) + 1
+        t.execute(
+            "INSERT INTO board_claims (space_id, key, holder, token, claimed_at_utc, "
+            "lease_expires_at) VALUES (?,?,?,?,?,?) ON CONFLICT (space_id, key) DO UPDATE SET "
+            "holder = excluded.holder, token = excluded.token, "
+            "claimed_at_utc = excluded.claimed_at_utc, lease_expires_at = excluded.lease_expires_at",
+            (space_id, key, holder, token, at, expires),
+        )
+        _journal(t, space_id, key, "claimed", holder, token, expires, at)
+    return token
+
+
+def end_claim(store: Store, space_id: str, key: str, *, event: str, at: str) -> None:
+    """Release or expire the current claim on ``key`` (journaled)."""
+    with store.write() as t:
+        holder, token, expires = t.one(
+            "SELECT holder, token, lease_expires_at FROM board_claims WHERE space_id = ? AND key = ?",
+            (space_id, key),
+        )
+        t.execute(
+            "UPDATE board_claims SET holder = NULL, claimed_at_utc = NULL, lease_expires_at = NULL "
+            "WHERE space_id = ? AND key = ?",
+            (space_id, key),
+        )
+        _journal(t, space_id, key, event, holder, token, expires, at)
+
+
+def _journal(
+    t: Any, space_id: str, key: str, event: str, owner: str, token: int, expires: str, at: str
+) -> None:
+    t.execute(
+        "INSERT INTO claim_journal (id, space_id, key, event, owner, token, lease_expires_at, "
+        "at_utc) VALUES (?,?,?,?,?,?,?,?)",
+        (new_id(), space_id, key, event, owner, token, expires, at),
+    )
+
+
+def set_cursor(store: Store, participant_id: str, bcast_seen: int) -> None:
+    with store.write() as t:
+        t.execute(
+            "UPDATE participants SET bcast_seen = ? WHERE id = ?", (bcast_seen, participant_id)
+        )
+
+
+def turn_with_transcript(
+    store: Store, space_id: str, participant_id: str, message_id: str, *, seen: bool
+) -> str:
+    """A turn that showed ``message_id``, its transcript rows and a history row."""
+    tid = new_id()
+    now = store.now_ts()
+    with store.write() as t:
+        t.execute(
+            "INSERT INTO turns (id, space_id, participant_id, lease_token, bcast_upto, state, "
+            "created_at_utc, expires_at, seen_at_utc) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                tid,
+                space_id,
+                participant_id,
+                new_id(),
+                0,
+                "seen" if seen else "open",
+                now,
+                FAR_FUTURE,
+                now if seen else None,
+            ),
+        )
+        for position, direction in enumerate(("received", "injected")):
+            t.execute(
+                "INSERT INTO transcript (id, space_id, participant_id, turn_id, position, "
+                "direction, message_id, kind, content, at_utc) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    new_id(),
+                    space_id,
+                    participant_id,
+                    tid,
+                    position,
+                    direction,
+                    message_id,
+                    "direct",
+                    f"<message id={message_id}>",
+                    now,
+                ),
+            )
+        t.execute(
+            "INSERT INTO history (id, space_id, participant_id, message_id, turn_id, kind, "
+            "sender, body, at_utc) VALUES (?,?,?,?,?,?,?,?,?)",
+            (new_id(), space_id, participant_id, message_id, tid, "direct", "x", "body", now),
+        )
+    return tid
+
+
+def stop(store: Store, space_id: str) -> None:
+    from broker import spaces
+
+    spaces.stop(store, space_id)

@@ -1,0 +1,389 @@
+"""``broker import``: both layouts back into a store, exact rows, fresh tokens,
+all-or-nothing with every bad line reported by file and line (or --skip-bad),
+and a live Mailbox Protocol tree from a file-based swarm migrated."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import spacegen
+
+from broker import Agent, Operator, Store, errors
+from broker.export import DIRECTORY, INBOX, LOG, export_mailbox, export_space
+from broker.importer import ImportFailed, check, detect_layout, import_dir, parse_mail
+
+HASH = re.compile(r"_[0-9a-f]{6}\.txt$")
+
+
+def _folder(root: Path, space: str) -> Path:
+    return root / "runs" / space / "messages"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _count(store: Store, table: str) -> int:
+    with store.read() as t:
+        return int(t.one(f"SELECT COUNT(*) FROM {table}")[0])
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> tuple[Store, spacegen.Built, Path]:
+    store = spacegen.fresh_store(tmp_path / "a")
+    built = spacegen.rich_space(store)
+    export_space(store, built.space, tmp_path / "out", now=spacegen.EXPORT_NOW)
+    return store, built, tmp_path / "out"
+
+
+# --- space layout ---------------------------------------------------------------------
+def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) -> None:
+    store = spacegen.fresh_store(tmp_path / "a")
+    space = Operator(store).create_space("workflow").id
+    lynx, joined = Agent.join(store, space, "flow/lynx")
+    otter, _ = Agent.join(store, space, "flow/otter")
+    otter.send("lynx", "kept across the import")
+    export_space(store, space, tmp_path / "out")
+    other = spacegen.fresh_store(tmp_path / "b")
+    import_dir(other, tmp_path / "out")
+    with pytest.raises(errors.AuthError):
+        Agent.connect(other, space, "lynx", joined.token)
+    with other.read() as t, store.read() as s:
+        assert t.one("SELECT token_hash FROM participants WHERE address = 'lynx'") != s.one(
+            "SELECT token_hash FROM participants WHERE address = 'lynx'"
+        )
+    again, rejoined = Agent.join(other, space, "flow/lynx")
+    assert rejoined.address == "lynx" and rejoined.token != joined.token
+    assert again.identity.participant_id == lynx.identity.participant_id
+    with other.read() as t:
+        assert t.one("SELECT waiting FROM participants WHERE address = 'lynx'") == (1,), (
+            "the waiting counter is recomputed from the imported deliveries"
+        )
+
+
+def test_import_refuses_a_space_id_the_store_already_has(
+    exported: tuple[Store, spacegen.Built, Path],
+) -> None:
+    store, built, out = exported
+    before = _count(store, "messages")
+    with pytest.raises(errors.Conflict, match="already exists"):
+        import_dir(store, out)
+    assert _count(store, "messages") == before
+
+
+def test_import_reports_every_bad_line_with_file_and_line_and_imports_nothing(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    _, built, out = exported
+    folder = _folder(out, built.space)
+    log = _lines(folder / "log.jsonl")
+    log[2] = "{not json"
+    bad = json.loads(log[4])
+    bad["sender_override"] = "x"
+    log[4] = json.dumps(bad)
+    bad = json.loads(log[5])
+    bad["seq"] = "six"
+    log[5] = json.dumps(bad)
+    _write_lines(folder / "log.jsonl", log)
+    directory = _lines(folder / "directory.jsonl")
+    bad = json.loads(directory[0])
+    bad["status"] = "sleeping"
+    directory[0] = json.dumps(bad)
+    _write_lines(folder / "directory.jsonl", directory)
+    other = spacegen.fresh_store(tmp_path / "b")
+    with pytest.raises(ImportFailed) as info:
+        import_dir(other, out)
+    problems = info.value.fields["problems"]
+    prefix = f"runs/{built.space}/messages/"
+    assert (
+        f"{prefix}log.jsonl:3: not JSON: Expecting property name enclosed in double quotes (column 2)"
+        in problems
+    )
+    assert f"{prefix}log.jsonl:5: unknown field 'sender_override'" in problems
+    assert f"{prefix}log.jsonl:6: seq must be an integer" in problems
+    assert any(p.startswith(f"{prefix}directory.jsonl:1: status must be one of") for p in problems)
+    # rows that referred to the bad ones are reported too, with their own line
+    assert any(p.startswith(f"{prefix}mailboxes/lynx/inbox.jsonl:") for p in problems)
+    for table in ("spaces", "participants", "messages", "deliveries", "claim_journal"):
+        assert _count(other, table) == 0, table
+
+
+def test_import_skip_bad_imports_the_good_lines_and_lists_the_bad(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    store, built, out = exported
+    folder = _folder(out, built.space)
+    log = _lines(folder / "log.jsonl")
+    total = len(log)
+    removed = json.loads(log[-1])  # the receipt: nothing refers to it
+    log[-1] = "[1, 2]"
+    _write_lines(folder / "log.jsonl", log)
+    other = spacegen.fresh_store(tmp_path / "b")
+    summary = import_dir(other, out, skip_bad=True)
+    assert summary.messages == total - 1
+    assert summary.skipped == [f"runs/{built.space}/messages/log.jsonl:{total}: not a JSON object"]
+    with other.read() as t:
+        assert t.one("SELECT COUNT(*) FROM messages WHERE id = ?", (removed["id"],)) == (0,)
+
+
+def test_cli_import_prints_each_bad_line_and_exits_2(
+    exported: tuple[Store, spacegen.Built, Path], cli: Callable[..., Any]
+) -> None:
+    _, built, out = exported
+    folder = _folder(out, built.space)
+    log = _lines(folder / "log.jsonl")
+    log[0] = log[0].replace('"urgent":false', '"urgent":"no"')
+    _write_lines(folder / "log.jsonl", log)
+    r = cli("import", str(out))
+    assert r.code == 2
+    assert (
+        f"bad line: runs/{built.space}/messages/log.jsonl:1: urgent must be true or false" in r.err
+    )
+    assert "broker: import_failed: " in r.err and "nothing was imported" in r.err
+    r = cli("import", str(out), "--skip-bad", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["spaces"] == [built.space]
+    assert "skipped: " in r.err
+
+
+def test_import_checks_types_times_nulls_and_choices() -> None:
+    good = {
+        "id": "01ABC",
+        "seq": 1,
+        "created_at_utc": "2026-01-01T00:00:00.000000Z",
+        "kind": "direct",
+        "sender": "lynx",
+        "to": ["otter"],
+        "body": "hi",
+        "urgent": False,
+        "via": None,
+        "ref": None,
+        "reached": ["otter"],
+        "not_reached": [],
+        "reached_n": 1,
+        "bcast_no": None,
+        "idempotency_key": None,
+        "size_bytes": 10,
+        "outcome": "delivered",
+    }
+    assert check(LOG, good)[0] == "01ABC"
+    for field, value, message in (
+        ("created_at_utc", "yesterday", "must be a UTC time"),
+        ("kind", "shout", "must be one of"),
+        ("sender", None, "must not be null"),
+        ("seq", True, "must be an integer"),
+        ("to", "otter", "must be a list"),
+        ("not_reached", [{"address": "x"}], "{address, reason}"),
+    ):
+        with pytest.raises(Exception, match=re.escape(message)):
+            check(LOG, {**good, field: value})
+    with pytest.raises(Exception, match="missing field 'outcome'"):
+        check(LOG, {k: v for k, v in good.items() if k != "outcome"})
+
+
+def test_import_of_followed_files_applies_the_last_line_per_id(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    """--follow appends a new line when a row changes: import ends in the last state."""
+    _, built, out = exported
+    folder = _folder(out, built.space)
+    inbox = folder / "mailboxes" / "lynx" / "inbox.jsonl"
+    first = json.loads(_lines(inbox)[0])
+    assert first["state"] == "ready"
+    later = {**first, "state": "done", "attempts": 1, "acked_at_utc": "2026-02-01T00:00:00.000000Z"}
+    with open(inbox, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(later) + "\n")
+    directory = folder / "directory.jsonl"
+    lynx = next(json.loads(x) for x in _lines(directory) if json.loads(x)["address"] == "lynx")
+    with open(directory, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**lynx, "status": "idle"}) + "\n")
+    other = spacegen.fresh_store(tmp_path / "b")
+    import_dir(other, out)
+    with other.read() as t:
+        assert t.one("SELECT state, attempts FROM deliveries WHERE id = ?", (first["id"],)) == (
+            "done",
+            1,
+        )
+        assert t.one("SELECT status FROM participants WHERE address = 'lynx'") == ("idle",)
+        waiting = t.one("SELECT waiting FROM participants WHERE address = 'lynx'")[0]
+        ready = t.one(
+            "SELECT COUNT(*) FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
+            "WHERE p.address = 'lynx' AND d.state IN ('ready', 'processing')"
+        )[0]
+        assert waiting == ready
+
+
+def test_import_refuses_a_hostile_space_id(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    _, built, out = exported
+    path = _folder(out, built.space) / "space.json"
+    data = json.loads(path.read_text())
+    data["id"] = "../../etc"
+    path.write_text(json.dumps(data))
+    other = spacegen.fresh_store(tmp_path / "b")
+    with pytest.raises(ImportFailed, match="bad space id"):
+        import_dir(other, out)
+    assert _count(other, "spaces") == 0
+
+
+def test_import_accepts_one_space_folder_or_the_root(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    _, built, out = exported
+    other = spacegen.fresh_store(tmp_path / "b")
+    summary = import_dir(other, _folder(out, built.space))
+    assert summary.spaces == [built.space] and summary.messages > 10
+    assert summary.participants == 3
+
+
+def test_detect_layout_names_what_it_expected(tmp_path: Path) -> None:
+    with pytest.raises(errors.InvalidInput, match="neither an exported space"):
+        detect_layout(tmp_path)
+    (tmp_path / "mail").mkdir()
+    assert detect_layout(tmp_path) == "mailbox"
+
+
+def test_directory_line_never_carries_a_token() -> None:
+    assert not any("token" in name for name in DIRECTORY.names)
+    assert "lease_token" in INBOX.names  # a lease token is not an identity
+
+
+# --- mailbox layout -------------------------------------------------------------------
+def _mail(to: str, sender: str, subject: str, body: str, date: str | None = None) -> str:
+    head = f"To: {to}\nFrom: {sender}\nSubject: {subject}\n"
+    if date:
+        head += f"Date: {date}\n"
+    return head + "---\n" + body
+
+
+def _seed_tree(root: Path) -> Path:
+    """A live mail/ tree as the file-based swarm of the seed leaves it."""
+    mail = root / "mail"
+    (mail / "dir").mkdir(parents=True)
+    (mail / "dir" / "monkey-a3f7.txt").write_text(
+        "id: monkey-a3f7\nrole: API integration specialist\narchetype: specialist\n"
+        "task: Implement OAuth2 flow in auth module\n"
+    )
+    (mail / "dir" / "orchestrator.txt").write_text("id: orchestrator\nrole: orchestrator\n")
+    files = {
+        "monkey-a3f7/inbox/01_subject-line_a3f7.txt": _mail(
+            "monkey-a3f7", "orchestrator", "subject line", "Start with the token endpoint.\n"
+        ),
+        "monkey-a3f7/inbox/02_redirect_9c1d.txt": _mail(
+            "monkey-a3f7", "orchestrator", "redirect", "Stop: use PKCE instead.\n"
+        ),
+        "monkey-a3f7/sent/01_hello_b1c2.txt": _mail(
+            "monkey-a3f7", "orchestrator", "hello", "Welcome aboard.\n"
+        ),
+        "monkey-a3f7/drafts/01_report.txt": _mail("orchestrator", "monkey-a3f7", "report", "wip"),
+        "monkey-b000/inbox/01_hi_ffff.txt": _mail("monkey-b000", "monkey-a3f7", "hi", "ping"),
+    }
+    for n, (rel, text) in enumerate(sorted(files.items())):
+        path = mail / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
+    (mail / "orchestrator" / "inbox").mkdir(parents=True)
+    return mail
+
+
+def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None:
+    _seed_tree(tmp_path / "swarm")
+    store = spacegen.fresh_store(tmp_path / "a")
+    summary = import_dir(store, tmp_path / "swarm")
+    assert summary.layout == "mailbox"
+    assert summary.participants == 3 and summary.messages == 4 and summary.deliveries == 4
+    assert summary.drafts_skipped == 1
+    (space,) = summary.spaces
+    assert space.startswith("run_")
+    with store.read() as t:
+        people = {
+            r[0]: r[1:]
+            for r in t.all("SELECT address, status, role, archetype, task FROM participants")
+        }
+        rows = t.all(
+            "SELECT p.address, d.state, m.sender, m.body, m.seq FROM deliveries d "
+            "JOIN participants p ON p.id = d.recipient_id JOIN messages m ON m.id = d.message_id "
+            "ORDER BY m.seq"
+        )
+    assert people["monkey-a3f7"] == (
+        "running",
+        "API integration specialist",
+        "specialist",
+        "Implement OAuth2 flow in auth module",
+    )
+    assert people["orchestrator"][0] == "running"
+    assert people["monkey-b000"][0] == "left"  # a mailbox without a directory entry
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("monkey-a3f7", "ready", "orchestrator", "Start with the token endpoint.\n"),
+        ("monkey-a3f7", "ready", "orchestrator", "Stop: use PKCE instead.\n"),
+        ("monkey-a3f7", "done", "orchestrator", "Welcome aboard.\n"),
+        ("monkey-b000", "ready", "monkey-a3f7", "ping"),
+    ]
+    # the migrated agent re-joins under its id and finds its waiting mail
+    agent, _ = Agent.join(store, space, "monkey-a3f7")
+    with store.read() as t:
+        assert t.one(
+            "SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,)
+        ) == (2,)
+
+
+def test_mailbox_import_reports_malformed_files_by_line(tmp_path: Path) -> None:
+    mail = _seed_tree(tmp_path / "swarm")
+    (mail / "monkey-a3f7" / "inbox" / "03_broken_0000.txt").write_text(
+        "To: monkey-a3f7\nFrom orchestrator\n---\nbody"
+    )
+    (mail / "monkey-a3f7" / "inbox" / "04_nosep_0000.txt").write_text("To: x\nFrom: y\nbody\n")
+    (mail / "dir" / "bad.txt").write_text("no colon here\n")
+    store = spacegen.fresh_store(tmp_path / "a")
+    with pytest.raises(ImportFailed) as info:
+        import_dir(store, tmp_path / "swarm")
+    assert sorted(info.value.fields["problems"]) == [
+        "mail/dir/bad.txt:1: expected 'key: value' (id, role, archetype, task)",
+        "mail/monkey-a3f7/inbox/03_broken_0000.txt:2: expected a 'Name: value' header or the '---' line",
+        "mail/monkey-a3f7/inbox/04_nosep_0000.txt:3: expected a 'Name: value' header or the '---' line",
+    ]
+    assert _count(store, "spaces") == 0
+    summary = import_dir(store, tmp_path / "swarm", skip_bad=True)
+    assert summary.messages == 4 and len(summary.skipped) == 3
+
+
+def test_parse_mail_keeps_the_body_exactly() -> None:
+    headers, body, line = parse_mail("To: a\nFrom: b\nSubject: s\n---\nx\n---\ny")
+    assert headers == {"To": "a", "From": "b", "Subject": "s"}
+    assert body == "x\n---\ny" and line == 5
+
+
+def test_mailbox_export_import_export_keeps_every_file(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    """Names differ only in the hash part (new ids); contents and order are kept."""
+    store, built, _ = exported
+    export_mailbox(store, built.space, tmp_path / "m1")
+    other = spacegen.fresh_store(tmp_path / "b")
+    summary = import_dir(other, tmp_path / "m1", layout="mailbox", kind="workflow")
+    (space,) = summary.spaces
+    export_mailbox(other, space, tmp_path / "m2")
+
+    def files(root: Path) -> dict[str, str]:
+        return {
+            HASH.sub("", str(p.relative_to(root))): p.read_text(encoding="utf-8")
+            for p in sorted(root.rglob("*.txt"))
+        }
+
+    first, second = files(tmp_path / "m1"), files(tmp_path / "m2")
+    assert first == second
+    assert len(first) > 10
+    shutil.rmtree(tmp_path / "m2")
