@@ -1,0 +1,173 @@
+"""The broker through its public Python API, as a queue (one sender, one worker inbox)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from broker import Agent, Operator, Store
+from broker.ids import new_id
+
+# Caps out of the way: the bench measures speed, not the inbox_full / log_max_mb rules.
+LIMITS: dict[str, Any] = {
+    "inbox_cap": 1_000_000_000,
+    "log_max_mb": 1_000_000.0,
+    "broadcast_cap": 1_000_000_000,
+}
+BULK_CHUNK = 20_000
+
+
+# Agent methods and the library functions they wrap, for a tree where the thin
+# Agent method is not there (yet): the bench then calls the library directly.
+_LIBRARY = {
+    "claim": ("inbox", "claim"),
+    "ack": ("inbox", "ack"),
+    "release": ("inbox", "release"),
+    "ack_and_claim": ("inbox", "ack_and_claim"),
+    "next_turn": ("turns", "next_turn"),
+    "seen": ("turns", "seen"),
+    "claim_key": ("board", "claim"),
+    "release_key": ("board", "release"),
+}
+
+
+def api(agent: Agent, name: str) -> Callable[..., Any]:
+    """``agent.<name>`` (the public API), or the library function it wraps."""
+    method = getattr(agent, name, None)
+    if method is not None:
+        return method  # type: ignore[no-any-return]
+    module, fn_name = _LIBRARY[name]
+    fn = getattr(import_module(f"broker.{module}"), fn_name)
+
+    def call(*args: Any, **kw: Any) -> Any:
+        return fn(agent.store, agent.identity, *args, **kw)
+
+    return call
+
+
+def url_of(folder: Path) -> str:
+    return f"sqlite:///{folder / 'broker.db'}"
+
+
+def open_space(folder: Path) -> tuple[Store, str]:
+    """A fresh store in ``folder`` with one running workflow space, caps lifted."""
+    store = Store(url_of(folder))
+    space = Operator(store).create_space("workflow", **LIMITS).id
+    return store, space
+
+
+class BrokerQueue:
+    system = "broker"
+    how = (
+        "public API: Agent.send(address, body), one send per transaction; "
+        "Agent.claim(limit=1) then Agent.ack(token)"
+    )
+    batch_how = (
+        "100 Agent.send(..., tx=tx) inside one Store.transaction() (the documented batching "
+        "path: no send-many API); Agent.claim(limit=100) then one Agent.ack(token)"
+    )
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.store, self.space = open_space(folder)
+        self.sender, self.sender_joined = Agent.join(self.store, self.space, "sender")
+        self.worker, self.worker_joined = Agent.join(self.store, self.space, "worker")
+        self.claim = api(self.worker, "claim")
+        self.ack = api(self.worker, "ack")
+        self.ack_and_claim = api(self.worker, "ack_and_claim")
+
+    def put(self, text: str) -> None:
+        self.sender.send("worker", text)
+
+    def put_many(self, texts: list[str]) -> None:
+        with self.store.transaction() as tx:
+            for text in texts:
+                self.sender.send("worker", text, tx=tx)
+
+    def preload(self, texts: list[str]) -> None:
+        bulk_load(self.store, self.space, "sender", self.worker.identity.participant_id, texts)
+
+    def claim_ack(self) -> list[str]:
+        lease = self.claim(limit=1)
+        if not lease.deliveries:
+            return []
+        self.ack(lease.token)
+        return [d.body for d in lease.deliveries]
+
+    def claim_ack_many(self, k: int) -> list[str]:
+        lease = self.claim(limit=k)
+        if not lease.deliveries:
+            return []
+        self.ack(lease.token)
+        return [d.body for d in lease.deliveries]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: list[str]) -> None:
+    """Write the rows ``texts`` direct sends would write (log rows + ready deliveries,
+    in FIFO order), in big transactions: setup for claim scenarios, not measured
+    (so its connection skips fsync and uses a large cache)."""
+    from bench.peers.raw_sqlite import INS_DELIVERY, INS_MESSAGE
+
+    recipient = store_address(store, recipient_id)
+    reached = json.dumps([recipient])
+    conn = store.connect()
+    try:
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA foreign_keys = OFF")  # the rows are consistent by construction
+        conn.execute("PRAGMA cache_size = -262144")  # 256 MB
+        for i in range(0, len(texts), BULK_CHUNK):
+            chunk = texts[i : i + BULK_CHUNK]
+            conn.execute("BEGIN IMMEDIATE")
+            last_seq = conn.execute(
+                "SELECT last_seq FROM spaces WHERE id = ?", (space,)
+            ).fetchone()[0]
+            now = store.now_ts()
+            mids = [new_id() for _ in chunk]
+            sizes = [len(text.encode()) + 2 * len(reached) + 2 for text in chunk]
+            conn.executemany(
+                INS_MESSAGE,
+                [
+                    (
+                        mid,
+                        space,
+                        last_seq + 1 + j,
+                        "direct",
+                        sender,
+                        reached,
+                        text,
+                        False,
+                        None,
+                        None,
+                        reached,
+                        "[]",
+                        1,
+                        None,
+                        None,
+                        n,
+                        now,
+                    )
+                    for j, (mid, text, n) in enumerate(zip(mids, chunk, sizes, strict=True))
+                ],
+            )
+            conn.executemany(
+                INS_DELIVERY, [(new_id(), space, mid, recipient_id, now) for mid in mids]
+            )
+            conn.execute(
+                "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ? WHERE id = ?",
+                (last_seq + len(chunk), sum(sizes), space),
+            )
+            conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def store_address(store: Store, participant_id: str) -> str:
+    with store.read() as t:
+        return str(t.one("SELECT address FROM participants WHERE id = ?", (participant_id,))[0])
