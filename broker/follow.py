@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from broker import messages, spaces, wake
+from broker import errors, messages, spaces, wake
 from broker.db import Store
 from broker.models import LogEntry
 
@@ -29,8 +29,11 @@ def follow_log(
     kind_list = list(kinds)
     seq = after_seq
     if seq is None and after is not None:
-        found = messages.log(store, space.id, after=after, limit=1)
-        seq = found[0].seq - 1 if found else None
+        with store.read() as t:
+            row = t.one("SELECT seq FROM messages WHERE space_id = ? AND id = ?", (space.id, after))
+        if row is None:
+            raise errors.MessageNotFound(f"no message {after!r} in space {space.id}")
+        seq = row[0]  # even when nothing follows it yet: never restart from the top
     with wake.Waiter(store, [wake.space_key(space.id)]) as waiter:
         while True:
             batch = messages.log(store, space.id, after_seq=seq, kinds=kind_list)
