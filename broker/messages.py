@@ -249,6 +249,8 @@ def send_in_tx(
             _resolve_broadcast(t, space_id, sender, kind, space[4], limits.broadcast_cap, out)
         else:
             _resolve(t, space_id, sender, target, out)
+    # Each address is reported once, however many `to` forms named it.
+    out.not_reached = [dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)]
     # Inbox cap, checked once per distinct recipient.
     delivered: list[tuple[str, str]] = []
     for pid, (address, waiting) in out.deliver.items():

@@ -196,13 +196,11 @@ def authenticate(
             "SELECT id, token_hash, status FROM participants WHERE space_id = ? AND address = ?",
             (space_id, address),
         )
+        if row is not None and row[1] == th and row[2] == "left":
+            raise _left(t, space_id, address)
     if row is None or row[1] != th:
         # One message for unknown address, wrong token and someone else's token: no oracle.
         raise errors.AuthError(f"token does not match participant {address!r} in space {space_id}")
-    if row[2] == "left":
-        raise errors.ParticipantLeft(
-            f"participant {address!r} has left space {space_id}; join again"
-        )
     return Identity(space_id=space_id, participant_id=row[0], address=address, token_hash=th)
 
 
@@ -219,8 +217,19 @@ def caller_row(t: Tx, ident: Identity) -> tuple[Any, ...]:
             f"token for {ident.address!r} is no longer valid (the participant re-joined with a new one)"
         )
     if row[0] == "left":
-        raise errors.ParticipantLeft(f"participant {ident.address!r} has left; join again")
+        raise _left(t, ident.space_id, ident.address)
     return tuple(row)
+
+
+def _left(t: Tx, space_id: str, address: str) -> errors.Conflict:
+    """Why a participant recorded as left cannot act: it left, or its space stopped
+    (then "join again" would be wrong advice: nobody can join a stopped space)."""
+    state = t.one("SELECT state FROM spaces WHERE id = ?", (space_id,))[0]
+    if state != "running":
+        return errors.SpaceNotRunning(
+            f"space {space_id} is {state}: it takes no message", space_id=space_id
+        )
+    return errors.ParticipantLeft(f"participant {address!r} has left space {space_id}; join again")
 
 
 def granted(row: tuple[Any, ...]) -> frozenset[str]:

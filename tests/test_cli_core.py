@@ -1,0 +1,573 @@
+"""The core CLI through real processes (`python -m broker`): spaces, join/leave,
+agent sends, operator sends, the log, participants, db; errors as one line and a
+stable exit code; help and --json on every command."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from click.testing import CliRunner
+
+from broker import Agent, Operator, Store, errors, participants, spaces
+from broker.cli import main
+from broker.migrations import HEAD
+
+Cli = Callable[..., Any]
+
+
+def one_error_line(res: Any, code: int) -> str:
+    """A BrokerError on the CLI: exit ``code``, one line on stderr, no traceback."""
+    assert res.code == code, (res.code, res.out, res.err)
+    assert "Traceback" not in res.err
+    lines = res.err.splitlines()
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("broker: ")
+    return str(lines[0])
+
+
+def cli_create(cli: Cli, kind: str = "workflow", *extra: str) -> str:
+    """`broker space create --kind KIND --json` -> {"id": ...}."""
+    res = cli("space", "create", "--kind", kind, "--json", *extra)
+    assert res.code == 0, res.err
+    data = res.json()
+    assert data["kind"] == kind and data["state"] == "running"
+    return str(data["id"])
+
+
+def cli_join(cli: Cli, space: str, codename: str, *extra: str) -> dict[str, str]:
+    """`broker join RUN_ID CODENAME --json` -> the agent's BROKER_* environment."""
+    res = cli("join", space, codename, "--json", *extra)
+    assert res.code == 0, res.err
+    data = res.json()
+    assert set(data) >= {"address", "token"}
+    return {"BROKER_SPACE": space, "BROKER_AS": data["address"], "BROKER_TOKEN": data["token"]}
+
+
+# Set-up that is not the subject of a test goes through the library, on the same
+# file the CLI processes use (conftest: `store` lives in the cli's BROKER_HOME).
+def make(store: Store, kind: str = "workflow", **settings: Any) -> str:
+    return Operator(store).create_space(kind, **settings).id  # type: ignore[arg-type]
+
+
+def enter(store: Store, space: str, codename: str, **fields: Any) -> dict[str, str]:
+    _, joined = Agent.join(store, space, codename, **fields)
+    return {"BROKER_SPACE": space, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
+
+
+# --- help and --json ------------------------------------------------------------------------
+def _walk(
+    cmd: click.Command, path: tuple[str, ...] = (), parent: click.Context | None = None
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    """Every command and group, through list_commands/get_command (the CLI loads lazily)."""
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd, info_name=path[-1] if path else "broker", parent=parent)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, f"broker {' '.join((*path, name))} is listed but cannot load"
+            yield from _walk(sub, (*path, name), ctx)
+
+
+CORE = [
+    ("space", "create"), ("space", "list"), ("space", "show"), ("space", "stop"),
+    ("space", "archive"), ("join",), ("leave",), ("msg", "send"), ("board", "post"),
+    ("message", "send"), ("message", "list"), ("message", "participants"),
+    ("db", "upgrade"), ("db", "current"),
+]  # fmt: skip
+
+
+def test_cli_walk_finds_every_core_command() -> None:
+    found = {path for path, _ in _walk(main)}
+    assert set(CORE) <= found
+
+
+def test_cli_python_dash_m_broker_help(cli: Cli) -> None:
+    res = cli("--help")
+    assert res.code == 0 and "Usage:" in res.out
+    for group in ("space", "join", "leave", "msg", "message", "board", "db"):
+        assert group in res.out
+    assert "Traceback" not in res.err
+
+
+def test_cli_every_command_and_group_has_help_text() -> None:
+    runner = CliRunner()
+    seen = 0
+    for path, cmd in _walk(main):
+        text = (cmd.help or "").strip()
+        assert text, f"broker {' '.join(path)} has no help text"
+        res = runner.invoke(main, [*path, "--help"])
+        assert res.exit_code == 0, (path, res.output)
+        assert text.splitlines()[0].strip()[:30] in " ".join(res.output.split()), path
+        seen += 1
+    assert seen > len(CORE)
+
+
+# Commands that print no data (nothing to render as JSON). Keep this empty if you can.
+NO_DATA: set[tuple[str, ...]] = set()
+
+
+def test_cli_every_command_that_prints_data_accepts_json() -> None:
+    for path, cmd in _walk(main):
+        if isinstance(cmd, click.Group) or path in NO_DATA:
+            continue
+        flags = [o for p in cmd.params if isinstance(p, click.Option) for o in p.opts]
+        assert "--json" in flags, f"broker {' '.join(path)} lacks --json"
+
+
+# --- spaces -------------------------------------------------------------------------------------
+def test_cli_space_create_list_show_stop_archive(cli: Cli, store: Store) -> None:
+    sid = cli_create(cli, "workflow")
+    res = cli("space", "create", "--kind", "agentiflow")
+    assert res.code == 0 and res.out.strip().startswith("af_")
+    af = res.out.strip()
+    ses = cli("space", "create", "--kind", "session", "--setting", "inbox_cap=8", "--json").json()
+    assert ses["id"].startswith("ses_") and ses["settings"] == {"inbox_cap": 8}
+
+    listed = cli("space", "list", "--json").json()
+    assert sorted(s["id"] for s in listed) == sorted([sid, af, ses["id"]])
+    text = cli("space", "list").out
+    assert sid in text and "KIND" in text.splitlines()[0]
+
+    compact = sid.split("_", 1)[1]
+    shown = cli("space", "show", compact, "--json").json()
+    assert shown["id"] == sid and shown["state"] == "running"
+    assert sid in cli("space", "show", sid).out
+
+    assert cli("space", "stop", sid, "--json").json()["state"] == "stopped"
+    assert cli("space", "list", "--state", "stopped", "--json").json()[0]["id"] == sid
+    res = cli("space", "archive", sid)
+    assert res.code == 0 and res.out.strip() == f"{sid} archived"
+    assert cli("space", "archive", af, "--json").json()["state"] == "archived"
+    assert cli("space", "stop", ses["id"]).out.strip() == f"{ses['id']} stopped"
+    line = one_error_line(cli("space", "stop", sid), errors.Conflict.exit_code)
+    assert "archived" in line
+
+
+def test_cli_space_errors_are_one_line_with_stable_exit_codes(cli: Cli, store: Store) -> None:
+    a, b = make(store), make(store)
+    common = os.path.commonprefix([a, b])
+    line = one_error_line(cli("space", "show", common), errors.AmbiguousId.exit_code)
+    assert "ambiguous" in line and a in line and b in line
+    one_error_line(cli("space", "show", "af_nothing"), errors.SpaceNotFound.exit_code)
+    one_error_line(
+        cli("space", "create", "--kind", "workflow", "--setting", "inbox_cap=-1"),
+        errors.InvalidInput.exit_code,
+    )
+    res = cli("space", "create", "--kind", "galaxy")  # a usage error, click's own format
+    assert res.code == 2 and "Traceback" not in res.err
+
+
+# --- join, leave, agent sends -----------------------------------------------------------------------
+def test_cli_join_with_every_field_and_the_address_derivation(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    res = cli(
+        "join", sid, "cobalt-harbor/lynx", "--agent", "scanner", "--run-id", "r-1", "--step", "scan",
+        "--role", "recon", "--archetype", "surveyor", "--task", "map it", "--json",
+    )  # fmt: skip
+    lynx = res.json()
+    assert lynx["address"] == "lynx" and len(lynx["token"]) >= 32
+    child = cli_join(cli, sid, "cobalt-harbor/lynx>otter#1", "--parent", "lynx")
+    assert child["BROKER_AS"] == "lynx>otter#1"
+    text = cli("join", sid, "cobalt-harbor/lynx#2")
+    assert text.code == 0 and "address: lynx#2" in text.out and "BROKER_TOKEN=" in text.out
+
+    people = {p.address: p for p in Operator(store).participants(sid)}
+    p = people["lynx"]
+    assert (p.agent, p.run_id, p.step, p.role, p.archetype, p.task) == (
+        "scanner", "r-1", "scan", "recon", "surveyor", "map it",
+    )  # fmt: skip
+    assert people["lynx>otter#1"].parent == "lynx"
+
+    af = make(store, "agentiflow")
+    assert cli_join(cli, af, "cobalt-harbor/heron", "--lead")["BROKER_AS"] == "lead"
+    assert cli_join(cli, af, "cobalt-harbor/heron>lynx#1")["BROKER_AS"] == "lynx#1"
+    line = one_error_line(cli("join", sid, "cobalt-harbor/operator"), errors.InvalidInput.exit_code)
+    assert "reserved" in line
+    one_error_line(cli("join", "run_nothing", "flow/x"), errors.SpaceNotFound.exit_code)
+
+
+def test_cli_message_participants(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    enter(store, sid, "flow/lynx", agent="scanner", step="scan")
+    enter(store, sid, "flow/lynx>otter#1", parent="lynx")
+    people = {p["address"]: p for p in cli("message", "participants", sid, "--json").json()}
+    assert set(people) == {"lynx", "lynx>otter#1"}
+    assert (people["lynx"]["agent"], people["lynx"]["step"], people["lynx"]["status"]) == (
+        "scanner",
+        "scan",
+        "running",
+    )
+    assert people["lynx>otter#1"]["parent"] == "lynx"
+    assert not {"token", "token_hash"} & set(people["lynx"])
+    table = cli("message", "participants", sid).out
+    assert "lynx>otter#1" in table and "ADDRESS" in table.splitlines()[0]
+
+
+def test_cli_retried_codename_rejoins_and_the_old_token_is_refused(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    first = enter(store, sid, "flow/lynx")
+    other = enter(store, sid, "flow/otter")
+    assert cli("msg", "send", "--to", "lynx", "keep", "this", env=other).code == 0
+    again = cli_join(cli, sid, "flow/lynx@2")
+    assert again["BROKER_AS"] == "lynx" and again["BROKER_TOKEN"] != first["BROKER_TOKEN"]
+    one_error_line(
+        cli("msg", "send", "--to", "otter", "stale", env=first), errors.AuthError.exit_code
+    )
+    people = {p.address: p for p in Operator(store).participants(sid)}
+    assert people["lynx"].waiting == 1  # the inbox survived the retry
+    assert cli("msg", "send", "--to", "otter", "fresh", env=again).code == 0
+
+
+def test_cli_msg_send_with_flags_or_env_and_its_json(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx", agent="scanner")
+    enter(store, sid, "flow/otter", agent="scanner")
+    heron = enter(store, sid, "flow/heron")
+    # identity from flags
+    res = cli(
+        "msg", "send", "--space", sid, "--as", "heron", "--token", heron["BROKER_TOKEN"],
+        "--to", "lynx", "--json", "hello", "lynx",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    data = res.json()
+    assert set(data) >= {"id", "seq", "reached", "not_reached"}
+    assert (data["seq"], data["reached"], data["not_reached"]) == (1, ["lynx"], [])
+    # identity from the environment; several --to
+    data = cli(
+        "msg", "send", "--to", "role:scanner", "--to", "operator", "--json", "x", env=heron
+    ).json()
+    assert sorted(data["reached"]) == ["lynx", "operator", "otter"]
+    # text from stdin
+    assert cli("msg", "send", "--to", "heron", "-", env=lynx, input="from stdin\n").code == 0
+    # idempotency key: the repeat returns the first result and writes nothing
+    first = cli(
+        "msg", "send", "--to", "heron", "--idempotency-key", "k1", "--json", "once", env=lynx
+    ).json()
+    again = cli(
+        "msg", "send", "--to", "heron", "--idempotency-key", "k1", "--json", "once", env=lynx
+    ).json()
+    assert again["id"] == first["id"] and again["duplicate"] is True
+    res = cli("msg", "send", "--to", "heron", "--idempotency-key", "k1", "once", env=lynx)
+    assert res.code == 0 and "duplicate" in res.out and "delivered to heron" in res.out
+    log = Operator(store).log(sid)
+    assert [e.body for e in log] == ["hello lynx", "x", "from stdin\n", "once"]
+    assert [e.sender for e in log] == ["heron", "heron", "lynx", "lynx"]
+
+
+def test_cli_msg_send_that_reached_nobody_prints_the_json_and_exits_1(
+    cli: Cli, store: Store
+) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx")
+    res = cli(
+        "msg", "send", "--to", "ghost#1", "--to", "role:nobody", "--json", "anyone?", env=lynx
+    )
+    assert res.code == 1
+    data = res.json()
+    assert data["reached"] == []
+    assert data["not_reached"] == [
+        {"address": "ghost#1", "reason": "unknown_participant"},
+        {"address": "role:nobody", "reason": "no_live_participant"},
+    ]
+    assert "Traceback" not in res.err
+    res = cli("msg", "send", "--to", "broadcast", "hello?", env=lynx)
+    assert res.code == 1 and "not delivered to broadcast: no_live_participant" in res.out
+    log = Operator(store).log(sid)
+    assert [e.id for e in log][0] == data["id"] and len(log) == 2  # both logged
+
+
+def test_cli_agent_error_paths(cli: Cli, store: Store) -> None:
+    sid = make(store, body_max_bytes=16)
+    lynx = enter(store, sid, "flow/lynx")
+    otter = enter(store, sid, "flow/otter")
+    one_error_line(
+        cli("msg", "send", "--to", "otter", "x"), errors.AuthError.exit_code
+    )  # no identity
+    one_error_line(
+        cli("msg", "send", "--to", "otter", "x", env={**lynx, "BROKER_TOKEN": "wrong"}),
+        errors.AuthError.exit_code,
+    )
+    one_error_line(
+        cli(
+            "msg", "send", "--to", "otter", "x", env={**lynx, "BROKER_TOKEN": otter["BROKER_TOKEN"]}
+        ),
+        errors.AuthError.exit_code,
+    )
+    one_error_line(
+        cli("msg", "send", "--to", "otter", "x" * 17, env=lynx), errors.BodyTooLarge.exit_code
+    )
+    one_error_line(
+        cli("msg", "send", "--to", "role:", "x", env=lynx), errors.InvalidInput.exit_code
+    )
+    one_error_line(
+        cli("msg", "send", "--to", "otter", "-", env=lynx, input=""), errors.InvalidInput.exit_code
+    )
+    assert Operator(store).log(sid) == []  # nothing was written
+
+
+def test_cli_messaging_full_exit_code(cli: Cli, store: Store) -> None:
+    sid = make(store, log_max_mb=0.0001)
+    lynx = enter(store, sid, "flow/lynx")
+    Agent.connect(store, sid, "lynx", lynx["BROKER_TOKEN"]).send("operator", "x" * 200)
+    line = one_error_line(
+        cli("msg", "send", "--to", "operator", "x", env=lynx), errors.MessagingFull.exit_code
+    )
+    assert "messaging_full" in line
+
+
+def test_cli_board_post_channel_and_addressed(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx")
+    enter(store, sid, "flow/otter")
+    res = cli("board", "post", "--json", "found", "it", env=lynx)
+    assert res.code == 0 and res.json()["reached"] == [] and res.json()["kind"] == "post"
+    res = cli("board", "post", "--to", "otter", "--json", "look", env=lynx)
+    assert res.json()["reached"] == ["otter"]
+    res = cli("board", "post", "--to", "ghost#1", "--json", "nobody", env=lynx)
+    assert res.code == 1 and res.json()["not_reached"][0]["reason"] == "unknown_participant"
+    assert [(e.kind, e.body) for e in Operator(store).log(sid)] == [
+        ("post", "found it"),
+        ("post", "look"),
+        ("post", "nobody"),
+    ]
+
+
+def test_cli_leave_then_sends_are_refused(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx")
+    otter = enter(store, sid, "flow/otter")
+    res = cli("leave", "--json", env=lynx)
+    assert res.code == 0 and res.json() == {"address": "lynx", "status": "left"}
+    line = one_error_line(
+        cli("msg", "send", "--to", "otter", "x", env=lynx), errors.ParticipantLeft.exit_code
+    )
+    assert "left" in line
+    res = cli("msg", "send", "--to", "lynx", "--json", "still there?", env=otter)
+    assert res.code == 1 and res.json()["not_reached"] == [
+        {"address": "lynx", "reason": "participant_left"}
+    ]
+    res = cli("leave", "--space", sid, "--as", "otter", "--token", otter["BROKER_TOKEN"])
+    assert res.code == 0 and "otter left" in res.out
+    assert {p.address: p.status for p in Operator(store).participants(sid)} == {
+        "lynx": "left",
+        "otter": "left",
+    }
+    assert [e.event for e in participants.journal(store, sid)].count("left") == 2
+
+
+# --- operator -------------------------------------------------------------------------------------
+def test_cli_operator_message_send_to_urgent_and_default_targets(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    enter(store, sid, "flow/lynx")
+    enter(store, sid, "flow/otter")
+    res = cli("message", "send", sid, "--to", "lynx", "--urgent", "--json", "stop", "now")
+    assert res.code == 0 and res.json()["reached"] == ["lynx"]
+    res = cli("message", "send", sid.split("_", 1)[1], "--json", "everyone")  # default: broadcast
+    assert sorted(res.json()["reached"]) == ["lynx", "otter"]
+    res = cli("message", "send", sid, "--to", "otter", "plain")
+    assert res.code == 0 and "delivered to otter" in res.out
+    assert [(e.kind, e.sender, e.via, e.urgent, e.body) for e in Operator(store).log(sid)] == [
+        ("operator", "operator", "cli", True, "stop now"),
+        ("operator", "operator", "cli", False, "everyone"),
+        ("operator", "operator", "cli", False, "plain"),
+    ]
+    af = make(store, "agentiflow")
+    enter(store, af, "cobalt-harbor/heron", lead=True)
+    enter(store, af, "cobalt-harbor/heron>lynx#1")
+    assert cli("message", "send", af, "--json", "plan").json()["reached"] == ["lead"]
+
+
+def test_cli_operator_broadcast_to_an_empty_space_is_not_delivered(cli: Cli, store: Store) -> None:
+    sid = make(store, "session")
+    res = cli("message", "send", sid, "hello?")
+    assert res.code != 0
+    assert "not delivered to broadcast: no_live_participant" in res.out
+    assert "Traceback" not in res.err
+    assert len(Operator(store).log(sid)) == 1  # logged all the same
+
+
+def test_cli_operator_send_into_a_stopped_space_is_refused(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx")
+    spaces.stop(store, sid)
+    line = one_error_line(
+        cli("message", "send", sid, "--to", "lynx", "x"), errors.SpaceNotRunning.exit_code
+    )
+    assert "stopped" in line
+    line = one_error_line(cli("msg", "send", "--to", "operator", "x", env=lynx), 5)
+    assert "space_not_running" in line and "stopped" in line
+
+
+def test_cli_message_list_after_and_kind(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx_env = enter(store, sid, "flow/lynx")
+    enter(store, sid, "flow/otter")
+    lynx = Agent.connect(store, sid, "lynx", lynx_env["BROKER_TOKEN"])
+    ids = [
+        lynx.send("otter", "d1").id,
+        lynx.post("p1").id,
+        Operator(store).send(sid, "o1", to=["otter"]).id,
+    ]
+    res = cli("message", "list", sid, "--json")
+    assert len(res.out.splitlines()) == 3  # one JSON object per line
+    assert [e["id"] for e in res.lines()] == ids
+    assert res.lines()[0]["reached"] == ["otter"] and res.lines()[0]["sender"] == "lynx"
+    assert [
+        e["body"] for e in cli("message", "list", sid, "--after", ids[0], "--json").lines()
+    ] == ["p1", "o1"]
+    assert [
+        e["body"]
+        for e in cli("message", "list", sid, "--kind", "direct,operator", "--json").lines()
+    ] == [
+        "d1",
+        "o1",
+    ]
+    text = cli("message", "list", sid).out
+    assert "#1 " in text and "d1" in text and "operator" in text
+    one_error_line(cli("message", "list", sid, "--kind", "gossip"), errors.InvalidInput.exit_code)
+    one_error_line(
+        cli("message", "list", sid, "--after", "01NOPE"), errors.MessageNotFound.exit_code
+    )
+
+
+def test_cli_message_list_follow_until_the_space_stops(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    sid = make(store)
+    lynx = enter(store, sid, "flow/lynx")
+    Agent.connect(store, sid, "lynx", lynx["BROKER_TOKEN"]).send("operator", "before the follower")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env.update(BROKER_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "broker", "message", "list", sid, "--follow", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert follower.stdout is not None
+        ready, _, _ = select.select([follower.stdout], [], [], 60)
+        assert ready, "the follower printed nothing"
+        assert "before the follower" in follower.stdout.readline()
+        bodies = [f"followed {i}" for i in range(3)]
+        for body in bodies:  # a writer process per message
+            assert cli("msg", "send", "--to", "operator", body, env=lynx).code == 0
+        assert cli("space", "stop", sid).code == 0
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, err
+    assert "Traceback" not in err
+    assert [json.loads(line)["body"] for line in out.splitlines() if line.strip()] == bodies
+
+
+# --- store: where it lives, db commands -------------------------------------------------------------
+def test_cli_broker_home_holds_the_db_file_0600_in_a_0700_folder(cli: Cli, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert not home.exists()
+    res = cli("db", "upgrade", "--json")
+    assert res.code == 0 and res.json()["from"] is None and res.json()["to"] == HEAD
+    db = home / "broker.db"
+    assert res.json()["url"].endswith(str(db))
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    res = cli("db", "upgrade")
+    assert res.code == 0 and f"{HEAD} -> {HEAD}" in res.out
+    res = cli("db", "current", "--json")
+    assert res.json() == {
+        "url": res.json()["url"],
+        "current": HEAD,
+        "head": HEAD,
+        "up_to_date": True,
+    }
+    assert "up to date" in cli("db", "current").out
+
+
+def test_cli_db_current_on_an_empty_database(cli: Cli, tmp_path: Path) -> None:
+    res = cli("db", "current", "--json", env={"BROKER_URL": f"sqlite:///{tmp_path / 'empty.db'}"})
+    assert res.code == 0
+    assert (res.json()["current"], res.json()["head"], res.json()["up_to_date"]) == (
+        None,
+        HEAD,
+        False,
+    )
+
+
+def test_cli_broker_url_and_url_option_override_broker_home(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    sid = make(store)  # in BROKER_HOME
+    other = tmp_path / "other" / "b.db"
+    third = tmp_path / "third.db"
+    for path in (other, third):  # migrated here: the subject is which file, not migrating
+        Store(f"sqlite:///{path}").close()
+    res = cli("space", "list", "--json", env={"BROKER_URL": f"sqlite:///{other}"})
+    assert res.code == 0 and res.json() == []
+    make(Store(f"sqlite:///{third}"), "session")
+    res = cli("--url", f"sqlite:///{third}", "space", "list", "--json")
+    assert res.code == 0 and [s["kind"] for s in res.json()] == ["session"]
+    assert [s["id"] for s in cli("space", "list", "--json").json()] == [sid]
+    one_error_line(
+        cli("space", "list", env={"BROKER_URL": "mysql://x/y"}), errors.InvalidInput.exit_code
+    )
+    one_error_line(
+        cli("space", "list", env={"BROKER_SYNCHRONOUS": "sometimes"}), errors.InvalidInput.exit_code
+    )
+
+
+def test_cli_default_home_is_xdg_data_home(cli: Cli, tmp_path: Path) -> None:
+    res = cli("db", "current", env={"BROKER_HOME": "", "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert res.code == 0, res.err
+    assert (tmp_path / "xdg" / "broker" / "broker.db").exists()
+
+
+def test_cli_message_list_follow_after_the_last_message_prints_only_newer_ones(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    sid = make(store)
+    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    enter(store, sid, "flow/otter")
+    last = [lynx.send("otter", f"old {i}").id for i in range(3)][-1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["BROKER_HOME"] = str(tmp_path / "home")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "broker", "message", "list", sid, "--after", last, "--kind", "direct", "--follow", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        Operator(store).send(sid, "not a direct message", to=["otter"])
+        lynx.send("otter", "new")
+        spaces.stop(store, sid)
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, err
+    assert [json.loads(line)["body"] for line in out.splitlines() if line.strip()] == ["new"]
+
+
+def test_cli_store_errors_are_one_line_with_exit_code_10(cli: Cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    line = one_error_line(cli("space", "list", env={"BROKER_HOME": str(blocker / "home")}), 10)
+    assert "cannot create the database file" in line
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 500)
+    line = one_error_line(cli("space", "list", env={"BROKER_URL": f"sqlite:///{junk}"}), 10)
+    assert "not a database" in line

@@ -1,0 +1,239 @@
+"""S11: the log is append-only (in the database, not only in code) and never
+trimmed; past log_max_mb sends fail with messaging_full, receipts still land.
+Plus reading the log: order, filters, cursors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from broker import Agent, Operator, Store, errors, messages
+from broker.ids import new_id, parse_ts
+from broker.settings import Limits
+from broker.vocab import APPEND_ONLY
+
+
+def count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+    with store.read() as t:
+        return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
+
+
+@pytest.fixture
+def filled(store: Store, space: str, join: Callable[..., Agent]) -> dict[str, Agent]:
+    """A space with a row in every append-only table."""
+    lynx = join("flow/lynx")
+    otter = join("flow/otter", tools=["board.read"])
+    lynx.send("otter", "hello")
+    with pytest.raises(errors.ToolUnavailable):
+        otter.send("lynx", "I may not")  # leaves a transcript notice
+    with store.write() as t:
+        t.execute(
+            "INSERT INTO claim_journal (id, space_id, key, event, owner, token, at_utc) "
+            "VALUES (?, ?, 'k', 'claimed', 'lynx', 1, ?)",
+            (new_id(), space, store.now_ts()),
+        )
+    for table in APPEND_ONLY:
+        assert count(store, table) > 0, table
+    return {"lynx": lynx, "otter": otter}
+
+
+def snapshot(store: Store, table: str) -> list[Any]:
+    with store.read() as t:
+        return t.all(f"SELECT * FROM {table} ORDER BY id")
+
+
+@pytest.mark.parametrize("table", APPEND_ONLY)
+def test_S11_update_and_delete_are_refused_through_the_store(
+    store: Store, filled: dict[str, Agent], table: str
+) -> None:
+    before = snapshot(store, table)
+    with (
+        pytest.raises(errors.AppendOnly, match=f"append-only: {table} refuses UPDATE"),
+        store.write() as t,
+    ):
+        t.execute(f"UPDATE {table} SET id = id")
+    with (
+        pytest.raises(errors.AppendOnly, match=f"append-only: {table} refuses DELETE"),
+        store.write() as t,
+    ):
+        t.execute(f"DELETE FROM {table}")
+    assert snapshot(store, table) == before
+
+
+@pytest.mark.parametrize("table", APPEND_ONLY)
+def test_S11_update_and_delete_are_refused_through_a_plain_sqlite3_connection(
+    store: Store, filled: dict[str, Agent], table: str
+) -> None:
+    before = snapshot(store, table)
+    conn = sqlite3.connect(store.path)  # no broker code at all
+    try:
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute(f"UPDATE {table} SET id = id")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute(f"DELETE FROM {table} WHERE rowid = (SELECT min(rowid) FROM {table})")
+        conn.rollback()
+    finally:
+        conn.close()
+    assert snapshot(store, table) == before
+
+
+def test_S11_append_only_also_guards_columns_one_by_one(
+    store: Store, filled: dict[str, Agent]
+) -> None:
+    conn = sqlite3.connect(store.path)
+    try:
+        for column in ("body", "reached", "not_reached", "sender", "kind", "seq", "bcast_no"):
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                conn.execute(f"UPDATE messages SET {column} = NULL")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("UPDATE participant_events SET event = 'left'")
+    finally:
+        conn.close()
+
+
+def test_S11_inserts_are_still_allowed_and_other_tables_stay_writable(
+    store: Store, filled: dict[str, Agent]
+) -> None:
+    with store.write() as t:
+        t.execute("UPDATE deliveries SET state = 'done'")  # the queue is not the log
+        t.execute("UPDATE participants SET status = 'idle'")
+    assert count(store, "deliveries", "state = 'done'") == 1
+
+
+# --- log_max_mb ------------------------------------------------------------------------------
+def test_S11_log_max_mb_defaults_to_64() -> None:
+    assert Limits().log_max_mb == 64
+
+
+def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", log_max_mb=0.002).id  # ~2 KB
+    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    otter, _ = Agent.join(store, sid, "flow/otter")
+    sent = 0
+    with pytest.raises(errors.MessagingFull) as info:
+        for _ in range(100):
+            lynx.send("otter", "x" * 300)
+            sent += 1
+    assert 4 <= sent <= 8
+    err = info.value
+    assert err.exit_code == 6 and err.code == "messaging_full"
+    assert "log_max_mb" in str(err)
+    pid = lynx.identity.participant_id
+    assert count(store, "messages", "space_id = ?", (sid,)) == sent  # the refused send: no row
+    assert (
+        count(
+            store,
+            "transcript",
+            "participant_id = ? AND kind = 'messaging_full' AND direction = 'notice'",
+            (pid,),
+        )
+        == 1
+    )
+
+    # Every further send fails the same way, each leaving a notice; nothing is trimmed.
+    for call in (
+        lambda: lynx.send("otter", "tiny"),
+        lambda: lynx.send("broadcast", "tiny"),
+        lambda: lynx.post("tiny"),
+        lambda: otter.send("lynx", "tiny"),
+    ):
+        with pytest.raises(errors.MessagingFull):
+            call()
+    assert count(store, "transcript", "participant_id = ? AND kind = 'messaging_full'", (pid,)) == 4
+    assert (
+        count(
+            store,
+            "transcript",
+            "participant_id = ? AND kind = 'messaging_full'",
+            (otter.identity.participant_id,),
+        )
+        == 1
+    )
+    with pytest.raises(errors.MessagingFull):
+        operator.send(sid, "from the operator", to=["lynx"])
+    assert count(store, "messages", "space_id = ?", (sid,)) == sent
+
+    # Receipts are still written.
+    first = operator.log(sid)[0]
+    with store.write() as t:
+        receipt = messages.append_receipt(store, t, sid, "otter", new_id(), [first.id])
+    entry = operator.log(sid)[-1]
+    assert (entry.id, entry.kind, entry.sender, entry.seq) == (receipt, "seen", "otter", sent + 1)
+    assert json.loads(entry.body) == [first.id]
+
+
+def test_S11_messaging_full_is_per_space(store: Store, operator: Operator) -> None:
+    full = operator.create_space("workflow", log_max_mb=0.0001).id
+    fine = operator.create_space("workflow").id
+    a, _ = Agent.join(store, full, "flow/a")
+    b, _ = Agent.join(store, fine, "flow/a")
+    a.send("operator", "x" * 200)
+    with pytest.raises(errors.MessagingFull):
+        a.send("operator", "x")
+    assert b.send("operator", "x").reached == ["operator"]
+
+
+# --- reading the log ----------------------------------------------------------------------------
+def test_S7_log_entries_carry_the_whole_row(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    join("flow/otter")
+    r = lynx.send(["otter", "ghost#1"], "body text", idempotency_key="k1")
+    (entry,) = Operator(store).log(space)
+    assert entry.model_dump() == {
+        "id": r.id,
+        "space_id": space,
+        "seq": 1,
+        "kind": "direct",
+        "sender": "lynx",
+        "to": ["otter", "ghost#1"],
+        "body": "body text",
+        "urgent": False,
+        "via": None,
+        "ref": None,
+        "reached": ["otter"],
+        "not_reached": [{"address": "ghost#1", "reason": "unknown_participant"}],
+        "idempotency_key": "k1",
+        "created_at_utc": entry.created_at_utc,
+    }
+    parse_ts(entry.created_at_utc)
+    assert len(entry.created_at_utc) == 27
+
+
+def test_S7_log_reads_after_an_id_or_a_seq_filtered_by_kind(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    join("flow/otter")
+    op = Operator(store)
+    ids = [lynx.send("otter", "d1").id, lynx.post("p1").id, op.send(space, "o1", to=["otter"]).id]
+    ids.append(lynx.send("otter", "d2").id)
+    assert [e.id for e in op.log(space)] == ids
+    assert [e.body for e in op.log(space, after=ids[1])] == ["o1", "d2"]
+    assert [e.body for e in op.log(space, after_seq=3)] == ["d2"]
+    assert [e.body for e in op.log(space, kinds=["direct", "operator"])] == ["d1", "o1", "d2"]
+    assert [e.body for e in op.log(space, after=ids[0], kinds=["direct"])] == ["d2"]
+    assert [e.body for e in op.log(space, limit=2)] == ["d1", "p1"]
+    assert op.log(space, after=ids[-1]) == []
+    with pytest.raises(errors.MessageNotFound):
+        op.log(space, after="01NOSUCHMESSAGE0000000000")
+    compact = space.split("_", 1)[1]
+    assert [e.id for e in op.log(compact)] == ids  # the log takes any run id form
+
+
+def test_S7_message_ids_are_time_ordered_like_seq(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    for i in range(20):
+        lynx.send("operator", str(i))
+    log = Operator(store).log(space)
+    assert [e.id for e in log] == sorted(e.id for e in log)
+    assert [e.created_at_utc for e in log] == sorted(e.created_at_utc for e in log)

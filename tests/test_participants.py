@@ -1,0 +1,445 @@
+"""S2-S5: joining, addresses, re-joining, leaving, the journal, statuses, and
+the identity every agent call is checked against (S10)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from broker import Agent, Operator, Store, errors, messages, participants
+from broker.addressing import address_of
+from broker.ids import fmt_ts, parse_ts
+from broker.messages import parse_input
+from broker.models import JoinInput
+from broker.participants import Identity
+
+
+def count(store: Store, table: str, where: str = "1", params: tuple[object, ...] = ()) -> int:
+    with store.read() as t:
+        return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
+
+
+def all_rows(store: Store) -> dict[str, int]:
+    return {
+        table: count(store, table)
+        for table in ("messages", "deliveries", "transcript", "participants", "participant_events")
+    }
+
+
+# --- S3: addresses ------------------------------------------------------------------------
+SEED_TABLE = [
+    # (space kind, codename, lead flag, address) — the seed's derivation table
+    ("workflow", "cobalt-harbor/lynx", False, "lynx"),
+    ("workflow", "cobalt-harbor/lynx#2", False, "lynx#2"),
+    ("workflow", "cobalt-harbor/lynx>otter#1", False, "lynx>otter#1"),
+    ("agentiflow", "cobalt-harbor/heron", True, "lead"),
+    ("agentiflow", "cobalt-harbor/heron>lynx#1", False, "lynx#1"),
+]
+
+
+@pytest.mark.parametrize(("kind", "codename", "lead", "address"), SEED_TABLE)
+def test_S3_address_is_the_codename_below_the_root(
+    store: Store, operator: Operator, kind: str, codename: str, lead: bool, address: str
+) -> None:
+    assert address_of(codename, lead=lead, agentiflow=kind == "agentiflow") == address
+    sid = operator.create_space(kind).id  # type: ignore[arg-type]
+    agent, joined = Agent.join(store, sid, codename, lead=lead)
+    assert joined.address == agent.address == address
+    p = participants.get(store, sid, address)
+    assert p.codename == codename
+    assert p.is_lead is lead
+
+
+@pytest.mark.parametrize(
+    ("codename", "address"),
+    [
+        ("cobalt-harbor/lynx@2", "lynx"),
+        ("cobalt-harbor/lynx#2@3", "lynx#2"),
+        ("cobalt-harbor/lynx@2>otter#1@4", "lynx>otter#1"),
+        ("lynx", "lynx"),  # no root given: the codename is the address
+    ],
+)
+def test_S3_retry_attempts_are_dropped_from_the_address(codename: str, address: str) -> None:
+    assert address_of(codename) == address
+
+
+@pytest.mark.parametrize(
+    "codename",
+    [
+        "cobalt-harbor/operator",
+        "cobalt-harbor/broadcast",
+        "cobalt-harbor/parent",
+        "cobalt-harbor/lead",
+        "operator",
+        "operator@2",
+    ],
+)
+def test_S3_reserved_addresses_cannot_be_taken(store: Store, space: str, codename: str) -> None:
+    with pytest.raises(errors.InvalidInput, match="reserved"):
+        Agent.join(store, space, codename)
+    assert count(store, "participants") == 0
+    assert count(store, "participant_events") == 0
+
+
+def test_S3_reserved_address_refused_for_agentiflow_units(store: Store, operator: Operator) -> None:
+    af = operator.create_space("agentiflow").id
+    with pytest.raises(errors.InvalidInput, match="reserved"):
+        Agent.join(store, af, "cobalt-harbor/heron>operator")
+    with pytest.raises(errors.InvalidInput, match="reserved"):
+        Agent.join(store, af, "cobalt-harbor/heron>broadcast@2")
+
+
+@pytest.mark.parametrize(
+    "codename", ["", "  ", "flow/", "flow/ly nx", "flow/lynx>>otter", "flow/-x"]
+)
+def test_S3_malformed_codenames_are_refused(store: Store, space: str, codename: str) -> None:
+    with pytest.raises(errors.InvalidInput):
+        Agent.join(store, space, codename)
+    assert count(store, "participants") == 0
+
+
+# --- S2: join -----------------------------------------------------------------------------
+def test_S2_join_records_the_fields_and_returns_a_token_stored_only_as_a_hash(
+    store: Store, space: str
+) -> None:
+    agent, joined = Agent.join(
+        store,
+        space,
+        "flow/lynx",
+        agent="scanner",
+        run_id="run-77",
+        step="scan",
+        parent="heron",
+        role="recon",
+        archetype="surveyor",
+        task="map the repo",
+    )
+    p = participants.get(store, space, "lynx")
+    assert (p.agent, p.run_id, p.step, p.parent, p.role, p.archetype, p.task) == (
+        "scanner",
+        "run-77",
+        "scan",
+        "heron",
+        "recon",
+        "surveyor",
+        "map the repo",
+    )
+    assert p.status == "running" and p.messaging and not p.is_lead
+    assert len(joined.token) >= 32
+    with store.read() as t:
+        row = t.row("SELECT * FROM participants WHERE id = ?", (joined.participant_id,))
+    assert row is not None
+    assert row["token_hash"] == hashlib.sha256(joined.token.encode()).hexdigest()
+    assert joined.token not in {str(v) for v in row.values()}
+    assert "token" not in p.model_dump()
+
+
+def test_S2_join_defaults_agent_to_the_last_segment_and_run_id_to_the_codename(
+    store: Store, space: str
+) -> None:
+    _, joined = Agent.join(store, space, "flow/lynx>otter#1")
+    p = participants.get(store, space, joined.address)
+    assert p.agent == "otter"
+    assert p.run_id == "flow/lynx>otter#1"
+
+
+def test_S2_join_refuses_unknown_fields(store: Store, space: str) -> None:
+    for field in ("address", "token", "status", "sender", "from"):
+        with pytest.raises(errors.InvalidInput, match="unknown field"):
+            parse_input(JoinInput, {"codename": "flow/lynx", field: "x"})
+        with pytest.raises(errors.InvalidInput, match="unknown field"):
+            Agent.join(store, space, "flow/lynx", **{field: "x"})
+    with pytest.raises(errors.InvalidInput):
+        parse_input(JoinInput, {"codename": "flow/lynx", "archetype": "wizard"})
+    assert count(store, "participants") == 0
+
+
+def test_S2_join_an_unknown_space_is_not_found(store: Store) -> None:
+    with pytest.raises(errors.SpaceNotFound):
+        Agent.join(store, "run_nothing", "flow/lynx")
+
+
+def test_S2_second_live_lead_is_refused(store: Store, operator: Operator) -> None:
+    af = operator.create_space("agentiflow").id
+    Agent.join(store, af, "cobalt-harbor/heron", lead=True)
+    with pytest.raises(errors.Conflict, match="lead"):
+        Agent.join(store, af, "cobalt-harbor/falcon", lead=True)
+
+
+def test_S3_retried_lead_rejoins_as_lead(store: Store, operator: Operator) -> None:
+    af = operator.create_space("agentiflow").id
+    _, first = Agent.join(store, af, "cobalt-harbor/heron", lead=True)
+    operator.send(af, "plan the work")  # default target: the lead
+    _, again = Agent.join(store, af, "cobalt-harbor/heron@2", lead=True)
+    assert again.address == "lead"
+    assert again.participant_id == first.participant_id
+    assert count(store, "deliveries", "recipient_id = ?", (first.participant_id,)) == 1
+
+
+# --- S3: re-join keeps the inbox ------------------------------------------------------------
+def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx, first = Agent.join(store, space, "flow/lynx")
+    otter = join("flow/otter")
+    for i in range(3):
+        otter.send("lynx", f"before the retry {i}")
+    otter.send("broadcast", "a broadcast lynx has not read")
+    with store.read() as t:
+        cursor_before = t.one(
+            "SELECT bcast_seen FROM participants WHERE id = ?", (first.participant_id,)
+        )[0]
+
+    retried, again = Agent.join(store, space, "flow/lynx@2")
+    assert again.address == "lynx"
+    assert again.participant_id == first.participant_id
+    assert again.token != first.token
+    assert count(store, "participants", "address = 'lynx'") == 1
+    with store.read() as t:
+        inbox = t.all(
+            "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.id = d.message_id "
+            "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
+            (again.participant_id,),
+        )
+        cursor_after = t.one(
+            "SELECT bcast_seen FROM participants WHERE id = ?", (again.participant_id,)
+        )[0]
+        codename = t.one("SELECT codename FROM participants WHERE id = ?", (again.participant_id,))[
+            0
+        ]
+    assert inbox == [(f"before the retry {i}", "ready") for i in range(3)]
+    assert cursor_after == cursor_before  # the unread broadcast stays unread
+    assert codename == "flow/lynx@2"
+
+    # The new token works, the old one is refused, as a token and as a live handle.
+    assert (
+        Agent.connect(store, space, "lynx", again.token).identity.participant_id
+        == again.participant_id
+    )
+    with pytest.raises(errors.AuthError):
+        Agent.connect(store, space, "lynx", first.token)
+    before = all_rows(store)
+    with pytest.raises(errors.AuthError):
+        lynx.send("otter", "from the stale handle")
+    assert all_rows(store) == before
+    assert retried.send("otter", "from the retried run").reached == ["otter"]
+
+
+def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx, first = Agent.join(store, space, "flow/lynx")
+    otter = join("flow/otter")
+    otter.send("lynx", "one")
+    lynx.leave()
+    assert participants.get(store, space, "lynx").status == "left"
+    _, again = Agent.join(store, space, "flow/lynx@2")
+    p = participants.get(store, space, "lynx")
+    assert p.status == "running" and p.left_at_utc is None
+    assert again.participant_id == first.participant_id
+    assert count(store, "deliveries", "recipient_id = ?", (p.id,)) == 1
+
+
+# --- S4: leaving and the journal -----------------------------------------------------------
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[tuple[Store, list[datetime]]]:
+    """A store whose clock the test moves."""
+    now = [datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)]
+    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=lambda: now[0])
+    yield s, now
+    s.close()
+
+
+def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time(
+    clocked: tuple[Store, list[datetime]],
+) -> None:
+    store, now = clocked
+    sid = Operator(store).create_space("workflow").id
+    t0 = now[0]
+    heron, _ = Agent.join(store, sid, "flow/heron", agent="planner", run_id="r-1")
+    now[0] = t0 + timedelta(seconds=1)
+    lynx, _ = Agent.join(
+        store, sid, "flow/heron>lynx#1", agent="scanner", run_id="r-2", step="scan", parent="heron"
+    )
+    now[0] = t0 + timedelta(seconds=2)
+    lynx.leave()
+    now[0] = t0 + timedelta(seconds=3)
+    Agent.join(
+        store,
+        sid,
+        "flow/heron>lynx#1@2",
+        agent="scanner",
+        run_id="r-3",
+        step="scan",
+        parent="heron",
+    )
+
+    got = [
+        (e.event, e.address, e.codename, e.agent, e.run_id, e.step, e.parent, e.reason, e.at_utc)
+        for e in participants.journal(store, sid)
+    ]
+    assert got == [
+        ("joined", "heron", "flow/heron", "planner", "r-1", None, None, None, fmt_ts(t0)),
+        (
+            "joined",
+            "heron>lynx#1",
+            "flow/heron>lynx#1",
+            "scanner",
+            "r-2",
+            "scan",
+            "heron",
+            None,
+            fmt_ts(t0 + timedelta(seconds=1)),
+        ),
+        (
+            "left",
+            "heron>lynx#1",
+            "flow/heron>lynx#1",
+            "scanner",
+            "r-2",
+            "scan",
+            "heron",
+            "leave",
+            fmt_ts(t0 + timedelta(seconds=2)),
+        ),
+        (
+            "joined",
+            "heron>lynx#1",
+            "flow/heron>lynx#1@2",
+            "scanner",
+            "r-3",
+            "scan",
+            "heron",
+            None,
+            fmt_ts(t0 + timedelta(seconds=3)),
+        ),
+    ]
+    p = participants.get(store, sid, "heron>lynx#1")
+    assert parse_ts(p.joined_at_utc) == t0 + timedelta(seconds=1)  # first join time stays
+    assert heron.address == "heron"
+
+
+def test_S4_leave_records_left_and_the_token_stops_working(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx, joined = Agent.join(store, space, "flow/lynx")
+    join("flow/otter")
+    lynx.leave()
+    p = participants.get(store, space, "lynx")
+    assert p.status == "left" and p.left_at_utc is not None
+    with pytest.raises(errors.ParticipantLeft):
+        Agent.connect(store, space, "lynx", joined.token)
+    before = all_rows(store)
+    with pytest.raises(errors.ParticipantLeft):
+        lynx.send("otter", "after leaving")
+    with pytest.raises(errors.ParticipantLeft):
+        lynx.leave()
+    assert all_rows(store) == before
+
+
+def test_S4_journal_is_append_only(store: Store, space: str, join: Callable[..., Agent]) -> None:
+    join("flow/lynx").leave()
+    with pytest.raises(errors.AppendOnly), store.write() as t:
+        t.execute("UPDATE participant_events SET event = 'joined'")
+    with pytest.raises(errors.AppendOnly), store.write() as t:
+        t.execute("DELETE FROM participant_events")
+    assert [e.event for e in participants.journal(store, space)] == ["joined", "left"]
+
+
+# --- S5: statuses ---------------------------------------------------------------------------
+def test_S5_participant_status_running_idle_failed_shutdown_and_left(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    pid = lynx.identity.participant_id
+    for status in ("idle", "failed", "shutdown", "running"):
+        participants.set_status(store, pid, status)
+        assert participants.get(store, space, "lynx").status == status
+    with pytest.raises(errors.InvalidInput):
+        participants.set_status(store, pid, "left")  # only leave() records left
+    with pytest.raises(errors.InvalidInput):
+        participants.set_status(store, pid, "sleeping")
+    lynx.leave()
+    participants.set_status(store, pid, "running")  # a left participant stays left
+    assert participants.get(store, space, "lynx").status == "left"
+
+
+def test_S5_list_participants_in_join_order_with_and_without_left(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    join("flow/lynx")
+    join("flow/otter").leave()
+    join("flow/heron")
+    assert [p.address for p in participants.list_participants(store, space)] == [
+        "lynx",
+        "otter",
+        "heron",
+    ]
+    assert [
+        p.address for p in participants.list_participants(store, space, include_left=False)
+    ] == [
+        "lynx",
+        "heron",
+    ]
+    with pytest.raises(errors.ParticipantNotFound):
+        participants.get(store, space, "nobody")
+
+
+# --- S10: identity ---------------------------------------------------------------------------
+def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    _, lynx = Agent.join(store, space, "flow/lynx")
+    _, otter = Agent.join(store, space, "flow/otter")
+    join("flow/heron")
+    before = all_rows(store)
+    for address, token in [
+        ("lynx", "not-a-token"),  # wrong
+        ("lynx", None),  # missing
+        ("lynx", ""),  # missing
+        ("lynx", otter.token),  # someone else's
+        ("nobody", lynx.token),  # unknown address
+        ("", lynx.token),  # no address
+    ]:
+        with pytest.raises(errors.AuthError) as info:
+            Agent.connect(store, space, address, token)
+        assert info.value.exit_code == 4
+        assert lynx.token not in str(info.value) and otter.token not in str(info.value)
+    # A forged identity (someone else's token hash under my id) fails inside the send.
+    forged = Identity(
+        space, lynx.participant_id, "lynx", hashlib.sha256(otter.token.encode()).hexdigest()
+    )
+    for call in (
+        lambda: messages.send(store, forged, "heron", "spoofed"),
+        lambda: messages.post(store, forged, "spoofed"),
+        lambda: participants.leave(store, forged),
+    ):
+        with pytest.raises(errors.AuthError):
+            call()
+    assert all_rows(store) == before
+
+
+def test_S10_identity_is_bound_to_its_space(store: Store, operator: Operator) -> None:
+    one = operator.create_space("workflow").id
+    two = operator.create_space("workflow").id
+    _, lynx = Agent.join(store, one, "flow/lynx")
+    Agent.join(store, two, "flow/lynx")
+    with pytest.raises(errors.AuthError):
+        Agent.connect(store, two, "lynx", lynx.token)
+
+
+def test_S10_sender_of_every_send_is_the_callers_own_address(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    join("flow/otter")
+    lynx.send("otter", "hi")
+    lynx.post("on the board")
+    assert [(e.sender, e.kind) for e in Operator(store).log(space)] == [
+        ("lynx", "direct"),
+        ("lynx", "post"),
+    ]
