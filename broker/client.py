@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from broker import messages, participants, spaces
 from broker.db import Store, Tx
@@ -74,6 +75,12 @@ class Agent:
         return messages.send(
             self.store, self.identity, to, text, idempotency_key=idempotency_key, tx=tx
         )
+
+    def send_many(
+        self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
+    ) -> list[SendResult]:
+        """Many ``{"to", "text", "idempotency_key"}`` in one transaction (see messages.send_many)."""
+        return messages.send_many(self.store, self.identity, items, tx=tx)
 
     def post(
         self,

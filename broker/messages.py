@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -94,6 +95,49 @@ def send(
         inp.idempotency_key,
         tx,
     )
+
+
+def send_many(
+    store: Store,
+    ident: Identity,
+    items: Iterable[dict[str, Any]],
+    *,
+    tx: Tx | None = None,
+) -> list[SendResult]:
+    """Batched ``msg.send``: many messages in ONE transaction (S6-S12 apply to
+    each). ``items`` are ``{"to": ..., "text": ..., "idempotency_key": ...}``.
+
+    An invalid item refuses the whole batch and writes nothing. An item that
+    reaches nobody is not raised (the others were sent): check each result's
+    ``reached`` / ``not_reached``."""
+    prepared: list[tuple[str, list[Target], str, str | None]] = []
+    for n, item in enumerate(items):
+        data = dict(item)
+        if isinstance(data.get("to"), str):
+            data["to"] = [data["to"]]
+        try:
+            inp = parse_input(SendInput, data)
+        except errors.InvalidInput as exc:
+            raise errors.InvalidInput(f"item {n}: {exc.message}") from None
+        targets = [parse_target(x) for x in inp.to]
+        bcast = any(tg.kind == "broadcast" for tg in targets)
+        if bcast and len(targets) > 1:
+            raise errors.InvalidInput(
+                f"item {n}: 'broadcast' cannot be combined with other addresses"
+            )
+        prepared.append(
+            ("broadcast" if bcast else "direct", targets, inp.text, inp.idempotency_key)
+        )
+    if not prepared:
+        return []
+
+    def run(t: Tx, row: tuple[Any, ...]) -> list[SendResult]:
+        batch = Batch(store, t, ident.space_id, Sender(ident.address, ident.participant_id, row[5]))
+        results = [batch.add(kind, targets, text, key=key) for kind, targets, text, key in prepared]
+        batch.flush()
+        return results
+
+    return tools.call(store, ident, "msg.send", run, tx=tx)
 
 
 def post(
@@ -203,101 +247,222 @@ def send_in_tx(
     ``targets`` (S6), applies the caps (S7), appends one log row with the
     outcome and one delivery per reached inbox. ``deliver=False`` records the
     outcome without inbox rows (directives are shown every turn instead)."""
-    space = t.one(
-        "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?",
-        (space_id,),
-    )
-    if space[0] != "running":
-        raise errors.SpaceNotRunning(
-            f"space {space_id} is {space[0]}: it takes no message", space_id=space_id
+    batch = Batch(store, t, space_id, sender, deliver=deliver)
+    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref)
+    batch.flush()
+    return result
+
+
+class Batch:
+    """Sends appended in one transaction: the space row is read once, each
+    distinct ``to`` form is resolved once, and the rows go in with one
+    ``executemany`` per table at ``flush``. One send is a batch of one."""
+
+    def __init__(
+        self, store: Store, t: Tx, space_id: str, sender: Sender, *, deliver: bool = True
+    ) -> None:
+        self.store, self.t, self.space_id, self.sender, self.deliver = (
+            store,
+            t,
+            space_id,
+            sender,
+            deliver,
         )
-    if key is not None:
-        dup = t.one(
-            "SELECT id, seq, kind, sender, reached, not_reached FROM messages WHERE space_id = ? AND idempotency_key = ?",
-            (space_id, key),
+        space = t.one(
+            "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?",
+            (space_id,),
         )
-        if dup is not None:
-            if dup[3] != sender.address:
-                raise errors.Conflict(
-                    f"idempotency key {key!r} was already used by {dup[3]} in this space"
-                )
-            return SendResult(
-                id=dup[0],
-                seq=dup[1],
-                kind=dup[2],
-                reached=json.loads(dup[4]),
-                not_reached=[NotReached(**n) for n in json.loads(dup[5])],
-                duplicate=True,
+        if space[0] != "running":
+            raise errors.SpaceNotRunning(
+                f"space {space_id} is {space[0]}: it takes no message", space_id=space_id
             )
-    limits = limits_of(space[1])
-    body_bytes = len(text.encode("utf-8"))
-    if body_bytes > limits.body_max_bytes:
-        raise errors.BodyTooLarge(
-            f"message body is {body_bytes} bytes; the cap is {limits.body_max_bytes}",
-            size=body_bytes,
-            cap=limits.body_max_bytes,
+        self.limits = limits_of(space[1])
+        self.seq, self.log_bytes, self.bcast_no = space[2], space[3], space[4]
+        self.first_bcast = space[4]
+        self.resolved: dict[tuple[str, str, str], _Outcome] = {}
+        self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
+        self.keys: dict[str, SendResult] = {}
+        self.messages: list[tuple[Any, ...]] = []
+        self.deliveries: list[tuple[Any, ...]] = []
+        self.woken: set[str] = set()
+
+    def add(
+        self,
+        kind: str,
+        targets: list[Target],
+        text: str,
+        *,
+        urgent: bool = False,
+        via: str | None = None,
+        key: str | None = None,
+        ref: str | None = None,
+    ) -> SendResult:
+        if key is not None:
+            dup = self.keys.get(key) or self._logged_key(key)
+            if dup is not None:
+                return dup
+        limits = self.limits
+        body_bytes = len(text.encode("utf-8"))
+        if body_bytes > limits.body_max_bytes:
+            raise errors.BodyTooLarge(
+                f"message body is {body_bytes} bytes; the cap is {limits.body_max_bytes}",
+                size=body_bytes,
+                cap=limits.body_max_bytes,
+            )
+        if self.log_bytes >= limits.log_max_mb * MB:
+            raise errors.MessagingFull(
+                f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
+                space_id=self.space_id,
+            )
+        out = _Outcome()
+        for target in targets:
+            cached = self._resolve(kind, target)
+            out.reached += cached.reached
+            out.not_reached += cached.not_reached
+            out.ring += cached.ring
+            out.bcast = out.bcast or cached.bcast
+            for pid, hit in cached.deliver.items():
+                out.deliver.setdefault(pid, hit)
+        # Each address is reported once, however many `to` forms named it.
+        out.not_reached = [
+            dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)
+        ]
+        delivered: list[str] = []
+        for pid, (address, waiting) in out.deliver.items():
+            now_waiting = self.waiting.setdefault(pid, waiting)
+            if not self.deliver:
+                out.reached.append(address)
+                self.woken.add(pid)
+            elif now_waiting >= limits.inbox_cap:
+                out.not_reached.append({"address": address, "reason": "inbox_full"})
+            else:
+                out.reached.append(address)
+                delivered.append(pid)
+                self.waiting[pid] = now_waiting + 1
+        if out.bcast:
+            if self.bcast_no - self._slowest_reader() >= limits.broadcast_cap:
+                out.bcast, out.reached, out.ring = False, [], []
+                out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
+            else:
+                self.bcast_no += 1
+        self.woken.update(out.ring)
+        self.woken.update(delivered)
+
+        now = self.store.now_ts()
+        mid = new_id()
+        self.seq += 1
+        recipients = _json_list(tuple(tg.text for tg in targets))
+        reached_json = _json_list(tuple(out.reached))
+        not_reached_json = json.dumps(out.not_reached) if out.not_reached else "[]"
+        size = body_bytes + len(recipients) + len(reached_json) + len(not_reached_json)
+        self.log_bytes += size
+        self.messages.append(
+            (
+                mid,
+                self.space_id,
+                self.seq,
+                kind,
+                self.sender.address,
+                recipients,
+                text,
+                urgent,
+                via,
+                ref,
+                reached_json,
+                not_reached_json,
+                len(out.reached),
+                self.bcast_no if out.bcast else None,
+                key,
+                size,
+                now,
+            )
         )
-    if space[3] >= limits.log_max_mb * MB:
-        raise errors.MessagingFull(
-            f"the log of space {space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
-            space_id=space_id,
+        self.deliveries += [(new_id(), self.space_id, mid, pid, now) for pid in delivered]
+        result = SendResult.model_construct(
+            id=mid,
+            seq=self.seq,
+            kind=kind,
+            reached=out.reached,
+            not_reached=[NotReached(**n) for n in out.not_reached],
+            duplicate=False,
+        )
+        if key is not None:
+            self.keys[key] = result.model_copy(update={"duplicate": True})
+        return result
+
+    def _logged_key(self, key: str) -> SendResult | None:
+        """The first result of an idempotency key already in the log (S12)."""
+        dup = self.t.one(
+            "SELECT id, seq, kind, sender, reached, not_reached FROM messages WHERE space_id = ? AND idempotency_key = ?",
+            (self.space_id, key),
+        )
+        if dup is None:
+            return None
+        if dup[3] != self.sender.address:
+            raise errors.Conflict(
+                f"idempotency key {key!r} was already used by {dup[3]} in this space"
+            )
+        return SendResult(
+            id=dup[0],
+            seq=dup[1],
+            kind=dup[2],
+            reached=json.loads(dup[4]),
+            not_reached=[NotReached(**n) for n in json.loads(dup[5])],
+            duplicate=True,
         )
 
-    out = _Outcome()
-    for target in targets:
-        if target.kind == "broadcast":
-            _resolve_broadcast(t, space_id, sender, kind, space[4], limits.broadcast_cap, out)
-        else:
-            _resolve(t, space_id, sender, target, out)
-    # Each address is reported once, however many `to` forms named it.
-    out.not_reached = [dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)]
-    # Inbox cap, checked once per distinct recipient.
-    delivered: list[tuple[str, str]] = []
-    for pid, (address, waiting) in out.deliver.items():
-        if not deliver:
-            out.reached.append(address)
-            out.ring.append(pid)
-        elif waiting >= limits.inbox_cap:
-            out.not_reached.append({"address": address, "reason": "inbox_full"})
-        else:
-            out.reached.append(address)
-            delivered.append((pid, address))
+    def _resolve(self, kind: str, target: Target) -> _Outcome:
+        """Resolve one ``to`` form once per batch (waiting counts are kept here)."""
+        cache_key = (kind if target.kind == "broadcast" else "", target.kind, target.value)
+        out = self.resolved.get(cache_key)
+        if out is None:
+            out = _Outcome()
+            if target.kind == "broadcast":
+                _resolve_broadcast(self.t, self.space_id, self.sender, kind, out)
+            else:
+                _resolve(self.t, self.space_id, self.sender, target, out)
+            self.resolved[cache_key] = out
+        return out
 
-    recipients_json = json.dumps([tg.text for tg in targets])
-    mid, seq, now = append(
-        store,
-        t,
-        space_id,
-        kind,
-        sender.address,
-        text,
-        recipients=recipients_json,
-        reached=out.reached,
-        not_reached=out.not_reached,
-        urgent=urgent,
-        via=via,
-        ref=ref,
-        key=key,
-        bcast_no=space[4] + 1 if out.bcast else None,
-        body_bytes=body_bytes,
-        last_seq=space[2],
-    )
-    if delivered:
-        t.raw.executemany(
-            "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
-            "VALUES (?, ?, ?, ?, 'ready', ?)",
-            [(new_id(), space_id, mid, pid, now) for pid, _ in delivered],
+    def _slowest_reader(self) -> int:
+        row = self.t.one(
+            f"SELECT min(bcast_seen) FROM participants WHERE space_id = ? AND {_LIVE} AND address != ?",
+            (self.space_id, self.sender.address),
         )
-    woken = [pid for pid, _ in delivered] + out.ring
-    t.after_commit(lambda: wake.ring(store, space_id, woken))
-    return SendResult.model_construct(
-        id=mid,
-        seq=seq,
-        kind=kind,
-        reached=out.reached,
-        not_reached=[NotReached(**n) for n in out.not_reached],
-        duplicate=False,
-    )
+        return int(row[0] if row and row[0] is not None else self.bcast_no)
+
+    def flush(self) -> None:
+        """Write what was added: one UPDATE of the space, the log rows, the deliveries."""
+        if not self.messages:
+            return
+        t = self.t
+        t.execute(
+            "UPDATE spaces SET last_seq = ?, log_bytes = ?, last_bcast = ? WHERE id = ?",
+            (self.seq, self.log_bytes, self.bcast_no, self.space_id),
+        )
+        t.raw.executemany(_INSERT_MESSAGE, self.messages)
+        if self.deliveries:
+            t.raw.executemany(
+                "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
+                "VALUES (?, ?, ?, ?, 'ready', ?)",
+                self.deliveries,
+            )
+        store, space_id, woken = self.store, self.space_id, list(self.woken)
+        t.after_commit(lambda: wake.ring(store, space_id, woken))
+        self.messages, self.deliveries, self.woken = [], [], set()
+
+
+@lru_cache(maxsize=4096)
+def _json_list(items: tuple[str, ...]) -> str:
+    """JSON of a list of addresses; a batch repeats the same few many times."""
+    return json.dumps(list(items))
+
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
+    "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
 
 
 def append(
@@ -316,28 +481,23 @@ def append(
     ref: str | None = None,
     key: str | None = None,
     bcast_no: int | None = None,
-    body_bytes: int | None = None,
-    last_seq: int | None = None,
 ) -> tuple[str, int, str]:
-    """Append one row to the log with the next ``seq`` of the space; returns
-    (id, seq, created_at_utc). The only writer of ``messages``."""
-    if last_seq is None:
-        last_seq = t.one("SELECT last_seq FROM spaces WHERE id = ?", (space_id,))[0]
+    """Append one row to the log with the next ``seq`` of the space, outside a
+    send (receipts; imports and tests); returns (id, seq, created_at_utc).
+    Sends go through ``Batch``: these two are the only writers of ``messages``."""
+    last_seq = t.one("SELECT last_seq FROM spaces WHERE id = ?", (space_id,))[0]
     now = store.now_ts()
     mid = new_id()
     seq = last_seq + 1
     reached_json = json.dumps(reached or [])
     not_reached_json = json.dumps(not_reached or [])
-    size = (body_bytes if body_bytes is not None else len(body.encode("utf-8"))) + len(recipients)
-    size += len(reached_json) + len(not_reached_json)
+    size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
     t.execute(
         "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ?, last_bcast = last_bcast + ? WHERE id = ?",
         (seq, size, 1 if bcast_no is not None else 0, space_id),
     )
     t.execute(
-        "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
-        "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        _INSERT_MESSAGE,
         (
             mid,
             space_id,
@@ -446,9 +606,7 @@ def _resolve(t: Tx, space_id: str, sender: Sender, target: Target, out: _Outcome
     raise AssertionError(f"unhandled target kind {target.kind}")
 
 
-def _resolve_broadcast(
-    t: Tx, space_id: str, sender: Sender, kind: str, last_bcast: int, cap: int, out: _Outcome
-) -> None:
+def _resolve_broadcast(t: Tx, space_id: str, sender: Sender, kind: str, out: _Outcome) -> None:
     rows = t.all(
         f"SELECT id, address, bcast_seen, waiting FROM participants WHERE space_id = ? AND {_LIVE} "
         "AND address != ? "
@@ -466,10 +624,7 @@ def _resolve_broadcast(
         for pid, address, _, waiting in rows:
             _add(out, pid, address, "running", waiting)
         return
-    if max(last_bcast - row[2] for row in rows) >= cap:
-        out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
-        return
-    out.bcast = True
+    out.bcast = True  # the broadcast log's cap is checked by the Batch, which counts
     for pid, address, _, _ in rows:
         out.reached.append(address)
         out.ring.append(pid)  # no delivery rows: they read the broadcast log by cursor

@@ -66,8 +66,8 @@ class BrokerQueue:
         "Agent.claim(limit=1) then Agent.ack(token)"
     )
     batch_how = (
-        "100 Agent.send(..., tx=tx) inside one Store.transaction() (the documented batching "
-        "path: no send-many API); Agent.claim(limit=100) then one Agent.ack(token)"
+        "Agent.send_many(100 items) (one transaction, one executemany per table); "
+        "Agent.claim(limit=100) then one Agent.ack(token)"
     )
 
     def __init__(self, folder: Path) -> None:
@@ -83,9 +83,7 @@ class BrokerQueue:
         self.sender.send("worker", text)
 
     def put_many(self, texts: list[str]) -> None:
-        with self.store.transaction() as tx:
-            for text in texts:
-                self.sender.send("worker", text, tx=tx)
+        self.sender.send_many([{"to": "worker", "text": text} for text in texts])
 
     def preload(self, texts: list[str]) -> None:
         bulk_load(self.store, self.space, "sender", self.worker.identity.participant_id, texts)

@@ -265,8 +265,8 @@ def send_batch(ctx: Ctx) -> Scenario:
         10.0,
     )
     sc.notes.append(
-        "The broker has no send-many API yet: a batch is N Agent.send(..., tx=tx) in one "
-        "Store.transaction(), the documented batching path."
+        "The broker batch is Agent.send_many: one transaction, the space read once, each "
+        "distinct address resolved once, one executemany per table."
     )
     return sc
 
