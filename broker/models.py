@@ -29,11 +29,12 @@ Target = Annotated[str, StringConstraints(min_length=1, max_length=400, strip_wh
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: schemas are built on first use, not at import (CLI start-up time).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 # --- inputs -----------------------------------------------------------------------
@@ -200,7 +201,9 @@ class JournalEntry(_Out):
 
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
 class _ByAlias(_Out):
-    model_config = ConfigDict(frozen=True, serialize_by_alias=True, validate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, serialize_by_alias=True, validate_by_name=True, defer_build=True
+    )
 
 
 class Delivery(_ByAlias):

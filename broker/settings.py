@@ -10,6 +10,7 @@ Limits have defaults here and can be overridden per space (``space create
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +22,8 @@ DB_FILENAME = "broker.db"
 class Limits(BaseModel):
     """Per-space limits (S7, S10, S11, S15). Every field can be set per space."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on first validation (a space with custom settings), not at import.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     body_max_bytes: int = Field(65536, ge=1, description="largest message body, UTF-8 bytes")
     inbox_cap: int = Field(256, ge=1, description="waiting deliveries per recipient (inbox_full)")
@@ -35,10 +37,12 @@ class Limits(BaseModel):
     lease_seconds: float = Field(30.0, gt=0, description="default claim lease")
 
 
-class StoreSettings(BaseModel):
-    """Connection-level settings, from the environment unless given."""
+@dataclass(frozen=True)
+class StoreSettings:
+    """Connection-level settings, from the environment unless given.
 
-    model_config = ConfigDict(extra="forbid")
+    A dataclass, not a pydantic model: it is read on every CLI call, and the
+    environment is checked by hand below."""
 
     url: str
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
@@ -51,10 +55,15 @@ class StoreSettings(BaseModel):
             from broker.errors import InvalidInput
 
             raise InvalidInput(f"BROKER_SYNCHRONOUS must be NORMAL or FULL, not {sync!r}")
+        busy = os.environ.get("BROKER_BUSY_TIMEOUT_MS", "10000")
+        if not busy.isdigit():
+            from broker.errors import InvalidInput
+
+            raise InvalidInput(f"BROKER_BUSY_TIMEOUT_MS must be a whole number of ms, not {busy!r}")
         return cls(
             url=url or os.environ.get("BROKER_URL") or default_url(),
-            synchronous=sync,
-            busy_timeout_ms=int(os.environ.get("BROKER_BUSY_TIMEOUT_MS", "10000")),
+            synchronous=sync,  # type: ignore[arg-type]
+            busy_timeout_ms=int(busy),
         )
 
 

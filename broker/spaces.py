@@ -48,7 +48,7 @@ def limits_of(settings_json: str) -> Limits:
     return Limits(**json.loads(settings_json)) if settings_json != "{}" else _DEFAULT_LIMITS
 
 
-_DEFAULT_LIMITS = Limits()
+_DEFAULT_LIMITS = Limits.model_construct()  # the defaults need no validation (or schema build)
 
 
 def create(

@@ -4,6 +4,7 @@ first opens and fork safety. Real files, real processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sqlite3
@@ -182,7 +183,7 @@ def test_store_locked_database_is_a_store_busy_error(db_url: str) -> None:
     blocker = s.connect()
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        s2 = Store(db_url, settings=s.settings.model_copy(update={"busy_timeout_ms": 50}))
+        s2 = Store(db_url, settings=dataclasses.replace(s.settings, busy_timeout_ms=50))
         with pytest.raises(errors.StoreBusy), s2.write():
             pass
         s2.close()
