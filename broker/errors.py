@@ -147,6 +147,13 @@ class MessagingFull(BrokerError):
     exit_code = 6
 
 
+class HandlerFailed(BrokerError):
+    """A teammate's handler (or its command) failed on a turn (S26)."""
+
+    code = "handler_failed"
+    exit_code = 7
+
+
 # --- storage (exit 10+) -------------------------------------------------------
 class StoreError(BrokerError):
     code = "store_error"

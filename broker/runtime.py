@@ -49,13 +49,6 @@ Mode = Literal["thread", "process"]
 IDLE_WAIT_S = 0.5  # a waiting worker re-checks its stop flag this often
 
 
-class HandlerFailed(errors.BrokerError):
-    """A teammate's handler (or command) failed on a turn."""
-
-    code = "handler_failed"
-    exit_code = 3
-
-
 @dataclass
 class TeammateContext:
     """What a handler can do: speak as the teammate, never as anyone else."""
@@ -234,7 +227,7 @@ def command_handler(
         )
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-            raise HandlerFailed(
+            raise errors.HandlerFailed(
                 f"command exited {proc.returncode}: {tail}", returncode=proc.returncode
             )
         plain: list[str] = []

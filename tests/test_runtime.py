@@ -339,7 +339,7 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
     participants.join(store, lead.space_id, _join("failing"))
     lead.send("failing", "try")
     out = _run_agent(cli, db_url, lead.space_id, "failing", sys.executable, str(script))
-    assert out.code == 3
+    assert out.code == 7  # errors.HandlerFailed
     assert directory.show(store, lead.space_id, "failing").status == "failed"
     reports = lead_messages(lead, 1)
     assert "exited 7" in reports[0] and "about to fail" in reports[0]

@@ -55,7 +55,7 @@ def run(
     failed and tells the lead. BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for
     COMMAND so it can call `broker` itself. Write `--` before COMMAND.
     """
-    from broker import participants, runtime
+    from broker import errors, participants, runtime
     from broker.client import Agent
     from broker.messages import parse_input
     from broker.models import JoinInput, Turn
@@ -95,4 +95,4 @@ def run(
     else:
         click.echo(f"{me.address} {status}")
     if status == "failed":
-        raise click.exceptions.Exit(runtime.HandlerFailed.exit_code)
+        raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
