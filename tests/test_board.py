@@ -10,33 +10,16 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from conftest import Clock
 
 from broker import Agent, Operator, Store, board, errors
 from broker.ids import fmt_ts
 
 FORK = mp.get_context("fork")
-
-
-class Clock:
-    """An injectable clock: starts at the real now, moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

@@ -7,34 +7,17 @@ from __future__ import annotations
 import multiprocessing as mp
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox
 from broker.ids import parse_ts
 
 FORK = mp.get_context("fork")
-
-
-class Clock:
-    """An injected clock: frozen until advanced."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

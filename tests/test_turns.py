@@ -8,30 +8,14 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, transcript, turns
 from broker.models import Turn
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

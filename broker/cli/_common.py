@@ -99,18 +99,37 @@ def json_option(fn: F) -> F:
     )
 
 
-def identity_options(fn: F) -> F:
-    """--space/--as/--token, from the environment by default (S10)."""
-    fn = click.option(
-        "--token", envvar="BROKER_TOKEN", help="Secret token from join [env BROKER_TOKEN]."
-    )(fn)
-    fn = click.option(
-        "--as", "as_", envvar="BROKER_AS", metavar="ADDRESS", help="Your address [env BROKER_AS]."
-    )(fn)
-    fn = click.option(
-        "--space", envvar="BROKER_SPACE", metavar="RUN_ID", help="Your space [env BROKER_SPACE]."
-    )(fn)
-    return fn
+def identity_options_with(token_flag: str, token_name: str) -> Callable[[F], F]:
+    """--space/--as and the secret token under ``token_flag``, from the
+    environment by default (S10): the sender is derived from these, never given."""
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            token_flag,
+            token_name,
+            envvar="BROKER_TOKEN",
+            metavar="SECRET",
+            help="Your secret token from join [env BROKER_TOKEN].",
+        )(fn)
+        fn = click.option(
+            "--as",
+            "as_",
+            envvar="BROKER_AS",
+            metavar="ADDRESS",
+            help="Your address [env BROKER_AS].",
+        )(fn)
+        fn = click.option(
+            "--space",
+            envvar="BROKER_SPACE",
+            metavar="RUN_ID",
+            help="Your space [env BROKER_SPACE].",
+        )(fn)
+        return fn
+
+    return decorate
+
+
+identity_options = identity_options_with("--token", "token")
 
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Any:

@@ -19,6 +19,7 @@ from broker.cli._common import (
     emit_json,
     emit_json_lines,
     identity_options,
+    identity_options_with,
     json_option,
     main,
     store,
@@ -30,22 +31,8 @@ from broker.cli.message import run_send
 DEFAULT_TTL = 300.0  # keep equal to broker.board.DEFAULT_TTL (not imported: CLI start-up)
 
 
-def claim_identity_options(fn: F) -> F:
-    """--space/--as and the secret as --auth-token: --token is the fencing token here."""
-    fn = click.option(
-        "--auth-token",
-        "auth_token",
-        envvar="BROKER_TOKEN",
-        metavar="SECRET",
-        help="Your secret token from join [env BROKER_TOKEN].",
-    )(fn)
-    fn = click.option(
-        "--as", "as_", envvar="BROKER_AS", metavar="ADDRESS", help="Your address [env BROKER_AS]."
-    )(fn)
-    fn = click.option(
-        "--space", envvar="BROKER_SPACE", metavar="RUN_ID", help="Your space [env BROKER_SPACE]."
-    )(fn)
-    return fn
+# --token is the fencing token on release/renew: the secret moves to --auth-token.
+claim_identity_options = identity_options_with("--auth-token", "auth_token")
 
 
 def _ttl_option(fn: F) -> F:
