@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from broker import errors, participants
+from broker import errors, participants, turns
 from broker.client import Agent
 from broker.db import Store
 from broker.ids import new_id
@@ -118,28 +118,10 @@ def _set_status(agent: Agent, status: str) -> None:
     participants.set_status(agent.store, agent.identity.participant_id, status)
 
 
-def _quarantine_turn(agent: Agent, turn: Turn, reason: str) -> int:
-    """Set the turn's inbox messages aside with the error as evidence (S15)."""
-    from broker import inbox
-
-    with agent.store.read() as t:
-        row = t.one("SELECT lease_token FROM turns WHERE id = ?", (turn.id,))
-    if row is None:
-        return 0
-    done = 0
-    for item in turn.items:
-        if item.deliveries is None:
-            continue  # broadcasts and directives are not inbox deliveries
-        with contextlib.suppress(errors.LeaseLost):
-            inbox.quarantine(agent.store, agent.identity, row[0], item.id, reason)
-            done += 1
-    return done
-
-
 def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
     """Failure semantics (S26): input quarantined, state failed, lead told."""
     reason = f"{type(exc).__name__}: {exc}"[:2000]
-    _quarantine_turn(agent, turn, reason)
+    turns.quarantine(agent.store, agent.identity, turn, reason)
     _set_status(agent, "failed")
     with contextlib.suppress(errors.BrokerError):
         agent.send("lead", f"teammate {agent.address} failed on turn {turn.id}: {reason}")

@@ -263,6 +263,29 @@ def next_turn(
             waiter.wait(inbox.until(store, next_expiry, left))
 
 
+def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
+    """Set a failed turn's inbox messages aside with ``reason`` as evidence
+    (S15, S26); broadcasts and directives are not inbox rows and stay as they
+    are. Returns how many were quarantined (those re-claimed meanwhile are not)."""
+    with store.read() as t:
+        row = t.one(
+            "SELECT lease_token FROM turns WHERE id = ? AND participant_id = ?",
+            (turn.id, ident.participant_id),
+        )
+    if row is None:
+        return 0
+    done = 0
+    for item in turn.items:
+        if item.deliveries is None:
+            continue
+        try:
+            inbox.quarantine(store, ident, row[0], item.id, reason)
+        except errors.LeaseLost:
+            continue  # redelivered to a later turn: that turn decides
+        done += 1
+    return done
+
+
 def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
     """Confirm a turn after the model call returned (S18): ack its deliveries,
     advance the broadcast cursor, append one ``seen`` receipt to the log.
