@@ -260,18 +260,12 @@ def timed_loop(op: Callable[[], object], n: int) -> tuple[float, list[int]]:
 def proc_cpu_seconds(pid: int) -> float:
     """CPU time of a process, all its threads, from /proc (psutil-free).
 
-    ``schedstat`` counts nanoseconds on CPU per thread; ``stat`` (utime + stime,
-    clock ticks: 10 ms resolution) is the fallback."""
-    try:
-        total = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        return total / 1e9
-    except (OSError, ValueError, IndexError):
-        pass
+    ``/proc/PID/stat`` utime + stime (clock ticks, 10 ms) counts every thread
+    the process ever ran, exited ones included; summing the live threads'
+    ``schedstat`` instead went negative when a thread (Redis' background ones)
+    exited inside the window."""
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+        fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
 
