@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
 from broker import errors, wake
@@ -102,11 +101,6 @@ HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
 
-@lru_cache(maxsize=256)
-def _limits(settings_json: str) -> Limits:
-    return limits_of(settings_json)
-
-
 def enter(t: Tx, ident: Identity, now: str) -> Limits:
     """Check the caller inside ``t`` and refresh its heartbeat (``last_seen_utc``,
     at most once a second per process); returns the space's limits."""
@@ -127,7 +121,7 @@ def enter(t: Tx, ident: Identity, now: str) -> Limits:
         )
     if row[0] == "left":
         raise errors.ParticipantLeft(f"participant {ident.address!r} has left; join again")
-    return _limits(row[1])
+    return limits_of(row[1])
 
 
 def default_owner(ident: Identity) -> str:
@@ -435,7 +429,7 @@ def extend(
     with store.write(tx) as t:
         if seconds is None:
             settings = t.one("SELECT settings FROM spaces WHERE id = ?", (ident.space_id,))[0]
-            seconds = _limits(settings).lease_seconds
+            seconds = limits_of(settings).lease_seconds
         expires = ts_after(store.now(), seconds)
         _settle(t, ident, token, id_list, "lease_expires_at = ?", (expires,), None)
     return expires
