@@ -440,13 +440,8 @@ class Batch:
             "UPDATE spaces SET last_seq = ?, log_bytes = ?, last_bcast = ? WHERE id = ?",
             (self.seq, self.log_bytes, self.bcast_no, self.space_id),
         )
-        t.raw.executemany(_INSERT_MESSAGE, self.messages)
-        if self.deliveries:
-            t.raw.executemany(
-                "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
-                "VALUES (?, ?, ?, ?, 'ready', ?)",
-                self.deliveries,
-            )
+        _insert(t, _INSERT_MESSAGE, self.messages)
+        _insert(t, _INSERT_DELIVERY, self.deliveries)
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
@@ -458,6 +453,18 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
+def _insert(t: Tx, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    # executemany costs ~15 us more than execute for one row: a single send is the hot path.
+    if len(rows) == 1:
+        t.execute(sql, rows[0])
+    elif rows:
+        t.raw.executemany(sql, rows)
+
+
+_INSERT_DELIVERY = (
+    "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
+    "VALUES (?, ?, ?, ?, 'ready', ?)"
+)
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
     "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
