@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -10,6 +11,10 @@ from typing import Any, TypeVar
 import click
 
 from broker import errors
+
+# broker uses no pydantic plugins; looking for them (entry points through
+# importlib.metadata) costs ~25 ms on every CLI call, which is an agent's tool call.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
