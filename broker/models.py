@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 SpaceKind = Literal["agentiflow", "workflow", "session", "run"]
 SpaceState = Literal["running", "stopped", "archived"]
@@ -28,6 +28,16 @@ Reason = Literal[
 Target = Annotated[str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True)]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("message text is empty")
+    return text
+
+
+# A message body: kept exactly as given, but never empty or only white space.
+Body = Annotated[str, AfterValidator(_not_blank)]
+
+
 class _In(BaseModel):
     # defer_build: schemas are built on first use, not at import (CLI start-up time).
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -42,14 +52,14 @@ class SendInput(_In):
     """``msg.send``: the sender is never an input (S10)."""
 
     to: list[Target] = Field(min_length=1, max_length=64)
-    text: str
+    text: Body
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
 
 
 class PostInput(_In):
     """``board.post``: a channel post, or addressed to some participants."""
 
-    text: str
+    text: Body
     addressed_to: list[Target] = Field(default_factory=list, max_length=64)
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
 

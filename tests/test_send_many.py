@@ -101,3 +101,19 @@ def test_S24_receive_only_participant_cannot_send_many(
     with pytest.raises(errors.ToolUnavailable):
         quiet.send_many([{"to": "b", "text": "x"}])
     assert count(store, space) == 0
+
+
+def test_S10_an_empty_or_blank_body_is_refused_and_writes_nothing(
+    join: Callable[..., Agent], store: Store, space: str
+) -> None:
+    a = join("w/a")
+    join("w/b")
+    for text in ("", "   \n"):
+        with pytest.raises(errors.InvalidInput, match="message text is empty"):
+            a.send("b", text)
+        with pytest.raises(errors.InvalidInput, match="message text is empty"):
+            a.post(text)
+        with pytest.raises(errors.InvalidInput, match="item 0: .*message text is empty"):
+            a.send_many([{"to": "b", "text": text}])
+    assert count(store, space) == 0
+    assert a.send("b", "  kept as given  ").reached == ["b"]
