@@ -697,9 +697,7 @@ class _Writer:
             track_delivery,
             progress,
         )
-        self.inbox_rowid = t.one(
-            "SELECT COALESCE(MAX(rowid), 0) FROM deliveries WHERE space_id = ?", (self.space_id,)
-        )[0]
+        self.inbox_rowid = self._max_rowid(t, "deliveries")
         tpid = 1 + TURNS.names.index("participant_id")
         tstate = 1 + TURNS.names.index("state")
 
@@ -716,35 +714,31 @@ class _Writer:
             track_turn,
             progress,
         )
-        self.turns_rowid = t.one(
-            "SELECT COALESCE(MAX(rowid), 0) FROM turns WHERE space_id = ?", (self.space_id,)
-        )[0]
-        xpid = 1 + TRANSCRIPT.names.index("participant_id")
-        self.per_participant(
-            t,
-            _Q_TRANSCRIPT,
-            TRANSCRIPT,
-            "transcript.jsonl",
-            lambda r: (r[xpid], self._address(r[xpid])),
-            None,
-            progress,
+        self.turns_rowid = self._max_rowid(t, "turns")
+        for query, schema, name in (
+            (_Q_TRANSCRIPT, TRANSCRIPT, "transcript"),
+            (_Q_HISTORY, HISTORY, "history"),
+        ):
+            col = 1 + schema.names.index("participant_id")
+            self.per_participant(
+                t,
+                query,
+                schema,
+                f"{name}.jsonl",
+                lambda r, c=col: (r[c], self._address(r[c])),  # type: ignore[misc]
+                None,
+                progress,
+            )
+        self.transcript_rowid = self._max_rowid(t, "transcript")
+        self.history_rowid = self._max_rowid(t, "history")
+
+    def _max_rowid(self, t: Tx, table: str) -> int:
+        """Where ``--follow`` picks up: the last row of ``table`` in the snapshot."""
+        return int(
+            t.one(
+                f"SELECT COALESCE(MAX(rowid), 0) FROM {table} WHERE space_id = ?", (self.space_id,)
+            )[0]
         )
-        self.transcript_rowid = t.one(
-            "SELECT COALESCE(MAX(rowid), 0) FROM transcript WHERE space_id = ?", (self.space_id,)
-        )[0]
-        hpid = 1 + HISTORY.names.index("participant_id")
-        self.per_participant(
-            t,
-            _Q_HISTORY,
-            HISTORY,
-            "history.jsonl",
-            lambda r: (r[hpid], self._address(r[hpid])),
-            None,
-            progress,
-        )
-        self.history_rowid = t.one(
-            "SELECT COALESCE(MAX(rowid), 0) FROM history WHERE space_id = ?", (self.space_id,)
-        )[0]
 
     def _address(self, pid: str) -> str:
         # A row whose participant is missing (cannot happen with foreign keys on):
