@@ -143,3 +143,12 @@ def test_crash_loop_long(tmp_path: Path) -> None:
         folder = tmp_path / str(i)
         folder.mkdir()
         test_crash_loop_sigkill_writer_keeps_integrity_and_every_committed_send(folder)
+
+
+def test_wal_checkpoint_folds_the_wal_back_when_idle(store: Store, space: str) -> None:
+    a, _ = Agent.join(store, space, "w/a")
+    Agent.join(store, space, "w/b")
+    for i in range(50):
+        a.send("b", f"m{i}")
+    busy, frames, done = store.checkpoint()
+    assert busy == 0 and frames > 0 and done == frames  # nobody reading: all of it
