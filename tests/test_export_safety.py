@@ -62,7 +62,9 @@ def test_safe_name_is_one_harmless_component(name: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_safe_name_of_any_text_is_one_harmless_component(name: str) -> None:
-    _ok_component(safe_name(name))
+    component = safe_name(name)
+    _ok_component(component)  # asserts: no separator, no NUL, not '.'/'..', bounded length
+    assert component and "/" not in component
 
 
 @settings(max_examples=300, deadline=None)

@@ -95,7 +95,8 @@ def test_S24_named_board_star_and_lead_can_issue_and_retract_directives(
         join("boss", lead=True),
     ):
         d = who.directive("role:worker", f"from {who.address}")
-        who.retract(d.id)
+        assert d.reached == ["w1"]
+        assert who.retract(d.id).kind == "retract"
 
 
 def test_S24_unknown_tool_names_are_refused_at_join(store: Store, space: str) -> None:

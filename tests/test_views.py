@@ -244,10 +244,16 @@ def test_views_work_from_a_plain_sqlite3_connection(rich: tuple[Store, spacegen.
     store, b = rich
     conn = sqlite3.connect(store.path)
     try:
-        for view in VIEWS:
-            conn.execute(f"SELECT * FROM {view.name} WHERE space_id = ?", (b.space,)).fetchall()
+        counts = {
+            view.name: len(
+                conn.execute(f"SELECT * FROM {view.name} WHERE space_id = ?", (b.space,)).fetchall()
+            )
+            for view in VIEWS
+        }
     finally:
         conn.close()
+    assert set(counts) == {v.name for v in VIEWS}
+    assert counts["v_log"] > 0 and counts["v_participants"] > 0  # the rich space shows up
 
 
 # --- documentation --------------------------------------------------------------------
