@@ -849,57 +849,37 @@ class _Writer:
             name = self.folder(pid, self._address(pid))
             out.setdefault(("mailboxes", name, file), []).append(line)
 
-        # deliveries: new rows, then the ones that may still change (not done)
-        rid = 1 + INBOX.names.index("recipient_id")
-        rstate = 1 + INBOX.names.index("state")
-        seen_new: set[int] = set()
-        for row in t.all(_Q_INBOX_NEW, (self.space_id, self.inbox_rowid)):
-            line = INBOX.line(row[1:])
-            add(row[rid], "inbox.jsonl", line)
-            seen_new.add(row[0])
-            if row[rstate] != "done":
-                self.open_deliveries[row[0]] = line
-            self.inbox_rowid = row[0]
-            self.summary.deliveries += 1
-        for rowids in _chunks([r for r in self.open_deliveries if r not in seen_new], 500):
-            marks = ",".join("?" * len(rowids))
-            for row in t.all(
-                f"SELECT d.rowid, {INBOX.select()} {_INBOX_FROM} WHERE d.rowid IN ({marks}) "
-                "ORDER BY d.recipient_id, d.created_at_utc, d.id",
-                rowids,
-            ):
-                line = INBOX.line(row[1:])
-                if self.open_deliveries.get(row[0]) != line:
-                    add(row[rid], "inbox.jsonl", line)
-                if row[rstate] == "done":
-                    self.open_deliveries.pop(row[0], None)
-                else:
-                    self.open_deliveries[row[0]] = line
-        # turns: the same
-        tpid = 1 + TURNS.names.index("participant_id")
-        tstate = 1 + TURNS.names.index("state")
-        seen_new = set()
-        for row in t.all(_Q_TURNS_NEW, (self.space_id, self.turns_rowid)):
-            line = TURNS.line(row[1:])
-            add(row[tpid], "turns.jsonl", line)
-            seen_new.add(row[0])
-            if row[tstate] != "seen":
-                self.open_turns[row[0]] = line
-            self.turns_rowid = row[0]
-        for rowids in _chunks([r for r in self.open_turns if r not in seen_new], 500):
-            marks = ",".join("?" * len(rowids))
-            for row in t.all(
-                f"SELECT u.rowid, {TURNS.select()} FROM turns u WHERE u.rowid IN ({marks}) "
-                "ORDER BY u.rowid",
-                rowids,
-            ):
-                line = TURNS.line(row[1:])
-                if self.open_turns.get(row[0]) != line:
-                    add(row[tpid], "turns.jsonl", line)
-                if row[tstate] == "seen":
-                    self.open_turns.pop(row[0], None)
-                else:
-                    self.open_turns[row[0]] = line
+        # deliveries and turns: new rows, then the ones that may still change
+        new_inbox = self._follow_changing(
+            t,
+            add,
+            INBOX,
+            "inbox.jsonl",
+            "recipient_id",
+            "done",
+            self.open_deliveries,
+            _Q_INBOX_NEW,
+            self.inbox_rowid,
+            f"SELECT d.rowid, {INBOX.select()} {_INBOX_FROM} WHERE d.rowid IN ({{marks}}) "
+            "ORDER BY d.recipient_id, d.created_at_utc, d.id",
+        )
+        if new_inbox:
+            self.inbox_rowid = new_inbox[-1]
+            self.summary.deliveries += len(new_inbox)
+        new_turns = self._follow_changing(
+            t,
+            add,
+            TURNS,
+            "turns.jsonl",
+            "participant_id",
+            "seen",
+            self.open_turns,
+            _Q_TURNS_NEW,
+            self.turns_rowid,
+            f"SELECT u.rowid, {TURNS.select()} FROM turns u WHERE u.rowid IN ({{marks}}) ORDER BY u.rowid",
+        )
+        if new_turns:
+            self.turns_rowid = new_turns[-1]
         # transcript: append-only
         xpid = 1 + TRANSCRIPT.names.index("participant_id")
         for row in t.all(_Q_TRANSCRIPT_NEW, (self.space_id, self.transcript_rowid)):
@@ -911,6 +891,43 @@ class _Writer:
             add(row[hpid], "history.jsonl", HISTORY.line(row[1:]))
             self.history_rowid = row[0]
         return self._append(out)
+
+    def _follow_changing(
+        self,
+        t: Tx,
+        add: Callable[[str, str, str], None],
+        schema: Any,
+        file: str,
+        owner: str,
+        final: str,
+        open_rows: dict[int, str],
+        new_sql: str,
+        after: int,
+        reread_sql: str,
+    ) -> list[int]:
+        """Append the rows of a table whose rows change (deliveries, turns): the
+        new ones after ``after``, then a line for each open row that changed
+        since its last line (the last line per id wins). Returns the new rowids."""
+        pid = 1 + schema.names.index(owner)
+        state = 1 + schema.names.index("state")
+        new: list[int] = []
+        for row in t.all(new_sql, (self.space_id, after)):
+            line = schema.line(row[1:])
+            add(row[pid], file, line)
+            new.append(row[0])
+            if row[state] != final:
+                open_rows[row[0]] = line
+        fresh = set(new)
+        for rowids in _chunks([r for r in open_rows if r not in fresh], 500):
+            for row in t.all(reread_sql.format(marks=",".join("?" * len(rowids))), rowids):
+                line = schema.line(row[1:])
+                if open_rows.get(row[0]) != line:
+                    add(row[pid], file, line)
+                if row[state] == final:
+                    open_rows.pop(row[0], None)
+                else:
+                    open_rows[row[0]] = line
+        return new
 
 
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
