@@ -38,7 +38,7 @@ def _worker(
     out.put((me, sent, failures))
 
 
-def run_senders(store: Store, workers: int, per_worker: int) -> None:
+def run_senders(store: Store, workers: int, per_worker: int) -> int:
     op = Operator(store)
     space = op.create_space("workflow", inbox_cap=per_worker).id
     names = [f"w{w}" for w in range(workers)]
@@ -90,12 +90,13 @@ def run_senders(store: Store, workers: int, per_worker: int) -> None:
         )
         assert t.one("SELECT last_seq FROM spaces WHERE id = ?", (space,))[0] == total
     assert per_recipient == {name: per_worker // 2 for name in names}
+    return len(log)
 
 
 def test_S7_eight_processes_sending_concurrently_each_send_logged_once(store: Store) -> None:
-    run_senders(store, workers=8, per_worker=200)
+    assert run_senders(store, workers=8, per_worker=200) == 8 * 200
 
 
 @pytest.mark.soak
 def test_S7_sixteen_processes_sending_concurrently_soak(store: Store) -> None:
-    run_senders(store, workers=16, per_worker=2000)
+    assert run_senders(store, workers=16, per_worker=2000) == 16 * 2000
