@@ -242,14 +242,27 @@ class Store:
         """Migrate an empty or older database to head; cheap when already there."""
         if self.schema_version() == HEAD:
             return
+        import fcntl
+
         from broker.migrations import upgrade
 
-        try:
-            upgrade(self.engine)
-        except errors.BrokerError:
-            raise
-        except Exception as exc:  # alembic wraps driver errors its own way
-            raise wrap_db_error(exc) from exc
+        # Alembic's SQLite support is not transactional DDL (each migration may
+        # commit on its own), so two processes opening one new file must not
+        # migrate side by side: a lock file beside the database serialises them,
+        # and the second finds the schema at head once it gets the lock.
+        with open(f"{self.path}.migrate.lock", "a") as lock:
+            os.chmod(lock.name, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if self.schema_version() == HEAD:
+                    return
+                upgrade(self.engine)
+            except errors.BrokerError:
+                raise
+            except Exception as exc:  # alembic wraps driver errors its own way
+                raise wrap_db_error(exc) from exc
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def schema_version(self) -> str | None:
         try:
