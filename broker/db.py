@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.ids import Clock, fmt_ts, system_clock
-from broker.migrations import HEAD
+from broker.migrate import HEAD
 from broker.settings import StoreSettings
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class Store:
             return
         import fcntl
 
-        from broker.migrations import upgrade
+        from broker.migrate import upgrade
 
         # Alembic's SQLite support is not transactional DDL (each migration may
         # commit on its own), so two processes opening one new file must not

@@ -70,12 +70,12 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
 
 
 def _schema_digest() -> str:
-    import broker.migrations as mig
+    import broker.migrate as mig
 
     h = hashlib.sha256()
-    for p in sorted(Path(mig.__file__).parent.rglob("*.py")):
+    for p in sorted(mig.script_location().rglob("*.py")):
         h.update(p.read_bytes())
-    h.update((Path(mig.__file__).parent.parent / "views.py").read_bytes())
+    h.update((Path(mig.__file__).parent / "views.py").read_bytes())
     return h.hexdigest()[:12]
 
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from broker import Agent, Operator, Store, errors, participants, spaces
 from broker.cli import main
-from broker.migrations import HEAD
+from broker.migrate import HEAD
 
 Cli = Callable[..., Any]
 

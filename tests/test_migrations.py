@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 
 from broker import Store, errors
 from broker.dialect import triggers_ddl
-from broker.migrations import HEAD, config, upgrade
+from broker.migrate import HEAD, config, upgrade
 from broker.tables import metadata
 from broker.vocab import APPEND_ONLY
 

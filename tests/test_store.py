@@ -17,7 +17,7 @@ import pytest
 
 import broker.db
 from broker import Agent, Operator, Store, errors, spaces
-from broker.migrations import HEAD
+from broker.migrate import HEAD
 
 FORK = mp.get_context("fork")
 

@@ -16,7 +16,7 @@ import spacegen
 import sqlrows
 
 from broker import Store
-from broker.migrations import config
+from broker.migrate import config
 from broker.views import OUTCOMES, VIEWS, select_sql
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ def upgrade(as_json: bool) -> None:
 @json_option
 def current(as_json: bool) -> None:
     """Print the schema revision of the database and the newest one."""
-    from broker.migrations import HEAD
+    from broker.migrate import HEAD
 
     store = _open(migrate=False)
     rev = store.schema_version()

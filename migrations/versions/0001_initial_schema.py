@@ -12,12 +12,96 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from broker.dialect import drop_triggers_ddl, triggers_ddl
 
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# Frozen at this revision: the DDL is written out here, never imported from
+# live code, so replaying the history always runs the SQL of its time.
+TRIGGERS: dict[str, list[str]] = {
+    "postgresql": [
+        "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ "
+        "BEGIN RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; "
+        "END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER messages_append_only BEFORE UPDATE OR DELETE ON messages "
+        "FOR EACH ROW EXECUTE FUNCTION broker_append_only()",
+        "CREATE TRIGGER participant_events_append_only BEFORE UPDATE OR DELETE "
+        "ON participant_events FOR EACH ROW EXECUTE FUNCTION "
+        "broker_append_only()",
+        "CREATE TRIGGER transcript_append_only BEFORE UPDATE OR DELETE ON "
+        "transcript FOR EACH ROW EXECUTE FUNCTION broker_append_only()",
+        "CREATE TRIGGER claim_journal_append_only BEFORE UPDATE OR DELETE ON "
+        "claim_journal FOR EACH ROW EXECUTE FUNCTION broker_append_only()",
+        "CREATE OR REPLACE FUNCTION broker_waiting() RETURNS trigger AS $$ BEGIN "
+        "IF TG_OP = 'INSERT' AND NEW.state IN ('ready', 'processing') THEN "
+        "UPDATE participants SET waiting = waiting + 1 WHERE id = "
+        "NEW.recipient_id; ELSIF TG_OP = 'UPDATE' AND (OLD.state IN ('ready', "
+        "'processing')) <> (NEW.state IN ('ready', 'processing')) THEN UPDATE "
+        "participants SET waiting = waiting + (CASE WHEN NEW.state IN ('ready', "
+        "'processing') THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END IF; "
+        "RETURN NULL; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER deliveries_waiting AFTER INSERT OR UPDATE OF state ON "
+        "deliveries FOR EACH ROW EXECUTE FUNCTION broker_waiting()",
+    ],
+    "sqlite": [
+        "CREATE TRIGGER IF NOT EXISTS messages_no_update BEFORE UPDATE ON messages "
+        "BEGIN SELECT RAISE(ABORT, 'append-only: messages refuses UPDATE'); END",
+        "CREATE TRIGGER IF NOT EXISTS messages_no_delete BEFORE DELETE ON messages "
+        "BEGIN SELECT RAISE(ABORT, 'append-only: messages refuses DELETE'); END",
+        "CREATE TRIGGER IF NOT EXISTS participant_events_no_update BEFORE UPDATE ON "
+        "participant_events BEGIN SELECT RAISE(ABORT, 'append-only: "
+        "participant_events refuses UPDATE'); END",
+        "CREATE TRIGGER IF NOT EXISTS participant_events_no_delete BEFORE DELETE ON "
+        "participant_events BEGIN SELECT RAISE(ABORT, 'append-only: "
+        "participant_events refuses DELETE'); END",
+        "CREATE TRIGGER IF NOT EXISTS transcript_no_update BEFORE UPDATE ON "
+        "transcript BEGIN SELECT RAISE(ABORT, 'append-only: transcript refuses "
+        "UPDATE'); END",
+        "CREATE TRIGGER IF NOT EXISTS transcript_no_delete BEFORE DELETE ON "
+        "transcript BEGIN SELECT RAISE(ABORT, 'append-only: transcript refuses "
+        "DELETE'); END",
+        "CREATE TRIGGER IF NOT EXISTS claim_journal_no_update BEFORE UPDATE ON "
+        "claim_journal BEGIN SELECT RAISE(ABORT, 'append-only: claim_journal refuses "
+        "UPDATE'); END",
+        "CREATE TRIGGER IF NOT EXISTS claim_journal_no_delete BEFORE DELETE ON "
+        "claim_journal BEGIN SELECT RAISE(ABORT, 'append-only: claim_journal refuses "
+        "DELETE'); END",
+        "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON "
+        "deliveries WHEN NEW.state IN ('ready', 'processing') BEGIN UPDATE "
+        "participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; END",
+        "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF "
+        "state ON deliveries WHEN (OLD.state IN ('ready', 'processing')) != "
+        "(NEW.state IN ('ready', 'processing')) BEGIN UPDATE participants SET "
+        "waiting = waiting + (CASE WHEN NEW.state IN ('ready', 'processing') THEN 1 "
+        "ELSE -1 END) WHERE id = NEW.recipient_id; END",
+    ],
+}
+
+DROP_TRIGGERS: dict[str, list[str]] = {
+    "postgresql": [
+        "DROP TRIGGER IF EXISTS messages_append_only ON messages",
+        "DROP TRIGGER IF EXISTS participant_events_append_only ON participant_events",
+        "DROP TRIGGER IF EXISTS transcript_append_only ON transcript",
+        "DROP TRIGGER IF EXISTS claim_journal_append_only ON claim_journal",
+        "DROP FUNCTION IF EXISTS broker_append_only()",
+        "DROP TRIGGER IF EXISTS deliveries_waiting ON deliveries",
+        "DROP FUNCTION IF EXISTS broker_waiting()",
+    ],
+    "sqlite": [
+        "DROP TRIGGER IF EXISTS messages_no_update",
+        "DROP TRIGGER IF EXISTS messages_no_delete",
+        "DROP TRIGGER IF EXISTS participant_events_no_update",
+        "DROP TRIGGER IF EXISTS participant_events_no_delete",
+        "DROP TRIGGER IF EXISTS transcript_no_update",
+        "DROP TRIGGER IF EXISTS transcript_no_delete",
+        "DROP TRIGGER IF EXISTS claim_journal_no_update",
+        "DROP TRIGGER IF EXISTS claim_journal_no_delete",
+        "DROP TRIGGER IF EXISTS deliveries_waiting_insert",
+        "DROP TRIGGER IF EXISTS deliveries_waiting_update",
+    ],
+}
 
 
 def upgrade() -> None:
@@ -612,12 +696,12 @@ def upgrade() -> None:
 
     # The log and the journals refuse UPDATE and DELETE in the database itself (S11, S23);
     # participants.waiting follows deliveries.
-    for ddl in triggers_ddl(op.get_bind().dialect.name):
+    for ddl in TRIGGERS[op.get_bind().dialect.name]:
         op.execute(ddl)
 
 
 def downgrade() -> None:
-    for ddl in drop_triggers_ddl(op.get_bind().dialect.name):
+    for ddl in DROP_TRIGGERS[op.get_bind().dialect.name]:
         op.execute(ddl)
     op.drop_table("history")
     with op.batch_alter_table("turns", schema=None) as batch_op:
