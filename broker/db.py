@@ -32,12 +32,31 @@ from broker import errors
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.migrate import HEAD
 from broker.settings import StoreSettings
+from broker.sql import stmt
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
 Params = Sequence[Any] | dict[str, Any]
+Row = sqlite3.Row  # read by name: row["address"]
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
+
+_BEGIN_WRITE = stmt("store.begin_write")
+_BEGIN_READ = stmt("store.begin_read")
+_COMMIT = stmt("store.commit")
+_ROLLBACK = stmt("store.rollback")
+_SAVEPOINT = stmt("store.savepoint")
+_ROLLBACK_TO = stmt("store.rollback_to_savepoint")
+_RELEASE = stmt("store.release_savepoint")
+_DATA_VERSION = stmt("store.data_version")
+_CHECKPOINT = stmt("store.checkpoint_passive")
+_SCHEMA_VERSION = stmt("store.schema_version")
+_PRAGMAS = [
+    stmt("store.wal"),
+    stmt("store.foreign_keys"),
+    stmt("store.journal_size_limit"),
+]
+_SYNCHRONOUS = {"NORMAL": stmt("store.synchronous_normal"), "FULL": stmt("store.synchronous_full")}
 
 
 def wrap_db_error(exc: BaseException) -> errors.BrokerError:
@@ -73,9 +92,19 @@ class Tx:
             self._sa = self.store._sa_connection(self.raw)
         return self._sa
 
+    # Statements come from the catalogue (``broker.sql``); rows are read by name.
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.raw.execute(sql, params)
 
+    def many(self, sql: str, rows: Sequence[Params]) -> None:
+        """``executemany``; a single row goes through ``execute`` (~15 µs cheaper)."""
+        if len(rows) == 1:
+            self.raw.execute(sql, rows[0])
+        elif rows:
+            self.raw.executemany(sql, rows)
+
+    # TODO(one-shape): tighten to ``Row | None`` / ``list[Row]`` once every module
+    # reads rows by name from catalogue statements.
     def one(self, sql: str, params: Params = ()) -> Any:
         return self.raw.execute(sql, params).fetchone()
 
@@ -83,16 +112,21 @@ class Tx:
         return self.raw.execute(sql, params).fetchall()
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
-        cur = self.raw.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        return [dict(r) for r in self.raw.execute(sql, params).fetchall()]
 
     def row(self, sql: str, params: Params = ()) -> dict[str, Any] | None:
-        cur = self.raw.execute(sql, params)
-        r = cur.fetchone()
-        if r is None:
-            return None
-        return dict(zip([d[0] for d in cur.description], r, strict=True))
+        r = self.raw.execute(sql, params).fetchone()
+        return None if r is None else dict(r)
+
+    def savepoint(self) -> None:
+        self.raw.execute(_SAVEPOINT)
+
+    def rollback_to_savepoint(self) -> None:
+        self.raw.execute(_ROLLBACK_TO)
+        self.raw.execute(_RELEASE)
+
+    def release_savepoint(self) -> None:
+        self.raw.execute(_RELEASE)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the outermost transaction has committed (wake-ups)."""
@@ -188,12 +222,11 @@ class Store:
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.isolation_level = None  # we emit BEGIN ourselves
-        conn.execute(f"PRAGMA busy_timeout = {int(self.settings.busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        # Bound the WAL on disk after checkpoints (DESIGN §4 Checkpoints).
-        conn.execute("PRAGMA journal_size_limit = 67108864")
+        conn.row_factory = sqlite3.Row
+        # busy_timeout comes from sqlite3.connect(timeout=...).
+        for pragma in _PRAGMAS:
+            conn.execute(pragma)
+        conn.execute(_SYNCHRONOUS[self.settings.synchronous])
 
     def connect(self) -> sqlite3.Connection:
         """A new configured DBAPI connection (the caller closes it)."""
@@ -267,7 +300,7 @@ class Store:
     def schema_version(self) -> str | None:
         try:
             with self.read() as tx:
-                row = tx.one("SELECT version_num FROM alembic_version")
+                row = tx.one(_SCHEMA_VERSION)
         except errors.StoreError:
             return None
         return row[0] if row else None
@@ -301,7 +334,7 @@ class Store:
         another connection commits. A few microseconds, no lock, no transaction."""
         raw, held = self._checkout()
         try:
-            return int(raw.execute("PRAGMA data_version").fetchone()[0])
+            return int(raw.execute(_DATA_VERSION).fetchone()[0])
         finally:
             self._checkin(raw, held)
 
@@ -311,7 +344,7 @@ class Store:
         WAL is folded back between bursts, not only every 1000 pages."""
         raw, held = self._checkout()
         try:
-            busy, log, done = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, log, done = raw.execute(_CHECKPOINT).fetchone()
             return int(busy), int(log), int(done)
         finally:
             self._checkin(raw, held)
@@ -342,7 +375,7 @@ class Store:
         tx: Tx | None = None
         try:
             try:
-                raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                raw.execute(_BEGIN_WRITE if write else _BEGIN_READ)
             except sqlite3.Error as exc:
                 raise wrap_db_error(exc) from exc
             tx = Tx(self, raw, write)
@@ -360,7 +393,7 @@ class Store:
                 if tx._sa is not None and tx._sa.in_transaction():
                     tx._sa.commit()  # the caller used tx.connection: SQLAlchemy commits for both
                 if raw.in_transaction:
-                    raw.execute("COMMIT")
+                    raw.execute(_COMMIT)
             except Exception as exc:
                 self._rollback(tx)
                 raise wrap_db_error(exc) from exc
@@ -378,7 +411,7 @@ class Store:
             if tx._sa is not None and tx._sa.in_transaction():
                 tx._sa.rollback()
             if tx.raw.in_transaction:
-                tx.raw.execute("ROLLBACK")
+                tx.raw.execute(_ROLLBACK)
         except Exception:  # noqa: BLE001 - the original error is the one to report
             pass
 
@@ -399,5 +432,5 @@ def _on_begin(conn: sa.Connection) -> None:
         return  # SQLAlchemy autobegins inside a broker transaction: already begun
     # Outside a broker Tx (migrations, the caller's own engine use): writes
     # take the lock up front, so two processes migrating one file serialize.
-    mode = "BEGIN" if conn.get_execution_options().get("broker_read") else "BEGIN IMMEDIATE"
-    conn.exec_driver_sql(mode)
+    read = conn.get_execution_options().get("broker_read")
+    conn.exec_driver_sql(str(_BEGIN_READ if read else _BEGIN_WRITE))

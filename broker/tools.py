@@ -14,6 +14,7 @@ notice is then part of the caller's transaction and stays if it commits.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -100,20 +101,17 @@ def _under_savepoint(
     store: Store, t: Tx, ident: Identity, fn: Callable[[Tx, CallerRow], T], row: CallerRow
 ) -> tuple[T] | errors.BrokerError:
     """``(result,)``, or the noticed error (its notice written, the tool's writes undone)."""
-    t.execute("SAVEPOINT broker_tool")
+    t.savepoint()
     try:
         result = fn(t, row)
     except BaseException as exc:
-        try:
-            t.execute("ROLLBACK TO broker_tool")
-            t.execute("RELEASE broker_tool")
-        except sqlite3.Error:  # the driver already rolled the transaction back
-            pass
+        with contextlib.suppress(sqlite3.Error):  # the driver already rolled back
+            t.rollback_to_savepoint()
         if isinstance(exc, NOTICED):
             _notice(store, t, ident, exc)
             return exc
         raise
-    t.execute("RELEASE broker_tool")
+    t.release_savepoint()
     return (result,)
 
 

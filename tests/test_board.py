@@ -31,11 +31,12 @@ def store(db_url: str, clock: Clock) -> Iterator[Store]:
 
 def deliveries_of(store: Store, agent: Agent) -> list[tuple[str, str]]:
     with store.read() as t:
-        return t.all(
+        rows = t.all(
             "SELECT m.kind, m.body FROM deliveries d JOIN messages m ON m.id = d.message_id "
             "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
             (agent.identity.participant_id,),
         )
+    return [tuple(r) for r in rows]
 
 
 def directives_for(store: Store, agent: Agent) -> list[str]:
@@ -372,7 +373,7 @@ def test_S22_an_expired_claim_is_expired_lazily_and_journaled_once(
     clock.advance(11)
     assert board.claims(store, space) == []  # listing hides it and writes nothing
     with store.read() as t:
-        assert t.all("SELECT event FROM claim_journal") == [("claimed",)]
+        assert [tuple(r) for r in t.all("SELECT event FROM claim_journal")] == [("claimed",)]
     g2 = otter.claim_key("k", ttl=10)  # the claim expires it, then grants
     events = journal_events(store, space, "k")
     assert events == [

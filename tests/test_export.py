@@ -232,7 +232,12 @@ def _rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
             cols = [c.name for c in table.columns if c.name != "token_hash"]
             key = "id" if table.name == "spaces" else "space_id"
             out[table.name] = sorted(
-                t.all(f"SELECT {', '.join(cols)} FROM {table.name} WHERE {key} = ?", (space,)),
+                [
+                    tuple(r)
+                    for r in t.all(
+                        f"SELECT {', '.join(cols)} FROM {table.name} WHERE {key} = ?", (space,)
+                    )
+                ],
                 key=repr,
             )
     return out

@@ -16,11 +16,12 @@ AUTHORITY = {"board.directive", "board.retract"}
 
 def notices(store: Store, agent: Agent) -> list[tuple[str, str]]:
     with store.read() as t:
-        return t.all(
+        rows = t.all(
             "SELECT kind, content FROM transcript WHERE participant_id = ? AND direction = 'notice' "
             "ORDER BY at_utc, id",
             (agent.identity.participant_id,),
         )
+    return [tuple(r) for r in rows]
 
 
 def log_size(store: Store) -> int:

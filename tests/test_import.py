@@ -67,7 +67,7 @@ def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) 
     assert rejoined.address == "lynx" and rejoined.token != joined.token
     assert again.identity.participant_id == lynx.identity.participant_id
     with other.read() as t:
-        assert t.one("SELECT waiting FROM participants WHERE address = 'lynx'") == (1,), (
+        assert tuple(t.one("SELECT waiting FROM participants WHERE address = 'lynx'")) == (1,), (
             "the waiting counter is recomputed from the imported deliveries"
         )
 
@@ -134,7 +134,7 @@ def test_import_skip_bad_imports_the_good_lines_and_lists_the_bad(
     assert summary.messages == total - 1
     assert summary.skipped == [f"runs/{built.space}/messages/log.jsonl:{total}: not a JSON object"]
     with other.read() as t:
-        assert t.one("SELECT COUNT(*) FROM messages WHERE id = ?", (removed["id"],)) == (0,)
+        assert tuple(t.one("SELECT COUNT(*) FROM messages WHERE id = ?", (removed["id"],))) == (0,)
 
 
 def test_cli_import_prints_each_bad_line_and_exits_2(
@@ -211,11 +211,13 @@ def test_import_of_followed_files_applies_the_last_line_per_id(
     other = spacegen.fresh_store(tmp_path / "b")
     import_dir(other, out)
     with other.read() as t:
-        assert t.one("SELECT state, attempts FROM deliveries WHERE id = ?", (first["id"],)) == (
+        assert tuple(
+            t.one("SELECT state, attempts FROM deliveries WHERE id = ?", (first["id"],))
+        ) == (
             "done",
             1,
         )
-        assert t.one("SELECT status FROM participants WHERE address = 'lynx'") == ("idle",)
+        assert t.one("SELECT status FROM participants WHERE address = 'lynx'")["status"] == "idle"
         waiting = t.one("SELECT waiting FROM participants WHERE address = 'lynx'")[0]
         ready = t.one(
             "SELECT COUNT(*) FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
@@ -335,8 +337,8 @@ def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None
     # the migrated agent re-joins under its id and finds its waiting mail
     agent, _ = Agent.join(store, space, "monkey-a3f7")
     with store.read() as t:
-        assert t.one(
-            "SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,)
+        assert tuple(
+            t.one("SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,))
         ) == (2,)
 
 

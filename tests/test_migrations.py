@@ -121,7 +121,7 @@ def test_migration_records_head_and_a_second_open_does_not_migrate_again(
     assert again.schema_version() == HEAD
     with again.read() as t:
         assert t.all("SELECT type, name, sql FROM sqlite_master ORDER BY name") == before
-        assert t.all("SELECT version_num FROM alembic_version") == [(HEAD,)]
+        assert [tuple(r) for r in t.all("SELECT version_num FROM alembic_version")] == [(HEAD,)]
     again.close()
 
 

@@ -200,11 +200,14 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
     assert again.token != first.token
     assert count(store, "participants", "address = 'lynx'") == 1
     with store.read() as t:
-        inbox = t.all(
-            "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.id = d.message_id "
-            "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
-            (again.participant_id,),
-        )
+        inbox = [
+            tuple(r)
+            for r in t.all(
+                "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.id = d.message_id "
+                "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
+                (again.participant_id,),
+            )
+        ]
         cursor_after = t.one(
             "SELECT bcast_seen FROM participants WHERE id = ?", (again.participant_id,)
         )[0]

@@ -246,7 +246,7 @@ def test_store_two_processes_opening_one_empty_file_both_succeed(tmp_path: Path)
         assert sum(r[2] for r in results) == 1  # one migration
         s = Store(url, migrate=False)
         with s.read() as t:
-            assert t.all("SELECT version_num FROM alembic_version") == [(HEAD,)]
+            assert [tuple(r) for r in t.all("SELECT version_num FROM alembic_version")] == [(HEAD,)]
             assert t.one("PRAGMA integrity_check")[0] == "ok"
         s.close()
 

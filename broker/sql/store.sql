@@ -1,0 +1,60 @@
+-- The connection and transaction statements of the store (broker.db).
+
+-- name: begin_write
+-- A write transaction takes SQLite's write lock up front, so it never fails
+-- half-way on a lock upgrade (a read that later writes gets SQLITE_BUSY at once).
+BEGIN IMMEDIATE
+-- postgresql:
+BEGIN ISOLATION LEVEL READ COMMITTED
+
+-- name: begin_read
+-- A read snapshot.
+BEGIN
+-- postgresql:
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
+
+-- name: commit
+COMMIT
+
+-- name: rollback
+ROLLBACK
+
+-- name: savepoint
+-- A tool call inside a caller's transaction runs under a savepoint: its error
+-- undoes what it wrote and the caller's transaction goes on.
+SAVEPOINT broker_tool
+
+-- name: rollback_to_savepoint
+ROLLBACK TO SAVEPOINT broker_tool
+
+-- name: release_savepoint
+RELEASE SAVEPOINT broker_tool
+
+-- name: wal
+PRAGMA journal_mode = WAL
+
+-- name: synchronous_normal
+-- A process crash never loses a commit; power loss may lose the last ones.
+PRAGMA synchronous = NORMAL
+
+-- name: synchronous_full
+-- The only mode in which an acked message survives power loss.
+PRAGMA synchronous = FULL
+
+-- name: foreign_keys
+PRAGMA foreign_keys = ON
+
+-- name: journal_size_limit
+-- Bound the WAL on disk after checkpoints (64 MiB).
+PRAGMA journal_size_limit = 67108864
+
+-- name: data_version
+-- Changes when another connection commits: a few microseconds, no lock.
+PRAGMA data_version
+
+-- name: checkpoint_passive
+-- Fold the WAL back without waiting for anyone.
+PRAGMA wal_checkpoint(PASSIVE)
+
+-- name: schema_version
+SELECT version_num FROM alembic_version
