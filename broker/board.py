@@ -40,10 +40,10 @@ from typing import Any
 
 from broker import errors, messages, tools
 from broker.addressing import Target, parse_target
+from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, ts_after
 from broker.models import BoardEntry, ClaimGrant, DirectiveInput, JournalEntry, SendResult
-from broker.participants import Identity
 from broker.spaces import resolve_id
 
 DEFAULT_READ_LIMIT = 100
@@ -73,7 +73,7 @@ def read(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_LIMIT:
         raise errors.InvalidInput(f"bad limit {limit!r}: 1 to {MAX_READ_LIMIT}")
 
-    def run(t: Tx, _row: tools.CallerRow) -> list[BoardEntry]:
+    def run(t: Tx, _row: Caller) -> list[BoardEntry]:
         start = 0
         if after:
             row = t.one(
@@ -159,8 +159,8 @@ def directive(
     if any(tg.kind == "broadcast" for tg in targets) and len(targets) > 1:
         raise errors.InvalidInput("'broadcast' cannot be combined with other addresses")
 
-    def run(t: Tx, row: tools.CallerRow) -> SendResult:
-        sender = messages.Sender(ident.address, ident.participant_id, row[5])
+    def run(t: Tx, row: Caller) -> SendResult:
+        sender = messages.Sender(ident.address, ident.participant_id, row.parent)
         return messages.send_in_tx(
             store,
             t,
@@ -191,7 +191,7 @@ def retract(
         raise errors.InvalidInput("retract needs the id of a directive")
     did = directive_id.strip()
 
-    def run(t: Tx, row: tools.CallerRow) -> SendResult:
+    def run(t: Tx, row: Caller) -> SendResult:
         found = t.one(
             "SELECT kind, sender FROM messages WHERE space_id = ? AND id = ?",
             (ident.space_id, did),
@@ -214,7 +214,7 @@ def retract(
                 directive_id=did,
                 retract_id=done[0],
             )
-        sender = messages.Sender(ident.address, ident.participant_id, row[5])
+        sender = messages.Sender(ident.address, ident.participant_id, row.parent)
         return messages.send_in_tx(
             store,
             t,
@@ -375,7 +375,7 @@ def claim(
     key = validate_key(key)
     ttl = validate_ttl(ttl)
 
-    def run(t: Tx, _row: tools.CallerRow) -> ClaimGrant:
+    def run(t: Tx, _row: Caller) -> ClaimGrant:
         now = store.now()
         at = fmt_ts(now)
         expires = ts_after(now, ttl)
@@ -462,7 +462,7 @@ def release(
     key = validate_key(key)
     token = _validate_token(token)
 
-    def run(t: Tx, _row: tools.CallerRow) -> JournalEntry:
+    def run(t: Tx, _row: Caller) -> JournalEntry:
         at = store.now_ts()
         _, expires = _held_by_caller(t, ident, key, token, at, "release")
         t.execute(
@@ -499,7 +499,7 @@ def renew(
     token = _validate_token(token)
     ttl = validate_ttl(ttl)
 
-    def run(t: Tx, _row: tools.CallerRow) -> ClaimGrant:
+    def run(t: Tx, _row: Caller) -> ClaimGrant:
         now = store.now()
         at = fmt_ts(now)
         claimed_at, _ = _held_by_caller(t, ident, key, token, at, "renew")

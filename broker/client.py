@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker import messages, participants, spaces
+from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.models import (
     BoardEntry,
@@ -32,7 +33,6 @@ from broker.models import (
     TurnSeen,
     Via,
 )
-from broker.participants import Identity
 
 
 class Agent:

@@ -13,11 +13,11 @@ import os
 from datetime import timedelta
 
 from broker import errors, participants
+from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
 from broker.messages import parse_input
 from broker.models import Joined, JoinInput, Participant
-from broker.participants import Identity
 from broker.spaces import resolve_id
 
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")

@@ -44,11 +44,11 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from broker import errors, wake
+from broker import auth, errors, wake
+from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_token, parse_ts, ts_after
 from broker.models import Delivery, Lease, QuarantinedDelivery
-from broker.participants import Identity
 from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
 
@@ -85,43 +85,11 @@ CLAIM_SQL = (
     f"WHERE id IN ({_CANDIDATES}) "
     "RETURNING id, message_id, state, attempts, created_at_utc"
 )
-# Re-checks the caller's token inside the transaction (S10), refreshes its
-# heartbeat, and reads the space's limits, in one statement.
-_ENTER_SQL = (
-    "UPDATE participants SET last_seen_utc = ? WHERE id = ? AND token_hash = ? "
-    "RETURNING status, (SELECT settings FROM spaces WHERE spaces.id = participants.space_id)"
-)
-# The same check without the write, while the heartbeat is fresh: a claim loop
-# then dirties no participants page per commit.
-_CHECK_SQL = (
-    "SELECT status, (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) "
-    "FROM participants WHERE id = ? AND token_hash = ?"
-)
-HEARTBEAT_S = 1.0
-_beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
 
 def enter(t: Tx, ident: Identity, now: str) -> Limits:
-    """Check the caller inside ``t`` and refresh its heartbeat (``last_seen_utc``,
-    at most once a second per process); returns the space's limits."""
-    key = (id(t.store), ident.participant_id)
-    due = _beats.get(key)
-    if due is not None and now < due:
-        row = t.one(_CHECK_SQL, (ident.participant_id, ident.token_hash))
-    else:
-        row = t.one(_ENTER_SQL, (now, ident.participant_id, ident.token_hash))
-        if row is not None:
-            if len(_beats) > 4096:
-                _beats.clear()
-            _beats[key] = ts_after(parse_ts(now), HEARTBEAT_S)
-    if row is None:
-        _beats.pop(key, None)
-        raise errors.AuthError(
-            f"token for {ident.address!r} is no longer valid (the participant re-joined with a new one)"
-        )
-    if row[0] == "left":
-        raise errors.ParticipantLeft(f"participant {ident.address!r} has left; join again")
-    return limits_of(row[1])
+    """Check the caller inside ``t`` (refreshing its heartbeat); the space's limits."""
+    return auth.caller(t, ident, now).limits
 
 
 def default_owner(ident: Identity) -> str:

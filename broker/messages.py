@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from broker import errors, tools, wake
 from broker.addressing import Target, agentiflow_address, parse_target
+from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import LogEntry, NotReached, PostInput, SendInput, SendResult, Via
-from broker.participants import Identity
 from broker.spaces import limits_of, resolve_id
 
 MB = 1024 * 1024
@@ -131,8 +131,10 @@ def send_many(
     if not prepared:
         return []
 
-    def run(t: Tx, row: tuple[Any, ...]) -> list[SendResult]:
-        batch = Batch(store, t, ident.space_id, Sender(ident.address, ident.participant_id, row[5]))
+    def run(t: Tx, row: Caller) -> list[SendResult]:
+        batch = Batch(
+            store, t, ident.space_id, Sender(ident.address, ident.participant_id, row.parent)
+        )
         results = [batch.add(kind, targets, text, key=key) for kind, targets, text, key in prepared]
         batch.flush()
         return results
@@ -211,8 +213,8 @@ def _send_as(
     key: str | None,
     tx: Tx | None,
 ) -> SendResult:
-    def run(t: Tx, row: tuple[Any, ...]) -> SendResult:
-        sender = Sender(ident.address, ident.participant_id, row[5])
+    def run(t: Tx, row: Caller) -> SendResult:
+        sender = Sender(ident.address, ident.participant_id, row.parent)
         return send_in_tx(store, t, ident.space_id, sender, kind, targets, text, key=key)
 
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.

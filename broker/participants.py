@@ -7,12 +7,11 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from broker import errors, grants
+from broker import auth, errors, grants
 from broker.addressing import address_of, same_run
+from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token
 from broker.models import Joined, JoinInput, Participant, ParticipantEvent
@@ -49,16 +48,6 @@ def to_model(row: tuple[Any, ...]) -> Participant:
         last_seen_utc=row[18],
         waiting=row[19],
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who is calling: built only from a verified token (S10)."""
-
-    space_id: str
-    participant_id: str
-    address: str
-    token_hash: str
 
 
 def _journal(
@@ -193,57 +182,22 @@ def authenticate(
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         row = t.one(
-            "SELECT id, token_hash, status FROM participants WHERE space_id = ? AND address = ?",
+            "SELECT id, token_hash FROM participants WHERE space_id = ? AND address = ?",
             (space_id, address),
         )
-        if row is not None and row[1] == th and row[2] == "left":
-            raise _left(t, space_id, address)
-    if row is None or row[1] != th:
-        # One message for unknown address, wrong token and someone else's token: no oracle.
-        raise errors.AuthError(f"token does not match participant {address!r} in space {space_id}")
-    return Identity(space_id=space_id, participant_id=row[0], address=address, token_hash=th)
-
-
-def caller_row(t: Tx, ident: Identity) -> tuple[Any, ...]:
-    """The caller's current row, re-checking the token inside the transaction.
-
-    Returns (status, messaging, tools, is_lead, agent, parent)."""
-    row = t.one(
-        "SELECT status, messaging, tools, is_lead, agent, parent FROM participants WHERE id = ? AND token_hash = ?",
-        (ident.participant_id, ident.token_hash),
-    )
-    if row is None:
-        raise errors.AuthError(
-            f"token for {ident.address!r} is no longer valid (the participant re-joined with a new one)"
-        )
-    if row[0] == "left":
-        raise _left(t, ident.space_id, ident.address)
-    return tuple(row)
-
-
-def _left(t: Tx, space_id: str, address: str) -> errors.Conflict:
-    """Why a participant recorded as left cannot act: it left, or its space stopped
-    (then "join again" would be wrong advice: nobody can join a stopped space)."""
-    state = t.one("SELECT state FROM spaces WHERE id = ?", (space_id,))[0]
-    if state != "running":
-        return errors.SpaceNotRunning(
-            f"space {space_id} is {state}: it takes no message", space_id=space_id
-        )
-    return errors.ParticipantLeft(f"participant {address!r} has left space {space_id}; join again")
-
-
-def granted(row: tuple[Any, ...]) -> frozenset[str]:
-    return _granted(bool(row[1]), row[2], bool(row[3]))
-
-
-@lru_cache(maxsize=1024)
-def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozenset[str]:
-    return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
+        if row is None or row["token_hash"] != th:
+            # One message for unknown address, wrong token and someone else's token: no oracle.
+            raise errors.AuthError(
+                f"token does not match participant {address!r} in space {space_id}"
+            )
+        ident = Identity(space_id, row["id"], address, th)
+        auth.caller(t, ident)  # left, or its space stopped: say which
+    return ident
 
 
 def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None = None) -> None:
     with store.write(tx) as t:
-        caller_row(t, ident)
+        auth.caller(t, ident)
         leave_in_tx(store, t, ident.participant_id, reason)
 
 

@@ -17,23 +17,22 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from broker import errors
+from broker.auth import Caller, Identity, caller
 from broker.db import Store, Tx
 from broker.grants import AUTHORITY
-from broker.participants import Identity, caller_row, granted
 from broker.transcript import notice
 
 T = TypeVar("T")
-CallerRow = tuple[Any, ...]  # (status, messaging, tools, is_lead, agent, parent)
 
 NOTICED: tuple[type[errors.BrokerError], ...] = (errors.ToolUnavailable, errors.MessagingFull)
 
 
-def refusal(ident: Identity, row: CallerRow, tool: str) -> errors.ToolUnavailable:
+def refusal(ident: Identity, row: Caller, tool: str) -> errors.ToolUnavailable:
     """The error for a call without the grant; the message says why."""
-    if not row[1]:
+    if not row.messaging:
         why = "messaging is off for it (receive-only: it is still reached, it cannot send)"
     elif tool in AUTHORITY:
         why = (
@@ -51,19 +50,19 @@ def call(
     store: Store,
     ident: Identity,
     tool: str,
-    fn: Callable[[Tx, CallerRow], T],
+    fn: Callable[[Tx, Caller], T],
     *,
     tx: Tx | None = None,
     write: bool = True,
 ) -> T:
-    """Run ``fn(t, caller_row)`` as ``tool`` called by ``ident``, or refuse.
+    """Run ``fn(t, caller)`` as ``tool`` called by ``ident``, or refuse.
 
     ``write=False`` runs it in a read snapshot (no write lock); a refusal then
     writes its notice in a write transaction of its own."""
     if not write:
         with store.read(tx) as t:
-            row = caller_row(t, ident)
-            if tool in granted(row):
+            row = caller(t, ident)
+            if tool in row.granted:
                 return fn(t, row)
         refused = refusal(ident, row, tool)
         with store.write(tx if tx is not None and tx.write else None) as t:
@@ -73,8 +72,8 @@ def call(
     failure: errors.BrokerError | None = None
     try:
         with store.write(tx) as t:
-            row = caller_row(t, ident)
-            if tool not in granted(row):
+            row = caller(t, ident, store.now_ts())
+            if tool not in row.granted:
                 failure = refusal(ident, row, tool)
                 _notice(store, t, ident, failure)
             elif tx is None:
@@ -98,7 +97,7 @@ def call(
 
 
 def _under_savepoint(
-    store: Store, t: Tx, ident: Identity, fn: Callable[[Tx, CallerRow], T], row: CallerRow
+    store: Store, t: Tx, ident: Identity, fn: Callable[[Tx, Caller], T], row: Caller
 ) -> tuple[T] | errors.BrokerError:
     """``(result,)``, or the noticed error (its notice written, the tool's writes undone)."""
     t.savepoint()

@@ -27,11 +27,11 @@ from __future__ import annotations
 import re
 import time
 
-from broker import board, errors, inbox, messages, wake
+from broker import auth, board, errors, inbox, messages, wake
+from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
 from broker.models import Delivery, Turn, TurnGroup, TurnItem, TurnSeen
-from broker.participants import Identity, caller_row
 
 OPERATOR_HEAD = "Message from your operator (the human running this run)"
 OPERATOR_TAIL = (
@@ -108,7 +108,7 @@ def _turn_once(
     now = fmt_ts(now_dt)
     pid = ident.participant_id
     with store.write(tx) as t:
-        limits = inbox.enter(t, ident, now)
+        limits = auth.caller(t, ident, now).limits
         expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
         token = new_token()
         got = inbox.claim_rows(
@@ -294,7 +294,7 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
     its deliveries were claimed again (a later turn), raises ``LeaseLost`` and
     changes nothing: that later turn carries them now."""
     with store.write(tx) as t:
-        caller_row(t, ident)
+        auth.caller(t, ident, store.now_ts())
         pid = ident.participant_id
         turn = t.one(
             "SELECT lease_token, bcast_upto, state, created_at_utc FROM turns "

@@ -12,10 +12,10 @@ import pytest
 
 from broker import Agent, Operator, Store, errors, messages, participants
 from broker.addressing import address_of
+from broker.auth import Identity
 from broker.ids import fmt_ts, parse_ts
 from broker.messages import parse_input
 from broker.models import JoinInput
-from broker.participants import Identity
 
 
 def count(store: Store, table: str, where: str = "1", params: tuple[object, ...] = ()) -> int:
