@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker import errors
+from broker import errors, runfiles
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.migrate import HEAD
 from broker.settings import StoreSettings
@@ -283,8 +283,7 @@ class Store:
         # commit on its own), so two processes opening one new file must not
         # migrate side by side: a lock file beside the database serialises them,
         # and the second finds the schema at head once it gets the lock.
-        with open(f"{self.path}.migrate.lock", "a") as lock:
-            os.chmod(lock.name, 0o600)
+        with os.fdopen(runfiles.lock_file(f"{self.path}.migrate.lock"), "rb") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 if self.schema_version() == HEAD:

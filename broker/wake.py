@@ -12,22 +12,34 @@ Writers must not pay for doorbells nobody listens to (a send is ~100 µs; a
 directory listing is ~10). So waiters also count themselves in a small shared
 memory map of slots (one byte per hash bucket of keys, changed under a file
 lock); a writer reads the slot — no system call — and lists a folder only when
-somebody may be waiting there. The order makes it race-free: a waiter counts
-itself and binds *before* it checks the database, a writer commits *before*
-it reads the slot, so either the writer sees the waiter or the waiter sees the
-commit.
+somebody may be waiting there.
 
-Doorbells are an accelerator, never the source of truth: after every wake-up
-the waiter re-checks the database, and every ``SAFETY_S`` seconds it looks at
-``PRAGMA data_version`` (a few microseconds, no lock) in case a ring was lost
-(a writer killed between its commit and its ring): only if something was
-committed meanwhile does it re-check. So an idle waiter costs a select() and a
-pragma per tick, not a transaction. If sockets cannot be used at all, waiters
-fall back to polling ``PRAGMA data_version``.
+No lost wake-up, by construction. A ``Waiter`` registers (slot counted, socket
+bound) and then reads the store's change marker (``PRAGMA data_version``,
+which moves when another connection commits) *before* its caller checks the
+database; every return of ``wait()`` re-reads it before the caller checks
+again. A writer commits *before* it reads the slot, so a commit that lands
+between the caller's check and its ``wait()`` finds the socket bound and
+rings it. A commit that rings nobody (its writer was killed between COMMIT and
+the ring, or wrote with plain SQL) still moves the marker: ``wait()`` compares
+it on entry and returns at once if anything was committed since the reading
+(at most once in a row, so that traffic concerning others cannot turn a waiter
+into a poller of the tables; a change left unread then is taken by the first
+tick). While asleep the waiter looks at the marker every ``SAFETY_S`` seconds
+(a few microseconds, no lock): a safety net, not the mechanism anything
+depends on. If sockets cannot be used at all, waiters poll the marker instead
+(``FALLBACK_POLL_S``).
 
-Folders live under ``$XDG_RUNTIME_DIR`` (or the temp dir), per user and per
-database file, mode 0700, with short names because a socket path is limited to
-108 bytes.
+Where the doorbells live (DESIGN §6): never in a folder another local user can
+pre-create or redirect. The folder is ``<database>-wake`` beside the database
+file (in the store folder, 0700). If that path is too long for a socket
+address (108 bytes), a short per-user folder is used instead:
+``$XDG_RUNTIME_DIR/broker/<digest>`` when that variable names a folder of this
+user that others cannot write, else ``<temp dir>/broker-<uid>/<digest>``.
+Every folder is created 0700 and the ``slots`` file 0600; each is checked
+before use (``broker.runfiles``: this user's, not a symlink, not writable by
+others) and files are opened with ``O_NOFOLLOW``; a folder planted by someone
+else is refused with a one-line ``StoreError`` naming it.
 """
 
 from __future__ import annotations
@@ -41,49 +53,110 @@ import os
 import secrets
 import select
 import socket
+import string
 import tempfile
+import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from broker import errors, runfiles
+from broker.sql import stmt
 
 if TYPE_CHECKING:
     from broker.db import Store
 
-SAFETY_S = 5.0  # look for commits that rang nobody (a writer killed after COMMIT) this often
+SAFETY_S = 5.0  # while asleep, look for commits that rang nobody this often
 FALLBACK_POLL_S = 0.002  # data_version polling when sockets are unavailable
 SLOTS = 8192  # shared-memory buckets of waiter counts
 
+# A socket address holds 107 bytes and a NUL: <root>/<key>/<pid>-<6 hex>.
+SOCKET_PATH_MAX = 107
+KEY_MAX = 27  # "p" + a 26-character participant id; "s" + 16 hex for a space
+_NAME_MAX = 14  # up to 7 digits of pid, "-", 6 hex digits
+ROOT_MAX = SOCKET_PATH_MAX - (1 + KEY_MAX + 1 + _NAME_MAX)
+
+_DATA_VERSION = stmt("store.data_version")
+_ID_CHARS = frozenset(string.ascii_letters + string.digits)
+
+# Test hook: called as ``_hook(waiter, event)`` with event "enter" (wait() was
+# called and has not read the change marker yet: the window between a caller's
+# check and its wait), "sleep" (about to block) and "woke" (returning; the
+# waiter's ``woke`` says why). None outside tests.
+_hook: Callable[[Waiter, str], None] | None = None
+
 _sender: socket.socket | None = None
 _maps: dict[str, mmap.mmap] = {}
+_count_lock = threading.Lock()  # lockf excludes processes, not threads of one process
 
 
-def _root(store: Store) -> str:
-    cached: str | None = getattr(store, "_wake_root", None)
+def _reset_after_fork() -> None:
+    global _sender, _count_lock
+    _sender = None  # never share a socket object across fork()
+    _count_lock = threading.Lock()  # another thread may have held it at fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+# --- where ----------------------------------------------------------------------------------
+def root_path(store: Store) -> str:
+    """The doorbell folder of ``store`` (see the module doc); touches no file."""
+    return _where(store)[0]
+
+
+def _where(store: Store) -> tuple[str, str | None]:
+    """(the doorbell folder, the per-user folder holding it when it is not beside
+    the database), computed once per store."""
+    cached: tuple[str, str | None] | None = getattr(store, "_wake_where", None)
     if cached is not None:
         return cached
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    digest = hashlib.sha1(str(store.path).encode()).hexdigest()[:12]
-    root = os.path.join(base, f"broker-wake-{os.getuid()}", digest)
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    store._wake_root = root  # type: ignore[attr-defined]
-    return root
+    db = os.path.realpath(store.path)
+    where: tuple[str, str | None] = (f"{db}-wake", None)
+    if len(os.fsencode(where[0])) > ROOT_MAX:
+        base = _runtime_base()
+        where = (os.path.join(base, hashlib.sha256(os.fsencode(db)).hexdigest()[:16]), base)
+    store._wake_where = where  # type: ignore[attr-defined]
+    return where
 
 
-def _slots(root: str) -> mmap.mmap:
-    mm = _maps.get(root)
-    if mm is None:
-        path = os.path.join(root, "slots")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def _runtime_base() -> str:
+    """A short per-user folder for roots whose store path is too long."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(xdg):
         try:
-            if os.fstat(fd).st_size < SLOTS:
-                os.ftruncate(fd, SLOTS)
-            mm = mmap.mmap(fd, SLOTS)
-        finally:
-            os.close(fd)
-        _maps[root] = mm
-    return mm
+            runfiles.check(xdg, os.lstat(xdg), folder=True)
+            return os.path.join(xdg, "broker")
+        except (OSError, errors.StoreError):
+            pass  # missing, or not this user's own: no place for our sockets
+    return os.path.join(tempfile.gettempdir(), f"broker-{os.getuid()}")
+
+
+def _open(store: Store, *, create: bool) -> tuple[str, mmap.mmap] | None:
+    """The doorbell folder and its slot map, checked; None if no waiter ever made
+    them (``create`` off: writers never create anything)."""
+    root, base = _where(store)
+    mm = _maps.get(root)
+    if mm is not None:
+        return root, mm
+    if base is not None and not runfiles.private_dir(base, create=create):
+        return None
+    if not runfiles.private_dir(root, create=create):
+        return None
+    try:
+        fd = runfiles.open_private(os.path.join(root, "slots"), os.O_RDWR, create=create)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.fstat(fd).st_size < SLOTS:
+            os.ftruncate(fd, SLOTS)  # only ever grows it, with zeros: safe to race
+        mm = mmap.mmap(fd, SLOTS)
+    finally:
+        os.close(fd)
+    _maps[root] = mm
+    return root, mm
 
 
 @lru_cache(maxsize=65536)
@@ -92,14 +165,20 @@ def _slot(key: str) -> int:
 
 
 def participant_key(participant_id: str) -> str:
-    return f"p{participant_id}"
+    """The doorbell of one participant's inbox (a safe, short folder name)."""
+    if len(participant_id) < KEY_MAX and _ID_CHARS.issuperset(participant_id):
+        return f"p{participant_id}"
+    # An imported id may be anything: never let it name a path.
+    return "p" + hashlib.sha256(participant_id.encode("utf-8", "surrogatepass")).hexdigest()[:26]
 
 
 @lru_cache(maxsize=4096)
 def space_key(space_id: str) -> str:
-    return "s" + hashlib.sha1(space_id.encode()).hexdigest()[:16]
+    """The doorbell of a whole space (its followers)."""
+    return "s" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+# --- ringing (writers, after their commit) --------------------------------------------------
 def _sender_sock() -> socket.socket:
     global _sender
     if _sender is None:
@@ -109,26 +188,36 @@ def _sender_sock() -> socket.socket:
     return _sender
 
 
-def _reset_after_fork() -> None:
-    global _sender
-    _sender = None  # never share a socket object across fork()
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
+def _listdir(folder: str) -> list[str]:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        runfiles.check(folder, os.fstat(fd), folder=True)
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def ring_keys(store: Store, keys: Iterable[str]) -> int:
-    """Ring every waiter on ``keys``; returns how many sockets were rung."""
-    root = _root(store)
-    mm = _slots(root)
+    """Ring every waiter on ``keys``; returns how many sockets were rung.
+
+    Runs after a commit, so it never raises: without a usable doorbell folder
+    nobody is rung (waiters refuse an unsafe folder themselves, loudly, or
+    poll the change marker)."""
+    try:
+        opened = _open(store, create=False)
+    except (OSError, errors.StoreError):
+        return 0
+    if opened is None:
+        return 0  # nobody ever waited on this database
+    root, mm = opened
     rung = 0
     for key in keys:
         if not mm[_slot(key)]:
             continue  # nobody waits on this bucket: no system call at all
         folder = os.path.join(root, key)
         try:
-            names = os.listdir(folder)
-        except FileNotFoundError:
+            names = _listdir(folder)
+        except (OSError, errors.StoreError):
             continue
         sock = _sender_sock()
         for name in names:
@@ -139,7 +228,7 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
             except BlockingIOError:
                 rung += 1  # its buffer is full: it has been rung already
             except OSError as exc:
-                if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                if exc.errno == errno.ECONNREFUSED:
                     with contextlib.suppress(OSError):
                         os.unlink(path)  # its waiter died without cleaning up
     return rung
@@ -156,52 +245,69 @@ def ring_space(store: Store, space_id: str) -> None:
 
 def _count(root: str, slot: int, delta: int) -> None:
     """Change a slot's waiter count under an exclusive lock (waiters only)."""
-    mm = _slots(root)
-    fd = os.open(os.path.join(root, "slots"), os.O_RDWR)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        value = mm[slot]
-        if value < 255:  # saturated slots stay "maybe waiting": only costs a listing
-            mm[slot] = max(0, value + delta)
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    mm = _maps[root]
+    with _count_lock:
+        fd = runfiles.open_private(os.path.join(root, "slots"), os.O_RDWR, create=False)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            value = mm[slot]
+            if value < 255:  # saturated slots stay "maybe waiting": only costs a listing
+                mm[slot] = max(0, value + delta)
+        finally:
+            os.close(fd)  # releases the lock
 
 
+# --- waiting --------------------------------------------------------------------------------
 class Waiter:
-    """Listens on some doorbells. Create it *before* checking the condition,
-    so a commit between the check and the wait still wakes it."""
+    """Listens on some doorbells. Create it *before* checking the condition and
+    call ``wait()`` after each check that found nothing: whatever commits after
+    the Waiter was made (or after the previous ``wait()`` returned) wakes it.
+
+    Raises ``StoreError`` if the doorbell folder is not this user's own; falls
+    back to polling the change marker if sockets cannot be used here."""
 
     def __init__(self, store: Store, keys: Iterable[str]) -> None:
         self.store = store
         self.socks: list[socket.socket] = []
         self.paths: list[str] = []
         self.slots: list[int] = []
-        self._data_version: int | None = None
+        self.root: str | None = None
+        self.woke = ""  # why the last wait() returned: changed | rung | tick | polled | timeout
         try:
-            self.root = _root(store)
+            opened = _open(store, create=True)
+            if opened is None:
+                raise OSError(errno.ENOENT, "the doorbell folder vanished", root_path(store))
+            self.root = opened[0]
             for key in keys:
                 slot = _slot(key)
                 _count(self.root, slot, +1)
                 self.slots.append(slot)
                 self._bind(os.path.join(self.root, key))
         except OSError:
-            self.close()  # fall back to polling data_version
+            self.close()  # a read-only folder, no Unix sockets...: poll data_version
+        except BaseException:
+            self.close()
+            raise
+        # After registering, before the caller's first check (see the module doc).
+        self._marker = self._read_marker()
 
     def _bind(self, folder: str) -> None:
         path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(3)}")
         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        s.setblocking(False)
-        for _ in range(5):
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            try:
-                s.bind(path)
-                break
-            except FileNotFoundError:
-                continue  # the last waiter removed the folder between our mkdir and bind
-        else:
+        try:
+            s.setblocking(False)
+            for _ in range(5):
+                runfiles.private_dir(folder)
+                try:
+                    s.bind(path)
+                    break
+                except FileNotFoundError:
+                    continue  # the last waiter removed the folder between our mkdir and bind
+            else:
+                raise OSError(errno.ENOENT, "cannot bind a doorbell socket", path)
+        except BaseException:
             s.close()
-            raise OSError(errno.ENOENT, "cannot bind a doorbell socket", path)
+            raise
         self.socks.append(s)
         self.paths.append(path)
 
@@ -209,57 +315,72 @@ class Waiter:
     def polling(self) -> bool:
         return not self.socks
 
+    def _read_marker(self) -> tuple[int, int] | None:
+        """(connection, data_version): the version only compares on one connection,
+        so a reading on another one counts as a change (a harmless extra check)."""
+        store = self.store
+        try:
+            raw, held = store._checkout()
+        except Exception:  # noqa: BLE001 - a failing read must not lose a wake-up
+            return None
+        try:
+            return id(raw), int(raw.execute(_DATA_VERSION).fetchone()[0])
+        except Exception:  # noqa: BLE001
+            return None
+        finally:
+            store._checkin(raw, held)
+
+    def _changed(self) -> bool:
+        """Whether another connection committed since the last reading (re-read now)."""
+        now = self._read_marker()
+        changed = now is None or now != self._marker
+        self._marker = now
+        return changed
+
+    def _return(self, why: str, result: bool) -> bool:
+        self.woke = why
+        if _hook is not None:
+            _hook(self, "woke")
+        return result
+
     def wait(self, timeout: float) -> bool:
-        """Sleep until rung or ``timeout``; True if something may have changed."""
-        if timeout <= 0:
-            return False
-        if self.polling:
-            return self._poll(timeout)
+        """Sleep until rung or ``timeout``; True if something may have changed
+        since the Waiter was made or the previous ``wait()`` returned."""
+        if _hook is not None:
+            _hook(self, "enter")
+        now = self._read_marker()
+        if (now is None or now != self._marker) and self.woke != "changed":
+            # Committed after the caller's last check. At most once in a row:
+            # under traffic that concerns others the marker moves during every
+            # check, and a waiter must not turn into a poller of the tables.
+            # A change left here stays unread, so the first tick takes it.
+            self._marker = now
+            return self._return("changed", True)
         deadline = time.monotonic() + timeout
-        if timeout > SAFETY_S:
-            self._committed_since_last_tick()  # the baseline for the ticks below
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return self._return("timeout", False)
+            if _hook is not None:
+                _hook(self, "sleep")
+            if self.polling:
+                time.sleep(min(left, FALLBACK_POLL_S))
+                if self._changed():
+                    return self._return("polled", True)
+                continue
             ready, _, _ = select.select(self.socks, [], [], min(left, SAFETY_S))
             if ready:
                 for s in ready:
                     with contextlib.suppress(OSError):
                         while s.recv(64):
                             pass
-                return True
+                self._marker = self._read_marker()  # the caller re-checks from here
+                return self._return("rung", True)
+            if self._changed():
+                return self._return("tick", True)  # a commit rang nobody: re-check
             if left > SAFETY_S:
-                if self._committed_since_last_tick():
-                    return True  # a commit happened without a ring reaching us: re-check
                 with contextlib.suppress(Exception):
                     self.store.checkpoint()  # idle for a whole tick: fold the WAL back
-
-    def _committed_since_last_tick(self) -> bool:
-        """Whether another connection committed since the previous check."""
-        try:
-            v = self.store.data_version()
-        except Exception:  # noqa: BLE001 - a failing check must not lose a wake-up
-            return True
-        changed = self._data_version is None or v != self._data_version
-        self._data_version = v
-        return bool(changed)
-
-    def _poll(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        raw = self.store.connect()
-        try:
-            # data_version is per connection, so take the baseline on this one.
-            self._data_version = raw.execute("PRAGMA data_version").fetchone()[0]
-            while time.monotonic() < deadline:
-                time.sleep(FALLBACK_POLL_S)
-                v = raw.execute("PRAGMA data_version").fetchone()[0]
-                if v != self._data_version:
-                    self._data_version = v
-                    return True
-        finally:
-            raw.close()
-        return False
 
     def close(self) -> None:
         for s in self.socks:
@@ -271,9 +392,10 @@ class Waiter:
             # The last waiter removes the folder (fails harmlessly if others remain).
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.dirname(p))
-        for slot in self.slots:
-            with contextlib.suppress(OSError):
-                _count(self.root, slot, -1)
+        if self.root is not None:
+            for slot in self.slots:
+                with contextlib.suppress(OSError, errors.StoreError):
+                    _count(self.root, slot, -1)
         self.socks, self.paths, self.slots = [], [], []
 
     def __enter__(self) -> Waiter:

@@ -89,7 +89,7 @@ class _BrokerPair:
 
         # Killed idle waiters leave their doorbell sockets behind: remove this
         # store's doorbell folder (the next ring would clean them up anyway).
-        shutil.rmtree(wake._root(self.store), ignore_errors=True)
+        shutil.rmtree(wake.root_path(self.store), ignore_errors=True)
         self.store.close()
 
 
