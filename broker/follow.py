@@ -1,16 +1,21 @@
 """Tail a space's log as rows commit (``broker message list --follow``), until it stops.
 
 Uses the space's doorbell (``broker.wake``): woken by each commit that appends
-to the log, no busy polling of the tables.
+to the log, no busy polling of the tables. The doorbell is bound before the
+first read, so nothing committed after that read is missed.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable, Iterator
 
 from broker import errors, messages, spaces, wake
 from broker.db import Store
 from broker.models import LogEntry
+
+FOREVER_S = 3600.0  # one wait without an idle timeout; the loop waits again
 
 
 def follow_log(
@@ -24,7 +29,14 @@ def follow_log(
 ) -> Iterator[list[LogEntry]]:
     """Yield batches of new log entries until the space is no longer running.
 
-    ``idle_timeout`` ends the follow after that many seconds without news."""
+    Returns as soon as the space is stopped (or archived) and every entry
+    logged before that was yielded, even when it stopped before the call.
+    ``idle_timeout`` ends the follow after that many seconds without a new
+    entry (entries of other kinds, or of other spaces, do not count)."""
+    if idle_timeout is not None and not (math.isfinite(idle_timeout) and idle_timeout >= 0):
+        raise errors.InvalidInput(
+            f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}"
+        )
     space = spaces.get(store, space_ref)
     kind_list = list(kinds)
     seq = after_seq
@@ -34,15 +46,26 @@ def follow_log(
         if row is None:
             raise errors.MessageNotFound(f"no message {after!r} in space {space.id}")
         seq = row[0]  # even when nothing follows it yet: never restart from the top
+    quiet_until = None if idle_timeout is None else time.monotonic() + idle_timeout
     with wake.Waiter(store, [wake.space_key(space.id)]) as waiter:
         while True:
-            batch = messages.log(store, space.id, after_seq=seq, kinds=kind_list)
+            # One snapshot for both: if it shows the space stopped, the batch read
+            # in it holds every entry logged before the stop.
+            with store.read() as t:
+                running = spaces.get(store, space.id, tx=t).state == "running"
+                batch = messages.log(store, space.id, after_seq=seq, kinds=kind_list, tx=t)
             if batch:
                 seq = batch[-1].seq
-                yield batch
-            elif spaces.get(store, space.id).state != "running":
-                # One last read: rows committed just before the stop.
+                yield batch  # outside the snapshot: a slow consumer must not pin the WAL
+                if idle_timeout is not None:
+                    quiet_until = time.monotonic() + idle_timeout
+                continue  # read again before waiting (or returning)
+            if not running:
                 return
-            rung = waiter.wait(idle_timeout if idle_timeout is not None else 3600.0)
-            if not rung and idle_timeout is not None:
+            if quiet_until is None:
+                waiter.wait(FOREVER_S)
+                continue
+            left = quiet_until - time.monotonic()
+            if left <= 0:
                 return
+            waiter.wait(left)
