@@ -1,0 +1,416 @@
+"""S20: waiting for mail is fast and cheap across processes, and no wake-up is lost.
+
+The waiters here announce each step through the doorbell's test hook
+(``wake._hook``: "enter", "sleep", "woke"), so a test sends only once the
+waiter is provably asleep, and checks *what* woke it: the doorbell ("rung"),
+the change marker read on entry ("changed"), the safety tick ("tick") or the
+polling fallback ("polled"). No assertion is about time: a latency is printed,
+never compared. With doorbells that never ring, the "rung" tests fail (the
+waiter is woken by the safety tick instead); with the change marker read at
+``wait()`` instead of before the check, the "window" tests fail (the waiter
+sleeps through a commit that landed between its check and its wait).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker import Agent, Operator, Store, errors, spaces, wake
+from broker.follow import follow_log
+from broker.models import LogEntry
+
+HELPER = str(Path(__file__).with_name("wake_waiter.py"))
+
+
+class Pair:
+    """A space with a sender ``a`` and a recipient ``b`` (and their tokens)."""
+
+    def __init__(self, store: Store, **settings: Any) -> None:
+        self.store = store
+        self.space = Operator(store).create_space("workflow", **settings).id
+        self.a, ja = Agent.join(store, self.space, "w/a")
+        self.b, jb = Agent.join(store, self.space, "w/b")
+        self.a_token, self.b_token = ja.token, jb.token
+        self.b_key = wake.participant_key(self.b.identity.participant_id)
+
+
+@pytest.fixture
+def two(store: Store) -> Pair:
+    return Pair(store)
+
+
+def send_from_another_connection(agent: Agent, to: str, body: str) -> None:
+    """Commit from another thread (its own connection): the waiting thread's
+    change marker sees it, as it sees other processes' commits."""
+    th = threading.Thread(target=agent.send, args=(to, body))
+    th.start()
+    th.join(30)
+    assert not th.is_alive()
+
+
+def killed_writer(url: str, pair: Pair, body: str) -> None:
+    """A writer process that commits a send to ``b`` and is SIGKILLed before it
+    rings the doorbell: a commit that rings nobody."""
+    proc = subprocess.run(
+        [sys.executable, HELPER, "killed-writer", url, pair.space, "a", pair.a_token, "b", body],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == -9, proc.stderr
+
+
+class WaiterProcess:
+    """``tests/wake_waiter.py waiter ...`` with its hook events read line by line."""
+
+    def __init__(self, mode: str, url: str, pair: Pair, wait: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, HELPER, "waiter", mode, url, pair.space, "b", pair.b_token, str(wait)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put({"eof": True})
+
+    def next(self) -> dict[str, Any]:
+        try:
+            got = self.lines.get(timeout=60)
+        except queue.Empty:
+            raise AssertionError("the waiter process said nothing for 60 s") from None
+        if "eof" in got:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise AssertionError(f"the waiter process ended early: {err[-2000:]}")
+        return got
+
+    def until(self, event: str) -> dict[str, Any]:
+        while True:
+            got = self.next()
+            if got.get("event") == event:
+                return got
+
+    def result(self) -> list[str]:
+        while True:
+            got = self.next()
+            if "result" in got:
+                return list(got["result"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
+
+
+@pytest.fixture
+def waiter_process(db_url: str) -> Iterator[Callable[..., WaiterProcess]]:
+    started: list[WaiterProcess] = []
+
+    def start(mode: str, pair: Pair, wait: float = 30.0) -> WaiterProcess:
+        w = WaiterProcess(mode, db_url, pair, wait)
+        started.append(w)
+        return w
+
+    try:
+        yield start
+    finally:
+        for w in started:
+            w.close()
+
+
+def _woken_by_the_doorbell(w: WaiterProcess, send: Callable[[], Any]) -> float:
+    """Send once the waiter is asleep; assert its doorbell woke it; the latency in ms."""
+    w.until("sleep")  # registered, checked, change marker read: about to block
+    before = time.time_ns()
+    send()
+    woke = w.until("woke")
+    assert woke["woke"] == "rung", woke  # not the safety tick: the doorbell rang
+    return (woke["ns"] - before) / 1e6
+
+
+# --- the doorbell wakes a waiter in another process -------------------------------------------
+def test_S20_claim_wait_in_another_process_is_woken_by_the_doorbell_of_a_send(
+    two: Pair, waiter_process: Callable[..., WaiterProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = waiter_process("claim", two)
+    ms = _woken_by_the_doorbell(w, lambda: two.a.send("b", "ring"))
+    assert w.result() == ["ring"]
+    with capsys.disabled():
+        print(f"\nS20 claim wake: {ms:.2f} ms from before the send to the waiter's return")
+
+
+def test_S20_next_turn_wait_in_another_process_is_woken_by_the_doorbell_of_a_broadcast(
+    two: Pair, waiter_process: Callable[..., WaiterProcess]
+) -> None:
+    w = waiter_process("turn", two)
+    _woken_by_the_doorbell(w, lambda: two.a.send("broadcast", "wake up"))
+    assert w.result() == ["wake up"]
+
+
+def test_S20_a_log_follower_in_another_process_is_woken_by_the_doorbell_of_its_space(
+    two: Pair, waiter_process: Callable[..., WaiterProcess]
+) -> None:
+    w = waiter_process("follow", two)
+    _woken_by_the_doorbell(w, lambda: two.a.send("b", "logged"))
+    assert w.result() == ["logged"]
+
+
+def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(
+    store: Store, two: Pair
+) -> None:
+    other, _ = Agent.join(store, two.space, "w/c")
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert waiter.polling is False
+        assert wake.ring_keys(store, [wake.participant_key(other.identity.participant_id)]) == 0
+        assert wake.ring_keys(store, [two.b_key]) == 1
+        assert waiter.wait(30) is True and waiter.woke == "rung"
+
+
+# --- no lost wake-up -------------------------------------------------------------------------
+def test_S20_a_commit_that_rings_nobody_between_the_check_and_the_wait_wakes_the_waiter_at_once(
+    store: Store, db_url: str, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lost wake-up of issue 17: the change marker must be read before the
+    check, so a commit in the window is seen on entry to wait() even when its
+    writer died before ringing (before the fix: wait(12) returned False)."""
+    events: list[str] = []
+    monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e), raising=False)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert two.b.claim().deliveries == []  # the check: nothing yet
+        killed_writer(db_url, two, "in the window")  # ... then a commit that rings nobody
+        assert waiter.wait(12) is True
+        assert (waiter.woke, events) == ("changed", ["enter", "woke"])  # never went to sleep
+    assert [d.body for d in two.b.claim().deliveries] == ["in the window"]
+
+
+def test_S20_claim_wait_sees_a_commit_that_rang_nobody_landing_just_before_its_wait(
+    db_url: str, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+
+    def hook(w: wake.Waiter, event: str) -> None:
+        events.append(event)
+        if events == ["enter"]:  # claim checked the inbox and is about to wait: commit now
+            killed_writer(db_url, two, "in the window")
+
+    monkeypatch.setattr(wake, "_hook", hook)
+    got = two.b.claim(wait=12)
+    assert [d.body for d in got.deliveries] == ["in the window"]
+    assert events == ["enter", "woke"]  # woken on entry, without sleeping
+
+
+def test_S20_next_turn_wait_sees_a_commit_that_rang_nobody_landing_just_before_its_wait(
+    db_url: str, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+
+    def hook(w: wake.Waiter, event: str) -> None:
+        events.append(event)
+        if events == ["enter"]:
+            killed_writer(db_url, two, "in the window")
+
+    monkeypatch.setattr(wake, "_hook", hook)
+    turn = two.b.next_turn(wait=12)
+    assert [i.body for i in turn.items] == ["in the window"]
+    assert events == ["enter", "woke"]
+
+
+def test_S20_a_commit_that_rings_nobody_during_the_sleep_is_taken_by_the_safety_tick(
+    store: Store, db_url: str, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety net: a ring lost while the waiter sleeps costs at most one tick."""
+    events: list[str] = []
+
+    def hook(w: wake.Waiter, event: str) -> None:
+        events.append(event)
+        if events == ["enter", "sleep"]:  # asleep (about to block): commit, ring nobody
+            killed_writer(db_url, two, "while asleep")
+
+    monkeypatch.setattr(wake, "SAFETY_S", 0.05)
+    monkeypatch.setattr(wake, "_hook", hook)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert two.b.claim().deliveries == []
+        assert waiter.wait(30) is True
+        assert (waiter.woke, events) == ("tick", ["enter", "sleep", "woke"])
+    assert [d.body for d in two.b.claim().deliveries] == ["while asleep"]
+
+
+def test_S20_traffic_for_others_does_not_turn_a_waiter_into_a_poller(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change seen on entry wakes the waiter once; seen again on the next
+    entry (others keep committing) it sends the waiter to sleep until a ring."""
+    events: list[str] = []
+
+    def hook(w: wake.Waiter, event: str) -> None:
+        events.append(event)
+        if event == "enter":  # someone else commits during every check
+            send_from_another_connection(two.b, "a", "not for the waiter")
+        elif event == "sleep":
+            wake.ring_keys(store, [two.b_key])
+
+    monkeypatch.setattr(wake, "_hook", hook)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert waiter.wait(30) is True and waiter.woke == "changed"
+        assert waiter.wait(30) is True and waiter.woke == "rung"
+    assert events == ["enter", "woke", "enter", "sleep", "woke"]
+
+
+# --- the polling fallback ---------------------------------------------------------------------
+@pytest.fixture
+def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A place where Unix sockets cannot be bound (some network file systems)."""
+
+    def refuse(self: wake.Waiter, folder: str) -> None:
+        raise OSError(95, "Operation not supported", folder)
+
+    monkeypatch.setattr(wake.Waiter, "_bind", refuse)
+
+
+@pytest.mark.usefixtures("no_sockets")
+def test_S20_without_sockets_a_commit_in_the_window_is_seen_by_the_poller_at_once(
+    store: Store, two: Pair
+) -> None:
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert waiter.polling is True
+        assert two.b.claim().deliveries == []
+        send_from_another_connection(two.a, "b", "in the window")
+        assert waiter.wait(12) is True and waiter.woke == "changed"
+    assert [d.body for d in two.b.claim().deliveries] == ["in the window"]
+
+
+@pytest.mark.usefixtures("no_sockets")
+def test_S20_without_sockets_claim_wait_polls_the_change_marker_and_wakes_on_a_commit(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asleep = threading.Event()
+    monkeypatch.setattr(wake, "_hook", lambda w, e: e == "sleep" and asleep.set())
+    sender = threading.Thread(target=lambda: asleep.wait(30) and two.a.send("b", "polled"))
+    sender.start()
+    try:
+        got = two.b.claim(wait=30)
+    finally:
+        sender.join(30)
+    assert [d.body for d in got.deliveries] == ["polled"]
+
+
+@pytest.mark.usefixtures("no_sockets")
+def test_S20_without_sockets_a_quiet_wait_times_out(store: Store, two: Pair) -> None:
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert waiter.wait(0.05) is False and waiter.woke == "timeout"
+
+
+# --- doorbells of dead waiters ----------------------------------------------------------------
+def test_S20_the_socket_of_a_killed_waiter_is_removed_by_the_next_ring(
+    store: Store, db_url: str, two: Pair
+) -> None:
+    out = subprocess.run(
+        [sys.executable, HELPER, "bound", db_url, two.b_key],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == -9, out.stderr
+    dead = json.loads(out.stdout)["path"]
+    assert os.path.exists(dead)  # it died holding its doorbell
+    result = two.a.send("b", "for a dead waiter")
+    assert result.reached == ["b"]  # the send is not hurt by the dead doorbell ...
+    assert not os.path.exists(dead)  # ... which it removed
+    assert wake.ring_keys(store, [two.b_key]) == 0
+
+
+def test_S20_a_closed_waiter_leaves_no_socket_and_no_folder_behind(store: Store, two: Pair) -> None:
+    with wake.Waiter(store, [two.b_key, wake.space_key(two.space)]) as waiter:
+        paths = list(waiter.paths)
+        assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
+    assert not any(os.path.exists(p) or os.path.exists(os.path.dirname(p)) for p in paths)
+    assert sorted(os.listdir(wake.root_path(store))) == ["slots"]
+
+
+# --- follow -----------------------------------------------------------------------------------
+def _in_thread(fn: Callable[[], Any], timeout: float = 30) -> Any:
+    """Run ``fn`` in a thread; fail (instead of hanging the suite) if it does not return."""
+    out: list[Any] = []
+    th = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    th.start()
+    th.join(timeout)
+    assert not th.is_alive(), f"still running after {timeout} s"
+    return out[0]
+
+
+def bodies(batches: list[list[LogEntry]]) -> list[str]:
+    return [e.body for batch in batches for e in batch if e.kind == "direct"]
+
+
+def test_S7_follow_on_a_stopped_space_yields_what_was_logged_and_returns(
+    store: Store, two: Pair
+) -> None:
+    for i in range(3):
+        two.a.send("b", f"m{i}")
+    spaces.stop(store, two.space)
+    batches = _in_thread(lambda: list(follow_log(store, two.space)))
+    assert bodies(batches) == ["m0", "m1", "m2"]
+
+
+def test_S7_a_lagging_follower_drains_everything_logged_before_the_stop_and_returns(
+    store: Store, two: Pair
+) -> None:
+    two.a.send("b", "first")
+    follower = follow_log(store, two.space)
+    seen = [e.body for e in _in_thread(lambda: next(follower))]
+    assert seen == ["first"]
+    # While the follower's consumer is busy, more is logged and the space stops.
+    for i in range(5):
+        two.a.send("b", f"late {i}")
+    spaces.stop(store, two.space)
+    rest = _in_thread(lambda: list(follower))
+    assert bodies(rest) == [f"late {i}" for i in range(5)]
+
+
+def test_S7_follow_idle_timeout_ends_a_quiet_follow_even_while_other_spaces_are_busy(
+    store: Store, two: Pair
+) -> None:
+    other = Pair(store, inbox_cap=10**9)
+    stop = threading.Event()
+
+    def chatter() -> None:  # commits that move the change marker but concern another space
+        while not stop.is_set():
+            other.a.send("b", "elsewhere")
+
+    two.a.send("b", "backlog")
+    th = threading.Thread(target=chatter)
+    th.start()
+    try:
+        batches = _in_thread(lambda: list(follow_log(store, two.space, idle_timeout=0.3)))
+    finally:
+        stop.set()
+        th.join(30)
+    assert bodies(batches) == ["backlog"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_S33_follow_refuses_an_idle_timeout_that_is_not_a_finite_number_of_seconds(
+    store: Store, two: Pair, bad: float
+) -> None:
+    with pytest.raises(errors.InvalidInput, match="idle_timeout"):
+        next(follow_log(store, two.space, idle_timeout=bad))
