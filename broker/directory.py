@@ -17,7 +17,8 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
 from broker.messages import parse_input
-from broker.models import Joined, JoinInput, Participant
+from broker.models import JoinInput
+from broker.records import Joined, Participant
 from broker.spaces import resolve_id
 
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 from broker import errors, messages, spaces, wake
 from broker.db import Store
-from broker.models import LogEntry
+from broker.records import LogEntry
 
 
 def follow_log(

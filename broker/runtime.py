@@ -42,7 +42,7 @@ from broker import errors, participants, turns
 from broker.client import Agent
 from broker.db import Store
 from broker.ids import new_id
-from broker.models import SendResult, Turn
+from broker.records import SendResult, Turn, to_dict
 
 Handler = Callable[["TeammateContext", Turn], None]
 Mode = Literal["thread", "process"]
@@ -177,7 +177,7 @@ def serve(
 
 # --- commands as handlers (any-language teammates) -------------------------------------------
 def turn_json(turn: Turn) -> str:
-    data = turn.model_dump(mode="json", by_alias=True)
+    data = to_dict(turn)
     data["content"] = turn.content
     return json.dumps(data, ensure_ascii=False)
 

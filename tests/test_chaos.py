@@ -22,7 +22,7 @@ import pytest
 
 from broker import Agent, Operator, Store
 from broker.ids import parse_ts
-from broker.models import Joined
+from broker.records import Joined
 
 WORKER = str(Path(__file__).with_name("chaos_worker.py"))
 

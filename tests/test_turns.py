@@ -15,7 +15,7 @@ import pytest
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, transcript, turns
-from broker.models import Turn
+from broker.records import Turn
 
 
 @pytest.fixture
@@ -343,7 +343,7 @@ def test_cli_inbox_next_seen_and_transcript(cli: Callable[..., Any]) -> None:
     assert r.code == 0, r.err
     turn = r.json()
     assert [i["group"] for i in turn["items"]] == ["urgent", "message"]
-    assert turn["items"][1]["id"] == mid and turn["items"][1]["from"] == "a"
+    assert turn["items"][1]["id"] == mid and turn["items"][1]["sender"] == "a"
     assert turn["items"][0]["content"].startswith("URGENT: Message from your operator")
     seen = cli("inbox", "seen", turn["id"], "--json", env=env["b"])
     assert seen.code == 0, seen.err

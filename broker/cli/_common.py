@@ -147,6 +147,10 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Any:
 
 
 def to_jsonable(data: Any) -> Any:
+    if hasattr(type(data), "__dataclass_fields__"):  # a record (broker.records)
+        from broker.records import to_dict
+
+        return to_dict(data)
     if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
         return data.model_dump(mode="json", by_alias=True)
     if isinstance(data, list | tuple):
