@@ -317,8 +317,12 @@ def machine_info() -> dict[str, Any]:
 def versions() -> dict[str, str | None]:
     from importlib import metadata
 
-    out: dict[str, str | None] = {}
-    for dist in ("broker", "persist-queue", "litequeue", "redis", "matplotlib", "sqlalchemy"):
+    import broker
+
+    # The broker that ran is the imported package (a checkout need not be installed;
+    # its distribution is "swarm-broker").
+    out: dict[str, str | None] = {"broker": broker.__version__}
+    for dist in ("persist-queue", "litequeue", "redis", "matplotlib", "sqlalchemy"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
