@@ -1,6 +1,6 @@
 """Teammates (S26): persistent workers a lead spawns, messages and shuts down.
 
-From the seed ``001`` (summary in ``shared/seeds/README.md``): a teammate stays
+As ``docs/spec.md`` states it (S16, S26): a teammate stays
 after its work, keeps its own history under its name, and talks both ways
 through a durable mailbox. Here the mailbox is the teammate's inbox and its
 turns (``broker.turns``), and each message re-enters the agent loop as one
@@ -15,7 +15,7 @@ The worker loop (``serve``) per turn:
 3. The handler runs (the turn).
 4. Ack second: ``seen`` acks the turn. If the ack fails (the lease was lost and
    the turn will be redelivered), the history rows this turn appended are
-   removed again, as the seed prescribes.
+   removed again, as S16 prescribes.
 
 A handler that raises quarantines the turn's input with the error as evidence,
 sets the teammate ``failed`` and sends the failure to the lead. ``Team.shutdown``
@@ -248,7 +248,7 @@ class Teammate:
 
 
 class Team:
-    """A lead and its teammates in one space (the seed's TeammateRuntime)."""
+    """A lead and its teammates in one space (S26)."""
 
     def __init__(self, store: Store, lead: Agent, *, lease: float | None = None) -> None:
         self.store = store

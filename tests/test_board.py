@@ -618,7 +618,7 @@ def test_S22_16_processes_racing_for_the_same_keys_hold_them_one_at_a_time(
                     assert start >= lease_end
     assert any(g["stalled"] for g in grants.values())
     events = [j.event for j in journal]
-    print(  # the number this test reports (DESIGN §6): run with -s
+    print(  # the number this test reports (spec §Reliability): run with -s
         f"16 processes, {len(RACE_KEYS)} keys: {len(grants)} grants, "
         f"{events.count('renewed')} renewals, {events.count('released')} releases, "
         f"{events.count('expired')} expiries, 0 overlaps, 0 stale tokens accepted"

@@ -33,7 +33,7 @@ def all_rows(store: Store) -> dict[str, int]:
 
 # --- S3: addresses ------------------------------------------------------------------------
 SEED_TABLE = [
-    # (space kind, codename, lead flag, address) — the seed's derivation table
+    # (space kind, codename, lead flag, address) — the derivation table of S3
     ("workflow", "cobalt-harbor/lynx", False, "lynx"),
     ("workflow", "cobalt-harbor/lynx#2", False, "lynx#2"),
     ("workflow", "cobalt-harbor/lynx>otter#1", False, "lynx>otter#1"),

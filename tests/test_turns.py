@@ -114,7 +114,7 @@ AGENT_FRAME = re.compile(
 
 
 def assert_framed(turn: Turn) -> None:
-    """Every rendered item carries the framing of its kind (DESIGN §6)."""
+    """Every rendered item carries the framing of its kind (S17, spec §Reliability)."""
     for item in turn.items:
         if item.kind == "operator":
             head = "Message from your operator (the human running this run)\n"
