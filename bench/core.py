@@ -1,7 +1,7 @@
 """Shared pieces of the harness: sizes, timing, statistics, result records.
 
 A scenario returns a ``Scenario``: one row per (system, point) with its value,
-the ratios of the broker to each baseline, and the DESIGN.md §5 targets it
+the ratios of the broker to each baseline, and the spec §Targets targets it
 checks. Rows of a system that cannot run here (Redis not reachable, a package
 missing) are kept with ``status = "skipped"`` and the reason, never dropped.
 """
@@ -33,7 +33,7 @@ SYSTEM_TITLES = {
     BROKER: "broker",
     RAW_SAME: "raw sqlite3, same statements",
     RAW_FLOOR: "raw sqlite3, one statement per tx",
-    FILE_MAILBOX: "file mailbox (seeds protocol)",
+    FILE_MAILBOX: "file mailbox (mailbox protocol)",
     PERSIST_QUEUE: "persist-queue SQLiteAckQueue",
     LITEQUEUE: "litequeue",
     REDIS: "Redis Streams",
@@ -122,7 +122,7 @@ class Row:
 
 @dataclass
 class Target:
-    """A DESIGN.md §5 target checked by a ratio or a bound in this run."""
+    """A spec §Targets target checked by a ratio or a bound in this run."""
 
     text: str
     value: float | None
@@ -317,8 +317,12 @@ def machine_info() -> dict[str, Any]:
 def versions() -> dict[str, str | None]:
     from importlib import metadata
 
-    out: dict[str, str | None] = {}
-    for dist in ("broker", "persist-queue", "litequeue", "redis", "matplotlib", "sqlalchemy"):
+    import broker
+
+    # The broker that ran is the imported package (a checkout need not be installed;
+    # its distribution is "swarm-broker").
+    out: dict[str, str | None] = {"broker": broker.__version__}
+    for dist in ("persist-queue", "litequeue", "redis", "matplotlib", "sqlalchemy"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

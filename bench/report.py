@@ -12,7 +12,7 @@ EXTRA_TITLES = {
     "broker_single": "broker, one at a time",
     "raw_same_single": "raw sqlite3 same statements, claim then ack",
     "sqlite_poll": "sqlite3, PRAGMA data_version polling (1 ms)",
-    "file_lock": "files: O_EXCL claim files (seeds layout)",
+    "file_lock": "files: O_EXCL claim files (claim-file layout)",
     "redis_lock": "Redis lock (SET NX PX + Lua release)",
     "broker_msg_send": "broker msg send",
     "broker_inbox_claim": "broker inbox claim",
@@ -120,7 +120,7 @@ def markdown(results: dict[str, Any]) -> str:
             "**Quick run**: sizes are reduced to seconds of work; figures are noisy and the "
             "targets are indicative only. Run without `--quick` on an idle machine to judge.",
         ]
-    lines += ["", "## DESIGN.md §5 targets", "", "| scenario | target | measured | holds |"]
+    lines += ["", "## Targets (spec §Targets)", "", "| scenario | target | measured | holds |"]
     lines.append("|---|---|---|---|")
     for name, sc in results["scenarios"].items():
         for t in sc.get("targets", []):
@@ -276,7 +276,7 @@ def _targets_plot(results: dict[str, Any], out: Path, plt: Any) -> Path | None:
     ax.set_xscale("log")
     ax.set_xlabel("measured / target (>= 1: holds)")
     ax.tick_params(axis="y", labelsize=6)
-    ax.set_title("DESIGN.md §5 targets in this run", fontsize=9)
+    ax.set_title("spec §Targets in this run", fontsize=9)
     fig.tight_layout()
     path = out / "targets.png"
     fig.savefig(path)

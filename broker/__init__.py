@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from broker.db import Store as Store
     from broker.db import Tx as Tx
     from broker.errors import BrokerError as BrokerError
-    from broker.models import Joined as Joined
-    from broker.models import LogEntry as LogEntry
-    from broker.models import Participant as Participant
-    from broker.models import SendResult as SendResult
-    from broker.models import Space as Space
+    from broker.records import Joined as Joined
+    from broker.records import LogEntry as LogEntry
+    from broker.records import Participant as Participant
+    from broker.records import SendResult as SendResult
+    from broker.records import Space as Space
 
 _WHERE = {
     "Agent": "broker.client",
@@ -27,11 +27,11 @@ _WHERE = {
     "Store": "broker.db",
     "Tx": "broker.db",
     "BrokerError": "broker.errors",
-    "Joined": "broker.models",
-    "LogEntry": "broker.models",
-    "Participant": "broker.models",
-    "SendResult": "broker.models",
-    "Space": "broker.models",
+    "Joined": "broker.records",
+    "LogEntry": "broker.records",
+    "Participant": "broker.records",
+    "SendResult": "broker.records",
+    "Space": "broker.records",
 }
 __all__ = sorted(_WHERE)
 __version__ = "0.1.0"

@@ -43,7 +43,8 @@ from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, ts_after
-from broker.models import BoardEntry, ClaimGrant, DirectiveInput, JournalEntry, SendResult
+from broker.models import DirectiveInput
+from broker.records import BoardEntry, ClaimGrant, JournalEntry, SendResult, to_dict
 from broker.spaces import resolve_id
 
 DEFAULT_READ_LIMIT = 100
@@ -178,7 +179,7 @@ def directive(
         reasons = ", ".join(f"{n.address}: {n.reason}" for n in result.not_reached)
         raise errors.NotDelivered(
             f"directive {result.id} reached nobody ({reasons}); it stays in force until retracted",
-            result=result.model_dump(),
+            result=to_dict(result),
         )
     return result
 
@@ -412,7 +413,7 @@ def claim(
                 (ident.address, token, at, expires, space_id, key),
             )
         _journal(t, space_id, key, "claimed", ident.address, token, expires, at)
-        return ClaimGrant.model_construct(
+        return ClaimGrant(
             key=key, token=token, holder=ident.address, claimed_at_utc=at, lease_expires_at=expires
         )
 
@@ -471,7 +472,7 @@ def release(
             (ident.space_id, key),
         )
         jid = _journal(t, ident.space_id, key, "released", ident.address, token, expires, at)
-        return JournalEntry.model_construct(
+        return JournalEntry(
             id=jid,
             key=key,
             event="released",
@@ -509,7 +510,7 @@ def renew(
             (expires, ident.space_id, key),
         )
         _journal(t, ident.space_id, key, "renewed", ident.address, token, expires, at)
-        return ClaimGrant.model_construct(
+        return ClaimGrant(
             key=key,
             token=token,
             holder=ident.address,

@@ -15,11 +15,11 @@ from typing import Any
 from broker import messages, participants, spaces
 from broker.auth import Identity
 from broker.db import Store, Tx
-from broker.models import (
+from broker.models import JoinInput
+from broker.records import (
     BoardEntry,
     ClaimGrant,
     Joined,
-    JoinInput,
     JournalEntry,
     Lease,
     LogEntry,
@@ -27,12 +27,11 @@ from broker.models import (
     QuarantinedDelivery,
     SendResult,
     Space,
-    SpaceKind,
     Turn,
     TurnRecord,
     TurnSeen,
-    Via,
 )
+from broker.vocab import SpaceKind, Via
 
 
 class Agent:

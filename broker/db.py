@@ -11,7 +11,7 @@ Hot paths run prepared SQL on the DBAPI connection of the transaction
 to import, too much for a CLI called per tool call, so it is loaded only when
 needed: migrations, and ``Tx.connection`` (a SQLAlchemy ``Connection`` in the
 same transaction), which is how the caller's own work and the broker's commit
-or fail together (DESIGN §7).
+or fail together (spec §Habits).
 
 Driver errors are wrapped once, here, into ``broker.errors`` classes.
 """

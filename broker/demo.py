@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from broker import errors
 from broker.client import Agent, Operator
 from broker.db import Store
-from broker.models import Turn
+from broker.records import Turn
 from broker.runtime import Team, TeammateContext
 
 TASK = re.compile(r"^task (\d+): ")

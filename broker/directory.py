@@ -1,8 +1,9 @@
 """The directory (S25): who is registered and how to reach them.
 
-The seed's ``mail/dir/<id>.txt`` files (id, role, archetype, task), in SQL. A
-directory entry IS a participant row (one concept, not two tables that drift):
-registering joins the space with the directory fields, unregistering leaves.
+The ``mail/dir/<id>.txt`` files of spec §Mailbox layout (id, role, archetype,
+task), in SQL. A directory entry IS a participant row (one concept, not two
+tables that drift): registering joins the space with the directory fields,
+unregistering leaves.
 Each claim or turn refreshes ``last_seen_utc`` (the heartbeat); ``prune`` records
 as left the entries whose heartbeat is too old or whose process is gone.
 """
@@ -17,7 +18,8 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
 from broker.messages import parse_input
-from broker.models import Joined, JoinInput, Participant
+from broker.models import JoinInput
+from broker.records import Joined, Participant
 from broker.spaces import resolve_id
 
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")

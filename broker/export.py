@@ -1,7 +1,7 @@
 """Export a space as files: the JSONL space layout (with ``--follow``) and the
 Mailbox Protocol layout. ``docs/export.md`` documents every file and line.
 
-Space layout (DESIGN §4), below ``root``::
+Space layout (spec §Export layout), below ``root``::
 
     agentiflows/<af_id>/              an agentiflow (the run dir is the space)
     runs/<run_id>/messages/           a workflow run or a standalone run
@@ -445,7 +445,7 @@ class Progress:
 
 # --- layout ---------------------------------------------------------------------------
 def space_parts(kind: str, space_id: str) -> tuple[str, ...]:
-    """The space's folder below the export root, by kind (DESIGN §4)."""
+    """The space's folder below the export root, by kind (spec §Export layout)."""
     name = safe_name(space_id)
     if kind == "agentiflow":
         return ("agentiflows", name)

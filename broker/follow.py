@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from broker import errors, messages, spaces, wake
 from broker.db import Store
-from broker.models import LogEntry
+from broker.records import LogEntry
 
 FOREVER_S = 3600.0  # one wait without an idle timeout; the loop waits again
 

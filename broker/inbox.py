@@ -48,7 +48,7 @@ from broker import auth, errors, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_token, parse_ts, ts_after
-from broker.models import Delivery, Lease, QuarantinedDelivery
+from broker.records import Delivery, Lease, QuarantinedDelivery
 from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
 
@@ -138,7 +138,7 @@ def claim_rows(
             for r in held:
                 m = msgs[r[1]]
                 out.append(
-                    Delivery.model_construct(
+                    Delivery(
                         id=r[1],
                         delivery_id=r[0],
                         kind=m[1],
@@ -184,9 +184,7 @@ def _claim_once(
             t, ident.participant_id, limit, token, owner, now, expires, limits.max_deliveries
         )
         expiry = next_expiry(t, ident.participant_id) if want_expiry and not got else None
-    return Lease.model_construct(
-        token=token, owner=owner, expires_at=expires, deliveries=got
-    ), expiry
+    return Lease(token=token, owner=owner, expires_at=expires, deliveries=got), expiry
 
 
 def claim(

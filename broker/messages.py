@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -21,8 +21,10 @@ from broker.addressing import Target, agentiflow_address, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.models import LogEntry, NotReached, PostInput, SendInput, SendResult, Via
+from broker.models import PostInput, SendInput
+from broker.records import LogEntry, NotReached, SendResult, to_dict
 from broker.spaces import limits_of, resolve_id
+from broker.vocab import Via
 
 MB = 1024 * 1024
 OPERATOR = "operator"
@@ -41,7 +43,7 @@ class Sender:
 class _Outcome:
     deliver: dict[str, tuple[str, int]] = field(default_factory=dict)  # id -> (address, waiting)
     reached: list[str] = field(default_factory=list)
-    not_reached: list[dict[str, str]] = field(default_factory=list)
+    not_reached: list[dict[str, Any]] = field(default_factory=list)
     ring: list[str] = field(default_factory=list)  # broadcast readers to wake
     bcast: bool = False
 
@@ -225,7 +227,7 @@ def _finish(result: SendResult) -> SendResult:
     expected = result.reached or result.not_reached
     if expected and not result.reached:
         reasons = ", ".join(f"{n.address}: {n.reason}" for n in result.not_reached)
-        raise errors.NotDelivered(f"not delivered to {reasons}", result=result.model_dump())
+        raise errors.NotDelivered(f"not delivered to {reasons}", result=to_dict(result))
     return result
 
 
@@ -380,7 +382,7 @@ class Batch:
             )
         )
         self.deliveries += [(new_id(), self.space_id, mid, pid, now) for pid in delivered]
-        result = SendResult.model_construct(
+        result = SendResult(
             id=mid,
             seq=self.seq,
             kind=kind,
@@ -389,7 +391,7 @@ class Batch:
             duplicate=False,
         )
         if key is not None:
-            self.keys[key] = result.model_copy(update={"duplicate": True})
+            self.keys[key] = replace(result, duplicate=True)
         return result
 
     def _logged_key(self, key: str) -> SendResult | None:

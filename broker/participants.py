@@ -14,7 +14,8 @@ from broker.addressing import address_of, same_run
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token
-from broker.models import Joined, JoinInput, Participant, ParticipantEvent
+from broker.models import JoinInput
+from broker.records import Joined, Participant, ParticipantEvent
 from broker.spaces import resolve_id
 from broker.transcript import notice
 

@@ -1,6 +1,6 @@
 """Teammates (S26): persistent workers a lead spawns, messages and shuts down.
 
-From the seed ``001`` (summary in ``shared/seeds/README.md``): a teammate stays
+As ``docs/spec.md`` states it (S16, S26): a teammate stays
 after its work, keeps its own history under its name, and talks both ways
 through a durable mailbox. Here the mailbox is the teammate's inbox and its
 turns (``broker.turns``), and each message re-enters the agent loop as one
@@ -15,7 +15,7 @@ The worker loop (``serve``) per turn:
 3. The handler runs (the turn).
 4. Ack second: ``seen`` acks the turn. If the ack fails (the lease was lost and
    the turn will be redelivered), the history rows this turn appended are
-   removed again, as the seed prescribes.
+   removed again, as S16 prescribes.
 
 A handler that raises quarantines the turn's input with the error as evidence,
 sets the teammate ``failed`` and sends the failure to the lead. ``Team.shutdown``
@@ -42,7 +42,7 @@ from broker import errors, participants, turns
 from broker.client import Agent
 from broker.db import Store
 from broker.ids import new_id
-from broker.models import SendResult, Turn
+from broker.records import SendResult, Turn, to_dict
 
 Handler = Callable[["TeammateContext", Turn], None]
 Mode = Literal["thread", "process"]
@@ -177,7 +177,7 @@ def serve(
 
 # --- commands as handlers (any-language teammates) -------------------------------------------
 def turn_json(turn: Turn) -> str:
-    data = turn.model_dump(mode="json", by_alias=True)
+    data = to_dict(turn)
     data["content"] = turn.content
     return json.dumps(data, ensure_ascii=False)
 
@@ -248,7 +248,7 @@ class Teammate:
 
 
 class Team:
-    """A lead and its teammates in one space (the seed's TeammateRuntime)."""
+    """A lead and its teammates in one space (S26)."""
 
     def __init__(self, store: Store, lead: Agent, *, lease: float | None = None) -> None:
         self.store = store

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from broker import errors
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.models import Space, SpaceKind
+from broker.records import Space
 from broker.settings import Limits
+from broker.vocab import SpaceKind
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
@@ -69,15 +70,13 @@ def create(
             "VALUES (?, ?, 'running', ?, ?, ?)",
             (sid, kind, json.dumps(overrides, sort_keys=True), now, now),
         )
-    return Space.model_validate(
-        {
-            "id": sid,
-            "kind": kind,
-            "state": "running",
-            "settings": overrides,
-            "created_at_utc": now,
-            "updated_at_utc": now,
-        }
+    return Space(
+        id=sid,
+        kind=kind,  # type: ignore[arg-type]  # checked against PREFIX above
+        state="running",
+        settings=overrides,
+        created_at_utc=now,
+        updated_at_utc=now,
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.models import TranscriptEntry, TurnRecord
+from broker.records import TranscriptEntry, TurnRecord
 
 
 def notice(

@@ -31,7 +31,8 @@ from broker import auth, board, errors, inbox, messages, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
-from broker.models import Delivery, Turn, TurnGroup, TurnItem, TurnSeen
+from broker.records import Delivery, Turn, TurnItem, TurnSeen
+from broker.vocab import TurnGroup
 
 OPERATOR_HEAD = "Message from your operator (the human running this run)"
 OPERATOR_TAIL = (
@@ -87,7 +88,7 @@ def _delivery_item(d: Delivery) -> TurnItem:
     else:
         group = "message"
         content = render_agent(d.sender, d.kind, d.id, d.created_at_utc, d.body)
-    return TurnItem.model_construct(
+    return TurnItem(
         group=group,
         id=d.id,
         kind=d.kind,
@@ -137,7 +138,7 @@ def _turn_once(
             )
             upto = rows[-1][4] if len(rows) == cap else last
             bcasts = [
-                TurnItem.model_construct(
+                TurnItem(
                     group="broadcast",
                     id=r[0],
                     kind="broadcast",
@@ -165,7 +166,7 @@ def _turn_once(
                 )
             }
         shown = [
-            TurnItem.model_construct(
+            TurnItem(
                 group="directive",
                 id=d.id,
                 kind="directive",
@@ -190,7 +191,7 @@ def _turn_once(
             if upto > seen:  # only its own broadcasts were new: nothing to show for them
                 t.execute("UPDATE participants SET bcast_seen = ? WHERE id = ?", (upto, pid))
             next_expiry = inbox.next_expiry(t, pid)
-            return Turn.model_construct(
+            return Turn(
                 id=None, address=ident.address, created_at_utc=now, expires_at=None, items=items
             ), next_expiry
         turn_id = new_id()
@@ -223,7 +224,7 @@ def _turn_once(
             "message_id, kind, content, at_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows_out,
         )
-    return Turn.model_construct(
+    return Turn(
         id=turn_id, address=ident.address, created_at_utc=now, expires_at=expires, items=items
     ), None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 SPACE_KINDS = ("agentiflow", "workflow", "session", "run")
 SPACE_STATES = ("running", "stopped", "archived")
 PARTICIPANT_STATUSES = ("running", "idle", "failed", "shutdown", "left")
@@ -12,3 +14,20 @@ TRANSCRIPT_DIRECTIONS = ("sent", "received", "injected", "notice")
 
 # Tables whose rows may never change or disappear once written (S11, S23).
 APPEND_ONLY = ("messages", "participant_events", "transcript", "claim_journal")
+
+# The same vocabularies as types, for the records and the input models (no pydantic here).
+SpaceKind = Literal["agentiflow", "workflow", "session", "run"]
+SpaceState = Literal["running", "stopped", "archived"]
+Status = Literal["running", "idle", "failed", "shutdown", "left"]
+Archetype = Literal["specialist", "surveyor", "researcher", "planner", "interfacer"]
+Via = Literal["cli", "cp", "mcp"]
+Reason = Literal[
+    "unknown_participant",
+    "no_live_participant",
+    "no_parent",
+    "no_lead",
+    "participant_left",
+    "inbox_full",
+    "broadcast_full",
+]
+TurnGroup = Literal["urgent", "directive", "message", "broadcast"]

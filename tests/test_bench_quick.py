@@ -95,7 +95,7 @@ def test_bench_quick_runs_every_scenario_and_accounts_for_every_message(tmp_path
             assert t["met"] in (True, False, None), (name, t)
             if t["value"] is not None:
                 assert math.isfinite(t["value"]), (name, t)
-    # Every DESIGN.md section 5 target is measured in a quick run too (unless it
+    # Every spec §Targets target is measured in a quick run too (unless it
     # compares against a peer that was skipped here).
     for name, sc in data["scenarios"].items():
         if all(r["status"] == "ok" for r in sc["rows"]):

@@ -1,4 +1,4 @@
-"""S14-S16 under faults, with real processes (DESIGN §6): kill -9 of workers in
+"""S14-S16 under faults, with real processes (spec §Reliability): kill -9 of workers in
 the middle of claim/ack (Jepsen-style accounting: lost 0, unexpected 0, every
 duplicate traced to a killed or expired lease), and a holder frozen with
 SIGSTOP past its lease whose late ack is refused after the message went to
@@ -22,7 +22,7 @@ import pytest
 
 from broker import Agent, Operator, Store
 from broker.ids import parse_ts
-from broker.models import Joined
+from broker.records import Joined
 
 WORKER = str(Path(__file__).with_name("chaos_worker.py"))
 

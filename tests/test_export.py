@@ -1,4 +1,4 @@
-"""The JSONL exporter (DESIGN §4) and the Mailbox Protocol exporter: every
+"""The JSONL exporter (spec §Export layout) and the Mailbox Protocol exporter: every
 documented file and line schema, export -> import -> export byte-identical
 (fixed spaces and hypothesis-generated ones), ``--follow`` against a live
 writer process, and what the mailbox files say when parsed back."""

@@ -1,4 +1,4 @@
-"""Exporter path traversal (DESIGN §6): names built from addresses, keys and
+"""Exporter path traversal (spec §Reliability): names built from addresses, keys and
 subjects never leave the export root, whatever they hold."""
 
 from __future__ import annotations

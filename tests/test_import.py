@@ -271,7 +271,7 @@ def _mail(to: str, sender: str, subject: str, body: str, date: str | None = None
 
 
 def _seed_tree(root: Path) -> Path:
-    """A live mail/ tree as the file-based swarm of the seed leaves it."""
+    """A live mail/ tree as a file-based swarm following spec §Mailbox layout leaves it."""
     mail = root / "mail"
     (mail / "dir").mkdir(parents=True)
     (mail / "dir" / "monkey-a3f7.txt").write_text(

@@ -16,6 +16,7 @@ from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox
 from broker.ids import parse_ts
+from broker.records import to_dict
 
 FORK = mp.get_context("fork")
 
@@ -71,7 +72,7 @@ def test_S13_claim_moves_the_oldest_ready_deliveries_to_processing_under_a_lease
     assert lease.owner.startswith("b:")
     d0 = lease.deliveries[0]
     assert (d0.kind, d0.sender, d0.body, d0.deliveries) == ("direct", "a", "m0", 1)
-    assert d0.model_dump()["from"] == "a"
+    assert to_dict(d0)["sender"] == "a"
     for mid in ids[:2]:
         r = delivery(store, mid)
         assert r["state"] == "processing"
@@ -548,7 +549,7 @@ def test_cli_inbox_claim_ack_release_extend_quarantine_requeue(
     got = r.json()
     assert set(got) >= {"lease", "expires_at", "messages"}
     assert [
-        (m["id"], m["from"], m["body"], m["kind"], m["deliveries"]) for m in got["messages"]
+        (m["id"], m["sender"], m["body"], m["kind"], m["deliveries"]) for m in got["messages"]
     ] == [
         (m1, "a", "first", "direct", 1),
         (m2, "a", "second", "direct", 1),

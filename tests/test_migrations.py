@@ -1,5 +1,5 @@
 """`alembic upgrade head` on an empty database yields exactly the metadata of
-``broker.tables`` (DESIGN §7), with the triggers of ``broker.dialect``."""
+``broker.tables`` (spec §Habits), with the triggers of ``broker.dialect``."""
 
 from __future__ import annotations
 

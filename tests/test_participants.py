@@ -16,6 +16,7 @@ from broker.auth import Identity
 from broker.ids import fmt_ts, parse_ts
 from broker.messages import parse_input
 from broker.models import JoinInput
+from broker.records import to_dict
 
 
 def count(store: Store, table: str, where: str = "1", params: tuple[object, ...] = ()) -> int:
@@ -32,7 +33,7 @@ def all_rows(store: Store) -> dict[str, int]:
 
 # --- S3: addresses ------------------------------------------------------------------------
 SEED_TABLE = [
-    # (space kind, codename, lead flag, address) — the seed's derivation table
+    # (space kind, codename, lead flag, address) — the derivation table of S3
     ("workflow", "cobalt-harbor/lynx", False, "lynx"),
     ("workflow", "cobalt-harbor/lynx#2", False, "lynx#2"),
     ("workflow", "cobalt-harbor/lynx>otter#1", False, "lynx>otter#1"),
@@ -135,7 +136,7 @@ def test_S2_join_records_the_fields_and_returns_a_token_stored_only_as_a_hash(
     assert row is not None
     assert row["token_hash"] == hashlib.sha256(joined.token.encode()).hexdigest()
     assert joined.token not in {str(v) for v in row.values()}
-    assert "token" not in p.model_dump()
+    assert "token" not in to_dict(p)
 
 
 def test_S2_join_defaults_agent_to_the_last_segment_and_run_id_to_the_codename(

@@ -1,4 +1,4 @@
-"""Reliability catalogue (DESIGN §6): crash loops, bounded WAL, redelivery after death."""
+"""Reliability catalogue (spec §Reliability): crash loops, bounded WAL, redelivery after death."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from broker import Agent, Operator, Store, directory, errors, inbox, participants
-from broker.models import Turn
+from broker.records import Turn
 from broker.runtime import Team, TeammateContext, history
 
 

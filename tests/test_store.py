@@ -1,4 +1,4 @@
-"""The store's settings and life cycle (DESIGN §4 Storage): pragmas, file modes,
+"""The store's settings and life cycle (spec §Storage): pragmas, file modes,
 where the file lives, the SQLite version check, migrating on open, concurrent
 first opens and fork safety. Real files, real processes."""
 

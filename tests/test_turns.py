@@ -15,7 +15,7 @@ import pytest
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, transcript, turns
-from broker.models import Turn
+from broker.records import Turn
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ AGENT_FRAME = re.compile(
 
 
 def assert_framed(turn: Turn) -> None:
-    """Every rendered item carries the framing of its kind (DESIGN §6)."""
+    """Every rendered item carries the framing of its kind (S17, spec §Reliability)."""
     for item in turn.items:
         if item.kind == "operator":
             head = "Message from your operator (the human running this run)\n"
@@ -343,7 +343,7 @@ def test_cli_inbox_next_seen_and_transcript(cli: Callable[..., Any]) -> None:
     assert r.code == 0, r.err
     turn = r.json()
     assert [i["group"] for i in turn["items"]] == ["urgent", "message"]
-    assert turn["items"][1]["id"] == mid and turn["items"][1]["from"] == "a"
+    assert turn["items"][1]["id"] == mid and turn["items"][1]["sender"] == "a"
     assert turn["items"][0]["content"].startswith("URGENT: Message from your operator")
     seen = cli("inbox", "seen", turn["id"], "--json", env=env["b"])
     assert seen.code == 0, seen.err

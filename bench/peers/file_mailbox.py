@@ -1,13 +1,13 @@
-"""A file mailbox as the source documents describe it (seeds 000 and 001).
+"""A file mailbox as file-based swarms run it (spec §Mailbox layout, S13).
 
 Send: write the message (``To/From/Subject/---`` format) into the sender's
 ``drafts/``, flush and fsync it, then deliver it atomically by renaming it into
 the recipient's ``inbox/`` as ``<created_at_utc>_<id>.txt`` (the name sorts in
-the documents' FIFO order ``(created_at_utc, id)``). Claim: list the inbox,
+the queue's FIFO order ``(created_at_utc, id)``, S13). Claim: list the inbox,
 take the first name in order and rename it into ``processing/`` (the atomic
 lease: a rename that fails means another claimer won, so try the next); read
 it. Ack: rename it into ``done/``. Renames are not followed by a directory
-fsync (neither document asks for one), which is its fastest correct use.
+fsync (the protocol does not ask for one), which is its fastest correct use.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def body_of(data: bytes) -> str:
 class FileMailbox:
     system = "file_mailbox"
     how = (
-        "seeds protocol: write to drafts/ + fsync + rename into inbox/ per send; per claim "
+        "mailbox protocol: write to drafts/ + fsync + rename into inbox/ per send; per claim "
         "list inbox/, sort, rename the first into processing/ and read it; ack = rename "
         "into done/"
     )

@@ -7,7 +7,7 @@ grant is checked afterwards: for each key, grants must not overlap in time
 violation) and fencing tokens must grow in grant order.
 
 Baselines: files (``board/claims/<key>``, created with O_CREAT | O_EXCL,
-removed on release, each event appended to ``claims.jsonl``: the seeds' layout;
+removed on release, each event appended to ``claims.jsonl``: a file-based board's layout;
 no fencing token) and Redis (the documented lock: ``SET key holder NX PX`` and
 a compare-and-delete release, each a Lua script that also INCRs a fencing
 counter and XADDs to a journal stream).

@@ -288,7 +288,7 @@ def claim_ack(ctx: Ctx) -> Scenario:
     sc.target("claim+ack >= 8x persist-queue", sc.ratio_value(BROKER, PERSIST_QUEUE), ">=", 8.0)
     sc.target("claim+ack >= 8x litequeue", sc.ratio_value(BROKER, LITEQUEUE), ">=", 8.0)
     sc.target(
-        f"claim+ack >= 20x the file mailbox (backlog {backlog:,}; DESIGN: at 5k)",
+        f"claim+ack >= 20x the file mailbox (backlog {backlog:,}; spec: at 5k)",
         sc.ratio_value(BROKER, FILE_MAILBOX),
         ">=",
         20.0,

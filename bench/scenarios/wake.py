@@ -9,10 +9,10 @@ stamps its return. Latency = return - commit, p50 / p99 / p99.9.
   sender stamps from an ``after_commit`` hook registered before the send, so
   the stamp is taken right after COMMIT and before the doorbell rings.
 - sqlite data_version polling: the waiter polls ``PRAGMA data_version`` every
-  1 ms and claims with UPDATE ... RETURNING when it changes (DESIGN §5's
+  1 ms and claims with UPDATE ... RETURNING when it changes (spec §Targets'
   measured alternative); the sender stamps after its autocommit INSERT.
-- file mailbox polling: the waiter lists its inbox every 1 ms (the seeds'
-  "check between work units"); the sender stamps after the rename.
+- file mailbox polling: the waiter lists its inbox every 1 ms (the mailbox
+  protocol's "check between work units"); the sender stamps after the rename.
 - Redis Streams: the waiter blocks in ``XREADGROUP ... BLOCK``; the sender
   stamps just before XADD (the commit happens inside the server, before the
   reply: this is conservative against Redis by at most one round trip).

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from broker import errors
+from broker import __version__, errors
 
 # broker uses no pydantic plugins; looking for them (entry points through
 # importlib.metadata) costs ~25 ms on every CLI call, which is an agent's tool call.
@@ -73,7 +73,10 @@ class BrokerGroup(click.Group):
     default=None,
     help="Database URL (default: the SQLite file in BROKER_HOME).",
 )
-@click.version_option(package_name="broker", prog_name="broker")
+# The version comes from the package itself, not from installed metadata (the
+# distribution is "swarm-broker"): right for the code that runs, even from a
+# checkout on PYTHONPATH, and no metadata scan on a CLI call.
+@click.version_option(version=__version__, prog_name="broker")
 @click.pass_context
 def main(ctx: click.Context, url: str | None) -> None:
     """A transactional message broker for swarms of AI agents.
@@ -147,6 +150,10 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Any:
 
 
 def to_jsonable(data: Any) -> Any:
+    if hasattr(type(data), "__dataclass_fields__"):  # a record (broker.records)
+        from broker.records import to_dict
+
+        return to_dict(data)
     if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
         return data.model_dump(mode="json", by_alias=True)
     if isinstance(data, list | tuple):

@@ -58,7 +58,8 @@ def run(
     from broker import errors, participants, runtime
     from broker.client import Agent
     from broker.messages import parse_input
-    from broker.models import JoinInput, Turn
+    from broker.models import JoinInput
+    from broker.records import Turn
 
     s = store()
     env_token = os.environ.get("BROKER_TOKEN")

@@ -93,7 +93,7 @@ def list_(run_id: str, include_left: bool, as_json: bool) -> None:
 @click.argument("agent_id")
 @json_option
 def show(run_id: str, agent_id: str, as_json: bool) -> None:
-    """Show one directory entry (the seed's mail/dir/<id>.txt fields and more)."""
+    """Show one directory entry (the mail/dir/<id>.txt fields of spec §Mailbox layout, and more)."""
     from broker import directory
 
     p = directory.show(store(), run_id, agent_id)

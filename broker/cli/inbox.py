@@ -17,6 +17,7 @@ from broker.cli._common import (
     store,
     table,
 )
+from broker.records import to_dict
 
 lease_option = click.option(
     "--lease", "lease", required=True, metavar="TOKEN", help="The lease token from the claim."
@@ -52,7 +53,7 @@ def claim(
 ) -> None:
     """Claim the oldest messages of your inbox under a lease (ack them when done)."""
     got = agent(space, as_, token).claim(limit=limit, lease=lease, wait=wait)
-    messages = [d.model_dump(mode="json", by_alias=True) for d in got.deliveries]
+    messages = [to_dict(d) for d in got.deliveries]
     if as_json:
         emit_json(
             {
@@ -69,7 +70,7 @@ def claim(
     click.echo(f"lease {got.token} until {got.expires_at}")
     for m in messages:
         click.echo(
-            f"{m['id']} {m['kind']}{' URGENT' if m['urgent'] else ''} from {m['from']} "
+            f"{m['id']} {m['kind']}{' URGENT' if m['urgent'] else ''} from {m['sender']} "
             f"(delivery {m['deliveries']}): {m['body']}"
         )
 
@@ -186,7 +187,7 @@ def next_(
     Confirm it with `broker inbox seen TURN` once the model call returned."""
     turn = agent(space, as_, token).next_turn(wait=wait, lease=lease, limit=limit)
     if as_json:
-        emit_json(turn.model_dump(mode="json", by_alias=True))
+        emit_json(to_dict(turn))
         return
     if turn.id is None and not turn.items:
         click.echo("(nothing new)")
@@ -211,7 +212,7 @@ def seen(
     result = agent(space, as_, token).seen(turn_id)
     _emit(
         as_json,
-        result.model_dump(mode="json"),
+        to_dict(result),
         f"turn {turn_id} seen: {len(result.message_ids)} messages, receipt {result.receipt_id}",
     )
 
@@ -230,7 +231,7 @@ def quarantined(run_id: str, as_json: bool) -> None:
 
     items = Operator(store()).quarantined(run_id)
     if as_json:
-        emit_json([i.model_dump(mode="json", by_alias=True) for i in items])
+        emit_json([to_dict(i) for i in items])
         return
     table(
         [

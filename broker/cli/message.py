@@ -18,13 +18,11 @@ from broker.cli._common import (
     table,
     text_arg,
 )
-from broker.models import SendResult
+from broker.records import SendResult, to_dict
 
 
 def print_result(result: SendResult | dict[str, Any], as_json: bool) -> None:
-    data: dict[str, Any] = (
-        result.model_dump(mode="json") if isinstance(result, SendResult) else dict(result)
-    )
+    data = to_dict(result) if isinstance(result, SendResult) else dict(result)
     if not data.get("duplicate"):
         data.pop("duplicate", None)
     if as_json:

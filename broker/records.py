@@ -1,0 +1,352 @@
+"""What the broker returns: plain frozen, slotted records (no pydantic).
+
+Results are built on every call (a send, a claim, a turn), and the CLI runs
+once per agent tool call, so they cost neither pydantic's import (~80 ms) nor
+its validation. pydantic stays at the edges: ``broker.models`` validates
+inputs. A server can still derive JSON schemas from these classes
+(``pydantic.TypeAdapter(Lease)``): the field descriptions are attribute
+docstrings, and ``__pydantic_config__`` (a plain dict) asks for them.
+
+``to_dict`` turns a record into what ``json.dumps`` takes. One name per
+concept: the sender of a message is ``sender`` in every record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Literal
+
+from broker.vocab import Reason, SpaceKind, SpaceState, Status, TurnGroup
+
+# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
+_DOCSTRINGS = {"use_attribute_docstrings": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    id: str
+    kind: SpaceKind
+    state: SpaceState
+    settings: dict[str, Any]
+    created_at_utc: str
+    updated_at_utc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Participant:
+    __pydantic_config__ = _DOCSTRINGS
+
+    id: str
+    space_id: str
+    address: str
+    codename: str
+    agent: str
+    run_id: str
+    step: str | None
+    parent: str | None
+    role: str | None
+    archetype: str | None
+    task: str | None
+    is_lead: bool
+    messaging: bool
+    tools: list[str] | None
+    status: Status
+    pid: int | None
+    joined_at_utc: str
+    left_at_utc: str | None
+    last_seen_utc: str
+    waiting: int = 0
+    """deliveries ready or being processed"""
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    __pydantic_config__ = _DOCSTRINGS
+
+    space_id: str
+    participant_id: str
+    address: str
+    token: str
+    """secret; shown once, stored only as a hash"""
+
+
+@dataclass(frozen=True, slots=True)
+class NotReached:
+    address: str
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    id: str
+    seq: int
+    kind: str
+    reached: list[str]
+    not_reached: list[NotReached]
+    duplicate: bool = False
+    """an idempotent repeat: nothing new was written"""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    id: str
+    space_id: str
+    seq: int
+    kind: str
+    sender: str
+    to: list[str]
+    body: str
+    urgent: bool
+    via: str | None
+    ref: str | None
+    reached: list[str]
+    not_reached: list[NotReached]
+    idempotency_key: str | None
+    created_at_utc: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParticipantEvent:
+    event: Literal["joined", "left"]
+    address: str
+    codename: str
+    agent: str
+    run_id: str
+    step: str | None
+    parent: str | None
+    reason: str | None
+    at_utc: str
+
+
+# --- the board (S21-S23) -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BoardEntry:
+    """One item of the board, as ``board.read`` returns it (a log row)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    id: str
+    seq: int
+    kind: Literal["post", "directive", "retract"]
+    sender: str
+    to: list[str]
+    """post: addressees (empty = channel); directive: its to forms"""
+    body: str
+    ref: str | None
+    """retract: the directive it lifts"""
+    reached: list[str]
+    in_force: bool | None
+    """directive: not retracted yet; None otherwise"""
+    created_at_utc: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimGrant:
+    """A claim on a board key: who holds it, until when, and its fencing token
+    (what ``board.claim`` and ``board.renew`` return, and live claims list)."""
+
+    key: str
+    token: int
+    holder: str
+    claimed_at_utc: str
+    lease_expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One line of the claim journal (S23)."""
+
+    id: str
+    key: str
+    event: Literal["claimed", "released", "expired", "renewed"]
+    owner: str
+    token: int
+    lease_expires_at: str | None
+    at_utc: str
+
+
+# --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One claimed message of an inbox. ``id`` is the MESSAGE id: the stable id
+    consumers de-duplicate by (S16); ``delivery_id`` names the inbox row."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    id: str
+    delivery_id: str
+    kind: str
+    sender: str
+    body: str
+    urgent: bool
+    created_at_utc: str
+    deliveries: int
+    """times this message was claimed from this inbox"""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claim on some deliveries: present ``token`` to ack, release, extend."""
+
+    token: str
+    owner: str
+    expires_at: str
+    deliveries: list[Delivery]
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedDelivery:
+    """A delivery set aside with its evidence (S15)."""
+
+    delivery_id: str
+    id: str
+    recipient: str
+    kind: str
+    sender: str
+    body: str
+    created_at_utc: str
+    deliveries: int
+    reason: str | None
+    last_error: str | None
+    lease_owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnItem:
+    """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    group: TurnGroup
+    id: str
+    kind: str
+    sender: str
+    body: str
+    urgent: bool
+    created_at_utc: str
+    deliveries: int | None
+    """claim count; None for broadcasts and directives"""
+    content: str
+    recorded: bool
+    """written to the transcript in this turn (a re-shown directive is not)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What a participant is shown before one model call. ``id`` is None when
+    nothing new arrived (only standing directives, re-shown): nothing to confirm."""
+
+    id: str | None
+    address: str
+    created_at_utc: str
+    expires_at: str | None
+    items: list[TurnItem]
+
+    @property
+    def content(self) -> str:
+        return "\n\n".join(item.content for item in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSeen:
+    turn_id: str
+    receipt_id: str
+    acked: int
+    message_ids: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    direction: Literal["sent", "received", "injected", "notice"]
+    at_utc: str
+    turn_id: str | None
+    position: int
+    message_id: str | None
+    kind: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One turn of a rebuilt transcript (S19): what was received and injected,
+    in the order the model saw it, then what the participant sent and the
+    notices it got before its next turn. ``turn_id`` None: before the first turn."""
+
+    turn_id: str | None
+    at_utc: str | None
+    state: str | None
+    seen_at_utc: str | None
+    received: list[TranscriptEntry]
+    injected: list[TranscriptEntry]
+    sent: list[TranscriptEntry]
+    notices: list[TranscriptEntry]
+
+
+# --- to JSON ----------------------------------------------------------------------------
+_CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A record as a JSON-ready dict, field by field in order: nested records
+    and lists of them become dicts and lists (new containers; scalars shared).
+    Unlike ``dataclasses.asdict`` it copies nothing it does not convert."""
+    convert = _CONVERTERS.get(type(obj)) or _converter(type(obj))
+    return convert(obj)
+
+
+def _converter(cls: type) -> Callable[[Any], dict[str, Any]]:
+    # One function per class, generated the way dataclasses generates __init__:
+    # a dict display of the fields is ~4x faster than a loop over them (a turn
+    # of 8 items: 2.5 us, against 11.6 us looping and 5.7 us for pydantic's
+    # model_dump). Only field names and fixed templates go into the source.
+    if not (isinstance(cls, type) and is_dataclass(cls)):
+        raise TypeError(f"to_dict takes a record, not {cls.__name__}")
+    ours = cls.__module__ == __name__  # annotations of the forms written above
+    items = []
+    for f in fields(cls):
+        ref = f"o.{f.name}"
+        expr = _expr(f.type, ref) if ours and isinstance(f.type, str) else f"_plain({ref})"
+        items.append(f"{f.name!r}: {expr}")
+    namespace: dict[str, Any] = {"_to_dict": to_dict, "_plain": _plain}
+    exec(f"def convert(o):\n    return {{{', '.join(items)}}}\n", namespace)  # noqa: S102
+    convert: Callable[[Any], dict[str, Any]] = namespace["convert"]
+    _CONVERTERS[cls] = convert
+    return convert
+
+
+def _expr(annotation: str, ref: str) -> str:
+    """How to convert one field of a record, from its annotation's text."""
+    optional = annotation.endswith(" | None")
+    base = annotation.removesuffix(" | None")
+    if base.startswith("list[") and _is_record(base[5:-1]):
+        expr = f"[_to_dict(x) for x in {ref}]"
+    elif base.startswith("list["):
+        expr = f"list({ref})"  # of scalars
+    elif base.startswith("dict["):
+        expr = f"_plain({ref})"
+    elif _is_record(base):
+        expr = f"_to_dict({ref})"
+    else:
+        return ref  # a scalar or a Literal of scalars
+    return f"(None if {ref} is None else {expr})" if optional else expr
+
+
+def _is_record(name: str) -> bool:
+    cls = globals().get(name)
+    return isinstance(cls, type) and is_dataclass(cls)
+
+
+def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    return value

@@ -1,0 +1,172 @@
+"""Results are plain records (``broker.records``): no pydantic on the hot path,
+one field name per concept (the sender is ``sender``), ``to_dict`` JSON-ready."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+
+from broker import Agent, Operator, Store, records, turns
+from broker.records import Lease, to_dict
+
+
+def _delivery_rows(store: Store, recipient: str) -> dict[str, Any]:
+    """message id -> (delivery id, created_at_utc) of the inbox's deliveries, from SQL."""
+    with store.read() as t:
+        rows = t.all(
+            "SELECT d.message_id, d.id, d.created_at_utc FROM deliveries d "
+            "JOIN participants p ON p.id = d.recipient_id WHERE p.address = ?",
+            (recipient,),
+        )
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def test_importing_records_imports_no_pydantic() -> None:
+    # A fresh interpreter: this test process has pydantic loaded already.
+    code = (
+        "import sys, broker.records\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'pydantic_core', 'sqlalchemy')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_records_are_frozen_and_slotted(join: Callable[..., Agent]) -> None:
+    a, b = join("a"), join("b")
+    a.send("b", "hi")
+    lease = b.claim(limit=1, lease=60)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lease.token = "forged"  # type: ignore[misc]
+    assert not hasattr(lease, "__dict__") and not hasattr(lease.deliveries[0], "__dict__")
+    assert dataclasses.replace(lease, token="t2").token == "t2"
+
+
+def test_S13_to_dict_of_a_lease_nests_its_deliveries(
+    store: Store, join: Callable[..., Agent]
+) -> None:
+    a, b = join("a"), join("b")
+    with store.transaction() as t:
+        m0 = a.send("b", "m0", tx=t).id
+        m1 = a.send("b", "m1 <<<", tx=t).id
+    lease = b.claim(limit=2, lease=60)
+    rows = _delivery_rows(store, "b")
+    data = to_dict(lease)
+    assert data == {
+        "token": lease.token,
+        "owner": lease.owner,
+        "expires_at": lease.expires_at,
+        "deliveries": [
+            {
+                "id": mid,
+                "delivery_id": rows[mid][0],
+                "kind": "direct",
+                "sender": "a",
+                "body": body,
+                "urgent": False,
+                "created_at_utc": rows[mid][1],
+                "deliveries": 1,
+            }
+            for mid, body in ((m0, "m0"), (m1, "m1 <<<"))
+        ],
+    }
+    assert json.loads(json.dumps(data)) == data
+    # New containers: changing the dict does not change the record.
+    data["deliveries"].clear()
+    assert len(lease.deliveries) == 2
+
+
+def test_S17_to_dict_of_a_turn_nests_its_items_and_omits_the_content_property(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    a, b = join("a"), join("b")
+    mid = a.send("b", "hello").id
+    urgent = Operator(store).send(space, "stop now", to=["b"], urgent=True).id
+    turn = b.next_turn()
+    assert turn.id is not None
+    rows = _delivery_rows(store, "b")
+    data = to_dict(turn)
+    assert data == {
+        "id": turn.id,
+        "address": "b",
+        "created_at_utc": turn.created_at_utc,
+        "expires_at": turn.expires_at,
+        "items": [
+            {
+                "group": "urgent",
+                "id": urgent,
+                "kind": "operator",
+                "sender": "operator",
+                "body": "stop now",
+                "urgent": True,
+                "created_at_utc": rows[urgent][1],
+                "deliveries": 1,
+                "content": turns.render_operator("stop now", True),
+                "recorded": True,
+            },
+            {
+                "group": "message",
+                "id": mid,
+                "kind": "direct",
+                "sender": "a",
+                "body": "hello",
+                "urgent": False,
+                "created_at_utc": rows[mid][1],
+                "deliveries": 1,
+                "content": turns.render_agent("a", "direct", mid, rows[mid][1], "hello"),
+                "recorded": True,
+            },
+        ],
+    }
+    assert turn.content == "\n\n".join(i["content"] for i in data["items"])
+
+
+def test_a_schema_derived_from_a_record_agrees_with_to_dict(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    # What a server will do at its edge: pydantic over the plain records.
+    a = join("a", tools=["msg.send", "board.post", "board.claim"])
+    b = join("b")
+    op = Operator(store)
+    a.send(["b", "ghost"], "hi")
+    a.post("on the board")
+    turn = b.next_turn()
+    assert turn.id is not None
+    seen = b.seen(turn.id)
+    got: list[Any] = [
+        op.create_space("session", inbox_cap=8),
+        turn,
+        seen,
+        a.claim_key("k", ttl=30),
+        *op.log(space),
+        *op.participants(space),
+        *op.transcript(space, "b"),
+        *b.board_read(),
+    ]
+    for record in got:
+        assert TypeAdapter(type(record)).dump_python(record, mode="json") == to_dict(record)
+    delivery = TypeAdapter(Lease).json_schema()["$defs"]["Delivery"]["properties"]
+    assert "sender" in delivery and "from" not in delivery
+    assert delivery["deliveries"]["description"] == "times this message was claimed from this inbox"
+
+
+def test_no_record_has_a_second_name_for_the_sender() -> None:
+    classes = [
+        c
+        for c in vars(records).values()
+        if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == records.__name__
+    ]
+    assert len(classes) == 18
+    for cls in classes:
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert not names & {"from", "from_"}, cls
