@@ -28,7 +28,7 @@ import pytest
 
 from broker import Agent, Operator, Store, errors, spaces, wake
 from broker.follow import follow_log
-from broker.models import LogEntry
+from broker.records import LogEntry
 
 HELPER = str(Path(__file__).with_name("wake_waiter.py"))
 
