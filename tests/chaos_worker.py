@@ -1,18 +1,21 @@
 """Helper processes for tests/test_chaos.py (run as scripts, never imported by pytest).
 
-``worker URL SPACE ADDRESS TOKEN OUT LEASE BATCH``: claims from the inbox
-forever. Before acking it appends ``C <message id> <lease token> <pid> <lease
-expiry>`` for
-every claimed message to OUT and fsyncs, so a SIGKILL at any point leaves a
+``worker URL SPACE ADDRESS TOKEN OUT LEASE BATCH STOP SLOW_AT``: claims from the
+inbox until the file STOP exists, then finishes the batch it holds and exits.
+Before acking it appends ``C <message id> <lease token> <pid> <lease expiry>``
+for every claimed message to OUT and fsyncs, so a SIGKILL at any point leaves a
 record of every claim whose ack may have committed. After the ack it appends
 ``A <token>``; an ack refused with LeaseLost appends ``L <token> <lost ids...>``
-and the held rest is acked.
+and the held rest is acked. So every lease a live worker held has an ``A`` or
+``L`` line: one without either was held by a worker that was killed.
 
 ``holder URL SPACE ADDRESS TOKEN GO LEASE``: claims one message, prints
 ``{"id", "token"}``, works until the file GO exists (SIGSTOP freezes it there),
 then acks and prints ``ok`` or ``lease_lost``.
 
-About 3% of the worker's batches take longer than the lease.
+About 3% of the worker's batches take longer than the lease, and batch number
+SLOW_AT (counted from 0; -1: none) always does: leases also expire under live
+holders, whose acks must then be refused.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ import time
 
 
 def worker(
-    url: str, space: str, address: str, token: str, out: str, lease: str, batch: str
+    url: str,
+    space: str,
+    address: str,
+    token: str,
+    out: str,
+    lease: str,
+    batch: str,
+    stop: str,
+    slow_at: str,
 ) -> None:
     from broker import Store, errors, inbox, participants
 
@@ -34,7 +45,8 @@ def worker(
     fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     me = os.getpid()
     rng = random.Random(me)
-    while True:
+    batches = 0
+    while not os.path.exists(stop):
         got = inbox.claim(store, ident, limit=int(batch), lease=float(lease), wait=0.5)
         if not got.deliveries:
             continue
@@ -43,7 +55,9 @@ def worker(
         os.fsync(fd)  # the record is durable before the ack can commit
         # "Work"; now and then longer than the lease, so leases also expire under a
         # live holder (its ack is then refused with LeaseLost).
-        time.sleep(float(lease) * 1.5 if rng.random() < 0.03 else rng.random() * 0.01)
+        slow = batches == int(slow_at) or rng.random() < 0.03
+        time.sleep(float(lease) * 1.5 if slow else rng.random() * 0.01)
+        batches += 1
         try:
             inbox.ack(store, ident, got.token, ids)
             os.write(fd, f"A {got.token}\n".encode())

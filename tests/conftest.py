@@ -1,11 +1,26 @@
-"""Shared fixtures: real SQLite files in a temp folder, real processes for the CLI."""
+"""Shared fixtures: real SQLite files in a temp folder, real processes for the CLI.
+
+Session hygiene (issue 17): the run fails if a test leaves a process running
+(or unreaped) or a file in the temp folder. Every test runs with ``TMPDIR`` set
+to a folder of this session, and with ``PYTEST_BROKER_SESSION`` in its
+environment, which every process it starts inherits; at the end of the session
+any process still carrying the mark (or still a child of pytest) is reported
+and killed, and anything left in the session's temp folder is reported.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -103,3 +118,110 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return _run
+
+
+# --- session hygiene -------------------------------------------------------------------------
+SESSION_VAR = "PYTEST_BROKER_SESSION"  # not BROKER_*: the cli fixture drops those
+SYSTEM_TMP = tempfile.gettempdir()  # the machine's temp folder, before the session's own
+# Left on purpose: the broker's per-user doorbell folder for stores whose path is
+# too long for a socket address (broker.wake); it lives as long as the temp folder.
+KEPT_TMP = {f"broker-{os.getuid()}"}
+ORPHAN_GRACE_S = 10.0  # processes killed by the last test may still be exiting
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import spacegen
+
+    cache = getattr(config, "cache", None)
+    if cache is not None:  # kept between runs; the key covers every schema source
+        spacegen.TEMPLATE_DIR = Path(cache.mkdir("broker-template"))
+
+
+def _proc_table() -> dict[int, tuple[int, str, bytes]]:
+    """pid -> (parent pid, state, environment) of every process we can read."""
+    table: dict[int, tuple[int, str, bytes]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        table[int(name)] = (int(fields[1]), fields[0].decode(), environ)
+    return table
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+    except OSError:
+        return "?"
+
+
+def session_processes(token: str) -> dict[int, str]:
+    """Processes this session started that still exist: pid -> state (Z: not reaped)."""
+    me = os.getpid()
+    mark = f"{SESSION_VAR}={token}".encode()
+    table = _proc_table()
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _, _) in table.items():
+        children[ppid].append(pid)
+    found = {pid for pid, (_, _, env) in table.items() if mark in env.split(b"\0")}
+    todo = list(children[me])  # forked children carry no mark of their own
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo.extend(children[pid])
+    found.discard(me)
+    return {pid: table[pid][1] for pid in sorted(found) if pid in table}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    import spacegen
+
+    tmp_path_factory.getbasetemp()  # pytest's own folders stay where pytest keeps them
+    if spacegen.TEMPLATE_DIR is None:  # no cache plugin: one template for this session
+        spacegen.TEMPLATE_DIR = tmp_path_factory.mktemp("template")
+    private = tempfile.mkdtemp(prefix="broker-tests-")
+    token = secrets.token_hex(8)
+    saved_env = {k: os.environ.get(k) for k in ("TMPDIR", SESSION_VAR)}
+    saved_tempdir = tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = private
+    os.environ[SESSION_VAR] = token
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    problems: list[str] = []
+    deadline = time.monotonic() + ORPHAN_GRACE_S
+    left = session_processes(token)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = session_processes(token)
+    if left:
+        problems.append(
+            "processes left running or unreaped: "
+            + "; ".join(f"{pid} [{state}] {_cmdline(pid)}" for pid, state in left.items())
+        )
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, os.WNOHANG)
+    leftovers = sorted(set(os.listdir(private)) - KEPT_TMP)
+    shutil.rmtree(private, ignore_errors=True)
+    if leftovers:
+        problems.append(f"temp folders or files left behind: {', '.join(leftovers[:20])}")
+    if problems:
+        pytest.fail("session hygiene: " + " | ".join(problems), pytrace=False)

@@ -8,10 +8,11 @@ through the public API (``broker.client``); the rest through ``sqlrows``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
-import tempfile
+import sqlite3
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,27 +42,35 @@ class StepClock:
             return self.now
 
 
+TEMPLATE_DIR: Path | None = None  # set by conftest: pytest's cache folder, kept between runs
 _TEMPLATES: dict[str, Path] = {}
 
 
 def fresh_store(folder: Path, name: str = "broker.db") -> Store:
-    """A migrated store in ``folder``, copied from a template (migrating is slow)."""
-    template = _TEMPLATES.get("t")
+    """A migrated store in ``folder``, copied from a template (migrating is slow).
+
+    The template is keyed on every file that can shape the schema (the whole
+    ``broker`` package, its SQL and the migrations) and SQLite's version, so a
+    change anywhere builds a new one; tests/test_spacegen.py compares it with a
+    fresh migration."""
+    key = schema_digest()
+    template = _TEMPLATES.get(key)
     if template is None or not template.exists():
-        tdir = Path(tempfile.gettempdir()) / f"broker-test-template-{os.getuid()}"
-        tdir.mkdir(parents=True, exist_ok=True)
-        template = tdir / f"template-{_schema_digest()}.db"
+        if TEMPLATE_DIR is None:
+            raise RuntimeError("spacegen.TEMPLATE_DIR is not set (tests/conftest.py sets it)")
+        TEMPLATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+        template = TEMPLATE_DIR / f"template-{key}.db"
         if not template.exists():
-            tmp = tdir / f"building-{threading.get_ident()}.db"
+            tmp = TEMPLATE_DIR / f"building-{os.getpid()}-{threading.get_ident()}.db"
             s = Store(f"sqlite:///{tmp}")
-            with s.write() as t:
-                t.execute("SELECT 1")
             raw = s.connect()
             raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             raw.close()
             s.close()
-            tmp.replace(template)
-        _TEMPLATES["t"] = template
+            for suffix in ("-wal", "-shm", ".migrate.lock"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+            tmp.replace(template)  # atomic: a concurrent run sees all of it or nothing
+        _TEMPLATES[key] = template
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = folder / name
     shutil.copyfile(template, target)
@@ -69,14 +78,24 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
     return Store(f"sqlite:///{target}", clock=StepClock())
 
 
-def _schema_digest() -> str:
+def schema_sources() -> list[Path]:
+    """Every file that can shape a migrated schema: all of ``broker`` (tables,
+    dialect, views, the statement catalogue...) and the migration scripts."""
+    import broker
     import broker.migrate as mig
 
-    h = hashlib.sha256()
-    for p in sorted(mig.script_location().rglob("*.py")):
+    package = Path(broker.__file__).parent
+    files = [*package.rglob("*.py"), *package.rglob("*.sql"), *mig.script_location().rglob("*")]
+    return sorted({p for p in files if p.is_file() and "__pycache__" not in p.parts})
+
+
+@functools.cache
+def schema_digest() -> str:
+    h = hashlib.sha256(sqlite3.sqlite_version.encode())
+    for p in schema_sources():
+        h.update(str(p.name).encode())
         h.update(p.read_bytes())
-    h.update((Path(mig.__file__).parent / "views.py").read_bytes())
-    return h.hexdigest()[:12]
+    return h.hexdigest()[:16]
 
 
 @dataclass
