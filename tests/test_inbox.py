@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock
+from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors, inbox
 from broker.ids import parse_ts
@@ -497,19 +498,27 @@ def _send_later(url: str, ident: Any, go: Any) -> None:
     s.close()
 
 
-def test_S20_claim_wait_wakes_when_another_process_sends(store: Store, db_url: str) -> None:
+def test_S20_claim_wait_wakes_when_another_process_sends(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, a, b = pair(store)
     go = FORK.Event()
     proc = FORK.Process(target=_send_later, args=(db_url, a.identity, go))
     proc.start()
+    probe = WakeProbe.install(monkeypatch)
     result: list[Any] = []
     th = threading.Thread(target=lambda: result.append(b.claim(wait=30)))
     th.start()
-    go.set()
-    th.join(timeout=60)
-    proc.join(timeout=60)
+    try:
+        assert probe.asleep.wait(30)  # checked, found nothing, about to block: send now
+        go.set()
+        th.join(timeout=60)
+    finally:
+        go.set()
+        proc.join(timeout=60)
     assert proc.exitcode == 0
     assert [d.body for d in result[0].deliveries] == ["woken"]
+    assert probe.woke == ["rung"]  # the doorbell woke it, not the safety tick
 
 
 def test_S20_claim_wait_takes_an_expired_lease_back_without_a_ring(store: Store) -> None:

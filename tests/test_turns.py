@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Clock
+from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors, transcript, turns
 from broker.records import Turn
@@ -307,20 +308,18 @@ def test_S19_transcript_keeps_notices_and_what_was_sent_before_any_turn(crew: Cr
 
 
 # --- S20: waiting for a turn -----------------------------------------------------------------
-def test_S20_next_turn_wait_wakes_on_a_broadcast(crew: Crew) -> None:
+def test_S20_next_turn_wait_wakes_on_a_broadcast(
+    crew: Crew, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = WakeProbe.install(monkeypatch)
     got: list[Turn] = []
-    ready = threading.Event()
-
-    def waiter() -> None:
-        ready.set()
-        got.append(crew.b.next_turn(wait=30))
-
-    th = threading.Thread(target=waiter)
+    th = threading.Thread(target=lambda: got.append(crew.b.next_turn(wait=30)))
     th.start()
-    ready.wait()
+    assert probe.asleep.wait(30)  # checked, found nothing, about to block: send now
     crew.a.send("broadcast", "wake up")
     th.join(timeout=60)
     assert [i.body for i in got[0].items] == ["wake up"]
+    assert probe.woke == ["rung"]  # the doorbell woke it, not the safety tick
 
 
 def test_S20_next_turn_wait_times_out_with_nothing_new(crew: Crew) -> None:
