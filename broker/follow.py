@@ -16,6 +16,7 @@ from broker.db import Store
 from broker.records import LogEntry
 
 FOREVER_S = 3600.0  # one wait without an idle timeout; the loop waits again
+BATCH = 256  # entries per read: short read snapshots never pin the WAL, bounded memory
 
 
 def follow_log(
@@ -53,7 +54,9 @@ def follow_log(
             # in it holds every entry logged before the stop.
             with store.read() as t:
                 running = spaces.get(store, space.id, tx=t).state == "running"
-                batch = messages.log(store, space.id, after_seq=seq, kinds=kind_list, tx=t)
+                batch = messages.log(
+                    store, space.id, after_seq=seq, kinds=kind_list, limit=BATCH, tx=t
+                )
             if batch:
                 seq = batch[-1].seq
                 yield batch  # outside the snapshot: a slow consumer must not pin the WAL
