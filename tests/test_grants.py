@@ -82,7 +82,9 @@ def test_S24_star_does_not_let_an_agent_issue_directives(
     join("w1", agent="worker")
     with pytest.raises(errors.ToolUnavailable, match="'\\*' never grants it"):
         star.directive("role:worker", "obey")
-    star.post("but it can post")  # '*' is the default set
+    posted = star.post("but it can post")  # '*' is the default set
+    entry = Operator(store).log(star.identity.space_id)[-1]
+    assert (entry.id, entry.kind, entry.sender) == (posted.id, "post", "star")
     assert notices(store, star)[0][0] == "tool_unavailable"
 
 
@@ -143,7 +145,11 @@ def test_S24_narrowing_is_not_inherited(store: Store, space: str) -> None:
     kid, _ = Agent.join(store, space, "kid", parent="narrow")
     p = participants.get(store, space, "kid")
     assert p.messaging and p.tools is None
-    kid.post("the default set, not the parent's narrowing")
+    posted = kid.post("the default set, not the parent's narrowing")
+    entry = Operator(store).log(space)[-1]
+    assert (entry.id, entry.kind, entry.sender) == (posted.id, "post", "kid")
+    with pytest.raises(errors.ToolUnavailable):
+        narrow.post("the parent kept its narrowing")
 
 
 def test_S24_inherited_off_wins_over_named_tools_and_says_so(store: Store, space: str) -> None:

@@ -186,7 +186,12 @@ def test_S7_log_entries_carry_the_whole_row(
 ) -> None:
     lynx = join("flow/lynx")
     join("flow/otter")
+    before = store.now_ts()
     r = lynx.send(["otter", "ghost#1"], "body text", idempotency_key="k1")
+    after = store.now_ts()
+    with store.read() as t:
+        stored_at = t.one("SELECT created_at_utc FROM messages WHERE id = ?", (r.id,))[0]
+    assert before <= stored_at <= after  # stamped by the send, not by the read
     (entry,) = Operator(store).log(space)
     assert to_dict(entry) == {
         "id": r.id,
@@ -202,7 +207,7 @@ def test_S7_log_entries_carry_the_whole_row(
         "reached": ["otter"],
         "not_reached": [{"address": "ghost#1", "reason": "unknown_participant"}],
         "idempotency_key": "k1",
-        "created_at_utc": entry.created_at_utc,
+        "created_at_utc": stored_at,
     }
     parse_ts(entry.created_at_utc)
     assert len(entry.created_at_utc) == 27

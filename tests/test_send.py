@@ -484,7 +484,8 @@ def test_S9_operator_message_has_via_and_urgent(
     r = Operator(store).send(space, "fyi", to=["otter"])
     assert (row(store, r.id)["via"], row(store, r.id)["urgent"]) == ("cli", 0)
     for via in ("mcp", "cli"):
-        Operator(store, via=via).send(space, "x", to=["heron"])  # type: ignore[arg-type]
+        r = Operator(store, via=via).send(space, "x", to=["heron"])  # type: ignore[arg-type]
+        assert r.reached == ["heron"] and row(store, r.id)["via"] == via
     with pytest.raises(errors.InvalidInput, match="via"):
         messages.operator_send(store, space, "x", to=["lynx"], via="sms")  # type: ignore[arg-type]
 

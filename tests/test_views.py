@@ -281,26 +281,35 @@ def test_docs_schema_md_is_generated_from_the_schema_and_up_to_date() -> None:
         assert f"### `{view.name}`" in text
 
 
-def _readme_queries() -> list[str]:
+def _readme_queries() -> list[tuple[str, list[str] | None]]:
+    """(query, the columns of the output the README shows for it), in order; a
+    block's sample output belongs to its first query (None for the others)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Inspecting with SQL", 1)[1]
-    queries = []
-    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
-        for m in re.finditer(r'sqlite3 [^"]*"(.*?)"\s*$', block, re.S | re.M):
-            queries.append(m.group(1).replace('\\"', '"'))
-    return queries
+    found: list[tuple[str, list[str] | None]] = []
+    for block, shown in re.findall(r"```sh\n([^`]*)```\n```\n([^\n]*)\n", section):
+        for i, m in enumerate(re.finditer(r'sqlite3 [^"]*"(.*?)"\s*$', block, re.S | re.M)):
+            found.append((m.group(1).replace('\\"', '"'), None if i else shown.split()))
+    return found
 
 
 def test_readme_sql_examples_run_against_a_real_space(
     rich: tuple[Store, spacegen.Built],
 ) -> None:
+    """Every example query runs, finds rows in a space that has a bit of
+    everything, and returns the columns its sample output shows."""
     store, b = rich
     queries = _readme_queries()
     assert len(queries) >= 5
     conn = sqlite3.connect(store.path)
     try:
-        for sql in queries:
+        for sql, shown in queries:
             sql = sql.replace("$SPACE", b.space).replace("'$S'", f"'{b.space}'")
-            conn.execute(sql).fetchall()
+            sql = sql.replace("'task-7'", "'src/b.py'")  # the README's key; claimed, released here
+            cur = conn.execute(sql)
+            rows = cur.fetchall()
+            assert rows, sql
+            if shown is not None:
+                assert [d[0] for d in cur.description] == shown, sql
     finally:
         conn.close()
