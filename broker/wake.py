@@ -30,7 +30,7 @@ tick). While asleep the waiter looks at the marker every ``SAFETY_S`` seconds
 depends on. If sockets cannot be used at all, waiters poll the marker instead
 (``FALLBACK_POLL_S``).
 
-Where the doorbells live (DESIGN §6): never in a folder another local user can
+Where the doorbells live (spec §Reliability): never in a folder another local user can
 pre-create or redirect. The folder is ``<database>-wake`` beside the database
 file (in the store folder, 0700). If that path is too long for a socket
 address (108 bytes), a short per-user folder is used instead:
@@ -44,6 +44,7 @@ else is refused with a one-line ``StoreError`` naming it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -90,6 +91,14 @@ _hook: Callable[[Waiter, str], None] | None = None
 _sender: socket.socket | None = None
 _maps: dict[str, mmap.mmap] = {}
 _count_lock = threading.Lock()  # lockf excludes processes, not threads of one process
+
+
+def _close_sender() -> None:
+    if _sender is not None:
+        _sender.close()
+
+
+atexit.register(_close_sender)
 
 
 def _reset_after_fork() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing.util
 import os
 import secrets
 import shutil
@@ -163,6 +164,23 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
+# multiprocessing's own helpers (the forkserver the runtime uses, its resource
+# tracker): one per pytest process, stopped by multiprocessing at exit.
+MP_HELPERS = (
+    b"from multiprocessing.forkserver import main",
+    b"from multiprocessing.resource_tracker import main",
+)
+
+
+def _mp_helper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return any(h in cmd for h in MP_HELPERS)
+
+
 def session_processes(token: str) -> dict[int, str]:
     """Processes this session started that still exist: pid -> state (Z: not reaped)."""
     me = os.getpid()
@@ -178,7 +196,8 @@ def session_processes(token: str) -> dict[int, str]:
         found.add(pid)
         todo.extend(children[pid])
     found.discard(me)
-    return {pid: table[pid][1] for pid in sorted(found) if pid in table}
+    helpers = {pid for pid in children[me] if _mp_helper(pid)}
+    return {pid: table[pid][1] for pid in sorted(found - helpers) if pid in table}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -186,6 +205,7 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     import spacegen
 
     tmp_path_factory.getbasetemp()  # pytest's own folders stay where pytest keeps them
+    multiprocessing.util.get_temp_dir()  # and multiprocessing's, removed by it at exit
     if spacegen.TEMPLATE_DIR is None:  # no cache plugin: one template for this session
         spacegen.TEMPLATE_DIR = tmp_path_factory.mktemp("template")
     private = tempfile.mkdtemp(prefix="broker-tests-")

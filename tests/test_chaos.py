@@ -288,7 +288,10 @@ def test_S14_a_holder_stopped_past_its_lease_is_refused_and_the_message_went_to_
         if holder.poll() is None:
             os.kill(holder.pid, signal.SIGCONT)
             holder.kill()
-            holder.wait()
+        holder.wait()
+        for f in (holder.stdout, holder.stderr):
+            if f is not None:
+                f.close()
     assert me.ack(second.token) == 1
     with store.read() as t:
         state, token = t.one(

@@ -1,4 +1,4 @@
-"""DESIGN §6: doorbells and lock files that another local user could pre-create
+"""spec §Reliability: doorbells and lock files that another local user could pre-create
 or redirect are refused, and nothing of the victim's is touched.
 
 The attacker is a real second user: ``nobody``, run through ``setpriv`` (or
@@ -138,7 +138,7 @@ def victim() -> Iterator[Callable[[Path], Victim]]:
 
 # --- a second user ----------------------------------------------------------------------------
 @needs_second_user
-def test_S6_a_doorbell_folder_another_user_planted_beside_the_database_is_refused(
+def test_private_files_a_doorbell_folder_another_user_planted_beside_the_database_is_refused(
     shared: Path, attacker: Attacker, victim: Callable[[Path], Victim], precious: Path
 ) -> None:
     db = shared / "victim.db"
@@ -152,7 +152,7 @@ def test_S6_a_doorbell_folder_another_user_planted_beside_the_database_is_refuse
 
 
 @needs_second_user
-def test_S6_a_doorbell_folder_another_user_redirected_by_a_symlink_is_refused(
+def test_private_files_a_doorbell_folder_another_user_redirected_by_a_symlink_is_refused(
     shared: Path, attacker: Attacker, victim: Callable[[Path], Victim], precious: Path
 ) -> None:
     db = shared / "victim.db"
@@ -164,7 +164,7 @@ def test_S6_a_doorbell_folder_another_user_redirected_by_a_symlink_is_refused(
 
 
 @needs_second_user
-def test_S6_the_per_user_fallback_folder_planted_by_another_user_is_refused(
+def test_private_files_the_per_user_fallback_folder_planted_by_another_user_is_refused(
     shared: Path,
     attacker: Attacker,
     victim: Callable[[Path], Victim],
@@ -187,7 +187,7 @@ def test_S6_the_per_user_fallback_folder_planted_by_another_user_is_refused(
 
 
 @needs_second_user
-def test_S6_an_xdg_runtime_dir_of_another_user_is_not_used(
+def test_private_files_an_xdg_runtime_dir_of_another_user_is_not_used(
     shared: Path,
     attacker: Attacker,
     victim: Callable[[Path], Victim],
@@ -205,7 +205,7 @@ def test_S6_an_xdg_runtime_dir_of_another_user_is_not_used(
 
 
 @needs_second_user
-def test_S6_another_user_cannot_plant_anything_in_the_victims_doorbell_folder(
+def test_private_files_another_user_cannot_plant_anything_in_the_victims_doorbell_folder(
     shared: Path, attacker: Attacker, victim: Callable[[Path], Victim], precious: Path
 ) -> None:
     db = shared / "victim.db"
@@ -222,7 +222,7 @@ def test_S6_another_user_cannot_plant_anything_in_the_victims_doorbell_folder(
 
 
 @needs_second_user
-def test_S6_a_migration_lock_file_another_user_planted_as_a_symlink_is_refused(
+def test_private_files_a_migration_lock_file_another_user_planted_as_a_symlink_is_refused(
     shared: Path, attacker: Attacker, precious: Path
 ) -> None:
     db = shared / "victim.db"
@@ -233,7 +233,7 @@ def test_S6_a_migration_lock_file_another_user_planted_as_a_symlink_is_refused(
 
 
 # --- the same checks without a second user ------------------------------------------------------
-def test_S6_a_doorbell_folder_writable_by_others_is_refused(
+def test_private_files_a_doorbell_folder_writable_by_others_is_refused(
     tmp_path: Path, victim: Callable[[Path], Victim]
 ) -> None:
     v = victim(tmp_path / "v.db")
@@ -243,7 +243,7 @@ def test_S6_a_doorbell_folder_writable_by_others_is_refused(
     v.refuses(root, "writable by group or others")
 
 
-def test_S6_a_slots_file_that_is_a_symlink_is_never_followed(
+def test_private_files_a_slots_file_that_is_a_symlink_is_never_followed(
     tmp_path: Path, victim: Callable[[Path], Victim], precious: Path
 ) -> None:
     v = victim(tmp_path / "v.db")
@@ -254,7 +254,7 @@ def test_S6_a_slots_file_that_is_a_symlink_is_never_followed(
     _untouched(precious)
 
 
-def test_S6_doorbell_folders_are_0700_and_the_slots_file_0600(
+def test_private_files_doorbell_folders_are_0700_and_the_slots_file_0600(
     tmp_path: Path, victim: Callable[[Path], Victim]
 ) -> None:
     v = victim(tmp_path / "v.db")
@@ -294,7 +294,7 @@ def test_S20_a_store_path_too_long_for_a_socket_address_rings_through_a_short_pr
     assert stat.S_IMODE(os.stat(xdg / "broker").st_mode) == 0o700
 
 
-def test_S6_imported_participant_ids_never_name_a_path() -> None:
+def test_private_files_imported_participant_ids_never_name_a_path() -> None:
     for hostile in ("../../etc", "a/b", "x" * 200, "é", ""):
         key = wake.participant_key(hostile)
         assert re.fullmatch(r"p[0-9A-Za-z]{0,26}", key), (hostile, key)
