@@ -25,7 +25,7 @@ the ring, or wrote with plain SQL) still moves the marker: ``wait()`` compares
 it on entry and returns at once if anything was committed since the reading
 (at most once in a row, so that traffic concerning others cannot turn a waiter
 into a poller of the tables; a change left unread then is taken by the first
-tick). While asleep the waiter looks at the marker every ``SAFETY_S`` seconds
+tick). While asleep the waiter looks at the marker about every ``SAFETY_S`` seconds
 (a few microseconds, no lock): a safety net, not the mechanism anything
 depends on. If sockets cannot be used at all, waiters poll the marker instead
 (``FALLBACK_POLL_S``).
@@ -282,6 +282,9 @@ class Waiter:
         self.slots: list[int] = []
         self.root: str | None = None
         self.woke = ""  # why the last wait() returned: changed | rung | tick | polled | timeout
+        # Waiters started together must not tick together: each tick's re-check
+        # commits (a heartbeat), which every other waiter would see on entry.
+        self._jitter = 0.75 + secrets.randbelow(501) / 1000
         try:
             opened = _open(store, create=True)
             if opened is None:
@@ -377,7 +380,8 @@ class Waiter:
                 if self._changed():
                     return self._return("polled", True)
                 continue
-            ready, _, _ = select.select(self.socks, [], [], min(left, SAFETY_S))
+            tick = SAFETY_S * self._jitter
+            ready, _, _ = select.select(self.socks, [], [], min(left, tick))
             if ready:
                 for s in ready:
                     with contextlib.suppress(OSError):
@@ -387,7 +391,7 @@ class Waiter:
                 return self._return("rung", True)
             if self._changed():
                 return self._return("tick", True)  # a commit rang nobody: re-check
-            if left > SAFETY_S:
+            if left > tick:
                 with contextlib.suppress(Exception):
                     self.store.checkpoint()  # idle for a whole tick: fold the WAL back
 
