@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Mutation testing of one broker module with mutmut 2 (see docs/mutation.md).
+#
+#   scripts/mutation.sh MODULE [WORKDIR]      e.g.  scripts/mutation.sh wake
+#
+# mutmut 2 writes each mutant into the file on disk, so the processes the
+# tests start (CLI calls, helper scripts, forked workers) run the mutant too.
+# It therefore runs in a copy of this checkout (WORKDIR, a new temp folder by
+# default), never in the checkout itself, with PYTHONPATH pointing at the copy.
+# Each mutant runs the module's own tests (below), fastest killers first, and
+# stops at the first failure (-x). Not part of the default test run.
+#
+# Output in WORKDIR: results.txt (mutmut results), survivors.diff (every
+# surviving or timed-out mutant as a diff), summary.txt (the counts).
+set -euo pipefail
+
+module=${1:?usage: scripts/mutation.sh MODULE [WORKDIR]}
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+case "$module" in
+  wake)
+    tests="tests/test_wake.py tests/test_doorbell_files.py tests/test_inbox.py tests/test_turns.py tests/test_reliability.py" ;;
+  inbox)
+    tests="tests/test_stale_lease.py tests/test_inbox.py tests/test_model.py tests/test_turns.py tests/test_send.py tests/test_chaos.py" ;;
+  messages)
+    tests="tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_inbox.py tests/test_concurrency.py" ;;
+  board)
+    tests="tests/test_board.py tests/test_grants.py" ;;
+  turns)
+    tests="tests/test_turns.py tests/test_runtime.py" ;;
+  participants)
+    tests="tests/test_participants.py tests/test_grants.py tests/test_cli_core.py" ;;
+  *)
+    echo "no test selection for module '$module': add one to $0" >&2
+    exit 2 ;;
+esac
+
+work=${2:-$(mktemp -d "${TMPDIR:-/tmp}/broker-mutation-$module-XXXXXX")}
+mkdir -p "$work"
+# The checkout as it is (committed or not), without caches and earlier runs.
+tar -C "$src" --exclude=.git --exclude=.mutmut-cache --exclude=.pytest_cache \
+    --exclude=__pycache__ --exclude=.hypothesis --exclude=mutants -cf - . | tar -C "$work" -xf -
+cd "$work"
+export PYTHONPATH="$work"
+echo "mutating broker/$module.py in $work; tests: $tests" >&2
+
+set +e
+mutmut run \
+  --paths-to-mutate "broker/$module.py" \
+  --tests-dir tests \
+  --runner "python -m pytest -x -q -p no:cacheprovider $tests" \
+  --simple-output --no-progress
+status=$?
+set -e
+
+mutmut results > results.txt || true
+python - <<'EOF2'
+import sqlite3
+import subprocess
+
+db = sqlite3.connect(".mutmut-cache")
+rows = db.execute("SELECT status, count(*) FROM Mutant GROUP BY status").fetchall()
+with open("summary.txt", "w") as out:
+    print("generated", sum(n for _, n in rows), file=out)
+    for status, n in sorted(rows):
+        print(status, n, file=out)
+with open("survivors.diff", "w") as out:
+    for (mid, status) in db.execute(
+        "SELECT id, status FROM Mutant WHERE status NOT IN ('ok_killed', 'untested', 'skipped') "
+        "ORDER BY id"
+    ):
+        diff = subprocess.run(["mutmut", "show", str(mid)], capture_output=True, text=True).stdout
+        out.write(f"### mutant {mid}: {status}\n{diff}\n")
+EOF2
+cat summary.txt
+echo "results: $work/results.txt, survivors: $work/survivors.diff (mutmut exit $status)" >&2
