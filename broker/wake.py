@@ -173,6 +173,7 @@ def _slot(key: str) -> int:
     return zlib.crc32(key.encode()) % SLOTS
 
 
+@lru_cache(maxsize=65536)
 def participant_key(participant_id: str) -> str:
     """The doorbell of one participant's inbox (a safe, short folder name)."""
     if len(participant_id) < KEY_MAX and _ID_CHARS.issuperset(participant_id):
