@@ -14,6 +14,7 @@ user (modes, symlinks planted by the same user) always run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -299,3 +300,64 @@ def test_private_files_imported_participant_ids_never_name_a_path() -> None:
         key = wake.participant_key(hostile)
         assert re.fullmatch(r"p[0-9A-Za-z]{0,26}", key), (hostile, key)
     assert wake.participant_key("01J0ABCDEFGHJKMNPQRSTVWXYZ") == "p01J0ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+# --- the socket address budget ------------------------------------------------------------------
+def _folder_of_length(n: int) -> Path:
+    """A real folder whose path is exactly ``n`` bytes long, under the system temp dir."""
+    base = Path(tempfile.mkdtemp(prefix="len-", dir=SYSTEM_TMP))
+    pad = n - len(os.fsencode(str(base))) - 1
+    assert pad > 0, "the system temp folder's path is too long for this test"
+    folder = base / ("x" * pad)
+    folder.mkdir()
+    assert len(os.fsencode(str(folder))) == n
+    return folder
+
+
+def _bind_at(path: str) -> bool:
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.bind(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def test_S20_the_longest_doorbell_socket_path_fits_a_socket_address_with_no_byte_to_spare() -> None:
+    """ROOT_MAX is the longest doorbell folder that still fits the worst case:
+    the longest participant key and a 7-digit pid (Linux's maximum)."""
+    key = wake.participant_key("Z" * 26)
+    name = "4194304-abcdef"
+    for extra, fits in ((0, True), (1, False)):
+        root = _folder_of_length(wake.ROOT_MAX + extra)
+        try:
+            (root / key).mkdir()
+            assert _bind_at(str(root / key / name)) is fits, (extra, len(str(root / key / name)))
+        finally:
+            shutil.rmtree(root.parent)
+
+
+def test_S20_the_doorbell_folder_stays_beside_the_database_up_to_the_longest_that_fits(
+    victim: Callable[[Path], Victim],
+) -> None:
+    for extra, beside in ((0, True), (1, False)):
+        folder = _folder_of_length(wake.ROOT_MAX + extra - len("/v.db-wake"))
+        try:
+            v = victim(folder / "v.db")
+            assert (wake.root_path(v.store) == f"{folder}/v.db-wake") is beside
+            v.store.close()
+        finally:
+            shutil.rmtree(folder.parent)
+
+
+def test_private_files_a_27_character_id_is_hashed_to_fit_the_key_budget() -> None:
+    assert len(wake.participant_key("A" * 26)) == wake.KEY_MAX == 27
+    assert wake.participant_key("A" * 26) == "p" + "A" * 26
+    key = wake.participant_key("A" * 27)
+    assert len(key) <= wake.KEY_MAX and key != "p" + "A" * 27

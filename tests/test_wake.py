@@ -422,3 +422,60 @@ def test_S33_follow_refuses_an_idle_timeout_that_is_not_a_finite_number_of_secon
 ) -> None:
     with pytest.raises(errors.InvalidInput, match="idle_timeout"):
         next(follow_log(store, two.space, idle_timeout=bad))
+
+
+# --- processes: exit and fork ------------------------------------------------------------------
+def test_S20_a_writer_process_that_rang_a_doorbell_exits_without_a_word(
+    two: Pair, db_url: str
+) -> None:
+    """The writer's doorbell socket is closed at exit: nothing on stderr, even
+    with resource warnings turned into errors."""
+    code = (
+        "import sys\n"
+        "from broker import Agent, Store, wake\n"
+        "url, space, token, key = sys.argv[1:5]\n"
+        "store = Store(url)\n"
+        "with wake.Waiter(store, [key]):\n"
+        "    Agent.connect(store, space, 'a', token).send('b', 'from a writer process')\n"
+        "    assert wake._sender is not None\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code, db_url, two.space, two.a_token, two.b_key],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (out.returncode, out.stderr) == (0, "")
+    assert [d.body for d in two.b.claim().deliveries] == ["from a writer process"]
+
+
+def test_S20_a_forked_child_waits_and_is_rung_like_any_process(
+    store: Store, db_url: str, two: Pair
+) -> None:
+    """fork() after the parent used its doorbells (its lock and sender are not
+    shared with the child): the child's claim(wait) is woken by the parent's send."""
+    import multiprocessing as mp
+
+    with wake.Waiter(store, [two.b_key]):  # the parent holds doorbell state at fork()
+        two.a.send("b", "before the fork")
+        assert [d.body for d in two.b.claim().deliveries] == ["before the fork"]
+    fork = mp.get_context("fork")
+    asleep, out = fork.Event(), fork.Queue()
+
+    def child() -> None:
+        wake._hook = lambda w, e: e == "sleep" and asleep.set()
+        got = Agent(Store(db_url), two.b.identity).claim(wait=30)
+        out.put(([d.body for d in got.deliveries], wake._hook is not None))
+
+    proc = fork.Process(target=child)
+    proc.start()
+    try:
+        assert asleep.wait(30)
+        two.a.send("b", "after the fork")
+        assert out.get(timeout=60) == (["after the fork"], True)
+        proc.join(30)
+        assert proc.exitcode == 0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(30)
