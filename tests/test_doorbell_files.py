@@ -120,6 +120,7 @@ class Victim:
             self.b.claim(wait=1)
         sent = self.a.send("b", "still delivered")  # the writer neither rings into it nor fails
         assert sent.reached == ["b"]
+        assert wake.ring_keys(self.store, [self.key]) == 0
         assert [d.body for d in self.b.claim().deliveries] == ["still delivered"]
 
 

@@ -482,3 +482,73 @@ def test_S20_a_forked_child_waits_and_is_rung_like_any_process(
         if proc.is_alive():
             proc.kill()
         proc.join(30)
+
+
+# --- ringing: what a writer does and does not do ------------------------------------------------
+def test_S20_writers_never_create_doorbell_files(store: Store, two: Pair) -> None:
+    """Only waiters make the doorbell folder: a store nobody waited on gets no
+    files from sends (and rings nobody)."""
+    two.a.send("b", "nobody waits")
+    assert not os.path.exists(wake.root_path(store))
+    assert wake.ring_keys(store, [two.b_key, wake.space_key(two.space)]) == 0
+
+
+def test_S20_every_waiter_on_a_key_is_rung(store: Store, two: Pair) -> None:
+    with wake.Waiter(store, [two.b_key]) as w1, wake.Waiter(store, [two.b_key]) as w2:
+        assert wake.ring_keys(store, [two.b_key]) == 2
+        assert (w1.wait(30), w1.woke, w2.wait(30), w2.woke) == (True, "rung", True, "rung")
+
+
+def test_S20_a_key_sharing_a_busy_slot_does_not_stop_the_keys_after_it_from_ringing(
+    store: Store, two: Pair
+) -> None:
+    """Slots are hash buckets: a key whose bucket is counted by another key's
+    waiter has no folder; the ring must go on to the next keys."""
+    slot = wake._slot(two.b_key)
+    collider = next(k for k in (f"c{i}" for i in range(10**6)) if wake._slot(k) == slot)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert wake.ring_keys(store, [collider, two.b_key]) == 1
+        assert waiter.wait(30) is True and waiter.woke == "rung"
+
+
+def test_S20_a_waiter_that_never_drains_its_doorbell_never_blocks_a_writer(
+    store: Store, two: Pair
+) -> None:
+    with wake.Waiter(store, [two.b_key]):
+        rung = _in_thread(lambda: [wake.ring_keys(store, [two.b_key]) for _ in range(3000)])
+    assert rung == [1] * 3000  # a full buffer counts as rung: it has been rung already
+
+
+def test_private_files_a_writer_never_rings_through_a_symlinked_key_folder(
+    store: Store, two: Pair, tmp_path: Path
+) -> None:
+    import socket
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(elsewhere / "listener"))
+    listener.setblocking(False)
+    try:
+        with wake.Waiter(store, [two.b_key]) as waiter:
+            folder = os.path.dirname(waiter.paths[0])
+            os.rename(folder, folder + ".moved")
+            os.symlink(elsewhere, folder)  # the key's folder now leads elsewhere
+            assert wake.ring_keys(store, [two.b_key]) == 0
+            with pytest.raises(BlockingIOError):
+                listener.recv(8)  # nothing was sent through the link
+            os.unlink(folder)
+            os.rename(folder + ".moved", folder)
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("hostile", ["\ud800", "a\udfffb", "../x\ud800"])
+def test_private_files_ids_with_lone_surrogates_still_have_doorbells(
+    store: Store, hostile: str
+) -> None:
+    pkey, skey = wake.participant_key(hostile), wake.space_key(hostile)
+    assert pkey.isalnum() and skey.isalnum()
+    with wake.Waiter(store, [pkey, skey]) as waiter:
+        assert not waiter.polling
+        assert wake.ring_keys(store, [pkey]) == 1
