@@ -13,6 +13,7 @@ sleeps through a commit that landed between its check and its wait).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -353,6 +354,8 @@ def test_S20_a_closed_waiter_leaves_no_socket_and_no_folder_behind(store: Store,
         assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
     assert not any(os.path.exists(p) or os.path.exists(os.path.dirname(p)) for p in paths)
     assert sorted(os.listdir(wake.root_path(store))) == ["slots"]
+    mm = wake._maps[wake.root_path(store)]  # the counts writers read: back to nobody
+    assert (mm[wake._slot(two.b_key)], mm[wake._slot(wake.space_key(two.space))]) == (0, 0)
 
 
 # --- follow -----------------------------------------------------------------------------------
@@ -514,9 +517,21 @@ def test_S20_a_key_sharing_a_busy_slot_does_not_stop_the_keys_after_it_from_ring
 def test_S20_a_waiter_that_never_drains_its_doorbell_never_blocks_a_writer(
     store: Store, two: Pair
 ) -> None:
-    with wake.Waiter(store, [two.b_key]):
+    with wake.Waiter(store, [two.b_key]), wake.Waiter(store, [two.b_key]):
         rung = _in_thread(lambda: [wake.ring_keys(store, [two.b_key]) for _ in range(3000)])
-    assert rung == [1] * 3000  # a full buffer counts as rung: it has been rung already
+    assert rung == [2] * 3000  # a full buffer counts as rung: it has been rung already
+
+
+def test_S20_a_slot_counts_its_waiters_saturates_at_255_and_then_stays_maybe_waiting(
+    store: Store, two: Pair
+) -> None:
+    slot = wake._slot(two.b_key)
+    with contextlib.ExitStack() as stack:
+        waiters = [stack.enter_context(wake.Waiter(store, [two.b_key])) for _ in range(256)]
+        mm = wake._maps[wake.root_path(store)]
+        assert mm[slot] == 255 and all(not w.polling for w in waiters)
+        assert wake.ring_keys(store, [two.b_key]) == 256
+    assert mm[slot] == 255  # saturated: writers keep listing the folder (harmless)
 
 
 def test_private_files_a_writer_never_rings_through_a_symlinked_key_folder(
