@@ -352,6 +352,8 @@ def test_S20_the_doorbell_folder_stays_beside_the_database_up_to_the_longest_tha
         try:
             v = victim(folder / "v.db")
             assert (wake.root_path(v.store) == f"{folder}/v.db-wake") is beside
+            with wake.Waiter(v.store, [wake.participant_key("Z" * 26)]) as w:
+                assert not w.polling  # the longest key's socket binds in it
             v.store.close()
         finally:
             shutil.rmtree(folder.parent)

@@ -257,10 +257,14 @@ def test_S20_a_commit_that_rings_nobody_during_the_sleep_is_taken_by_the_safety_
 
     monkeypatch.setattr(wake, "SAFETY_S", 0.05)
     monkeypatch.setattr(wake, "_hook", hook)
-    with wake.Waiter(store, [two.b_key]) as waiter:
-        assert two.b.claim().deliveries == []
-        assert waiter.wait(30) is True
-        assert (waiter.woke, events) == ("tick", ["enter", "sleep", "woke"])
+
+    def check_and_wait() -> tuple[bool, str]:
+        with wake.Waiter(store, [two.b_key]) as waiter:
+            assert two.b.claim().deliveries == []
+            return waiter.wait(3600), waiter.woke  # only a tick (~SAFETY_S) can end it
+
+    assert _in_thread(check_and_wait, timeout=60) == (True, "tick")
+    assert events == ["enter", "sleep", "woke"]
     assert [d.body for d in two.b.claim().deliveries] == ["while asleep"]
 
 
@@ -567,3 +571,25 @@ def test_private_files_ids_with_lone_surrogates_still_have_doorbells(
     with wake.Waiter(store, [pkey, skey]) as waiter:
         assert not waiter.polling
         assert wake.ring_keys(store, [pkey]) == 1
+
+
+def test_S20_a_waiter_whose_folder_the_last_waiter_just_removed_binds_again(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race between a new waiter's mkdir and the last old waiter's rmdir:
+    the bind finds no folder, and the waiter makes it again and binds."""
+    real = wake.runfiles.private_dir
+    raced: list[str] = []
+
+    def racing(path: str, *, create: bool = True) -> bool:
+        made = real(path, create=create)
+        if os.path.basename(path) == two.b_key and not raced:
+            raced.append(path)
+            os.rmdir(path)  # the last waiter of this key leaves, right now
+        return made
+
+    monkeypatch.setattr(wake.runfiles, "private_dir", racing)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert raced and not waiter.polling and os.path.exists(waiter.paths[0])
+        assert wake.ring_keys(store, [two.b_key]) == 1
+        assert waiter.wait(30) is True and waiter.woke == "rung"
