@@ -350,6 +350,12 @@ class Waiter:
         self._marker = now
         return changed
 
+    def _drain(self) -> None:
+        for s in self.socks:
+            with contextlib.suppress(OSError):  # BlockingIOError once empty
+                while s.recv(64):
+                    pass
+
     def _return(self, why: str, result: bool) -> bool:
         self.woke = why
         if _hook is not None:
@@ -368,6 +374,7 @@ class Waiter:
             # check, and a waiter must not turn into a poller of the tables.
             # A change left here stays unread, so the first tick takes it.
             self._marker = now
+            self._drain()  # rings of what the caller is about to see: not a next wake
             return self._return("changed", True)
         deadline = time.monotonic() + timeout
         while True:
@@ -384,10 +391,7 @@ class Waiter:
             tick = SAFETY_S * self._jitter
             ready, _, _ = select.select(self.socks, [], [], min(left, tick))
             if ready:
-                for s in ready:
-                    with contextlib.suppress(OSError):
-                        while s.recv(64):
-                            pass
+                self._drain()
                 self._marker = self._read_marker()  # the caller re-checks from here
                 return self._return("rung", True)
             if self._changed():

@@ -593,3 +593,19 @@ def test_S20_a_waiter_whose_folder_the_last_waiter_just_removed_binds_again(
         assert raced and not waiter.polling and os.path.exists(waiter.paths[0])
         assert wake.ring_keys(store, [two.b_key]) == 1
         assert waiter.wait(30) is True and waiter.woke == "rung"
+
+
+@pytest.mark.parametrize("first", ["changed", "rung"])
+def test_S20_after_a_wake_quiet_ticks_let_the_waiter_sleep_to_its_timeout(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """Each return re-reads the change marker, so the ticks of the next wait
+    compare with it: with nothing committed since, they do not wake anyone."""
+    monkeypatch.setattr(wake, "SAFETY_S", 0.02)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        if first == "changed":
+            send_from_another_connection(two.a, "b", "wakes it on entry")
+        else:
+            wake.ring_keys(store, [two.b_key])
+        assert waiter.wait(30) is True and waiter.woke == first
+        assert waiter.wait(0.3) is False and waiter.woke == "timeout"
