@@ -1,0 +1,108 @@
+"""S13-S15, S20, S33 at the edges of the inbox, from the mutation run over inbox.py
+(docs/mutation.md): the documented bounds exactly, what a claim returns when
+poison sits at the head, the delivery id it reports, its defaults, and the
+wake-up at a lease expiry that nobody rings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Clock
+
+from broker import Agent, Operator, Store, errors, inbox, wake
+
+WEEK_S = 7 * 24 * 3600.0
+
+
+@pytest.fixture
+def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
+    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=clock)
+    yield s
+    s.close()
+
+
+def pair(store: Store, **settings: Any) -> tuple[Agent, Agent]:
+    sid = Operator(store).create_space("workflow", **settings).id
+    a, _ = Agent.join(store, sid, "a")
+    b, _ = Agent.join(store, sid, "b")
+    return a, b
+
+
+def test_S33_claim_limit_is_1_to_10000_exactly(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    assert len(b.claim(limit=10_000).deliveries) == 1
+    for bad in (0, 10_001):
+        with pytest.raises(errors.InvalidInput, match=f"bad limit {bad}: 1 to 10000"):
+            b.claim(limit=bad)
+
+
+def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    lease = b.claim(lease=WEEK_S)
+    assert len(lease.deliveries) == 1
+    for bad in (0.0, WEEK_S + 1):
+        with pytest.raises(errors.InvalidInput, match="bad lease .*at most 7 days"):
+            b.claim(lease=bad)
+        with pytest.raises(errors.InvalidInput, match="bad lease .*at most 7 days"):
+            b.extend(lease.token, bad)
+    assert b.extend(lease.token, WEEK_S) >= lease.expires_at  # accepted at the bound
+
+
+def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:
+    a, b = pair(store)
+    mid = a.send("b", "one").id
+    (got,) = b.claim().deliveries
+    with store.read() as t:
+        row = t.one("SELECT id FROM deliveries WHERE message_id = ?", (mid,))
+    assert (got.id, got.delivery_id) == (mid, row["id"])
+    assert got.delivery_id != got.id
+
+
+def test_S15_poison_at_the_head_is_quarantined_and_the_claim_still_returns_its_limit(
+    cstore: Store, clock: Clock
+) -> None:
+    a, b = pair(cstore, max_deliveries=1)
+    poison = [a.send("b", f"poison {i}").id for i in range(2)]
+    assert len(b.claim(limit=2, lease=1).deliveries) == 2  # delivered once: the maximum
+    clock.advance(2)  # ... and never acked
+    good = [a.send("b", f"good {i}").id for i in range(5)]
+    got = b.claim(limit=3, lease=60).deliveries
+    assert [d.id for d in got] == good[:3]  # exactly the limit, oldest first
+    with cstore.read() as t:
+        states = {r[0]: r[1] for r in t.all("SELECT message_id, state FROM deliveries")}
+    assert [states[m] for m in poison] == ["quarantine", "quarantine"]
+    assert [states[m] for m in good] == ["processing"] * 3 + ["ready"] * 2
+
+
+def test_S13_inbox_claim_defaults_to_one_message_and_no_waiting(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = pair(store)
+    events: list[str] = []
+    monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e))
+    assert inbox.claim(store, b.identity).deliveries == []  # returns at once: never waits
+    a.send("b", "one")
+    a.send("b", "two")
+    assert [d.body for d in inbox.claim(store, b.identity).deliveries] == ["one"]
+    assert events == []
+
+
+def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(store: Store) -> None:
+    """Nobody commits when a lease expires: the waiter sleeps just until the
+    inbox's next expiry. Its wait is an hour, so only that can end it here."""
+    a, b = pair(store)
+    mid = a.send("b", "job").id
+    b.claim(lease=0.3)  # the holder goes silent
+    got: list[Any] = []
+    th = threading.Thread(target=lambda: got.append(b.claim(wait=3600)), daemon=True)
+    th.start()
+    th.join(60)
+    assert not th.is_alive(), "the waiter slept past the lease expiry"
+    assert [(d.id, d.deliveries) for d in got[0].deliveries] == [(mid, 2)]
