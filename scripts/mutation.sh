@@ -8,10 +8,9 @@
 # It therefore runs in a copy of this checkout (WORKDIR, a new temp folder by
 # default), never in the checkout itself, with PYTHONPATH pointing at the copy.
 # Each mutant runs the module's own tests (below), fastest killers first, and
-# stops at the first failure (-x). mutmut 2 counts any exit code but 1 as
-# "tests passed", so pytest's 2 (a mutant that breaks the import, caught at
-# collection) would read as a survivor: the runner turns every failure into 1.
-# Not part of the default test run.
+# stops at the first failure (-x), through scripts/mutation_runner.py (every
+# failure exits 1, which is all mutmut 2 counts as a kill; a hang is killed
+# with all its processes). Not part of the default test run.
 #
 # Output in WORKDIR: results.txt (mutmut results), survivors.diff (every
 # surviving or timed-out mutant as a diff), summary.txt (the counts).
@@ -55,7 +54,7 @@ set +e
 mutmut run \
   --paths-to-mutate "broker/$module.py" \
   --tests-dir tests \
-  --runner "sh -c \"python -m pytest -x -q -p no:cacheprovider $tests || exit 1\"" \
+  --runner "python scripts/mutation_runner.py -x -q -p no:cacheprovider $tests" \
   --simple-output --no-progress
 status=$?
 set -e

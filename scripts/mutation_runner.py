@@ -1,0 +1,36 @@
+"""The test command scripts/mutation.sh gives mutmut 2: ``pytest ARGS``, such that
+every failure counts as a kill and a hang cannot stall the run.
+
+- mutmut 2 reads only exit code 1 as "killed": pytest's 2 (a mutant that breaks
+  the import is caught at collection) would read as a survivor, so any failure
+  exits 1.
+- A mutant can make a wait endless. mutmut then kills the process it started,
+  but not that process's children, which keep its terminal open and stall
+  mutmut. So pytest runs in its own process group, which is killed whole after
+  MUTATION_TEST_TIMEOUT seconds (default 240, below mutmut's own limit of ten
+  times the baseline); a hang counts as a kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def main(args: list[str]) -> int:
+    timeout = float(os.environ.get("MUTATION_TEST_TIMEOUT", "240"))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], start_new_session=True)
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        print(f"mutation runner: the tests ran past {timeout:.0f} s: killed", flush=True)
+        return 1
+    return 0 if code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
