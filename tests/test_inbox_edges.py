@@ -38,7 +38,7 @@ def test_S33_claim_limit_is_1_to_10000_exactly(store: Store) -> None:
     a.send("b", "one")
     assert len(b.claim(limit=10_000).deliveries) == 1
     for bad in (0, 10_001):
-        with pytest.raises(errors.InvalidInput, match=f"bad limit {bad}: 1 to 10000"):
+        with pytest.raises(errors.InvalidInput, match=f"^bad limit {bad}: 1 to 10000$"):
             b.claim(limit=bad)
 
 
@@ -48,9 +48,9 @@ def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> 
     lease = b.claim(lease=WEEK_S)
     assert len(lease.deliveries) == 1
     for bad in (0.0, WEEK_S + 1):
-        with pytest.raises(errors.InvalidInput, match="bad lease .*at most 7 days"):
+        with pytest.raises(errors.InvalidInput, match="^bad lease .*: more than 0 and at most 7 days$"):
             b.claim(lease=bad)
-        with pytest.raises(errors.InvalidInput, match="bad lease .*at most 7 days"):
+        with pytest.raises(errors.InvalidInput, match="^bad lease .*: more than 0 and at most 7 days$"):
             b.extend(lease.token, bad)
     assert b.extend(lease.token, WEEK_S) >= lease.expires_at  # accepted at the bound
 
@@ -106,3 +106,12 @@ def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(store: Store) -> 
     th.join(60)
     assert not th.is_alive(), "the waiter slept past the lease expiry"
     assert [(d.id, d.deliveries) for d in got[0].deliveries] == [(mid, 2)]
+
+
+def test_S16_waiting_inside_a_transaction_is_refused_saying_why(store: Store) -> None:
+    _, b = pair(store)
+    why = "^cannot wait inside a transaction: it would hold the write lock$"
+    with pytest.raises(errors.InvalidInput, match=why), store.transaction() as t:
+        b.claim(wait=1, tx=t)
+    with pytest.raises(errors.InvalidInput, match=why), store.transaction() as t:
+        b.next_turn(wait=1, tx=t)
