@@ -602,10 +602,39 @@ def test_S20_after_a_wake_quiet_ticks_let_the_waiter_sleep_to_its_timeout(
     """Each return re-reads the change marker, so the ticks of the next wait
     compare with it: with nothing committed since, they do not wake anyone."""
     monkeypatch.setattr(wake, "SAFETY_S", 0.02)
+    events: list[str] = []
+    monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e))
     with wake.Waiter(store, [two.b_key]) as waiter:
         if first == "changed":
             send_from_another_connection(two.a, "b", "wakes it on entry")
         else:
             wake.ring_keys(store, [two.b_key])
         assert waiter.wait(30) is True and waiter.woke == first
+        events.clear()
         assert waiter.wait(0.3) is False and waiter.woke == "timeout"
+        assert events[:2] == ["enter", "sleep"]  # it did sleep, through quiet ticks
+
+
+@pytest.mark.usefixtures("no_sockets")
+def test_S20_without_sockets_a_commit_during_the_sleep_is_polled(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hook(w: wake.Waiter, event: str) -> None:
+        if event == "sleep" and not sent:
+            sent.append(1)
+            send_from_another_connection(two.a, "b", "while polling")
+
+    sent: list[int] = []
+    monkeypatch.setattr(wake, "_hook", hook)
+    with wake.Waiter(store, [two.b_key]) as waiter:
+        assert waiter.wait(30) is True and waiter.woke == "polled"
+
+
+def test_S20_when_one_of_two_waiters_on_a_key_leaves_the_other_is_still_rung(
+    store: Store, two: Pair
+) -> None:
+    with wake.Waiter(store, [two.b_key]) as stays:
+        with wake.Waiter(store, [two.b_key]):
+            pass
+        assert wake.ring_keys(store, [two.b_key]) == 1
+        assert stays.wait(30) is True and stays.woke == "rung"
