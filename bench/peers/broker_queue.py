@@ -10,6 +10,7 @@ from typing import Any
 
 from broker import Agent, Operator, Store
 from broker.ids import new_id
+from broker.records import Joined
 
 # Caps out of the way: the bench measures speed, not the inbox_full / log_max_mb rules.
 LIMITS: dict[str, Any] = {
@@ -57,6 +58,11 @@ def open_space(folder: Path) -> tuple[Store, str]:
     store = Store(url_of(folder))
     space = Operator(store).create_space("workflow", **LIMITS).id
     return store, space
+
+
+def join_agent(store: Store, space: str, codename: str) -> Joined:
+    """Join ``codename`` to ``space`` (the bench's one place that knows how)."""
+    return Agent.join(store, space, codename)[1]
 
 
 class BrokerQueue:
