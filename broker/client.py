@@ -9,7 +9,8 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from broker import messages, participants, spaces
@@ -17,8 +18,10 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.models import JoinInput
 from broker.records import (
+    BackupResult,
     BoardEntry,
     ClaimGrant,
+    Finding,
     Joined,
     JournalEntry,
     Lease,
@@ -30,6 +33,7 @@ from broker.records import (
     Turn,
     TurnRecord,
     TurnSeen,
+    VacuumResult,
 )
 from broker.vocab import SpaceKind, Via
 
@@ -306,3 +310,41 @@ class Operator:
         from broker import transcript
 
         return transcript.rebuild(self.store, space, address)
+
+    # --- operations (broker doctor / backup / vacuum) --------------------------------
+    @classmethod
+    def doctor(cls, store: Store | str | None = None) -> list[Finding]:
+        """Check a store and say how to fix what is wrong: one ``Finding`` per check
+        (``broker.ops.exit_code`` turns them into the command's exit status).
+
+        A class method that needs no operator key: it reads file modes, pragmas
+        and counts, never message content, so it can diagnose a store whose key
+        file is missing (that is one of its findings). ``store`` is an open
+        ``Store``, or a URL (None: the default store) that it opens read-only,
+        creating nothing; a missing or unreadable store is a finding too."""
+        from broker import ops
+
+        return ops.doctor(store)
+
+    def backup(
+        self,
+        path: str | Path,
+        *,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackupResult:
+        """Copy the store online (writers go on) to ``path``: one read snapshot,
+        integrity-checked before it replaces anything, the operator key file
+        copied beside it. ``force`` overwrites an existing file;
+        ``progress(done, total)`` follows the pages copied."""
+        from broker import ops
+
+        return ops.backup(self.store, path, force=force, progress=progress)
+
+    def vacuum(self) -> VacuumResult:
+        """Fold the WAL back and rewrite the database without its free pages,
+        under the writer lock (other writers wait, readers go on); the sizes
+        before and after."""
+        from broker import ops
+
+        return ops.vacuum(self.store)

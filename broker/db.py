@@ -440,6 +440,28 @@ class Store:
         finally:
             self._checkin(raw, held)
 
+    @contextmanager
+    def exclusive(self) -> Iterator[Connection]:
+        """A fresh connection, outside any transaction, with the writer lock held:
+        for statements that cannot run inside one (``VACUUM``, a ``TRUNCATE``
+        checkpoint). Other writers wait on the lock meanwhile; readers go on."""
+        if self.read_only is not None:
+            raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
+        conn = self.connect()
+        lock = WriterLock(self.lock_path, create=self.create)
+        try:
+            held = lock.acquire(self.settings.busy_timeout_ms / 1000)
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise wrap_db_error(exc) from exc
+            finally:
+                if held:
+                    lock.release()
+        finally:
+            lock.close()
+            conn.close()
+
     def _checkout(self) -> tuple[Connection, bool]:
         held: Connection | None = getattr(self._local, "conn", None)
         if held is None:

@@ -285,6 +285,51 @@ class TurnRecord:
     notices: list[TranscriptEntry]
 
 
+# --- operations (broker doctor / backup / vacuum) -------------------------------------
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One check of ``broker doctor``."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    check: str
+    """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
+    quarantine, size, settings"""
+    severity: Literal["ok", "info", "warning", "error"]
+    message: str
+    fix: str | None
+    """the command (or step) that fixes it; None when there is nothing to fix"""
+    path: str | None = None
+    data: dict[str, Any] | None = None
+    """the measured values behind the message"""
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes: int
+    pages: int
+    schema: str | None
+    integrity: str
+    """the copy's integrity check: "ok" (a copy that fails it is never kept)"""
+    key_file: str | None
+    """where the operator key file was copied beside the backup, if the store has one"""
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes_before: int
+    """database + WAL, before"""
+    bytes_after: int
+    seconds: float
+
+
 # --- to JSON ----------------------------------------------------------------------------
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -26,10 +26,12 @@ EXIT_USAGE = 2
 # per tool call; start-up time is its latency).
 COMMANDS = {
     "agent": "agent",
+    "backup": "ops",
     "board": "board",
     "db": "store",
     "demo": "demo",
     "dir": "directory",
+    "doctor": "ops",
     "export": "export",
     "import": "export",
     "inbox": "inbox",
@@ -41,6 +43,7 @@ COMMANDS = {
     "space": "space",
     "team": "directory",
     "transcript": "inbox",
+    "vacuum": "ops",
 }
 
 
