@@ -36,15 +36,14 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from broker import errors
+from broker import errors, storefile
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.migrate import HEAD
 from broker.settings import StoreSettings
 from broker.sql import stmt
+from broker.storefile import sqlite_path
 from broker.walindex import WalIndex
 from broker.writelock import WriterLock
 
@@ -172,17 +171,6 @@ class Connection(sqlite3.Connection):
     checkpoints_managed: bool = False  # see Store._manage_checkpoints
 
 
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///`` URL, parsed without importing SQLAlchemy
-    (its import alone costs ~300 ms, too much for a CLI called per tool call)."""
-    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
-        if url.startswith(prefix):
-            return url[len(prefix) :].split("?", 1)[0]
-    if url.startswith("postgresql"):
-        raise errors.StoreError("PostgreSQL is not supported yet: use a sqlite:/// URL")
-    raise errors.InvalidInput(f"bad database URL {url!r}: expected sqlite:////path/to/file.db")
-
-
 class Store:
     """A broker database. Thread-safe; create one per process and share it.
 
@@ -220,12 +208,12 @@ class Store:
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
         self.create = create
-        self.path = self._prepare_file(db) if create else self._existing_file(db)
+        self.path = storefile.prepare(db) if create else storefile.existing(db)
         self.lock_path = f"{self.path}.lock"
-        self.read_only: str | None = _read_only_reason(self.path)
+        self.read_only: str | None = storefile.read_only_reason(self.path)
         self._target, self._uri = str(self.path), False
         if self.read_only is not None:
-            self._target, self._uri = self._read_only_uri(), True
+            self._target, self._uri = storefile.read_only_uri(self.path), True
         self._migrating: int | None = None  # the thread running ensure_schema's migration
         # The WAL index, once mapped: checkpoints run after the writer lock is
         # dropped (broker.walindex). None: not mapped (yet, or it cannot be).
@@ -245,52 +233,6 @@ class Store:
         self._sa_engines: dict[int, Any] = {}
 
     # --- setup -----------------------------------------------------------------
-    @staticmethod
-    def _prepare_file(db: str) -> Path:
-        if not db or db == ":memory:":
-            raise errors.InvalidInput("broker needs a database file, not an in-memory database")
-        path = Path(db).expanduser().absolute()
-        folder = path.parent
-        try:
-            if not folder.exists():
-                try:
-                    folder.mkdir(parents=True, mode=0o700)
-                except FileExistsError:
-                    pass  # another process opening the same new store made it first
-                else:
-                    os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
-            if not path.exists():
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-                os.close(fd)
-                os.chmod(path, 0o600)
-        except OSError as exc:
-            raise errors.StoreError(
-                f"cannot create the database file {path}: {exc.strerror}"
-            ) from exc
-        return path
-
-    @staticmethod
-    def _existing_file(db: str) -> Path:
-        """The database file of a ``create=False`` store: never made here."""
-        if not db or db == ":memory:":
-            raise errors.InvalidInput("broker needs a database file, not an in-memory database")
-        path = Path(db).expanduser().absolute()
-        if not path.is_file() or path.stat().st_size == 0:
-            raise errors.StoreError(
-                f"no broker store at {path}: run `broker db upgrade` or any write command first"
-            )
-        return path
-
-    def _read_only_uri(self) -> str:
-        """``immutable=1`` on a read-only file system when no WAL file is left
-        (SQLite cannot make the -shm index there, and nobody can write it);
-        ``mode=ro`` otherwise (it reads the WAL through its index)."""
-        path = str(self.path)
-        target = f"file:{quote(path)}"
-        if _on_read_only_fs(path) and not _nonempty(f"{path}-wal"):
-            return f"{target}?immutable=1"
-        return f"{target}?mode=ro"
-
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.isolation_level = None  # we emit BEGIN ourselves
         conn.row_factory = sqlite3.Row
@@ -383,9 +325,7 @@ class Store:
         """A store that is not migrated here (read-only) must already be at head."""
         rev = self.schema_version()
         if rev is None:
-            raise errors.StoreError(
-                f"no broker store at {self.path}: run `broker db upgrade` or any write command first"
-            )
+            raise errors.StoreError(storefile.NO_STORE.format(path=self.path))
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
                 f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
@@ -573,31 +513,6 @@ class Store:
         if self._engine is not None:
             self._engine.dispose()
         self._reset_connections()
-
-
-def _on_read_only_fs(path: str) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def _nonempty(path: str) -> bool:
-    try:
-        return os.stat(path).st_size > 0
-    except OSError:
-        return False
-
-
-def _read_only_reason(path: Path) -> str | None:
-    """Why the store at ``path`` cannot be written, or None when it can."""
-    if _on_read_only_fs(str(path)):
-        return "it is on a read-only file system"
-    if not os.access(path, os.W_OK):
-        return "the database file is read-only for this user"
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        return "its folder is read-only for this user"
-    return None
 
 
 def _on_begin(conn: sa.Connection) -> None:

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker import errors
-from broker.db import Store, sqlite_path, wrap_db_error
+from broker.db import Store, wrap_db_error
 from broker.migrate import HEAD
 from broker.records import BackupResult, Finding, VacuumResult
 from broker.settings import StoreSettings
 from broker.sql import stmt
+from broker.storefile import sqlite_path
 
 Severity = Literal["ok", "info", "warning", "error"]
 Progress = Callable[[int, int], None]  # (pages copied, pages in all)
