@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import quote
 
 from broker import errors
 
@@ -80,6 +79,8 @@ def read_only_reason(path: Path) -> str | None:
 
 def read_only_uri(path: Path) -> str:
     """The SQLite URI that reads a store this user cannot write (module doc)."""
+    from urllib.parse import quote  # only here: a CLI call pays for no import it does not use
+
     target = f"file:{quote(str(path))}"
     if _on_read_only_fs(str(path)) and not _nonempty(f"{path}-wal"):
         return f"{target}?immutable=1"
