@@ -17,6 +17,7 @@ from conftest import Clock
 from broker import Agent, Operator, Store, errors, inbox
 from broker.ids import parse_ts
 from broker.records import to_dict
+from broker.sql import stmt
 
 FORK = mp.get_context("fork")
 
@@ -165,19 +166,24 @@ def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
 ) -> None:
     _, a, b = pair(store)
     send_n(a, 5)
+    claim = stmt("inbox.claim")
+    params = {
+        "recipient_id": b.identity.participant_id,
+        "n": 1,
+        "now": "now",
+        "max_deliveries": 5,
+        "token": "tok",
+        "owner": "owner",
+        "expires": "exp",
+        "process": None,
+    }
     with store.read() as t:
-        plan = [
-            r[3]
-            for r in t.all(
-                "EXPLAIN QUERY PLAN " + inbox.CLAIM_SQL,
-                (b.identity.participant_id, 1, "now", 5, "tok", "owner", "exp"),
-            )
-        ]
+        plan = [r["detail"] for r in t.all("EXPLAIN QUERY PLAN " + claim, params)]
     text = "\n".join(plan)
     assert "ix_deliveries_ready" in text
     assert "ix_deliveries_leased" in text
     assert not [p for p in plan if p.startswith("SCAN deliveries")], text
-    assert inbox.CLAIM_SQL.startswith("UPDATE deliveries") and "RETURNING" in inbox.CLAIM_SQL
+    assert claim.startswith("UPDATE deliveries") and "RETURNING" in claim
 
 
 def test_S13_claim_refreshes_the_heartbeat(cstore: Store, clock: Clock) -> None:
