@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from broker import errors, messages, participants, spaces
+from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.models import JoinInput
@@ -76,8 +76,6 @@ class Agent:
 
     def _process(self) -> str | None:
         """The process holding this agent's leases (S32); None when transient."""
-        from broker import procs
-
         return None if self.transient else procs.this_process()
 
     @classmethod

@@ -141,6 +141,8 @@ def _check_text(value: object, field: str, top: int) -> str:
 
 
 def _check_token(token: object) -> str:
+    if type(token) is str and token.isascii() and 0 < len(token) <= 100:
+        return token  # the common case: a token as the claim returned it
     if not isinstance(token, str) or not token:
         raise errors.InvalidInput(
             f"bad lease token {token!r}: the token the claim returned", field="lease_token"
@@ -166,19 +168,6 @@ def default_owner(ident: Identity) -> str:
 
 
 # --- claiming ----------------------------------------------------------------------------
-def _delivery(r: Any) -> Delivery:
-    return Delivery(
-        id=r["message_id"],
-        delivery_id=r["delivery_id"],
-        kind=r["kind"],
-        sender=r["sender"],
-        body=r["body"],
-        urgent=bool(r["urgent"]),
-        created_at_utc=r["created_at_utc"],
-        deliveries=r["attempts"],
-    )
-
-
 def claim_rows(
     t: Tx,
     recipient_id: str,
@@ -211,9 +200,24 @@ def claim_rows(
     window = limit
     while True:
         rows = t.all(_CLAIM, params)
-        held = [r for r in rows if r["state"] == "processing"]
-        out += map(_delivery, held)
-        if len(held) == len(rows) or len(rows) < params["n"]:
+        poison = 0
+        for r in rows:
+            if r["state"] == "processing":
+                out.append(
+                    Delivery(
+                        id=r["message_id"],
+                        delivery_id=r["delivery_id"],
+                        kind=r["kind"],
+                        sender=r["sender"],
+                        body=r["body"],
+                        urgent=bool(r["urgent"]),
+                        created_at_utc=r["created_at_utc"],
+                        deliveries=r["attempts"],
+                    )
+                )
+            else:
+                poison += 1
+        if not poison or len(rows) < params["n"]:
             break  # no poison met, or the inbox has nothing more to offer
         params["n"] = want = limit - len(out)
         sweep: dict[str, Any] = {
@@ -287,10 +291,12 @@ def claim(
     claimed or ``wait`` seconds pass; an empty lease means nothing came.
     ``process`` (``procs.this_process()``) marks the lease as held by this
     process, for restart recovery (S32); None for a transient caller."""
-    limit = check_limit(limit)
+    if type(limit) is not int or not 0 < limit <= MAX_LIMIT:
+        limit = check_limit(limit)
     if lease is not None:
         lease = check_seconds(lease)
-    wait = check_wait(wait)
+    if wait != 0 or type(wait) not in (int, float):
+        wait = check_wait(wait)
     owner = default_owner(ident) if owner is None else _check_text(owner, "owner", OWNER_MAX)
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]

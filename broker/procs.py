@@ -11,7 +11,6 @@ here (its pid means nothing on this host).
 from __future__ import annotations
 
 import os
-import socket
 from functools import cache
 
 _mine: tuple[int, str] = (0, "")
@@ -20,7 +19,7 @@ _mine: tuple[int, str] = (0, "")
 @cache
 def host() -> str:
     """This host's name (a lease records it beside the pid)."""
-    return socket.gethostname() or "localhost"
+    return os.uname().nodename or "localhost"  # gethostname(), without importing socket
 
 
 def start_time(pid: int) -> int | None:

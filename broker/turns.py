@@ -140,7 +140,8 @@ class _Cursor:
 
 def _cursor(t: Tx, participant_id: str, now: str) -> _Cursor:
     row = t.one(_CURSOR, {"participant_id": participant_id, "now": now})
-    held = [upto for upto, process in json.loads(row["open_turns"]) if _live(process)]
+    opened = row["open_turns"]
+    held = [] if opened == "[]" else [u for u, p in json.loads(opened) if _live(p)]
     return _Cursor(
         address=row["address"],
         agent=row["agent"],
@@ -334,7 +335,8 @@ def next_turn(
         lease = inbox.check_seconds(lease)
     if limit is not None:
         limit = inbox.check_limit(limit)
-    wait = inbox.check_wait(wait)
+    if wait != 0 or type(wait) not in (int, float):
+        wait = inbox.check_wait(wait)
     if wait == 0:
         return _turn_once(store, ident, lease, limit, process, tx)[0]
     if tx is not None:
@@ -427,7 +429,9 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
                     turn_id=turn_id,
                     lost=lost,
                 )
-        t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": _cursor_after(turn, others)})
+        upto = _cursor_after(turn, others)
+        if upto > turn["bcast_seen"]:
+            t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": upto})
         receipt_id = messages.append_receipt(
             store, t, ident.space_id, ident.address, turn_id, shown
         )
