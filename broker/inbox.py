@@ -495,6 +495,22 @@ def quarantine(
         settle(t, ident, token, ids, _QUARANTINE, {"reason": reason, "error": error}, "quarantine")
 
 
+def quarantine_held(
+    t: Tx, recipient_id: str, token: str, ids: Sequence[str], reason: str
+) -> list[str]:
+    """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a
+    failed turn's input, S26); the ids moved. Ids claimed again meanwhile are
+    left to the lease that holds them now."""
+    params = {
+        "token": token,
+        "recipient_id": recipient_id,
+        "ids": json.dumps(list(ids)),
+        "reason": _check_text(reason, "reason", EVIDENCE_MAX),
+        "error": None,
+    }
+    return [r["message_id"] for r in t.all(_QUARANTINE, params)]
+
+
 def ack_and_claim(
     store: Store,
     ident: Identity,

@@ -353,24 +353,20 @@ def next_turn(
 
 def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
     """Set a failed turn's inbox messages aside with ``reason`` as evidence
-    (S15, S26); broadcasts and directives are not inbox rows and stay as they
-    are. Returns how many were quarantined (those re-claimed meanwhile are not)."""
-    if turn.id is None:
+    (S15, S26), in one transaction; broadcasts and directives are not inbox
+    rows and stay as they are. Returns how many were quarantined (those
+    claimed again meanwhile by a later turn are left to it)."""
+    ids = [i.id for i in turn.items if i.deliveries is not None]
+    if turn.id is None or not ids:
         return 0
-    with store.read() as t:
+    if not reason.strip():
+        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
+    with store.write() as t:
+        auth.caller(t, ident)
         row = t.one(_LEASE_TOKEN, {"turn_id": turn.id, "participant_id": ident.participant_id})
-    if row is None:
-        return 0
-    done = 0
-    for item in turn.items:
-        if item.deliveries is None:
-            continue
-        try:
-            inbox.quarantine(store, ident, row["lease_token"], item.id, reason)
-        except errors.LeaseLost:
-            continue  # redelivered to a later turn: that turn decides
-        done += 1
-    return done
+        if row is None:
+            return 0
+        return len(inbox.quarantine_held(t, ident.participant_id, row["lease_token"], ids, reason))
 
 
 # --- confirming a turn ---------------------------------------------------------------------

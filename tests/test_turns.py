@@ -260,6 +260,26 @@ def test_S18_confirming_the_open_turns_in_order_moves_the_cursor_past_both(crew:
     assert b.next_turn().items == []
 
 
+def test_S26_quarantining_a_failed_turn_leaves_what_a_later_turn_took(
+    ccrew: Crew, clock: Clock
+) -> None:
+    a, b, store = ccrew.a, ccrew.b, ccrew.store
+    first_id = a.send("b", "one").id
+    first = b.next_turn(lease=5)
+    clock.advance(10)  # its lease ran out ...
+    second_id = a.send("b", "two").id
+    second = b.next_turn(lease=60)  # ... and a later turn took 'one' again
+    assert [i.id for i in second.items] == [first_id, second_id]
+    assert turns.quarantine(store, b.identity, first, "handler failed") == 0
+    assert state_of(store, first_id, b) == "processing"
+    assert turns.quarantine(store, b.identity, second, "handler failed") == 2
+    quarantined = ccrew.op.quarantined(ccrew.sid)
+    assert [(q.id, q.reason) for q in quarantined] == [
+        (first_id, "handler failed"),
+        (second_id, "handler failed"),
+    ]
+
+
 def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:
     crew.a.send("b", "hello")
     turn = crew.b.next_turn()
