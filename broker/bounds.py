@@ -51,3 +51,18 @@ def count(value: object, field: str, *, low: int = 1, top: int) -> int:
     if not low <= value <= top:
         raise errors.InvalidInput(f"bad {field} {value}: {low} to {top}", field=field)
     return value
+
+
+def text(value: object, field: str, top: int) -> str:
+    """Text of at most ``top`` characters that encodes to UTF-8 (no lone surrogate)."""
+    if not isinstance(value, str):
+        raise errors.InvalidInput(f"bad {field} {value!r}: text is needed", field=field)
+    if len(value) > top:
+        raise errors.InvalidInput(f"{field} is {len(value)} characters; at most {top}", field=field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise errors.InvalidInput(
+            f"{field} is not valid text (a lone surrogate)", field=field
+        ) from None
+    return value

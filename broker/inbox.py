@@ -33,19 +33,10 @@ connects from a new process, ``recover`` returns the leases of its processes
 that are gone to ready at once instead of after the lease. A transient
 claimer (one CLI call) records no process: its leases end only by expiry.
 
-Delivery is at-least-once (S16). A consumer de-duplicates by the message id
+Delivery is at-least-once (S16): a consumer de-duplicates by the message id
 (``Delivery.id``) and makes its own work and the ack one transaction, history
-first, ack second::
-
-    with store.transaction() as t:
-        if not already_in_history(t, d.id):          # de-duplicate by message id
-            append_to_history(t, d.id, d.body)       # the caller's own tables
-        inbox.ack(store, ident, lease.token, [d.id], tx=t)
-    # Both committed, or neither: if the ack raises LeaseLost (the lease was
-    # lost and the message went to someone else), the history append is rolled
-    # back; a retry after a crash finds the message in history and only acks.
-
-Every write here takes ``tx=`` to join such a transaction (``store.transaction()``).
+first, ack second (``docs/delivery.md``); every write here takes ``tx=`` to
+join such a transaction.
 """
 
 from __future__ import annotations
@@ -126,20 +117,6 @@ def check_wait(wait: object, field: str = "wait") -> float:
     return bounds.seconds(wait, field, top=MAX_WAIT_S, zero=True)
 
 
-def _check_text(value: object, field: str, top: int) -> str:
-    if not isinstance(value, str):
-        raise errors.InvalidInput(f"bad {field} {value!r}: text is needed", field=field)
-    if len(value) > top:
-        raise errors.InvalidInput(f"{field} is {len(value)} characters; at most {top}", field=field)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise errors.InvalidInput(
-            f"{field} is not valid text (a lone surrogate)", field=field
-        ) from None
-    return value
-
-
 def _check_token(token: object) -> str:
     if type(token) is str and token.isascii() and 0 < len(token) <= 100:
         return token  # the common case: a token as the claim returned it
@@ -147,7 +124,7 @@ def _check_token(token: object) -> str:
         raise errors.InvalidInput(
             f"bad lease token {token!r}: the token the claim returned", field="lease_token"
         )
-    return _check_text(token, "lease_token", 100)
+    return bounds.text(token, "lease_token", 100)
 
 
 def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
@@ -155,7 +132,7 @@ def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
         return None
     if isinstance(ids, str):
         ids = [ids]
-    out = list(dict.fromkeys(_check_text(i, "message id", 100) for i in ids))
+    out = list(dict.fromkeys(bounds.text(i, "message id", 100) for i in ids))
     if not out:
         raise errors.InvalidInput(
             "no message ids given (omit them to mean the whole lease)", field="ids"
@@ -297,7 +274,7 @@ def claim(
         lease = check_seconds(lease)
     if wait != 0 or type(wait) not in (int, float):
         wait = check_wait(wait)
-    owner = default_owner(ident) if owner is None else _check_text(owner, "owner", OWNER_MAX)
+    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     if tx is not None:
@@ -438,7 +415,7 @@ def release(
     token = _check_token(token)
     id_list = _norm_ids(ids)
     if error is not None:
-        error = _check_text(error, "error", EVIDENCE_MAX)
+        error = bounds.text(error, "error", EVIDENCE_MAX)
     with store.write(tx) as t:
         done = settle(t, ident, token, id_list, _RELEASE, {"error": error}, "ready")
         if done:
@@ -485,11 +462,11 @@ def quarantine(
 
     The operator lists it (``quarantined``) and can ``requeue`` it."""
     token = _check_token(token)
-    reason = _check_text(reason, "reason", EVIDENCE_MAX)
+    reason = bounds.text(reason, "reason", EVIDENCE_MAX)
     if not reason.strip():
         raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     if error is not None:
-        error = _check_text(error, "error", EVIDENCE_MAX)
+        error = bounds.text(error, "error", EVIDENCE_MAX)
     ids = _norm_ids([message_id])
     with store.write(tx) as t:
         settle(t, ident, token, ids, _QUARANTINE, {"reason": reason, "error": error}, "quarantine")
@@ -505,7 +482,7 @@ def quarantine_held(
         "token": token,
         "recipient_id": recipient_id,
         "ids": json.dumps(list(ids)),
-        "reason": _check_text(reason, "reason", EVIDENCE_MAX),
+        "reason": bounds.text(reason, "reason", EVIDENCE_MAX),
         "error": None,
     }
     return [r["message_id"] for r in t.all(_QUARANTINE, params)]
@@ -528,7 +505,7 @@ def ack_and_claim(
     limit = check_limit(limit)
     if lease is not None:
         lease = check_seconds(lease)
-    owner = default_owner(ident) if owner is None else _check_text(owner, "owner", OWNER_MAX)
+    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
         settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
@@ -605,7 +582,7 @@ def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None =
     ``ids`` are delivery ids or message ids (a message id requeues it in every
     inbox where it is quarantined). An id matching nothing quarantined is an
     error and nothing is requeued."""
-    id_list = list(dict.fromkeys(_check_text(i, "id", 100) for i in ids))
+    id_list = list(dict.fromkeys(bounds.text(i, "id", 100) for i in ids))
     if not id_list:
         raise errors.InvalidInput("no ids given", field="ids")
     with store.write(tx) as t:
