@@ -215,6 +215,33 @@ class QuarantinedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A space's deliveries by state (S13-S15), for the operator."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    ready: int
+    processing: int
+    done: int
+    quarantine: int
+    redeliveries: int
+    """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One message of a teammate's canonical history (S16, S26): each handled
+    message once, appended before the turn's ack."""
+
+    message_id: str
+    turn_id: str | None
+    kind: str
+    sender: str
+    body: str
+    at_utc: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnItem:
     """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
 

@@ -149,7 +149,7 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Any:
 
     if not space:
         raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
-    return Agent.connect(store(), space, as_ or "", token)
+    return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
 
 
 def to_jsonable(data: Any) -> Any:
