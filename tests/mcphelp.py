@@ -67,8 +67,16 @@ def env_for(
 
 
 @contextlib.asynccontextmanager
-async def session(store: Store, *args: str, **identity: str | None) -> AsyncIterator[Session]:
-    """A ClientSession on a real ``broker mcp ARGS`` process."""
+async def session(
+    store: Store,
+    *args: str,
+    message_handler: Any = None,
+    modern: bool = False,
+    **identity: str | None,
+) -> AsyncIterator[Session]:
+    """A ClientSession on a real ``broker mcp ARGS`` process: the handshake
+    protocol (``initialize``), or with ``modern`` the 2026-07-28 one
+    (``server/discover``)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "broker", "mcp", *args],
@@ -79,15 +87,15 @@ async def session(store: Store, *args: str, **identity: str | None) -> AsyncIter
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as err:
             async with stdio_client(params, errlog=err) as (read, write):  # noqa: SIM117
-                async with ClientSession(read, write) as client:
-                    await client.initialize()
+                async with ClientSession(read, write, message_handler=message_handler) as client:
+                    await (client.discover() if modern else client.initialize())
                     yield Session(client, errlog)
     finally:
         errlog.unlink(missing_ok=True)
 
 
-def agent_session(store: Store, space: str, address: str, token: str) -> Any:
-    return session(store, space=space, address=address, token=token)
+def agent_session(store: Store, space: str, address: str, token: str, **kw: Any) -> Any:
+    return session(store, space=space, address=address, token=token, **kw)
 
 
 def doorbell_waiters(store: Store, participant_id: str) -> int:
