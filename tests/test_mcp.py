@@ -7,6 +7,7 @@ them and stops and reaps them when the session ends) on a real SQLite file."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -18,6 +19,8 @@ from mcphelp import agent_session, doorbell_waiters, env_for, text
 from broker import Agent, Operator, Store, board
 
 pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 AGENT_DEFAULT = {
     "msg_send",
@@ -323,3 +326,53 @@ def test_S10_a_token_for_one_space_cannot_touch_another(store: Store, space: str
     arun(main())
     assert [e.body for e in op.log(other)] == ["private"]  # nothing reached the other space
     assert [(c.key, c.holder) for c in board.claims(store, other)] == [("lock", "b")]
+
+
+def test_S10_print_config_is_an_entry_a_client_can_start_as_is(store: Store, space: str) -> None:
+    _, token = joined(store, space, "lynx")
+    joined(store, space, "b")
+    base = env_for(store, space=space, address="lynx", token=token)
+    printed = subprocess.run(
+        [sys.executable, "-m", "broker", "mcp", "--print-config"],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stderr
+    entry = json.loads(printed.stdout)["mcpServers"]["broker-lynx"]
+    assert entry["env"]["BROKER_TOKEN"] == token and entry["env"]["BROKER_AS"] == "lynx"
+
+    async def main() -> dict[str, Any]:
+        env = {**entry["env"], "PYTHONPATH": base["PYTHONPATH"]}
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
+        async with stdio_client(params) as (read, write):  # noqa: SIM117
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                result = await client.call_tool("msg_send", {"to": ["b"], "text": "configured"})
+                assert result.structured_content is not None
+                return result.structured_content
+
+    assert asyncio.run(main())["reached"] == ["b"]
+
+    wrong = subprocess.run(
+        [sys.executable, "-m", "broker", "mcp", "--print-config"],
+        env={**base, "BROKER_TOKEN": "wrong"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode == 4 and wrong.stdout == ""  # a wrong identity is never printed
+    assert wrong.stderr.startswith("broker: auth_failed: ")
+
+    operator = subprocess.run(
+        [sys.executable, "-m", "broker", "mcp", "--operator", "--print-config"],
+        env=env_for(store),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert operator.returncode == 0, operator.stderr
+    op_entry = json.loads(operator.stdout)["mcpServers"]["broker-operator"]
+    assert op_entry["args"][-2:] == ["mcp", "--operator"]
+    assert set(op_entry["env"]) == {"BROKER_URL"}  # no key is ever printed

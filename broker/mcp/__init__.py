@@ -4,11 +4,29 @@
 environment at start), ``broker mcp --operator`` the operator; ``http_app``
 is the streamable-HTTP app ``broker serve`` mounts at ``/mcp`` (identity
 from the Bearer token). Built on the official MCP Python SDK (the ``mcp``
-extra); tools are in ``broker.mcp.agent`` and ``broker.mcp.operator``.
+extra); the tools are in ``broker.mcp.agent`` and ``broker.mcp.operator``.
+Names load on first use, so ``broker.mcp.config`` works without the SDK.
 """
 
 from __future__ import annotations
 
-from broker.mcp.server import AgentServer, agent_server, operator_server
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["AgentServer", "agent_server", "operator_server"]
+if TYPE_CHECKING:
+    from broker.mcp.server import AgentServer as AgentServer
+    from broker.mcp.server import agent_server as agent_server
+    from broker.mcp.server import operator_server as operator_server
+
+_WHERE = {
+    "AgentServer": "broker.mcp.server",
+    "agent_server": "broker.mcp.server",
+    "operator_server": "broker.mcp.server",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'broker.mcp' has no attribute {name!r}")
