@@ -367,3 +367,27 @@ def test_S16_cancelling_1000_waiting_claims_loses_and_doubles_no_message(
     assert [m for m, c in completed.items() if c != 1] == []  # 0 delivered twice
     states = Counter(r["state"] for r in _delivery_rows(store))
     assert states == {"done": total}  # nothing stuck in processing, nothing quarantined
+
+
+def test_readme_asyncio_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    monkeypatch.setenv("BROKER_HOME", str(tmp_path))
+    monkeypatch.delenv("BROKER_URL", raising=False)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "AsyncAgent" in b]
+    assert blocks, "the README lost its asyncio example"
+    exec(compile(blocks[0], "README.md", "exec"), {})  # noqa: S102 - our own documentation
+    store = Store()
+    try:
+        log = Operator(store).log(_only_space(store))
+    finally:
+        store.close()
+    assert [(e.sender, e.body) for e in log] == [("lynx", "found 3 failing tests")]
+
+
+def _only_space(store: Store) -> str:
+    from broker import spaces
+
+    (space,) = spaces.list_spaces(store)
+    return space.id

@@ -14,12 +14,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from broker.mcp.http import http_app as http_app
     from broker.mcp.server import AgentServer as AgentServer
     from broker.mcp.server import agent_server as agent_server
     from broker.mcp.server import operator_server as operator_server
 
 _WHERE = {
     "AgentServer": "broker.mcp.server",
+    "http_app": "broker.mcp.http",
     "agent_server": "broker.mcp.server",
     "operator_server": "broker.mcp.server",
 }
