@@ -4,13 +4,13 @@ An agent reached through MCP pays one JSON-RPC round trip per tool call to a
 ``broker mcp`` process that stays up; an agent using the CLI pays a process
 start per call. Both are measured in the same run on the same store:
 
-- ``mcp_msg_send``: ``msg_send`` (one recipient) from the MCP SDK's client to a
+- ``broker_mcp_msg_send``: ``msg_send`` (one recipient) from the MCP SDK's client to a
   real ``broker mcp`` process over stdio, call to result;
-- ``mcp_inbox_next``: ``inbox_next`` with one message waiting (a framed turn),
+- ``broker_mcp_inbox_next``: ``inbox_next`` with one message waiting (a framed turn),
   then ``inbox_seen`` outside the timing (so every turn has exactly one item);
-- ``cli_msg_send`` / ``cli_inbox_claim``: ``broker msg send`` and ``broker inbox
+- ``broker_cli_msg_send`` / ``broker_cli_inbox_claim``: ``broker msg send`` and ``broker inbox
   claim`` as fresh processes (the ``cli`` scenario's launcher);
-- ``library_send``: ``Agent.send`` in this process, the floor under both.
+- ``broker_library_send``: ``Agent.send`` in this process, the floor under both.
 
 Every message sent is accounted for: each MCP-sent one is taken by exactly one
 ``inbox_next`` (``lost`` and ``duplicates`` are counted).
@@ -38,7 +38,7 @@ def mcp(ctx: Ctx) -> Scenario:
     try:
         from mcp import ClientSession, StdioServerParameters, stdio_client
     except ImportError as exc:
-        sc.add(Row("mcp_msg_send", status="skipped", reason=f"MCP SDK not installed ({exc})"))
+        sc.add(Row("mcp_sdk", status="skipped", reason=f"MCP SDK not installed ({exc})"))
         return sc
 
     from broker import Agent, Operator, Store
@@ -108,20 +108,23 @@ def mcp(ctx: Ctx) -> Scenario:
             sender.send("worker", body(i))
             lib_ms.append((time.perf_counter() - t0) * 1000)
         worker.next_turn(limit=10_000)  # drain what the library floor sent
-        cli_walls: dict[str, list[float]] = {"cli_msg_send": [], "cli_inbox_claim": []}
-        cli_errors = {"cli_msg_send": 0, "cli_inbox_claim": 0}
+        cli_walls: dict[str, list[float]] = {
+            "broker_cli_msg_send": [],
+            "broker_cli_inbox_claim": [],
+        }
+        cli_errors = {"broker_cli_msg_send": 0, "broker_cli_inbox_claim": 0}
         for _ in range(cli_runs):
             wall, _, code = _run(
                 [*_broker_cmd(), "msg", "send", "--to", "worker", "from the cli"],
                 env("sender", sj.token),
             )
-            cli_walls["cli_msg_send"].append(wall * 1000)
-            cli_errors["cli_msg_send"] += code != 0
+            cli_walls["broker_cli_msg_send"].append(wall * 1000)
+            cli_errors["broker_cli_msg_send"] += code != 0
             wall, _, code = _run(
                 [*_broker_cmd(), "inbox", "claim", "--json"], env("worker", wj.token)
             )
-            cli_walls["cli_inbox_claim"].append(wall * 1000)
-            cli_errors["cli_inbox_claim"] += code != 0
+            cli_walls["broker_cli_inbox_claim"].append(wall * 1000)
+            cli_errors["broker_cli_inbox_claim"] += code != 0
     finally:
         store.close()
 
@@ -135,20 +138,20 @@ def mcp(ctx: Ctx) -> Scenario:
         sc.add(Row(system, stats["p50_ms"], "p50 ms", how=how, stats=stats))
         ctx.log(f"  mcp {system}: p50 {stats['p50_ms']} ms, p99 {stats['p99_ms']} ms")
 
-    add("mcp_msg_send", send_ms, "msg_send over stdio to a broker mcp process (SDK client)")
-    add("mcp_inbox_next", next_ms, "inbox_next over stdio, one message waiting")
-    add("library_send", lib_ms, "Agent.send in process (the floor)")
+    add("broker_mcp_msg_send", send_ms, "msg_send over stdio to a broker mcp process (SDK client)")
+    add("broker_mcp_inbox_next", next_ms, "inbox_next over stdio, one message waiting")
+    add("broker_library_send", lib_ms, "Agent.send in process (the floor)")
     add(
-        "cli_msg_send",
-        cli_walls["cli_msg_send"],
+        "broker_cli_msg_send",
+        cli_walls["broker_cli_msg_send"],
         "`broker msg send` whole process",
-        cli_errors["cli_msg_send"],
+        cli_errors["broker_cli_msg_send"],
     )
     add(
-        "cli_inbox_claim",
-        cli_walls["cli_inbox_claim"],
+        "broker_cli_inbox_claim",
+        cli_walls["broker_cli_inbox_claim"],
         "`broker inbox claim --json` whole process",
-        cli_errors["cli_inbox_claim"],
+        cli_errors["broker_cli_inbox_claim"],
     )
     sc.counts = {
         "messages": {
@@ -159,8 +162,10 @@ def mcp(ctx: Ctx) -> Scenario:
             "unexpected": len(set(taken) - set(sent)),
         }
     }
-    sc.ratio("cli_msg_send", "mcp_msg_send", label="CLI process / MCP call (msg send)")
-    sc.ratio("mcp_msg_send", "library_send", label="MCP call / library call (send)")
+    sc.ratio(
+        "broker_cli_msg_send", "broker_mcp_msg_send", label="CLI process / MCP call (msg send)"
+    )
+    sc.ratio("broker_mcp_msg_send", "broker_library_send", label="MCP call / library call (send)")
     sc.notes.append(
         "MCP calls reuse one long-lived broker mcp process per agent; the CLI starts a "
         "process per call. Same store, same machine, same run."
