@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,6 @@ from broker.migrate import HEAD
 from broker.settings import StoreSettings
 from broker.sql import stmt
 from broker.storefile import sqlite_path
-from broker.walindex import WalIndex
 from broker.writelock import WriterLock
 
 if TYPE_CHECKING:
@@ -64,7 +63,6 @@ _ROLLBACK_TO = stmt("store.rollback_to_savepoint")
 _RELEASE = stmt("store.release_savepoint")
 _DATA_VERSION = stmt("store.data_version")
 _CHECKPOINT = stmt("store.checkpoint_passive")
-_NO_AUTOCHECKPOINT = stmt("store.wal_autocheckpoint_off")
 _SCHEMA_VERSION = stmt("store.schema_version")
 _PRAGMAS = [
     stmt("store.wal"),
@@ -168,7 +166,6 @@ class Connection(sqlite3.Connection):
     (``flock`` locks belong to an open file description: one per connection)."""
 
     writer_lock: WriterLock | None = None
-    checkpoints_managed: bool = False  # see Store._manage_checkpoints
 
 
 class Store:
@@ -215,9 +212,6 @@ class Store:
         if self.read_only is not None:
             self._target, self._uri = storefile.read_only_uri(self.path), True
         self._migrating: int | None = None  # the thread running ensure_schema's migration
-        # The WAL index, once mapped: checkpoints run after the writer lock is
-        # dropped (broker.walindex). None: not mapped (yet, or it cannot be).
-        self._walindex: WalIndex | None = None
         self._reset_connections()
         _stores.add(self)
         if migrate and create and self.read_only is None:
@@ -420,16 +414,6 @@ class Store:
             spare = self._spare.pop() if self._spare else None
         return (spare or self.connect()), False
 
-    def _manage_checkpoints(self, conn: Connection) -> None:
-        """After the first commit of one of the store's own connections: leave its
-        checkpoints to the writer that dropped the lock (``broker.walindex``),
-        if the WAL index can be read; SQLite's automatic ones otherwise."""
-        conn.checkpoints_managed = True
-        if self._walindex is None:  # a new file has no index until it is used
-            self._walindex = WalIndex.open(str(self.path))
-        if self._walindex is not None:
-            conn.execute(_NO_AUTOCHECKPOINT)
-
     def _checkin(self, conn: Connection, held: bool) -> None:
         if held:
             self._local.busy = False
@@ -479,17 +463,11 @@ class Store:
         finally:
             if lock is not None:
                 lock.release()  # right after COMMIT / ROLLBACK: the next writer goes
-            if committed is not None and write and not raw.checkpoints_managed:
-                self._manage_checkpoints(raw)
             if tx is not None and tx._sa is not None:
                 tx._sa.close()
             self._checkin(raw, held)
         for fn in committed._after_commit:
             fn()
-        if write and self._walindex is not None and self._walindex.due():
-            # After the doorbells, outside the writer lock: the next writer goes on.
-            with suppress(sqlite3.Error):  # another one is checkpointing: it is done anyway
-                self.checkpoint()
 
     @staticmethod
     def _rollback(tx: Tx) -> None:
@@ -502,9 +480,6 @@ class Store:
             pass
 
     def close(self) -> None:
-        if self._walindex is not None:
-            self._walindex.close()
-            self._walindex = None
         conn = getattr(self._local, "conn", None)
         for c in ([conn] if conn is not None else []) + self._spare:
             if c.writer_lock is not None:

@@ -98,7 +98,3 @@ PRAGMA journal_size_limit
 -- The JSON functions the statements rely on (json_each): built in since 3.38.
 SELECT json_valid('[]') AS ok
 
--- name: wal_autocheckpoint_off
--- The store's own connections leave checkpoints to the writer that has just
--- dropped the writer lock (broker.walindex), not to the COMMIT that holds it.
-PRAGMA wal_autocheckpoint = 0
