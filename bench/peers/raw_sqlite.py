@@ -324,7 +324,16 @@ def delivery_row(space: str, mid: str, recipient_id: str, now: str) -> dict[str,
         "space_id": space,
         "message_id": mid,
         "recipient_id": recipient_id,
+        "state": "ready",
         "created_at_utc": now,
+        "attempts": 0,
+        "lease_token": None,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "acked_at_utc": None,
+        "last_error": None,
+        "quarantine_reason": None,
+        "lease_process": None,
     }
 
 
