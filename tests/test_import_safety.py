@@ -215,6 +215,21 @@ def test_a_symlinked_jsonl_file_or_mailbox_is_not_read(tmp_path: Path) -> None:
     nothing_written(store)
 
 
+def test_a_symlinked_space_json_is_reported_not_read(tmp_path: Path) -> None:
+    out, folder = _exported(tmp_path)
+    (folder / "space.json").rename(tmp_path / "space.json")
+    (folder / "space.json").symlink_to(tmp_path / "space.json")
+    store = spacegen.fresh_store(tmp_path / "a")
+    for root, rel in ((out, f"{folder.relative_to(out)}/space.json"), (folder, "space.json")):
+        with pytest.raises(ImportFailed) as info:
+            import_dir(store, root)
+        assert info.value.fields["problems"] == [
+            f"{rel}:1: a symbolic link: not followed (an import reads only real files inside "
+            "its folder)"
+        ]
+        nothing_written(store)
+
+
 # --- S33: values ---------------------------------------------------------------------
 def _edit_line(path: Path, n: int, edit: Callable[[dict[str, Any]], Any]) -> None:
     lines = path.read_text().splitlines()

@@ -75,7 +75,7 @@ def detect_layout(tree: Tree | Path) -> str:
     if isinstance(tree, Path):
         with Tree(tree, Run(str(tree), False, NoProgress())) as opened:
             return detect_layout(opened)
-    if tree.is_file("space.json") or any(
+    if tree.kind("space.json") in ("file", "symlink") or any(
         tree.is_dir(d) for d in ("agentiflows", "runs", "sessions")
     ):
         return "space"

@@ -65,8 +65,11 @@ class _Unordered(Exception):
 
 def find_spaces(tree: Tree) -> list[Parts]:
     """Space folders in the tree: its root, or the layout's kind folders below it."""
-    if tree.is_file("space.json"):
+    top = tree.kind("space.json")
+    if top == "file":
         return [()]
+    if top == "symlink":
+        tree.run.bad("space.json", 1, SYMLINK)
     found: list[Parts] = []
     for top, tail in _KINDS:
         for name, kind in tree.listing(top):
