@@ -199,7 +199,7 @@ def _settings(f: Field, v: Any) -> Any:
     try:
         normal = validate_settings(v)
     except errors.InvalidInput as exc:
-        raise BadLine(exc.message) from None
+        raise BadLine(f"{f.name}: {exc.message}") from None
     return json.dumps(normal, sort_keys=True)
 
 
