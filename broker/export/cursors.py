@@ -119,25 +119,50 @@ class AppendOut(Out):
 
 
 class AppendOnly:
-    """A table whose rows never change, followed by a position column."""
+    """A table whose rows never change, followed by a position column.
 
-    def __init__(self, spec: Spec, stmt: Stmt, route: Route, position: str = "_rowid") -> None:
+    Its snapshot is a poll from 0, unless it has its own snapshot statement
+    (the per-participant files want their rows grouped by participant)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        stmt: Stmt,
+        route: Route,
+        position: str = "_rowid",
+        snapshot_stmt: Stmt | None = None,
+    ) -> None:
         self.spec = spec
         self.stmt = stmt
         self.route = route
         self.position = position
+        self.snapshot_stmt = snapshot_stmt
         self.after = 0
         self.count = 0  # lines written so far
 
-    def poll(self, t: Tx, space: str, out: Out) -> None:
-        """Write every row after the position (from 0: the snapshot)."""
+    def _write(self, t: Tx, stmt: Stmt, params: dict[str, Any], out: Out) -> Any:
         line_of, route = self.spec.line, self.route
-        for row in rows(t, self.stmt, {"space": space, "after": self.after}, self.spec):
+        row = None
+        for row in rows(t, stmt, params, self.spec):
             line = line_of(row)
             for parts in route(row):
                 out.add(parts, line)
-            self.after = row[self.position]
             self.count += 1
+        return row  # the last one
+
+    def snapshot(self, t: Tx, space: str, out: Out, *, track: bool = False) -> None:
+        """Every row (``after`` is then set by the caller, from the same snapshot);
+        ``track`` is moot: these rows never change."""
+        if self.snapshot_stmt is None:
+            self.poll(t, space, out)
+        else:
+            self._write(t, self.snapshot_stmt, {"space": space}, out)
+
+    def poll(self, t: Tx, space: str, out: Out) -> None:
+        """Write every row after the position."""
+        last = self._write(t, self.stmt, {"space": space, "after": self.after}, out)
+        if last is not None:
+            self.after = last[self.position]
 
 
 class Changing:

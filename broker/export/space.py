@@ -34,7 +34,6 @@ from broker.export.lines import (
     SPACE,
     TRANSCRIPT,
     TURNS,
-    rows,
     space_parts,
 )
 from broker.paths import os_errors, safe_name
@@ -95,10 +94,16 @@ class SpaceExport:
         self.events = AppendOnly(EVENTS, _Q["events"], lambda r: [("participants.jsonl",)])
         self.journal = AppendOnly(JOURNAL, _Q["journal"], lambda r: [("board", "claims.jsonl")])
         self.transcript = AppendOnly(
-            TRANSCRIPT, _Q["transcript_new"], self._route("participant_id", "transcript.jsonl")
+            TRANSCRIPT,
+            _Q["transcript_new"],
+            self._route("participant_id", "transcript.jsonl"),
+            snapshot_stmt=_Q["transcript"],
         )
         self.history = AppendOnly(
-            HISTORY, _Q["history_new"], self._route("participant_id", "history.jsonl")
+            HISTORY,
+            _Q["history_new"],
+            self._route("participant_id", "history.jsonl"),
+            snapshot_stmt=_Q["history"],
         )
         self.inbox = Changing(
             INBOX,
@@ -192,18 +197,18 @@ class SpaceExport:
 
     def _mailboxes(self, t: Tx, progress: Progress) -> None:
         track = self.following
-        for cursor, file in ((self.inbox, "inbox.jsonl"), (self.turns, "turns.jsonl")):
+        cursors: tuple[tuple[Changing | AppendOnly, str], ...] = (
+            (self.inbox, "inbox.jsonl"),
+            (self.turns, "turns.jsonl"),
+            (self.transcript, "transcript.jsonl"),
+            (self.history, "history.jsonl"),
+        )
+        for cursor, file in cursors:
             with SnapshotOut(self.folder, grouped=True, advance=progress.advance) as out:
                 cursor.snapshot(t, self.space, out, track=track)
                 self._empty_mailbox_files(out, file)
         self.summary.deliveries = self.inbox.count
-        for appended, name in ((self.transcript, "transcript"), (self.history, "history")):
-            with SnapshotOut(self.folder, grouped=True, advance=progress.advance) as out:
-                for row in rows(t, _Q[name], {"space": self.space}, appended.spec):
-                    line = appended.spec.line(row)
-                    for parts in appended.route(row):
-                        out.add(parts, line)
-                self._empty_mailbox_files(out, f"{name}.jsonl")
+        # Follow picks up after the last row of each table in this snapshot.
         where = t.one(_Q["positions"], {"space": self.space})
         self.inbox.after, self.turns.after = where["deliveries"], where["turns"]
         self.transcript.after, self.history.after = where["transcript"], where["history"]
