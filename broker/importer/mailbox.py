@@ -173,7 +173,7 @@ class MailImport:
         at = headers.get("Date") or fmt_ts(datetime.fromtimestamp(mtime, UTC))
         owner = "operator" if operator else address
         mail = _Mail(at, parts, owner, "operator" if operator else state)
-        mail.size = _message_row("", 0, mail, headers, body)["size_bytes"]
+        mail.size = _size(mail, headers, body)
         self.mails.append(mail)
 
     def write(self, t: Tx) -> None:
@@ -280,11 +280,23 @@ def _header_line(text: str, name: str) -> int:
     return 1
 
 
+def _lists(m: _Mail, headers: dict[str, str]) -> tuple[str, str]:
+    """The message's ``to`` forms and who it reached, as stored (JSON)."""
+    return json.dumps([headers["To"]]), json.dumps(
+        ["operator" if m.state == "operator" else m.owner]
+    )
+
+
+def _size(m: _Mail, headers: dict[str, str], body: str) -> int:
+    """Bytes counted toward ``log_max_mb``, as a send counts them."""
+    recipients, reached = _lists(m, headers)
+    return len(body.encode("utf-8")) + len(recipients) + len(reached) + len("[]")
+
+
 def _message_row(
     space_id: str, seq: int, m: _Mail, headers: dict[str, str], body: str
 ) -> dict[str, Any]:
-    recipients = json.dumps([headers["To"]])
-    reached = json.dumps(["operator" if m.state == "operator" else m.owner])
+    recipients, reached = _lists(m, headers)
     return {
         "id": new_id(),
         "space_id": space_id,
@@ -301,7 +313,7 @@ def _message_row(
         "reached_n": 1,
         "bcast_no": None,
         "idempotency_key": None,
-        "size_bytes": len(body.encode("utf-8")) + len(recipients) + len(reached) + len("[]"),
+        "size_bytes": _size(m, headers, body),
         "created_at_utc": m.at,
     }
 
