@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
@@ -42,6 +42,13 @@ from broker.vocab import SpaceKind, Via
 __all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
 
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
+
+if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
+    import threading
+
+    from broker.export import ExportSummary, Progress
+    from broker.importer import ImportSummary
+    from broker.records import Purged
 
 
 class Agent:
@@ -446,3 +453,74 @@ class Operator:
         from broker import inbox
 
         return inbox.stats(self.store, space)
+
+    # --- files: export, import and retention (docs/export.md) ------------------------
+    # Restoring rows from files and deleting a space are operator actions (S29):
+    # these are the library surface for `broker export`, `import` and `space purge`.
+    def export_space(
+        self,
+        space: str,
+        root: str | os.PathLike[str],
+        *,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        on_ready: Callable[[ExportSummary], None] | None = None,
+        progress: Progress | None = None,
+    ) -> ExportSummary:
+        """Write the space in the JSONL layout under ``root`` (spec §Export layout).
+
+        ``follow``: then append what commits until the space stops or ``stop`` is
+        set; ``on_ready`` gets the summary once the snapshot is written. An
+        ``OSError`` is one line: ``invalid_input`` for a bad path, ``file_error``
+        for a file system that refuses."""
+        from broker.export import export_space, follow_space
+
+        if follow:
+            return follow_space(
+                self.store, space, root, stop=stop, progress=progress, on_ready=on_ready
+            )
+        return export_space(self.store, space, root, progress=progress)
+
+    def export_mailbox(
+        self, space: str, root: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> ExportSummary:
+        """Write the space as a Mailbox Protocol tree under ``root/mail/`` (spec
+        §Mailbox layout)."""
+        from broker.export import export_mailbox
+
+        return export_mailbox(self.store, space, root, progress=progress)
+
+    def import_dir(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: str = "auto",
+        skip_bad: bool = False,
+        kind: str = "run",
+        progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Import an exported space layout or a mail tree, all in one transaction.
+
+        Every field of every line is checked (S33); each bad line is reported as
+        ``FILE:LINE`` and nothing is written (``import_failed``) unless
+        ``skip_bad``. A mail file claiming to be from the operator is refused (S29)."""
+        from broker.importer import import_dir
+
+        return import_dir(
+            self.store, path, layout=layout, skip_bad=skip_bad, kind=kind, progress=progress
+        )
+
+    def purge_space(
+        self,
+        space: str,
+        export_dir: str | os.PathLike[str],
+        *,
+        progress: Progress | None = None,
+    ) -> Purged:
+        """Retention: export an archived space to ``export_dir`` (JSONL layout),
+        verify the files against the database, then delete the space's rows in
+        one transaction, journaled in ``purges``. The only way rows leave the
+        store; a running or stopped space is refused (``conflict``)."""
+        from broker.purge import purge_space
+
+        return purge_space(self.store, space, export_dir, via=self.via, progress=progress)

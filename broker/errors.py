@@ -177,6 +177,13 @@ class SchemaOutOfDate(StoreError):
     exit_code = 13
 
 
+class FileError(StoreError):
+    """Export or import files could not be read or written: permission denied,
+    a read-only file system, a full disk, an I/O error."""
+
+    code = "file_error"
+
+
 class AppendOnly(StoreError):
     """An UPDATE or DELETE on an append-only table (the log, the journals)."""
 

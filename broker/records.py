@@ -357,6 +357,26 @@ class VacuumResult:
     seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """A purged space (retention): its rows deleted after a verified export."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    id: str
+    """the purge's row in the store-level journal ``purges``"""
+    space_id: str
+    kind: SpaceKind
+    export_dir: str
+    """the space's folder in the export: import it to get the space back"""
+    digest: str
+    """SHA-256 over each exported file's SHA-256 and line count"""
+    files: int
+    counts: dict[str, int]
+    """rows deleted, per table"""
+    at_utc: str
+
+
 # --- to JSON ----------------------------------------------------------------------------
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})

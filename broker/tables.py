@@ -35,6 +35,10 @@ Overview (one database holds many spaces; every row carries ``space_id``):
     after release so the token keeps growing.
 ``claim_journal``
     Append-only history of claims: claimed / released / expired / renewed (S23).
+``purges``, ``purging``
+    Retention: the store-level journal of purged spaces, and the marker a purge
+    writes (and removes) inside its transaction so the append-only triggers let
+    exactly that space's rows go.
 
 Timestamps are text, fixed-width ISO-8601 UTC with microseconds (sortable);
 ids are ULIDs (time-ordered), so ``(created_at_utc, id)`` orders totally.
@@ -493,6 +497,46 @@ claim_journal = Table(
     comment="Append-only claim journal (S23).",
 )
 
+purges = Table(
+    "purges",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column(
+        "space_id",
+        String(40),
+        nullable=False,
+        comment="the space purged (its rows are gone, so no foreign key)",
+    ),
+    Column(
+        "space_kind", String(16), nullable=False, comment="agentiflow | workflow | session | run"
+    ),
+    Column("via", String(8), nullable=False, comment="operator surface: cli | cp | mcp"),
+    Column("os_user", String(200), nullable=False, comment="the OS account that ran the purge"),
+    Column("pid", Integer, nullable=False, comment="its process id"),
+    Column("export_dir", Text, nullable=False, comment="the space's folder in the verified export"),
+    Column(
+        "digest",
+        String(64),
+        nullable=False,
+        comment="SHA-256 over each exported file's SHA-256 and line count",
+    ),
+    Column("files", Integer, nullable=False, comment="files in the export"),
+    Column("counts", Text, nullable=False, comment="JSON: rows deleted per table"),
+    Column("at_utc", String(TS), nullable=False),
+    Index("ix_purges_space_id", "space_id"),
+    comment="Store-level journal of purges (retention): who deleted which space when, "
+    "and where its verified export is. Append-only.",
+)
+
+purging = Table(
+    "purging",
+    metadata,
+    Column("space_id", String(40), ForeignKey("spaces.id"), primary_key=True),
+    Column("purge_id", String(ID), ForeignKey("purges.id"), nullable=False),
+    comment="The space a purge is deleting, only inside the purge's own transaction: "
+    "the append-only triggers let that space's rows go, and no other.",
+)
+
 
 __all__ = [
     "board_claims",
@@ -502,6 +546,8 @@ __all__ = [
     "metadata",
     "participant_events",
     "participants",
+    "purges",
+    "purging",
     "spaces",
     "transcript",
     "turns",

@@ -110,3 +110,48 @@ def archive(run_id: str, as_json: bool) -> None:
 
     sp = spaces.archive(store(), run_id)
     emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+
+
+@space.command("purge")
+@click.argument("run_id")
+@click.option(
+    "--export",
+    "export_dir",
+    required=True,
+    type=click.Path(),
+    help="Folder to export the space to first (JSONL layout); verified before anything goes.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@json_option
+def purge(run_id: str, export_dir: str, yes: bool, as_json: bool) -> None:
+    """Delete an archived space's rows, after exporting it to --export and checking
+    the export against the database (the only way rows leave the store; recorded
+    in the store's purge journal). Import the export to get the space back."""
+    import sys
+
+    from broker import errors
+    from broker.client import Operator
+
+    if not yes:
+        if not sys.stdin.isatty():
+            raise errors.InvalidInput(
+                f"purging {run_id} deletes its rows: confirm at a terminal, or pass --yes"
+            )
+        if not click.confirm(
+            f"Export {run_id} to {export_dir}, check it, then delete the space's rows?",
+            err=True,
+        ):
+            raise errors.InvalidInput(f"not confirmed: nothing of {run_id} was deleted")
+    done = Operator(store()).purge_space(run_id, export_dir)
+    if as_json:
+        emit_json(done)
+    else:
+        keyvals(
+            [
+                ("purged", done.space_id),
+                ("export", done.export_dir),
+                ("digest", done.digest),
+                ("files", done.files),
+                *((f"deleted {table}", n) for table, n in done.counts.items()),
+            ]
+        )
