@@ -71,36 +71,56 @@ def read(
 ) -> list[BoardEntry]:
     """``board.read``: posts, directives and retractions after the cursor ``after``
     (a message id), oldest first, at most ``limit``."""
+    _check_read_limit(limit)
+
+    def run(t: Tx, _row: Caller) -> list[BoardEntry]:
+        return _read(t, ident.space_id, after, limit)
+
+    return tools.call(store, ident, "board.read", run, tx=tx, write=False)
+
+
+def view(
+    store: Store,
+    space_ref: str,
+    *,
+    after: str | None = None,
+    limit: int = DEFAULT_READ_LIMIT,
+    tx: Tx | None = None,
+) -> list[BoardEntry]:
+    """The operator's ``board.view``: what ``read`` returns, without an agent's identity."""
+    _check_read_limit(limit)
+    with store.read(tx) as t:
+        return _read(t, resolve_id(t, space_ref), after, limit)
+
+
+def _check_read_limit(limit: object) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_LIMIT:
         raise errors.InvalidInput(f"bad limit {limit!r}: 1 to {MAX_READ_LIMIT}")
 
-    def run(t: Tx, _row: Caller) -> list[BoardEntry]:
-        start = 0
-        if after:
-            row = t.one(
-                "SELECT seq FROM messages WHERE space_id = ? AND id = ?", (ident.space_id, after)
-            )
-            if row is None:
-                raise errors.MessageNotFound(
-                    f"no message {after!r} in this space: --after takes the id of a board entry you read"
-                )
-            start = row[0]
-        # One range per kind on the partial index, merged: never a scan of the log.
-        per_kind = [
-            t.all(
-                "SELECT id, seq, kind, sender, recipients, body, ref, reached, created_at_utc, "
-                "CASE WHEN kind = 'directive' THEN NOT EXISTS (SELECT 1 FROM messages r "
-                "WHERE r.ref = m.id AND r.kind = 'retract') END "
-                f"FROM messages m WHERE space_id = ? AND {_BOARD_KINDS} AND kind = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (ident.space_id, kind, start, limit),
-            )
-            for kind in ("post", "directive", "retract")
-        ]
-        merged = heapq.merge(*per_kind, key=lambda r: r[1])
-        return [_entry(r) for _, r in zip(range(limit), merged, strict=False)]
 
-    return tools.call(store, ident, "board.read", run, tx=tx, write=False)
+def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntry]:
+    start = 0
+    if after:
+        row = t.one("SELECT seq FROM messages WHERE space_id = ? AND id = ?", (space_id, after))
+        if row is None:
+            raise errors.MessageNotFound(
+                f"no message {after!r} in this space: --after takes the id of a board entry you read"
+            )
+        start = row[0]
+    # One range per kind on the partial index, merged: never a scan of the log.
+    per_kind = [
+        t.all(
+            "SELECT id, seq, kind, sender, recipients, body, ref, reached, created_at_utc, "
+            "CASE WHEN kind = 'directive' THEN NOT EXISTS (SELECT 1 FROM messages r "
+            "WHERE r.ref = m.id AND r.kind = 'retract') END "
+            f"FROM messages m WHERE space_id = ? AND {_BOARD_KINDS} AND kind = ? AND seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (space_id, kind, start, limit),
+        )
+        for kind in ("post", "directive", "retract")
+    ]
+    merged = heapq.merge(*per_kind, key=lambda r: r[1])
+    return [_entry(r) for _, r in zip(range(limit), merged, strict=False)]
 
 
 def _entry(r: tuple[Any, ...]) -> BoardEntry:

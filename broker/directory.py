@@ -87,10 +87,12 @@ def prune(
     *,
     older_than: float | None = None,
     check_pid: bool = True,
+    dry_run: bool = False,
     tx: Tx | None = None,
 ) -> list[Participant]:
     """Record stale entries as left: heartbeat older than ``older_than`` seconds,
-    or (``check_pid``) a registered process that no longer exists."""
+    or (``check_pid``) a registered process that no longer exists. ``dry_run``:
+    only say who would be pruned (nothing is written)."""
     if older_than is not None and older_than < 0:
         raise errors.InvalidInput("older_than must be >= 0 seconds")
     cutoff = fmt_ts(store.now() - timedelta(seconds=older_than)) if older_than is not None else None
@@ -106,6 +108,7 @@ def prune(
             entry = participants.to_model(row)
             stale = cutoff is not None and entry.last_seen_utc < cutoff
             if stale or (check_pid and process_gone(entry.pid)):
-                participants.leave_in_tx(store, t, entry.id, "prune")
+                if not dry_run:
+                    participants.leave_in_tx(store, t, entry.id, "prune")
                 pruned.append(entry)
     return pruned

@@ -36,7 +36,7 @@ def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:
     from broker.demo import run_demo
 
     if as_json:
-        emit_json(run_demo(store(), teammates=teammates, tasks=tasks, kill=kill))
+        emit_json(run_demo(store(create=True), teammates=teammates, tasks=tasks, kill=kill))
         return
     with click.progressbar(length=tasks, label="tasks done", show_pos=True) as bar:
         seen = 0
@@ -47,7 +47,9 @@ def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:
                 bar.update(done - seen)
                 seen = done
 
-        s = run_demo(store(), teammates=teammates, tasks=tasks, kill=kill, progress=progress)
+        s = run_demo(
+            store(create=True), teammates=teammates, tasks=tasks, kill=kill, progress=progress
+        )
     click.echo(f"space           {s.space}")
     click.echo(f"database        {s.db}")
     click.echo(f"teammates       {s.teammates} processes ({s.restarts} restarted after SIGKILL)")

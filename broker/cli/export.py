@@ -148,7 +148,7 @@ def import_cmd(
 
     try:
         summary = import_dir(
-            store(),
+            store(create=True),
             folder,
             layout=layout,
             skip_bad=skip_bad,
