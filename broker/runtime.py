@@ -230,7 +230,9 @@ def command_handler(
             )
         if returncode != 0:
             tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1]
-            raise errors.HandlerFailed(f"command exited {returncode}: {tail}", returncode=returncode)
+            raise errors.HandlerFailed(
+                f"command exited {returncode}: {tail}", returncode=returncode
+            )
         plain: list[str] = []
         for line in stdout.splitlines():
             if not line.strip():

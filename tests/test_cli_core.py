@@ -405,7 +405,7 @@ def test_cli_broker_home_holds_the_db_file_0600_in_a_0700_folder(cli: Cli, tmp_p
     home = tmp_path / "home"
     assert not home.exists()
     res = cli("db", "upgrade", "--json")
-    assert res.code == 0 and res.json()["from"] is None and res.json()["to"] == HEAD
+    assert res.code == 0 and res.json()["before"] is None and res.json()["after"] == HEAD
     db = home / "broker.db"
     assert res.json()["url"].endswith(str(db))
     assert stat.S_IMODE(home.stat().st_mode) == 0o700

@@ -108,7 +108,7 @@ def emit_json_lines(items: Iterable[Any]) -> None:
 # test in tests/test_cli_contract.py checks both sides).
 PENDING_RENAMES: dict[str, dict[str, str]] = {
     "ClaimGrant": {"token": "fence", "lease_expires_at": "expires_at"},
-    "JournalEntry": {"token": "fence"},
+    "JournalEntry": {"token": "fence", "lease_expires_at": "expires_at"},
     "Lease": {"token": "lease_token"},
 }
 

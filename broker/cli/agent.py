@@ -35,7 +35,13 @@ def agent() -> None:
 @click.argument("run_id")
 @click.argument("name")
 @click.option("--role", metavar="TEXT", help="Directory role.")
-@click.option("--archetype", type=click.Choice(ARCHETYPES), default="specialist", show_default=True)
+@click.option(
+    "--archetype",
+    type=click.Choice(ARCHETYPES),
+    default="specialist",
+    show_default=True,
+    help="Directory: the kind of agent.",
+)
 @click.option("--task", metavar="TEXT", help="Directory task.")
 @click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
 @click.option(

@@ -98,7 +98,12 @@ def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool
 @board.command("read")
 @click.option("--after", metavar="ID", help="Only entries after this one (the last id you read).")
 @click.option(
-    "--limit", type=READ_LIMIT, default=100, show_default=True, help="At most this many entries."
+    "--limit",
+    type=READ_LIMIT,
+    metavar="N",
+    default=100,
+    show_default=True,
+    help="At most this many entries.",
 )
 @identity_options
 @json_option
@@ -120,7 +125,12 @@ def read(
 @click.argument("run_id")
 @click.option("--after", metavar="ID", help="Only entries after this one.")
 @click.option(
-    "--limit", type=READ_LIMIT, default=100, show_default=True, help="At most this many entries."
+    "--limit",
+    type=READ_LIMIT,
+    metavar="N",
+    default=100,
+    show_default=True,
+    help="At most this many entries.",
 )
 @json_option
 def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:

@@ -43,7 +43,9 @@ def inbox() -> None:
 
 
 @inbox.command("claim")
-@click.option("--limit", type=COUNT, default=1, show_default=True, help="Claim up to N messages.")
+@click.option(
+    "--limit", type=COUNT, metavar="N", default=1, show_default=True, help="Claim up to N messages."
+)
 @ttl_option("How long the lease lasts (default: the space's lease_seconds).")
 @wait_option("Block up to SECONDS for a message to arrive.")
 @identity_options
@@ -166,7 +168,7 @@ def quarantine(
 @inbox.command("next")
 @wait_option("Block up to SECONDS for something new.")
 @ttl_option("Redeliver the turn if it is not confirmed within SECONDS (default: lease_seconds).")
-@click.option("--limit", type=COUNT, help="At most N inbox messages (default: all).")
+@click.option("--limit", type=COUNT, metavar="N", help="At most N inbox messages (default: all).")
 @identity_options
 @json_option
 def next_(

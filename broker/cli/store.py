@@ -22,7 +22,7 @@ def upgrade(as_json: bool) -> None:
     s.ensure_schema()
     after = s.schema_version()
     if as_json:
-        emit_json({"url": str(s.url), "from": before, "to": after})
+        emit_json({"url": str(s.url), "before": before, "after": after})
     else:
         click.echo(f"{s.url}: {before or 'empty'} -> {after}")
 
