@@ -126,3 +126,16 @@ def populate(store: Store, say: Callable[[str], str] = plain) -> Populated:
     assert [d.id for d in lease.deliveries] == [msg.id]
     out.lease_token, out.leased_id = lease.token, msg.id
     return out
+
+
+def count_rows(store: Store) -> dict[str, int]:
+    """Rows per table: what a refused command must leave as it was."""
+    with store.read() as t:
+        tables = [
+            r[0]
+            for r in t.all(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' AND name != 'alembic_version' ORDER BY name"
+            )
+        ]
+        return {name: t.one(f'SELECT count(*) FROM "{name}"')[0] for name in tables}
