@@ -13,7 +13,7 @@ result one object; tables fit the terminal (80 columns when it is not one).
 
 from __future__ import annotations
 
-import shutil
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -142,8 +142,16 @@ def when(ts: str | None) -> str:
 
 
 def width() -> int:
-    """The terminal's width, or 80 when output is not a terminal (COLUMNS wins)."""
-    return max(40, shutil.get_terminal_size((80, 24)).columns)
+    """The terminal's width, or 80 when output is not a terminal (COLUMNS wins).
+    (What shutil.get_terminal_size does, without importing shutil: bz2, lzma.)"""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(40, int(columns))
+    try:
+        columns_now = os.get_terminal_size(1).columns
+    except OSError:
+        columns_now = 0
+    return max(40, columns_now or 80)
 
 
 def table(
