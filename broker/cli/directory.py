@@ -35,7 +35,8 @@ def dir_() -> None:
 @json_option
 def list_(run_id: str, include_left: bool, as_json: bool) -> None:
     """List the participants of RUN_ID: address, agent, role, status
-    (running / idle / failed / shutdown / left), waiting deliveries, last seen."""
+    (running / idle / failed / shutdown / left), waiting deliveries, parent,
+    last seen (UTC). Everything else: `dir show` or --json."""
     items = operator().participants(run_id, include_left=include_left)
     if as_json:
         emit_json_lines(items)
@@ -49,12 +50,11 @@ def list_(run_id: str, include_left: bool, as_json: bool) -> None:
                 p.status,
                 p.waiting,
                 p.parent,
-                "" if p.messaging else "off",
                 when(p.last_seen_utc),
             )
             for p in items
         ],
-        ["address", "agent", "role", "status", "waiting", "parent", "msg", "last seen"],
+        ["address", "agent", "role", "status", "waiting", "parent", "last seen"],
         shrink=(0, 1, 2, 5),
     )
 
