@@ -121,7 +121,7 @@ DEMO_LINES = [
     r"tasks done.*",
     r"space          af_[0-9a-z]{26}",
     r"database       /.+/broker\.db",
-    r"teammates      2 processes \(1 restarted after SIGKILL\)",
+    r"teammates      2 processes \([01] restarted after SIGKILL\)",  # 0: nobody busy to kill
     r"tasks          4/4 done, \d+ done twice \(at-least-once\)",
     r"saw directive  \d+ results? reported under the lead's standing directive",
     r"saw urgent     \d+ results? reported after the operator's urgent message",
