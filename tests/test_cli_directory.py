@@ -132,7 +132,7 @@ DEMO_LINES = [
     r"wall time      \d+\.\d\d s",
     r"inspect it:",
     r"  broker message list (?P<space>af_\w+) --kind operator,directive",
-    r"  broker dir list af_\w+",
+    r"  broker dir list af_\w+ --all",
     r"  broker board journal af_\w+",
     r"  sqlite3 /.+/broker\.db \"SELECT sender, count\(\*\) FROM messages WHERE .+\"",
 ]
