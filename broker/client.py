@@ -303,7 +303,7 @@ class Operator:
         ``to`` keeps entries whose ``to`` forms name it or that reached it;
         ``since`` an ISO-8601 UTC time (``created_at_utc >= since``); ``limit``
         keeps the first N, ``tail`` the last N (not both)."""
-        # Stopgap by engineer "cli" (see /work/plan/cli-needs-client.md): the
+        # Stopgap by engineer "cli" (what the CLI needs from the client): the
         # filters beyond kinds run in Python over the log; "send" moves them
         # into the statement catalogue.
         if limit is not None and tail is not None:
@@ -344,7 +344,7 @@ class Operator:
 
         return transcript.rebuild(self.store, space, address)
 
-    # --- stopgaps by engineer "cli" (see /work/plan/cli-needs-client.md) -------------------
+    # --- stopgaps by engineer "cli": what the CLI needed that the client lacked -------------
     # What the CLI needs that the client lacked; "send" may replace any of them.
     def follow(
         self,
