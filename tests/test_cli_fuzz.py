@@ -32,6 +32,7 @@ from broker import Store
 from broker.cli import main
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}
+DOCTOR = {8, 9}  # `broker doctor`: warnings, errors found
 # Refusals that must write nothing at all. (4 may leave a tool_unavailable
 # notice in the caller's transcript, S24: that is checked separately below.)
 NOTHING_WRITTEN = {2, 3, 5}
@@ -40,7 +41,10 @@ NOTHING_WRITTEN = {2, 3, 5}
 # `import` touch folders named by their arguments (they are fuzzed with a
 # fixed root below). --follow and --yes are never drawn: one blocks until the
 # space stops, the other would stop or prune the space under the fuzzer.
-IN_PROCESS = sorted(set(COMMANDS) - {("agent", "run"), ("demo",), ("export",), ("import",)})
+OUT_OF_PROCESS = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# Write files where their arguments say (tested with their own roots elsewhere).
+WRITE_FILES = {("backup",), ("space", "purge")}
+IN_PROCESS = sorted(set(COMMANDS) - OUT_OF_PROCESS - WRITE_FILES)
 NEVER = {"--follow", "--yes", "-y", "--help", "-h", "--url"}
 IDENTITY = {"--space", "--as", "--token"}
 
@@ -147,7 +151,8 @@ def identities(p: Populated) -> st.SearchStrategy[dict[str, str]]:
 def check(res: Any, before: dict[str, int], after: dict[str, int], argv: list[str]) -> None:
     where = f"broker {' '.join(map(repr, argv))}"
     assert res.exception is None or isinstance(res.exception, SystemExit), (where, res.exception)
-    assert res.exit_code in DOCUMENTED, (where, res.exit_code, res.stderr)
+    codes = DOCUMENTED | (DOCTOR if argv[:1] == ["doctor"] else set())
+    assert res.exit_code in codes, (where, res.exit_code, res.stderr)
     assert "Traceback" not in res.stdout + res.stderr, where
     assert len(res.stderr.splitlines()) <= 1, (where, res.stderr)
     if res.exit_code in NOTHING_WRITTEN:
