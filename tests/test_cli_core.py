@@ -366,6 +366,41 @@ def test_cli_message_list_after_and_kind(cli: Cli, store: Store) -> None:
     )
 
 
+def test_cli_message_list_cursor_filters_and_the_id_in_text(cli: Cli, store: Store) -> None:
+    sid = make(store)
+    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    otter, _ = Agent.join(store, sid, "flow/otter", agent="worker")
+    op = Operator(store)
+    ids = [
+        lynx.send("otter", "l1").id,  # seq 1
+        otter.send("lynx", "o1").id,  # seq 2
+        lynx.send("role:worker", "l2").id,  # seq 3: reached otter by role
+        op.send(sid, "op", to=["lynx"]).id,  # seq 4
+    ]
+
+    def bodies(*args: str) -> list[str]:
+        res = cli("message", "list", sid, *args, "--json")
+        assert res.code == 0, res.err
+        return [e["body"] for e in res.lines()]
+
+    assert bodies("--after", "2") == bodies("--after", "#2") == bodies("--after", ids[1])
+    assert bodies("--after", "2") == ["l2", "op"]
+    assert bodies("--limit", "2") == ["l1", "o1"] and bodies("--tail", "1") == ["op"]
+    assert bodies("--after", "1", "--limit", "1") == ["o1"]
+    assert bodies("--from", "lynx") == ["l1", "l2"] and bodies("--from", "operator") == ["op"]
+    assert bodies("--to", "otter") == ["l1", "l2"]  # by address, and reached by role
+    assert bodies("--to", "role:worker") == ["l2"]
+    assert bodies("--from", "lynx", "--tail", "1") == ["l2"]
+    assert bodies("--since", "1h") == ["l1", "o1", "l2", "op"]
+    assert bodies("--since", "2999-01-01") == []
+    assert bodies("--after", "4") == [] and bodies("--after", "99") == []
+    text = cli("message", "list", sid, "--tail", "1").out
+    assert text.startswith(f"#4 {ids[3]} ") and text.rstrip().endswith("operator -> lynx: op")
+    for bad in (["--limit", "1", "--tail", "1"], ["--since", "soon"], ["--tail", "-1"]):
+        res = cli("message", "list", sid, *bad)
+        assert res.code == 2 and len(res.err.splitlines()) == 1, bad
+
+
 def test_cli_message_list_follow_until_the_space_stops(
     cli: Cli, store: Store, tmp_path: Path
 ) -> None:

@@ -240,7 +240,8 @@ def message_list(
     _print_entries(entries, as_json)
     if follow:
         last: str | int | None = entries[-1].seq if entries else _after(after)
-        if last is None and tail is not None:
-            last = 0  # the tail was empty: everything from now on is new
+        if limit is not None:  # the first N were shown: what follows is what is new
+            newest = op.log(run_id, tail=1)
+            last = newest[0].seq if newest else last
         for batch in op.follow(run_id, after=last, **filters):
             _print_entries(batch, as_json)
