@@ -199,3 +199,18 @@ def test_S31_agent_run_on_a_terminal_escapes_its_commands_stderr(
     assert code == 0, text
     assert_safe(argv, text)
     assert "echo| say this\\x1b[2J" in text
+
+
+def test_S31_json_keeps_the_exact_text_and_is_still_safe_to_print(
+    hostile_space: tuple[Populated, dict[str, str]], store: Store
+) -> None:
+    import json
+
+    p, env = hostile_space
+    argv = ["message", "list", p.space, "--json"]
+    code, text = run_on_terminal(argv, env)
+    assert code == 0, text
+    assert_safe(argv, text)  # C0 as JSON escapes already; C1 and bidi escaped too
+    printed = [json.loads(line) for line in text.replace("\r\n", "\n").splitlines()]
+    assert [e["body"] for e in printed] == [e.body for e in Operator(store).log(p.space)]
+    assert any(hostile("found 3 failing tests") == e["body"] for e in printed)
