@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
 import click
@@ -34,13 +35,18 @@ def _escape(cp: int) -> str:
     return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
 
 
-# One line: every dangerous character escaped, line breaks and tabs included.
-_ONE_LINE = {cp: _escape(cp) for cp in _DANGEROUS}
-# A block of lines (a message body shown under its header): line breaks and
-# tabs stay, everything else is escaped (CR could overwrite a line).
-_BLOCK = {cp: s for cp, s in _ONE_LINE.items() if cp not in (0x09, 0x0A)}
-# JSON: the same characters as \\u escapes (json.dumps already escapes C0).
-_JSON = {cp: f"\\u{cp:04x}" for cp in _DANGEROUS if cp >= 0x7F}
+@cache
+def _tables() -> tuple[dict[int, str], dict[int, str], dict[int, str]]:
+    """The translation tables, built on first need (most text is plain ASCII
+    and never needs them; CLI start-up is an agent's latency)."""
+    # One line: every dangerous character escaped, line breaks and tabs included.
+    one_line = {cp: _escape(cp) for cp in _DANGEROUS}
+    # A block of lines (a message body shown under its header): line breaks
+    # and tabs stay, everything else is escaped (CR could overwrite a line).
+    block_ = {cp: v for cp, v in one_line.items() if cp not in (0x09, 0x0A)}
+    # JSON: the same characters as \\u escapes (json.dumps already escapes C0).
+    json_ = {cp: f"\\u{cp:04x}" for cp in _DANGEROUS if cp >= 0x7F}
+    return one_line, block_, json_
 
 
 def safe(value: object) -> str:
@@ -50,13 +56,13 @@ def safe(value: object) -> str:
     text = value if isinstance(value, str) else str(value)
     if text.isascii() and text.isprintable():
         return text  # the common case, without building a new string
-    return _surrogates_escaped(text).translate(_ONE_LINE)
+    return _surrogates_escaped(text).translate(_tables()[0])
 
 
 def block(value: object, indent: str = "") -> str:
     """Multi-line text a terminal prints literally; each line after ``indent``
     (so a body cannot forge a line that looks like the broker's own)."""
-    text = _surrogates_escaped("" if value is None else str(value)).translate(_BLOCK)
+    text = _surrogates_escaped("" if value is None else str(value)).translate(_tables()[1])
     if not indent:
         return text
     return "\n".join(indent + line for line in text.split("\n"))
@@ -79,7 +85,7 @@ def dumps(data: Any) -> str:
     out = json.dumps(data, ensure_ascii=False)
     if out.isascii():
         return out
-    return _surrogates_json(out).translate(_JSON)
+    return _surrogates_json(out).translate(_tables()[2])
 
 
 def _surrogates_json(out: str) -> str:

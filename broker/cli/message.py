@@ -147,9 +147,9 @@ def _after(value: str | None) -> str | int | None:
     return value
 
 
-_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_AGO = r"(\d+(?:\.\d+)?)([smhd])"
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?")
+_ISO = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?"
 
 
 def _since(value: str | None) -> str | None:
@@ -158,13 +158,13 @@ def _since(value: str | None) -> str | None:
         return None
     from datetime import UTC, datetime, timedelta
 
-    ago = _AGO.fullmatch(value.strip())
+    ago = re.fullmatch(_AGO, value.strip())
     if ago:
         seconds = float(ago.group(1)) * _UNIT[ago.group(2)]
         if seconds > 100 * 365 * 86400:
             raise errors.InvalidInput(f"bad --since {value!r}: at most 100 years ago")
         moment = datetime.now(UTC) - timedelta(seconds=seconds)
-    elif _ISO.fullmatch(value.strip()):
+    elif re.fullmatch(_ISO, value.strip()):
         try:
             moment = datetime.fromisoformat(value.strip().replace(" ", "T").removesuffix("Z"))
         except ValueError:
