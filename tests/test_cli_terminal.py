@@ -214,3 +214,20 @@ def test_S31_json_keeps_the_exact_text_and_is_still_safe_to_print(
     printed = [json.loads(line) for line in text.replace("\r\n", "\n").splitlines()]
     assert [e["body"] for e in printed] == [e.body for e in Operator(store).log(p.space)]
     assert any(hostile("found 3 failing tests") == e["body"] for e in printed)
+
+
+def test_S31_the_one_helper_escapes_what_a_terminal_would_act_on() -> None:
+    import json
+
+    from broker.cli._output import block, dumps, safe
+
+    assert safe("plain text, ünïcode ✓") == "plain text, ünïcode ✓"
+    assert safe("a\x1b[2Jb\x07\r\nc\td\x9b\u202ee\u2028") == (
+        "a\\x1b[2Jb\\x07\\r\\nc\\td\\x9b\\u202ee\\u2028"
+    )
+    assert safe("\ud800") == "\\ud800" and safe(None) == "" and safe(7) == "7"
+    assert block("one\ntwo\r\x1b]0;t\x07", indent="  ") == "  one\n  two\\r\\x1b]0;t\\x07"
+    text = "\x1b[2J\x9b\u202e\u2028 ok"
+    out = dumps({"body": text})
+    assert json.loads(out) == {"body": text}
+    assert not any(0x7F <= ord(c) <= 0x9F or c in "\x1b\u202e\u2028" for c in out)
