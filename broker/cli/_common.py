@@ -261,8 +261,9 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
         url = obj.get("url")
         if not create:
             _require_existing(url)
-        obj["store"] = Store(url, migrate=migrate)
+        obj["store"] = opened = Store(url, migrate=migrate)
         root.obj = obj
+        root.call_on_close(opened.close)  # in-process callers (tests) open many
     return obj["store"]  # type: ignore[no-any-return]
 
 
