@@ -138,6 +138,13 @@ def test_cli_did_you_mean_at_every_level_despite_lazy_loading(cli: Cli) -> None:
     assert res.code == 2 and "--lease-token" in one_line(res.err)
 
 
+def test_cli_a_group_without_a_command_shows_its_help(cli: Cli) -> None:
+    for argv in ([], ["space"], ["board"]):
+        res = cli(*argv)
+        assert res.code == 0 and res.out.startswith("Usage: broker") and res.err == "", argv
+        assert "Commands:" in res.out
+
+
 # --- read-only commands never create files ----------------------------------------------------
 READ_ONLY = [
     ["space", "list"], ["space", "show", "af_x"], ["db", "current"],

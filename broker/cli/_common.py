@@ -172,6 +172,9 @@ class BrokerGroup(BrokerSubGroup):
             result = super().main(argv, prog_name, complete_var, False, **extra)
         except click.exceptions.Exit as exc:  # ctx.exit() on the way out
             sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `broker`, `broker space`
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            sys.exit(0)
         except click.ClickException as exc:  # usage mistakes: one line, exit 2
             message = " ".join(exc.format_message().split())
             ctx = getattr(exc, "ctx", None)
