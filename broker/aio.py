@@ -50,7 +50,7 @@ from broker.auth import Identity
 from broker.client import Agent, Operator
 from broker.db import Store, Tx
 from broker.ids import parse_ts
-from broker.records import Joined, Lease, LogEntry, Space, Turn
+from broker.records import Finding, Joined, Lease, LogEntry, Space, Turn
 from broker.vocab import SpaceKind
 
 P = ParamSpec("P")
@@ -305,6 +305,10 @@ class AsyncAgent:
     def space_id(self) -> str:
         return self.sync.space_id
 
+    @property
+    def transient(self) -> bool:
+        return self.sync.transient
+
     send = _in_thread(Agent.send)
     send_many = _in_thread(Agent.send_many)
     post = _in_thread(Agent.post)
@@ -320,6 +324,11 @@ class AsyncAgent:
     extend = _in_thread(Agent.extend)
     quarantine = _in_thread(Agent.quarantine)
     seen = _in_thread(Agent.seen)
+    set_status = _in_thread(Agent.set_status)
+    quarantine_turn = _in_thread(Agent.quarantine_turn)
+    append_history = _in_thread(Agent.append_history)
+    undo_history = _in_thread(Agent.undo_history)
+    history = _in_thread(Agent.history)
 
     # --- calls that take messages: never lost to a cancellation ---------------------
     def _give_back(self, lease: Lease) -> None:
@@ -455,39 +464,62 @@ class AsyncOperator:
         return self.sync.via
 
     send = _in_thread(Operator.send)
+    log = _in_thread(Operator.log)
     participants = _in_thread(Operator.participants)
+    participant = _in_thread(Operator.participant)
     quarantined = _in_thread(Operator.quarantined)
     requeue = _in_thread(Operator.requeue)
     transcript = _in_thread(Operator.transcript)
+    spaces = _in_thread(Operator.spaces)
+    get_space = _in_thread(Operator.get_space)
+    stop_space = _in_thread(Operator.stop_space)
+    archive_space = _in_thread(Operator.archive_space)
+    prune = _in_thread(Operator.prune)
+    board = _in_thread(Operator.board)
+    claims = _in_thread(Operator.claims)
+    claim_journal = _in_thread(Operator.claim_journal)
+    queue_stats = _in_thread(Operator.queue_stats)
+    backup = _in_thread(Operator.backup)
+    vacuum = _in_thread(Operator.vacuum)
+    export_space = _in_thread(Operator.export_space)
+    export_mailbox = _in_thread(Operator.export_mailbox)
+    import_dir = _in_thread(Operator.import_dir)
+    purge_space = _in_thread(Operator.purge_space)
+
+    @classmethod
+    async def doctor(cls, store: Store | str | None = None) -> list[Finding]:
+        """Async ``Operator.doctor`` (needs no operator key)."""
+        return await run(Operator.doctor, store)
 
     async def create_space(self, kind: SpaceKind, **settings: object) -> Space:
         """Async ``Operator.create_space``."""
         return await run(functools.partial(self.sync.create_space, kind, **settings))
 
-    async def log(self, space: str, **kw: object) -> list[LogEntry]:
-        """Async ``Operator.log``: the space's log (``after_seq``, ``kinds``, ...)."""
-        return await run(functools.partial(self.sync.log, space, **kw))
-
     async def follow(
         self,
         space: str,
         *,
-        after_seq: int | None = None,
-        kinds: Iterable[str] = (),
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
         idle_timeout: float | None = None,
     ) -> AsyncIterator[list[LogEntry]]:
-        """Batches of new log entries of ``space`` (after ``after_seq``; None:
-        from the start) as they commit, until the space stops running, or
-        ``idle_timeout`` seconds pass without news. Waits on the space's
-        doorbell, never by polling the log."""
+        """``Operator.follow`` for asyncio: batches of new log entries of ``space``
+        (after ``after``, a message id or a seq; filtered as ``log``) as they
+        commit, until the space stops running, or ``idle_timeout`` seconds pass
+        without news. Waits on the space's doorbell, never by polling the log."""
         if idle_timeout is not None:
             idle_timeout = check_wait(idle_timeout)
         found = await run(spaces.get, self.store, space)
-        kind_list = list(kinds)
-        seq = after_seq
+        kind_list = list(kinds or ())
+        seq: str | int | None = after
         async with Doorbell(self.store, [wake.space_key(found.id)]) as bell:
             while True:
-                batch = await self.log(found.id, after_seq=seq, kinds=kind_list)
+                batch = await self.log(
+                    found.id, after=seq, kinds=kind_list, sender=sender, to=to, since=since
+                )
                 if batch:
                     seq = batch[-1].seq
                     yield batch

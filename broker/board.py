@@ -95,30 +95,51 @@ def read(
 ) -> list[BoardEntry]:
     """``board.read``: posts, directives and retractions after the cursor ``after``
     (a message id), oldest first, at most ``limit``."""
-    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
-    if after is not None and not isinstance(after, str):
-        raise errors.InvalidInput(f"bad after {after!r}: a message id", field="after")
+    limit, after = _check_read(limit, after)
 
     def run(t: Tx, _row: Caller) -> list[BoardEntry]:
-        start = 0
-        if after:
-            row = t.one(_CURSOR_SEQ, {"space_id": ident.space_id, "id": after})
-            if row is None:
-                raise errors.MessageNotFound(
-                    f"no message {after!r} in this space: --after takes the id of a board entry you read"
-                )
-            start = row["seq"]
-        # One range per kind on the partial index, merged: never a scan of the log.
-        per_kind = [
-            t.all(
-                _READ_KIND, {"space_id": ident.space_id, "kind": kind, "after": start, "n": limit}
-            )
-            for kind in ("post", "directive", "retract")
-        ]
-        merged = heapq.merge(*per_kind, key=lambda r: r["seq"])
-        return [_entry(r) for _, r in zip(range(limit), merged, strict=False)]
+        return _read(t, ident.space_id, after, limit)
 
     return tools.call(store, ident, "board.read", run, tx=tx, write=False)
+
+
+def view(
+    store: Store,
+    space_ref: str,
+    *,
+    after: str | None = None,
+    limit: int = DEFAULT_READ_LIMIT,
+    tx: Tx | None = None,
+) -> list[BoardEntry]:
+    """The operator's ``board.view``: what ``read`` returns, without an agent's identity."""
+    limit, after = _check_read(limit, after)
+    with store.read(tx) as t:
+        return _read(t, resolve_id(t, space_ref), after, limit)
+
+
+def _check_read(limit: object, after: object) -> tuple[int, str | None]:
+    checked = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
+    if after is not None and not isinstance(after, str):
+        raise errors.InvalidInput(f"bad after {after!r}: a message id", field="after")
+    return checked, after
+
+
+def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntry]:
+    start = 0
+    if after:
+        row = t.one(_CURSOR_SEQ, {"space_id": space_id, "id": after})
+        if row is None:
+            raise errors.MessageNotFound(
+                f"no message {after!r} in this space: --after takes the id of a board entry you read"
+            )
+        start = row["seq"]
+    # One range per kind on the partial index, merged: never a scan of the log.
+    per_kind = [
+        t.all(_READ_KIND, {"space_id": space_id, "kind": kind, "after": start, "n": limit})
+        for kind in ("post", "directive", "retract")
+    ]
+    merged = heapq.merge(*per_kind, key=lambda r: r["seq"])
+    return [_entry(r) for _, r in zip(range(limit), merged, strict=False)]
 
 
 def _entry(r: Any) -> BoardEntry:

@@ -9,13 +9,15 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
-from broker.db import Store, Tx
+from broker.db import Store as Store
+from broker.db import Tx
+from broker.migrate import HEAD
 from broker.models import JoinInput
 from broker.records import (
     BackupResult,
@@ -37,7 +39,7 @@ from broker.records import (
     TurnSeen,
     VacuumResult,
 )
-from broker.vocab import SpaceKind, Via
+from broker.vocab import SpaceKind, SpaceState, Via
 
 __all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
 
@@ -375,11 +377,46 @@ class Operator:
             tx=tx,
         )
 
-    def log(self, space: str, **kw: object) -> list[LogEntry]:
-        return messages.log(self.store, space, **kw)  # type: ignore[arg-type]
+    def log(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        tail: int | None = None,
+    ) -> list[LogEntry]:
+        """The log of ``space`` in sequence order, filtered.
 
-    def participants(self, space: str) -> list[Participant]:
-        return participants.list_participants(self.store, space)
+        ``after`` is a message id or a seq; ``sender`` an exact sender address;
+        ``to`` keeps entries whose ``to`` forms name it or that reached it;
+        ``since`` an ISO-8601 UTC time (``created_at_utc >= since``); ``limit``
+        keeps the first N, ``tail`` the last N (not both)."""
+        # Stopgap by engineer "cli" (what the CLI needs from the client): the
+        # filters beyond kinds run in Python over the log; "send" moves them
+        # into the statement catalogue.
+        if limit is not None and tail is not None:
+            from broker import errors
+
+            raise errors.InvalidInput("limit and tail exclude each other")
+        for name, n in (("limit", limit), ("tail", tail)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                from broker import errors
+
+                raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1")
+        by_id, by_seq = _cursor(after)
+        entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
+        entries = [e for e in entries if _matches(e, sender, to, since)]
+        if tail is not None:
+            return entries[-tail:]
+        return entries[:limit] if limit is not None else entries
+
+    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+        """The participants of ``space`` (its directory), in join order."""
+        return participants.list_participants(self.store, space, include_left=include_left)
 
     def quarantined(self, space: str) -> list[QuarantinedDelivery]:
         """Quarantined deliveries of a space, with their evidence."""
@@ -437,13 +474,88 @@ class Operator:
 
         return ops.vacuum(self.store)
 
-    # --- added by engineer "queue": what the runtime and the demo need ----------------
+    # --- stopgaps by engineer "cli": what the CLI needed that the client lacked -------------
+    # What the CLI needs that the client lacked; "send" may replace any of them.
+    def follow(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """Batches of new log entries after ``after`` (filtered as ``log``),
+        as they commit, until the space stops (or ``idle_timeout`` seconds of quiet)."""
+        from broker.follow import follow_log
+
+        by_id, by_seq = _cursor(after)
+        for batch in follow_log(
+            self.store,
+            space,
+            after=by_id,
+            after_seq=by_seq,
+            kinds=list(kinds or ()),
+            idle_timeout=idle_timeout,
+        ):
+            kept = [e for e in batch if _matches(e, sender, to, since)]
+            if kept:
+                yield kept
+
+    def spaces(self, *, state: SpaceState | None = None) -> list[Space]:
+        """Every space of the store, oldest first (optionally in one state)."""
+        return spaces.list_spaces(self.store, state=state)
+
+    def get_space(self, space: str) -> Space:
+        """One space by run id (full, compact or a unique prefix, S1)."""
+        return spaces.get(self.store, space)
+
+    def stop_space(self, space: str) -> Space:
+        """Stop a space: it takes no more messages; its participants are recorded as left."""
+        return spaces.stop(self.store, space)
+
+    def archive_space(self, space: str) -> Space:
+        """Archive a space: stopped for good, its history kept."""
+        return spaces.archive(self.store, space)
+
     def participant(self, space: str, address: str) -> Participant:
-        """One participant by address (``ParticipantNotFound`` if none)."""
+        """One participant (its directory entry) by address."""
         return participants.get(self.store, space, address)
 
+    def prune(
+        self,
+        space: str,
+        *,
+        older_than: float | None = None,
+        check_pid: bool = True,
+        dry_run: bool = False,
+    ) -> list[Participant]:
+        """Record stale participants as left (S25): heartbeat older than
+        ``older_than`` seconds, or (``check_pid``) a registered process that is
+        gone. ``dry_run`` returns who would be pruned and writes nothing."""
+        from broker import directory
+
+        return directory.prune(
+            self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
+        )
+
+    def board(self, space: str, *, after: str | None = None, limit: int = 100) -> list[BoardEntry]:
+        """The operator's ``board.view``: posts, directives and retractions after
+        the cursor ``after`` (a message id), oldest first, at most ``limit``."""
+        from broker import board
+
+        return board.view(self.store, space, after=after, limit=limit)
+
+    def claims(self, space: str) -> list[ClaimGrant]:
+        """The live board claims of a space (held and not expired), by key."""
+        from broker import board
+
+        return board.claims(self.store, space)
+
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
-        """The claim journal (S23), oldest first, optionally of one key."""
+        """The claim journal of a space (optionally one key), oldest first."""
         from broker import board
 
         return board.journal(self.store, space, key=key)
@@ -524,3 +636,26 @@ class Operator:
         from broker.purge import purge_space
 
         return purge_space(self.store, space, export_dir, via=self.via, progress=progress)
+
+
+def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
+    """A log cursor as (message id, seq): ``after`` is one or the other."""
+    if after is None:
+        return None, None
+    if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
+        from broker import errors
+
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq")
+    return (None, after) if isinstance(after, int) else (after, None)
+
+
+def _matches(e: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
+    if sender is not None and e.sender != sender:
+        return False
+    if to is not None and to not in e.to and to not in e.reached:
+        return False
+    return since is None or e.created_at_utc >= since
+
+
+SCHEMA_HEAD = HEAD
+"""The newest schema revision this broker knows (``broker db current``)."""

@@ -319,7 +319,7 @@ class Store:
         """A store that is not migrated here (read-only) must already be at head."""
         rev = self.schema_version()
         if rev is None:
-            raise errors.StoreError(storefile.NO_STORE.format(path=self.path))
+            raise errors.StoreNotFound(storefile.NO_STORE.format(path=self.path))
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
                 f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "

@@ -229,7 +229,7 @@ def run_demo(
         wall_seconds=round(time.perf_counter() - started, 2),
         inspect=[
             f"broker message list {space.id} --kind operator,directive",
-            f"broker team status {space.id}",
+            f"broker dir list {space.id} --all",
             f"broker board journal {space.id}",
             f"sqlite3 {store.path} \"SELECT sender, count(*) FROM messages WHERE space_id = '{space.id}' "
             "AND kind = 'direct' GROUP BY sender\"",

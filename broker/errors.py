@@ -63,6 +63,13 @@ class ParticipantNotFound(NotFound):
     code = "unknown_participant"
 
 
+class StoreNotFound(NotFound):
+    """No broker database where the URL points (a command that only reads
+    never creates one)."""
+
+    code = "store_not_found"
+
+
 class MessageNotFound(NotFound):
     code = "message_not_found"
 

@@ -85,7 +85,7 @@ def doctor(target: Store | str | None = None) -> list[Finding]:
     try:
         store = Store(target, create=False, migrate=False)
     except errors.BrokerError as exc:
-        fix = "broker db upgrade" if exc.message.startswith("no broker store") else None
+        fix = "broker db upgrade" if isinstance(exc, errors.StoreNotFound) else None
         return [Finding("store", "error", exc.message, fix, _path_of(target))]
     try:
         return list(_checks(store))

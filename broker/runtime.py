@@ -85,11 +85,14 @@ def serve(
     lease: float | None = None,
     max_turns: int | None = None,
     idle_exit: float | None = None,
+    on_turn: Callable[[Turn, str, float], None] | None = None,
 ) -> str:
     """Run the teammate loop until stopped; returns the final status.
 
     ``idle_exit`` ends the loop after that many seconds without a turn
-    (scripts and tests); ``max_turns`` after that many turns."""
+    (scripts and tests); ``max_turns`` after that many turns. ``on_turn(turn,
+    outcome, seconds)`` is told how each turn ended: ``seen``, ``failed`` or
+    ``redelivered`` (its lease was lost; it comes again)."""
     stop = stop or threading.Event()
     ctx = TeammateContext(name=agent.address, agent=agent)
     taken = 0
@@ -105,16 +108,23 @@ def serve(
                 break
             continue
         agent.set_status("running")
+        started = time.monotonic()
         fresh = agent.append_history(turn)  # history first ...
         try:
             handler(ctx, turn)
         except Exception as exc:  # noqa: BLE001 - any handler failure is the teammate's failure
             fail(agent, turn, exc)
+            if on_turn is not None:
+                on_turn(turn, "failed", time.monotonic() - started)
             return "failed"
+        outcome = "seen"
         try:
             agent.seen(turn.id)  # ... ack second
         except errors.LeaseLost:
             agent.undo_history(fresh)  # the turn will come again: it must be appended again then
+            outcome = "redelivered"
+        if on_turn is not None:
+            on_turn(turn, outcome, time.monotonic() - started)
         agent.set_status("idle")
         taken += 1
         idle_since = time.monotonic()
@@ -133,13 +143,18 @@ def turn_json(turn: Turn) -> str:
 
 
 def command_handler(
-    command: list[str], env: dict[str, str] | None = None, timeout: float = 600.0
+    command: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 600.0,
+    on_stderr: Callable[[str], None] | None = None,
 ) -> Handler:
     """Run ``command`` once per turn with the turn as JSON on stdin.
 
     Each stdout line that is a JSON object ``{"to": ..., "text": ...}`` is sent
     as the teammate; other non-empty lines together are one reply to the lead.
-    A non-zero exit is a failure (input quarantined, teammate failed)."""
+    A non-zero exit is a failure (input quarantined, teammate failed).
+    ``on_stderr`` receives each line the command writes to stderr as it comes
+    (`broker agent run` shows them); the last one is kept for the failure."""
 
     def handle(ctx: TeammateContext, turn: Turn) -> None:
         ident = ctx.agent.identity
@@ -149,21 +164,27 @@ def command_handler(
             BROKER_AS=ident.address,
             BROKER_TOKEN=ctx.extra.get("token", ""),
         )
-        proc = subprocess.run(
-            command,
-            input=turn_json(turn),
-            capture_output=True,
-            text=True,
-            env=child_env,
-            timeout=timeout,
-        )
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        if on_stderr is None:
+            proc = subprocess.run(
+                command,
+                input=turn_json(turn),
+                capture_output=True,
+                text=True,
+                env=child_env,
+                timeout=timeout,
+            )
+            returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        else:
+            returncode, stdout, stderr = _run_streaming(
+                command, turn_json(turn), child_env, timeout, on_stderr
+            )
+        if returncode != 0:
+            tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1]
             raise errors.HandlerFailed(
-                f"command exited {proc.returncode}: {tail}", returncode=proc.returncode
+                f"command exited {returncode}: {tail}", returncode=returncode
             )
         plain: list[str] = []
-        for line in proc.stdout.splitlines():
+        for line in stdout.splitlines():
             if not line.strip():
                 continue
             try:
@@ -178,6 +199,62 @@ def command_handler(
             ctx.reply("\n".join(plain))
 
     return handle
+
+
+def _run_streaming(
+    command: list[str],
+    stdin_text: str,
+    env: dict[str, str],
+    timeout: float,
+    on_stderr: Callable[[str], None],
+) -> tuple[int, str, str]:
+    """``subprocess.run`` with stderr handed to ``on_stderr`` line by line as it
+    comes; returns (exit status, stdout, the last stderr line)."""
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    last = [""]
+    out: list[str] = []
+
+    def read_stdout(stream: Any) -> None:
+        out.append(stream.read())
+
+    def pump_stderr(stream: Any) -> None:
+        for line in stream:
+            if line.strip():
+                last[0] = line
+            on_stderr(line.rstrip("\n"))
+
+    def feed_stdin(stream: Any) -> None:
+        # A writer thread: a command that prints before it reads all of a large
+        # turn must not deadlock against us.
+        with contextlib.suppress(BrokenPipeError, OSError):
+            stream.write(stdin_text)
+            stream.close()
+
+    threads = [
+        threading.Thread(target=read_stdout, args=(proc.stdout,), daemon=True),
+        threading.Thread(target=pump_stderr, args=(proc.stderr,), daemon=True),
+        threading.Thread(target=feed_stdin, args=(proc.stdin,), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        proc.wait(timeout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for t in threads:
+            t.join(5)
+    return proc.returncode, "".join(out), last[0]
 
 
 # --- the team (lead side) --------------------------------------------------------------------
@@ -312,7 +389,7 @@ class Team:
         }
         args = [sys.executable, "-m", "broker", "agent", "run", self.space_id, mate.address]
         if self.lease is not None:
-            args += ["--lease", str(self.lease)]
+            args += ["--ttl", str(self.lease)]
         # Its own process group, so the teammate and its command live and die together.
         return subprocess.Popen([*args, "--", *command], env=env, start_new_session=True)
 

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from broker import errors
 
-NO_STORE = "no broker store at {path}: run `broker db upgrade` or any write command first"
+NO_STORE = (
+    "no broker database at {path}: create one with `broker space create` or "
+    "`broker db upgrade` (or point BROKER_HOME/BROKER_URL/--url at yours)"
+)
 
 
 def sqlite_path(url: str) -> str:
@@ -62,7 +65,7 @@ def existing(db: str) -> Path:
     """The database file of a ``create=False`` store: never made here."""
     path = _file_path(db)
     if not path.is_file() or path.stat().st_size == 0:
-        raise errors.StoreError(NO_STORE.format(path=path))
+        raise errors.StoreNotFound(NO_STORE.format(path=path))
     return path
 
 

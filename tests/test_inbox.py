@@ -550,34 +550,39 @@ def test_cli_inbox_claim_ack_release_extend_quarantine_requeue(
     sid, ea, eb, cli = cli_pair
     m1 = cli("msg", "send", "--to", "b", "--json", "first", env=ea).json()["id"]
     m2 = cli("msg", "send", "--to", "b", "--json", "second", env=ea).json()["id"]
-    r = cli("inbox", "claim", "--limit", "2", "--lease", "60", "--json", env=eb)
+    r = cli("inbox", "claim", "--limit", "2", "--ttl", "60", "--json", env=eb)
     assert r.code == 0, r.err
     got = r.json()
-    assert set(got) >= {"lease", "expires_at", "messages"}
+    assert set(got) == {"lease_token", "owner", "expires_at", "deliveries"}
     assert [
-        (m["id"], m["sender"], m["body"], m["kind"], m["deliveries"]) for m in got["messages"]
+        (m["id"], m["sender"], m["body"], m["kind"], m["deliveries"]) for m in got["deliveries"]
     ] == [
         (m1, "a", "first", "direct", 1),
         (m2, "a", "second", "direct", 1),
     ]
-    token = got["lease"]
-    r = cli("inbox", "extend", "--lease", token, "--seconds", "120", "--json", env=eb)
+    token = got["lease_token"]
+    r = cli("inbox", "extend", "--lease-token", token, "--ttl", "120", "--json", env=eb)
     assert r.code == 0, r.err
     assert "expires_at" in r.json()
-    assert cli("inbox", "ack", "--lease", token, m1, "--json", env=eb).json() == {"acked": 1}
-    assert cli("inbox", "ack", "--lease", token, m1, "--json", env=eb).json() == {"acked": 0}
-    assert cli("inbox", "release", "--lease", token, "--json", env=eb).json() == {"released": 1}
+    assert cli("inbox", "ack", "--lease-token", token, m1, "--json", env=eb).json() == {"acked": 1}
+    assert cli("inbox", "ack", "--lease-token", token, m1, "--json", env=eb).json() == {"acked": 0}
+    assert cli("inbox", "release", "--lease-token", token, "--json", env=eb).json() == {
+        "released": 1
+    }
     again = cli("inbox", "claim", "--json", env=eb).json()
-    assert [(m["id"], m["deliveries"]) for m in again["messages"]] == [(m2, 2)]
-    stale = cli("inbox", "ack", "--lease", token, m2, env=eb)
+    assert [(m["id"], m["deliveries"]) for m in again["deliveries"]] == [(m2, 2)]
+    stale = cli("inbox", "ack", "--lease-token", token, m2, env=eb)
     assert stale.code == 5 and "lease_lost" in stale.err
-    r = cli("inbox", "quarantine", "--lease", again["lease"], m2, "--reason", "bad input", env=eb)
+    r = cli(
+        "inbox", "quarantine", "--lease-token", again["lease_token"], m2, "--reason", "bad input",
+        env=eb,
+    )  # fmt: skip
     assert r.code == 0, r.err
-    q = cli("queue", "quarantined", sid, "--json").json()
+    q = cli("queue", "quarantined", sid, "--json").lines()
     assert [(x["id"], x["recipient"], x["reason"]) for x in q] == [(m2, "b", "bad input")]
     assert cli("queue", "quarantined", sid).code == 0
     assert cli("queue", "requeue", sid, m2, "--json").json() == {"requeued": 1}
-    assert cli("queue", "quarantined", sid, "--json").json() == []
+    assert cli("queue", "quarantined", sid, "--json").out == ""
     text = cli("inbox", "claim", env=eb)
     assert text.code == 0 and "second" in text.out
 

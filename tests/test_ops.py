@@ -78,7 +78,7 @@ def test_doctor_on_a_missing_store_is_one_error_and_creates_nothing(
 ) -> None:
     res = cli("doctor")
     assert res.code == 9, res.err
-    assert res.out.splitlines()[0].startswith("error    store         no broker store at")
+    assert res.out.splitlines()[0].startswith("error    store         no broker database at")
     assert "fix: broker db upgrade" in res.out
     assert "Traceback" not in res.err
     assert not (tmp_path / "home").exists()
@@ -268,7 +268,7 @@ def test_backup_of_a_missing_store_is_one_line_and_creates_nothing(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:
     res = cli("backup", str(tmp_path / "b.db"), env=KEY_ENV)
-    assert res.code == 10 and "no broker store at" in res.err and "Traceback" not in res.err
+    assert res.code == 3 and "no broker database at" in res.err and "Traceback" not in res.err
     assert not (tmp_path / "home").exists() and not (tmp_path / "b.db").exists()
 
 

@@ -28,12 +28,12 @@ def test_storage_a_missing_store_is_one_line_and_nothing_is_created(tmp_path: Pa
     with pytest.raises(errors.StoreError) as info:
         Store(f"sqlite:///{folder / 'broker.db'}", create=False)
     msg = str(info.value)
-    assert msg.startswith(f"no broker store at {folder / 'broker.db'}")
+    assert msg.startswith(f"no broker database at {folder / 'broker.db'}")
     assert "broker db upgrade" in msg and "\n" not in msg
     assert not folder.exists()
     folder.mkdir()
     (folder / "broker.db").touch()  # an empty file is not a store either
-    with pytest.raises(errors.StoreError, match="no broker store at"):
+    with pytest.raises(errors.StoreNotFound, match="no broker database at"):
         Store(f"sqlite:///{folder / 'broker.db'}", create=False)
     assert files(folder) == ["broker.db"]
 

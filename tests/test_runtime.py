@@ -121,14 +121,12 @@ def test_S26_handler_failure_quarantines_input_marks_failed_and_tells_the_lead(
     assert "cannot do it" in (quarantined[0].reason or "")
 
 
-def test_S26_status_is_visible_in_message_participants(
-    team: Team, lead: Agent, cli: Any, db_url: str
-) -> None:
+def test_S26_status_is_visible_in_dir_list(team: Team, lead: Agent, cli: Any, db_url: str) -> None:
     team.spawn_teammate("alice", "worker", "t", lambda ctx, turn: None)
     wait_for(lambda: team.status()["alice"] == "idle")
-    out = cli("message", "participants", lead.space_id, "--json", env={"BROKER_URL": db_url})
+    out = cli("dir", "list", lead.space_id, "--json", env={"BROKER_URL": db_url})
     assert out.code == 0, out.err
-    statuses = {p["address"]: p["status"] for p in out.json()}
+    statuses = {p["address"]: p["status"] for p in out.lines()}
     assert statuses["alice"] == "idle"
     assert statuses["lead"] == "running"
 
@@ -320,7 +318,7 @@ def _run_agent(
         "run",
         space,
         name,
-        "--idle-exit",
+        "--wait",
         "1.5",
         "--json",
         *extra,

@@ -408,7 +408,7 @@ def test_cli_inbox_next_seen_and_transcript(cli: Callable[..., Any]) -> None:
     assert cli("inbox", "next", env=env["b"]).out.strip() == "(nothing new)"
     rec = cli("transcript", sid, "b", "--json")
     assert rec.code == 0, rec.err
-    (only,) = rec.json()
+    (only,) = rec.lines()
     assert [e["content"] for e in only["injected"]] == [i["content"] for i in turn["items"]]
     text = cli("transcript", sid, "b")
     assert text.code == 0 and "URGENT: Message from your operator" in text.out

@@ -158,7 +158,7 @@ def import_cmd(
     from broker.client import Operator
 
     try:
-        summary = Operator(store()).import_dir(
+        summary = Operator(store(create=True)).import_dir(
             folder, layout=layout, skip_bad=skip_bad, kind=kind, progress=_Bar(not quiet)
         )
     except errors.InvalidInput as exc:

@@ -14,7 +14,7 @@ import os
 import click
 
 from broker import errors
-from broker.cli._common import fail, identity_options, main, store
+from broker.cli._common import identity_options, main, store
 
 
 @main.command("mcp")
@@ -49,12 +49,9 @@ def mcp(
     try:
         from broker.mcp import stdio
     except ImportError as exc:
-        fail(
-            f"mcp_unavailable: the MCP SDK is not installed ({exc.name}): "
-            "pip install 'swarm-broker[mcp]'",
-            2,
-        )
-        return
+        raise errors.InvalidInput(
+            f"the MCP SDK is not installed ({exc.name}): pip install 'swarm-broker[mcp]'"
+        ) from None
     if operator:
         stdio.serve_operator(store())
         return

@@ -40,7 +40,7 @@ async def _send(op: AsyncOperator, a: inputs.OperatorSendInput) -> Output:
 
 async def _list(op: AsyncOperator, a: inputs.MessagesListInput) -> Output:
     kinds = [a.kind] if a.kind else None
-    entries = await op.log(a.run, after_seq=a.after_seq, kinds=kinds, limit=a.limit)
+    entries = await op.log(a.run, after=a.after_seq, kinds=kinds, limit=a.limit)
     cursor = entries[-1].seq if entries else a.after_seq
     return data({"messages": entries, "after_seq": cursor})
 
