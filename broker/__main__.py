@@ -1,3 +1,3 @@
 from broker.cli import main
 
-main()
+main(prog_name="broker")

@@ -9,41 +9,87 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from broker import messages, participants, spaces
+from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
-from broker.db import Store, Tx
+from broker.db import Store as Store
+from broker.db import Tx
+from broker.migrate import HEAD
 from broker.models import JoinInput
 from broker.records import (
+    BackupResult,
     BoardEntry,
     ClaimGrant,
+    Finding,
+    HistoryEntry,
     Joined,
     JournalEntry,
     Lease,
     LogEntry,
     Participant,
     QuarantinedDelivery,
+    QueueStats,
     SendResult,
     Space,
     Turn,
     TurnRecord,
     TurnSeen,
+    VacuumResult,
 )
-from broker.vocab import SpaceKind, Via
+from broker.vocab import SpaceKind, SpaceState, Via
+
+__all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
+
+TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
+
+if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
+    import threading
+
+    from broker.export import ExportSummary, Progress
+    from broker.importer import ImportSummary
+    from broker.records import Purged
 
 
 class Agent:
-    """A participant acting in its space."""
+    """A participant acting in its space.
 
-    def __init__(self, store: Store, identity: Identity) -> None:
+    The leases and turns an Agent takes are held by this process (S32): if it
+    dies, the participant's next connection from another process gets them
+    back at once. ``transient=True`` is for a process that ends before its
+    leases do (one CLI call per tool call): its leases end only by expiry."""
+
+    def __init__(self, store: Store, identity: Identity, *, transient: bool = False) -> None:
         self.store = store
         self.identity = identity
+        self.transient = transient
 
     @classmethod
-    def connect(cls, store: Store, space: str, address: str, token: str | None) -> Agent:
-        return cls(store, participants.authenticate(store, space, address, token))
+    def connect(
+        cls,
+        store: Store,
+        space: str,
+        address: str,
+        token: str | None,
+        *,
+        transient: bool = False,
+    ) -> Agent:
+        """The participant ``address`` of ``space``, authenticated by its token
+        (S10). Its processing deliveries held by a process that is gone come
+        back to ready at once (restart recovery, S32)."""
+        from broker import inbox
+
+        agent = cls(
+            store, participants.authenticate(store, space, address, token), transient=transient
+        )
+        inbox.recover_on_connect(store, agent.identity.participant_id)
+        return agent
+
+    def _process(self) -> str | None:
+        """The process holding this agent's leases (S32); None when transient."""
+        return None if self.transient else procs.this_process()
 
     @classmethod
     def join(
@@ -169,7 +215,9 @@ class Agent:
         """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
         from broker import inbox
 
-        return inbox.claim(self.store, self.identity, limit, lease, wait, owner, tx=tx)
+        return inbox.claim(
+            self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
+        )
 
     def ack(self, token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None) -> int:
         """Ack message ``ids`` (None: the whole lease); a repeat returns 0."""
@@ -229,7 +277,9 @@ class Agent:
         """Ack and claim the next ``limit`` in one transaction."""
         from broker import inbox
 
-        return inbox.ack_and_claim(self.store, self.identity, token, ids, limit, lease, tx=tx)
+        return inbox.ack_and_claim(
+            self.store, self.identity, token, ids, limit, lease, process=self._process(), tx=tx
+        )
 
     # --- turns (S17-S19) -----------------------------------------------------------
     def next_turn(
@@ -243,13 +293,57 @@ class Agent:
         """What to show the model before its next call, framed and in order."""
         from broker import turns
 
-        return turns.next_turn(self.store, self.identity, wait, lease, limit, tx=tx)
+        return turns.next_turn(
+            self.store, self.identity, wait, lease, limit, process=self._process(), tx=tx
+        )
 
     def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
         """Confirm a turn once the model call returned."""
         from broker import turns
 
         return turns.seen(self.store, self.identity, turn_id, tx=tx)
+
+    # --- added by engineer "queue": what the teammates runtime needs (S16, S26) -------
+    def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
+        """This agent's own status (S5, S26: the teammate runtime sets it),
+        refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""
+        from broker import auth
+
+        if status not in ("running", "idle", "failed", "shutdown"):
+            raise errors.InvalidInput(
+                f"bad status {status!r}: running, idle, failed or shutdown", field="status"
+            )
+        with self.store.write(tx) as t:
+            auth.caller(t, self.identity)
+            participants.set_status(self.store, self.identity.participant_id, status, tx=t)
+
+    def quarantine_turn(self, turn: Turn, reason: str) -> int:
+        """Set a failed turn's inbox messages aside with ``reason`` as evidence
+        (S15, S26); how many (those already redelivered to a later turn are not)."""
+        from broker import turns
+
+        return turns.quarantine(self.store, self.identity, turn, reason)
+
+    def append_history(self, turn: Turn, *, tx: Tx | None = None) -> list[str]:
+        """Append the turn's messages (not its directives) to this agent's
+        history, once per message id (S16: history first, ack second); the ids
+        appended now."""
+        from broker import history
+
+        return history.append(self.store, self.identity, turn, tx=tx)
+
+    def undo_history(self, message_ids: Iterable[str], *, tx: Tx | None = None) -> int:
+        """Remove these ids from this agent's history again: the turn's ack was
+        lost and the redelivered turn will append them (S16). How many went."""
+        from broker import history
+
+        return history.undo(self.store, self.identity, list(message_ids), tx=tx)
+
+    def history(self) -> list[HistoryEntry]:
+        """This agent's history, oldest first."""
+        from broker import history
+
+        return history.entries(self.store, self.identity)
 
 
 class Operator:
@@ -283,11 +377,46 @@ class Operator:
             tx=tx,
         )
 
-    def log(self, space: str, **kw: object) -> list[LogEntry]:
-        return messages.log(self.store, space, **kw)  # type: ignore[arg-type]
+    def log(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        tail: int | None = None,
+    ) -> list[LogEntry]:
+        """The log of ``space`` in sequence order, filtered.
 
-    def participants(self, space: str) -> list[Participant]:
-        return participants.list_participants(self.store, space)
+        ``after`` is a message id or a seq; ``sender`` an exact sender address;
+        ``to`` keeps entries whose ``to`` forms name it or that reached it;
+        ``since`` an ISO-8601 UTC time (``created_at_utc >= since``); ``limit``
+        keeps the first N, ``tail`` the last N (not both)."""
+        # Stopgap by engineer "cli" (what the CLI needs from the client): the
+        # filters beyond kinds run in Python over the log; "send" moves them
+        # into the statement catalogue.
+        if limit is not None and tail is not None:
+            from broker import errors
+
+            raise errors.InvalidInput("limit and tail exclude each other")
+        for name, n in (("limit", limit), ("tail", tail)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                from broker import errors
+
+                raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1")
+        by_id, by_seq = _cursor(after)
+        entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
+        entries = [e for e in entries if _matches(e, sender, to, since)]
+        if tail is not None:
+            return entries[-tail:]
+        return entries[:limit] if limit is not None else entries
+
+    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+        """The participants of ``space`` (its directory), in join order."""
+        return participants.list_participants(self.store, space, include_left=include_left)
 
     def quarantined(self, space: str) -> list[QuarantinedDelivery]:
         """Quarantined deliveries of a space, with their evidence."""
@@ -306,3 +435,227 @@ class Operator:
         from broker import transcript
 
         return transcript.rebuild(self.store, space, address)
+
+    # --- operations (broker doctor / backup / vacuum) --------------------------------
+    @classmethod
+    def doctor(cls, store: Store | str | None = None) -> list[Finding]:
+        """Check a store and say how to fix what is wrong: one ``Finding`` per check
+        (``broker.ops.exit_code`` turns them into the command's exit status).
+
+        A class method that needs no operator key: it reads file modes, pragmas
+        and counts, never message content, so it can diagnose a store whose key
+        file is missing (that is one of its findings). ``store`` is an open
+        ``Store``, or a URL (None: the default store) that it opens read-only,
+        creating nothing; a missing or unreadable store is a finding too."""
+        from broker import ops
+
+        return ops.doctor(store)
+
+    def backup(
+        self,
+        path: str | Path,
+        *,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackupResult:
+        """Copy the store online (writers go on) to ``path``: one read snapshot,
+        integrity-checked before it replaces anything, the operator key file
+        copied beside it. ``force`` overwrites an existing file;
+        ``progress(done, total)`` follows the pages copied."""
+        from broker import ops
+
+        return ops.backup(self.store, path, force=force, progress=progress)
+
+    def vacuum(self) -> VacuumResult:
+        """Fold the WAL back and rewrite the database without its free pages,
+        under the writer lock (other writers wait, readers go on); the sizes
+        before and after."""
+        from broker import ops
+
+        return ops.vacuum(self.store)
+
+    # --- stopgaps by engineer "cli": what the CLI needed that the client lacked -------------
+    # What the CLI needs that the client lacked; "send" may replace any of them.
+    def follow(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """Batches of new log entries after ``after`` (filtered as ``log``),
+        as they commit, until the space stops (or ``idle_timeout`` seconds of quiet)."""
+        from broker.follow import follow_log
+
+        by_id, by_seq = _cursor(after)
+        for batch in follow_log(
+            self.store,
+            space,
+            after=by_id,
+            after_seq=by_seq,
+            kinds=list(kinds or ()),
+            idle_timeout=idle_timeout,
+        ):
+            kept = [e for e in batch if _matches(e, sender, to, since)]
+            if kept:
+                yield kept
+
+    def spaces(self, *, state: SpaceState | None = None) -> list[Space]:
+        """Every space of the store, oldest first (optionally in one state)."""
+        return spaces.list_spaces(self.store, state=state)
+
+    def get_space(self, space: str) -> Space:
+        """One space by run id (full, compact or a unique prefix, S1)."""
+        return spaces.get(self.store, space)
+
+    def stop_space(self, space: str) -> Space:
+        """Stop a space: it takes no more messages; its participants are recorded as left."""
+        return spaces.stop(self.store, space)
+
+    def archive_space(self, space: str) -> Space:
+        """Archive a space: stopped for good, its history kept."""
+        return spaces.archive(self.store, space)
+
+    def participant(self, space: str, address: str) -> Participant:
+        """One participant (its directory entry) by address."""
+        return participants.get(self.store, space, address)
+
+    def prune(
+        self,
+        space: str,
+        *,
+        older_than: float | None = None,
+        check_pid: bool = True,
+        dry_run: bool = False,
+    ) -> list[Participant]:
+        """Record stale participants as left (S25): heartbeat older than
+        ``older_than`` seconds, or (``check_pid``) a registered process that is
+        gone. ``dry_run`` returns who would be pruned and writes nothing."""
+        from broker import directory
+
+        return directory.prune(
+            self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
+        )
+
+    def board(self, space: str, *, after: str | None = None, limit: int = 100) -> list[BoardEntry]:
+        """The operator's ``board.view``: posts, directives and retractions after
+        the cursor ``after`` (a message id), oldest first, at most ``limit``."""
+        from broker import board
+
+        return board.view(self.store, space, after=after, limit=limit)
+
+    def claims(self, space: str) -> list[ClaimGrant]:
+        """The live board claims of a space (held and not expired), by key."""
+        from broker import board
+
+        return board.claims(self.store, space)
+
+    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+        """The claim journal of a space (optionally one key), oldest first."""
+        from broker import board
+
+        return board.journal(self.store, space, key=key)
+
+    def queue_stats(self, space: str) -> QueueStats:
+        """A space's deliveries by state and the redeliveries they took (S13-S15)."""
+        from broker import inbox
+
+        return inbox.stats(self.store, space)
+
+    # --- files: export, import and retention (docs/export.md) ------------------------
+    # Restoring rows from files and deleting a space are operator actions (S29):
+    # these are the library surface for `broker export`, `import` and `space purge`.
+    def export_space(
+        self,
+        space: str,
+        root: str | os.PathLike[str],
+        *,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        on_ready: Callable[[ExportSummary], None] | None = None,
+        progress: Progress | None = None,
+    ) -> ExportSummary:
+        """Write the space in the JSONL layout under ``root`` (spec §Export layout).
+
+        ``follow``: then append what commits until the space stops or ``stop`` is
+        set; ``on_ready`` gets the summary once the snapshot is written. An
+        ``OSError`` is one line: ``invalid_input`` for a bad path, ``file_error``
+        for a file system that refuses."""
+        from broker.export import export_space, follow_space
+
+        if follow:
+            return follow_space(
+                self.store, space, root, stop=stop, progress=progress, on_ready=on_ready
+            )
+        return export_space(self.store, space, root, progress=progress)
+
+    def export_mailbox(
+        self, space: str, root: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> ExportSummary:
+        """Write the space as a Mailbox Protocol tree under ``root/mail/`` (spec
+        §Mailbox layout)."""
+        from broker.export import export_mailbox
+
+        return export_mailbox(self.store, space, root, progress=progress)
+
+    def import_dir(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: str = "auto",
+        skip_bad: bool = False,
+        kind: str = "run",
+        progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Import an exported space layout or a mail tree, all in one transaction.
+
+        Every field of every line is checked (S33); each bad line is reported as
+        ``FILE:LINE`` and nothing is written (``import_failed``) unless
+        ``skip_bad``. A mail file claiming to be from the operator is refused (S29)."""
+        from broker.importer import import_dir
+
+        return import_dir(
+            self.store, path, layout=layout, skip_bad=skip_bad, kind=kind, progress=progress
+        )
+
+    def purge_space(
+        self,
+        space: str,
+        export_dir: str | os.PathLike[str],
+        *,
+        progress: Progress | None = None,
+    ) -> Purged:
+        """Retention: export an archived space to ``export_dir`` (JSONL layout),
+        verify the files against the database, then delete the space's rows in
+        one transaction, journaled in ``purges``. The only way rows leave the
+        store; a running or stopped space is refused (``conflict``)."""
+        from broker.purge import purge_space
+
+        return purge_space(self.store, space, export_dir, via=self.via, progress=progress)
+
+
+def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
+    """A log cursor as (message id, seq): ``after`` is one or the other."""
+    if after is None:
+        return None, None
+    if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
+        from broker import errors
+
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq")
+    return (None, after) if isinstance(after, int) else (after, None)
+
+
+def _matches(e: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
+    if sender is not None and e.sender != sender:
+        return False
+    if to is not None and to not in e.to and to not in e.reached:
+        return False
+    return since is None or e.created_at_utc >= since
+
+
+SCHEMA_HEAD = HEAD
+"""The newest schema revision this broker knows (``broker db current``)."""

@@ -17,7 +17,7 @@ def triggers_ddl(dialect: str) -> list[str]:
 
     ``participants.waiting`` is derived state kept by the database itself, on
     every path that moves a delivery, so the inbox cap (S7) is one read."""
-    out = append_only_ddl(dialect)
+    out = append_only_ddl(dialect) + purge_ddl(dialect)
     if dialect == "sqlite":
         out.append(
             "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
@@ -48,7 +48,7 @@ def triggers_ddl(dialect: str) -> list[str]:
 
 
 def drop_triggers_ddl(dialect: str) -> list[str]:
-    out = drop_append_only_ddl(dialect)
+    out = drop_append_only_ddl(dialect) + drop_purge_ddl(dialect)
     if dialect == "sqlite":
         out += [
             "DROP TRIGGER IF EXISTS deliveries_waiting_insert",
@@ -63,19 +63,29 @@ def drop_triggers_ddl(dialect: str) -> list[str]:
 
 
 def append_only_ddl(dialect: str) -> list[str]:
-    """Triggers that make the log and the journals append-only in the database."""
+    """Triggers that make the log and the journals append-only in the database.
+
+    A DELETE passes only for the space a purge is deleting: the one with a row in
+    ``purging``, which ``broker.purge`` writes and removes in its own transaction
+    (spec §Retention)."""
     out: list[str] = []
     if dialect == "sqlite":
         for table in APPEND_ONLY:
-            for op in ("UPDATE", "DELETE"):
-                out.append(
-                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
-                    f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses {op}'); END"
-                )
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses UPDATE'); END"
+            )
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
+                f"WHEN NOT EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses DELETE'); END"
+            )
     elif dialect == "postgresql":
         out.append(
-            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ "
-            "BEGIN RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; END $$ "
+            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ BEGIN "
+            "IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
+            "THEN RETURN OLD; END IF; "
+            "RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; END $$ "
             "LANGUAGE plpgsql"
         )
         for table in APPEND_ONLY:
@@ -84,6 +94,55 @@ def append_only_ddl(dialect: str) -> list[str]:
                 f"FOR EACH ROW EXECUTE FUNCTION broker_append_only()"
             )
     return out
+
+
+def purge_ddl(dialect: str) -> list[str]:
+    """The purge journal is append-only; a purge marker only for an archived space."""
+    if dialect == "sqlite":
+        return [
+            "CREATE TRIGGER IF NOT EXISTS purges_no_update BEFORE UPDATE ON purges "
+            "BEGIN SELECT RAISE(ABORT, 'append-only: purges refuses UPDATE'); END",
+            "CREATE TRIGGER IF NOT EXISTS purges_no_delete BEFORE DELETE ON purges "
+            "BEGIN SELECT RAISE(ABORT, 'append-only: purges refuses DELETE'); END",
+            "CREATE TRIGGER IF NOT EXISTS purging_archived_only BEFORE INSERT ON purging "
+            "WHEN (SELECT state FROM spaces WHERE id = NEW.space_id) IS NOT 'archived' "
+            "BEGIN SELECT RAISE(ABORT, 'purge: only an archived space can be purged'); END",
+            "CREATE TRIGGER IF NOT EXISTS purging_no_update BEFORE UPDATE ON purging "
+            "BEGIN SELECT RAISE(ABORT, 'purge: a purge marker cannot change'); END",
+        ]
+    if dialect == "postgresql":
+        return [
+            "CREATE TRIGGER purges_append_only BEFORE UPDATE OR DELETE ON purges "
+            "FOR EACH ROW EXECUTE FUNCTION broker_append_only()",
+            "CREATE OR REPLACE FUNCTION broker_purging() RETURNS trigger AS $$ BEGIN "
+            "IF TG_OP = 'UPDATE' OR (SELECT state FROM spaces WHERE id = NEW.space_id) "
+            "IS DISTINCT FROM 'archived' THEN "
+            "RAISE EXCEPTION 'purge: only an archived space can be purged'; END IF; "
+            "RETURN NEW; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER purging_archived_only BEFORE INSERT OR UPDATE ON purging "
+            "FOR EACH ROW EXECUTE FUNCTION broker_purging()",
+        ]
+    return []
+
+
+def drop_purge_ddl(dialect: str) -> list[str]:
+    if dialect == "sqlite":
+        return [
+            f"DROP TRIGGER IF EXISTS {name}"
+            for name in (
+                "purges_no_update",
+                "purges_no_delete",
+                "purging_archived_only",
+                "purging_no_update",
+            )
+        ]
+    if dialect == "postgresql":
+        return [
+            "DROP TRIGGER IF EXISTS purges_append_only ON purges",
+            "DROP TRIGGER IF EXISTS purging_archived_only ON purging",
+            "DROP FUNCTION IF EXISTS broker_purging()",
+        ]
+    return []
 
 
 def drop_append_only_ddl(dialect: str) -> list[str]:

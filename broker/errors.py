@@ -63,6 +63,13 @@ class ParticipantNotFound(NotFound):
     code = "unknown_participant"
 
 
+class StoreNotFound(NotFound):
+    """No broker database where the URL points (a command that only reads
+    never creates one)."""
+
+    code = "store_not_found"
+
+
 class MessageNotFound(NotFound):
     code = "message_not_found"
 
@@ -175,6 +182,13 @@ class UnsupportedSQLite(StoreError):
 class SchemaOutOfDate(StoreError):
     code = "schema_out_of_date"
     exit_code = 13
+
+
+class FileError(StoreError):
+    """Export or import files could not be read or written: permission denied,
+    a read-only file system, a full disk, an I/O error."""
+
+    code = "file_error"
 
 
 class AppendOnly(StoreError):

@@ -26,6 +26,7 @@ The mapping (documented in docs/export.md):
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -109,3 +110,35 @@ def atomic_writer(path: Path, *, fsync: bool = False) -> Iterator[IO[str]]:
 def write_text_atomic(path: Path, text: str) -> None:
     with atomic_writer(path, fsync=False) as fh:
         fh.write(text)
+
+
+def read_nofollow(path: Path) -> bytes:
+    """The bytes of ``path``, refusing a symlink as the last component."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+# A path that cannot be one (exit 2), as opposed to a file system that refuses
+# the work (permission, read-only, full, I/O error: exit 10).
+_BAD_PATH = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+)
+
+
+def os_error(exc: OSError, what: str, path: str | os.PathLike[str]) -> errors.BrokerError:
+    """One line for an ``OSError`` met while ``what`` (e.g. "export to") ``path``."""
+    where = exc.filename if exc.filename is not None else path
+    reason = exc.strerror or str(exc)
+    if exc.errno in _BAD_PATH:
+        return errors.InvalidInput(f"cannot {what} {where}: {reason}", path=str(where))
+    return errors.FileError(f"cannot {what} {where}: {reason}", path=str(where))
+
+
+@contextlib.contextmanager
+def os_errors(path: str | os.PathLike[str], what: str = "export to") -> Iterator[None]:
+    """Turn any ``OSError`` inside into a one-line broker error (exit 2 or 10)."""
+    try:
+        yield
+    except OSError as exc:
+        raise os_error(exc, what, path) from exc

@@ -4,7 +4,7 @@ Doorbell folders and lock files are created by whichever process of the user
 comes first and reused by the others, so a path that already exists is normal.
 Another local user must not be able to pre-create such a path, or plant a
 symlink there, and so make the broker resize, lock or write a file of the
-victim's (spec §Reliability). So every folder is created 0700 and every file 0600,
+victim's (spec §Storage). So every folder is created 0700 and every file 0600,
 files are opened with ``O_NOFOLLOW``, and whatever is found is checked before
 use: the right type (``lstat``: a symlink is refused, never followed), owned by
 this user, not writable by group or others. A failed check is a ``StoreError``
@@ -80,7 +80,9 @@ def open_private(path: str, flags: int, *, create: bool = True) -> int:
         fd = os.open(path, flags, FILE_MODE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise errors.StoreError(f"refusing {path}: it is a symbolic link, expected a file") from exc
+            raise errors.StoreError(
+                f"refusing {path}: it is a symbolic link, expected a file"
+            ) from exc
         raise
     try:
         check(path, os.fstat(fd), folder=False)

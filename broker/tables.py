@@ -35,6 +35,10 @@ Overview (one database holds many spaces; every row carries ``space_id``):
     after release so the token keeps growing.
 ``claim_journal``
     Append-only history of claims: claimed / released / expired / renewed (S23).
+``purges``, ``purging``
+    Retention: the store-level journal of purged spaces, and the marker a purge
+    writes (and removes) inside its transaction so the append-only triggers let
+    exactly that space's rows go.
 
 Timestamps are text, fixed-width ISO-8601 UTC with microseconds (sortable);
 ids are ULIDs (time-ordered), so ``(created_at_utc, id)`` orders totally.
@@ -339,6 +343,12 @@ deliveries = Table(
     Column("acked_at_utc", String(TS)),
     Column("last_error", Text),
     Column("quarantine_reason", Text),
+    Column(
+        "lease_process",
+        String(300),
+        comment="process holding the lease (host:pid:start), for restart recovery (S32); "
+        "NULL when the claimer was transient (a CLI call)",
+    ),
     Index(
         "ix_deliveries_ready",
         "recipient_id",
@@ -387,7 +397,25 @@ turns = Table(
     Column("created_at_utc", String(TS), nullable=False),
     Column("expires_at", String(TS), nullable=False),
     Column("seen_at_utc", String(TS)),
+    Column(
+        "lease_process",
+        String(300),
+        comment="process holding the turn (host:pid:start), for restart recovery (S32)",
+    ),
+    Column(
+        "bcast_from",
+        Integer,
+        comment="broadcast-log number the turn's broadcasts start after (S18); "
+        "NULL for turns older than revision 0004",
+    ),
     Index("ix_turns_participant_id_created_at_utc", "participant_id", "created_at_utc"),
+    Index(
+        "ix_turns_open",
+        "participant_id",
+        "expires_at",
+        sqlite_where=text("state = 'open'"),
+        postgresql_where=text("state = 'open'"),
+    ),
     comment="Turns: what a participant was shown before one model call (S17-S18).",
 )
 
@@ -469,6 +497,46 @@ claim_journal = Table(
     comment="Append-only claim journal (S23).",
 )
 
+purges = Table(
+    "purges",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column(
+        "space_id",
+        String(40),
+        nullable=False,
+        comment="the space purged (its rows are gone, so no foreign key)",
+    ),
+    Column(
+        "space_kind", String(16), nullable=False, comment="agentiflow | workflow | session | run"
+    ),
+    Column("via", String(8), nullable=False, comment="operator surface: cli | cp | mcp"),
+    Column("os_user", String(200), nullable=False, comment="the OS account that ran the purge"),
+    Column("pid", Integer, nullable=False, comment="its process id"),
+    Column("export_dir", Text, nullable=False, comment="the space's folder in the verified export"),
+    Column(
+        "digest",
+        String(64),
+        nullable=False,
+        comment="SHA-256 over each exported file's SHA-256 and line count",
+    ),
+    Column("files", Integer, nullable=False, comment="files in the export"),
+    Column("counts", Text, nullable=False, comment="JSON: rows deleted per table"),
+    Column("at_utc", String(TS), nullable=False),
+    Index("ix_purges_space_id", "space_id"),
+    comment="Store-level journal of purges (retention): who deleted which space when, "
+    "and where its verified export is. Append-only.",
+)
+
+purging = Table(
+    "purging",
+    metadata,
+    Column("space_id", String(40), ForeignKey("spaces.id"), primary_key=True),
+    Column("purge_id", String(ID), ForeignKey("purges.id"), nullable=False),
+    comment="The space a purge is deleting, only inside the purge's own transaction: "
+    "the append-only triggers let that space's rows go, and no other.",
+)
+
 
 __all__ = [
     "board_claims",
@@ -478,6 +546,8 @@ __all__ = [
     "metadata",
     "participant_events",
     "participants",
+    "purges",
+    "purging",
     "spaces",
     "transcript",
     "turns",

@@ -11,6 +11,7 @@ MESSAGE_KINDS = ("direct", "broadcast", "post", "directive", "retract", "operato
 DELIVERY_STATES = ("ready", "processing", "done", "quarantine")
 JOURNAL_EVENTS = ("claimed", "released", "expired", "renewed")
 TRANSCRIPT_DIRECTIONS = ("sent", "received", "injected", "notice")
+ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")
 
 # Tables whose rows may never change or disappear once written (S11, S23).
 APPEND_ONLY = ("messages", "participant_events", "transcript", "claim_journal")

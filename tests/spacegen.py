@@ -67,7 +67,7 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
             raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             raw.close()
             s.close()
-            for suffix in ("-wal", "-shm", ".migrate.lock"):
+            for suffix in ("-wal", "-shm", ".lock"):
                 Path(f"{tmp}{suffix}").unlink(missing_ok=True)
             tmp.replace(template)  # atomic: a concurrent run sees all of it or nothing
         _TEMPLATES[key] = template

@@ -197,7 +197,10 @@ def test_export_covers_every_column_of_every_table() -> None:
     """A column added to the schema must be exported, or import would lose it."""
     not_exported = {("participants", "token_hash")}  # a secret: never exported
     derived = {("participants", "waiting")}  # exported, recomputed by triggers on import
+    store_level = {"purges", "purging"}  # retention: not rows of a space
     for table in metadata.tables.values():
+        if table.name in store_level:
+            continue
         imported = {
             f.column for s in SPECS if s.table == table.name for f in s.fields if f.imported
         }

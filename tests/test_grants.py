@@ -269,7 +269,5 @@ def test_cli_join_messaging_and_tool_options(cli: Callable[..., Any]) -> None:
     env = {"BROKER_SPACE": space, "BROKER_AS": quiet["address"], "BROKER_TOKEN": quiet["token"]}
     send = cli("msg", "send", "--to", "star", "hi", env=env)
     assert send.code == 4 and "receive-only" in send.err
-    listed = {
-        p["address"]: p["messaging"] for p in cli("message", "participants", space, "--json").json()
-    }
+    listed = {p["address"]: p["messaging"] for p in cli("dir", "list", space, "--json").lines()}
     assert listed == {"star": True, "quiet": False}

@@ -223,7 +223,7 @@ def test_S7_log_reads_after_an_id_or_a_seq_filtered_by_kind(
     ids.append(lynx.send("otter", "d2").id)
     assert [e.id for e in op.log(space)] == ids
     assert [e.body for e in op.log(space, after=ids[1])] == ["o1", "d2"]
-    assert [e.body for e in op.log(space, after_seq=3)] == ["d2"]
+    assert [e.body for e in op.log(space, after=3)] == ["d2"]  # a seq
     assert [e.body for e in op.log(space, kinds=["direct", "operator"])] == ["d1", "o1", "d2"]
     assert [e.body for e in op.log(space, after=ids[0], kinds=["direct"])] == ["d2"]
     assert [e.body for e in op.log(space, limit=2)] == ["d1", "p1"]

@@ -120,7 +120,7 @@ def test_wheel_installs_in_a_fresh_venv_and_migrates_a_new_database(tmp_path: Pa
 
     up = run([broker_cmd, "db", "upgrade", "--json"], cwd=elsewhere, env=benv)
     upgraded = json.loads(up.stdout)
-    assert upgraded["from"] is None and upgraded["to"] == HEAD
+    assert upgraded["before"] is None and upgraded["after"] == HEAD
     db_file = home / "broker.db"
     assert db_file.is_file()
     assert db_file.stat().st_mode & 0o777 == 0o600

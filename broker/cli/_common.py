@@ -1,16 +1,49 @@
-"""Shared CLI plumbing: the group, the store, identity options, output, errors."""
+"""Shared CLI plumbing: the group, the store, identity options, errors.
+
+Two audiences, one rule (README, "The CLI's vocabulary"): a command named
+after an agent tool (``msg send``, ``board post|read|claim|release|renew|
+directive|retract``, ``inbox ...``, and ``leave``) acts as the participant
+given by --space/--as/--token (or BROKER_SPACE/BROKER_AS/BROKER_TOKEN); every
+other command is the operator's and names its space with a positional RUN_ID.
+
+Errors: a ``BrokerError`` is one line ``broker: <code>: <message>`` on stderr
+and its exit code; a usage mistake is one line and exit 2; a file system
+error one line and exit 10; anything unexpected one line and exit 70
+(``BROKER_DEBUG=1`` shows the traceback); Ctrl-C exits 130. Never a traceback
+otherwise.
+"""
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from broker import __version__, errors
+from broker.cli._output import emit_json, emit_json_lines, keyvals, safe, table
+
+if TYPE_CHECKING:
+    from broker.client import Agent, Operator, Store
+
+__all__ = [
+    "COMMANDS",
+    "agent",
+    "confirm",
+    "emit_json",
+    "emit_json_lines",
+    "identity_options",
+    "json_option",
+    "keyvals",
+    "main",
+    "operator",
+    "store",
+    "table",
+    "text_arg",
+]
 
 # broker uses no pydantic plugins; looking for them (entry points through
 # importlib.metadata) costs ~25 ms on every CLI call, which is an agent's tool call.
@@ -19,34 +52,72 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_USAGE = 2
-
+EXIT_OS = 10  # the file system refused (same family as storage errors)
+EXIT_INTERNAL = 70  # a bug (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_PIPE = 141  # 128 + SIGPIPE: the reader went away
 
 # Top-level command -> the module that defines it. Modules load on first use,
 # so `broker msg send` imports only what sending needs (an agent calls the CLI
 # per tool call; start-up time is its latency).
 COMMANDS = {
     "agent": "agent",
+    "backup": "ops",
     "board": "board",
     "db": "store",
     "demo": "demo",
     "dir": "directory",
+    "doctor": "ops",
     "export": "export",
     "import": "export",
     "inbox": "inbox",
     "join": "participant",
     "leave": "participant",
+    "mcp": "mcp",
     "message": "message",
     "msg": "message",
     "queue": "inbox",
     "space": "space",
-    "team": "directory",
     "transcript": "inbox",
+    "vacuum": "ops",
 }
 
 
-class BrokerGroup(click.Group):
-    """Loads command modules lazily; turns BrokerErrors into one line and a
-    stable exit code."""
+# --- the command classes ------------------------------------------------------------------
+def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        root = ctx.find_root()
+        root.obj = {**(root.obj if isinstance(root.obj, dict) else {}), "url": value}
+
+
+class BrokerCommand(click.Command):
+    """Every command takes ``--url`` too, after the subcommand as well as before."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(
+            click.Option(
+                ["--url"],
+                metavar="URL",
+                expose_value=False,
+                callback=_set_url,
+                help="Database URL (default: BROKER_URL, else the file in BROKER_HOME).",
+            )
+        )
+
+
+class BrokerSubGroup(click.Group):
+    command_class = BrokerCommand
+    # Subgroups of subgroups are BrokerSubGroups too.
+    group_class: type[click.Group] | type[type] | None = type
+
+
+class BrokerGroup(BrokerSubGroup):
+    """The top-level ``broker`` group: loads command modules lazily (with
+    "did you mean" over every command, loaded or not) and maps every failure
+    to one line on stderr and a documented exit code."""
+
+    group_class = BrokerSubGroup
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(COMMANDS) | set(self.commands))
@@ -58,19 +129,110 @@ class BrokerGroup(click.Group):
             importlib.import_module(f"broker.cli.{COMMANDS[cmd_name]}")
         return self.commands.get(cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if self.get_command(ctx, name) is None and not name.startswith("-"):
+            raise click.exceptions.NoSuchCommand(
+                name, possibilities=self.list_commands(ctx), ctx=ctx
+            )
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except errors.BrokerError as exc:
-            click.echo(f"broker: {exc.code}: {exc.message}", err=True)
-            ctx.exit(exc.exit_code)
+            _debug()
+            _die(exc.code, exc.message, exc.exit_code)
+        except BrokenPipeError:
+            _quiet_pipe()
+        except OSError as exc:
+            _debug()
+            where = f": {exc.filename}" if exc.filename else ""
+            _die("os_error", f"{exc.strerror or exc}{where}", EXIT_OS)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become a line
+            _debug()
+            _die(
+                "internal_error",
+                f"{type(exc).__name__}: {exc} (a bug; BROKER_DEBUG=1 shows the traceback)",
+                EXIT_INTERNAL,
+            )
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> NoReturn:
+        """Run the command line; always exits (with the documented codes)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            _check_text(argv)
+            result = super().main(argv, prog_name, complete_var, False, **extra)
+        except click.exceptions.Exit as exc:  # ctx.exit() on the way out
+            sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `broker`, `broker space`
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            sys.exit(0)
+        except click.ClickException as exc:  # usage mistakes: one line, exit 2
+            message = " ".join(exc.format_message().split())
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            click.echo(f"broker: usage: {safe(message)}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _quiet_pipe()
+        sys.exit(result if isinstance(result, int) else 0)
 
 
-@click.group(cls=BrokerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _debug() -> None:
+    if os.environ.get("BROKER_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
+
+
+def _die(code: str, message: str, exit_code: int) -> NoReturn:
+    # The message may quote agent text (an address, a key): escaped (S31).
+    click.echo(f"broker: {code}: {safe(message)}", err=True)
+    sys.exit(exit_code)
+
+
+def _quiet_pipe() -> NoReturn:
+    # `broker message list | head`: the reader is gone; say nothing more.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_PIPE)
+
+
+def _check_text(argv: list[str]) -> None:
+    """Arguments and BROKER_* variables are text: invalid UTF-8 (which Python
+    hands over as lone surrogates) is refused before anything runs (S33)."""
+    named = [(f"argument {i}", arg) for i, arg in enumerate(argv, 1)]
+    named += [(k, v) for k, v in os.environ.items() if k.startswith("BROKER_")]
+    for name, value in named:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            _die("invalid_input", f"{name} is not valid UTF-8 text", EXIT_USAGE)
+
+
+@click.group(
+    cls=BrokerGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--url",
     envvar="BROKER_URL",
     default=None,
+    metavar="URL",
     help="Database URL (default: the SQLite file in BROKER_HOME).",
 )
 # The version comes from the package itself, not from installed metadata (the
@@ -82,123 +244,160 @@ def main(ctx: click.Context, url: str | None) -> None:
     """A transactional message broker for swarms of AI agents.
 
     Everything lives in one WAL-mode SQLite file (BROKER_HOME, or BROKER_URL).
-    Agent commands take their identity from --space/--as/--token or
-    BROKER_SPACE/BROKER_AS/BROKER_TOKEN.
+    Agent commands (msg, board post|read|claim|..., inbox, leave) act as the
+    participant in --space/--as/--token or BROKER_SPACE/BROKER_AS/BROKER_TOKEN;
+    every other command is the operator's and takes the space as RUN_ID.
     """
     ctx.obj = {"url": url}
 
 
-def store(ctx: click.Context | None = None) -> Any:
-    """The store for this invocation, opened on first use."""
-    from broker.db import Store
+# --- the store ------------------------------------------------------------------------------
+def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bool = True) -> Store:
+    """The store for this invocation, opened on first use.
 
+    Only the commands that make something new (``space create``, ``db
+    upgrade``, ``demo``, ``import``) pass ``create=True``; every other command
+    on a missing database says so in one line and creates no file.
+    ``migrate=False``: leave the schema as it is (``db current``, ``db upgrade``)."""
     ctx = ctx or click.get_current_context()
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
-        obj["store"] = Store(obj.get("url"))
+        from broker.client import Store
+
+        obj["store"] = opened = Store(obj.get("url"), migrate=migrate, create=create)
         root.obj = obj
-    return obj["store"]
+        root.call_on_close(opened.close)  # in-process callers (tests) open many
+    return obj["store"]  # type: ignore[no-any-return]
 
 
+def operator() -> Operator:
+    """The operator surface for an operator command."""
+    root = click.get_current_context().find_root()
+    if not isinstance(root.obj, dict) or "operator" not in root.obj:
+        from broker.client import Operator
+
+        handle = Operator(store(), via="cli")
+        root.obj = {**(root.obj if isinstance(root.obj, dict) else {}), "operator": handle}
+    return root.obj["operator"]  # type: ignore[no-any-return]
+
+
+# --- options --------------------------------------------------------------------------------
 def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
-        fn
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print JSON: one object, or one object per line for a list.",
+    )(fn)
+
+
+def identity_options(fn: F) -> F:
+    """--space/--as/--token, from the environment by default (S10): the
+    sender is derived from these, never given."""
+    fn = click.option(
+        "--token",
+        "token",
+        envvar="BROKER_TOKEN",
+        metavar="SECRET",
+        help="Your secret token from join [env BROKER_TOKEN].",
+    )(fn)
+    fn = click.option(
+        "--as", "as_", envvar="BROKER_AS", metavar="ADDRESS", help="Your address [env BROKER_AS]."
+    )(fn)
+    fn = click.option(
+        "--space", envvar="BROKER_SPACE", metavar="RUN_ID", help="Your space [env BROKER_SPACE]."
+    )(fn)
+    return fn
+
+
+def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
+    """Authenticate the caller; the sender is always derived from this (S10)."""
+    if not space:
+        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
+    from broker.client import Agent
+
+    return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
+
+
+class Seconds(click.ParamType[float, Any]):
+    """A finite, non-negative number of seconds (``nan``, ``inf``, ``-1`` are
+    usage errors here; the library checks each command's own bounds)."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or number < 0 or number > 1e9:
+            self.fail(f"{value!r} is not a number of seconds from 0 to 1e9", param, ctx)
+        return number
+
+
+SECONDS = Seconds()
+# Counts and ids that reach SQLite: inside its 64-bit integers, never an overflow.
+COUNT = click.IntRange(1, 1_000_000)
+
+
+def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]:
+    """``--ttl SECONDS``: the one spelling of every lifetime (a lease, a claim,
+    an extension). ``--wait SECONDS`` is the other duration: how long a
+    command blocks for something to arrive."""
+    return click.option(
+        "--ttl",
+        type=SECONDS,
+        default=default,
+        show_default=default is not None,
+        metavar="SECONDS",
+        help=help_text,
     )
 
 
-def identity_options_with(token_flag: str, token_name: str) -> Callable[[F], F]:
-    """--space/--as and the secret token under ``token_flag``, from the
-    environment by default (S10): the sender is derived from these, never given."""
-
-    def decorate(fn: F) -> F:
-        fn = click.option(
-            token_flag,
-            token_name,
-            envvar="BROKER_TOKEN",
-            metavar="SECRET",
-            help="Your secret token from join [env BROKER_TOKEN].",
-        )(fn)
-        fn = click.option(
-            "--as",
-            "as_",
-            envvar="BROKER_AS",
-            metavar="ADDRESS",
-            help="Your address [env BROKER_AS].",
-        )(fn)
-        fn = click.option(
-            "--space",
-            envvar="BROKER_SPACE",
-            metavar="RUN_ID",
-            help="Your space [env BROKER_SPACE].",
-        )(fn)
-        return fn
-
-    return decorate
+def wait_option(help_text: str, default: float | None = 0.0) -> Callable[[F], F]:
+    return click.option(
+        "--wait",
+        type=SECONDS,
+        default=default,
+        show_default=default is not None,
+        metavar="SECONDS",
+        help=help_text,
+    )
 
 
-identity_options = identity_options_with("--token", "token")
-
-
-def agent(space: str | None, as_: str | None, token: str | None) -> Any:
-    """Authenticate the caller; the sender is always derived from this (S10)."""
-    from broker.client import Agent
-
-    if not space:
-        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
-    return Agent.connect(store(), space, as_ or "", token)
-
-
-def to_jsonable(data: Any) -> Any:
-    if hasattr(type(data), "__dataclass_fields__"):  # a record (broker.records)
-        from broker.records import to_dict
-
-        return to_dict(data)
-    if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
-        return data.model_dump(mode="json", by_alias=True)
-    if isinstance(data, list | tuple):
-        return [to_jsonable(d) for d in data]
-    if isinstance(data, dict):
-        return {k: to_jsonable(v) for k, v in data.items()}
-    return data
-
-
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(to_jsonable(data), ensure_ascii=False))
-
-
-def emit_json_lines(items: Iterable[Any]) -> None:
-    for item in items:
-        click.echo(json.dumps(to_jsonable(item), ensure_ascii=False))
-
-
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
-    """A plain aligned table for humans; ``--json`` is for machines."""
-    if not rows:
-        click.echo("(none)")
+def confirm(question: str, yes: bool) -> None:
+    """Destructive operator commands ask first: ``--yes`` answers for
+    scripts; without a terminal to ask on, the command refuses (exit 2)."""
+    if yes:
         return
-    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-    for r in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if not sys.stdin.isatty():
+        raise errors.InvalidInput(f"{question} Nothing changed: pass --yes to confirm.")
+    if not click.confirm(question, default=False, err=True):
+        raise errors.InvalidInput("not confirmed: nothing changed")
 
 
-def keyvals(pairs: Sequence[tuple[str, Any]]) -> None:
-    width = max(len(k) for k, _ in pairs)
-    for k, v in pairs:
-        click.echo(f"{k.ljust(width)}  {'' if v is None else v}")
-
-
-def fail(message: str, code: int = 1) -> None:
-    click.echo(f"broker: {message}", err=True)
-    sys.exit(code)
+def yes_option(fn: F) -> F:
+    return click.option(
+        "--yes", "-y", is_flag=True, help="Do not ask for confirmation (for scripts)."
+    )(fn)
 
 
 def text_arg(words: Sequence[str]) -> str:
+    """A message body from the arguments, or from stdin for '-' (UTF-8)."""
     text = " ".join(words)
     if text == "-":
-        text = sys.stdin.read()
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.InvalidInput(
+                f"stdin is not valid UTF-8 text (byte {data[exc.start]:#04x} at {exc.start})"
+            ) from None
     if not text.strip():
         raise errors.InvalidInput("message text is empty")
     return text

@@ -5,32 +5,52 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from broker.cli._common import emit_json, json_option, main, store
+from broker.cli._common import (
+    COUNT,
+    EXIT_INTERRUPTED,
+    emit_json,
+    json_option,
+    main,
+    store,
+    ttl_option,
+    wait_option,
+)
+from broker.cli._output import safe
+from broker.vocab import ARCHETYPES
 
-ARCHETYPES = ["specialist", "surveyor", "researcher", "planner", "interfacer"]
+if TYPE_CHECKING:
+    from broker.records import Turn
 
 
 @main.group()
 def agent() -> None:
-    """Run a process as a teammate of a space."""
+    """Run a process as a teammate of a space (operator)."""
 
 
 @agent.command("run", context_settings={"ignore_unknown_options": True})
 @click.argument("run_id")
 @click.argument("name")
-@click.option("--role", help="Directory role.")
-@click.option("--archetype", type=click.Choice(ARCHETYPES), default="specialist", show_default=True)
-@click.option("--task", help="Directory task.")
-@click.option("--agent", "agent_name", help="Agent name for role:NAME addressing.")
-@click.option("--parent", default="lead", show_default=True, help="Who launched it (its `parent`).")
-@click.option("--lease", type=float, help="Seconds a turn may stay unconfirmed before redelivery.")
-@click.option("--max-turns", type=int, help="Exit after this many turns.")
+@click.option("--role", metavar="TEXT", help="Directory role.")
 @click.option(
-    "--idle-exit", type=float, metavar="SECONDS", help="Exit after this long without a turn."
+    "--archetype",
+    type=click.Choice(ARCHETYPES),
+    default="specialist",
+    show_default=True,
+    help="Directory: the kind of agent.",
 )
+@click.option("--task", metavar="TEXT", help="Directory task.")
+@click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
+@click.option(
+    "--parent", default="lead", show_default=True, metavar="ADDR", help="Who launched it."
+)
+@ttl_option("How long a turn may stay unconfirmed before it is redelivered.")
+@click.option("--max-turns", type=COUNT, metavar="N", help="Exit after this many turns.")
+@wait_option("Exit after waiting this long for a turn (default: wait for ever).", None)
+@click.option("--quiet", "-q", is_flag=True, help="No line per turn on stderr.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
@@ -41,9 +61,10 @@ def run(
     task: str | None,
     agent_name: str | None,
     parent: str,
-    lease: float | None,
+    ttl: float | None,
     max_turns: int | None,
-    idle_exit: float | None,
+    wait: float | None,
+    quiet: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -51,15 +72,14 @@ def run(
 
     The turn arrives as JSON on COMMAND's stdin. Each stdout line of the form
     {"to": ..., "text": ...} is sent as NAME; other lines together are one reply
-    to the lead. A non-zero exit quarantines the turn's messages, marks NAME
-    failed and tells the lead. BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for
-    COMMAND so it can call `broker` itself. Write `--` before COMMAND.
+    to the lead. COMMAND's stderr is shown as it comes, and one line per turn
+    says how it ended (--quiet: not those). A non-zero exit quarantines the
+    turn's messages, marks NAME failed and tells the lead (exit 7).
+    BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for COMMAND so it can call
+    `broker` itself. Write `--` before COMMAND.
     """
-    from broker import errors, participants, runtime
+    from broker import errors, runtime
     from broker.client import Agent
-    from broker.messages import parse_input
-    from broker.models import JoinInput
-    from broker.records import Turn
 
     s = store()
     env_token = os.environ.get("BROKER_TOKEN")
@@ -67,33 +87,62 @@ def run(
         me = Agent.connect(s, run_id, name, env_token)  # spawned with an identity: keep it
         token = env_token
     else:
-        fields = {
-            "codename": name,
-            "agent": agent_name,
-            "role": role,
-            "archetype": archetype,
-            "task": task,
-            "parent": parent,
-            "pid": os.getpid(),
-        }
-        joined = participants.join(s, run_id, parse_input(JoinInput, fields))
-        me = Agent.connect(s, joined.space_id, joined.address, joined.token)
+        me, joined = Agent.join(
+            s,
+            run_id,
+            name,
+            agent=agent_name,
+            role=role,
+            archetype=archetype,
+            task=task,
+            parent=parent,
+            pid=os.getpid(),  # this process serves the turns: prune may watch it
+        )
         token = joined.token
     stop = threading.Event()
+    interrupted = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT:
+            interrupted.set()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    handler = runtime.command_handler(list(command))
+        signal.signal(sig, on_signal)
+    who = safe(me.address)
+
+    def show_stderr(line: str) -> None:
+        click.echo(f"{who}| {safe(line)}", err=True)
+
+    handler = runtime.command_handler(list(command), on_stderr=show_stderr)
 
     def with_token(ctx: runtime.TeammateContext, turn: Turn) -> None:
         ctx.extra["token"] = token
         handler(ctx, turn)
 
+    def log_turn(turn: Turn, outcome: str, seconds: float) -> None:
+        if not quiet:
+            n = len(turn.items)
+            click.echo(
+                f"{who}: turn {turn.id}: {n} item{'' if n == 1 else 's'}, "
+                f"{outcome} in {seconds:.2f} s",
+                err=True,
+            )
+
     status = runtime.serve(
-        me, with_token, stop=stop, lease=lease, max_turns=max_turns, idle_exit=idle_exit
+        me,
+        with_token,
+        stop=stop,
+        lease=ttl,
+        max_turns=max_turns,
+        idle_exit=wait,
+        on_turn=log_turn,
     )
     if as_json:
         emit_json({"address": me.address, "status": status})
     else:
-        click.echo(f"{me.address} {status}")
+        click.echo(f"{who} {status}")
     if status == "failed":
         raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
+    if interrupted.is_set():
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)

@@ -1,54 +1,49 @@
 """broker board ...: the shared board of a space (S21-S24).
 
-Agent commands (post, read, directive, retract, claim, release, renew) take
-the caller's identity from --space/--as/--token or BROKER_*; release and
-renew use --token for the claim's fencing token, so there the secret comes
-from BROKER_TOKEN or --auth-token. Operator views (claims, journal) take a
-run id.
+The agent tools (post, read, directive, retract, claim, release, renew) act
+as the participant in --space/--as/--token or BROKER_*; the operator's views
+(view, claims, journal) take a RUN_ID. A claim's fencing token is --fence.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from broker.cli._common import (
-    F,
     agent,
     emit_json,
     emit_json_lines,
     identity_options,
-    identity_options_with,
     json_option,
     main,
-    store,
+    operator,
     table,
     text_arg,
+    ttl_option,
 )
-from broker.cli.message import run_send
+from broker.cli._output import safe, when
+from broker.cli.message import TO_HELP, run_send
+
+if TYPE_CHECKING:
+    from broker.records import BoardEntry, ClaimGrant
 
 DEFAULT_TTL = 300.0  # keep equal to broker.board.DEFAULT_TTL (not imported: CLI start-up)
+READ_LIMIT = click.IntRange(1, 1000)
 
-
-# --token is the fencing token on release/renew: the secret moves to --auth-token.
-claim_identity_options = identity_options_with("--auth-token", "auth_token")
-
-
-def _ttl_option(fn: F) -> F:
-    return click.option(
-        "--ttl",
-        type=float,
-        default=DEFAULT_TTL,
-        show_default=True,
-        metavar="SECONDS",
-        help="Lease length in seconds (more than 0, at most 86400).",
-    )(fn)
+fence_option = click.option(
+    "--fence",
+    type=click.IntRange(1, 2**63 - 1),
+    required=True,
+    metavar="N",
+    help="The claim's fencing token (from `board claim`).",
+)
 
 
 @main.group()
 def board() -> None:
-    """The shared board: posts, directives, key claims and their journal."""
+    """The shared board: posts, standing directives, key claims and their journal."""
 
 
 @board.command("post")
@@ -57,9 +52,11 @@ def board() -> None:
     "to",
     multiple=True,
     metavar="ADDR",
-    help="Also deliver to these addressees' inboxes (repeatable); none = channel post.",
+    help="Also deliver to these addressees' inboxes (repeatable); none = a channel post.",
 )
-@click.option("--idempotency-key", help="A repeat with the same key returns the first result.")
+@click.option(
+    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
+)
 @identity_options
 @json_option
 @click.argument("text", nargs=-1, required=True)
@@ -72,16 +69,41 @@ def post(
     as_json: bool,
     text: tuple[str, ...],
 ) -> None:
-    """Post TEXT on the board. Exits 1 if addressed and it reached nobody."""
-    me = agent(space, as_, token)
+    """Post TEXT on the board ('-' reads stdin). Exits 1 if addressed and it reached nobody."""
     body = text_arg(text)
+    me = agent(space, as_, token)
     run_send(lambda: me.post(body, addressed_to=list(to), idempotency_key=idempotency_key), as_json)
+
+
+def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool) -> None:
+    if as_json:
+        emit_json_lines(entries)
+        return
+    lines = []
+    for e in entries:
+        head = f"{e.id} #{e.seq} {when(e.created_at_utc)}"
+        to = f" -> {safe(', '.join(e.to))}" if e.to else ""
+        if e.kind == "directive":
+            state = "in force" if e.in_force else "retracted"
+            lines.append(f"{head} directive ({state}) {safe(e.sender)}{to}: {safe(e.body)}")
+        elif e.kind == "retract":
+            lines.append(f"{head} retract {safe(e.sender)}: lifts {safe(e.ref)}")
+        else:
+            lines.append(f"{head} post {safe(e.sender)}{to}: {safe(e.body)}")
+    if len(entries) == limit:
+        lines.append(f"(more: {more} --after {entries[-1].id})")
+    click.echo("\n".join(lines) if lines else "(nothing on the board)")
 
 
 @board.command("read")
 @click.option("--after", metavar="ID", help="Only entries after this one (the last id you read).")
 @click.option(
-    "--limit", type=int, default=100, show_default=True, help="At most this many entries."
+    "--limit",
+    type=READ_LIMIT,
+    metavar="N",
+    default=100,
+    show_default=True,
+    help="At most this many entries.",
 )
 @identity_options
 @json_option
@@ -93,38 +115,35 @@ def read(
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Read the board: posts, directives and retractions, oldest first (JSON: one
-    object per line). Pass the last id you read as --after to get what is new."""
-    me = agent(space, as_, token)
-    entries = me.board_read(after=after, limit=limit)
-    if as_json:
-        emit_json_lines(entries)
-        return
-    for e in entries:
-        to = f" -> {', '.join(e.to)}" if e.to else ""
-        if e.kind == "directive":
-            state = " (in force)" if e.in_force else " (retracted)"
-            click.echo(
-                f"{e.id} #{e.seq} {e.created_at_utc} directive{state} {e.sender}{to}: {e.body}"
-            )
-        elif e.kind == "retract":
-            click.echo(f"{e.id} #{e.seq} {e.created_at_utc} retract {e.sender}: lifts {e.ref}")
-        else:
-            click.echo(f"{e.id} #{e.seq} {e.created_at_utc} post {e.sender}{to}: {e.body}")
-    if len(entries) == limit:
-        click.echo(f"(more: broker board read --after {entries[-1].id})")
+    """Read the board (tool board.read): posts, directives and retractions,
+    oldest first. Pass the last id you read as --after to get what is new."""
+    entries = agent(space, as_, token).board_read(after=after, limit=limit)
+    _print_board(entries, limit, "broker board read", as_json)
+
+
+@board.command("view")
+@click.argument("run_id")
+@click.option("--after", metavar="ID", help="Only entries after this one.")
+@click.option(
+    "--limit",
+    type=READ_LIMIT,
+    metavar="N",
+    default=100,
+    show_default=True,
+    help="At most this many entries.",
+)
+@json_option
+def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:
+    """The board of RUN_ID as the operator sees it (what board read shows an agent)."""
+    entries = operator().board(run_id, after=after, limit=limit)
+    _print_board(entries, limit, f"broker board view {run_id}", as_json)
 
 
 @board.command("directive")
+@click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help=TO_HELP)
 @click.option(
-    "--to",
-    "to",
-    multiple=True,
-    required=True,
-    metavar="ADDR",
-    help="Address, role:NAME, step:NAME, parent, lead or broadcast (repeatable).",
+    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
 )
-@click.option("--idempotency-key", help="A repeat with the same key returns the first result.")
 @identity_options
 @json_option
 @click.argument("text", nargs=-1, required=True)
@@ -140,8 +159,8 @@ def directive(
     """Issue a standing directive TEXT: shown to its addressees every turn until
     retracted; role/step directives also apply to later joiners. Needs the
     board.directive grant (named at join, board.*, or a lead)."""
-    me = agent(space, as_, token)
     body = text_arg(text)
+    me = agent(space, as_, token)
     run_send(lambda: me.directive(list(to), body, idempotency_key=idempotency_key), as_json)
 
 
@@ -153,64 +172,62 @@ def retract(
     directive_id: str, space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Lift directive ID. Only its author may (board.retract grant)."""
-    me = agent(space, as_, token)
-    result = me.retract(directive_id)
+    result = agent(space, as_, token).retract(directive_id)
     if as_json:
-        emit_json({"id": result.id, "seq": result.seq, "retracts": directive_id})
+        emit_json(result)
     else:
-        click.echo(f"retracted {directive_id} ({result.id} seq {result.seq})")
+        click.echo(f"retracted {safe(directive_id)} ({result.id} seq {result.seq})")
 
 
-def _grant(data: Any, as_json: bool, verb: str) -> None:
+def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
     if as_json:
-        emit_json({"key": data.key, "token": data.token, "lease_expires_at": data.lease_expires_at})
+        emit_json(grant)
     else:
-        click.echo(f"{verb} {data.key} token {data.token} until {data.lease_expires_at}")
+        click.echo(f"{verb} {safe(grant.key)} fence {grant.token} until {grant.lease_expires_at}")
 
 
 @board.command("claim")
 @click.argument("key")
-@_ttl_option
+@ttl_option("How long the claim lasts (more than 0, at most 86400).", DEFAULT_TTL)
 @identity_options
 @json_option
 def claim(
     key: str, ttl: float, space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
-    """Claim KEY exclusively for --ttl seconds; prints its fencing token.
+    """Claim KEY exclusively for --ttl seconds; prints its fencing token (--fence
+    for release and renew).
 
     Held by someone else: exit 5 with the holder and expiry. Claiming a key you
-    already hold re-grants it with a new token (the old one goes stale)."""
-    me = agent(space, as_, token)
-    _grant(me.claim_key(key, ttl), as_json, "claimed")
+    already hold re-grants it with a larger fence (the old one goes stale)."""
+    _grant(agent(space, as_, token).claim_key(key, ttl), as_json, "claimed")
 
 
 @board.command("release")
 @click.argument("key")
-@click.option("--token", "fence", type=int, required=True, help="The claim's fencing token.")
-@claim_identity_options
+@fence_option
+@identity_options
 @json_option
 def release(
     key: str,
     fence: int,
     space: str | None,
     as_: str | None,
-    auth_token: str | None,
+    token: str | None,
     as_json: bool,
 ) -> None:
-    """Release KEY held with fencing token --token. A stale token: exit 5 (lease_lost)."""
-    me = agent(space, as_, auth_token)
-    entry = me.release_key(key, fence)
+    """Release KEY held with --fence N. A stale fence: exit 5 (lease_lost)."""
+    entry = agent(space, as_, token).release_key(key, fence)
     if as_json:
-        emit_json({"key": entry.key, "token": entry.token, "released_at": entry.at_utc})
+        emit_json(entry)
     else:
-        click.echo(f"released {entry.key} token {entry.token}")
+        click.echo(f"released {safe(entry.key)} fence {entry.token}")
 
 
 @board.command("renew")
 @click.argument("key")
-@click.option("--token", "fence", type=int, required=True, help="The claim's fencing token.")
-@_ttl_option
-@claim_identity_options
+@fence_option
+@ttl_option("The new length, from now (more than 0, at most 86400).", DEFAULT_TTL)
+@identity_options
 @json_option
 def renew(
     key: str,
@@ -218,13 +235,12 @@ def renew(
     ttl: float,
     space: str | None,
     as_: str | None,
-    auth_token: str | None,
+    token: str | None,
     as_json: bool,
 ) -> None:
-    """Extend your claim on KEY to --ttl seconds from now (same token). A stale
-    or expired token: exit 5 (lease_lost)."""
-    me = agent(space, as_, auth_token)
-    _grant(me.renew_key(key, fence, ttl), as_json, "renewed")
+    """Extend your claim on KEY to --ttl seconds from now (same fence). A stale
+    or expired fence: exit 5 (lease_lost)."""
+    _grant(agent(space, as_, token).renew_key(key, fence, ttl), as_json, "renewed")
 
 
 @board.command("claims")
@@ -232,35 +248,36 @@ def renew(
 @json_option
 def claims(run_id: str, as_json: bool) -> None:
     """List the live claims of RUN_ID (held and not expired)."""
-    from broker import board as board_lib
-
-    items = board_lib.claims(store(), run_id)
+    items = operator().claims(run_id)
     if as_json:
-        emit_json(items)
+        emit_json_lines(items)
         return
     table(
-        [(c.key, c.holder, c.token, c.claimed_at_utc, c.lease_expires_at) for c in items],
-        ["key", "holder", "token", "claimed at", "expires"],
+        [
+            (c.key, c.holder, c.token, when(c.claimed_at_utc), when(c.lease_expires_at))
+            for c in items
+        ],
+        ["key", "holder", "fence", "claimed", "expires"],
+        shrink=(0, 1),
     )
 
 
 @board.command("journal")
 @click.argument("run_id")
-@click.option("--key", help="Only this key.")
+@click.option("--key", metavar="KEY", help="Only this key.")
 @json_option
 def journal(run_id: str, key: str | None, as_json: bool) -> None:
     """Print the claim journal of RUN_ID: claimed / renewed / released / expired,
-    oldest first (JSON: one object per line). Expired claims are journaled first."""
-    from broker import board as board_lib
-
-    items = board_lib.journal(store(), run_id, key=key)
+    oldest first. Expired claims are journaled first."""
+    items = operator().claim_journal(run_id, key=key)
     if as_json:
         emit_json_lines(items)
         return
     table(
-        [(j.at_utc, j.event, j.key, j.owner, j.token, j.lease_expires_at) for j in items],
-        ["at", "event", "key", "owner", "token", "lease expires"],
+        [
+            (when(j.at_utc), j.event, j.key, j.owner, j.token, when(j.lease_expires_at))
+            for j in items
+        ],
+        ["at", "event", "key", "owner", "fence", "expires"],
+        shrink=(2, 3),
     )
-
-
-__all__ = ["board"]

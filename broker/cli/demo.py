@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from broker.cli._common import emit_json, json_option, main, store
+from broker.cli._common import emit_json, json_option, keyvals, main, store
 
 
 @main.command()
@@ -36,7 +36,7 @@ def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:
     from broker.demo import run_demo
 
     if as_json:
-        emit_json(run_demo(store(), teammates=teammates, tasks=tasks, kill=kill))
+        emit_json(run_demo(store(create=True), teammates=teammates, tasks=tasks, kill=kill))
         return
     with click.progressbar(length=tasks, label="tasks done", show_pos=True) as bar:
         seen = 0
@@ -47,24 +47,32 @@ def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:
                 bar.update(done - seen)
                 seen = done
 
-        s = run_demo(store(), teammates=teammates, tasks=tasks, kill=kill, progress=progress)
-    click.echo(f"space           {s.space}")
-    click.echo(f"database        {s.db}")
-    click.echo(f"teammates       {s.teammates} processes ({s.restarts} restarted after SIGKILL)")
-    click.echo(
-        f"tasks           {s.tasks_done}/{s.tasks} done, {s.duplicate_results} done twice (at-least-once)"
+        s = run_demo(
+            store(create=True), teammates=teammates, tasks=tasks, kill=kill, progress=progress
+        )
+    results = "result" if s.saw_directive == 1 else "results"
+    urgent = "result" if s.saw_urgent == 1 else "results"
+    keyvals(
+        [
+            ("space", s.space),
+            ("database", s.db),
+            ("teammates", f"{s.teammates} processes ({s.restarts} restarted after SIGKILL)"),
+            (
+                "tasks",
+                f"{s.tasks_done}/{s.tasks} done, {s.duplicate_results} done twice (at-least-once)",
+            ),
+            (
+                "saw directive",
+                f"{s.saw_directive} {results} reported under the lead's standing directive",
+            ),
+            ("saw urgent", f"{s.saw_urgent} {urgent} reported after the operator's urgent message"),
+            ("messages", f"{s.messages} in the log"),
+            ("claims", f"{s.claims} board claims granted"),
+            ("redeliveries", s.redeliveries),
+            ("quarantined", s.quarantined),
+            ("wall time", f"{s.wall_seconds:.2f} s"),
+        ]
     )
-    click.echo(
-        f"saw directive   {s.saw_directive} results reported under the lead's standing directive"
-    )
-    click.echo(
-        f"saw urgent      {s.saw_urgent} results reported after the operator's urgent message"
-    )
-    click.echo(f"messages        {s.messages} in the log")
-    click.echo(f"claims          {s.claims} board claims granted")
-    click.echo(f"redeliveries    {s.redeliveries}")
-    click.echo(f"quarantined     {s.quarantined}")
-    click.echo(f"wall time       {s.wall_seconds:.2f} s")
     click.echo("inspect it:")
     for cmd in s.inspect:
         click.echo(f"  {cmd}")

@@ -1,185 +1,133 @@
-"""broker dir ... (S25) and broker team status (S26)."""
+"""broker dir list|show|prune (S25, S26): the operator's view of who is in a space.
+
+The directory is the participants themselves (a participant's row carries its
+role, archetype and task), so this is the one listing of participants and
+teammates; agents get in with `broker join` and out with `broker leave`.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import click
 
 from broker.cli._common import (
-    agent,
+    SECONDS,
+    confirm,
     emit_json,
-    identity_options,
+    emit_json_lines,
     json_option,
     keyvals,
     main,
-    store,
+    operator,
     table,
+    yes_option,
 )
-
-ARCHETYPES = ["specialist", "surveyor", "researcher", "planner", "interfacer"]
+from broker.cli._output import safe, when
 
 
 @main.group("dir")
 def dir_() -> None:
-    """The agent directory: who is registered and how to reach them."""
-
-
-@dir_.command("register")
-@click.argument("run_id")
-@click.argument("agent_id")
-@click.option("--role", required=True, help="Short role name, e.g. 'API integration specialist'.")
-@click.option("--archetype", type=click.Choice(ARCHETYPES), required=True)
-@click.option("--task", required=True, help="One-line description of the task.")
-@click.option(
-    "--agent", "agent_name", help="Agent name for role:NAME addressing (default: from the id)."
-)
-@click.option("--pid", type=int, help="Process to watch: prune removes the entry once it is gone.")
-@json_option
-def register(
-    run_id: str,
-    agent_id: str,
-    role: str,
-    archetype: str,
-    task: str,
-    agent_name: str | None,
-    pid: int | None,
-    as_json: bool,
-) -> None:
-    """Register AGENT_ID in space RUN_ID (joins it); prints the address and token."""
-    from broker import directory
-
-    joined = directory.register(
-        store(),
-        run_id,
-        agent_id,
-        role=role,
-        archetype=archetype,
-        task=task,
-        agent=agent_name,
-        pid=pid,
-    )
-    if as_json:
-        emit_json({"address": joined.address, "token": joined.token, "space": joined.space_id})
-    else:
-        click.echo(f"address: {joined.address}")
-        click.echo(f"token:   {joined.token}")
-
-
-def _entry_row(p: Any) -> tuple[Any, ...]:
-    return (p.address, p.role, p.archetype, p.task, p.status, p.waiting, p.last_seen_utc)
+    """The directory of a space: who is in it, their state, how to reach them (operator)."""
 
 
 @dir_.command("list")
 @click.argument("run_id")
-@click.option("--all", "include_left", is_flag=True, help="Include entries that left.")
+@click.option("--all", "include_left", is_flag=True, help="Include those that left.")
 @json_option
 def list_(run_id: str, include_left: bool, as_json: bool) -> None:
-    """List the directory of RUN_ID."""
-    from broker import directory
-
-    items = directory.entries(store(), run_id, include_left=include_left)
+    """List the participants of RUN_ID: address, agent, role, status
+    (running / idle / failed / shutdown / left), waiting deliveries, parent,
+    last seen (UTC). Everything else: `dir show` or --json."""
+    items = operator().participants(run_id, include_left=include_left)
     if as_json:
-        emit_json(items)
-    else:
-        table(
-            [_entry_row(p) for p in items],
-            ["id", "role", "archetype", "task", "status", "waiting", "last seen"],
-        )
+        emit_json_lines(items)
+        return
+    table(
+        [
+            (
+                p.address,
+                p.agent,
+                p.role,
+                p.status,
+                p.waiting,
+                p.parent,
+                when(p.last_seen_utc),
+            )
+            for p in items
+        ],
+        ["address", "agent", "role", "status", "waiting", "parent", "last seen"],
+        shrink=(0, 1, 2, 5),
+    )
 
 
 @dir_.command("show")
 @click.argument("run_id")
-@click.argument("agent_id")
+@click.argument("address")
 @json_option
-def show(run_id: str, agent_id: str, as_json: bool) -> None:
-    """Show one directory entry (the mail/dir/<id>.txt fields of spec §Mailbox layout, and more)."""
-    from broker import directory
-
-    p = directory.show(store(), run_id, agent_id)
+def show(run_id: str, address: str, as_json: bool) -> None:
+    """Show one participant of RUN_ID: its directory entry (the mail/dir/<id>.txt
+    fields of spec §Mailbox layout) and everything else known about it."""
+    p = operator().participant(run_id, address)
     if as_json:
         emit_json(p)
-    else:
-        keyvals(
-            [
-                ("id", p.address),
-                ("role", p.role),
-                ("archetype", p.archetype),
-                ("task", p.task),
-                ("agent", p.agent),
-                ("status", p.status),
-                ("waiting", p.waiting),
-                ("pid", p.pid),
-                ("joined", p.joined_at_utc),
-                ("last seen", p.last_seen_utc),
-            ]
-        )
-
-
-@dir_.command("unregister")
-@identity_options
-@json_option
-def unregister(space: str | None, as_: str | None, token: str | None, as_json: bool) -> None:
-    """Unregister yourself when done (recorded as left)."""
-    from broker import directory
-
-    me = agent(space, as_, token)
-    directory.unregister(store(), me.identity)
-    emit_json({"address": me.address, "status": "left"}) if as_json else click.echo(
-        f"{me.address} unregistered"
+        return
+    keyvals(
+        [
+            ("address", p.address),
+            ("codename", p.codename),
+            ("agent", p.agent),
+            ("run id", p.run_id),
+            ("step", p.step),
+            ("parent", p.parent),
+            ("lead", "yes" if p.is_lead else "no"),
+            ("role", p.role),
+            ("archetype", p.archetype),
+            ("task", p.task),
+            ("status", p.status),
+            ("messaging", ("on" if p.messaging else "off (receive-only)")),
+            ("tools", ", ".join(p.tools) if p.tools else "(default set)"),
+            ("waiting", p.waiting),
+            ("pid", p.pid),
+            ("joined", when(p.joined_at_utc)),
+            ("left", when(p.left_at_utc)),
+            ("last seen", when(p.last_seen_utc)),
+        ]
     )
 
 
 @dir_.command("prune")
 @click.argument("run_id")
 @click.option(
-    "--older-than", type=float, metavar="SECONDS", help="Heartbeat older than this is stale."
+    "--older-than",
+    type=SECONDS,
+    metavar="SECONDS",
+    help="Also prune those whose last sign of life is older than this (an age, not a lifetime).",
 )
-@click.option("--no-pid-check", is_flag=True, help="Do not remove entries whose process is gone.")
+@click.option("--no-pid-check", is_flag=True, help="Keep those whose registered process is gone.")
+@click.option("--dry-run", is_flag=True, help="Only list who would be pruned; change nothing.")
+@yes_option
 @json_option
-def prune(run_id: str, older_than: float | None, no_pid_check: bool, as_json: bool) -> None:
-    """Remove stale entries (recorded as left, reason prune)."""
-    from broker import directory
-
-    pruned = directory.prune(store(), run_id, older_than=older_than, check_pid=not no_pid_check)
+def prune(
+    run_id: str,
+    older_than: float | None,
+    no_pid_check: bool,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Record stale participants of RUN_ID as left (reason prune): their
+    registered process is gone, or (--older-than) they were not seen for that
+    long. Lists them and asks first (--yes for scripts)."""
+    op = operator()
+    check_pid = not no_pid_check
+    stale = op.prune(run_id, older_than=older_than, check_pid=check_pid, dry_run=True)
+    if stale and not dry_run:
+        names = ", ".join(safe(p.address) for p in stale)
+        n = len(stale)
+        confirm(f"Record {n} participant{'' if n == 1 else 's'} as left: {names}?", yes)
+        stale = op.prune(run_id, older_than=older_than, check_pid=check_pid)
     if as_json:
-        emit_json(pruned)
-    else:
-        click.echo(
-            f"pruned {len(pruned)}"
-            + (": " + ", ".join(p.address for p in pruned) if pruned else "")
-        )
-
-
-@main.group()
-def team() -> None:
-    """Teammates: persistent workers a lead spawned."""
-
-
-@team.command("status")
-@click.argument("run_id")
-@json_option
-def status(run_id: str, as_json: bool) -> None:
-    """States of the participants of RUN_ID: running / idle / failed / shutdown / left."""
-    from broker import participants
-
-    items = participants.list_participants(store(), run_id)
-    if as_json:
-        emit_json(
-            [
-                {
-                    "address": p.address,
-                    "agent": p.agent,
-                    "role": p.role,
-                    "status": p.status,
-                    "waiting": p.waiting,
-                    "last_seen_utc": p.last_seen_utc,
-                }
-                for p in items
-            ]
-        )
-    else:
-        table(
-            [(p.address, p.agent, p.role, p.status, p.waiting, p.last_seen_utc) for p in items],
-            ["address", "agent", "role", "status", "waiting", "last seen"],
-        )
+        emit_json_lines(stale)
+        return
+    verb = "would prune" if dry_run else "pruned"
+    names = ": " + ", ".join(safe(p.address) for p in stale) if stale else ""
+    click.echo(f"{verb} {len(stale)}{names}")

@@ -18,44 +18,50 @@ from broker.cli._common import emit_json, json_option, keyvals, main, store
 LAYOUTS = ("space", "mailbox")
 
 
-def _progress(enabled: bool) -> Any:
-    """A progress bar on stderr (hidden when stderr is not a terminal)."""
-    from broker.export import Progress
+def safe_line(text: object) -> str:
+    """Text for a terminal (S31): control and other unprintable characters (ESC,
+    CR, line breaks, bidi overrides) shown escaped; names in an import tree and
+    problems quoting them come from agents."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
+    )
 
-    class Bar(Progress):
-        def __init__(self) -> None:
-            self.bar: Any = None
-            self.pending = 0
-            self.drawn = 0.0
 
-        def start(self, total: int, label: str) -> None:
-            if enabled and sys.stderr.isatty():
-                self.bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr)
-                self.bar.__enter__()
-                self.drawn = time.monotonic()
+class _Bar:
+    """Progress of an export or import as a bar on stderr (when it is a terminal)."""
 
-        def advance(self, n: int) -> None:
-            if self.bar is None:
-                return
-            self.pending += n
-            if time.monotonic() - self.drawn >= 0.1:  # redraw at most 10 times a second
-                self.bar.update(self.pending)
-                self.pending, self.drawn = 0, time.monotonic()
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.bar: Any = None
+        self.pending = 0
+        self.drawn = 0.0
 
-        def finish(self) -> None:
-            if self.bar is not None:
-                self.bar.update(self.pending)
-                self.bar.__exit__(None, None, None)
-                self.bar, self.pending = None, 0
+    def start(self, total: int, label: str) -> None:
+        if self.enabled:
+            self.bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr)
+            self.bar.__enter__()
+            self.drawn = time.monotonic()
 
-    return Bar()
+    def advance(self, n: int) -> None:
+        if self.bar is None:
+            return
+        self.pending += n
+        if time.monotonic() - self.drawn >= 0.1:  # redraw at most 10 times a second
+            self.bar.update(self.pending)
+            self.pending, self.drawn = 0, time.monotonic()
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.pending)
+            self.bar.__exit__(None, None, None)
+            self.bar, self.pending = None, 0
 
 
 @main.command("export")
 @click.argument("run_id")
 @click.option(
     "--root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=".",
     show_default=True,
     help="Folder to write the layout under.",
@@ -83,13 +89,14 @@ def export_cmd(
     The space layout goes to agentiflows/<af_id>/, runs/<run_id>/messages/ or
     sessions/<ses_id>/messages/: log.jsonl, participants.jsonl, board/,
     mailboxes/. Names built from addresses and keys never leave the root."""
-    from broker.export import export_mailbox, export_space, follow_space
+    from broker.client import Operator
 
-    progress = _progress(not quiet)
+    operator = Operator(store())
+    progress = _Bar(not quiet)
     if layout == "mailbox":
         if follow:
             raise errors.InvalidInput("--follow works with the space layout only")
-        summary = export_mailbox(store(), run_id, root, progress=progress)
+        summary = operator.export_mailbox(run_id, root, progress=progress)
     elif follow:
         stop = threading.Event()
 
@@ -103,18 +110,22 @@ def export_cmd(
             if not as_json:
                 click.echo(f"following {s.space} into {s.dir} (until it stops; Ctrl-C ends)")
 
-        summary = follow_space(store(), run_id, root, stop=stop, progress=progress, on_ready=ready)
+        summary = operator.export_space(
+            run_id, root, follow=True, stop=stop, progress=progress, on_ready=ready
+        )
     else:
-        summary = export_space(store(), run_id, root, progress=progress)
+        summary = operator.export_space(run_id, root, progress=progress)
     data = summary.as_dict()
     if as_json:
         emit_json(data)
         return
-    keyvals([(k, v) for k, v in data.items() if not (k == "appended_lines" and not follow)])
+    keyvals(
+        [(k, safe_line(v)) for k, v in data.items() if not (k == "appended_lines" and not follow)]
+    )
 
 
 @main.command("import")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("folder", type=click.Path(path_type=Path))
 @click.option(
     "--layout",
     type=click.Choice(("auto", *LAYOUTS)),
@@ -144,27 +155,22 @@ def import_cmd(
     All in one transaction: a bad line is reported as FILE:LINE and nothing is
     imported, unless --skip-bad. Tokens are not exported: participants re-join
     to get a new one."""
-    from broker.importer import ImportFailed, import_dir
+    from broker.client import Operator
 
     try:
-        summary = import_dir(
-            store(),
-            folder,
-            layout=layout,
-            skip_bad=skip_bad,
-            kind=kind,
-            progress=_progress(not quiet),
+        summary = Operator(store(create=True)).import_dir(
+            folder, layout=layout, skip_bad=skip_bad, kind=kind, progress=_Bar(not quiet)
         )
-    except ImportFailed as exc:
-        for problem in exc.fields["problems"]:
-            click.echo(f"bad line: {problem}", err=True)
+    except errors.InvalidInput as exc:
+        for problem in exc.fields.get("problems", ()):
+            click.echo(f"bad line: {safe_line(problem)}", err=True)
         raise
     for problem in summary.skipped:
-        click.echo(f"skipped: {problem}", err=True)
+        click.echo(f"skipped: {safe_line(problem)}", err=True)
     data = summary.as_dict()
     if as_json:
         emit_json(data)
         return
     data["spaces"] = ", ".join(data["spaces"])
     data["skipped"] = len(data["skipped"])
-    keyvals(list(data.items()))
+    keyvals([(k, safe_line(v)) for k, v in data.items()])

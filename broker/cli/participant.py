@@ -1,27 +1,42 @@
-"""broker join / leave (S2-S5)."""
+"""broker join / leave (S2-S5, S25): the one way in and the one way out.
+
+A participant's row is also its directory entry (role, archetype, task), so
+joining is registering and leaving is unregistering.
+"""
 
 from __future__ import annotations
 
 import click
 
-from broker.cli._common import agent, emit_json, identity_options, json_option, main, store
+from broker.cli._common import (
+    agent,
+    emit_json,
+    identity_options,
+    json_option,
+    main,
+    store,
+)
+from broker.cli._output import safe
+from broker.vocab import ARCHETYPES
 
 
 @main.command()
 @click.argument("run_id")
 @click.argument("codename")
-@click.option("--agent", "agent_name", help="Agent name (role:NAME addresses match it).")
+@click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
 @click.option(
-    "--run-id", "own_run_id", help="The participant's own run id (default: the codename)."
+    "--run-id", "own_run_id", metavar="ID", help="Its own run id (default: the codename)."
 )
-@click.option("--step", help="Workflow step (step:NAME addresses match it).")
-@click.option("--parent", help="Address of the run that launched this one.")
-@click.option("--role", help="Directory: short role description.")
+@click.option("--step", metavar="NAME", help="Workflow step (step:NAME reaches it).")
+@click.option("--parent", metavar="ADDR", help="Address of the run that launched this one.")
+@click.option("--role", metavar="TEXT", help="Directory: short role description.")
+@click.option("--archetype", type=click.Choice(ARCHETYPES), help="Directory: the kind of agent.")
+@click.option("--task", metavar="TEXT", help="Directory: one-line task.")
 @click.option(
-    "--archetype",
-    type=click.Choice(["specialist", "surveyor", "researcher", "planner", "interfacer"]),
+    "--pid",
+    type=click.IntRange(1, 2**31 - 1),
+    help="Process to watch: `broker dir prune` records it as left once that process is gone.",
 )
-@click.option("--task", help="Directory: one-line task.")
 @click.option("--lead", is_flag=True, help="Join as the lead (address 'lead').")
 @click.option(
     "--messaging",
@@ -35,7 +50,7 @@ from broker.cli._common import agent, emit_json, identity_options, json_option, 
     "tools",
     multiple=True,
     metavar="NAME",
-    help="Grant only these messaging tools (repeatable).",
+    help="Grant only these tools (repeatable; board.directive and board.retract only by name).",
 )
 @json_option
 def join(
@@ -48,51 +63,57 @@ def join(
     role: str | None,
     archetype: str | None,
     task: str | None,
+    pid: int | None,
     lead: bool,
     messaging: str,
     tools: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Join space RUN_ID as CODENAME; prints the address and a secret token (shown once).
+    """Join space RUN_ID as CODENAME (and register in its directory); prints
+    the address and a secret token, shown once.
 
     A retried run (CODENAME with an @N attempt) re-joins with the same address
     and keeps its inbox."""
-    from broker import participants
-    from broker.messages import parse_input
-    from broker.models import JoinInput
+    import shlex
 
-    fields = {
-        "codename": codename,
-        "agent": agent_name,
-        "run_id": own_run_id,
-        "step": step,
-        "parent": parent,
-        "role": role,
-        "archetype": archetype,
-        "task": task,
-        "lead": lead,
-        "messaging": messaging == "on",
-        "tools": list(tools) if tools else None,
-    }
-    joined = participants.join(store(), run_id, parse_input(JoinInput, fields))
+    from broker.client import Agent
+
+    _, joined = Agent.join(
+        store(),
+        run_id,
+        codename,
+        agent=agent_name,
+        run_id=own_run_id,
+        step=step,
+        parent=parent,
+        role=role,
+        archetype=archetype,
+        task=task,
+        lead=lead,
+        messaging=messaging == "on",
+        tools=list(tools) if tools else None,
+        pid=pid,  # not this process: it exits as soon as it has printed the token
+    )
     if as_json:
-        emit_json({"address": joined.address, "token": joined.token, "space": joined.space_id})
-    else:
-        click.echo(f"address: {joined.address}")
-        click.echo(f"token:   {joined.token}")
-        click.echo(
-            f"export BROKER_SPACE={joined.space_id} BROKER_AS='{joined.address}' BROKER_TOKEN={joined.token}"
-        )
+        emit_json(joined)
+        return
+    address = safe(joined.address)
+    click.echo(f"address: {address}")
+    click.echo(f"token:   {joined.token}")
+    click.echo(
+        f"export BROKER_SPACE={joined.space_id} BROKER_AS={safe(shlex.quote(joined.address))} "
+        f"BROKER_TOKEN={joined.token}"
+    )
 
 
 @main.command()
 @identity_options
 @json_option
 def leave(space: str | None, as_: str | None, token: str | None, as_json: bool) -> None:
-    """Leave your space (recorded in the participants journal)."""
+    """Leave your space (and its directory); recorded in the participants journal."""
     me = agent(space, as_, token)
     me.leave()
     if as_json:
         emit_json({"address": me.address, "status": "left"})
     else:
-        click.echo(f"{me.address} left")
+        click.echo(f"{safe(me.address)} left")

@@ -1,16 +1,28 @@
-"""broker space create|list|show|stop|archive (S1)."""
+"""broker space create|list|show|stop|archive (S1): the operator's spaces."""
 
 from __future__ import annotations
 
 import click
 
-from broker.cli._common import emit_json, json_option, keyvals, main, store, table
-from broker.vocab import SPACE_KINDS
+from broker.cli._common import (
+    confirm,
+    emit_json,
+    emit_json_lines,
+    json_option,
+    keyvals,
+    main,
+    operator,
+    store,
+    table,
+    yes_option,
+)
+from broker.cli._output import when
+from broker.vocab import SPACE_KINDS, SPACE_STATES
 
 
 @main.group()
 def space() -> None:
-    """Message spaces: one per root run."""
+    """Message spaces, one per root run (operator)."""
 
 
 def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
@@ -19,8 +31,8 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
     out: dict[str, object] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise errors.InvalidInput(f"bad --setting {pair!r}: use KEY=VALUE")
+        if not sep or not key.strip():
+            raise errors.InvalidInput(f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512")
         out[key.strip()] = value.strip()
     return out
 
@@ -32,37 +44,34 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
     "settings",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a limit, e.g. inbox_cap=512.",
+    help="Override a limit, e.g. inbox_cap=512 (repeatable).",
 )
 @json_option
 def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
-    """Create a space and print its id."""
-    from broker import spaces
+    """Create a space and print its id (creates the store if there is none)."""
+    from broker.client import Operator
 
-    sp = spaces.create(store(), kind, settings=_parse_settings(settings))
+    sp = Operator(store(create=True), via="cli").create_space(
+        kind,  # type: ignore[arg-type]  # checked by click.Choice
+        **_parse_settings(settings),
+    )
     if as_json:
-        emit_json({"id": sp.id, "kind": sp.kind, "state": sp.state, "settings": sp.settings})
+        emit_json(sp)
     else:
         click.echo(sp.id)
 
 
 @space.command("list")
-@click.option(
-    "--state",
-    type=click.Choice(["running", "stopped", "archived"]),
-    help="Only spaces in this state.",
-)
+@click.option("--state", type=click.Choice(SPACE_STATES), help="Only spaces in this state.")
 @json_option
 def list_(state: str | None, as_json: bool) -> None:
-    """List spaces."""
-    from broker import spaces
-
-    items = spaces.list_spaces(store(), state=state)
+    """List the spaces of the store, oldest first."""
+    items = operator().spaces(state=state)  # type: ignore[arg-type]  # checked by click.Choice
     if as_json:
-        emit_json(items)
+        emit_json_lines(items)
     else:
         table(
-            [(s.id, s.kind, s.state, s.created_at_utc) for s in items],
+            [(s.id, s.kind, s.state, when(s.created_at_utc)) for s in items],
             ["id", "kind", "state", "created"],
         )
 
@@ -72,41 +81,96 @@ def list_(state: str | None, as_json: bool) -> None:
 @json_option
 def show(run_id: str, as_json: bool) -> None:
     """Show one space (RUN_ID: full id, compact form or unique prefix)."""
-    from broker import spaces
-
-    sp = spaces.get(store(), run_id)
+    sp = operator().get_space(run_id)
     if as_json:
         emit_json(sp)
-    else:
-        keyvals(
-            [
-                ("id", sp.id),
-                ("kind", sp.kind),
-                ("state", sp.state),
-                ("settings", sp.settings or "{}"),
-                ("created", sp.created_at_utc),
-                ("updated", sp.updated_at_utc),
-            ]
-        )
+        return
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(sp.settings.items())) or "(defaults)"
+    keyvals(
+        [
+            ("id", sp.id),
+            ("kind", sp.kind),
+            ("state", sp.state),
+            ("settings", settings),
+            ("created", when(sp.created_at_utc)),
+            ("updated", when(sp.updated_at_utc)),
+        ]
+    )
+
+
+def _live(run_id: str) -> str:
+    n = len(operator().participants(run_id, include_left=False))
+    return f"{n} participant{'' if n == 1 else 's'}"
 
 
 @space.command("stop")
 @click.argument("run_id")
+@yes_option
 @json_option
-def stop(run_id: str, as_json: bool) -> None:
-    """Stop a space: its participants are recorded as left; it takes no more messages."""
-    from broker import spaces
-
-    sp = spaces.stop(store(), run_id)
+def stop(run_id: str, yes: bool, as_json: bool) -> None:
+    """Stop a space: it takes no more messages or participants, and those
+    still in it are recorded as left. Asks first (--yes for scripts)."""
+    sp = operator().get_space(run_id)
+    if sp.state == "running":
+        confirm(f"Stop {sp.id}? {_live(sp.id)} will be recorded as left.", yes)
+    sp = operator().stop_space(sp.id)
     emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
 
 
 @space.command("archive")
 @click.argument("run_id")
+@yes_option
 @json_option
-def archive(run_id: str, as_json: bool) -> None:
-    """Archive a space (stopped for good; its history stays)."""
-    from broker import spaces
-
-    sp = spaces.archive(store(), run_id)
+def archive(run_id: str, yes: bool, as_json: bool) -> None:
+    """Archive a space: stopped for good, its history kept. Asks first (--yes for scripts)."""
+    sp = operator().get_space(run_id)
+    if sp.state != "archived":
+        extra = f" {_live(sp.id)} will be recorded as left." if sp.state == "running" else ""
+        confirm(f"Archive {sp.id} for good?{extra}", yes)
+    sp = operator().archive_space(sp.id)
     emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+
+
+@space.command("purge")
+@click.argument("run_id")
+@click.option(
+    "--export",
+    "export_dir",
+    required=True,
+    type=click.Path(),
+    help="Folder to export the space to first (JSONL layout); verified before anything goes.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@json_option
+def purge(run_id: str, export_dir: str, yes: bool, as_json: bool) -> None:
+    """Delete an archived space's rows, after exporting it to --export and checking
+    the export against the database (the only way rows leave the store; recorded
+    in the store's purge journal). Import the export to get the space back."""
+    import sys
+
+    from broker import errors
+    from broker.client import Operator
+
+    if not yes:
+        if not sys.stdin.isatty():
+            raise errors.InvalidInput(
+                f"purging {run_id} deletes its rows: confirm at a terminal, or pass --yes"
+            )
+        if not click.confirm(
+            f"Export {run_id} to {export_dir}, check it, then delete the space's rows?",
+            err=True,
+        ):
+            raise errors.InvalidInput(f"not confirmed: nothing of {run_id} was deleted")
+    done = Operator(store()).purge_space(run_id, export_dir)
+    if as_json:
+        emit_json(done)
+    else:
+        keyvals(
+            [
+                ("purged", done.space_id),
+                ("export", done.export_dir),
+                ("digest", done.digest),
+                ("files", done.files),
+                *((f"deleted {table}", n) for table, n in done.counts.items()),
+            ]
+        )

@@ -1,0 +1,199 @@
+"""What the CLI prints: safe text for people (S31), exact JSON for machines.
+
+Every human view goes through ``safe``/``block`` here, so no agent-supplied
+text (bodies, addresses, names, roles, reasons, keys, error messages that
+quote them) can reach a terminal as a control sequence: it could clear the
+screen, retitle the window, write the clipboard (OSC 52) or forge an output
+line. ``--json`` keeps the exact text; only characters a terminal could act on
+are written as JSON ``\\u`` escapes, which decode to the same string.
+
+Output contract: a list prints one JSON object per line (JSON Lines), a single
+result one object; tables fit the terminal (80 columns when it is not one).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from functools import cache
+from typing import Any
+
+import click
+
+# Characters a terminal acts on, or that reorder what a person sees:
+# C0 controls, DEL, C1 controls (0x80-0x9f: 0x9b is a one-byte CSI), the bidi
+# embeddings/overrides/isolates (U+202E turns text around), and the Unicode
+# line and paragraph separators.
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_DANGEROUS = (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), *_BIDI, 0x2028, 0x2029)
+_NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+
+
+def _escape(cp: int) -> str:
+    if cp in _NAMED:
+        return _NAMED[cp]
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
+
+
+@cache
+def _tables() -> tuple[dict[int, str], dict[int, str], dict[int, str]]:
+    """The translation tables, built on first need (most text is plain ASCII
+    and never needs them; CLI start-up is an agent's latency)."""
+    # One line: every dangerous character escaped, line breaks and tabs included.
+    one_line = {cp: _escape(cp) for cp in _DANGEROUS}
+    # A block of lines (a message body shown under its header): line breaks
+    # and tabs stay, everything else is escaped (CR could overwrite a line).
+    block_ = {cp: v for cp, v in one_line.items() if cp not in (0x09, 0x0A)}
+    # JSON: the same characters as \\u escapes (json.dumps already escapes C0).
+    json_ = {cp: f"\\u{cp:04x}" for cp in _DANGEROUS if cp >= 0x7F}
+    return one_line, block_, json_
+
+
+def safe(value: object) -> str:
+    """``value`` as one line of text a terminal prints literally (S31)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    if text.isascii() and text.isprintable():
+        return text  # the common case, without building a new string
+    return _surrogates_escaped(text).translate(_tables()[0])
+
+
+def block(value: object, indent: str = "") -> str:
+    """Multi-line text a terminal prints literally; each line after ``indent``
+    (so a body cannot forge a line that looks like the broker's own)."""
+    text = _surrogates_escaped("" if value is None else str(value)).translate(_tables()[1])
+    if not indent:
+        return text
+    return "\n".join(indent + line for line in text.split("\n"))
+
+
+def _surrogates_escaped(text: str) -> str:
+    # A lone surrogate cannot be encoded for the terminal at all (S33 keeps
+    # them out of the store; this keeps a stray one from crashing a view).
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def dumps(data: Any) -> str:
+    """One JSON document on one line, exact text, terminal-safe bytes."""
+    import json
+
+    out = json.dumps(data, ensure_ascii=False)
+    if out.isascii():
+        return out
+    return _surrogates_json(out).translate(_tables()[2])
+
+
+def _surrogates_json(out: str) -> str:
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in out)
+    return out
+
+
+def emit_json(data: Any) -> None:
+    """A single result: one object."""
+    click.echo(dumps(to_jsonable(data)))
+
+
+def emit_json_lines(items: Iterable[Any]) -> None:
+    """A list: one object per line (JSON Lines); nothing for an empty list."""
+    for item in items:
+        click.echo(dumps(to_jsonable(item)))
+
+
+# Record fields whose names still carry the old vocabulary (API.md: ``token``
+# is only ever a secret, a fencing token is ``fence``, a lease token
+# ``lease_token``, an expiry ``expires_at``). The CLI prints the new names;
+# once broker/records.py renames the fields this table is empty (the contract
+# test in tests/test_cli_contract.py checks both sides).
+PENDING_RENAMES: dict[str, dict[str, str]] = {
+    "ClaimGrant": {"token": "fence", "lease_expires_at": "expires_at"},
+    "JournalEntry": {"token": "fence", "lease_expires_at": "expires_at"},
+    "Lease": {"token": "lease_token"},
+}
+
+
+def to_jsonable(data: Any) -> Any:
+    """Records (broker.records) and models as JSON-ready values, field names as
+    the records name them."""
+    if hasattr(type(data), "__dataclass_fields__"):
+        from broker.records import to_dict
+
+        out = to_dict(data)
+        renames = PENDING_RENAMES.get(type(data).__name__)
+        if renames:
+            out = {renames.get(k, k): v for k, v in out.items()}
+        return out
+    if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
+        return data.model_dump(mode="json", by_alias=True)
+    if isinstance(data, list | tuple):
+        return [to_jsonable(d) for d in data]
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    return data
+
+
+# --- human views --------------------------------------------------------------------------
+def when(ts: str | None) -> str:
+    """A stored UTC timestamp for a table: to the second (JSON keeps it whole)."""
+    if not ts:
+        return ""
+    return ts[:19].replace("T", " ")
+
+
+def width() -> int:
+    """The terminal's width, or 80 when output is not a terminal (COLUMNS wins).
+    (What shutil.get_terminal_size does, without importing shutil: bz2, lzma.)"""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(40, int(columns))
+    try:
+        columns_now = os.get_terminal_size(1).columns
+    except OSError:
+        columns_now = 0
+    return max(40, columns_now or 80)
+
+
+def table(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    *,
+    shrink: Iterable[int] = (),
+    empty: str = "(none)",
+) -> None:
+    """An aligned table whose every cell is safe text. When it is wider than
+    the terminal, the ``shrink`` columns (free text: roles, tasks, errors)
+    give way first, widest first, and their cells end in '…'."""
+    if not rows:
+        click.echo(empty)
+        return
+    cells = [[safe(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    floor = {i: max(len(headers[i]), 8) for i in shrink}
+    while sum(widths) + 2 * (len(widths) - 1) > width():
+        candidates = [i for i in floor if widths[i] > floor[i]]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        over = sum(widths) + 2 * (len(widths) - 1) - width()
+        widths[widest] = max(floor[widest], widths[widest] - over)
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))]
+    for r in cells:
+        lines.append("  ".join(_fit(c, w).ljust(w) for c, w in zip(r, widths, strict=True)))
+    click.echo("\n".join(line.rstrip() for line in lines))
+
+
+def _fit(cell: str, w: int) -> str:
+    return cell if len(cell) <= w else cell[: w - 1] + "…"
+
+
+def keyvals(pairs: Sequence[tuple[str, Any]]) -> None:
+    """``key  value`` lines, values safe."""
+    w = max(len(k) for k, _ in pairs)
+    click.echo("\n".join(f"{k.ljust(w)}  {safe(v)}".rstrip() for k, v in pairs))

@@ -1,0 +1,397 @@
+"""The CLI contract (issue "One shape"), walked over every command:
+
+- help on every command and group; ``--json`` on every command;
+- one vocabulary: ``--token`` is only ever the secret, ``--fence`` the board
+  fencing token, ``--lease-token`` an inbox lease, ``--ttl SECONDS`` every
+  lifetime and ``--wait SECONDS`` the blocking timeout; no other spelling;
+- one audience rule: agent tools take --space/--as/--token, operator
+  commands a positional RUN_ID; no two commands for one job;
+- the output contract: a list is JSON Lines, a single result one object, and
+  the field names are the records' (broker/records.py), one name per concept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from cli_space import Populated, populate
+from click.testing import CliRunner
+
+from broker import Store, records
+from broker.cli import main
+from broker.cli._common import Seconds
+from broker.cli._output import PENDING_RENAMES
+
+
+def walk(
+    cmd: click.Command, path: tuple[str, ...] = (), parent: click.Context | None = None
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    """Every command and group, through list_commands/get_command (the CLI loads lazily)."""
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd, info_name=path[-1] if path else "broker", parent=parent)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, f"broker {' '.join((*path, name))} is listed but cannot load"
+            yield from walk(sub, (*path, name), ctx)
+
+
+COMMANDS = {path: cmd for path, cmd in walk(main) if not isinstance(cmd, click.Group)}
+
+# The audience rule (README "The CLI's vocabulary"): commands named after an
+# agent tool act as the participant (--space/--as/--token), and `leave`.
+AGENT_TOOLS = {
+    ("msg", "send"), ("leave",),
+    ("board", "post"), ("board", "read"), ("board", "directive"), ("board", "retract"),
+    ("board", "claim"), ("board", "release"), ("board", "renew"),
+    ("inbox", "claim"), ("inbox", "ack"), ("inbox", "release"), ("inbox", "extend"),
+    ("inbox", "quarantine"), ("inbox", "next"), ("inbox", "seen"),
+}  # fmt: skip
+# Commands about the whole store, not one space.
+STORE_LEVEL = {
+    ("space", "create"), ("space", "list"), ("db", "upgrade"), ("db", "current"),
+    ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",),
+}  # fmt: skip
+# Merged away: one command per job (join/leave, dir list).
+GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
+
+
+def options(cmd: click.Command) -> dict[str, click.Option]:
+    return {o: p for p in cmd.params if isinstance(p, click.Option) for o in p.opts}
+
+
+def test_cli_walk_finds_the_commands_of_every_audience() -> None:
+    assert set(COMMANDS) >= AGENT_TOOLS
+    assert {("board", "view"), ("dir", "list"), ("message", "list")} <= set(COMMANDS)
+    assert len(COMMANDS) > len(AGENT_TOOLS) + len(STORE_LEVEL)
+
+
+def test_cli_no_two_commands_for_one_job() -> None:
+    runner = CliRunner()
+    for path in GONE:
+        assert path not in COMMANDS
+        res = runner.invoke(main, [*path, "--help"])
+        assert res.exit_code == 2 and "No such command" in res.stderr, path
+    assert ("team",) not in {p for p, _ in walk(main)}
+
+
+def test_cli_every_command_and_group_has_help_text() -> None:
+    runner = CliRunner()
+    for path, cmd in walk(main):
+        text = (cmd.help or "").strip()
+        assert text, f"broker {' '.join(path)} has no help text"
+        res = runner.invoke(main, [*path, "--help"])
+        assert res.exit_code == 0, (path, res.output)
+        assert text.splitlines()[0].strip()[:30] in " ".join(res.output.split()), path
+        for param in cmd.params:
+            if isinstance(param, click.Option) and not param.hidden and param.name != "help":
+                assert param.help, f"broker {' '.join(path)} {param.opts[0]} has no help"
+
+
+def test_cli_every_command_takes_json_and_url() -> None:
+    for path, cmd in COMMANDS.items():
+        flags = options(cmd)
+        assert "--json" in flags, f"broker {' '.join(path)} lacks --json"
+        assert "--url" in flags, f"broker {' '.join(path)} lacks --url"
+
+
+def test_cli_one_audience_rule() -> None:
+    for path, cmd in COMMANDS.items():
+        flags = options(cmd)
+        args = [p.name for p in cmd.params if isinstance(p, click.Argument)]
+        acts_as_agent = {"--space", "--as", "--token"} <= set(flags)
+        if path in AGENT_TOOLS:
+            assert acts_as_agent, path
+            assert "run_id" not in args, path
+        elif path in STORE_LEVEL:
+            assert not acts_as_agent and "run_id" not in args, path
+        else:  # the operator's: the space is the first positional argument
+            assert not acts_as_agent, path
+            assert args[:1] == ["run_id"], f"broker {' '.join(path)}: RUN_ID first, got {args}"
+
+
+def test_cli_token_is_only_ever_the_secret() -> None:
+    for path, cmd in COMMANDS.items():
+        flags = options(cmd)
+        if "--token" in flags:
+            opt = flags["--token"]
+            assert opt.envvar == "BROKER_TOKEN" and opt.metavar == "SECRET", path
+        assert "--auth-token" not in flags and "--lease" not in flags, path
+        if "--fence" in flags:
+            assert path in {("board", "release"), ("board", "renew")}
+            assert isinstance(flags["--fence"].type, click.IntRange), path
+        if "--lease-token" in flags:
+            assert path[0] == "inbox", path
+
+
+# Durations: --ttl is every lifetime, --wait the blocking timeout; --older-than
+# is an age filter (dir prune), not a lifetime. Nothing else takes seconds.
+DURATIONS = {"--ttl", "--wait", "--older-than"}
+RETIRED = {"--lease", "--seconds", "--lease-seconds", "--idle-exit", "--timeout", "--expires"}
+
+
+def test_cli_ttl_is_every_lifetime_and_wait_the_blocking_timeout() -> None:
+    seen = set()
+    for path, cmd in COMMANDS.items():
+        for name, opt in options(cmd).items():
+            assert name not in RETIRED, (path, name)
+            takes_seconds = isinstance(opt.type, Seconds) or opt.metavar == "SECONDS"
+            if takes_seconds or name in DURATIONS:
+                assert name in DURATIONS, f"broker {' '.join(path)} {name}: a duration"
+                assert isinstance(opt.type, Seconds) and opt.metavar == "SECONDS", (path, name)
+                seen.add(name)
+            elif isinstance(opt.type, click.types.FloatParamType):
+                pytest.fail(f"broker {' '.join(path)} {name}: a float that is not a duration")
+    assert seen == DURATIONS
+    for path in [("board", "claim"), ("board", "renew"), ("inbox", "claim"), ("inbox", "extend"),
+                 ("inbox", "next"), ("agent", "run")]:  # fmt: skip
+        assert "--ttl" in options(COMMANDS[path]), path
+
+
+def test_cli_one_metavar_per_option_name() -> None:
+    metavars: dict[str, set[str | None]] = {}
+    for cmd in COMMANDS.values():
+        for name, opt in options(cmd).items():
+            if not opt.is_flag and not isinstance(opt.type, click.Choice):
+                metavars.setdefault(name, set()).add(opt.metavar)
+    mixed = {name: m for name, m in metavars.items() if len(m) > 1 and name != "--after"}
+    assert mixed == {}
+
+
+# --- the output contract -----------------------------------------------------------------------
+LISTS: dict[tuple[str, ...], type] = {
+    ("space", "list"): records.Space,
+    ("message", "list"): records.LogEntry,
+    ("dir", "list"): records.Participant,
+    ("dir", "prune"): records.Participant,
+    ("board", "read"): records.BoardEntry,
+    ("board", "view"): records.BoardEntry,
+    ("board", "claims"): records.ClaimGrant,
+    ("board", "journal"): records.JournalEntry,
+    ("queue", "quarantined"): records.QuarantinedDelivery,
+    ("transcript",): records.TurnRecord,
+}
+SINGLE: dict[tuple[str, ...], type | set[str]] = {
+    ("space", "create"): records.Space,
+    ("space", "show"): records.Space,
+    ("space", "stop"): records.Space,
+    ("space", "archive"): records.Space,
+    ("join",): records.Joined,
+    ("leave",): {"address", "status"},
+    ("msg", "send"): records.SendResult,
+    ("message", "send"): records.SendResult,
+    ("board", "post"): records.SendResult,
+    ("board", "directive"): records.SendResult,
+    ("board", "retract"): records.SendResult,
+    ("board", "claim"): records.ClaimGrant,
+    ("board", "renew"): records.ClaimGrant,
+    ("board", "release"): records.JournalEntry,
+    ("dir", "show"): records.Participant,
+    ("inbox", "claim"): records.Lease,
+    ("inbox", "ack"): {"acked"},
+    ("inbox", "release"): {"released"},
+    ("inbox", "extend"): {"lease_token", "expires_at"},
+    ("inbox", "quarantine"): {"quarantined"},
+    ("inbox", "next"): records.Turn,
+    ("inbox", "seen"): records.TurnSeen,
+    ("queue", "requeue"): {"requeued"},
+    ("db", "upgrade"): {"url", "before", "after"},
+    ("db", "current"): {"url", "current", "head", "up_to_date"},
+}
+# Run elsewhere with --json (they start processes or write files):
+# agent run (test_runtime), demo (test_cli_directory), export/import (test_export).
+ELSEWHERE = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# Commands other engineers add this round, with their own tests (test_ops.py,
+# the purge tests): doctor prints a list (JSON Lines), the others one record.
+INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}
+
+
+def fields_of(record: type) -> set[str]:
+    names = {f.name for f in dataclasses.fields(record)}
+    renames = PENDING_RENAMES.get(record.__name__, {})
+    return {renames.get(n, n) for n in names}
+
+
+def test_cli_pending_renames_name_real_record_fields() -> None:
+    # When broker/records.py renames a field, its entry here must go (and the
+    # CLI then prints the record's own name).
+    for record_name, renames in PENDING_RENAMES.items():
+        record = getattr(records, record_name)
+        names = {f.name for f in dataclasses.fields(record)}
+        assert set(renames) <= names, record_name
+        assert not set(renames.values()) & names, record_name
+
+
+def test_cli_every_command_has_a_json_shape() -> None:
+    known = set(LISTS) | set(SINGLE) | ELSEWHERE | INCOMING
+    assert set(COMMANDS) <= known, f"no JSON shape for {set(COMMANDS) - known}"
+    assert set(LISTS) | set(SINGLE) | ELSEWHERE <= set(COMMANDS)
+    assert not set(LISTS) & set(SINGLE)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Store, Populated, str]:
+    url = f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
+    store = Store(url)
+    try:
+        yield store, populate(store), url  # type: ignore[misc]
+    finally:
+        store.close()
+
+
+def _invoke(url: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
+    res = CliRunner().invoke(main, ["--url", url, *argv], env=env or {})
+    assert res.exit_code == 0, (argv, res.stdout, res.stderr)
+    assert res.stderr == "", (argv, res.stderr)
+    return res
+
+
+def _keys_everywhere(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _keys_everywhere(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys_everywhere(v)
+
+
+def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
+    world: tuple[Store, Populated, str],
+) -> None:
+    store, p, url = world
+    sid, lynx, lead = p.space, p.env["lynx#1"], p.env["lead"]
+    lists = {
+        ("space", "list"): ([], None),
+        ("message", "list"): ([sid], None),
+        ("dir", "list"): ([sid], None),
+        ("board", "read"): ([], lynx),
+        ("board", "view"): ([sid], None),
+        ("board", "claims"): ([sid], None),
+        ("board", "journal"): ([sid], None),
+        ("queue", "quarantined"): ([sid], None),
+        ("transcript",): ([sid, "lynx#1"], None),
+        ("dir", "prune"): ([sid, "--dry-run", "--older-than", "0"], None),
+    }
+    assert set(lists) == set(LISTS)
+    second = populate(store)  # a second space: `space list` has two lines
+    for path, (args, env) in lists.items():
+        out = _invoke(url, [*path, *args, "--json"], env).stdout
+        lines = out.splitlines()
+        assert lines, (path, out)  # every list has something here; a JSON array fails below
+        for line in lines:
+            obj = json.loads(line)
+            assert isinstance(obj, dict), (path, line)
+            assert set(obj) == fields_of(LISTS[path]), path
+
+    singles: dict[tuple[str, ...], tuple[list[str], dict[str, str] | None]] = {
+        ("space", "show"): ([sid], None),
+        ("dir", "show"): ([sid, "lynx#1"], None),
+        ("msg", "send"): (["--to", "lead", "hi"], lynx),
+        ("message", "send"): ([sid, "--to", "lead", "hi"], None),
+        ("board", "post"): (["green"], lynx),
+        ("board", "directive"): (["--to", "lynx#1", "do it"], lead),
+        ("board", "claim"): (["task-9"], lynx),
+        ("board", "renew"): (["task-9", "--fence", "1"], lynx),
+        ("board", "release"): (["task-9", "--fence", "1"], lynx),
+        ("inbox", "extend"): (["--lease-token", p.lease_token], lynx),
+        ("inbox", "ack"): (["--lease-token", p.lease_token], lynx),
+        ("inbox", "claim"): (["--limit", "2"], p.env["otter#1"]),
+        ("inbox", "next"): ([], lynx),
+        ("queue", "requeue"): ([sid, p.quarantined_id], None),
+        ("db", "upgrade"): ([], None),
+        ("db", "current"): ([], None),
+    }
+    # in this order: extend, then ack, the same lease
+    for path, (args, env) in singles.items():
+        out = _invoke(url, [*path, *args, "--json"], env).stdout
+        assert len(out.splitlines()) == 1, (path, out)
+        obj = json.loads(out)
+        shape = SINGLE[path]
+        expected = fields_of(shape) if isinstance(shape, type) else shape
+        assert isinstance(obj, dict) and set(obj) == expected, (path, obj)
+        assert "from" not in set(_keys_everywhere(obj)), path
+
+    # the rest need a fresh lease or turn of their own
+    directive = json.loads(
+        _invoke(url, ["board", "directive", "--to", "lynx#1", "x", "--json"], lead).stdout
+    )
+    assert set(
+        json.loads(_invoke(url, ["board", "retract", directive["id"], "--json"], lead).stdout)
+    ) == fields_of(records.SendResult)
+    _invoke(url, ["message", "send", sid, "--to", "otter#1", "a", "--json"])
+    _invoke(url, ["message", "send", sid, "--to", "otter#1", "b", "--json"])
+    lease = json.loads(
+        _invoke(url, ["inbox", "claim", "--limit", "2", "--json"], p.env["otter#1"]).stdout
+    )
+    assert lease["lease_token"] and len(lease["deliveries"]) == 2
+    ids = [d["id"] for d in lease["deliveries"]]
+    got = _invoke(
+        url,
+        ["inbox", "release", "--lease-token", lease["lease_token"], ids[0], "--json"],
+        p.env["otter#1"],
+    )
+    assert json.loads(got.stdout) == {"released": 1}
+    got = _invoke(
+        url,
+        [
+            "inbox",
+            "quarantine",
+            "--lease-token",
+            lease["lease_token"],
+            ids[1],
+            "--reason",
+            "r",
+            "--json",
+        ],
+        p.env["otter#1"],
+    )
+    assert json.loads(got.stdout) == {"quarantined": ids[1]}
+    turn = json.loads(_invoke(url, ["inbox", "next", "--json"], p.env["otter#1"]).stdout)
+    assert turn["id"]
+    seen = json.loads(
+        _invoke(url, ["inbox", "seen", turn["id"], "--json"], p.env["otter#1"]).stdout
+    )
+    assert set(seen) == fields_of(records.TurnSeen)
+    joined = json.loads(_invoke(url, ["join", sid, "flow/heron>heron#2", "--json"]).stdout)
+    assert set(joined) == fields_of(records.Joined)
+    gone = {"BROKER_SPACE": sid, "BROKER_AS": joined["address"], "BROKER_TOKEN": joined["token"]}
+    assert json.loads(_invoke(url, ["leave", "--json"], gone).stdout) == {
+        "address": "heron#2",
+        "status": "left",
+    }
+    created = json.loads(_invoke(url, ["space", "create", "--kind", "run", "--json"]).stdout)
+    assert set(created) == fields_of(records.Space)
+    for verb, state in (("stop", "stopped"), ("archive", "archived")):
+        got = json.loads(_invoke(url, ["space", verb, created["id"], "--yes", "--json"]).stdout)
+        assert set(got) == fields_of(records.Space) and got["state"] == state
+    assert second.space != sid
+
+
+def test_cli_an_empty_list_prints_nothing_and_an_empty_claim_no_lease_token(
+    world: tuple[Store, Populated, str],
+) -> None:
+    _, p, url = world
+    res = _invoke(url, ["queue", "quarantined", p.space, "--json"])
+    assert len(res.stdout.splitlines()) == 1  # a list of one is one line, not an array
+    fresh = _invoke(url, ["space", "create", "--kind", "session", "--json"])
+    sid = json.loads(fresh.stdout)["id"]
+    for argv in (["message", "list", sid], ["dir", "list", sid], ["board", "claims", sid],
+                 ["board", "journal", sid], ["queue", "quarantined", sid]):  # fmt: skip
+        assert _invoke(url, [*argv, "--json"]).stdout == "", argv
+    joined = json.loads(_invoke(url, ["join", sid, "solo", "--json"]).stdout)
+    env = {"BROKER_SPACE": sid, "BROKER_AS": "solo", "BROKER_TOKEN": joined["token"]}
+    claim = json.loads(_invoke(url, ["inbox", "claim", "--json"], env).stdout)
+    assert claim == {
+        "lease_token": None,
+        "owner": claim["owner"],
+        "expires_at": None,
+        "deliveries": [],
+    }
+    assert _invoke(url, ["inbox", "claim"], env).stdout == "(no message)\n"

@@ -1,0 +1,359 @@
+"""CLI failure modes through real processes: every one is a single line on
+stderr and a documented exit code (README "Exit codes"), never a traceback,
+and nothing written.
+
+Exit codes: 0 done, 1 not delivered, 2 invalid input or usage, 3 not found,
+4 auth, 5 conflict, 6 messaging full, 7 handler failed, 10-13 storage and file
+system, 70 internal error (a bug), 130 interrupted, 141 output closed early.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cli_space import count_rows
+from click.testing import CliRunner
+
+from broker import Agent, Operator, Store, errors
+from broker.cli import main
+
+Cli = Callable[..., Any]
+
+
+def one_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("broker: "), err
+    return lines[0]
+
+
+def broker_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env.update(BROKER_HOME=str(home), PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+# --- S33 at the command line: text is UTF-8 ---------------------------------------------------
+def test_S33_invalid_utf8_in_an_argument_is_one_line_and_writes_nothing(
+    store: Store, tmp_path: Path
+) -> None:
+    sid = Operator(store).create_space("workflow").id
+    _, joined = Agent.join(store, sid, "flow/lynx")
+    Agent.join(store, sid, "flow/otter")
+    before = count_rows(store)
+    env = broker_env(
+        tmp_path / "home", BROKER_SPACE=sid, BROKER_AS="lynx", BROKER_TOKEN=joined.token
+    )
+    argvs = [
+        [b"msg", b"send", b"--to", b"otter", b"\xff"],  # broker msg send $'\xff'
+        [b"msg", b"send", b"--to", b"ot\xc3ter", b"hi"],
+        [b"message", b"send", sid.encode(), b"caf\xe9"],
+        [b"board", b"claim", b"k\xff"],
+        [b"dir", b"show", sid.encode(), b"\xed\xa0\x80"],  # an encoded lone surrogate
+    ]
+    for argv in argvs:
+        proc = subprocess.run(
+            [sys.executable.encode(), b"-m", b"broker", *argv], capture_output=True, env=env
+        )
+        line = one_line(proc.stderr.decode())
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "invalid_input" in line and "not valid UTF-8" in line
+    bad_env = {**env, "BROKER_AS": "ly\udcffnx"}  # Python hands invalid bytes over like this
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", "msg", "send", "--to", "otter", "hi"],
+        capture_output=True,
+        env={k: v.encode("utf-8", "surrogateescape") for k, v in bad_env.items()},
+    )
+    assert proc.returncode == 2 and "BROKER_AS is not valid UTF-8" in one_line(proc.stderr.decode())
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", "msg", "send", "--to", "otter", "-"],
+        input=b"caf\xe9\n",
+        capture_output=True,
+        env=env,
+    )
+    assert proc.returncode == 2 and "stdin is not valid UTF-8" in one_line(proc.stderr.decode())
+    assert count_rows(store) == before
+
+
+def test_S33_lone_surrogates_and_controls_in_arguments(store: Store, db_url: str) -> None:
+    sid = Operator(store).create_space("workflow").id
+    _, joined = Agent.join(store, sid, "flow/lynx")
+    env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": joined.token}
+    before = count_rows(store)
+    runner = CliRunner()
+    res = runner.invoke(main, ["--url", db_url, "msg", "send", "--to", "lynx", "\ud800"], env=env)
+    assert res.exit_code == 2 and "argument 7 is not valid UTF-8" in one_line(res.stderr)
+    res = runner.invoke(main, ["--url", db_url, "msg", "send", "--to", "\x1b[2J", "x"], env=env)
+    assert res.exit_code == 2
+    line = one_line(res.stderr)
+    assert "\x1b" not in line and "\\x1b[2J" in line  # the error quotes it, escaped (S31)
+    assert count_rows(store) == before
+
+
+def test_S33_numbers_that_are_not_numbers_are_usage_errors(cli: Cli, store: Store) -> None:
+    sid = Operator(store).create_space("workflow").id
+    _, joined = Agent.join(store, sid, "flow/lynx")
+    env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": joined.token}
+    before = count_rows(store)
+    for argv in [
+        ["inbox", "claim", "--wait", "nan"],
+        ["inbox", "next", "--wait", "inf"],
+        ["inbox", "claim", "--ttl", "-1"],
+        ["board", "claim", "k", "--ttl", "1e300"],
+        ["board", "release", "k", "--fence", str(2**70)],
+        ["inbox", "claim", "--limit", str(2**70)],
+        ["dir", "prune", sid, "--older-than", "1e300", "--yes"],
+        ["dir", "prune", sid, "--older-than", "nan", "--yes"],
+        ["dir", "prune", sid, "--older-than", "inf", "--yes"],
+        ["join", sid, "flow/x", "--pid", str(2**70)],
+        ["message", "list", sid, "--tail", "0"],
+        ["message", "list", sid, "--since", "yesterday"],
+        ["agent", "run", sid, "x", "--ttl", "nan", "--", "true"],
+    ]:
+        res = cli(*argv, env=env)
+        assert res.code == 2, (argv, res.err)
+        one_line(res.err)
+    assert count_rows(store) == before
+
+
+# --- usage mistakes: one line, "did you mean" at every level -----------------------------------
+def test_cli_did_you_mean_at_every_level_despite_lazy_loading(cli: Cli) -> None:
+    res = cli("mesage", "list")
+    assert res.code == 2 and "'message'" in one_line(res.err) and "Did you mean" in res.err
+    res = cli("space", "lst")
+    assert res.code == 2 and "Did you mean 'list'" in one_line(res.err)
+    res = cli("board", "claim", "k", "--tll", "5")
+    assert res.code == 2 and "--ttl" in one_line(res.err)
+    res = cli("inbox", "ack", "--lease", "t")  # the old spelling
+    assert res.code == 2 and "--lease-token" in one_line(res.err)
+
+
+def test_cli_a_group_without_a_command_shows_its_help(cli: Cli) -> None:
+    for argv in ([], ["space"], ["board"]):
+        res = cli(*argv)
+        assert res.code == 0 and res.out.startswith("Usage: broker") and res.err == "", argv
+        assert "Commands:" in res.out
+
+
+# --- read-only commands never create files ----------------------------------------------------
+READ_ONLY = [
+    ["space", "list"], ["space", "show", "af_x"], ["db", "current"],
+    ["message", "list", "af_x"], ["dir", "list", "af_x"], ["dir", "show", "af_x", "a"],
+    ["board", "view", "af_x"], ["board", "claims", "af_x"], ["board", "journal", "af_x"],
+    ["queue", "quarantined", "af_x"], ["transcript", "af_x", "a"],
+    ["msg", "send", "--space", "af_x", "--as", "a", "--token", "t", "--to", "b", "x"],
+    ["inbox", "claim", "--space", "af_x", "--as", "a", "--token", "t"],
+    ["join", "af_x", "flow/a"],
+]  # fmt: skip
+
+
+def test_cli_commands_on_a_missing_store_say_so_and_create_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    for argv in READ_ONLY:
+        res = cli(*argv)
+        assert res.code == errors.NotFound.exit_code, (argv, res.err)
+        assert "no broker database at" in one_line(res.err)
+        assert not home.exists(), argv
+    readonly = tmp_path / "ro"
+    readonly.mkdir(mode=0o500)
+    res = cli("space", "list", env={"BROKER_URL": f"sqlite:///{readonly / 'broker.db'}"})
+    assert res.code == 3 and sorted(readonly.iterdir()) == []
+
+
+# --- SIGINT, SIGPIPE, file system errors, bugs ------------------------------------------------
+def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> None:
+    sid = Operator(store).create_space("workflow").id
+    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx.send("operator", "first")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "broker", "message", "list", sid, "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=broker_env(tmp_path / "home"),
+    )
+    try:
+        assert follower.stdout is not None
+        ready, _, _ = select.select([follower.stdout], [], [], 60)
+        assert ready and "first" in follower.stdout.readline()  # it is following now
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 130
+    assert "Aborted" not in err and "Traceback" not in err and err.strip() == ""
+
+
+def test_cli_a_reader_that_went_away_ends_the_output_quietly(store: Store, tmp_path: Path) -> None:
+    sid = Operator(store).create_space("workflow").id
+    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx.send("operator", "nobody reads this")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `broker message list | head -0`: the reader is gone before we write
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "broker", "message", "list", sid],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=broker_env(tmp_path / "home"),
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and proc.stderr == b""
+
+
+def test_cli_file_system_errors_are_one_line_exit_10(cli: Cli, store: Store) -> None:
+    sid = Operator(store).create_space("workflow").id
+    res = cli("export", sid, "--root", "/proc/1/nope")
+    assert res.code == 10
+    line = one_line(res.err)
+    assert line.startswith("broker: os_error: ") and "/proc/1/nope" in line
+
+
+def test_cli_an_unexpected_error_is_one_line_exit_70_and_BROKER_DEBUG_shows_it(
+    cli: Cli, store: Store
+) -> None:
+    sid = Operator(store).create_space("workflow").id
+    with store.write() as t:  # a damaged row, written behind the broker's back
+        t.execute(
+            "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, "
+            "reached, not_reached, created_at_utc) VALUES ('01DAMAGED', ?, 1, 'direct', 'x', "
+            "'not json', 'b', 0, '[]', '[]', '2026-01-01T00:00:00.000000Z')",
+            (sid,),
+        )
+    res = cli("message", "list", sid)
+    assert res.code == 70
+    line = one_line(res.err)
+    assert line.startswith("broker: internal_error: JSONDecodeError") and "BROKER_DEBUG=1" in line
+    res = cli("message", "list", sid, env={"BROKER_DEBUG": "1"})
+    assert res.code == 70 and "Traceback" in res.err and "json" in res.err
+
+
+# --- destructive operator commands ask first --------------------------------------------------
+def _in_pty(argv: list[str], answer: bytes, env: dict[str, str]) -> tuple[int, str]:
+    """Run the CLI on a terminal (stdin and stdout a pty), answer its question."""
+    main_fd, sub_fd = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", *argv],
+        stdin=sub_fd,
+        stdout=sub_fd,
+        stderr=sub_fd,
+        env=env,
+        close_fds=True,
+    )
+    os.close(sub_fd)
+    out = b""
+    try:
+        while b"[y/N]" not in out:
+            ready, _, _ = select.select([main_fd], [], [], 60)
+            assert ready, out
+            out += os.read(main_fd, 4096)
+        os.write(main_fd, answer)
+        while True:
+            ready, _, _ = select.select([main_fd], [], [], 60)
+            assert ready, out
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(60)
+    finally:
+        os.close(main_fd)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out.decode(errors="replace")
+
+
+def test_cli_space_stop_and_archive_ask_first(cli: Cli, store: Store, tmp_path: Path) -> None:
+    op = Operator(store)
+    sid = op.create_space("workflow").id
+    Agent.join(store, sid, "flow/lynx")
+    res = cli("space", "stop", sid)  # no terminal to ask on, no --yes: refused
+    assert res.code == 2 and "pass --yes" in one_line(res.err)
+    assert op.get_space(sid).state == "running"
+    code, out = _in_pty(["space", "stop", sid], b"n\n", broker_env(tmp_path / "home"))
+    assert code == 2 and "1 participant will be recorded as left" in out
+    assert op.get_space(sid).state == "running"
+    code, out = _in_pty(["space", "stop", sid], b"y\n", broker_env(tmp_path / "home"))
+    assert code == 0 and f"{sid} stopped" in out
+    res = cli("space", "archive", sid)
+    assert res.code == 2 and op.get_space(sid).state == "stopped"
+    assert cli("space", "archive", sid, "--yes").code == 0
+    assert op.get_space(sid).state == "archived"
+
+
+def test_S25_dir_prune_dry_run_lists_and_the_real_one_asks(cli: Cli, store: Store) -> None:
+    op = Operator(store)
+    sid = op.create_space("agentiflow").id
+    Agent.join(store, sid, "flow/heron", lead=True, pid=None)
+    Agent.join(store, sid, "flow/heron>lynx#1", pid=None)
+    before = count_rows(store)
+    dry = cli("dir", "prune", sid, "--older-than", "0", "--dry-run")
+    assert dry.code == 0 and dry.out.strip() == "would prune 2: lead, lynx#1"
+    listed = cli("dir", "prune", sid, "--older-than", "0", "--dry-run", "--json").lines()
+    assert [p["address"] for p in listed] == ["lead", "lynx#1"]
+    refused = cli("dir", "prune", sid, "--older-than", "0")  # the lead included: asks
+    assert refused.code == 2 and "lead, lynx#1" in one_line(refused.err)
+    assert count_rows(store) == before
+    assert all(p.status == "running" for p in op.participants(sid))
+    done = cli("dir", "prune", sid, "--older-than", "0", "--yes", "--json")
+    assert done.code == 0 and [p["address"] for p in done.lines()] == ["lead", "lynx#1"]
+    assert {p.status for p in op.participants(sid)} == {"left"}
+
+
+# --- agent run shows what its command says, and one line per turn --------------------------------
+CHATTY = """import json, sys
+turn = json.load(sys.stdin)
+print("working on " + turn["items"][0]["body"] + " \\x1b]0;title\\x07", file=sys.stderr)
+print("done")
+"""
+
+
+def test_S26_agent_run_streams_the_commands_stderr_and_logs_each_turn(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    op = Operator(store)
+    sid = op.create_space("agentiflow").id
+    lead, _ = Agent.join(store, sid, "flow/heron", lead=True)
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    for quiet in (False, True):
+        name = "quiet" if quiet else "chatty"
+        Agent.join(store, sid, name, parent="lead", pid=None)
+        lead.send(name, "task 1")
+        flags = ["--quiet"] if quiet else []
+        res = cli(
+            "agent", "run", sid, name, "--max-turns", "1", "--wait", "30", *flags, "--json",
+            "--", sys.executable, str(script),
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        assert json.loads(res.out) == {"address": name, "status": "shutdown"}
+        lines = res.err.splitlines()
+        assert f"{name}| working on task 1 \\x1b]0;title\\x07" in lines  # escaped (S31)
+        turn_lines = [line for line in lines if line.startswith(f"{name}: turn ")]
+        if quiet:
+            assert turn_lines == []
+        else:
+            assert len(turn_lines) == 1 and "1 item, seen in" in turn_lines[0]
+        assert "\x1b" not in res.err
+    replies = [e.body for e in op.log(sid, kinds=["direct"], sender="chatty")]
+    assert replies == ["done"]
