@@ -34,8 +34,9 @@ Where the doorbells live (spec §Reliability): never in a folder another local u
 pre-create or redirect. The folder is ``<database>-wake`` beside the database
 file (in the store folder, 0700). If that path is too long for a socket
 address (108 bytes), a short per-user folder is used instead:
-``$XDG_RUNTIME_DIR/broker/<digest>`` when that variable names a folder of this
-user that others cannot write, else ``<temp dir>/broker-<uid>/<digest>``.
+``/run/user/<uid>/broker/<digest>`` when that folder (the usual
+``$XDG_RUNTIME_DIR``) is this user's own, else ``/tmp/broker-<uid>/<digest>``;
+found without reading the environment, so that every process agrees.
 Every folder is created 0700 and the ``slots`` file 0600; each is checked
 before use (``broker.runfiles``: this user's, not a symlink, not writable by
 others) and files are opened with ``O_NOFOLLOW``; a folder planted by someone
@@ -55,7 +56,6 @@ import secrets
 import select
 import socket
 import string
-import tempfile
 import threading
 import time
 import zlib
@@ -131,16 +131,24 @@ def _where(store: Store) -> tuple[str, str | None]:
     return where
 
 
+# Where the short per-user folder of a long store path is looked for. Not from
+# the environment ($XDG_RUNTIME_DIR, $TMPDIR): every process of the user must
+# find the same folder whatever its environment (an MCP server, a sandbox or a
+# cron job may not carry the shell's), or rings miss their waiters.
+RUNTIME_PARENTS = ("/run/user/{uid}", "/tmp")
+
+
 def _runtime_base() -> str:
-    """A short per-user folder for roots whose store path is too long."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
-    if os.path.isabs(xdg):
-        try:
-            runfiles.check(xdg, os.lstat(xdg), folder=True)
-            return os.path.join(xdg, "broker")
-        except (OSError, errors.StoreError):
-            pass  # missing, or not this user's own: no place for our sockets
-    return os.path.join(tempfile.gettempdir(), f"broker-{os.getuid()}")
+    """A short per-user folder for roots whose store path is too long: the
+    user's own /run/user/<uid> (the usual $XDG_RUNTIME_DIR), else /tmp."""
+    uid = os.getuid()
+    run = RUNTIME_PARENTS[0].format(uid=uid)
+    try:
+        runfiles.check(run, os.lstat(run), folder=True)
+        return os.path.join(run, "broker")
+    except (OSError, errors.StoreError):
+        pass  # missing, or not this user's own: no place for our sockets
+    return os.path.join(RUNTIME_PARENTS[1], f"broker-{uid}")
 
 
 def _open(store: Store, *, create: bool) -> tuple[str, mmap.mmap] | None:

@@ -124,9 +124,9 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
 # --- session hygiene -------------------------------------------------------------------------
 SESSION_VAR = "PYTEST_BROKER_SESSION"  # not BROKER_*: the cli fixture drops those
 SYSTEM_TMP = tempfile.gettempdir()  # the machine's temp folder, before the session's own
-# Left on purpose: the broker's per-user doorbell folder for stores whose path is
-# too long for a socket address (broker.wake); it lives as long as the temp folder.
-KEPT_TMP = {f"broker-{os.getuid()}"}
+# Nothing is expected to stay in the session's temp folder (the broker's own
+# per-user doorbell folder of long store paths lives in /tmp, not $TMPDIR).
+KEPT_TMP: set[str] = set()
 ORPHAN_GRACE_S = 10.0  # processes killed by the last test may still be exiting
 
 
@@ -209,6 +209,7 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     if spacegen.TEMPLATE_DIR is None:  # no cache plugin: one template for this session
         spacegen.TEMPLATE_DIR = tmp_path_factory.mktemp("template")
     private = tempfile.mkdtemp(prefix="broker-tests-")
+    os.chmod(private, 0o1777)  # like /tmp: tests that act as another user reach into it
     token = secrets.token_hex(8)
     saved_env = {k: os.environ.get(k) for k in ("TMPDIR", SESSION_VAR)}
     saved_tempdir = tempfile.tempdir

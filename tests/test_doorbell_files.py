@@ -176,8 +176,7 @@ def test_private_files_the_per_user_fallback_folder_planted_by_another_user_is_r
 ) -> None:
     """A store path too long for a socket address uses <tmp>/broker-<uid>/<digest>:
     with the temp folder shared, another user may have made that folder first."""
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(shared / "no-run-user"), str(shared)))
     db = tmp_path / ("long-" * 20) / "victim.db"
     v = victim(db)
     root = wake.root_path(v.store)
@@ -189,18 +188,18 @@ def test_private_files_the_per_user_fallback_folder_planted_by_another_user_is_r
 
 
 @needs_second_user
-def test_private_files_an_xdg_runtime_dir_of_another_user_is_not_used(
+def test_private_files_a_run_user_folder_of_another_user_is_not_used(
     shared: Path,
     attacker: Attacker,
     victim: Callable[[Path], Victim],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    xdg = shared / "xdg"
-    attacker.must(f"mkdir -m 0700 {xdg}")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    run = shared / "run-user"
+    attacker.must(f"mkdir -m 0700 {run}")
+    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(run), str(shared)))
     v = victim(tmp_path / ("long-" * 20) / "victim.db")
-    assert not wake.root_path(v.store).startswith(str(xdg))
+    assert wake.root_path(v.store).startswith(str(shared / f"broker-{os.getuid()}") + "/")
     with wake.Waiter(v.store, [v.key]) as w:
         assert not w.polling
         assert wake.ring_keys(v.store, [v.key]) == 1
@@ -291,8 +290,9 @@ def test_S20_a_store_path_too_long_for_a_socket_address_rings_through_a_short_pr
     monkeypatch: pytest.MonkeyPatch,
     xdg_runtime_dir: Path,
 ) -> None:
-    xdg = xdg_runtime_dir
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    xdg = xdg_runtime_dir  # stands for /run/user/<uid>
+    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(xdg), "/nonexistent"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/somewhere/else")  # never read: all processes agree
     v = victim(tmp_path / ("long-" * 20) / "victim.db")
     root = wake.root_path(v.store)
     assert root.startswith(str(xdg / "broker") + "/") and len(root) <= wake.ROOT_MAX
