@@ -9,7 +9,7 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from broker import messages, participants, spaces
@@ -54,6 +54,12 @@ class Agent:
             store, space, messages.parse_input(JoinInput, {"codename": codename, **fields})
         )
         return cls.connect(store, joined.space_id, joined.address, joined.token), joined
+
+    @classmethod
+    def from_token(cls, store: Store, token: str | None) -> Agent:
+        """The participant ``token`` belongs to (served mode: the Bearer token
+        alone names its holder, in whichever space)."""
+        return cls(store, participants.authenticate_token(store, token))
 
     @property
     def address(self) -> str:
@@ -306,3 +312,48 @@ class Operator:
         from broker import transcript
 
         return transcript.rebuild(self.store, space, address)
+
+    # --- reads and state changes for served mode and the console (engineer serve) ----
+    def spaces(self, *, state: str | None = None) -> list[Space]:
+        """Every space, optionally only those in ``state``."""
+        return spaces.list_spaces(self.store, state=state)
+
+    def get_space(self, space: str) -> Space:
+        """One space by run id (full, compact or a unique prefix, S1)."""
+        return spaces.get(self.store, space)
+
+    def stop(self, space: str) -> Space:
+        """Stop a space: no new message or participant; everyone still in it leaves."""
+        return spaces.stop(self.store, space)
+
+    def archive(self, space: str) -> Space:
+        """Archive a space (final)."""
+        return spaces.archive(self.store, space)
+
+    def claims(self, space: str) -> list[ClaimGrant]:
+        """The live board claims of a space, by key."""
+        from broker import board
+
+        return board.claims(self.store, space)
+
+    def journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+        """The claim journal of a space (S23), oldest first."""
+        from broker import board
+
+        return board.journal(self.store, space, key=key)
+
+    def follow(
+        self,
+        space: str,
+        *,
+        after_seq: int | None = None,
+        kinds: Iterable[str] = (),
+        idle_timeout: float | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """Batches of new log entries as they commit (woken by the space's
+        doorbell), until the space stops or ``idle_timeout`` passes quietly."""
+        from broker.follow import follow_log
+
+        return follow_log(
+            self.store, space, after_seq=after_seq, kinds=kinds, idle_timeout=idle_timeout
+        )

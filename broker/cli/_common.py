@@ -38,6 +38,7 @@ COMMANDS = {
     "message": "message",
     "msg": "message",
     "queue": "inbox",
+    "serve": "serve",
     "space": "space",
     "team": "directory",
     "transcript": "inbox",
