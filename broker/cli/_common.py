@@ -89,11 +89,45 @@ def main(ctx: click.Context, url: str | None) -> None:
     ctx.obj = {"url": url}
 
 
+def server(ctx: click.Context | None = None) -> Any:
+    """Client mode: the connection to ``broker serve`` when BROKER_URL / --url
+    names a server (http://, https://, unix://), else None."""
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    url = obj.get("url")
+    if not url or not url.startswith(("http://", "https://", "unix://")):
+        return None
+    if "server" not in obj:
+        from broker.remote import Connection
+
+        obj["server"] = Connection(url)
+        root.obj = obj
+    return obj["server"]
+
+
+def operator(via: str = "cli") -> Any:
+    """The operator handle: the library's, or the server's in client mode."""
+    conn = server()
+    if conn is not None:
+        from broker.remote import RemoteOperator
+
+        return RemoteOperator(conn)
+    from broker.client import Operator
+
+    return Operator(store(), via=via)  # type: ignore[arg-type]
+
+
 def store(ctx: click.Context | None = None) -> Any:
     """The store for this invocation, opened on first use."""
+    ctx = ctx or click.get_current_context()
+    if server(ctx) is not None:
+        raise errors.InvalidInput(
+            f"'{ctx.command_path}' needs the database file: not available in client mode "
+            "(BROKER_URL names a server)"
+        )
     from broker.db import Store
 
-    ctx = ctx or click.get_current_context()
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
@@ -143,6 +177,11 @@ identity_options = identity_options_with("--token", "token")
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Any:
     """Authenticate the caller; the sender is always derived from this (S10)."""
+    conn = server()
+    if conn is not None:  # client mode: the token alone; the server derives who calls
+        from broker.remote import RemoteAgent
+
+        return RemoteAgent.connect(conn, space, as_, token)
     from broker.client import Agent
 
     if not space:

@@ -22,7 +22,7 @@ from broker.cli._common import (
     identity_options_with,
     json_option,
     main,
-    store,
+    operator,
     table,
     text_arg,
 )
@@ -232,9 +232,8 @@ def renew(
 @json_option
 def claims(run_id: str, as_json: bool) -> None:
     """List the live claims of RUN_ID (held and not expired)."""
-    from broker import board as board_lib
 
-    items = board_lib.claims(store(), run_id)
+    items = operator().claims(run_id)
     if as_json:
         emit_json(items)
         return
@@ -251,9 +250,8 @@ def claims(run_id: str, as_json: bool) -> None:
 def journal(run_id: str, key: str | None, as_json: bool) -> None:
     """Print the claim journal of RUN_ID: claimed / renewed / released / expired,
     oldest first (JSON: one object per line). Expired claims are journaled first."""
-    from broker import board as board_lib
 
-    items = board_lib.journal(store(), run_id, key=key)
+    items = operator().journal(run_id, key=key)
     if as_json:
         emit_json_lines(items)
         return

@@ -14,7 +14,7 @@ from broker.cli._common import (
     json_option,
     keyvals,
     main,
-    store,
+    operator,
     table,
 )
 from broker.records import to_dict
@@ -227,9 +227,7 @@ def queue() -> None:
 @json_option
 def quarantined(run_id: str, as_json: bool) -> None:
     """List the quarantined deliveries of RUN_ID with their evidence."""
-    from broker.client import Operator
-
-    items = Operator(store()).quarantined(run_id)
+    items = operator().quarantined(run_id)
     if as_json:
         emit_json([to_dict(i) for i in items])
         return
@@ -248,9 +246,7 @@ def quarantined(run_id: str, as_json: bool) -> None:
 @json_option
 def requeue(run_id: str, ids: tuple[str, ...], as_json: bool) -> None:
     """Put quarantined deliveries (delivery or message ids) back to ready."""
-    from broker.client import Operator
-
-    n = Operator(store()).requeue(run_id, list(ids))
+    n = operator().requeue(run_id, list(ids))
     _emit(as_json, {"requeued": n}, f"requeued {n}")
 
 
@@ -261,9 +257,7 @@ def requeue(run_id: str, ids: tuple[str, ...], as_json: bool) -> None:
 def transcript(run_id: str, address: str, as_json: bool) -> None:
     """Rebuild ADDRESS's transcript in RUN_ID, turn by turn: what the model was
     shown (received, injected), what it sent, notices."""
-    from broker.client import Operator
-
-    records = Operator(store()).transcript(run_id, address)
+    records = operator().transcript(run_id, address)
     if as_json:
         emit_json(records)
         return

@@ -14,6 +14,8 @@ from broker.cli._common import (
     identity_options,
     json_option,
     main,
+    operator,
+    server,
     store,
     table,
     text_arg,
@@ -110,9 +112,7 @@ def message_send(
     text: tuple[str, ...],
 ) -> None:
     """Send TEXT to RUN_ID as the operator. Exits 1 if it reached nobody."""
-    from broker.client import Operator
-
-    op = Operator(store(), via="cli")
+    op = operator("cli")
     body = text_arg(text)
     run_send(
         lambda: op.send(
@@ -164,12 +164,14 @@ def message_list(
     run_id: str, after: str | None, kind: str | None, follow: bool, as_json: bool
 ) -> None:
     """Print the log of RUN_ID (JSON: one object per line)."""
-    from broker import messages
-
     kinds = _kinds(kind)
-    entries = messages.log(store(), run_id, after=after, kinds=kinds)
+    entries = operator().log(run_id, after=after, kinds=kinds)
     _print_entries(entries, as_json)
-    if follow:
+    if follow and server() is not None:  # client mode: the server's SSE stream
+        start = entries[-1].seq if entries else None
+        for batch in operator().follow(run_id, after_seq=start, kinds=kinds):
+            _print_entries(batch, as_json)
+    elif follow:
         from broker.follow import follow_log
 
         last_seq = entries[-1].seq if entries else None
@@ -182,9 +184,7 @@ def message_list(
 @json_option
 def message_participants(run_id: str, as_json: bool) -> None:
     """List the participants of RUN_ID with their status."""
-    from broker import participants
-
-    items = participants.list_participants(store(), run_id)
+    items = operator().participants(run_id)
     if as_json:
         emit_json(items)
         return

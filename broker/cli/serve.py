@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -193,4 +194,10 @@ class _Server:
         self.server = Server(config)
 
     def run(self, sockets: list[socket.socket]) -> None:
-        self.server.run(sockets=sockets)
+        # uvicorn re-raises the signal it caught once it has shut down; a
+        # SIGTERM that was handled gracefully is a clean exit (0), not a kill.
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            self.server.run(sockets=sockets)
+        finally:
+            signal.signal(signal.SIGTERM, previous)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from broker.cli._common import emit_json, json_option, keyvals, main, store, table
+from broker.cli._common import (
+    emit_json,
+    json_option,
+    keyvals,
+    main,
+    operator,
+    table,
+)
 from broker.vocab import SPACE_KINDS
 
 
@@ -37,9 +44,8 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
 @json_option
 def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
     """Create a space and print its id."""
-    from broker import spaces
 
-    sp = spaces.create(store(), kind, settings=_parse_settings(settings))
+    sp = operator().create_space(kind, **_parse_settings(settings))
     if as_json:
         emit_json({"id": sp.id, "kind": sp.kind, "state": sp.state, "settings": sp.settings})
     else:
@@ -55,9 +61,8 @@ def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
 @json_option
 def list_(state: str | None, as_json: bool) -> None:
     """List spaces."""
-    from broker import spaces
 
-    items = spaces.list_spaces(store(), state=state)
+    items = operator().spaces(state=state)
     if as_json:
         emit_json(items)
     else:
@@ -72,9 +77,8 @@ def list_(state: str | None, as_json: bool) -> None:
 @json_option
 def show(run_id: str, as_json: bool) -> None:
     """Show one space (RUN_ID: full id, compact form or unique prefix)."""
-    from broker import spaces
 
-    sp = spaces.get(store(), run_id)
+    sp = operator().get_space(run_id)
     if as_json:
         emit_json(sp)
     else:
@@ -95,9 +99,8 @@ def show(run_id: str, as_json: bool) -> None:
 @json_option
 def stop(run_id: str, as_json: bool) -> None:
     """Stop a space: its participants are recorded as left; it takes no more messages."""
-    from broker import spaces
 
-    sp = spaces.stop(store(), run_id)
+    sp = operator().stop(run_id)
     emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
 
 
@@ -106,7 +109,6 @@ def stop(run_id: str, as_json: bool) -> None:
 @json_option
 def archive(run_id: str, as_json: bool) -> None:
     """Archive a space (stopped for good; its history stays)."""
-    from broker import spaces
 
-    sp = spaces.archive(store(), run_id)
+    sp = operator().archive(run_id)
     emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")

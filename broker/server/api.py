@@ -23,8 +23,19 @@ from broker import errors
 from broker.records import to_dict
 
 Auth = Literal["operator", "agent", "none"]
-KINDS = {"runs": ("workflow", "run"), "sessions": ("session",), "agentiflows": ("agentiflow",)}
-PREFIXES = {"runs": "run_", "sessions": "ses_", "agentiflows": "af_"}
+# The seed's collections, and ``spaces`` for any kind (clients that know only the id).
+KINDS = {
+    "runs": ("workflow", "run"),
+    "sessions": ("session",),
+    "agentiflows": ("agentiflow",),
+    "spaces": ("workflow", "run", "session", "agentiflow"),
+}
+PREFIXES: dict[str, tuple[str, ...]] = {
+    "runs": ("run_",),
+    "sessions": ("ses_",),
+    "agentiflows": ("af_",),
+}
+PREFIXES["spaces"] = PREFIXES["runs"] + PREFIXES["sessions"] + PREFIXES["agentiflows"]
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     "in": "path",
                     "required": True,
                     "schema": {"type": "string", "enum": list(KINDS)},
-                    "description": "runs (workflow and run), sessions or agentiflows",
+                    "description": "runs (workflow and run), sessions, agentiflows, or spaces (any kind)",
                 }
             )
         if "{id}" in ep.path:
