@@ -35,6 +35,7 @@ COMMANDS = {
     "inbox": "inbox",
     "join": "participant",
     "leave": "participant",
+    "mcp": "mcp",
     "message": "message",
     "msg": "message",
     "queue": "inbox",

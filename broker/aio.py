@@ -1,0 +1,500 @@
+"""The asyncio twins of ``broker.client``: ``AsyncAgent`` and ``AsyncOperator``.
+
+They have the same methods as ``Agent`` and ``Operator`` (a test keeps the
+two sets equal), as coroutines, for servers that hold many agents in one
+event loop (``broker serve``, ``broker mcp``):
+
+- The database work of each call runs in a small pool of worker threads
+  (SQLite is a blocking library; each worker keeps its own connection). A
+  cancelled call still finishes its statement before the cancellation goes
+  on, so when ``await`` raises ``CancelledError`` nothing is left in flight.
+- Waiting (``claim(wait=...)``, ``next_turn(wait=...)``, ``follow``) parks on
+  the doorbell (S20) without holding a thread: the ``broker.wake.Waiter``'s
+  sockets are watched by the event loop (``loop.add_reader``). The order is
+  the one ``broker.wake`` documents: the doorbell is bound *before* the
+  database is checked, and every ``wake.SAFETY_S`` seconds ``PRAGMA
+  data_version`` is looked at in case a ring was lost.
+- Cancelling a waiting claim never loses a message nor hands it out twice:
+  if the claim statement already ran when the cancellation lands, its lease
+  is released (shielded from further cancellation) and the messages are
+  ready again at once. A turn taken by a cancelled ``next_turn`` is kept and
+  returned by this handle's next ``next_turn`` (while its lease lasts), so
+  what it showed is neither lost nor shown twice.
+
+Example::
+
+    agent = await AsyncAgent.connect(store, space, "lynx", token)
+    lease = await agent.claim(wait=30)
+    for d in lease.deliveries:
+        ...
+    await agent.ack(lease.token)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from broker import errors, inbox, spaces, wake
+from broker.auth import Identity
+from broker.client import Agent, Operator
+from broker.db import Store, Tx
+from broker.ids import parse_ts
+from broker.records import Joined, Lease, LogEntry, Space, Turn
+from broker.vocab import SpaceKind
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+WORKERS = 16  # threads for the blocking part of calls (each holds one SQLite connection)
+MAX_WAIT_S = 86_400.0  # the longest wait a call may ask for (S33: bounded numbers)
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_waiting = 0  # coroutines parked on a doorbell right now (this process)
+_last_checkpoint: dict[int, float] = {}  # store -> monotonic time of the last idle checkpoint
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="broker-aio")
+    return _pool
+
+
+def _reset_after_fork() -> None:
+    global _pool, _pool_lock, _waiting
+    _pool, _pool_lock, _waiting = (
+        None,
+        threading.Lock(),
+        0,
+    )  # the parent's threads do not exist here
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def waiting() -> int:
+    """How many coroutines of this process are parked on a doorbell now."""
+    return _waiting
+
+
+def check_wait(wait: float) -> float:
+    """A wait in seconds: a finite number from 0 to ``MAX_WAIT_S`` (S33)."""
+    if isinstance(wait, bool) or not isinstance(wait, int | float):
+        raise errors.InvalidInput(f"bad wait {wait!r}: a number of seconds", field="wait")
+    if not (math.isfinite(wait) and 0 <= wait <= MAX_WAIT_S):
+        raise errors.InvalidInput(f"bad wait {wait!r}: 0 to {MAX_WAIT_S:g} seconds", field="wait")
+    return float(wait)
+
+
+# --- running blocking calls -----------------------------------------------------------
+async def run(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """``fn(*args, **kwargs)`` in a worker thread. Cancelling the caller waits
+    for ``fn`` to finish (it cannot be stopped half-way) before ``CancelledError``
+    propagates, so nothing runs on behind the caller's back."""
+    return await _run_undoable(functools.partial(fn, *args, **kwargs), None)
+
+
+async def _run_undoable(fn: Callable[[], R], undo: Callable[[R], object] | None) -> R:
+    """Run ``fn`` in a worker thread. If the caller is cancelled after ``fn``
+    produced a result, ``undo(result)`` runs (in a worker, shielded) before the
+    cancellation propagates: what the call took is given back, not dropped."""
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    fut = loop.run_in_executor(_executor(), ctx.run, fn)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        done = await _outlive(fut)
+        if undo is not None and done is not None:
+            result = done[0]
+            await _outlive(loop.run_in_executor(_executor(), ctx.run, undo, result))
+        raise
+
+
+async def _outlive(fut: asyncio.Future[R]) -> tuple[R] | None:
+    """Wait for ``fut`` through any number of cancellations: ``(result,)``, or
+    None if it failed (the caller is being cancelled: its error is moot)."""
+    while True:
+        try:
+            return (await asyncio.shield(fut),)
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                continue  # shield raised for our own cancellation; the result is there
+            if fut.cancelled():
+                return None
+        except Exception:  # noqa: BLE001 - see the docstring
+            return None
+
+
+def _in_thread(
+    fn: Callable[Concatenate[Any, P], R],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """An async method calling the sync handle's method ``fn`` in a worker thread."""
+    name = fn.__name__
+
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        bound: Callable[P, R] = getattr(self.sync, name)
+        return await run(bound, *args, **kwargs)
+
+    functools.update_wrapper(method, fn)
+    method.__doc__ = f"Async ``{fn.__qualname__}`` (runs in a worker thread).\n\n{fn.__doc__ or ''}"
+    return method
+
+
+# --- the doorbell, awaited ----------------------------------------------------------------
+class Doorbell:
+    """A ``broker.wake.Waiter`` the event loop watches. Create it (``async
+    with``) *before* checking the database, then ``await wait(timeout)``:
+    True when rung (or a commit was seen at a safety tick), False at timeout.
+    A ring is a hint only: re-check the database after every return."""
+
+    def __init__(self, store: Store, keys: Iterable[str]) -> None:
+        self.store = store
+        self.waiter = wake.Waiter(store, keys)  # bound (or counted) from here on
+        self._version: int | None = None
+
+    async def __aenter__(self) -> Doorbell:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.waiter.close()
+
+    async def wait(self, timeout: float) -> bool:
+        """Sleep until rung or ``timeout`` seconds; True if something may have changed."""
+        global _waiting
+        if timeout <= 0:
+            return False
+        _waiting += 1
+        try:
+            if self.waiter.polling:
+                return await self._poll(timeout)
+            return await self._wait(timeout)
+        finally:
+            _waiting -= 1
+
+    async def _wait(self, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        socks = list(self.waiter.socks)
+        deadline = time.monotonic() + timeout
+        tick = wake.SAFETY_S
+        if timeout > tick:
+            self._committed_since_last_tick()  # the baseline for the ticks below
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            fut: asyncio.Future[bool] = loop.create_future()
+            timer = loop.call_later(min(left, tick), _settle, fut, False)
+            for s in socks:
+                loop.add_reader(s.fileno(), _settle, fut, True)
+            try:
+                rung = await fut
+            finally:
+                timer.cancel()
+                for s in socks:
+                    loop.remove_reader(s.fileno())
+            if rung:
+                for s in socks:
+                    _drain(s)
+                return True
+            if left > tick:
+                if self._committed_since_last_tick():
+                    return True  # a commit rang nobody (its writer died): re-check
+                await self._checkpoint_when_idle()
+
+    def _committed_since_last_tick(self) -> bool:
+        try:
+            v = self.store.data_version()
+        except Exception:  # noqa: BLE001 - a failing check must not lose a wake-up
+            return True
+        changed = self._version is None or v != self._version
+        self._version = v
+        return changed
+
+    async def _checkpoint_when_idle(self) -> None:
+        # Idle for a whole tick: fold the WAL back, once per tick per store
+        # however many coroutines wait on it.
+        key = id(self.store)
+        now = time.monotonic()
+        if now - _last_checkpoint.get(key, 0.0) < wake.SAFETY_S:
+            return
+        _last_checkpoint[key] = now
+        with contextlib.suppress(Exception):
+            await run(self.store.checkpoint)
+
+    async def _poll(self, timeout: float) -> bool:
+        # No sockets (a sandbox without AF_UNIX): watch data_version instead.
+        deadline = time.monotonic() + timeout
+        self._version = None
+        self._committed_since_last_tick()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(wake.FALLBACK_POLL_S)
+            if self._committed_since_last_tick():
+                return True
+        return False
+
+
+def _settle(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _drain(s: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while s.recv(64):
+            pass
+
+
+# --- the agent ------------------------------------------------------------------------------
+class AsyncAgent:
+    """A participant acting in its space, for asyncio code: the methods of
+    ``broker.client.Agent`` as coroutines (see the module docstring)."""
+
+    def __init__(self, store: Store, identity: Identity) -> None:
+        self.sync = Agent(store, identity)
+        self._turn: Turn | None = None  # taken by a cancelled next_turn, returned next
+
+    @classmethod
+    def wrap(cls, agent: Agent) -> AsyncAgent:
+        """The async twin of an existing ``Agent`` (same store, same identity)."""
+        return cls(agent.store, agent.identity)
+
+    @classmethod
+    async def connect(cls, store: Store, space: str, address: str, token: str | None) -> AsyncAgent:
+        """``Agent.connect``: the participant ``address`` of ``space``, by its token."""
+        return cls.wrap(await run(Agent.connect, store, space, address, token))
+
+    @classmethod
+    async def join(
+        cls, store: Store, space: str, codename: str, **fields: Any
+    ) -> tuple[AsyncAgent, Joined]:
+        """``Agent.join``: join ``space`` as ``codename``; the token is in ``Joined``."""
+        agent, joined = await run(Agent.join, store, space, codename, **fields)
+        return cls.wrap(agent), joined
+
+    @property
+    def store(self) -> Store:
+        return self.sync.store
+
+    @property
+    def identity(self) -> Identity:
+        return self.sync.identity
+
+    @property
+    def address(self) -> str:
+        return self.sync.address
+
+    @property
+    def space_id(self) -> str:
+        return self.sync.space_id
+
+    send = _in_thread(Agent.send)
+    send_many = _in_thread(Agent.send_many)
+    post = _in_thread(Agent.post)
+    leave = _in_thread(Agent.leave)
+    board_read = _in_thread(Agent.board_read)
+    directive = _in_thread(Agent.directive)
+    retract = _in_thread(Agent.retract)
+    claim_key = _in_thread(Agent.claim_key)
+    release_key = _in_thread(Agent.release_key)
+    renew_key = _in_thread(Agent.renew_key)
+    ack = _in_thread(Agent.ack)
+    release = _in_thread(Agent.release)
+    extend = _in_thread(Agent.extend)
+    quarantine = _in_thread(Agent.quarantine)
+    seen = _in_thread(Agent.seen)
+
+    # --- calls that take messages: never lost to a cancellation ---------------------
+    def _give_back(self, lease: Lease) -> None:
+        """Undo a claim whose caller was cancelled: its messages are ready again now."""
+        if lease.deliveries:
+            with contextlib.suppress(errors.BrokerError):  # already expired and re-claimed
+                self.sync.release(lease.token)
+
+    async def ack_and_claim(
+        self,
+        token: str,
+        ids: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Async ``Agent.ack_and_claim``: ack and claim the next ``limit`` in one transaction."""
+        call = functools.partial(self.sync.ack_and_claim, token, ids, limit, lease, tx=tx)
+        return await _run_undoable(call, self._give_back if tx is None else None)
+
+    async def claim(
+        self,
+        limit: int = 1,
+        lease: float | None = None,
+        wait: float = 0.0,
+        owner: str | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Async ``Agent.claim``: up to ``limit`` oldest inbox messages under a
+        lease of ``lease`` seconds. With ``wait`` > 0, waits on the inbox's
+        doorbell (without a thread) until something can be claimed or ``wait``
+        seconds pass; an empty lease means nothing came. Cancelling it never
+        loses a message (see the module docstring)."""
+        wait = check_wait(wait)
+        if wait <= 0 or tx is not None:
+            call = functools.partial(self.sync.claim, limit, lease, wait, owner, tx=tx)
+            return await _run_undoable(call, self._give_back if tx is None else None)
+        owner = owner or inbox.default_owner(self.identity)
+        deadline = time.monotonic() + wait
+        step = functools.partial(self._claim_step, limit, lease, owner)
+        async with Doorbell(
+            self.store, [wake.participant_key(self.identity.participant_id)]
+        ) as bell:
+            while True:
+                got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
+                left = deadline - time.monotonic()
+                if got.deliveries or left <= 0:
+                    return got
+                # Until the wait ends or just past the next lease expiry (no commit rings that).
+                await bell.wait(inbox.until(self.store, expiry, left))
+
+    def _claim_step(self, limit: int, lease: float | None, owner: str) -> tuple[Lease, str | None]:
+        got = self.sync.claim(limit, lease, 0.0, owner)
+        return got, (None if got.deliveries else self._next_expiry())
+
+    def _next_expiry(self) -> str | None:
+        with self.store.read() as t:
+            return inbox.next_expiry(t, self.identity.participant_id)
+
+    # --- turns -------------------------------------------------------------------------
+    def _keep_turn(self, turn: Turn) -> None:
+        if turn.id is not None:
+            self._turn = turn
+
+    def _kept_turn(self) -> Turn | None:
+        turn, self._turn = self._turn, None
+        if turn is None or turn.expires_at is None:
+            return None
+        if parse_ts(turn.expires_at) <= self.store.now():
+            return None  # its lease ran out: its messages come back by themselves (S18)
+        return turn
+
+    async def next_turn(
+        self,
+        wait: float = 0.0,
+        lease: float | None = None,
+        limit: int | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Turn:
+        """Async ``Agent.next_turn``: what to show the model before its next
+        call (S17). With ``wait`` > 0, waits on the doorbell until something new
+        arrives or ``wait`` passes. A turn a cancelled call had taken is returned
+        by the next call (while its lease lasts)."""
+        wait = check_wait(wait)
+        if tx is None and (kept := self._kept_turn()) is not None:
+            return kept
+        if wait <= 0 or tx is not None:
+            call = functools.partial(self.sync.next_turn, wait, lease, limit, tx=tx)
+            return await _run_undoable(call, self._keep_turn if tx is None else None)
+        deadline = time.monotonic() + wait
+        step = functools.partial(self._turn_step, lease, limit)
+        async with Doorbell(
+            self.store, [wake.participant_key(self.identity.participant_id)]
+        ) as bell:
+            while True:
+                turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
+                left = deadline - time.monotonic()
+                if turn.id is not None or left <= 0:
+                    return turn
+                # Until the wait ends or just past the next lease expiry (no commit rings that).
+                await bell.wait(inbox.until(self.store, expiry, left))
+
+    def _turn_step(self, lease: float | None, limit: int | None) -> tuple[Turn, str | None]:
+        turn = self.sync.next_turn(0.0, lease, limit)
+        return turn, (None if turn.id is not None else self._next_expiry())
+
+
+# --- the operator ---------------------------------------------------------------------------
+class AsyncOperator:
+    """The operator's surface for asyncio code: the methods of
+    ``broker.client.Operator`` as coroutines, and ``follow`` (the log as it
+    grows, awaiting the space's doorbell). Arguments are ``Operator``'s."""
+
+    def __init__(self, store: Store, **kwargs: Any) -> None:
+        self.sync = Operator(store, **kwargs)
+
+    @classmethod
+    def wrap(cls, operator: Operator) -> AsyncOperator:
+        """The async twin of an existing ``Operator`` (already verified)."""
+        self = cls.__new__(cls)
+        self.sync = operator
+        return self
+
+    @property
+    def store(self) -> Store:
+        return self.sync.store
+
+    @property
+    def via(self) -> str:
+        return self.sync.via
+
+    send = _in_thread(Operator.send)
+    participants = _in_thread(Operator.participants)
+    quarantined = _in_thread(Operator.quarantined)
+    requeue = _in_thread(Operator.requeue)
+    transcript = _in_thread(Operator.transcript)
+
+    async def create_space(self, kind: SpaceKind, **settings: object) -> Space:
+        """Async ``Operator.create_space``."""
+        return await run(functools.partial(self.sync.create_space, kind, **settings))
+
+    async def log(self, space: str, **kw: object) -> list[LogEntry]:
+        """Async ``Operator.log``: the space's log (``after_seq``, ``kinds``, ...)."""
+        return await run(functools.partial(self.sync.log, space, **kw))
+
+    async def follow(
+        self,
+        space: str,
+        *,
+        after_seq: int | None = None,
+        kinds: Iterable[str] = (),
+        idle_timeout: float | None = None,
+    ) -> AsyncIterator[list[LogEntry]]:
+        """Batches of new log entries of ``space`` (after ``after_seq``; None:
+        from the start) as they commit, until the space stops running, or
+        ``idle_timeout`` seconds pass without news. Waits on the space's
+        doorbell, never by polling the log."""
+        if idle_timeout is not None:
+            idle_timeout = check_wait(idle_timeout)
+        found = await run(spaces.get, self.store, space)
+        kind_list = list(kinds)
+        seq = after_seq
+        async with Doorbell(self.store, [wake.space_key(found.id)]) as bell:
+            while True:
+                batch = await self.log(found.id, after_seq=seq, kinds=kind_list)
+                if batch:
+                    seq = batch[-1].seq
+                    yield batch
+                    continue
+                state = (await run(spaces.get, self.store, found.id)).state
+                if state != "running":
+                    return  # rows committed before the stop were read just above
+                rung = await bell.wait(idle_timeout if idle_timeout is not None else 3600.0)
+                if not rung and idle_timeout is not None:
+                    return

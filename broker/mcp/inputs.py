@@ -1,0 +1,114 @@
+"""What the MCP tools take: pydantic models, closed to unknown fields (S10).
+
+The messaging ones are ``broker.models``' own (``SendInput``, ``PostInput``,
+``DirectiveInput``); the rest are declared here with the library's bounds
+(S22, S33), so a tool's JSON schema, the check of its arguments and the
+library agree. No model has a sender: who calls is the connection's identity.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from broker.models import Body, Target
+from broker.models import DirectiveInput as DirectiveInput
+from broker.models import PostInput as PostInput
+from broker.models import SendInput as SendInput
+
+MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
+KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
+
+Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=KEY_PATTERN)]
+Ttl = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+MessageId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+SpaceRef = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+class BoardReadInput(_In):
+    """``board.read``."""
+
+    after: MessageId | None = None
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class KeyClaimInput(_In):
+    """``board.claim``."""
+
+    key: Key
+    ttl: Ttl = 300.0
+
+
+class KeyReleaseInput(_In):
+    """``board.release``."""
+
+    key: Key
+    fence: int = Field(ge=1)
+
+
+class KeyRenewInput(_In):
+    """``board.renew``."""
+
+    key: Key
+    fence: int = Field(ge=1)
+    ttl: Ttl = 300.0
+
+
+class RetractInput(_In):
+    """``board.retract``."""
+
+    directive_id: MessageId
+
+
+class NextTurnInput(_In):
+    """``inbox.next``."""
+
+    wait: float = Field(0.0, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
+    limit: int | None = Field(None, ge=1, le=10_000)
+
+
+class SeenInput(_In):
+    """``inbox.seen``."""
+
+    turn_id: MessageId
+
+
+class NoInput(_In):
+    """A tool without arguments (still closed: any field is refused)."""
+
+
+# --- the operator's ---------------------------------------------------------------
+class OperatorSendInput(_In):
+    """The operator's ``messages.send`` (spec §Served mode): run id, to, text, urgent."""
+
+    run: SpaceRef
+    text: Body
+    to: list[Target] | None = Field(None, min_length=1, max_length=64)
+    urgent: bool = False
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+class MessagesListInput(_In):
+    """The operator's ``messages.list``."""
+
+    run: SpaceRef
+    after_seq: int | None = Field(None, ge=0)
+    kind: (
+        Annotated[
+            str,
+            StringConstraints(pattern=r"^(direct|broadcast|post|directive|retract|operator|seen)$"),
+        ]
+        | None
+    ) = None
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class RunInput(_In):
+    """Operator tools that take only the run (space) id."""
+
+    run: SpaceRef

@@ -1,0 +1,67 @@
+"""``broker mcp --operator``: the operator's tools over stdio with the MCP
+SDK's client against a real server process (spec §Served mode; S9, S17, S21-S23)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from mcphelp import session, text
+
+from broker import Agent, Operator, Store
+
+pytest.importorskip("mcp")
+
+OPERATOR_TOOLS = {"messages_send", "messages_list", "participants", "board_view"}
+
+
+def test_S9_operator_tools_send_as_the_operator_via_mcp_and_show_the_run(
+    store: Store, space: str
+) -> None:
+    lead, _ = Agent.join(store, space, "boss", tools=["board.*", "msg.send"])
+    b, _ = Agent.join(store, space, "b")
+    lead.post("plan: split the work")
+    directive = lead.directive("b", "stay in src/")
+    lifted = lead.directive("b", "old rule")
+    lead.retract(lifted.id)
+    lead.claim_key("src/app.py", 600)
+
+    async def main() -> dict[str, Any]:
+        async with session(store, "--operator") as op:
+            assert await op.tool_names() == OPERATOR_TOOLS
+            for tool in (await op.client.list_tools()).tools:
+                assert tool.input_schema["additionalProperties"] is False
+                assert "sender" not in tool.input_schema["properties"]
+            sent = await op.ok("messages_send", run=space, to=["b"], text="stop now", urgent=True)
+            assert sent["reached"] == ["b"] and sent["kind"] == "operator"
+            nobody = await op.call("messages_send", run=space, to=["zed"], text="hello?")
+            assert nobody.is_error and text(nobody).startswith("not_delivered: ")
+            spoof = await op.call("messages_send", run=space, text="x", sender="b")
+            assert spoof.is_error and text(spoof).startswith("invalid_input: unknown field")
+            listed = await op.ok("messages_list", run=space, kind="operator")
+            assert [m["body"] for m in listed["messages"]] == ["stop now", "hello?"]
+            page = await op.ok("messages_list", run=space, after_seq=listed["after_seq"])
+            assert page["messages"] == []
+            people = await op.ok("participants", run=space)
+            assert {p["address"]: p["waiting"] for p in people["participants"]} == {
+                "boss": 0,
+                "b": 1,  # the operator message (directives are not inbox rows)
+            }
+            return await op.ok("board_view", run=space)
+
+    view = asyncio.run(main())
+    assert [p["body"] for p in view["posts"]] == ["plan: split the work"]
+    assert [(d["id"], d["in_force"]) for d in view["directives"]] == [
+        (directive.id, True),
+        (lifted.id, False),
+    ]
+    assert [(c["key"], c["holder"]) for c in view["claims"]] == [("src/app.py", "boss")]
+    assert [(j["key"], j["event"]) for j in view["journal"]] == [("src/app.py", "claimed")]
+    log = Operator(store).log(space, kinds=["operator"])
+    assert [(e.sender, e.via, e.urgent) for e in log] == [
+        ("operator", "mcp", True),
+        ("operator", "mcp", False),
+    ]
+    turn = b.next_turn()
+    assert turn.items[0].group == "urgent" and turn.items[0].body == "stop now"
