@@ -357,6 +357,7 @@ def test_S20_a_long_poll_claim_wakes_on_a_send_from_another_process(
     )  # fmt: skip
     t.join(40)
     assert not t.is_alive()
+    assert got["r"].status_code == 200, got["r"].text
     assert [d["body"] for d in got["r"].json()["deliveries"]] == ["wake up"]
 
 
@@ -496,7 +497,8 @@ def test_served_sigterm_ends_streams_with_a_resume_point_and_finishes_in_flight(
         store = Store(srv.url)
         sid = new_space(srv)
         lynx, token = join(store, sid, "lynx")
-        lynx.send("lynx", "to myself")
+        join(store, sid, "otter")
+        lynx.send("otter", "before the shutdown")
         events: list[tuple[str, str]] = []
         opened = threading.Event()
 
@@ -509,12 +511,28 @@ def test_served_sigterm_ends_streams_with_a_resume_point_and_finishes_in_flight(
                     events.append((event, data))
                     opened.set()
 
+        polled: dict[str, Any] = {}
+        polling = threading.Event()
+
+        def long_poll() -> None:
+            with srv.client(token, timeout=60) as c:
+                polling.set()
+                polled["r"] = c.post(agent_path(sid, "/inbox/claim"), json={"wait": 50})
+
         t = threading.Thread(target=listen)
         t.start()
-        assert opened.wait(20)
+        p = threading.Thread(target=long_poll)
+        p.start()
+        assert opened.wait(20) and polling.wait(20)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=srv.socket)) as h:
+            while h.get("http://x/healthz").json()["waiting"] < 1:  # the long poll is parked
+                threading.Event().wait(0.01)
         code = srv.terminate(30)
         t.join(30)
+        p.join(30)
         assert code == 0
+        # the parked long-poll finished with what was there (nothing), not an error
+        assert polled["r"].status_code == 200 and polled["r"].json()["deliveries"] == []
         assert events[0][0] == "message"
         assert events[-1][0] == "shutdown"
         assert json.loads(events[-1][1]) == {"resume_after": 1}

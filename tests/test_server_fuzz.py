@@ -63,7 +63,9 @@ def test_S33_fuzz_every_endpoint_no_server_error_and_responses_match_the_documen
 
         @given(case=operation.as_strategy())
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-        def run(case: Any) -> None:
+        def run(case: Any, sid: str = sid, secret: str = secret) -> None:
+            if isinstance(case.body, dict) and isinstance(case.body.get("wait"), int | float):
+                case.body["wait"] = min(case.body["wait"], 0.05)  # a long-poll would only wait
             params = case.path_parameters
             if params and "id" in params and len(str(case.body)) % 3:  # mostly the real space
                 params["id"], params["kind"] = sid, "sessions"

@@ -2,8 +2,8 @@
 
 Handlers run the public library (``broker.client``): reads and other blocking
 calls on a bounded thread pool, writes through the group committer
-(``commit.py``), long-polls on waiter threads until the asyncio API lands,
-and SSE through one shared follower per space (``sse.py``).
+(``commit.py``), long-polls parked on the doorbell by the asyncio API (``broker.aio``: no
+thread per waiter), and SSE through one shared follower per space (``sse.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from broker import __version__, errors
+from broker import __version__, aio, errors
+from broker.aio import AsyncAgent, AsyncOperator
 from broker.client import Agent, Operator
 from broker.records import Space
 from broker.server import routes_agent, routes_operator
@@ -61,7 +62,6 @@ class Options:
     stall_s: float = 10.0  # an SSE subscriber that takes no write this long is cut off
     max_batch: int = 64  # writes per group-commit transaction
     workers: int = 16  # threads for reads and other blocking library calls
-    waiters: int = 1024  # long-poll waits in flight (threads until the asyncio API lands)
 
 
 class ServerState:
@@ -73,14 +73,25 @@ class ServerState:
         self.credentials = Credentials(store)
         self.committer = Committer(store, max_batch=options.max_batch)
         self.pool = CapacityLimiter(options.workers)
-        self.waiting = CapacityLimiter(options.waiters)
         self.hubs: Hubs | None = None
+        self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
         if "key" not in inspect.signature(Operator).parameters:
             operator_key_file(store)  # TEMPORARY (see auth._make_operator): the key exists at start
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.hubs = Hubs(self._internal, loop)
+        self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)
+
+    def aio(self, agent: Agent) -> AsyncAgent:
+        """The asyncio twin of ``agent``, kept per participant: a turn taken by a
+        cancelled wait is handed to that participant's next turn request."""
+        key = agent.identity.participant_id
+        twin = self._twins.get(key)
+        if twin is None or twin.identity != agent.identity:
+            if len(self._twins) > 4096:
+                self._twins.clear()
+            twin = self._twins[key] = AsyncAgent.wrap(agent)
+        return twin
 
     def shutdown(self) -> None:
         if self.hubs is not None:
@@ -98,13 +109,26 @@ class ServerState:
         """A write, group-committed with its neighbours (``fn(tx)``)."""
         return await self.committer.submit(fn)
 
-    async def wait(self, fn: Callable[[float], T], wait: float) -> T:
-        """A long-poll: ``fn(wait)`` blocks on the caller's doorbell. Shutdown
-        cuts waits short (the caller gets what is there, possibly nothing)."""
-        # TODO(aio): await AsyncAgent's doorbell instead of holding a thread.
-        return await anyio.to_thread.run_sync(
-            fn, wait, limiter=self.waiting, abandon_on_cancel=True
-        )
+    async def wait(
+        self, waiting: Callable[[float], Awaitable[T]], now: Callable[[], Awaitable[T]], wait: float
+    ) -> T:
+        """A long-poll: ``waiting(wait)`` parks on the caller's doorbell (the
+        asyncio API: no thread per waiter). On shutdown the wait is cut short
+        and the caller gets what is there now (``now()``), so in-flight
+        requests finish instead of holding the process."""
+        assert self.hubs is not None
+        parked = asyncio.ensure_future(waiting(wait))
+        stop = asyncio.ensure_future(self.hubs.shutdown.wait())
+        try:
+            await asyncio.wait({parked, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if parked.done():
+            return parked.result()
+        parked.cancel()  # a claim that ran is given back by the asyncio API
+        with contextlib.suppress(asyncio.CancelledError):
+            await parked
+        return await now()
 
     def agent_for(self, call: Call) -> Agent:
         """The caller as a participant; the path's space must be its own (401)."""
@@ -182,7 +206,7 @@ def create_app(
     async def healthz(request: Request) -> Response:
         s = state.committer.stats
         subs = sum(h.subscribers for h in state.hubs.hubs.values()) if state.hubs else 0
-        return json_response(Health("ok", __version__, s.transactions, s.jobs, subs))
+        return json_response(Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting()))
 
     document: dict[str, Any] = {}
 

@@ -55,3 +55,5 @@ class Health:
     """write requests committed in them"""
     subscribers: int
     """open SSE streams"""
+    waiting: int
+    """long-polls parked on a doorbell now"""

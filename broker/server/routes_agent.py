@@ -9,6 +9,7 @@ participant's doorbell.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from broker.client import Agent
@@ -58,9 +59,19 @@ async def retract(call: Call) -> Any:
 
 async def claim(call: Call) -> Any:
     a, b = _me(call), call.body
+
+    def now() -> Awaitable[Lease]:
+        lease: Awaitable[Lease] = call.state.write(
+            lambda tx: a.claim(b.limit, b.lease, 0.0, b.owner, tx=tx)
+        )
+        return lease
+
     if b.wait > 0:
-        return await call.state.wait(lambda w: a.claim(b.limit, b.lease, w, b.owner), b.wait)
-    return await call.state.write(lambda tx: a.claim(b.limit, b.lease, 0.0, b.owner, tx=tx))
+        waiting = call.state.aio(a)
+        return await call.state.wait(
+            lambda w: waiting.claim(b.limit, b.lease, w, b.owner), now, b.wait
+        )
+    return await now()
 
 
 async def ack(call: Call) -> Any:
@@ -91,9 +102,17 @@ async def quarantine(call: Call) -> Any:
 
 async def next_turn(call: Call) -> Any:
     a, b = _me(call), call.body
+
+    def now() -> Awaitable[Turn]:
+        turn: Awaitable[Turn] = call.state.write(
+            lambda tx: a.next_turn(0.0, b.lease, b.limit, tx=tx)
+        )
+        return turn
+
     if b.wait > 0:
-        return await call.state.wait(lambda w: a.next_turn(w, b.lease, b.limit), b.wait)
-    return await call.state.write(lambda tx: a.next_turn(0.0, b.lease, b.limit, tx=tx))
+        waiting = call.state.aio(a)
+        return await call.state.wait(lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait)
+    return await now()
 
 
 async def seen(call: Call) -> Any:

@@ -6,7 +6,7 @@ and receives exactly the rows after it: nothing missed, nothing repeated,
 because seqs are gap-free per space and every subscriber only ever moves
 forward from its own position.
 
-A space with subscribers has ONE follower thread (``Operator.follow``, woken by
+A space with subscribers has ONE follower (``AsyncOperator.follow``, parked on
 the space's doorbell, never polling the table), shared by all of them: it
 reads each new batch once, encodes it once, and keeps the recent events in a
 bounded cache. Subscribers pull from that cache at their own pace; one that
@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,7 +34,8 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from broker.client import Operator
+from broker import aio
+from broker.aio import AsyncOperator
 from broker.records import LogEntry, to_dict
 
 log = logging.getLogger("broker.server")
@@ -68,6 +68,7 @@ class Hub:
         self.running = False
         self._stopped = False
         self._changed = asyncio.Event()
+        self._task: asyncio.Future[None] | None = None
 
     def start(self, head: int) -> None:
         """Follow from ``head``, a seq the starting subscriber has read up to."""
@@ -77,9 +78,7 @@ class Hub:
             self.cache.clear()  # the cache must stay contiguous up to head
             self.head = head
         self.running = True
-        threading.Thread(
-            target=self._follow, args=(head,), name=f"broker-sse-{self.space_id}", daemon=True
-        ).start()
+        self._task = asyncio.ensure_future(self._follow(head))
 
     def after(self, pos: int) -> list[tuple[int, bytes]] | None:
         """Cached events after ``pos`` (at most a page); None when the cache does
@@ -95,29 +94,31 @@ class Hub:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
 
-    # --- the follower thread ---------------------------------------------------------
-    def _follow(self, seq: int) -> None:
-        loop, op, closing = self.hubs.loop, self.hubs.operator, self.hubs.closing
+    # --- the follower ------------------------------------------------------------------
+    async def _follow(self, seq: int) -> None:
+        op, closing = self.hubs.operator, self.hubs.closing
         try:
             while not closing.is_set():
                 news = False
-                for batch in op.follow(self.space_id, after_seq=seq, idle_timeout=IDLE_S):
-                    loop.call_soon_threadsafe(self._publish, [(e.seq, encode(e)) for e in batch])
+                async for batch in op.follow(self.space_id, after_seq=seq, idle_timeout=IDLE_S):
+                    self._publish([(e.seq, encode(e)) for e in batch])
                     seq = batch[-1].seq
                     news = True
                     if closing.is_set():
                         break
                 if closing.is_set():
                     break
-                if op.get_space(self.space_id).state != "running":
+                if (await aio.run(op.sync.get_space, self.space_id)).state != "running":
                     self._stopped = True
                     break
                 if not news and self.subscribers == 0:
                     break
+        except asyncio.CancelledError:
+            pass
         except Exception:  # noqa: BLE001 - a follower must not die silently
             log.exception("SSE follower of %s failed", self.space_id)
         finally:
-            loop.call_soon_threadsafe(self._finish)
+            self._finish()
 
     def _publish(self, events: list[tuple[int, bytes]]) -> None:
         if events and events[0][0] == self.head + 1:
@@ -140,11 +141,11 @@ class Hub:
 class Hubs:
     """Every hub of the server, by space id."""
 
-    def __init__(self, operator: Operator, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, operator: AsyncOperator, loop: asyncio.AbstractEventLoop) -> None:
         self.operator = operator
         self.loop = loop
         self.hubs: dict[str, Hub] = {}
-        self.closing = threading.Event()
+        self.closing = asyncio.Event()
         self.shutdown = asyncio.Event()
         self.cutoffs = 0
 
@@ -162,6 +163,9 @@ class Hubs:
         """Shutdown: every stream ends with its resume point; followers stop."""
         self.closing.set()
         self.shutdown.set()
+        for hub in list(self.hubs.values()):
+            if hub._task is not None:
+                hub._task.cancel()
 
 
 class EventStream(Response):
