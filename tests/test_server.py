@@ -607,3 +607,38 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
     )
     assert r.stdout.strip().endswith("clean"), r.stderr
+
+
+# --- the boundaries -----------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+PUBLIC = {"broker.client", "broker.aio", "broker.records", "broker.errors", "broker.models",
+          "broker.vocab"}  # fmt: skip
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            if node.module == "broker":
+                out |= {f"broker.{a.name}" for a in node.names}
+    return {m for m in out if m == "broker" or m.startswith("broker.")}
+
+
+def test_served_front_end_imports_only_the_public_library() -> None:
+    """spec §Module layout: the server is a front end over broker.client / broker.aio."""
+    files = [*(ROOT / "broker" / "server").glob("*.py"), ROOT / "broker" / "cli" / "serve.py"]
+    assert len(files) >= 10
+    for path in files:
+        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.server")}
+        extra -= {"broker", "broker.__version__", "broker.cli._common", "broker.mcp"}
+        assert not extra, f"{path.name} imports {sorted(extra)}"
+
+
+def test_client_mode_transport_imports_no_store_code() -> None:
+    """Client mode carries only a secret: broker.remote needs no database code."""
+    assert _imports(ROOT / "broker" / "remote.py") <= {"broker", "broker.errors", "broker.records"}

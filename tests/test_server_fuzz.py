@@ -61,21 +61,7 @@ def test_S33_fuzz_every_endpoint_no_server_error_and_responses_match_the_documen
         agent.send("otter", "a message to claim")
         secret = joined.token if "/agent" in path or path == "/api/me" else srv.key
 
-        @given(case=operation.as_strategy())
-        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-        def run(case: Any, sid: str = sid, secret: str = secret) -> None:
-            if isinstance(case.body, dict) and isinstance(case.body.get("wait"), int | float):
-                case.body["wait"] = min(case.body["wait"], 0.05)  # a long-poll would only wait
-            params = case.path_parameters
-            if params and "id" in params and len(str(case.body)) % 3:  # mostly the real space
-                params["id"], params["kind"] = sid, "sessions"
-            case.call_and_validate(
-                base_url=srv.base,
-                headers={"Authorization": f"Bearer {secret}"},
-                checks=CHECKS,
-                timeout=60,
-            )
-
+        run = _fuzzer(operation, srv, sid, secret)
         try:
             run()
         except Exception as exc:  # noqa: BLE001 - collect every endpoint's failure
@@ -83,3 +69,24 @@ def test_S33_fuzz_every_endpoint_no_server_error_and_responses_match_the_documen
         ran.append(f"{operation.method.upper()} {path}")
     assert len(ran) >= 25, ran
     assert not failures, "\n\n".join(failures)
+
+
+def _fuzzer(operation: Any, srv: Server, sid: str, secret: str) -> Any:
+    """The hypothesis test of one operation, with its space and credential."""
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    def run(case: Any) -> None:
+        if isinstance(case.body, dict) and isinstance(case.body.get("wait"), int | float):
+            case.body["wait"] = min(case.body["wait"], 0.05)  # a long-poll would only wait
+        params = case.path_parameters
+        if params and "id" in params and len(str(case.body)) % 3:  # mostly the real space
+            params["id"], params["kind"] = sid, "sessions"
+        case.call_and_validate(
+            base_url=srv.base,
+            headers={"Authorization": f"Bearer {secret}"},
+            checks=CHECKS,
+            timeout=60,
+        )
+
+    return run
