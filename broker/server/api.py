@@ -23,7 +23,7 @@ from broker import errors
 from broker.records import to_dict
 
 Auth = Literal["operator", "agent", "none"]
-# The seed's collections, and ``spaces`` for any kind (clients that know only the id).
+# The collections of spec §Served mode, and ``spaces`` for any kind (clients that know only the id).
 KINDS = {
     "runs": ("workflow", "run"),
     "sessions": ("session",),

@@ -1,6 +1,6 @@
 """Operator endpoints: the operator key as Bearer (S29).
 
-The seed's ``GET/POST /api/{runs,sessions,agentiflows}/{id}/messages`` plus
+The ``GET/POST /api/{runs,sessions,agentiflows}/{id}/messages`` of spec §Served mode, plus
 what the console needs: spaces, participants, the board and its claim
 journal, quarantine and requeue, and the log as an SSE stream. An operator
 message sent here is recorded ``via: cp`` (S9).
