@@ -289,6 +289,11 @@ class AsyncAgent:
         agent, joined = await run(Agent.join, store, space, codename, **fields)
         return cls.wrap(agent), joined
 
+    @classmethod
+    async def from_token(cls, store: Store, token: str | None) -> AsyncAgent:
+        """``Agent.from_token``: the participant a token belongs to (served mode)."""
+        return cls.wrap(await run(Agent.from_token, store, token))
+
     @property
     def store(self) -> Store:
         return self.sync.store
@@ -459,6 +464,13 @@ class AsyncOperator:
     quarantined = _in_thread(Operator.quarantined)
     requeue = _in_thread(Operator.requeue)
     transcript = _in_thread(Operator.transcript)
+    # reads and state changes for served mode (engineer "serve")
+    spaces = _in_thread(Operator.spaces)
+    get_space = _in_thread(Operator.get_space)
+    stop = _in_thread(Operator.stop)
+    archive = _in_thread(Operator.archive)
+    claims = _in_thread(Operator.claims)
+    journal = _in_thread(Operator.journal)
 
     async def create_space(self, kind: SpaceKind, **settings: object) -> Space:
         """Async ``Operator.create_space``."""

@@ -9,7 +9,7 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from broker import messages, participants, spaces
@@ -341,19 +341,3 @@ class Operator:
         from broker import board
 
         return board.journal(self.store, space, key=key)
-
-    def follow(
-        self,
-        space: str,
-        *,
-        after_seq: int | None = None,
-        kinds: Iterable[str] = (),
-        idle_timeout: float | None = None,
-    ) -> Iterator[list[LogEntry]]:
-        """Batches of new log entries as they commit (woken by the space's
-        doorbell), until the space stops or ``idle_timeout`` passes quietly."""
-        from broker.follow import follow_log
-
-        return follow_log(
-            self.store, space, after_seq=after_seq, kinds=kinds, idle_timeout=idle_timeout
-        )

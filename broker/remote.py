@@ -4,7 +4,8 @@ With ``BROKER_URL=http://host:port`` or ``unix:///path/to/broker.sock`` the CLI
 talks to ``broker serve`` and carries only a secret: an agent's token or the
 operator key. Nothing here opens the database, and this module imports no
 sqlite3, SQLAlchemy or pydantic (a CLI call's start-up is an agent's latency):
-only the standard library's ``http.client``, the records and the errors.
+a small HTTP/1.1 client on the standard library's sockets (``http.client``
+only for https), the records and the errors.
 
 Results are the library's own records (``broker.records``), rebuilt from the
 server's JSON; a refusal is the library's own error class, found by its code,
@@ -13,7 +14,7 @@ with the server's message and fields.
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import json
 import os
 import socket
@@ -128,16 +129,131 @@ def error_from(status: int, body: Any) -> errors.BrokerError:
 
 
 # --- the connection ----------------------------------------------------------------------
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
+class ProtocolError(OSError):
+    """The server's answer was not the HTTP/1.1 this client speaks."""
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.unix_path)
+
+class Response:
+    """One HTTP/1.1 response read from a socket: status, headers, and the body
+    as bytes (``read``) or line by line (``readline``, for SSE), with chunked
+    transfer decoding."""
+
+    def __init__(self, conn: Wire) -> None:
+        self._conn = conn
+        self._f = conn.rfile
+        line = self._f.readline(65537)
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+            raise ProtocolError(f"not an HTTP response: {line[:80]!r}")
+        self.status = int(parts[1])
+        self.headers: dict[str, str] = {}
+        while True:
+            h = self._f.readline(65537)
+            if h in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = h.decode("latin-1").partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        self._left = int(self.headers.get("content-length", "0") or 0) if not self._chunked else 0
+        self._buf = b""
+        self._done = not self._chunked and self._left == 0
+        self.will_close = self.headers.get("connection", "").lower() == "close"
+        self.owner: Wire | None = None  # a one-off connection, closed with this response
+
+    def _more(self) -> bytes:
+        """The next piece of the body (b"" at its end)."""
+        if self._done:
+            return b""
+        if not self._chunked:
+            data = self._f.read(min(self._left, 65536))
+            if not data:
+                raise ProtocolError("the connection closed inside a response")
+            self._left -= len(data)
+            self._done = self._left == 0
+            return data
+        size_line = self._f.readline(1026)
+        if not size_line:
+            raise ProtocolError("the connection closed inside a response")
+        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+        if size == 0:
+            while self._f.readline(65537) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            self._done = True
+            return b""
+        data = self._f.read(size)
+        self._f.readline(3)  # the CRLF after the chunk
+        return data
+
+    def read(self) -> bytes:
+        out = [self._buf]
+        self._buf = b""
+        while piece := self._more():
+            out.append(piece)
+        return b"".join(out)
+
+    def readline(self) -> bytes:
+        while b"\n" not in self._buf:
+            piece = self._more()
+            if not piece:
+                line, self._buf = self._buf, b""
+                return line
+            self._buf += piece
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line + b"\n"
+
+    def close(self) -> None:
+        if not self._done or self.owner is not None:
+            self._conn.close()  # an unread body (or a one-off connection): not reused
+
+
+class Wire:
+    """A plain HTTP/1.1 connection over TCP or a Unix socket (the standard
+    library's ``http.client`` costs ~18 ms to import: a CLI call's budget)."""
+
+    def __init__(self, unix: str, host: str, port: int, timeout: float) -> None:
+        if unix:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(unix)
+        else:
+            sock = socket.create_connection((host, port), timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
+        self.rfile = sock.makefile("rb")
+        self.host = host or "localhost"
+
+    def request(
+        self, method: str, target: str, *, body: bytes | None, headers: dict[str, str]
+    ) -> Response:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None or method in ("POST", "PATCH", "PUT"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        return Response(self)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.rfile.close()
+            self.sock.close()
+
+
+class _Https:
+    """https:// (behind a TLS proxy) through the standard library's client."""
+
+    def __init__(self, netloc: str, timeout: float) -> None:
+        import http.client
+
+        self.conn = http.client.HTTPSConnection(netloc, timeout=timeout)
+
+    def request(
+        self, method: str, target: str, *, body: bytes | None, headers: dict[str, str]
+    ) -> Any:
+        self.conn.request(method, target, body=body, headers=headers)
+        return self.conn.getresponse()
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class Connection:
@@ -148,7 +264,7 @@ class Connection:
             raise errors.InvalidInput(f"not a server URL: {url!r} (http://, https:// or unix://)")
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Wire | _Https | None = None
         parts = urlsplit(url)
         self._base = ""
         if parts.scheme == "unix":
@@ -160,12 +276,13 @@ class Connection:
             self._base = parts.path.rstrip("/")  # behind a reverse proxy under a prefix
             self._scheme, self._netloc = parts.scheme, parts.netloc
 
-    def _new(self, timeout: float) -> http.client.HTTPConnection:
+    def _new(self, timeout: float) -> Wire | _Https:
         if self._unix:
-            return _UnixConnection(self._unix, timeout)
+            return Wire(self._unix, "", 0, timeout)
         if self._scheme == "https":
-            return http.client.HTTPSConnection(self._netloc, timeout=timeout)
-        return http.client.HTTPConnection(self._netloc, timeout=timeout)
+            return _Https(self._netloc, timeout)
+        parts = urlsplit(f"//{self._netloc}")
+        return Wire("", parts.hostname or "localhost", parts.port or 80, timeout)
 
     def open(
         self,
@@ -177,7 +294,7 @@ class Connection:
         query: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
-    ) -> http.client.HTTPResponse:
+    ) -> Any:
         """Send one request; the response is the caller's to read."""
         target = self._base + path
         if query:
@@ -195,13 +312,14 @@ class Connection:
         wait = timeout if timeout is not None else self.timeout
         for attempt in (1, 2):
             fresh = self._conn is None or timeout is not None
-            conn = self._new(wait) if fresh else self._conn
-            assert conn is not None
+            conn = None
             try:
-                conn.request(method, target, body=payload, headers=head)
-                response = conn.getresponse()
-            except (ConnectionError, http.client.HTTPException, OSError) as exc:
-                conn.close()
+                conn = self._new(wait) if fresh else self._conn
+                assert conn is not None
+                response = conn.request(method, target, body=payload, headers=head)
+            except (ConnectionError, OSError, ValueError) as exc:
+                if conn is not None:
+                    conn.close()
                 if conn is self._conn:
                     self._conn = None
                     if attempt == 1 and not fresh:
@@ -209,15 +327,29 @@ class Connection:
                 raise errors.ServerUnreachable(
                     f"the broker server at {self.url} did not answer: {exc}"
                 ) from None
-            if timeout is None:
+            if timeout is None and not getattr(response, "will_close", False):
                 self._conn = conn
+            else:
+                if conn is self._conn:
+                    self._conn = None
+                response.owner = conn  # closed with the response (see ``call``)
             return response
         raise AssertionError("unreachable")
 
     def call(self, method: str, path: str, *, secret: str | None, **kw: Any) -> Any:
         """A JSON request: its decoded result, or the library's error."""
         response = self.open(method, path, secret=secret, **kw)
-        raw = response.read()
+        try:
+            raw = response.read()
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise errors.ServerUnreachable(
+                f"the broker server at {self.url} broke off: {exc}"
+            ) from None
+        finally:
+            owner = getattr(response, "owner", None)
+            if owner is not None:
+                owner.close()
         try:
             data = json.loads(raw) if raw else None
         except ValueError:
@@ -541,7 +673,7 @@ class RemoteOperator:
                         return
             except TimeoutError:
                 return  # quiet for idle_timeout
-            except (OSError, http.client.HTTPException):
+            except (OSError, ValueError):
                 pass  # dropped: resume from pos
             finally:
                 response.close()
@@ -554,7 +686,7 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def _events(response: http.client.HTTPResponse) -> Iterator[tuple[str, str]]:
+def _events(response: Any) -> Iterator[tuple[str, str]]:
     """(event, data) pairs of an SSE stream (comments and ids skipped: the
     records carry their seq)."""
     event, data = "message", list[str]()

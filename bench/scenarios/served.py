@@ -9,6 +9,8 @@
   socket) beside the embedded one: target p50 <= 80 ms.
 - SSE fan-out: 100 subscribers on one space's stream; the delivery latency
   (send start -> event read by a subscriber) p50/p99 over every pair.
+- A stalled SSE subscriber (connected, reading nothing) beside one writer:
+  the writer's rate with it against without it, in the same run.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ class _Served:
         self.logfile.close()
 
 
-def _http_sender(barrier: Any, host: str, port: int, sid: str, token: str, n: int) -> dict[str, Any]:
+def _http_sender(
+    barrier: Any, host: str, port: int, sid: str, token: str, n: int
+) -> dict[str, Any]:
     conn = http.client.HTTPConnection(host, port, timeout=60)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     path = f"/api/spaces/{sid}/agent/send"
@@ -103,7 +107,9 @@ def _http_sender(barrier: Any, host: str, port: int, sid: str, token: str, n: in
     return {"seconds": time.perf_counter() - t0, "lat": lat, "errors": errors, "t0": t0}
 
 
-def _embedded_sender(barrier: Any, url: str, sid: str, address: str, token: str, n: int) -> dict[str, Any]:
+def _embedded_sender(
+    barrier: Any, url: str, sid: str, address: str, token: str, n: int
+) -> dict[str, Any]:
     from broker import Agent, Store
 
     store = Store(url)
@@ -133,7 +139,11 @@ def served(ctx: Ctx) -> Scenario:
     procs = 32
     per = 30 if quick else 300
     sc = Scenario("served", "served mode: 32 clients over HTTP vs embedded", unit="msg/s")
-    sc.params = {"processes": procs, "sends_per_process": per, "transport": "HTTP/1.1 keep-alive, loopback TCP"}
+    sc.params = {
+        "processes": procs,
+        "sends_per_process": per,
+        "transport": "HTTP/1.1 keep-alive, loopback TCP",
+    }
     from broker import Agent, Operator, Store
 
     srv = _Served(ctx.scratch("served"))
@@ -157,9 +167,15 @@ def served(ctx: Ctx) -> Scenario:
         after = srv.request("GET", "/healthz", "")
         for system, label in (("http", "http_32_clients"), ("embedded", "embedded_32_processes")):
             rate, lat, errors = max(runs[system], key=lambda r: r[0])
-            stats = {**latency_stats(lat), "errors": errors, "rounds": [round(r[0]) for r in runs[system]]}
+            stats = {
+                **latency_stats(lat),
+                "errors": errors,
+                "rounds": [round(r[0]) for r in runs[system]],
+            }
             sc.add(Row(label, round(rate, 1), "msg/s", how=system, stats=stats))
-            ctx.log(f"  served {label}: {rate:.0f} msg/s, p99 {pct(lat, 99) / 1e6:.1f} ms, errors {errors}")
+            ctx.log(
+                f"  served {label}: {rate:.0f} msg/s, p99 {pct(lat, 99) / 1e6:.1f} ms, errors {errors}"
+            )
         writes = after["writes"] - before["writes"]
         txs = after["transactions"] - before["transactions"]
         sc.counts = {"group_commit_writes": writes, "group_commit_transactions": txs,
@@ -174,6 +190,7 @@ def served(ctx: Ctx) -> Scenario:
         )  # fmt: skip
         _cli(ctx, sc, srv, store, sid)
         _fanout(ctx, sc, srv, store, sid, subscribers=100, messages=50 if quick else 300)
+        _stalled(ctx, sc, srv, store, sid, messages=300 if quick else 3000)
         store.close()
     finally:
         srv.stop()
@@ -198,7 +215,9 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
     for _ in range(runs):
         for name, env in envs.items():
             t = time.perf_counter()
-            code = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            code = subprocess.run(
+                cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            ).returncode
             walls[name].append((time.perf_counter() - t) * 1000)
             if code != 0:
                 raise RuntimeError(f"{name}: broker msg send exited {code}")
@@ -206,10 +225,17 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
         sc.add(Row(name, round(pct(w, 50), 1), "wall p50 ms", how=" ".join(cmd[-5:]),
                    stats={"wall_p50_ms": round(pct(w, 50), 1), "wall_p99_ms": round(pct(w, 99), 1)}))  # fmt: skip
         ctx.log(f"  served {name}: p50 {pct(w, 50):.0f} ms")
-    sc.target("client-mode `broker msg send` process p50 <= 80 ms", round(pct(walls["cli_client_mode"], 50), 1), "<=", 80.0)
+    sc.target(
+        "client-mode `broker msg send` process p50 <= 80 ms",
+        round(pct(walls["cli_client_mode"], 50), 1),
+        "<=",
+        80.0,
+    )
 
 
-def _fanout(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subscribers: int, messages: int) -> None:
+def _fanout(
+    ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subscribers: int, messages: int
+) -> None:
     from broker import Agent
 
     token = Agent.join(store, sid, "announcer")[1].token
@@ -239,7 +265,9 @@ def _fanout(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subsc
                 got[i].append(now - int(m.group(2)))
             buf = buf[buf.rfind(b"\n") + 1 :]
 
-    threads = [threading.Thread(target=subscribe, args=(i,), daemon=True) for i in range(subscribers)]
+    threads = [
+        threading.Thread(target=subscribe, args=(i,), daemon=True) for i in range(subscribers)
+    ]
     for t in threads:
         t.start()
     ready.wait()
@@ -260,4 +288,42 @@ def _fanout(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subsc
     stats = {**latency_stats(lat), "delivered": delivered, "expected": subscribers * messages}
     sc.add(Row("sse_fanout_100", round(pct(lat, 99) / 1e6, 2), "delivery p99 ms", point=subscribers,
                how="send start -> event read, every subscriber", stats=stats))  # fmt: skip
-    ctx.log(f"  served sse fan-out: {delivered}/{subscribers * messages}, p99 {pct(lat, 99) / 1e6:.1f} ms")
+    ctx.log(
+        f"  served sse fan-out: {delivered}/{subscribers * messages}, p99 {pct(lat, 99) / 1e6:.1f} ms"
+    )
+
+
+def _send_rate(srv: _Served, sid: str, token: str, n: int) -> float:
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    payload = json.dumps({"to": ["sink"], "text": "y" * 2000})
+    t0 = time.perf_counter()
+    for _ in range(n):
+        conn.request("POST", f"/api/spaces/{sid}/agent/send", body=payload, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        if r.status != 200:
+            raise RuntimeError(f"send failed: {r.status}")
+    conn.close()
+    return n / (time.perf_counter() - t0)
+
+
+def _stalled(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, messages: int) -> None:
+    from broker import Agent
+
+    token = Agent.join(store, sid, "writer")[1].token
+    free = _send_rate(srv, sid, token, messages)
+    stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(srv.socket)
+    stalled.sendall(f"GET /api/spaces/{sid}/messages/stream HTTP/1.1\r\nHost: x\r\n"
+                    f"Authorization: Bearer {srv.key}\r\n\r\n".encode())  # fmt: skip
+    try:
+        held = _send_rate(srv, sid, token, messages)
+    finally:
+        stalled.close()
+    sc.add(Row("writer_alone", round(free, 1), "msg/s", how="one HTTP writer, 2 KB bodies"))
+    sc.add(Row("writer_beside_stalled_subscriber", round(held, 1), "msg/s",
+               how="the same, with an SSE subscriber that reads nothing"))  # fmt: skip
+    sc.ratio("writer_beside_stalled_subscriber", "writer_alone")
+    ctx.log(f"  served stalled subscriber: {held:.0f} vs {free:.0f} msg/s alone")
