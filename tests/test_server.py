@@ -642,3 +642,34 @@ def test_served_front_end_imports_only_the_public_library() -> None:
 def test_client_mode_transport_imports_no_store_code() -> None:
     """Client mode carries only a secret: broker.remote needs no database code."""
     assert _imports(ROOT / "broker" / "remote.py") <= {"broker", "broker.errors", "broker.records"}
+
+
+def test_served_mcp_is_mounted_at_slash_mcp_with_the_bearer_identity(
+    srv: Server, store: Store
+) -> None:
+    """spec §Served mode: streamable-HTTP MCP at /mcp, identity from the Bearer token."""
+    mcp = pytest.importorskip("mcp")
+    streamable = pytest.importorskip("mcp.client.streamable_http")
+    httpx2 = pytest.importorskip("httpx2")
+    import asyncio
+
+    sid = new_space(srv)
+    _, token = join(store, sid, "lynx")
+    join(store, sid, "otter")
+
+    async def main() -> tuple[set[str], Any]:
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with (
+            client,
+            streamable.streamable_http_client(srv.base + "/mcp/", http_client=client) as (r, w, *_),
+            mcp.ClientSession(r, w) as session,
+        ):
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            sent = await session.call_tool("msg_send", {"to": ["otter"], "text": "over /mcp"})
+            return tools, sent
+
+    tools, sent = asyncio.run(main())
+    assert "msg_send" in tools and "board_directive" not in tools
+    assert not sent.is_error
+    assert [(e["sender"], e["body"]) for e in log_of(srv, sid)] == [("lynx", "over /mcp")]
