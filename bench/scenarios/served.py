@@ -285,8 +285,9 @@ def _fanout(
         s.close()
     lat = [x for g in got for x in g]
     delivered = sum(len(g) for g in got)
-    stats = {**latency_stats(lat), "delivered": delivered, "expected": subscribers * messages}
-    sc.add(Row("sse_fanout_100", round(pct(lat, 99) / 1e6, 2), "delivery p99 ms", point=subscribers,
+    stats = {**latency_stats(lat), "subscribers": subscribers, "delivered": delivered,
+             "expected": subscribers * messages}  # fmt: skip
+    sc.add(Row("sse_fanout_100", round(pct(lat, 99) / 1e6, 2), "delivery p99 ms",
                how="send start -> event read, every subscriber", stats=stats))  # fmt: skip
     ctx.log(
         f"  served sse fan-out: {delivered}/{subscribers * messages}, p99 {pct(lat, 99) / 1e6:.1f} ms"
