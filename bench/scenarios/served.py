@@ -165,7 +165,10 @@ def served(ctx: Ctx) -> Scenario:
                 res = run_workers(_embedded_sender, args)
             runs[system].append(_aggregate(res, per))
         after = srv.request("GET", "/healthz", "")
-        for system, label in (("http", "http_32_clients"), ("embedded", "embedded_32_processes")):
+        for system, label in (
+            ("http", "broker_http_32_clients"),
+            ("embedded", "broker_embedded_32_processes"),
+        ):
             rate, lat, errors = max(runs[system], key=lambda r: r[0])
             stats = {
                 **latency_stats(lat),
@@ -180,13 +183,13 @@ def served(ctx: Ctx) -> Scenario:
         txs = after["transactions"] - before["transactions"]
         sc.counts = {"group_commit_writes": writes, "group_commit_transactions": txs,
                      "writes_per_transaction": round(writes / txs, 2) if txs else None}  # fmt: skip
-        sc.ratio("http_32_clients", "embedded_32_processes")
-        http_row = sc.get("http_32_clients")
+        sc.ratio("broker_http_32_clients", "broker_embedded_32_processes")
+        http_row = sc.get("broker_http_32_clients")
         p99 = http_row.stats["p99_us"] / 1000 if http_row is not None else None
         sc.target("32 clients over HTTP: per-send p99 <= 50 ms", p99, "<=", 50.0)
         sc.target(
             "32 clients over HTTP: aggregate >= the 32 embedded processes",
-            sc.ratio_value("http_32_clients", "embedded_32_processes"), ">=", 1.0,
+            sc.ratio_value("broker_http_32_clients", "broker_embedded_32_processes"), ">=", 1.0,
         )  # fmt: skip
         _cli(ctx, sc, srv, store, sid)
         _fanout(ctx, sc, srv, store, sid, subscribers=100, messages=50 if quick else 300)
@@ -207,8 +210,8 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
     cmd += ["msg", "send", "--to", "sink", "hello from the cli"]
     envs = {
-        "cli_client_mode": {**base, "BROKER_URL": f"unix://{srv.socket}", "BROKER_TOKEN": joined.token},
-        "cli_embedded": {**base, "BROKER_URL": srv.url, "BROKER_SPACE": sid, "BROKER_AS": "cli",
+        "broker_cli_client_mode": {**base, "BROKER_URL": f"unix://{srv.socket}", "BROKER_TOKEN": joined.token},
+        "broker_cli_embedded": {**base, "BROKER_URL": srv.url, "BROKER_SPACE": sid, "BROKER_AS": "cli",
                          "BROKER_TOKEN": joined.token},
     }  # fmt: skip
     walls: dict[str, list[float]] = {k: [] for k in envs}
@@ -227,7 +230,7 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
         ctx.log(f"  served {name}: p50 {pct(w, 50):.0f} ms")
     sc.target(
         "client-mode `broker msg send` process p50 <= 80 ms",
-        round(pct(walls["cli_client_mode"], 50), 1),
+        round(pct(walls["broker_cli_client_mode"], 50), 1),
         "<=",
         80.0,
     )
@@ -236,11 +239,11 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
 def _fanout(
     ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subscribers: int, messages: int
 ) -> None:
-    from broker import Agent
+    from broker import Agent, Operator
 
+    sid = Operator(store).create_space("workflow", **LIMITS).id  # a fresh log: no backlog to stream
+    Agent.join(store, sid, "sink")
     token = Agent.join(store, sid, "announcer")[1].token
-    start_seq = srv.request("GET", f"/api/spaces/{sid}/messages?after_seq=0&limit=1", srv.key)
-    del start_seq
     got: list[list[int]] = [[] for _ in range(subscribers)]
     ready = threading.Barrier(subscribers + 1)
     marker = re.compile(rb'"body":"fan (\d+) (\d+)"')
@@ -249,8 +252,7 @@ def _fanout(
     def subscribe(i: int) -> None:
         s = socket.create_connection((srv.host, srv.port))
         socks.append(s)
-        tail = srv.request("GET", f"/api/spaces/{sid}/messages?limit=10000&after_seq=0", srv.key)
-        after = tail[-1]["seq"] if tail else 0
+        after = 0
         s.sendall(f"GET /api/spaces/{sid}/messages/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {srv.key}\r\n"
                   f"Last-Event-ID: {after}\r\n\r\n".encode())  # fmt: skip
         ready.wait()
@@ -287,7 +289,7 @@ def _fanout(
     delivered = sum(len(g) for g in got)
     stats = {**latency_stats(lat), "subscribers": subscribers, "delivered": delivered,
              "expected": subscribers * messages}  # fmt: skip
-    sc.add(Row("sse_fanout_100", round(pct(lat, 99) / 1e6, 2), "delivery p99 ms",
+    sc.add(Row("broker_sse_fanout_100", round(pct(lat, 99) / 1e6, 2), "delivery p99 ms",
                how="send start -> event read, every subscriber", stats=stats))  # fmt: skip
     ctx.log(
         f"  served sse fan-out: {delivered}/{subscribers * messages}, p99 {pct(lat, 99) / 1e6:.1f} ms"
@@ -323,8 +325,8 @@ def _stalled(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, mess
         held = _send_rate(srv, sid, token, messages)
     finally:
         stalled.close()
-    sc.add(Row("writer_alone", round(free, 1), "msg/s", how="one HTTP writer, 2 KB bodies"))
-    sc.add(Row("writer_beside_stalled_subscriber", round(held, 1), "msg/s",
+    sc.add(Row("broker_writer_alone", round(free, 1), "msg/s", how="one HTTP writer, 2 KB bodies"))
+    sc.add(Row("broker_writer_beside_stalled_subscriber", round(held, 1), "msg/s",
                how="the same, with an SSE subscriber that reads nothing"))  # fmt: skip
-    sc.ratio("writer_beside_stalled_subscriber", "writer_alone")
+    sc.ratio("broker_writer_beside_stalled_subscriber", "broker_writer_alone")
     ctx.log(f"  served stalled subscriber: {held:.0f} vs {free:.0f} msg/s alone")
