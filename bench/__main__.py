@@ -65,6 +65,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--backlogs", type=_ints, help="claim latency backlogs, e.g. 1000,100000")
     g.add_argument("--backlog-claims", type=int, help="claims timed at each backlog")
     g.add_argument("--cli-runs", type=int, help="process runs per CLI command")
+    g.add_argument("--swarm-procs", type=_ints, help="agent processes of the swarm, e.g. 8,32,64")
+    g.add_argument("--swarm-messages", type=int, help="messages per swarm point (all agents)")
     return p.parse_args(argv)
 
 

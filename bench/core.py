@@ -61,6 +61,8 @@ class Sizes:
     backlogs: tuple[int, ...] = (1000, 100_000, 1_000_000)
     backlog_claims: int = 1000
     cli_runs: int = 20
+    swarm_procs: tuple[int, ...] = (8, 32, 64)
+    swarm_messages: int = 12000  # per point, shared by the P agents
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -82,6 +84,8 @@ class Sizes:
             backlogs=(1000, 10_000, 30_000),
             backlog_claims=200,
             cli_runs=3,
+            swarm_procs=(4, 8),
+            swarm_messages=400,
         )
 
 

@@ -20,12 +20,22 @@ EXTRA_TITLES = {
     "python_sqlite": "python + sqlite3: one INSERT",
     "sqlite3_cli": "sqlite3 CLI: one INSERT",
     "redis_cli": "redis-cli XADD",
+    "file_mailbox_mv": "file mailbox send as a process: mv into inbox/",
+    "raw_busy": "raw sqlite3, minimal queue, SQLite busy handler",
+    "raw_flock": "raw sqlite3, minimal queue, flock writer lock",
+    "raw_flock_nockpt": "raw sqlite3 + flock, no checkpoint in commits",
 }
 # Stats shown as columns when a scenario's rows have them: key -> header.
 STAT_COLUMNS = [
     ("p50_us", "p50 µs"),
     ("p99_us", "p99 µs"),
     ("p999_us", "p99.9 µs"),
+    ("e2e_p50_ms", "e2e p50 ms"),
+    ("e2e_p99_ms", "e2e p99 ms"),
+    ("e2e_p999_ms", "e2e p99.9 ms"),
+    ("e2e_max_ms", "e2e max ms"),
+    ("send_p99_ms", "send p99 ms"),
+    ("writer_max_wait_ms", "slowest send ms"),
     ("batch_p50_us", "p50 µs / batch"),
     ("batch_p99_us", "p99 µs / batch"),
     ("send_ms", "send ms"),
@@ -249,10 +259,50 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
+    swarm = results["scenarios"].get("swarm")
+    if swarm is not None:
+        lat = _swarm_latency_plot(swarm, out, plt)
+        if lat is not None:
+            written.append(lat)
     summary = _targets_plot(results, out, plt)
     if summary is not None:
         written.append(summary)
     return written
+
+
+def _swarm_latency_plot(sc: dict[str, Any], out: Path, plt: Any) -> Path | None:
+    """End-to-end latency percentiles by P, one panel per percentile, a line per system."""
+    ok = [r for r in sc["rows"] if r["status"] == "ok" and r["stats"].get("e2e_p50_ms")]
+    if not ok:
+        return None
+    keys = [("e2e_p50_ms", "p50"), ("e2e_p99_ms", "p99"), ("e2e_p999_ms", "p99.9")]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), dpi=100, sharey=True)
+    xs = sorted({r["point"] for r in ok})
+    for ax, (key, label) in zip(axes, keys, strict=True):
+        for system in dict.fromkeys(r["system"] for r in ok):
+            pts = sorted((r["point"], r["stats"][key]) for r in ok if r["system"] == system)
+            ax.plot(
+                [p for p, _ in pts],
+                [v for _, v in pts],
+                marker="o",
+                label=title_of(system),
+                linewidth=2.5 if system == "broker" else 1.2,
+            )
+        ax.set_yscale("log")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([fmt_point(x) for x in xs], fontsize=7)
+        ax.set_xlabel("agent processes")
+        ax.set_title(f"end-to-end {label}", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("ms (log)")
+    axes[0].legend(fontsize=6)
+    fig.suptitle("swarm: commit -> receiver's claim, by P", fontsize=9)
+    fig.tight_layout()
+    path = out / "swarm_latency.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def _targets_plot(results: dict[str, Any], out: Path, plt: Any) -> Path | None:

@@ -470,7 +470,6 @@ class AsyncOperator:
     stop = _in_thread(Operator.stop)
     archive = _in_thread(Operator.archive)
     claims = _in_thread(Operator.claims)
-    journal = _in_thread(Operator.journal)
 
     async def create_space(self, kind: SpaceKind, **settings: object) -> Space:
         """Async ``Operator.create_space``."""

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import errors, messages, tools
+from broker import bounds, errors, messages, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
@@ -46,6 +46,7 @@ from broker.ids import fmt_ts, new_id, ts_after
 from broker.models import DirectiveInput
 from broker.records import BoardEntry, ClaimGrant, JournalEntry, SendResult, to_dict
 from broker.spaces import resolve_id
+from broker.sql import stmt
 
 DEFAULT_READ_LIMIT = 100
 MAX_READ_LIMIT = 1000
@@ -53,11 +54,34 @@ DEFAULT_TTL = 300.0  # seconds
 MAX_TTL = 86400.0
 KEY_MAX = 200
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
-# The partial index's predicate, verbatim, so SQLite can use the index
-# (it only uses a partial index when the query's WHERE contains its WHERE).
-_BOARD_KINDS = "kind IN ('post', 'directive', 'retract')"
-# `to` forms that can match participants who join after the directive.
-_LATER = frozenset({"role", "step", "name", "broadcast"})
+_CURSOR_SEQ = stmt("board.cursor_seq")
+_READ_KIND = stmt("board.read_kind")
+_MESSAGE_HEAD = stmt("board.message_head")
+_RETRACTED_BY = stmt("board.retracted_by")
+_DIRECTIVES_IN_FORCE = stmt("board.directives_in_force")
+_IS_ADDRESS = stmt("board.is_address")
+_INSERT_CLAIM = stmt("board.insert_claim")
+_INSERT_JOURNAL = stmt("board.insert_journal")
+_CLAIM_ROW = stmt("board.claim_row")
+_GRANT = stmt("board.grant")
+_RENEW = stmt("board.renew")
+_FREE = stmt("board.free")
+_ANY_EXPIRED = stmt("board.any_expired")
+_EXPIRED = stmt("board.expired")
+_FREE_EXPIRED = stmt("board.free_expired")
+_LIVE_CLAIMS = stmt("board.live_claims")
+_JOURNAL = stmt("board.journal")
+
+
+# --- the one writer of board_claims and claim_journal -----------------------------------
+def insert_claims(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert claim rows as given (every column of ``board_claims``), inside ``t``."""
+    t.many(_INSERT_CLAIM, rows)
+
+
+def insert_journal(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Append journal lines as given (every column of ``claim_journal``), inside ``t``."""
+    t.many(_INSERT_JOURNAL, rows)
 
 
 # --- reading the board ----------------------------------------------------------------
@@ -71,50 +95,44 @@ def read(
 ) -> list[BoardEntry]:
     """``board.read``: posts, directives and retractions after the cursor ``after``
     (a message id), oldest first, at most ``limit``."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_LIMIT:
-        raise errors.InvalidInput(f"bad limit {limit!r}: 1 to {MAX_READ_LIMIT}")
+    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
+    if after is not None and not isinstance(after, str):
+        raise errors.InvalidInput(f"bad after {after!r}: a message id", field="after")
 
     def run(t: Tx, _row: Caller) -> list[BoardEntry]:
         start = 0
         if after:
-            row = t.one(
-                "SELECT seq FROM messages WHERE space_id = ? AND id = ?", (ident.space_id, after)
-            )
+            row = t.one(_CURSOR_SEQ, {"space_id": ident.space_id, "id": after})
             if row is None:
                 raise errors.MessageNotFound(
                     f"no message {after!r} in this space: --after takes the id of a board entry you read"
                 )
-            start = row[0]
+            start = row["seq"]
         # One range per kind on the partial index, merged: never a scan of the log.
         per_kind = [
             t.all(
-                "SELECT id, seq, kind, sender, recipients, body, ref, reached, created_at_utc, "
-                "CASE WHEN kind = 'directive' THEN NOT EXISTS (SELECT 1 FROM messages r "
-                "WHERE r.ref = m.id AND r.kind = 'retract') END "
-                f"FROM messages m WHERE space_id = ? AND {_BOARD_KINDS} AND kind = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (ident.space_id, kind, start, limit),
+                _READ_KIND, {"space_id": ident.space_id, "kind": kind, "after": start, "n": limit}
             )
             for kind in ("post", "directive", "retract")
         ]
-        merged = heapq.merge(*per_kind, key=lambda r: r[1])
+        merged = heapq.merge(*per_kind, key=lambda r: r["seq"])
         return [_entry(r) for _, r in zip(range(limit), merged, strict=False)]
 
     return tools.call(store, ident, "board.read", run, tx=tx, write=False)
 
 
-def _entry(r: tuple[Any, ...]) -> BoardEntry:
+def _entry(r: Any) -> BoardEntry:
     return BoardEntry(
-        id=r[0],
-        seq=r[1],
-        kind=r[2],
-        sender=r[3],
-        to=json.loads(r[4]),
-        body=r[5],
-        ref=r[6],
-        reached=json.loads(r[7]),
-        in_force=None if r[9] is None else bool(r[9]),
-        created_at_utc=r[8],
+        id=r["id"],
+        seq=r["seq"],
+        kind=r["kind"],
+        sender=r["sender"],
+        to=json.loads(r["recipients"]),
+        body=r["body"],
+        ref=r["ref"],
+        reached=json.loads(r["reached"]),
+        in_force=None if r["in_force"] is None else bool(r["in_force"]),
+        created_at_utc=r["created_at_utc"],
     )
 
 
@@ -126,6 +144,8 @@ class Directive:
     sender: str
     body: str
     created_at_utc: str
+    known: bool
+    """already in the participant's transcript (S19: recorded once)"""
 
 
 def directive(
@@ -140,9 +160,9 @@ def directive(
     """``board.directive``: a standing instruction for the participants ``to``
     addresses (S6 forms), shown on each of their turns until retracted.
 
-    A directive that reaches nobody now is still logged and in force. It is an
-    error to its sender (S8) unless one of its forms (role, step, bare name,
-    broadcast) can match a participant that joins later."""
+    A directive that reaches nobody now is logged and stays in force (a role,
+    step, bare name or broadcast form also applies to participants that join
+    later), and it is an error to its sender (S8): ``NotDelivered``."""
     inp = messages.parse_input(
         DirectiveInput,
         {
@@ -175,10 +195,11 @@ def directive(
         )
 
     result = tools.call(store, ident, "board.directive", run, tx=tx)
-    if result.not_reached and not result.reached and not any(tg.kind in _LATER for tg in targets):
+    if result.not_reached and not result.reached:
         reasons = ", ".join(f"{n.address}: {n.reason}" for n in result.not_reached)
         raise errors.NotDelivered(
-            f"directive {result.id} reached nobody ({reasons}); it stays in force until retracted",
+            f"directive {result.id} reached nobody ({reasons}); it is logged and stays in force "
+            "until retracted",
             result=to_dict(result),
         )
     return result
@@ -193,27 +214,22 @@ def retract(
     did = directive_id.strip()
 
     def run(t: Tx, row: Caller) -> SendResult:
-        found = t.one(
-            "SELECT kind, sender FROM messages WHERE space_id = ? AND id = ?",
-            (ident.space_id, did),
-        )
-        if found is None or found[0] != "directive":
+        found = t.one(_MESSAGE_HEAD, {"space_id": ident.space_id, "id": did})
+        if found is None or found["kind"] != "directive":
             raise errors.DirectiveNotFound(f"no directive {did!r} in this space", directive_id=did)
-        if found[1] != ident.address:
+        if found["sender"] != ident.address:
             raise errors.NotAuthor(
-                f"only the author of directive {did} ({found[1]}) may retract it, not {ident.address}",
+                f"only the author of directive {did} ({found['sender']}) may retract it, "
+                f"not {ident.address}",
                 directive_id=did,
-                author=found[1],
+                author=found["sender"],
             )
-        done = t.one(
-            "SELECT id FROM messages WHERE ref = ? AND kind = 'retract' AND space_id = ?",
-            (did, ident.space_id),
-        )
+        done = t.one(_RETRACTED_BY, {"directive_id": did, "space_id": ident.space_id})
         if done is not None:
             raise errors.AlreadyRetracted(
-                f"directive {did} was already retracted (by {done[0]})",
+                f"directive {did} was already retracted (by {done['id']})",
                 directive_id=did,
-                retract_id=done[0],
+                retract_id=done["id"],
             )
         sender = messages.Sender(ident.address, ident.participant_id, row.parent)
         return messages.send_in_tx(
@@ -231,27 +247,23 @@ def retract(
     return tools.call(store, ident, "board.retract", run, tx=tx)
 
 
-def active_directives(t: Tx, space_id: str, participant_id: str) -> list[Directive]:
+def active_directives(
+    t: Tx,
+    space_id: str,
+    participant_id: str,
+    address: str,
+    agent: str,
+    step: str | None,
+) -> list[Directive]:
     """Directives in force for a participant, oldest first (S17 group 2).
 
     Decided now from each directive's ``to`` forms, resolved like S6 against
-    the participant as it is now: so a directive reaches later joiners, and a
-    re-joined run (same address, S3) keeps its directives."""
-    me = t.one("SELECT address, agent, step FROM participants WHERE id = ?", (participant_id,))
-    if me is None:
-        return []
-    rows = t.all(
-        "SELECT m.id, m.seq, m.sender, m.recipients, m.body, m.created_at_utc, p.parent "
-        "FROM messages m LEFT JOIN participants p ON p.space_id = m.space_id AND p.address = m.sender "
-        # `seq > 0` (always true) steers the planner onto the partial index.
-        f"WHERE m.space_id = ? AND m.{_BOARD_KINDS} AND m.kind = 'directive' AND m.seq > 0 "
-        "AND NOT EXISTS (SELECT 1 FROM messages r WHERE r.ref = m.id AND r.kind = 'retract') "
-        "ORDER BY m.seq",
-        (space_id,),
-    )
+    the participant as it is now (``address``, ``agent``, ``step``): so a
+    directive reaches later joiners, and a re-joined run (same address, S3)
+    keeps its directives."""
+    rows = t.all(_DIRECTIVES_IN_FORCE, {"space_id": space_id, "participant_id": participant_id})
     if not rows:
         return []
-    address, agent, step = me
     is_address: dict[str, bool] = {}  # a bare name is an address if someone has it (S6)
 
     def applies(to: list[str], sender: str, sender_parent: str | None) -> bool:
@@ -264,9 +276,16 @@ def active_directives(t: Tx, space_id: str, participant_id: str) -> list[Directi
         return False
 
     return [
-        Directive(id=r[0], seq=r[1], sender=r[2], body=r[4], created_at_utc=r[5])
+        Directive(
+            id=r["id"],
+            seq=r["seq"],
+            sender=r["sender"],
+            body=r["body"],
+            created_at_utc=r["created_at_utc"],
+            known=bool(r["known"]),
+        )
         for r in rows
-        if applies(json.loads(r[3]), r[2], r[6])
+        if applies(json.loads(r["recipients"]), r["sender"], r["sender_parent"])
     ]
 
 
@@ -286,13 +305,8 @@ def _matches(
         return address == value
     if kind == "name":
         if value not in is_address:
-            is_address[value] = (
-                t.one(
-                    "SELECT 1 FROM participants WHERE space_id = ? AND address = ?",
-                    (space_id, value),
-                )
-                is not None
-            )
+            found = t.one(_IS_ADDRESS, {"space_id": space_id, "address": value})
+            is_address[value] = found is not None
         if is_address[value]:
             return address == value
         kind = "role"
@@ -330,16 +344,14 @@ def validate_key(key: object) -> str:
 
 def validate_ttl(ttl: object) -> float:
     """A lease length in seconds: more than 0, at most a day."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
-        raise errors.InvalidInput(f"bad ttl {ttl!r}: a number of seconds")
-    if not 0 < ttl <= MAX_TTL:
-        raise errors.InvalidInput(f"bad ttl {ttl!r}: more than 0 and at most {MAX_TTL:g} seconds")
-    return float(ttl)
+    return bounds.seconds(ttl, "ttl", top=MAX_TTL)
 
 
 def _validate_token(token: object) -> int:
-    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
-        raise errors.InvalidInput(f"bad token {token!r}: the fencing token the claim returned")
+    if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token < 2**63:
+        raise errors.InvalidInput(
+            f"bad fence {token!r}: the fencing token the claim returned", field="fence"
+        )
     return token
 
 
@@ -354,10 +366,20 @@ def _journal(
     at: str,
 ) -> str:
     jid = new_id()
-    t.execute(
-        "INSERT INTO claim_journal (id, space_id, key, event, owner, token, lease_expires_at, at_utc) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (jid, space_id, key, event, owner, token, lease_expires_at, at),
+    insert_journal(
+        t,
+        [
+            {
+                "id": jid,
+                "space_id": space_id,
+                "key": key,
+                "event": event,
+                "owner": owner,
+                "token": token,
+                "lease_expires_at": lease_expires_at,
+                "at_utc": at,
+            }
+        ],
     )
     return jid
 
@@ -381,19 +403,18 @@ def claim(
         at = fmt_ts(now)
         expires = ts_after(now, ttl)
         space_id = ident.space_id
-        cur = t.one(
-            "SELECT holder, token, lease_expires_at FROM board_claims WHERE space_id = ? AND key = ?",
-            (space_id, key),
-        )
+        where = {"space_id": space_id, "key": key}
+        cur = t.one(_CLAIM_ROW, where)
+        grant = {"holder": ident.address, "claimed_at_utc": at, "lease_expires_at": expires}
         if cur is None:
             token = 1
-            t.execute(
-                "INSERT INTO board_claims (space_id, key, holder, token, claimed_at_utc, lease_expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (space_id, key, ident.address, token, at, expires),
-            )
+            insert_claims(t, [{**where, **grant, "token": token}])
         else:
-            holder, old_token, old_expires = cur
+            holder, old_token, old_expires = (
+                cur["holder"],
+                cur["token"],
+                cur["lease_expires_at"],
+            )
             if holder is not None:
                 if old_expires <= at:
                     _journal(t, space_id, key, "expired", holder, old_token, old_expires, at)
@@ -407,11 +428,7 @@ def claim(
                         lease_expires_at=old_expires,
                     )
             token = old_token + 1
-            t.execute(
-                "UPDATE board_claims SET holder = ?, token = ?, claimed_at_utc = ?, lease_expires_at = ? "
-                "WHERE space_id = ? AND key = ?",
-                (ident.address, token, at, expires, space_id, key),
-            )
+            t.execute(_GRANT, {**where, **grant, "token": token})
         _journal(t, space_id, key, "claimed", ident.address, token, expires, at)
         return ClaimGrant(
             key=key, token=token, holder=ident.address, claimed_at_utc=at, lease_expires_at=expires
@@ -425,17 +442,14 @@ def _held_by_caller(
 ) -> tuple[str, str]:
     """The (claimed_at, lease_expires_at) of the caller's live claim with ``token``,
     or ``LeaseLost`` saying why the token no longer holds the key."""
-    cur = t.one(
-        "SELECT holder, token, claimed_at_utc, lease_expires_at FROM board_claims "
-        "WHERE space_id = ? AND key = ?",
-        (ident.space_id, key),
-    )
+    cur = t.one(_CLAIM_ROW, {"space_id": ident.space_id, "key": key})
     fields = {"key": key, "token": token}
-    if cur is None or cur[0] is None:
+    if cur is None or cur["holder"] is None:
         raise errors.LeaseLost(
             f"cannot {verb} key {key!r}: nobody holds it (token {token} is stale)", **fields
         )
-    holder, current, claimed_at, expires = cur
+    holder, current = cur["holder"], cur["token"]
+    claimed_at, expires = cur["claimed_at_utc"], cur["lease_expires_at"]
     if holder != ident.address:
         raise errors.LeaseLost(
             f"cannot {verb} key {key!r}: it is held by {holder} now (your token {token} is stale)",
@@ -466,11 +480,7 @@ def release(
     def run(t: Tx, _row: Caller) -> JournalEntry:
         at = store.now_ts()
         _, expires = _held_by_caller(t, ident, key, token, at, "release")
-        t.execute(
-            "UPDATE board_claims SET holder = NULL, claimed_at_utc = NULL, lease_expires_at = NULL "
-            "WHERE space_id = ? AND key = ?",
-            (ident.space_id, key),
-        )
+        t.execute(_FREE, {"space_id": ident.space_id, "key": key})
         jid = _journal(t, ident.space_id, key, "released", ident.address, token, expires, at)
         return JournalEntry(
             id=jid,
@@ -505,10 +515,7 @@ def renew(
         at = fmt_ts(now)
         claimed_at, _ = _held_by_caller(t, ident, key, token, at, "renew")
         expires = ts_after(now, ttl)
-        t.execute(
-            "UPDATE board_claims SET lease_expires_at = ? WHERE space_id = ? AND key = ?",
-            (expires, ident.space_id, key),
-        )
+        t.execute(_RENEW, {"space_id": ident.space_id, "key": key, "lease_expires_at": expires})
         _journal(t, ident.space_id, key, "renewed", ident.address, token, expires, at)
         return ClaimGrant(
             key=key,
@@ -527,30 +534,17 @@ def expire_claims(store: Store, space_ref: str, *, tx: Tx | None = None) -> int:
     keys at once); returns how many. Takes the write lock only if there are any."""
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        at = store.now_ts()
-        if (
-            t.one(
-                "SELECT 1 FROM board_claims WHERE space_id = ? AND holder IS NOT NULL "
-                "AND lease_expires_at <= ? LIMIT 1",
-                (space_id, at),
-            )
-            is None
-        ):
+        if t.one(_ANY_EXPIRED, {"space_id": space_id, "at": store.now_ts()}) is None:
             return 0
     with store.write(tx) as t:
         at = store.now_ts()
-        rows = t.all(
-            "SELECT key, holder, token, lease_expires_at FROM board_claims WHERE space_id = ? "
-            "AND holder IS NOT NULL AND lease_expires_at <= ? ORDER BY key",
-            (space_id, at),
-        )
-        for key, holder, token, expires in rows:
-            _journal(t, space_id, key, "expired", holder, token, expires, at)
-        t.execute(
-            "UPDATE board_claims SET holder = NULL, claimed_at_utc = NULL, lease_expires_at = NULL "
-            "WHERE space_id = ? AND holder IS NOT NULL AND lease_expires_at <= ?",
-            (space_id, at),
-        )
+        where = {"space_id": space_id, "at": at}
+        rows = t.all(_EXPIRED, where)
+        for r in rows:
+            _journal(
+                t, space_id, r["key"], "expired", r["holder"], r["token"], r["lease_expires_at"], at
+            )
+        t.execute(_FREE_EXPIRED, where)
     return len(rows)
 
 
@@ -558,13 +552,15 @@ def claims(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ClaimG
     """The live claims of a space (held and not expired), by key. Writes nothing."""
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(
-            "SELECT key, token, holder, claimed_at_utc, lease_expires_at FROM board_claims "
-            "WHERE space_id = ? AND holder IS NOT NULL AND lease_expires_at > ? ORDER BY key",
-            (space_id, store.now_ts()),
-        )
+        rows = t.all(_LIVE_CLAIMS, {"space_id": space_id, "at": store.now_ts()})
     return [
-        ClaimGrant(key=r[0], token=r[1], holder=r[2], claimed_at_utc=r[3], lease_expires_at=r[4])
+        ClaimGrant(
+            key=r["key"],
+            token=r["token"],
+            holder=r["holder"],
+            claimed_at_utc=r["claimed_at_utc"],
+            lease_expires_at=r["lease_expires_at"],
+        )
         for r in rows
     ]
 
@@ -579,13 +575,16 @@ def journal(
     expire_claims(store, space_ref, tx=tx)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        sql = (
-            "SELECT id, key, event, owner, token, lease_expires_at, at_utc FROM claim_journal "
-            "WHERE space_id = ?"
+        rows = t.all(_JOURNAL, {"space_id": space_id, "key": key})
+    return [
+        JournalEntry(
+            id=r["id"],
+            key=r["key"],
+            event=r["event"],
+            owner=r["owner"],
+            token=r["token"],
+            lease_expires_at=r["lease_expires_at"],
+            at_utc=r["at_utc"],
         )
-        params: list[Any] = [space_id]
-        if key is not None:
-            sql += " AND key = ?"
-            params.append(key)
-        rows = t.rows(sql + " ORDER BY at_utc, id", params)
-    return [JournalEntry(**r) for r in rows]
+        for r in rows
+    ]

@@ -9,41 +9,78 @@ tool) construct it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal
 
-from broker import messages, participants, spaces
+from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.models import JoinInput
 from broker.records import (
+    BackupResult,
     BoardEntry,
     ClaimGrant,
+    Finding,
+    HistoryEntry,
     Joined,
     JournalEntry,
     Lease,
     LogEntry,
     Participant,
     QuarantinedDelivery,
+    QueueStats,
     SendResult,
     Space,
     Turn,
     TurnRecord,
     TurnSeen,
+    VacuumResult,
 )
 from broker.vocab import SpaceKind, Via
 
+__all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
+
+TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
+
 
 class Agent:
-    """A participant acting in its space."""
+    """A participant acting in its space.
 
-    def __init__(self, store: Store, identity: Identity) -> None:
+    The leases and turns an Agent takes are held by this process (S32): if it
+    dies, the participant's next connection from another process gets them
+    back at once. ``transient=True`` is for a process that ends before its
+    leases do (one CLI call per tool call): its leases end only by expiry."""
+
+    def __init__(self, store: Store, identity: Identity, *, transient: bool = False) -> None:
         self.store = store
         self.identity = identity
+        self.transient = transient
 
     @classmethod
-    def connect(cls, store: Store, space: str, address: str, token: str | None) -> Agent:
-        return cls(store, participants.authenticate(store, space, address, token))
+    def connect(
+        cls,
+        store: Store,
+        space: str,
+        address: str,
+        token: str | None,
+        *,
+        transient: bool = False,
+    ) -> Agent:
+        """The participant ``address`` of ``space``, authenticated by its token
+        (S10). Its processing deliveries held by a process that is gone come
+        back to ready at once (restart recovery, S32)."""
+        from broker import inbox
+
+        agent = cls(
+            store, participants.authenticate(store, space, address, token), transient=transient
+        )
+        inbox.recover_on_connect(store, agent.identity.participant_id)
+        return agent
+
+    def _process(self) -> str | None:
+        """The process holding this agent's leases (S32); None when transient."""
+        return None if self.transient else procs.this_process()
 
     @classmethod
     def join(
@@ -175,7 +212,9 @@ class Agent:
         """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
         from broker import inbox
 
-        return inbox.claim(self.store, self.identity, limit, lease, wait, owner, tx=tx)
+        return inbox.claim(
+            self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
+        )
 
     def ack(self, token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None) -> int:
         """Ack message ``ids`` (None: the whole lease); a repeat returns 0."""
@@ -235,7 +274,9 @@ class Agent:
         """Ack and claim the next ``limit`` in one transaction."""
         from broker import inbox
 
-        return inbox.ack_and_claim(self.store, self.identity, token, ids, limit, lease, tx=tx)
+        return inbox.ack_and_claim(
+            self.store, self.identity, token, ids, limit, lease, process=self._process(), tx=tx
+        )
 
     # --- turns (S17-S19) -----------------------------------------------------------
     def next_turn(
@@ -249,13 +290,57 @@ class Agent:
         """What to show the model before its next call, framed and in order."""
         from broker import turns
 
-        return turns.next_turn(self.store, self.identity, wait, lease, limit, tx=tx)
+        return turns.next_turn(
+            self.store, self.identity, wait, lease, limit, process=self._process(), tx=tx
+        )
 
     def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
         """Confirm a turn once the model call returned."""
         from broker import turns
 
         return turns.seen(self.store, self.identity, turn_id, tx=tx)
+
+    # --- added by engineer "queue": what the teammates runtime needs (S16, S26) -------
+    def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
+        """This agent's own status (S5, S26: the teammate runtime sets it),
+        refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""
+        from broker import auth
+
+        if status not in ("running", "idle", "failed", "shutdown"):
+            raise errors.InvalidInput(
+                f"bad status {status!r}: running, idle, failed or shutdown", field="status"
+            )
+        with self.store.write(tx) as t:
+            auth.caller(t, self.identity)
+            participants.set_status(self.store, self.identity.participant_id, status, tx=t)
+
+    def quarantine_turn(self, turn: Turn, reason: str) -> int:
+        """Set a failed turn's inbox messages aside with ``reason`` as evidence
+        (S15, S26); how many (those already redelivered to a later turn are not)."""
+        from broker import turns
+
+        return turns.quarantine(self.store, self.identity, turn, reason)
+
+    def append_history(self, turn: Turn, *, tx: Tx | None = None) -> list[str]:
+        """Append the turn's messages (not its directives) to this agent's
+        history, once per message id (S16: history first, ack second); the ids
+        appended now."""
+        from broker import history
+
+        return history.append(self.store, self.identity, turn, tx=tx)
+
+    def undo_history(self, message_ids: Iterable[str], *, tx: Tx | None = None) -> int:
+        """Remove these ids from this agent's history again: the turn's ack was
+        lost and the redelivered turn will append them (S16). How many went."""
+        from broker import history
+
+        return history.undo(self.store, self.identity, list(message_ids), tx=tx)
+
+    def history(self) -> list[HistoryEntry]:
+        """This agent's history, oldest first."""
+        from broker import history
+
+        return history.entries(self.store, self.identity)
 
 
 class Operator:
@@ -336,8 +421,57 @@ class Operator:
 
         return board.claims(self.store, space)
 
-    def journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
-        """The claim journal of a space (S23), oldest first."""
+    # --- operations (broker doctor / backup / vacuum) --------------------------------
+    @classmethod
+    def doctor(cls, store: Store | str | None = None) -> list[Finding]:
+        """Check a store and say how to fix what is wrong: one ``Finding`` per check
+        (``broker.ops.exit_code`` turns them into the command's exit status).
+
+        A class method that needs no operator key: it reads file modes, pragmas
+        and counts, never message content, so it can diagnose a store whose key
+        file is missing (that is one of its findings). ``store`` is an open
+        ``Store``, or a URL (None: the default store) that it opens read-only,
+        creating nothing; a missing or unreadable store is a finding too."""
+        from broker import ops
+
+        return ops.doctor(store)
+
+    def backup(
+        self,
+        path: str | Path,
+        *,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackupResult:
+        """Copy the store online (writers go on) to ``path``: one read snapshot,
+        integrity-checked before it replaces anything, the operator key file
+        copied beside it. ``force`` overwrites an existing file;
+        ``progress(done, total)`` follows the pages copied."""
+        from broker import ops
+
+        return ops.backup(self.store, path, force=force, progress=progress)
+
+    def vacuum(self) -> VacuumResult:
+        """Fold the WAL back and rewrite the database without its free pages,
+        under the writer lock (other writers wait, readers go on); the sizes
+        before and after."""
+        from broker import ops
+
+        return ops.vacuum(self.store)
+
+    # --- added by engineer "queue": what the runtime and the demo need ----------------
+    def participant(self, space: str, address: str) -> Participant:
+        """One participant by address (``ParticipantNotFound`` if none)."""
+        return participants.get(self.store, space, address)
+
+    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+        """The claim journal (S23), oldest first, optionally of one key."""
         from broker import board
 
         return board.journal(self.store, space, key=key)
+
+    def queue_stats(self, space: str) -> QueueStats:
+        """A space's deliveries by state and the redeliveries they took (S13-S15)."""
+        from broker import inbox
+
+        return inbox.stats(self.store, space)

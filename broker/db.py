@@ -13,6 +13,17 @@ needed: migrations, and ``Tx.connection`` (a SQLAlchemy ``Connection`` in the
 same transaction), which is how the caller's own work and the broker's commit
 or fail together (spec §Habits).
 
+Writers queue on a kernel lock (``broker.writelock``: ``<database>.lock``)
+taken right before ``BEGIN IMMEDIATE`` and dropped right after ``COMMIT`` or
+``ROLLBACK``, so the next writer is woken the moment the lock is free instead
+of sleeping in SQLite's busy handler; readers never take it.
+
+``Store(url, create=False)`` never creates a file: a missing store is one
+``StoreError`` line, and a store that cannot be written (a read-only file
+system, file or folder) opens read-only (``mode=ro``, or ``immutable=1`` on a
+read-only file system when no WAL file is left), its writes refused with the
+reason. Read-only commands open stores that way.
+
 Driver errors are wrapped once, here, into ``broker.errors`` classes.
 """
 
@@ -23,16 +34,18 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker import errors
+from broker import errors, storefile
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.migrate import HEAD
 from broker.settings import StoreSettings
 from broker.sql import stmt
+from broker.storefile import sqlite_path
+from broker.walindex import WalIndex
+from broker.writelock import WriterLock
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -40,6 +53,7 @@ if TYPE_CHECKING:
 Params = Sequence[Any] | dict[str, Any]
 Row = sqlite3.Row  # read by name: row["address"]
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
+MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
 
 _BEGIN_WRITE = stmt("store.begin_write")
 _BEGIN_READ = stmt("store.begin_read")
@@ -50,6 +64,7 @@ _ROLLBACK_TO = stmt("store.rollback_to_savepoint")
 _RELEASE = stmt("store.release_savepoint")
 _DATA_VERSION = stmt("store.data_version")
 _CHECKPOINT = stmt("store.checkpoint_passive")
+_NO_AUTOCHECKPOINT = stmt("store.wal_autocheckpoint_off")
 _SCHEMA_VERSION = stmt("store.schema_version")
 _PRAGMAS = [
     stmt("store.wal"),
@@ -148,15 +163,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///`` URL, parsed without importing SQLAlchemy
-    (its import alone costs ~300 ms, too much for a CLI called per tool call)."""
-    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
-        if url.startswith(prefix):
-            return url[len(prefix) :].split("?", 1)[0]
-    if url.startswith("postgresql"):
-        raise errors.StoreError("PostgreSQL is not supported yet: use a sqlite:/// URL")
-    raise errors.InvalidInput(f"bad database URL {url!r}: expected sqlite:////path/to/file.db")
+class Connection(sqlite3.Connection):
+    """A DBAPI connection of the store, with its own view of the writer lock
+    (``flock`` locks belong to an open file description: one per connection)."""
+
+    writer_lock: WriterLock | None = None
+    checkpoints_managed: bool = False  # see Store._manage_checkpoints
 
 
 class Store:
@@ -172,7 +184,20 @@ class Store:
         clock: Clock | None = None,
         settings: StoreSettings | None = None,
         migrate: bool = True,
+        create: bool = True,
     ) -> None:
+        """Open the store at ``url`` (default: ``BROKER_URL``, else the file in
+        ``BROKER_HOME``).
+
+        ``create=True`` (write commands) makes the folder (0700) and the file
+        (0600) if needed, and ``migrate`` brings the schema to head. With
+        ``create=False`` (read-only commands) no file is ever created (no
+        database, no lock file): a missing store raises one ``StoreError`` line,
+        and ``migrate`` only checks that the schema is at head
+        (``SchemaOutOfDate`` otherwise); ``migrate=False`` skips even that
+        (``broker db current``, ``broker doctor``). Either way a store that
+        cannot be written opens read-only: ``read_only`` is then the reason and
+        every write transaction is refused with it."""
         self.settings = settings or StoreSettings.from_env(url)
         self.clock: Clock = clock or system_clock
         self.url = self.settings.url
@@ -182,63 +207,58 @@ class Store:
             raise errors.UnsupportedSQLite(
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
-        self.path = self._prepare_file(db)
+        self.create = create
+        self.path = storefile.prepare(db) if create else storefile.existing(db)
+        self.lock_path = f"{self.path}.lock"
+        self.read_only: str | None = storefile.read_only_reason(self.path)
+        self._target, self._uri = str(self.path), False
+        if self.read_only is not None:
+            self._target, self._uri = storefile.read_only_uri(self.path), True
+        self._migrating: int | None = None  # the thread running ensure_schema's migration
+        # The WAL index, once mapped: checkpoints run after the writer lock is
+        # dropped (broker.walindex). None: not mapped (yet, or it cannot be).
+        self._walindex: WalIndex | None = None
         self._reset_connections()
         _stores.add(self)
-        if migrate:
+        if migrate and create and self.read_only is None:
             self.ensure_schema()
+        elif migrate:
+            self._check_schema()
 
     def _reset_connections(self) -> None:
         self._lock = threading.Lock()  # a fork may have copied it held by another thread
         self._local = threading.local()
-        self._spare: list[sqlite3.Connection] = []
+        self._spare: list[Connection] = []
         self._engine: Any = None
         self._sa_engines: dict[int, Any] = {}
 
     # --- setup -----------------------------------------------------------------
-    @staticmethod
-    def _prepare_file(db: str) -> Path:
-        if not db or db == ":memory:":
-            raise errors.InvalidInput("broker needs a database file, not an in-memory database")
-        path = Path(db).expanduser().absolute()
-        folder = path.parent
-        try:
-            if not folder.exists():
-                try:
-                    folder.mkdir(parents=True, mode=0o700)
-                except FileExistsError:
-                    pass  # another process opening the same new store made it first
-                else:
-                    os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
-            if not path.exists():
-                fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-                os.close(fd)
-                os.chmod(path, 0o600)
-        except OSError as exc:
-            raise errors.StoreError(
-                f"cannot create the database file {path}: {exc.strerror}"
-            ) from exc
-        return path
-
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.isolation_level = None  # we emit BEGIN ourselves
         conn.row_factory = sqlite3.Row
         # busy_timeout comes from sqlite3.connect(timeout=...).
-        for pragma in _PRAGMAS:
+        for pragma in _PRAGMAS if self.read_only is None else _PRAGMAS[1:]:
             conn.execute(pragma)
         conn.execute(_SYNCHRONOUS[self.settings.synchronous])
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self) -> Connection:
         """A new configured DBAPI connection (the caller closes it)."""
         try:
             conn = sqlite3.connect(
-                self.path,
+                self._target,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=self.settings.busy_timeout_ms / 1000,
+                factory=Connection,
+                uri=self._uri,
             )
             self._configure(conn)
         except sqlite3.Error as exc:
+            if self.read_only is not None:
+                raise errors.StoreError(
+                    f"cannot read the store at {self.path}: {self.read_only}, and SQLite "
+                    f"cannot open it read-only ({exc})"
+                ) from exc
             raise wrap_db_error(exc) from exc
         return conn
 
@@ -275,34 +295,51 @@ class Store:
         """Migrate an empty or older database to head; cheap when already there."""
         if self.schema_version() == HEAD:
             return
-        import fcntl
-
+        if self.read_only is not None or not self.create:
+            self._check_schema()
+            return
         from broker.migrate import upgrade
 
         # Alembic's SQLite support is not transactional DDL (each migration may
         # commit on its own), so two processes opening one new file must not
-        # migrate side by side: a lock file beside the database serialises them,
-        # and the second finds the schema at head once it gets the lock.
-        with open(f"{self.path}.migrate.lock", "a") as lock:
-            os.chmod(lock.name, 0o600)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                if self.schema_version() == HEAD:
-                    return
-                upgrade(self.engine)
-            except errors.BrokerError:
-                raise
-            except Exception as exc:  # alembic wraps driver errors its own way
-                raise wrap_db_error(exc) from exc
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        # migrate side by side: the writer lock (its own file description here)
+        # serialises them, and the second finds the schema at head once it gets
+        # it. Writers of other processes wait meanwhile; this thread's own
+        # write transactions (e.g. setting the store up) skip the lock it holds.
+        lock = WriterLock(self.lock_path, create=True)
+        try:
+            lock.acquire(max(MIGRATE_WAIT_S, self.settings.busy_timeout_ms / 1000))
+            self._migrating = threading.get_ident()
+            if self.schema_version() == HEAD:
+                return
+            upgrade(self.engine)
+        except errors.BrokerError:
+            raise
+        except Exception as exc:  # alembic wraps driver errors its own way
+            raise wrap_db_error(exc) from exc
+        finally:
+            self._migrating = None
+            lock.close()  # closing the file description drops the lock
+
+    def _check_schema(self) -> None:
+        """A store that is not migrated here (read-only) must already be at head."""
+        rev = self.schema_version()
+        if rev is None:
+            raise errors.StoreError(storefile.NO_STORE.format(path=self.path))
+        if rev != HEAD:
+            raise errors.SchemaOutOfDate(
+                f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
+                "run `broker db upgrade`"
+            )
 
     def schema_version(self) -> str | None:
         try:
             with self.read() as tx:
                 row = tx.one(_SCHEMA_VERSION)
-        except errors.StoreError:
-            return None
+        except errors.StoreError as exc:
+            if "no such table" in exc.message:
+                return None  # an empty database: never migrated
+            raise
         return row[0] if row else None
 
     # --- time --------------------------------------------------------------------
@@ -349,8 +386,30 @@ class Store:
         finally:
             self._checkin(raw, held)
 
-    def _checkout(self) -> tuple[sqlite3.Connection, bool]:
-        held: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    @contextmanager
+    def exclusive(self) -> Iterator[Connection]:
+        """A fresh connection, outside any transaction, with the writer lock held:
+        for statements that cannot run inside one (``VACUUM``, a ``TRUNCATE``
+        checkpoint). Other writers wait on the lock meanwhile; readers go on."""
+        if self.read_only is not None:
+            raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
+        conn = self.connect()
+        lock = WriterLock(self.lock_path, create=self.create)
+        try:
+            held = lock.acquire(self.settings.busy_timeout_ms / 1000)
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise wrap_db_error(exc) from exc
+            finally:
+                if held:
+                    lock.release()
+        finally:
+            lock.close()
+            conn.close()
+
+    def _checkout(self) -> tuple[Connection, bool]:
+        held: Connection | None = getattr(self._local, "conn", None)
         if held is None:
             held = self._local.conn = self.connect()
             self._local.busy = False
@@ -361,7 +420,17 @@ class Store:
             spare = self._spare.pop() if self._spare else None
         return (spare or self.connect()), False
 
-    def _checkin(self, conn: sqlite3.Connection, held: bool) -> None:
+    def _manage_checkpoints(self, conn: Connection) -> None:
+        """After the first commit of one of the store's own connections: leave its
+        checkpoints to the writer that dropped the lock (``broker.walindex``),
+        if the WAL index can be read; SQLite's automatic ones otherwise."""
+        conn.checkpoints_managed = True
+        if self._walindex is None:  # a new file has no index until it is used
+            self._walindex = WalIndex.open(str(self.path))
+        if self._walindex is not None:
+            conn.execute(_NO_AUTOCHECKPOINT)
+
+    def _checkin(self, conn: Connection, held: bool) -> None:
         if held:
             self._local.busy = False
         else:
@@ -370,10 +439,19 @@ class Store:
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[Tx]:
+        if write and self.read_only is not None:
+            raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
         raw, held = self._checkout()
         committed: Tx | None = None
         tx: Tx | None = None
+        lock: WriterLock | None = None
         try:
+            if write and self._migrating != threading.get_ident():
+                lock = raw.writer_lock
+                if lock is None:
+                    lock = raw.writer_lock = WriterLock(self.lock_path, create=self.create)
+                if not lock.acquire(self.settings.busy_timeout_ms / 1000):
+                    lock = None  # no lock file: SQLite's busy handler alone
             try:
                 raw.execute(_BEGIN_WRITE if write else _BEGIN_READ)
             except sqlite3.Error as exc:
@@ -399,11 +477,19 @@ class Store:
                 raise wrap_db_error(exc) from exc
             committed = tx
         finally:
+            if lock is not None:
+                lock.release()  # right after COMMIT / ROLLBACK: the next writer goes
+            if committed is not None and write and not raw.checkpoints_managed:
+                self._manage_checkpoints(raw)
             if tx is not None and tx._sa is not None:
                 tx._sa.close()
             self._checkin(raw, held)
         for fn in committed._after_commit:
             fn()
+        if write and self._walindex is not None and self._walindex.due():
+            # After the doorbells, outside the writer lock: the next writer goes on.
+            with suppress(sqlite3.Error):  # another one is checkpointing: it is done anyway
+                self.checkpoint()
 
     @staticmethod
     def _rollback(tx: Tx) -> None:
@@ -416,10 +502,13 @@ class Store:
             pass
 
     def close(self) -> None:
+        if self._walindex is not None:
+            self._walindex.close()
+            self._walindex = None
         conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-        for c in self._spare:
+        for c in ([conn] if conn is not None else []) + self._spare:
+            if c.writer_lock is not None:
+                c.writer_lock.close()
             c.close()
         if self._engine is not None:
             self._engine.dispose()

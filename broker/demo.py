@@ -7,9 +7,12 @@ to the lead and releases the key; it nudges itself with a message to take its
 next turn, so between tasks it sees whatever arrived meanwhile. Midway the lead
 issues a standing directive to every worker, and the operator sends an urgent
 message; every report says which of the two its author had seen. One teammate
-is killed with SIGKILL mid-run: the supervisor restarts it, its unconfirmed
-turn is redelivered after the lease, and its claimed key expires so another
-teammate can take the task (at-least-once, de-duplicated by task number).
+is killed with SIGKILL mid-run: the supervisor restarts it, the restarted
+worker gets the unconfirmed turn back at once (S32: its predecessor's process
+is gone), and the claimed key expires so another teammate can take the task
+(at-least-once, de-duplicated by task number).
+
+The demo is a front end of the library: ``broker.client`` only (no SQL).
 
 Everything stays in the space for inspection afterwards.
 """
@@ -22,13 +25,11 @@ import re
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
 from broker import errors
-from broker.client import Agent, Operator
-from broker.db import Store
+from broker.client import Agent, Operator, Store
 from broker.records import Turn
 from broker.runtime import Team, TeammateContext
 
@@ -40,7 +41,10 @@ DONE = re.compile(r"^done (\d+)$")
 NEXT = "next"  # a teammate's nudge to itself: take another turn
 
 
-class DemoSummary(BaseModel):
+@dataclass(frozen=True, slots=True)
+class DemoSummary:
+    """What ``broker demo`` prints (``--json``: these fields)."""
+
     space: str
     db: str
     teammates: int
@@ -107,16 +111,11 @@ def worker(ctx: TeammateContext, turn: Turn) -> None:
         return
 
 
-def _drain(store: Store, space_id: str, lead: str, deadline: float) -> None:
+def _drain(op: Operator, space_id: str, lead: str, deadline: float) -> None:
     """Let the teammates settle their last turns (a killed teammate's unconfirmed
-    turn comes back once its lease expires) before the team is shut down."""
+    turn comes back to its restarted worker) before the team is shut down."""
     while time.monotonic() < deadline:
-        with store.read() as t:
-            pending = t.one(
-                "SELECT count(*) FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
-                "WHERE d.space_id = ? AND p.address != ? AND d.state IN ('ready', 'processing')",
-                (space_id, lead),
-            )[0]
+        pending = sum(p.waiting for p in op.participants(space_id) if p.address != lead)
         if not pending:
             return
         time.sleep(0.1)
@@ -156,7 +155,7 @@ def run_demo(
     )
     for n in range(1, tasks + 1):
         lead.post(f"task {n}: sum of squares below {n * 100}")
-    team = Team(store, lead, lease=2.0)
+    team = Team(op, lead, lease=2.0)
     for i in range(1, teammates + 1):
         team.spawn_teammate(
             f"worker-{i}",
@@ -201,24 +200,13 @@ def run_demo(
             if not urgent_sent and len(results) >= tasks // 2:
                 op.send(space.id, URGENT, to=["role:worker"], urgent=True)
                 urgent_sent = True
-        _drain(store, space.id, lead.address, deadline=time.monotonic() + 10)
+        _drain(op, space.id, lead.address, deadline=time.monotonic() + 10)
     finally:
         team.shutdown()
     lead.leave()
     entries = op.log(space.id)
-    with store.read() as t:
-        claims = t.one(
-            "SELECT count(*) FROM claim_journal WHERE space_id = ? AND event = 'claimed'",
-            (space.id,),
-        )[0]
-        redeliveries = t.one(
-            "SELECT coalesce(sum(attempts - 1), 0) FROM deliveries WHERE space_id = ? AND attempts > 1",
-            (space.id,),
-        )[0]
-        quarantined = t.one(
-            "SELECT count(*) FROM deliveries WHERE space_id = ? AND state = 'quarantine'",
-            (space.id,),
-        )[0]
+    claims = sum(e.event == "claimed" for e in op.claim_journal(space.id))
+    queue = op.queue_stats(space.id)
     if len(results) < tasks:
         raise errors.BrokerError(
             f"demo timed out: {len(results)} of {tasks} tasks done in {timeout:.0f} s"
@@ -235,8 +223,8 @@ def run_demo(
         saw_urgent=saw_urgent,
         messages=len(entries),
         claims=claims,
-        redeliveries=redeliveries,
-        quarantined=quarantined,
+        redeliveries=queue.redeliveries,
+        quarantined=queue.quarantine,
         restarts=sum(m.restarts for m in team.teammates.values()),
         wall_seconds=round(time.perf_counter() - started, 2),
         inspect=[

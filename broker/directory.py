@@ -5,24 +5,29 @@ task), in SQL. A directory entry IS a participant row (one concept, not two
 tables that drift): registering joins the space with the directory fields,
 unregistering leaves.
 Each claim or turn refreshes ``last_seen_utc`` (the heartbeat); ``prune`` records
-as left the entries whose heartbeat is too old or whose process is gone.
+as left the entries whose process is gone or whose heartbeat is too old, never
+the lead or a live participant by age alone, and can first say what it would
+remove (``dry_run``).
 """
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
-from broker import errors, participants
+from broker import bounds, errors, participants, procs
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
 from broker.messages import parse_input
 from broker.models import JoinInput
 from broker.records import Joined, Participant
-from broker.spaces import resolve_id
+from broker.spaces import limits_of, resolve_id
+from broker.sql import stmt
 
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")
+MAX_AGE_S = 10 * 366 * bounds.DAY_S
+PID_MAX = 2**31 - 1
+_SETTINGS = stmt("directory.lease_seconds_of")
 
 
 def register(
@@ -40,8 +45,11 @@ def register(
     """Register before you work: join the space carrying the directory fields."""
     if archetype not in ARCHETYPES:
         raise errors.InvalidInput(
-            f"archetype must be one of {', '.join(ARCHETYPES)}, not {archetype!r}"
+            f"archetype must be one of {', '.join(ARCHETYPES)}, not {archetype!r}",
+            field="archetype",
         )
+    if pid is not None:
+        pid = bounds.count(pid, "pid", top=PID_MAX)
     fields = {
         "codename": agent_id,
         "agent": agent,
@@ -70,15 +78,7 @@ def unregister(store: Store, ident: Identity, *, tx: Tx | None = None) -> None:
 
 def process_gone(pid: int | None) -> bool:
     """True when ``pid`` names no process on this host (None: unknown, never gone)."""
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # it exists, it is just not ours
-    return False
+    return procs.pid_gone(pid)
 
 
 def prune(
@@ -87,25 +87,43 @@ def prune(
     *,
     older_than: float | None = None,
     check_pid: bool = True,
+    dry_run: bool = False,
     tx: Tx | None = None,
 ) -> list[Participant]:
-    """Record stale entries as left: heartbeat older than ``older_than`` seconds,
-    or (``check_pid``) a registered process that no longer exists."""
-    if older_than is not None and older_than < 0:
-        raise errors.InvalidInput("older_than must be >= 0 seconds")
-    cutoff = fmt_ts(store.now() - timedelta(seconds=older_than)) if older_than is not None else None
+    """Record stale entries as left (reason ``prune``), oldest first, and return
+    them; with ``dry_run`` only return what would be removed.
+
+    An entry is stale when its registered process no longer exists
+    (``check_pid``), or when its heartbeat is older than ``older_than``
+    seconds (0 to 10 years). Age alone never removes the lead, an entry whose
+    registered process is alive, or one whose heartbeat is fresher than the
+    space's ``lease_seconds`` (a live participant, S27)."""
+    if older_than is not None:
+        older_than = bounds.seconds(older_than, "older_than", top=MAX_AGE_S, zero=True)
+    if not isinstance(check_pid, bool):
+        raise errors.InvalidInput(f"bad check_pid {check_pid!r}: true or false", field="check_pid")
+    if not isinstance(dry_run, bool):
+        raise errors.InvalidInput(f"bad dry_run {dry_run!r}: true or false", field="dry_run")
+    now = store.now()
     pruned: list[Participant] = []
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(
-            f"SELECT {participants.COLUMNS} FROM participants WHERE space_id = ? AND status != 'left' "
-            "ORDER BY joined_at_utc, id",
-            (space_id,),
-        )
-        for row in rows:
-            entry = participants.to_model(row)
-            stale = cutoff is not None and entry.last_seen_utc < cutoff
-            if stale or (check_pid and process_gone(entry.pid)):
-                participants.leave_in_tx(store, t, entry.id, "prune")
+        cutoff = None
+        if older_than is not None:
+            settings = t.one(_SETTINGS, {"space_id": space_id})["settings"]
+            live_for = limits_of(settings).lease_seconds
+            cutoff = fmt_ts(now - timedelta(seconds=max(older_than, live_for)))
+        for entry in participants.list_participants(store, space_id, include_left=False, tx=t):
+            gone = check_pid and process_gone(entry.pid)
+            alive = entry.pid is not None and not process_gone(entry.pid)
+            stale = (
+                cutoff is not None
+                and entry.last_seen_utc < cutoff
+                and not entry.is_lead
+                and not alive
+            )
+            if gone or stale:
+                if not dry_run:
+                    participants.leave_in_tx(store, t, entry.id, "prune")
                 pruned.append(entry)
     return pruned

@@ -301,6 +301,13 @@ INBOX = Spec(
         Field("acked_at_utc", "d.acked_at_utc", _T, null=True),
         Field("last_error", "d.last_error", _S, null=True),
         Field("quarantine_reason", "d.quarantine_reason", _S, null=True),
+        Field(
+            "lease_process",
+            "d.lease_process",
+            _S,
+            null=True,
+            doc="process holding the lease (host:pid:start; S32)",
+        ),
     ],
     "A participant's inbox: every delivery, FIFO order `(created_at_utc, id)`.",
 )
@@ -317,6 +324,20 @@ TURNS = Spec(
         Field("created_at_utc", "u.created_at_utc", _T),
         Field("expires_at", "u.expires_at", _T),
         Field("seen_at_utc", "u.seen_at_utc", _T, null=True),
+        Field(
+            "lease_process",
+            "u.lease_process",
+            _S,
+            null=True,
+            doc="process holding the turn (host:pid:start; S32)",
+        ),
+        Field(
+            "bcast_from",
+            "u.bcast_from",
+            _I,
+            null=True,
+            doc="broadcast-log number the turn's broadcasts start after (S18)",
+        ),
     ],
     "A participant's turns (S17-S18), oldest first.",
 )

@@ -1,11 +1,13 @@
-"""Inboxes as transactional queues (S13-S16): claim, ack, release, extend, quarantine.
+"""Inboxes as transactional queues (S13-S16, S32): claim, ack, release, extend,
+quarantine, restart recovery. The only writer of ``deliveries``.
 
 Every inbox is the set of ``deliveries`` rows of one recipient, moving
 ready -> processing -> done | quarantine. A claim is ONE statement inside
-``BEGIN IMMEDIATE``::
+``BEGIN IMMEDIATE`` (``inbox.claim`` in ``broker/sql/inbox.sql``)::
 
-    UPDATE deliveries SET state = 'processing', lease_token = ?, ...
-    WHERE id IN (SELECT id ... ORDER BY created_at_utc, id LIMIT ?) RETURNING ...
+    UPDATE deliveries SET state = 'processing', lease_token = :token, ...
+    WHERE id IN (SELECT id ... ORDER BY created_at_utc, id LIMIT :n)
+    RETURNING ..., (the message the row carries)
 
 whose candidates are the recipient's ready rows *and* its processing rows whose
 lease has expired (S15: expiry is taken back inside the claim predicate, no
@@ -13,7 +15,10 @@ sweeper needed). Each branch is an index range (``ix_deliveries_ready``,
 ``ix_deliveries_leased``) cut to ``LIMIT`` before the merge, so a claim reads
 ``limit`` rows however long the backlog. A candidate already claimed
 ``max_deliveries`` times goes to quarantine in the same statement (a ``CASE``)
-and is not handed out.
+and is not handed out; when poison fills the head of the inbox, the claim
+quarantines it in windows that double (``inbox.quarantine_head``) until it
+reaches a good message, so a claim never comes back empty while something is
+claimable.
 
 Lease tokens: a claim takes a fresh random token; ack / release / extend /
 quarantine present it. A token holds a delivery while the row is processing
@@ -22,90 +27,124 @@ lease expired and someone else claimed" is what makes a token stale). Then the
 token is refused with ``LeaseLost``, naming the message ids. The token stays on
 settled rows, so a second ack by the holder is recognised and returns 0.
 
-Delivery is at-least-once (S16). A consumer de-duplicates by the message id
+Restart recovery (S32): a lease taken by a long-lived process records it
+(``broker.procs``: host, pid and start time). When the participant re-joins or
+connects from a new process, ``recover`` returns the leases of its processes
+that are gone to ready at once instead of after the lease. A transient
+claimer (one CLI call) records no process: its leases end only by expiry.
+
+Delivery is at-least-once (S16): a consumer de-duplicates by the message id
 (``Delivery.id``) and makes its own work and the ack one transaction, history
-first, ack second::
-
-    with store.transaction() as t:
-        if not already_in_history(t, d.id):          # de-duplicate by message id
-            append_to_history(t, d.id, d.body)       # the caller's own tables
-        inbox.ack(store, ident, lease.token, [d.id], tx=t)
-    # Both committed, or neither: if the ack raises LeaseLost (the lease was
-    # lost and the message went to someone else), the history append is rolled
-    # back; a retry after a crash finds the message in history and only acks.
-
-Every write here takes ``tx=`` to join such a transaction (``store.transaction()``).
+first, ack second (``docs/delivery.md``); every write here takes ``tx=`` to
+join such a transaction.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from broker import auth, errors, wake
+from broker import auth, bounds, errors, procs, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_token, parse_ts, ts_after
-from broker.records import Delivery, Lease, QuarantinedDelivery
-from broker.settings import Limits
-from broker.spaces import limits_of, resolve_id
+from broker.records import Delivery, Lease, QuarantinedDelivery, QueueStats
+from broker.spaces import resolve_id
+from broker.sql import stmt
 
 MAX_LIMIT = 10_000
-MAX_LEASE_S = 7 * 24 * 3600.0
-MAX_QUARANTINE_ROUNDS = 16
+MAX_LEASE_S = bounds.WEEK_S
+MAX_WAIT_S = bounds.DAY_S
+OWNER_MAX = 200
+EVIDENCE_MAX = 8000
 
-# Candidates: the oldest ready rows and the oldest expired leases of one
-# recipient, each cut to LIMIT on its own partial index before the merge.
-_CANDIDATES = (
-    "SELECT id FROM ("
-    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
-    "WHERE recipient_id = ?1 AND state = 'ready' ORDER BY created_at_utc, id LIMIT ?2) "
-    "UNION ALL "
-    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
-    "WHERE recipient_id = ?1 AND state = 'processing' AND lease_expires_at < ?3 "
-    "ORDER BY created_at_utc, id LIMIT ?2)"
-    ") ORDER BY created_at_utc, id LIMIT ?2"
-)
-_POISON = "attempts >= ?4"
-# SET expressions all see the old row, so every CASE tests the old attempts/state.
-CLAIM_SQL = (
-    "UPDATE deliveries SET "
-    f"state = CASE WHEN {_POISON} THEN 'quarantine' ELSE 'processing' END, "
-    f"attempts = CASE WHEN {_POISON} THEN attempts ELSE attempts + 1 END, "
-    f"lease_token = CASE WHEN {_POISON} THEN lease_token ELSE ?5 END, "
-    f"lease_owner = CASE WHEN {_POISON} THEN lease_owner ELSE ?6 END, "
-    f"lease_expires_at = CASE WHEN {_POISON} THEN lease_expires_at ELSE ?7 END, "
-    f"quarantine_reason = CASE WHEN {_POISON} THEN 'max_deliveries' ELSE quarantine_reason END, "
-    # The evidence of a lease that ran out: whose it was and when it ended.
-    "last_error = CASE WHEN state = 'processing' THEN "
-    "'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at "
-    "ELSE last_error END "
-    f"WHERE id IN ({_CANDIDATES}) "
-    "RETURNING id, message_id, state, attempts, created_at_utc"
-)
+_INSERT = stmt("inbox.insert")
+_CLAIM = stmt("inbox.claim")
+_QUARANTINE_HEAD = stmt("inbox.quarantine_head")
+_NEXT_EXPIRY = stmt("inbox.next_expiry")
+_ACK = stmt("inbox.ack")
+_RELEASE = stmt("inbox.release")
+_EXTEND = stmt("inbox.extend")
+_QUARANTINE = stmt("inbox.quarantine")
+_BY_MESSAGE_IDS = stmt("inbox.by_message_ids")
+_BY_TOKEN = stmt("inbox.by_token")
+_LEASE_PROCESSES = stmt("inbox.lease_processes")
+_RECOVER = stmt("inbox.recover")
+_QUARANTINED = stmt("inbox.quarantined")
+_REQUEUE = stmt("inbox.requeue")
+_STATS = stmt("inbox.stats")
+
+# What a delivery row holds when the writer leaves a column out (a new send).
+_DEFAULTS: dict[str, Any] = {
+    "state": "ready",
+    "attempts": 0,
+    "lease_token": None,
+    "lease_owner": None,
+    "lease_expires_at": None,
+    "acked_at_utc": None,
+    "last_error": None,
+    "quarantine_reason": None,
+    "lease_process": None,
+}
 
 
-def enter(t: Tx, ident: Identity, now: str) -> Limits:
-    """Check the caller inside ``t`` (refreshing its heartbeat); the space's limits."""
-    return auth.caller(t, ident, now).limits
+# --- the one writer of deliveries -------------------------------------------------------
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert deliveries as given (ids, states and times kept), inside ``t``.
+
+    A send passes new deliveries (``id, space_id, message_id, recipient_id,
+    created_at_utc``: the rest defaults to a fresh ready row); the importer
+    passes every column."""
+    t.many(_INSERT, [{**_DEFAULTS, **r} for r in rows])
+
+
+# --- input at the edge (S33) ------------------------------------------------------------
+def check_limit(limit: object, field: str = "limit") -> int:
+    """How many deliveries one call may take: 1 to ``MAX_LIMIT``."""
+    return bounds.count(limit, field, top=MAX_LIMIT)
+
+
+def check_seconds(seconds: object, field: str = "lease") -> float:
+    """A lease length: more than 0 and at most 7 days."""
+    return bounds.seconds(seconds, field, top=MAX_LEASE_S)
+
+
+def check_wait(wait: object, field: str = "wait") -> float:
+    """How long a call may block: 0 (do not wait) to one day."""
+    return bounds.seconds(wait, field, top=MAX_WAIT_S, zero=True)
+
+
+def _check_token(token: object) -> str:
+    if type(token) is str and token.isascii() and 0 < len(token) <= 100:
+        return token  # the common case: a token as the claim returned it
+    if not isinstance(token, str) or not token:
+        raise errors.InvalidInput(
+            f"bad lease token {token!r}: the token the claim returned", field="lease_token"
+        )
+    return bounds.text(token, "lease_token", 100)
+
+
+def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        ids = [ids]
+    out = list(dict.fromkeys(bounds.text(i, "message id", 100) for i in ids))
+    if not out:
+        raise errors.InvalidInput(
+            "no message ids given (omit them to mean the whole lease)", field="ids"
+        )
+    return out
 
 
 def default_owner(ident: Identity) -> str:
     return f"{ident.address}:{os.getpid()}"
 
 
-def check_limit(limit: int) -> None:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise errors.InvalidInput(f"bad limit {limit}: 1 to {MAX_LIMIT}")
-
-
-def check_seconds(seconds: float, what: str = "lease") -> None:
-    if not 0 < seconds <= MAX_LEASE_S:
-        raise errors.InvalidInput(f"bad {what} {seconds!r}: more than 0 and at most 7 days")
-
-
+# --- claiming ----------------------------------------------------------------------------
 def claim_rows(
     t: Tx,
     recipient_id: str,
@@ -115,53 +154,69 @@ def claim_rows(
     now: str,
     expires: str,
     max_deliveries: int,
+    process: str | None = None,
 ) -> list[Delivery]:
     """The claim statement, inside ``t``: up to ``limit`` deliveries, oldest first.
 
     Candidates past ``max_deliveries`` are quarantined by the same statement and
-    not returned; the statement is run again (rarely) to fill the batch."""
+    not returned. When that leaves the batch short, the poison at the head is
+    quarantined in windows that double and the claim runs again: each round
+    quarantines at least one row, so this ends, and it ends with ``limit``
+    deliveries or none left to claim."""
+    params: dict[str, Any] = {
+        "recipient_id": recipient_id,
+        "n": limit,
+        "now": now,
+        "max_deliveries": max_deliveries,
+        "token": token,
+        "owner": owner,
+        "expires": expires,
+        "process": process,
+    }
     out: list[Delivery] = []
-    for _ in range(MAX_QUARANTINE_ROUNDS):
-        want = limit - len(out)
-        rows = t.all(CLAIM_SQL, (recipient_id, want, now, max_deliveries, token, owner, expires))
-        held = [r for r in rows if r[2] == "processing"]
-        if held:
-            mids = [r[1] for r in held]
-            msgs = {
-                m[0]: m
-                for m in t.all(
-                    "SELECT id, kind, sender, body, urgent FROM messages "
-                    f"WHERE id IN ({','.join('?' * len(mids))})",
-                    mids,
-                )
-            }
-            for r in held:
-                m = msgs[r[1]]
+    window = limit
+    while True:
+        rows = t.all(_CLAIM, params)
+        poison = 0
+        for r in rows:
+            if r["state"] == "processing":
                 out.append(
                     Delivery(
-                        id=r[1],
-                        delivery_id=r[0],
-                        kind=m[1],
-                        sender=m[2],
-                        body=m[3],
-                        urgent=bool(m[4]),
-                        created_at_utc=r[4],
-                        deliveries=r[3],
+                        id=r["message_id"],
+                        delivery_id=r["delivery_id"],
+                        kind=r["kind"],
+                        sender=r["sender"],
+                        body=r["body"],
+                        urgent=bool(r["urgent"]),
+                        created_at_utc=r["created_at_utc"],
+                        deliveries=r["attempts"],
                     )
                 )
-        if len(held) == len(rows) or len(rows) < want:
-            break
+            else:
+                poison += 1
+        if not poison or len(rows) < params["n"]:
+            break  # no poison met, or the inbox has nothing more to offer
+        params["n"] = want = limit - len(out)
+        sweep: dict[str, Any] = {
+            "recipient_id": recipient_id,
+            "now": now,
+            "max_deliveries": max_deliveries,
+            "n": max(window, want),
+        }
+        while True:  # the whole window was poison: look twice as far
+            sweep["n"] *= 2
+            if len(t.all(_QUARANTINE_HEAD, sweep)) < sweep["n"]:
+                break
+        window = sweep["n"]
     if len(out) > 1:
         out.sort(key=lambda d: (d.created_at_utc, d.delivery_id))
     return out
 
 
 def next_expiry(t: Tx, recipient_id: str) -> str | None:
-    row = t.one(
-        "SELECT min(lease_expires_at) FROM deliveries WHERE recipient_id = ? AND state = 'processing'",
-        (recipient_id,),
-    )
-    return row[0] if row else None
+    """When the inbox's next lease runs out (None: nothing is processing)."""
+    row = t.one(_NEXT_EXPIRY, {"recipient_id": recipient_id})
+    return None if row is None else row["expiry"]
 
 
 def _claim_once(
@@ -170,6 +225,7 @@ def _claim_once(
     limit: int,
     lease: float | None,
     owner: str,
+    process: str | None,
     tx: Tx | None,
     want_expiry: bool,
 ) -> tuple[Lease, str | None]:
@@ -177,11 +233,18 @@ def _claim_once(
     now = fmt_ts(now_dt)
     token = new_token()
     with store.write(tx) as t:
-        limits = enter(t, ident, now)
-        seconds = limits.lease_seconds if lease is None else lease
-        expires = ts_after(now_dt, seconds)
+        limits = auth.caller(t, ident, now).limits
+        expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
         got = claim_rows(
-            t, ident.participant_id, limit, token, owner, now, expires, limits.max_deliveries
+            t,
+            ident.participant_id,
+            limit,
+            token,
+            owner,
+            now,
+            expires,
+            limits.max_deliveries,
+            process,
         )
         expiry = next_expiry(t, ident.participant_id) if want_expiry and not got else None
     return Lease(token=token, owner=owner, expires_at=expires, deliveries=got), expiry
@@ -195,25 +258,31 @@ def claim(
     wait: float = 0.0,
     owner: str | None = None,
     *,
+    process: str | None = None,
     tx: Tx | None = None,
 ) -> Lease:
     """Claim up to ``limit`` of the oldest deliveries of the caller's inbox (S13).
 
     ``lease`` is in seconds (default: the space's ``lease_seconds``). With
     ``wait`` > 0, blocks on the inbox's doorbell (S20) until something can be
-    claimed or ``wait`` seconds pass; an empty lease means nothing came."""
-    check_limit(limit)
+    claimed or ``wait`` seconds pass; an empty lease means nothing came.
+    ``process`` (``procs.this_process()``) marks the lease as held by this
+    process, for restart recovery (S32); None for a transient caller."""
+    if type(limit) is not int or not 0 < limit <= MAX_LIMIT:
+        limit = check_limit(limit)
     if lease is not None:
-        check_seconds(lease)
-    owner = owner or default_owner(ident)
-    if wait <= 0:
-        return _claim_once(store, ident, limit, lease, owner, tx, False)[0]
+        lease = check_seconds(lease)
+    if wait != 0 or type(wait) not in (int, float):
+        wait = check_wait(wait)
+    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
+    if wait == 0:
+        return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     if tx is not None:
         raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
     deadline = time.monotonic() + wait
     with wake.Waiter(store, [wake.participant_key(ident.participant_id)]) as waiter:
         while True:
-            got, expiry = _claim_once(store, ident, limit, lease, owner, None, True)
+            got, expiry = _claim_once(store, ident, limit, lease, owner, process, None, True)
             left = deadline - time.monotonic()
             if got.deliveries or left <= 0:
                 return got
@@ -229,22 +298,7 @@ def until(store: Store, expiry: str | None, left: float) -> float:
     return max(0.001, min(left, delta + 0.001))
 
 
-# --- settling ----------------------------------------------------------------------
-def _ids_clause(ids: Sequence[str] | None) -> tuple[str, list[str]]:
-    if ids is None:
-        return "", []
-    return f" AND message_id IN ({','.join('?' * len(ids))})", list(ids)
-
-
-def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
-    if ids is None:
-        return None
-    out = list(dict.fromkeys(ids))
-    if not out:
-        raise errors.InvalidInput("no message ids given (omit them to mean the whole lease)")
-    return out
-
-
+# --- settling ----------------------------------------------------------------------------
 def _lost(token: str, lost: list[tuple[str, str]]) -> errors.LeaseLost:
     why = {
         "processing": "claimed again under another lease",
@@ -260,40 +314,29 @@ def _lost(token: str, lost: list[tuple[str, str]]) -> errors.LeaseLost:
     )
 
 
-def _settle(
+def settle(
     t: Tx,
     ident: Identity,
     token: str,
     ids: list[str] | None,
-    set_sql: str,
-    params: Sequence[Any],
+    statement: str,
+    params: dict[str, Any],
     settled_state: str | None,
 ) -> list[str]:
-    """Move the rows still held under ``token`` (processing) with ``set_sql``.
+    """Run one settle ``statement`` (ack, release, extend, quarantine) on the rows
+    still held under ``token``; the message ids it moved.
 
     Rows already in ``settled_state`` under this same token were settled by the
     holder before: idempotent, not counted. Anything else is a lost lease."""
-    where, extra = _ids_clause(ids)
-    done = [
-        r[0]
-        for r in t.all(
-            # `+recipient_id`: find the rows by token, not by scanning the inbox's leases.
-            f"UPDATE deliveries SET {set_sql} WHERE lease_token = ? AND +recipient_id = ? "
-            f"AND state = 'processing'{where} RETURNING message_id",
-            (*params, token, ident.participant_id, *extra),
-        )
-    ]
+    key = {"token": token, "recipient_id": ident.participant_id}
+    ids_json = None if ids is None else json.dumps(ids)
+    done = [r["message_id"] for r in t.all(statement, {**params, **key, "ids": ids_json})]
     if ids is not None:
+        if len(done) == len(ids):
+            return done
         got = set(done)
         missing = [i for i in ids if i not in got]
-        if not missing:
-            return done
-        rows = t.all(
-            f"SELECT message_id, state, lease_token FROM deliveries WHERE recipient_id = ? "
-            f"AND message_id IN ({','.join('?' * len(missing))})",
-            (ident.participant_id, *missing),
-        )
-        found = {r[0]: (r[1], r[2]) for r in rows}
+        found = where_now(t, ident.participant_id, missing)
         unknown = [i for i in missing if i not in found]
         if unknown:
             raise errors.MessageNotFound(
@@ -310,21 +353,31 @@ def _settle(
         return done
     if done:
         return done
-    rows = t.all(
-        "SELECT message_id, state FROM deliveries WHERE lease_token = ? AND recipient_id = ?",
-        (token, ident.participant_id),
-    )
-    lost = [(r[0], r[1]) for r in rows if r[1] != settled_state]
-    if lost or not rows:
-        if not rows:
-            raise errors.LeaseLost(
-                f"lease {token[:8]}... holds nothing in the inbox of {ident.address}: it expired "
-                "and its messages were claimed again, or the token is wrong",
-                lease=token,
-                lost=[],
-            )
+    rows = t.all(_BY_TOKEN, key)
+    if not rows:
+        raise errors.LeaseLost(
+            f"lease {token[:8]}... holds nothing in the inbox of {ident.address}: it expired "
+            "and its messages were claimed again, or the token is wrong",
+            lease=token,
+            lost=[],
+        )
+    lost = [(r["message_id"], r["state"]) for r in rows if r["state"] != settled_state]
+    if lost:
         raise _lost(token, lost)
     return done
+
+
+def ack_all(t: Tx, recipient_id: str, token: str, now: str) -> list[str]:
+    """Ack every row still held under ``token`` (a confirmed turn, S18), inside
+    ``t``; the message ids acked."""
+    params = {"now": now, "token": token, "recipient_id": recipient_id, "ids": None}
+    return [r["message_id"] for r in t.all(_ACK, params)]
+
+
+def where_now(t: Tx, recipient_id: str, ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """Where each of ``ids`` stands in the inbox: ``{message id: (state, lease token)}``."""
+    rows = t.all(_BY_MESSAGE_IDS, {"recipient_id": recipient_id, "ids": json.dumps(list(ids))})
+    return {r["message_id"]: (r["state"], r["lease_token"]) for r in rows}
 
 
 def ack(
@@ -339,11 +392,10 @@ def ack(
 
     Returns how many were acked now; a repeat by the holder returns 0. A lease
     that lost any of them raises ``LeaseLost`` and acks nothing."""
+    token = _check_token(token)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
-        done = _settle(
-            t, ident, token, id_list, "state = 'done', acked_at_utc = ?", (store.now_ts(),), "done"
-        )
+        done = settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
     return len(done)
 
 
@@ -360,21 +412,15 @@ def release(
 
     The delivery count is not reset: past ``max_deliveries`` the next claim
     quarantines it."""
+    token = _check_token(token)
     id_list = _norm_ids(ids)
+    if error is not None:
+        error = bounds.text(error, "error", EVIDENCE_MAX)
     with store.write(tx) as t:
-        done = _settle(
-            t,
-            ident,
-            token,
-            id_list,
-            "state = 'ready', lease_owner = NULL, lease_expires_at = NULL, "
-            "last_error = coalesce(?, last_error)",
-            (error,),
-            "ready",
-        )
+        done = settle(t, ident, token, id_list, _RELEASE, {"error": error}, "ready")
         if done:
-            pid = ident.participant_id
-            t.after_commit(lambda: wake.ring(store, ident.space_id, [pid]))
+            space_id, pid = ident.space_id, ident.participant_id
+            t.after_commit(lambda: wake.ring(store, space_id, [pid]))
     return len(done)
 
 
@@ -389,15 +435,16 @@ def extend(
 ) -> str:
     """Push the lease's expiry to now + ``seconds`` (default ``lease_seconds``);
     returns the new expiry."""
+    token = _check_token(token)
     if seconds is not None:
-        check_seconds(seconds)
+        seconds = check_seconds(seconds, "seconds")
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
+        now = store.now()
         if seconds is None:
-            settings = t.one("SELECT settings FROM spaces WHERE id = ?", (ident.space_id,))[0]
-            seconds = limits_of(settings).lease_seconds
-        expires = ts_after(store.now(), seconds)
-        _settle(t, ident, token, id_list, "lease_expires_at = ?", (expires,), None)
+            seconds = auth.caller(t, ident).limits.lease_seconds
+        expires = ts_after(now, seconds)
+        settle(t, ident, token, id_list, _EXTEND, {"expires": expires}, None)
     return expires
 
 
@@ -414,18 +461,31 @@ def quarantine(
     """Set a bad message aside, with its evidence (S15); the queue goes on.
 
     The operator lists it (``quarantined``) and can ``requeue`` it."""
+    token = _check_token(token)
+    reason = bounds.text(reason, "reason", EVIDENCE_MAX)
     if not reason.strip():
-        raise errors.InvalidInput("a quarantine needs a reason")
+        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
+    if error is not None:
+        error = bounds.text(error, "error", EVIDENCE_MAX)
+    ids = _norm_ids([message_id])
     with store.write(tx) as t:
-        _settle(
-            t,
-            ident,
-            token,
-            [message_id],
-            "state = 'quarantine', quarantine_reason = ?, last_error = coalesce(?, last_error)",
-            (reason, error),
-            "quarantine",
-        )
+        settle(t, ident, token, ids, _QUARANTINE, {"reason": reason, "error": error}, "quarantine")
+
+
+def quarantine_held(
+    t: Tx, recipient_id: str, token: str, ids: Sequence[str], reason: str
+) -> list[str]:
+    """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a
+    failed turn's input, S26); the ids moved. Ids claimed again meanwhile are
+    left to the lease that holds them now."""
+    params = {
+        "token": token,
+        "recipient_id": recipient_id,
+        "ids": json.dumps(list(ids)),
+        "reason": bounds.text(reason, "reason", EVIDENCE_MAX),
+        "error": None,
+    }
+    return [r["message_id"] for r in t.all(_QUARANTINE, params)]
 
 
 def ack_and_claim(
@@ -437,47 +497,80 @@ def ack_and_claim(
     lease: float | None = None,
     owner: str | None = None,
     *,
+    process: str | None = None,
     tx: Tx | None = None,
 ) -> Lease:
     """Ack ``ids`` of lease ``token`` and claim the next ``limit`` in ONE transaction."""
-    check_limit(limit)
+    token = _check_token(token)
+    limit = check_limit(limit)
     if lease is not None:
-        check_seconds(lease)
+        lease = check_seconds(lease)
+    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
-        _settle(
-            t, ident, token, id_list, "state = 'done', acked_at_utc = ?", (store.now_ts(),), "done"
-        )
-        got, _ = _claim_once(store, ident, limit, lease, owner or default_owner(ident), t, False)
+        settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
+        got, _ = _claim_once(store, ident, limit, lease, owner, process, t, False)
     return got
 
 
-# --- the operator's view of quarantine ------------------------------------------------
+# --- restart recovery (S32) ---------------------------------------------------------------
+def dead_processes(t: Tx, participant_id: str) -> list[str]:
+    """The processes holding the participant's leases that are gone (any transaction)."""
+    rows = t.all(_LEASE_PROCESSES, {"recipient_id": participant_id})
+    return [r["lease_process"] for r in rows if procs.gone(r["lease_process"])]
+
+
+def recover(t: Tx, participant_id: str, now: str) -> int:
+    """Restart recovery (S32), inside the write transaction ``t``: the
+    participant's processing deliveries whose owner process is gone return to
+    ready at once (the claim that took them counted the attempt); leases of
+    live processes, and of transient claimers (no process recorded), are
+    untouched. Returns how many came back."""
+    dead = dead_processes(t, participant_id)
+    if not dead:
+        return 0
+    back = t.all(
+        _RECOVER, {"recipient_id": participant_id, "now": now, "processes": json.dumps(dead)}
+    )
+    if back:
+        store = t.store
+
+        def ring() -> None:
+            wake.ring_keys(store, [wake.participant_key(participant_id)])
+
+        t.after_commit(ring)
+    return len(back)
+
+
+def recover_on_connect(store: Store, participant_id: str) -> int:
+    """``recover`` for a process that connects as the participant: one read when
+    nothing is to be recovered, a write transaction only when something is."""
+    with store.read() as t:
+        if not dead_processes(t, participant_id):
+            return 0
+    with store.write() as t:
+        return recover(t, participant_id, store.now_ts())
+
+
+# --- the operator's view -------------------------------------------------------------------
 def quarantined(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[QuarantinedDelivery]:
     """Every quarantined delivery of a space, oldest first, with its evidence."""
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(
-            "SELECT d.id, d.message_id, p.address, m.kind, m.sender, m.body, d.created_at_utc, "
-            "d.attempts, d.quarantine_reason, d.last_error, d.lease_owner "
-            "FROM deliveries d JOIN messages m ON m.id = d.message_id "
-            "JOIN participants p ON p.id = d.recipient_id "
-            "WHERE d.space_id = ? AND d.state = 'quarantine' ORDER BY d.created_at_utc, d.id",
-            (space_id,),
-        )
+        rows = t.all(_QUARANTINED, {"space_id": space_id})
     return [
         QuarantinedDelivery(
-            delivery_id=r[0],
-            id=r[1],
-            recipient=r[2],
-            kind=r[3],
-            sender=r[4],
-            body=r[5],
-            created_at_utc=r[6],
-            deliveries=r[7],
-            reason=r[8],
-            last_error=r[9],
-            lease_owner=r[10],
+            delivery_id=r["delivery_id"],
+            id=r["message_id"],
+            recipient=r["recipient"],
+            kind=r["kind"],
+            sender=r["sender"],
+            body=r["body"],
+            created_at_utc=r["created_at_utc"],
+            deliveries=r["attempts"],
+            reason=r["quarantine_reason"],
+            last_error=r["last_error"],
+            lease_owner=r["lease_owner"],
         )
         for r in rows
     ]
@@ -489,25 +582,32 @@ def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None =
     ``ids`` are delivery ids or message ids (a message id requeues it in every
     inbox where it is quarantined). An id matching nothing quarantined is an
     error and nothing is requeued."""
-    id_list = list(dict.fromkeys(ids))
+    id_list = list(dict.fromkeys(bounds.text(i, "id", 100) for i in ids))
     if not id_list:
-        raise errors.InvalidInput("no ids given")
-    marks = ",".join("?" * len(id_list))
+        raise errors.InvalidInput("no ids given", field="ids")
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(
-            "UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL, "
-            "lease_owner = NULL, lease_expires_at = NULL "
-            f"WHERE space_id = ? AND state = 'quarantine' AND (id IN ({marks}) OR message_id IN ({marks})) "
-            "RETURNING id, message_id, recipient_id",
-            (space_id, *id_list, *id_list),
-        )
-        matched = {r[0] for r in rows} | {r[1] for r in rows}
+        rows = t.all(_REQUEUE, {"space_id": space_id, "ids": json.dumps(id_list)})
+        matched = {r["id"] for r in rows} | {r["message_id"] for r in rows}
         unknown = [i for i in id_list if i not in matched]
         if unknown:
             raise errors.MessageNotFound(
                 f"not quarantined in space {space_id}: {', '.join(unknown)}", ids=unknown
             )
-        woken = sorted({r[2] for r in rows})
+        woken = sorted({r["recipient_id"] for r in rows})
         t.after_commit(lambda: wake.ring(store, space_id, woken))
     return len(rows)
+
+
+def stats(store: Store, space_ref: str, *, tx: Tx | None = None) -> QueueStats:
+    """A space's deliveries by state, and the redeliveries they took."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        r = t.one(_STATS, {"space_id": space_id})
+    return QueueStats(
+        ready=r["ready"],
+        processing=r["processing"],
+        done=r["done"],
+        quarantine=r["quarantine"],
+        redeliveries=r["redeliveries"],
+    )

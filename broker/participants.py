@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from broker import auth, errors, grants
+from broker import auth, errors, grants, inbox
 from broker.addressing import address_of, same_run
 from broker.auth import Identity
 from broker.db import Store, Tx
@@ -148,6 +148,7 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
                 "status='running', left_at_utc=NULL, last_seen_utc=? WHERE id=?",
                 (*values, pid),
             )
+            inbox.recover(t, pid, now)  # S32: leases of its dead processes come back now
         else:
             pid = new_id()
             last_bcast = t.one("SELECT last_bcast FROM spaces WHERE id = ?", (space_id,))[0]

@@ -215,6 +215,33 @@ class QuarantinedDelivery:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A space's deliveries by state (S13-S15), for the operator."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    ready: int
+    processing: int
+    done: int
+    quarantine: int
+    redeliveries: int
+    """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One message of a teammate's canonical history (S16, S26): each handled
+    message once, appended before the turn's ack."""
+
+    message_id: str
+    turn_id: str | None
+    kind: str
+    sender: str
+    body: str
+    at_utc: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnItem:
     """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
 
@@ -283,6 +310,51 @@ class TurnRecord:
     injected: list[TranscriptEntry]
     sent: list[TranscriptEntry]
     notices: list[TranscriptEntry]
+
+
+# --- operations (broker doctor / backup / vacuum) -------------------------------------
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One check of ``broker doctor``."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    check: str
+    """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
+    quarantine, size, settings"""
+    severity: Literal["ok", "info", "warning", "error"]
+    message: str
+    fix: str | None
+    """the command (or step) that fixes it; None when there is nothing to fix"""
+    path: str | None = None
+    data: dict[str, Any] | None = None
+    """the measured values behind the message"""
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes: int
+    pages: int
+    schema: str | None
+    integrity: str
+    """the copy's integrity check: "ok" (a copy that fails it is never kept)"""
+    key_file: str | None
+    """where the operator key file was copied beside the backup, if the store has one"""
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes_before: int
+    """database + WAL, before"""
+    bytes_after: int
+    seconds: float
 
 
 # --- to JSON ----------------------------------------------------------------------------

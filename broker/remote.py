@@ -625,7 +625,7 @@ class RemoteOperator:
     def claims(self, space: str) -> list[ClaimGrant]:
         return _list(ClaimGrant, self._call("GET", _space_path(space) + "/claims"))
 
-    def journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         path = _space_path(space) + "/claims/journal"
         return _list(JournalEntry, self._call("GET", path, query={"key": key}))
 

@@ -17,6 +17,10 @@ The worker loop (``serve``) per turn:
    the turn will be redelivered), the history rows this turn appended are
    removed again, as S16 prescribes.
 
+The runtime is a front end of the library: it uses ``broker.client`` (the
+operator joins teammates and reads their status; each teammate acts as its own
+``Agent``) and nothing below it.
+
 A handler that raises quarantines the turn's input with the error as evidence,
 sets the teammate ``failed`` and sends the failure to the lead. ``Team.shutdown``
 stops the teammates first and then everything else; one failing close never
@@ -38,11 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from broker import errors, participants, turns
-from broker.client import Agent
-from broker.db import Store
-from broker.ids import new_id
-from broker.records import SendResult, Turn, to_dict
+from broker import errors
+from broker.client import Agent, Operator, Store
+from broker.records import HistoryEntry, SendResult, Turn, to_dict
 
 Handler = Callable[["TeammateContext", Turn], None]
 Mode = Literal["thread", "process"]
@@ -65,64 +67,12 @@ class TeammateContext:
         return self.agent.send("lead", text)
 
 
-# --- history ------------------------------------------------------------------------------
-def append_history(agent: Agent, turn: Turn) -> list[str]:
-    """Append the turn's messages to the history; returns the ids newly appended."""
-    store, ident = agent.store, agent.identity
-    fresh: list[str] = []
-    with store.write() as t:
-        for item in turn.items:
-            if item.group == "directive":
-                continue  # standing instructions are re-shown every turn, not history
-            cur = t.execute(
-                "INSERT INTO history (id, space_id, participant_id, message_id, turn_id, kind, sender, body, at_utc) "
-                "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (participant_id, message_id) DO NOTHING",
-                (
-                    new_id(),
-                    ident.space_id,
-                    ident.participant_id,
-                    item.id,
-                    turn.id,
-                    item.kind,
-                    item.sender,
-                    item.body,
-                    store.now_ts(),
-                ),
-            )
-            if cur.rowcount:
-                fresh.append(item.id)
-    return fresh
-
-
-def undo_history(agent: Agent, message_ids: list[str]) -> None:
-    if not message_ids:
-        return
-    with agent.store.write() as t:
-        t.execute(
-            f"DELETE FROM history WHERE participant_id = ? AND message_id IN ({','.join('?' * len(message_ids))})",
-            (agent.identity.participant_id, *message_ids),
-        )
-
-
-def history(store: Store, participant_id: str) -> list[dict[str, Any]]:
-    with store.read() as t:
-        return t.rows(
-            "SELECT message_id, turn_id, kind, sender, body, at_utc FROM history WHERE participant_id = ? "
-            "ORDER BY at_utc, id",
-            (participant_id,),
-        )
-
-
 # --- the worker loop ------------------------------------------------------------------------
-def _set_status(agent: Agent, status: str) -> None:
-    participants.set_status(agent.store, agent.identity.participant_id, status)
-
-
 def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
     """Failure semantics (S26): input quarantined, state failed, lead told."""
     reason = f"{type(exc).__name__}: {exc}"[:2000]
-    turns.quarantine(agent.store, agent.identity, turn, reason)
-    _set_status(agent, "failed")
+    agent.quarantine_turn(turn, reason)
+    agent.set_status("failed")
     with contextlib.suppress(errors.BrokerError):
         agent.send("lead", f"teammate {agent.address} failed on turn {turn.id}: {reason}")
 
@@ -142,9 +92,9 @@ def serve(
     (scripts and tests); ``max_turns`` after that many turns."""
     stop = stop or threading.Event()
     ctx = TeammateContext(name=agent.address, agent=agent)
-    turns = 0
+    taken = 0
     idle_since = time.monotonic()
-    _set_status(agent, "idle")
+    agent.set_status("idle")
     while not stop.is_set():
         try:
             turn = agent.next_turn(wait=IDLE_WAIT_S, lease=lease)
@@ -154,8 +104,8 @@ def serve(
             if idle_exit is not None and time.monotonic() - idle_since > idle_exit:
                 break
             continue
-        _set_status(agent, "running")
-        fresh = append_history(agent, turn)  # history first ...
+        agent.set_status("running")
+        fresh = agent.append_history(turn)  # history first ...
         try:
             handler(ctx, turn)
         except Exception as exc:  # noqa: BLE001 - any handler failure is the teammate's failure
@@ -164,14 +114,14 @@ def serve(
         try:
             agent.seen(turn.id)  # ... ack second
         except errors.LeaseLost:
-            undo_history(agent, fresh)  # the turn will come again: it must be appended again then
-        _set_status(agent, "idle")
-        turns += 1
+            agent.undo_history(fresh)  # the turn will come again: it must be appended again then
+        agent.set_status("idle")
+        taken += 1
         idle_since = time.monotonic()
-        if max_turns is not None and turns >= max_turns:
+        if max_turns is not None and taken >= max_turns:
             break
     with contextlib.suppress(errors.BrokerError):
-        _set_status(agent, "shutdown")
+        agent.set_status("shutdown")
     return "shutdown"
 
 
@@ -239,6 +189,8 @@ class Teammate:
     participant_id: str
     token: str
     mode: str
+    agent: Agent
+    """the teammate's identity in the lead's process (status, history)"""
     handler: Handler | None = None
     command: list[str] | None = None
     thread: threading.Thread | None = None
@@ -248,10 +200,12 @@ class Teammate:
 
 
 class Team:
-    """A lead and its teammates in one space (S26)."""
+    """A lead and its teammates in one space (S26). The operator joins the
+    teammates on their behalf and reads their status."""
 
-    def __init__(self, store: Store, lead: Agent, *, lease: float | None = None) -> None:
-        self.store = store
+    def __init__(self, operator: Operator, lead: Agent, *, lease: float | None = None) -> None:
+        self.operator = operator
+        self.store: Store = lead.store
         self.lead = lead
         self.space_id = lead.space_id
         self.lease = lease
@@ -282,12 +236,15 @@ class Team:
             raise errors.InvalidInput("give exactly one of handler or command")
         if name in self.teammates:
             raise errors.Conflict(f"teammate {name!r} already exists")
-        joined = participants.join(
+        me, joined = Agent.join(
             self.store,
             self.space_id,
-            _join_input(
-                name, role=role, archetype=archetype, agent=agent, parent=self.lead.address
-            ),
+            name,
+            role=role,
+            archetype=archetype,
+            agent=agent,
+            parent=self.lead.address,
+            pid=None,  # its worker holds the identity, not this process
         )
         # The first task is durable before any worker runs: a crash now loses nothing.
         self.lead.send(joined.address, prompt)
@@ -298,6 +255,7 @@ class Team:
             joined.participant_id,
             joined.token,
             "command" if command else mode,
+            me,
             handler=handler,
             command=command,
         )
@@ -371,7 +329,7 @@ class Team:
             for mate in list(self.teammates.values()):
                 if mate.process is None or mate.stop.is_set() or _alive(mate.process):
                     continue
-                status = participants.get(self.store, self.space_id, mate.address).status
+                status = self.operator.participant(self.space_id, mate.address).status
                 if status in ("failed", "shutdown", "left"):
                     continue  # it ended on purpose (or failed): not ours to restart
                 mate.restarts += 1
@@ -394,10 +352,15 @@ class Team:
         return self.lead.send(address, content)
 
     def status(self) -> dict[str, str]:
-        everyone = {
-            p.address: p.status for p in participants.list_participants(self.store, self.space_id)
-        }
+        everyone = {p.address: p.status for p in self.operator.participants(self.space_id)}
         return {name: everyone.get(m.address, "unknown") for name, m in self.teammates.items()}
+
+    def history(self, name: str) -> list[HistoryEntry]:
+        """A teammate's history (S26: it keeps its own, under its name), oldest first."""
+        if name not in self.teammates:
+            known = ", ".join(sorted(self.teammates)) or "none"
+            raise errors.ParticipantNotFound(f"no teammate {name!r}: known are {known}")
+        return self.teammates[name].agent.history()
 
     def add_closer(self, name: str, fn: Callable[[], None]) -> None:
         """Something else to close at shutdown, after the teammates."""
@@ -431,18 +394,10 @@ class Team:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(mate.process.pid, signal.SIGTERM)
             _join(mate.process, timeout)
-        status = participants.get(self.store, self.space_id, mate.address).status
+        status = self.operator.participant(self.space_id, mate.address).status
         if status not in ("failed", "left"):
-            participants.set_status(self.store, mate.participant_id, "shutdown")
-
-
-def _join_input(name: str, **fields: Any) -> Any:
-    from broker.messages import parse_input
-    from broker.models import JoinInput
-
-    return parse_input(
-        JoinInput, {"codename": name, **{k: v for k, v in fields.items() if v is not None}}
-    )
+            with contextlib.suppress(errors.ParticipantLeft):
+                mate.agent.set_status("shutdown")
 
 
 def _mp_context() -> Any:
@@ -482,6 +437,7 @@ def _process_main(
     url: str, space_id: str, address: str, token: str, handler: Handler, lease: float | None
 ) -> None:
     store = Store(url)
+    # A restarted worker gets its killed predecessor's leases back at once (S32).
     me = Agent.connect(store, space_id, address, token)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

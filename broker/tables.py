@@ -339,6 +339,12 @@ deliveries = Table(
     Column("acked_at_utc", String(TS)),
     Column("last_error", Text),
     Column("quarantine_reason", Text),
+    Column(
+        "lease_process",
+        String(300),
+        comment="process holding the lease (host:pid:start), for restart recovery (S32); "
+        "NULL when the claimer was transient (a CLI call)",
+    ),
     Index(
         "ix_deliveries_ready",
         "recipient_id",
@@ -387,7 +393,25 @@ turns = Table(
     Column("created_at_utc", String(TS), nullable=False),
     Column("expires_at", String(TS), nullable=False),
     Column("seen_at_utc", String(TS)),
+    Column(
+        "lease_process",
+        String(300),
+        comment="process holding the turn (host:pid:start), for restart recovery (S32)",
+    ),
+    Column(
+        "bcast_from",
+        Integer,
+        comment="broadcast-log number the turn's broadcasts start after (S18); "
+        "NULL for turns older than revision 0004",
+    ),
     Index("ix_turns_participant_id_created_at_utc", "participant_id", "created_at_utc"),
+    Index(
+        "ix_turns_open",
+        "participant_id",
+        "expires_at",
+        sqlite_where=text("state = 'open'"),
+        postgresql_where=text("state = 'open'"),
+    ),
     comment="Turns: what a participant was shown before one model call (S17-S18).",
 )
 

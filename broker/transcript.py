@@ -10,21 +10,50 @@ together, turn by turn, as the model saw them.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from broker import errors
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import TranscriptEntry, TurnRecord
+from broker.spaces import resolve_id
+from broker.sql import stmt
+
+_INSERT = stmt("transcript.insert")
+_PARTICIPANT = stmt("transcript.participant")
+_TURNS = stmt("transcript.turns")
+_ENTRIES = stmt("transcript.entries")
+_SENT = stmt("transcript.sent")
+
+
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Append transcript rows as given (every column), inside ``t``: a turn's
+    received and injected entries, notices, and rows the importer restores."""
+    t.many(_INSERT, rows)
 
 
 def notice(
     store: Store, t: Tx, space_id: str, participant_id: str, name: str, content: str
 ) -> None:
     """Leave a notice in a participant's transcript, inside the caller's transaction."""
-    t.execute(
-        "INSERT INTO transcript (id, space_id, participant_id, turn_id, position, direction, message_id, kind, "
-        "content, at_utc) VALUES (?, ?, ?, NULL, 0, 'notice', NULL, ?, ?, ?)",
-        (new_id(), space_id, participant_id, name, content, store.now_ts()),
+    insert_rows(
+        t,
+        [
+            {
+                "id": new_id(),
+                "space_id": space_id,
+                "participant_id": participant_id,
+                "turn_id": None,
+                "position": 0,
+                "direction": "notice",
+                "message_id": None,
+                "kind": name,
+                "content": content,
+                "at_utc": store.now_ts(),
+            }
+        ],
     )
 
 
@@ -35,41 +64,28 @@ def rebuild(
     and what was injected, in the order the model saw it; then what it sent (from
     the log) and the notices it got until its next turn. The first record
     (``turn_id`` None) holds what came before its first turn, if anything."""
-    from broker import errors
-    from broker.spaces import resolve_id
-
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        me = t.one(
-            "SELECT id FROM participants WHERE space_id = ? AND address = ?", (space_id, address)
-        )
+        me = t.one(_PARTICIPANT, {"space_id": space_id, "address": address})
         if me is None:
             raise errors.ParticipantNotFound(
                 f"no participant {address!r} in space {space_id}", address=address
             )
-        pid = me[0]
-        turns = t.all(
-            "SELECT id, created_at_utc, state, seen_at_utc FROM turns WHERE participant_id = ? "
-            "ORDER BY created_at_utc, id",
-            (pid,),
-        )
-        rows = t.all(
-            "SELECT id, turn_id, position, direction, message_id, kind, content, at_utc "
-            "FROM transcript WHERE participant_id = ? ORDER BY at_utc, id",
-            (pid,),
-        )
-        # What it sent is in the log, not copied here (receipts are not messages).
-        sent = t.all(
-            "SELECT id, kind, body, created_at_utc FROM messages "
-            "WHERE space_id = ? AND sender = ? AND kind != 'seen' ORDER BY seq",
-            (space_id, address),
-        )
+        pid = me["id"]
+        turns = t.all(_TURNS, {"participant_id": pid})
+        rows = t.all(_ENTRIES, {"participant_id": pid})
+        sent = t.all(_SENT, {"space_id": space_id, "address": address})
     records = [
         _Record(turn_id=None, at=None, state=None, seen_at=None),
-        *(_Record(turn_id=r[0], at=r[1], state=r[2], seen_at=r[3]) for r in turns),
+        *(
+            _Record(
+                turn_id=r["id"], at=r["created_at_utc"], state=r["state"], seen_at=r["seen_at_utc"]
+            )
+            for r in turns
+        ),
     ]
     by_turn = {r.turn_id: r for r in records}
-    keys = [(r[1], r[0]) for r in turns]
+    keys = [(r["created_at_utc"], r["id"]) for r in turns]
 
     def owner(at: str, ident: str) -> _Record:
         # The last turn begun at or before this entry (ids are time-ordered: ties break by id).
@@ -77,29 +93,29 @@ def rebuild(
 
     for r in rows:
         entry = TranscriptEntry(
-            direction=r[3],
-            at_utc=r[7],
-            turn_id=r[1],
-            position=r[2],
-            message_id=r[4],
-            kind=r[5],
-            content=r[6],
+            direction=r["direction"],
+            at_utc=r["at_utc"],
+            turn_id=r["turn_id"],
+            position=r["position"],
+            message_id=r["message_id"],
+            kind=r["kind"],
+            content=r["content"],
         )
-        if r[3] == "notice" or r[1] not in by_turn:
-            owner(r[7], r[0]).notices.append(entry)
+        if r["direction"] == "notice" or r["turn_id"] not in by_turn:
+            owner(r["at_utc"], r["id"]).notices.append(entry)
         else:
-            rec = by_turn[r[1]]
-            (rec.received if r[3] == "received" else rec.injected).append(entry)
+            rec = by_turn[r["turn_id"]]
+            (rec.received if r["direction"] == "received" else rec.injected).append(entry)
     for m in sent:
-        owner(m[3], m[0]).sent.append(
+        owner(m["created_at_utc"], m["id"]).sent.append(
             TranscriptEntry(
                 direction="sent",
-                at_utc=m[3],
+                at_utc=m["created_at_utc"],
                 turn_id=None,
                 position=0,
-                message_id=m[0],
-                kind=m[1],
-                content=m[2],
+                message_id=m["id"],
+                kind=m["kind"],
+                content=m["body"],
             )
         )
     out = []

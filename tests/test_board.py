@@ -42,9 +42,20 @@ def deliveries_of(store: Store, agent: Agent) -> list[tuple[str, str]]:
 
 def directives_for(store: Store, agent: Agent) -> list[str]:
     with store.read() as t:
+        me = t.one(
+            "SELECT address, agent, step FROM participants WHERE id = ?",
+            (agent.identity.participant_id,),
+        )
         return [
             d.body
-            for d in board.active_directives(t, agent.space_id, agent.identity.participant_id)
+            for d in board.active_directives(
+                t,
+                agent.space_id,
+                agent.identity.participant_id,
+                me["address"],
+                me["agent"],
+                me["step"],
+            )
         ]
 
 
@@ -208,8 +219,12 @@ def test_S9_role_and_step_directives_apply_to_participants_that_join_later(
     join: Callable[..., Agent], store: Store
 ) -> None:
     boss = join("boss", lead=True)
-    boss.directive("role:worker", "use the staging database")
-    boss.directive("step:scan", "skip vendored code")
+    for to, text in (
+        ("role:worker", "use the staging database"),
+        ("step:scan", "skip vendored code"),
+    ):
+        with pytest.raises(errors.NotDelivered):  # nobody yet (S8), but logged and in force
+            boss.directive(to, text)
     late = join("w9", agent="worker", step="scan")
     assert directives_for(store, late) == ["use the staging database", "skip vendored code"]
 
@@ -231,15 +246,27 @@ def test_S9_directive_forms_resolve_like_S6(join: Callable[..., Agent], store: S
     assert directives_for(store, boss) == ["to my parent", "to the lead"]
 
 
-def test_S9_directive_that_reaches_nobody_now(join: Callable[..., Agent], store: Store) -> None:
+def test_S8_a_directive_that_reaches_nobody_is_logged_in_force_and_an_error_to_its_sender(
+    join: Callable[..., Agent], store: Store
+) -> None:
     boss = join("boss", lead=True)
-    # A role with no live runner yet is fine: it applies to whoever joins later.
-    later = boss.directive("role:reviewer", "check licences")
-    assert later.reached == [] and later.not_reached[0].reason == "no_live_participant"
-    # An unknown address is an error to its sender (S8), logged and in force.
-    with pytest.raises(errors.NotDelivered, match="unknown_participant.*stays in force"):
-        boss.directive("nobody#1", "hello?")
-    assert [e.body for e in boss.board_read()] == ["check licences", "hello?"]
+    refusals = {}
+    for to in ("role:reviewer", "step:audit", "auditor", "broadcast", "nobody#1"):
+        with pytest.raises(errors.NotDelivered, match="reached nobody.*stays in force") as info:
+            boss.directive(to, f"to {to}")
+        refusals[to] = [n["reason"] for n in info.value.fields["result"]["not_reached"]]
+    assert refusals == {
+        "role:reviewer": ["no_live_participant"],
+        "step:audit": ["no_live_participant"],
+        "auditor": ["no_live_participant"],
+        "broadcast": ["no_live_participant"],
+        "nobody#1": ["unknown_participant"],
+    }
+    # Logged (S8: after it is logged) and in force for whoever joins later and matches.
+    assert [e.body for e in boss.board_read()] == [f"to {to}" for to in refusals]
+    assert all(e.in_force for e in boss.board_read())
+    late = join("r1", agent="reviewer", step="audit")
+    assert directives_for(store, late) == ["to role:reviewer", "to step:audit", "to broadcast"]
 
 
 def test_S9_directive_input_is_checked(join: Callable[..., Agent]) -> None:

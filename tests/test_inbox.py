@@ -17,6 +17,7 @@ from conftest import Clock
 from broker import Agent, Operator, Store, errors, inbox
 from broker.ids import parse_ts
 from broker.records import to_dict
+from broker.sql import stmt
 
 FORK = mp.get_context("fork")
 
@@ -165,19 +166,24 @@ def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
 ) -> None:
     _, a, b = pair(store)
     send_n(a, 5)
+    claim = stmt("inbox.claim")
+    params = {
+        "recipient_id": b.identity.participant_id,
+        "n": 1,
+        "now": "now",
+        "max_deliveries": 5,
+        "token": "tok",
+        "owner": "owner",
+        "expires": "exp",
+        "process": None,
+    }
     with store.read() as t:
-        plan = [
-            r[3]
-            for r in t.all(
-                "EXPLAIN QUERY PLAN " + inbox.CLAIM_SQL,
-                (b.identity.participant_id, 1, "now", 5, "tok", "owner", "exp"),
-            )
-        ]
+        plan = [r["detail"] for r in t.all("EXPLAIN QUERY PLAN " + claim, params)]
     text = "\n".join(plan)
     assert "ix_deliveries_ready" in text
     assert "ix_deliveries_leased" in text
     assert not [p for p in plan if p.startswith("SCAN deliveries")], text
-    assert inbox.CLAIM_SQL.startswith("UPDATE deliveries") and "RETURNING" in inbox.CLAIM_SQL
+    assert claim.startswith("UPDATE deliveries") and "RETURNING" in claim
 
 
 def test_S13_claim_refreshes_the_heartbeat(cstore: Store, clock: Clock) -> None:
@@ -580,3 +586,69 @@ def test_cli_inbox_needs_an_identity(cli: Callable[..., Any]) -> None:
     r = cli("inbox", "claim")
     assert r.code == 4
     assert "no space" in r.err
+
+
+# --- S15: poison never hides a good message -----------------------------------------------
+def _poison(b: Agent, n: int) -> None:
+    """Hand out ``n`` messages once and give them back: with max_deliveries=1
+    each is poison now (delivered max_deliveries times)."""
+    lease = b.claim(limit=n)
+    assert len(lease.deliveries) == n
+    assert b.release(lease.token) == n
+
+
+def _statements(store: Store, fn: Callable[[], Any]) -> tuple[Any, int]:
+    """``fn()`` and how many statements this thread's connection ran for it."""
+    seen: list[str] = []
+    with store.read() as t:
+        raw = t.raw
+    raw.set_trace_callback(seen.append)
+    try:
+        out = fn()
+    finally:
+        raw.set_trace_callback(None)
+    return out, len(dict.fromkeys(seen))  # trigger steps repeat the statement's text
+
+
+@pytest.mark.parametrize(("limit", "poisoned"), [(1, 1000), (3, 16 * 3 + 5)])
+def test_S15_a_claim_reaches_good_messages_behind_any_amount_of_poison(
+    store: Store, limit: int, poisoned: int
+) -> None:
+    sid, a, b = pair(store, max_deliveries=1, inbox_cap=5000)
+    send_n(a, poisoned)
+    _poison(b, poisoned)
+    good = send_n(a, limit)
+    lease, statements = _statements(store, lambda: b.claim(limit=limit))
+    assert [d.id for d in lease.deliveries] == good
+    # The poison was quarantined on the way, in windows that double: a handful
+    # of statements, not one round per poison message.
+    assert statements < 30
+    quarantined = inbox.quarantined(store, sid)
+    assert len(quarantined) == poisoned
+    assert {(q.reason, q.deliveries) for q in quarantined} == {("max_deliveries", 1)}
+
+
+def test_S15_expired_poison_leases_do_not_hide_a_good_message(cstore: Store, clock: Clock) -> None:
+    sid, a, b = pair(cstore, max_deliveries=1, inbox_cap=5000)
+    send_n(a, 70)
+    assert len(b.claim(limit=70, lease=1).deliveries) == 70
+    clock.advance(5)  # every lease ran out: processing, expired, handed out once
+    good = a.send("b", "good").id
+    assert [d.id for d in b.claim().deliveries] == [good]
+    quarantined = inbox.quarantined(cstore, sid)
+    assert len(quarantined) == 70
+    assert all("expired" in (q.last_error or "") for q in quarantined)
+
+
+def test_S15_poison_between_good_messages_keeps_fifo_and_fills_the_batch(store: Store) -> None:
+    sid, a, b = pair(store, max_deliveries=1, inbox_cap=5000)
+    first = send_n(a, 2)
+    assert b.claim(limit=2).deliveries
+    send_n(a, 40)
+    middle = b.claim(limit=40)
+    b.release(middle.token)  # 40 poison behind ...
+    later = send_n(a, 3)  # ... and good ones after them
+    got = b.claim(limit=3)
+    assert [d.id for d in got.deliveries] == later
+    assert len(inbox.quarantined(store, sid)) == 40
+    assert [delivery(store, m)["state"] for m in first] == ["processing", "processing"]

@@ -366,13 +366,14 @@ def test_S10_print_config_is_an_entry_a_client_can_start_as_is(store: Store, spa
     assert wrong.stderr.startswith("broker: auth_failed: ")
 
     operator = subprocess.run(
-        [sys.executable, "-m", "broker", "mcp", "--operator", "--print-config"],
+        [sys.executable, "-m", "broker", "mcp", "--operator", "--print-config", "--json"],
         env=env_for(store),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert operator.returncode == 0, operator.stderr
+    assert len(operator.stdout.splitlines()) == 1  # --json: one line
     op_entry = json.loads(operator.stdout)["mcpServers"]["broker-operator"]
     assert op_entry["args"][-2:] == ["mcp", "--operator"]
     assert set(op_entry["env"]) == {"BROKER_URL"}  # no key is ever printed

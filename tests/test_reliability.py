@@ -113,7 +113,9 @@ def test_wal_stays_bounded_while_a_follower_tails_the_log(tmp_path: Path) -> Non
 
 def test_S15_redelivery_after_the_holder_dies_waits_for_its_lease(tmp_path: Path) -> None:
     """A holder killed after its claim: the message is claimable again only once
-    the lease has expired, and then at once (the claim predicate takes it back)."""
+    the lease has expired, and then at once (the claim predicate takes it back).
+    The holder is transient (no process recorded on its lease), so restart
+    recovery (S32, tests/test_recovery.py) does not return it earlier."""
     url = f"sqlite:///{tmp_path / 'r.db'}"
     store = Store(url)
     space = Operator(store).create_space("workflow", lease_seconds=1.0).id
@@ -124,7 +126,7 @@ def test_S15_redelivery_after_the_holder_dies_waits_for_its_lease(tmp_path: Path
         f"""
         import os, signal, time
         from broker import Agent, Store
-        me = Agent.connect(Store({url!r}), {space!r}, "worker", {worker.token!r})
+        me = Agent.connect(Store({url!r}), {space!r}, "worker", {worker.token!r}, transient=True)
         lease = me.claim(lease=1.0)
         print(lease.expires_at, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

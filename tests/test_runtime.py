@@ -17,7 +17,7 @@ import pytest
 
 from broker import Agent, Operator, Store, directory, errors, inbox, participants
 from broker.records import Turn
-from broker.runtime import Team, TeammateContext, history
+from broker.runtime import Team, TeammateContext
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def lead(store: Store) -> Agent:
 
 @pytest.fixture
 def team(store: Store, lead: Agent) -> Any:
-    t = Team(store, lead, lease=1.0)
+    t = Team(Operator(store), lead, lease=1.0)
     yield t
     t.shutdown()
 
@@ -64,9 +64,9 @@ def test_S26_spawn_delivers_the_first_task_durably_before_the_worker_runs(
     )
     wait_for(lambda: seen)
     assert seen == ["first task"]
-    rows = history(store, mate.participant_id)
-    assert [r["body"] for r in rows] == ["first task"]
-    assert rows[0]["sender"] == "lead"
+    rows = team.history("alice")
+    assert [r.body for r in rows] == ["first task"]
+    assert rows[0].sender == "lead" and rows[0].message_id == mate.agent.history()[0].message_id
 
 
 def test_S26_idle_teammate_wakes_on_new_mail(team: Team) -> None:
@@ -180,14 +180,15 @@ def test_S26_teammate_killed_mid_message_is_restarted_and_handles_it_once(
     os.killpg(
         first_pid, signal.SIGKILL
     )  # the worker and its command: a crash of the whole teammate
-    # The supervisor restarts it; the unconfirmed turn comes back after its lease.
+    # The supervisor restarts it; the restarted worker gets the unconfirmed turn
+    # back at once (S32: the process that held it is gone).
     replies = lead_messages(lead, 1, timeout=30)
     assert replies == ["handled important"]
     assert mate.restarts >= 1 and mate.process.pid != first_pid
     attempts = [json.loads(line) for line in marker.read_text().splitlines()]
     assert len(attempts) == 2 and attempts[0] == attempts[1]  # the same message, delivered twice
-    rows = history(store, mate.participant_id)
-    assert [r["message_id"] for r in rows] == attempts[0]  # ... and in the history once
+    rows = team.history("dave")
+    assert [r.message_id for r in rows] == attempts[0]  # ... and in the history once
 
 
 def test_S25_directory_register_list_show_unregister(store: Store, space: str) -> None:
@@ -247,6 +248,50 @@ def test_S25_prune_keeps_live_processes_and_entries_without_a_pid(store: Store, 
     directory.register(store, space, "me", role="r", archetype="planner", task="t", pid=os.getpid())
     directory.register(store, space, "cli-joined", role="r", archetype="planner", task="t")
     assert directory.prune(store, space) == []
+
+
+def test_S25_prune_by_age_never_removes_the_lead_or_a_live_participant(db_url: str) -> None:
+    now = [time.time()]
+    from datetime import UTC, datetime
+
+    store = Store(db_url, clock=lambda: datetime.fromtimestamp(now[0], UTC))
+    space = Operator(store).create_space("agentiflow", lease_seconds=300).id
+    Agent.join(store, space, "flow/lead", lead=True, pid=None)  # no process to watch
+    Agent.join(store, space, "flow/alive")  # this process: alive
+    Agent.join(store, space, "flow/quiet", pid=None)
+    now[0] += 120
+    fresh, _ = Agent.join(store, space, "flow/fresh", pid=None)
+    # 60 s is less than the space's lease (300 s): nobody quieter than the lease goes.
+    assert directory.prune(store, space, older_than=60) == []
+    now[0] += 600
+    fresh.claim()  # a heartbeat
+    plan = directory.prune(store, space, older_than=60, dry_run=True)
+    assert [p.address for p in plan] == ["quiet"]
+    assert {e.address for e in directory.entries(store, space)} == {
+        "lead",
+        "alive",
+        "quiet",
+        "fresh",
+    }
+    assert [p.address for p in directory.prune(store, space, older_than=60)] == ["quiet"]
+    assert {e.address for e in directory.entries(store, space)} == {"lead", "alive", "fresh"}
+    assert directory.prune(store, space, older_than=0, dry_run=True) == []
+
+
+def test_S25_prune_dry_run_writes_nothing(store: Store, space: str) -> None:
+    gone_pid = os.fork()
+    if gone_pid == 0:
+        os._exit(0)
+    os.waitpid(gone_pid, 0)
+    directory.register(store, space, "gone", role="r", archetype="surveyor", task="t", pid=gone_pid)
+    with store.read() as t:
+        before = [tuple(r) for r in t.all("SELECT * FROM participant_events ORDER BY id")]
+    assert [p.address for p in directory.prune(store, space, dry_run=True)] == ["gone"]
+    assert directory.show(store, space, "gone").status == "running"
+    with store.read() as t:
+        assert [tuple(r) for r in t.all("SELECT * FROM participant_events ORDER BY id")] == before
+    assert [p.address for p in directory.prune(store, space)] == ["gone"]
+    assert directory.show(store, space, "gone").status == "left"
 
 
 SHELL_AGENT = """#!/bin/sh
@@ -375,3 +420,39 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
     assert results == s["results_received"]
     assert state == "running"  # left inspectable
     assert any(cmd.startswith("broker message list") for cmd in s["inspect"])
+
+
+def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
+    """spec §Module layout: the runtime and the demo import the library surface
+    (broker.client, records, errors, models) and nothing below it, and run no SQL."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "broker"
+    allowed = {"broker.client", "broker.records", "broker.errors", "broker.models"}
+    for name, extra in (("runtime.py", set()), ("demo.py", {"broker.runtime"})):
+        tree = ast.parse((root / name).read_text(encoding="utf-8"))
+        used: set[str] = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("broker")
+            ):
+                if node.module == "broker":
+                    used |= {f"broker.{a.name}" for a in node.names}
+                else:
+                    used.add(node.module)
+            elif isinstance(node, ast.Import):
+                used |= {a.name for a in node.names if a.name.startswith("broker")}
+        assert used <= allowed | extra, f"{name} imports {sorted(used - allowed - extra)}"
+        assert used & {"broker.client"}, name
+        strings = [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ]
+        assert not [
+            s
+            for s in strings
+            if s.lstrip().upper().startswith(("SELECT ", "INSERT ", "UPDATE ", "DELETE "))
+        ], name

@@ -201,8 +201,8 @@ def test_S18_an_unconfirmed_turn_is_redelivered_after_its_lease(ccrew: Crew, clo
     first = b.next_turn(lease=30)
     assert [(i.id, i.deliveries) for i in first.items] == [(d, 1), (bc, None)]
     clock.advance(10)
-    early = b.next_turn()  # still leased: the inbox message is not shown twice
-    assert [i.id for i in early.items] == [bc]  # the broadcast is still unseen
+    early = b.next_turn()  # still leased: neither the message nor the broadcast is shown twice
+    assert early.id is None and early.items == []
     clock.advance(25)  # past the first turn's lease
     second = b.next_turn(lease=30)
     assert [(i.id, i.deliveries) for i in second.items] == [(d, 2), (bc, None)]
@@ -221,6 +221,63 @@ def test_S18_a_late_confirmation_nobody_overtook_still_counts(ccrew: Crew, clock
     assert turn.id is not None
     assert ccrew.b.seen(turn.id).acked == 1
     assert state_of(ccrew.store, d, ccrew.b) == "done"
+
+
+def test_S18_a_broadcast_is_shown_in_at_most_one_open_turn(ccrew: Crew, clock: Clock) -> None:
+    a, b = ccrew.a, ccrew.b
+    b1 = a.send("broadcast", "one").id
+    first = b.next_turn(lease=30)
+    assert [i.id for i in first.items] == [b1]
+    b2 = a.send("broadcast", "two").id
+    second = b.next_turn(lease=30)  # the first is still open and unconfirmed
+    assert [i.id for i in second.items] == [b2]  # 'one' is not repeated
+    third = b.next_turn(lease=30)
+    assert third.id is None and third.items == []
+    # Confirming the later turn first does not confirm the earlier one's broadcast ...
+    assert second.id is not None and first.id is not None
+    b.seen(second.id)
+    assert bcast_seen(ccrew.store, b) == 0
+    # ... which comes back once its turn's lease runs out unconfirmed.
+    clock.advance(31)
+    again = b.next_turn(lease=30)
+    assert [i.id for i in again.items][0] == b1
+    assert again.id is not None
+    b.seen(again.id)
+    assert b.next_turn().items == []
+
+
+def test_S18_confirming_the_open_turns_in_order_moves_the_cursor_past_both(crew: Crew) -> None:
+    a, b = crew.a, crew.b
+    a.send("broadcast", "one")
+    first = b.next_turn()
+    a.send("broadcast", "two")
+    second = b.next_turn()
+    assert first.id is not None and second.id is not None
+    b.seen(first.id)
+    assert bcast_seen(crew.store, b) == 1
+    b.seen(second.id)
+    assert bcast_seen(crew.store, b) == 2
+    assert b.next_turn().items == []
+
+
+def test_S26_quarantining_a_failed_turn_leaves_what_a_later_turn_took(
+    ccrew: Crew, clock: Clock
+) -> None:
+    a, b, store = ccrew.a, ccrew.b, ccrew.store
+    first_id = a.send("b", "one").id
+    first = b.next_turn(lease=5)
+    clock.advance(10)  # its lease ran out ...
+    second_id = a.send("b", "two").id
+    second = b.next_turn(lease=60)  # ... and a later turn took 'one' again
+    assert [i.id for i in second.items] == [first_id, second_id]
+    assert turns.quarantine(store, b.identity, first, "handler failed") == 0
+    assert state_of(store, first_id, b) == "processing"
+    assert turns.quarantine(store, b.identity, second, "handler failed") == 2
+    quarantined = ccrew.op.quarantined(ccrew.sid)
+    assert [(q.id, q.reason) for q in quarantined] == [
+        (first_id, "handler failed"),
+        (second_id, "handler failed"),
+    ]
 
 
 def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from broker import Agent, Operator, Store
 from broker.ids import new_id
+from broker.records import Joined
 
 # Caps out of the way: the bench measures speed, not the inbox_full / log_max_mb rules.
 LIMITS: dict[str, Any] = {
@@ -57,6 +58,11 @@ def open_space(folder: Path) -> tuple[Store, str]:
     store = Store(url_of(folder))
     space = Operator(store).create_space("workflow", **LIMITS).id
     return store, space
+
+
+def join_agent(store: Store, space: str, codename: str) -> Joined:
+    """Join ``codename`` to ``space`` (the bench's one place that knows how)."""
+    return Agent.join(store, space, codename)[1]
 
 
 class BrokerQueue:
@@ -110,7 +116,14 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
     """Write the rows ``texts`` direct sends would write (log rows + ready deliveries,
     in FIFO order), in big transactions: setup for claim scenarios, not measured
     (so its connection skips fsync and uses a large cache)."""
-    from bench.peers.raw_sqlite import INS_DELIVERY, INS_MESSAGE
+    from bench.peers.raw_sqlite import (
+        INS_DELIVERY,
+        INS_MESSAGE,
+        UPD_SPACE,
+        bind,
+        delivery_row,
+        message_row,
+    )
 
     recipient = store_address(store, recipient_id)
     reached = json.dumps([recipient])
@@ -122,44 +135,34 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
         for i in range(0, len(texts), BULK_CHUNK):
             chunk = texts[i : i + BULK_CHUNK]
             conn.execute("BEGIN IMMEDIATE")
-            last_seq = conn.execute(
-                "SELECT last_seq FROM spaces WHERE id = ?", (space,)
-            ).fetchone()[0]
+            sp = conn.execute(
+                "SELECT last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?", (space,)
+            ).fetchone()
             now = store.now_ts()
             mids = [new_id() for _ in chunk]
             sizes = [len(text.encode()) + 2 * len(reached) + 2 for text in chunk]
             conn.executemany(
                 INS_MESSAGE,
                 [
-                    (
-                        mid,
-                        space,
-                        last_seq + 1 + j,
-                        "direct",
-                        sender,
-                        reached,
-                        text,
-                        False,
-                        None,
-                        None,
-                        reached,
-                        "[]",
-                        1,
-                        None,
-                        None,
-                        n,
-                        now,
+                    bind(
+                        INS_MESSAGE,
+                        message_row(mid, space, sp[0] + 1 + j, sender, text, reached, n, now),
                     )
                     for j, (mid, text, n) in enumerate(zip(mids, chunk, sizes, strict=True))
                 ],
             )
             conn.executemany(
-                INS_DELIVERY, [(new_id(), space, mid, recipient_id, now) for mid in mids]
+                INS_DELIVERY,
+                [bind(INS_DELIVERY, delivery_row(space, mid, recipient_id, now)) for mid in mids],
             )
-            conn.execute(
-                "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ? WHERE id = ?",
-                (last_seq + len(chunk), sum(sizes), space),
-            )
+            counters = {
+                "space_id": space,
+                "id": space,
+                "last_seq": sp[0] + len(chunk),
+                "log_bytes": sp[1] + sum(sizes),
+                "last_bcast": sp[2],
+            }
+            conn.execute(UPD_SPACE, bind(UPD_SPACE, counters))
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

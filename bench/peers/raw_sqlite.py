@@ -21,78 +21,110 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers.broker_queue import BrokerQueue, bulk_load, open_space
-from broker import Agent, Store
+from bench.peers.broker_queue import BrokerQueue, bulk_load, join_agent, open_space
+from broker import Agent, Joined, Store
 from broker.ids import fmt_ts, new_id, new_token, ts_after
+from broker.sql import CatalogueError, Stmt, stmt
 
-# --- the broker's statements (broker/messages.py, broker/tools.py, broker/inbox.py) ---
-SEL_CALLER = (
-    "SELECT status, messaging, tools, is_lead, agent, parent FROM participants "
-    "WHERE id = ? AND token_hash = ?"
+# --- the broker's statements, by name from its public catalogue (broker/sql/*.sql) ----------
+# Each name is looked up in the catalogue; while a statement is not catalogued
+# yet (the modules are moving theirs in), a copy of today's text stands in, and
+# ``FROM_COPY`` says which did, in the report. The statement check (a trace of
+# one operation of each) tells whether the sequence still matches the broker's.
+FROM_COPY: set[str] = set()
+
+
+def broker_sql(name: str, copy: str) -> Stmt:
+    """The broker's statement ``name`` from the catalogue, else ``copy`` (named
+    parameters, as the catalogue writes them)."""
+    try:
+        return stmt(name)
+    except CatalogueError:
+        FROM_COPY.add(name)
+        return Stmt(name, copy)
+
+
+def bind(sql: Stmt, values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``sql`` names, from ``values`` (a superset)."""
+    return {k: values[k] for k in sql.params}
+
+
+CALLER = broker_sql("auth.caller", "")
+CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
+SEL_SPACE = broker_sql(
+    "spaces.for_send",
+    "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = :space_id",
 )
-SEL_SPACE = "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?"
-SEL_RECIPIENT = (
-    "SELECT id, address, status, waiting FROM participants WHERE space_id = ? AND address = ?"
+SEL_RECIPIENT = broker_sql(
+    "participants.by_address",
+    "SELECT id, address, status, waiting FROM participants "
+    "WHERE space_id = :space_id AND address = :address",
 )
-UPD_SPACE = (
-    "UPDATE spaces SET last_seq = ?, log_bytes = log_bytes + ?, last_bcast = last_bcast + ? "
-    "WHERE id = ?"
+UPD_SPACE = broker_sql(
+    "spaces.set_counters",
+    "UPDATE spaces SET last_seq = :last_seq, log_bytes = :log_bytes, last_bcast = :last_bcast "
+    "WHERE id = :space_id",
 )
-INS_MESSAGE = (
+INS_MESSAGE = broker_sql(
+    "messages.insert",
     "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, "
     "reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref, "
+    ":reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, "
+    ":created_at_utc)",
 )
-INS_DELIVERY = (
+INS_DELIVERY = broker_sql(
+    "inbox.insert",
     "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
-    "VALUES (?, ?, ?, ?, 'ready', ?)"
+    "VALUES (:id, :space_id, :message_id, :recipient_id, 'ready', :created_at_utc)",
 )
-
-
-# Claim + ack: the broker's own statement texts where broker/inbox.py exposes them
-# (so this baseline follows the broker), else copies of them.
-def _inbox_sql(name: str, default: str) -> str:
-    try:
-        from broker import inbox
-    except ImportError:
-        return default
-    value = getattr(inbox, name, default)
-    return value if isinstance(value, str) else default
-
-
-CLAIM = _inbox_sql(
-    "CLAIM_SQL",
-    "UPDATE deliveries SET state = 'processing', attempts = attempts + 1, lease_token = ?5, "
-    "lease_owner = ?6, lease_expires_at = ?7 WHERE id IN (SELECT id FROM deliveries "
-    "WHERE recipient_id = ?1 AND state = 'ready' ORDER BY created_at_utc, id LIMIT ?2) "
-    "AND ?3 IS NOT NULL AND ?4 IS NOT NULL "
+_POISON = "attempts >= :max_deliveries"
+CLAIM = broker_sql(
+    "inbox.claim",
+    "UPDATE deliveries SET "
+    f"state = CASE WHEN {_POISON} THEN 'quarantine' ELSE 'processing' END, "
+    f"attempts = CASE WHEN {_POISON} THEN attempts ELSE attempts + 1 END, "
+    f"lease_token = CASE WHEN {_POISON} THEN lease_token ELSE :token END, "
+    f"lease_owner = CASE WHEN {_POISON} THEN lease_owner ELSE :owner END, "
+    f"lease_expires_at = CASE WHEN {_POISON} THEN lease_expires_at ELSE :expires END, "
+    f"quarantine_reason = CASE WHEN {_POISON} THEN 'max_deliveries' ELSE quarantine_reason END, "
+    "last_error = CASE WHEN state = 'processing' THEN "
+    "'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at "
+    "ELSE last_error END "
+    "WHERE id IN (SELECT id FROM ("
+    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
+    "WHERE recipient_id = :recipient_id AND state = 'ready' ORDER BY created_at_utc, id "
+    "LIMIT :limit) UNION ALL "
+    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
+    "WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now "
+    "ORDER BY created_at_utc, id LIMIT :limit)"
+    ") ORDER BY created_at_utc, id LIMIT :limit) "
     "RETURNING id, message_id, state, attempts, created_at_utc",
 )
-CHECK_CALLER = _inbox_sql(
-    "_CHECK_SQL",
-    "SELECT status, (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) "
-    "FROM participants WHERE id = ? AND token_hash = ?",
+SEL_BODIES = broker_sql(
+    "messages.bodies",
+    "SELECT id, kind, sender, body, urgent FROM messages "
+    "WHERE id IN (SELECT value FROM json_each(:ids))",
 )
-ENTER_CALLER = _inbox_sql(
-    "_ENTER_SQL",
-    "UPDATE participants SET last_seen_utc = ? WHERE id = ? AND token_hash = ? "
-    "RETURNING status, (SELECT settings FROM spaces WHERE spaces.id = participants.space_id)",
+ACK = broker_sql(
+    "inbox.ack",
+    "UPDATE deliveries SET state = 'done', acked_at_utc = :now WHERE lease_token = :token "
+    "AND recipient_id = :recipient_id AND state = 'processing' RETURNING message_id",
 )
-HEARTBEAT_S = 1.0
-SEL_BODIES = "SELECT id, kind, sender, body, urgent FROM messages WHERE id IN ({})"
-ACK = (
-    "UPDATE deliveries SET state = 'done', acked_at_utc = ? WHERE lease_token = ? "
-    "AND recipient_id = ? AND state = 'processing' RETURNING message_id"
-)
+HEARTBEAT_S = 1.0  # the broker refreshes a caller's heartbeat at most once a second
+LEASE_S = 30.0
+MAX_DELIVERIES = 5
 
 
 class RawSame:
     system = "raw_same"
     how = (
         "sqlite3 module on a broker-migrated database, the broker's own pragmas "
-        "(Store.connect), the broker's statements for one send (BEGIN IMMEDIATE; caller, space "
-        "and recipient SELECTs; UPDATE spaces; INSERT message; INSERT delivery; COMMIT) and for "
-        "claim + ack (the broker's UPDATE ... RETURNING claim, the body SELECT, the ack UPDATE)"
+        "(Store.connect), the broker's statements by name from its catalogue (broker.sql) for "
+        "one send (BEGIN IMMEDIATE; the caller check, with the heartbeat at most once a second; "
+        "space and recipient SELECTs; UPDATE spaces; INSERT message; INSERT delivery; COMMIT) "
+        "and for claim + ack (the caller check, the claim UPDATE ... RETURNING, the body SELECT, "
+        "the ack UPDATE)"
     )
     batch_how = "the same statements, 100 sends in one transaction; claim LIMIT 100, one ack"
 
@@ -100,20 +132,22 @@ class RawSame:
         """A fresh broker database in ``folder``, or the database of ``attach``."""
         if attach is not None:
             self.store, self.space = attach.store, attach.space
-            sender, worker = attach.sender, attach.worker
+            sender, worker = attach.sender_joined, attach.worker_joined
             self._owns_store = False
         else:
             assert folder is not None
             self.store, self.space = open_space(folder)
-            sender, _ = Agent.join(self.store, self.space, "sender")
-            worker, _ = Agent.join(self.store, self.space, "worker")
+            sender = join_agent(self.store, self.space, "sender")
+            worker = join_agent(self.store, self.space, "worker")
             self._owns_store = True
-        self.sender_id = sender.identity.participant_id
-        self.token_hash = sender.identity.token_hash
-        self.worker_id = worker.identity.participant_id
-        self.worker_token_hash = worker.identity.token_hash
+        self.sender = _Caller(self.store, self.space, sender)
+        self.worker = _Caller(self.store, self.space, worker)
+        self.worker_id = worker.participant_id
         self.conn = self.store.connect()  # the broker's pragmas, nothing else
-        self._beat_due = ""
+        if FROM_COPY:
+            self.how += (
+                f" (copies of statements not catalogued yet: {', '.join(sorted(FROM_COPY))})"
+            )
 
     def after_fork(self) -> None:
         """In a forked child: a connection of its own (the inherited one is kept
@@ -123,43 +157,32 @@ class RawSame:
 
     # -- send ----------------------------------------------------------------------
     def _send(self, c: sqlite3.Connection, text: str) -> None:
-        row = c.execute(SEL_CALLER, (self.sender_id, self.token_hash)).fetchone()
-        if row is None or row[0] == "left":
-            raise RuntimeError("caller not found")
-        sp = c.execute(SEL_SPACE, (self.space,)).fetchone()
-        if sp[0] != "running":
+        now_dt = self.store.now()
+        now = fmt_ts(now_dt)
+        self.sender.check(c, now_dt, now)
+        sp = c.execute(SEL_SPACE, bind(SEL_SPACE, {"space_id": self.space, "id": self.space}))
+        space = sp.fetchone()
+        if space["state"] != "running":
             raise RuntimeError("space not running")
-        rc = c.execute(SEL_RECIPIENT, (self.space, "worker")).fetchone()
-        now = self.store.now_ts()
+        rc = c.execute(
+            SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": self.space, "address": "worker"})
+        ).fetchone()
         mid = new_id()
-        seq = sp[2] + 1
+        seq = space["last_seq"] + 1
         recipients = json.dumps(["worker"])
         reached = json.dumps(["worker"])
         size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
-        c.execute(UPD_SPACE, (seq, size, 0, self.space))
-        c.execute(
-            INS_MESSAGE,
-            (
-                mid,
-                self.space,
-                seq,
-                "direct",
-                "sender",
-                recipients,
-                text,
-                False,
-                None,
-                None,
-                reached,
-                "[]",
-                1,
-                None,
-                None,
-                size,
-                now,
-            ),
-        )
-        c.execute(INS_DELIVERY, (new_id(), self.space, mid, rc[0], now))
+        counters = {
+            "space_id": self.space,
+            "id": self.space,
+            "last_seq": seq,
+            "log_bytes": space["log_bytes"] + size,
+            "last_bcast": space["last_bcast"],
+        }
+        c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
+        row = message_row(mid, self.space, seq, "sender", text, reached, size, now)
+        c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
+        c.execute(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(self.space, mid, rc["id"], now)))
 
     def _in_tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         c = self.conn
@@ -189,34 +212,40 @@ class RawSame:
     def _claim(self, c: sqlite3.Connection, k: int) -> tuple[str, list[str]]:
         now_dt = self.store.now()
         now = fmt_ts(now_dt)
-        # The caller check, with the heartbeat write at most once a second (as the broker).
-        if now < self._beat_due:
-            row = c.execute(CHECK_CALLER, (self.worker_id, self.worker_token_hash)).fetchone()
-        else:
-            row = c.execute(ENTER_CALLER, (now, self.worker_id, self.worker_token_hash)).fetchone()
-            self._beat_due = ts_after(now_dt, HEARTBEAT_S)
-        if row is None or row[0] == "left":
-            raise RuntimeError("caller not found")
+        self.worker.check(c, now_dt, now)
         token = new_token()
-        expires = ts_after(now_dt, 30.0)
-        rows = c.execute(CLAIM, (self.worker_id, k, now, 5, token, "worker", expires)).fetchall()
+        values = {
+            "recipient_id": self.worker_id,
+            "limit": k,
+            "now": now,
+            "max_deliveries": MAX_DELIVERIES,
+            "token": token,
+            "owner": "worker",
+            "expires": ts_after(now_dt, LEASE_S),
+        }
+        rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
         if not rows:
             return token, []
-        ids = [r[1] for r in rows]
+        ids = [r["message_id"] for r in rows]
         found = {
-            m[0]: m[3]
-            for m in c.execute(SEL_BODIES.format(",".join("?" * len(ids))), ids).fetchall()
+            m["id"]: m["body"]
+            for m in c.execute(SEL_BODIES, bind(SEL_BODIES, {"ids": json.dumps(ids)})).fetchall()
         }
         if len(rows) > 1:
-            rows.sort(key=lambda r: (r[4], r[0]))  # FIFO, as the broker returns them
-        return token, [found[r[1]] for r in rows]
+            rows.sort(
+                key=lambda r: (r["created_at_utc"], r["id"])
+            )  # FIFO, as the broker returns them
+        return token, [found[r["message_id"]] for r in rows]
 
     def claim(self, k: int) -> tuple[str, list[str]]:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
 
+    def _ack(self, c: sqlite3.Connection, token: str) -> None:
+        values = {"now": self.store.now_ts(), "token": token, "recipient_id": self.worker_id}
+        c.execute(ACK, bind(ACK, values)).fetchall()
+
     def ack(self, token: str) -> None:
-        now = self.store.now_ts()
-        self._in_tx(lambda c: c.execute(ACK, (now, token, self.worker_id)).fetchall())
+        self._in_tx(lambda c: self._ack(c, token))
 
     def claim_ack(self) -> list[str]:
         return self.claim_ack_many(1)
@@ -232,7 +261,7 @@ class RawSame:
 
         def run(c: sqlite3.Connection) -> tuple[str, list[str]]:
             if token is not None:
-                c.execute(ACK, (self.store.now_ts(), token, self.worker_id)).fetchall()
+                self._ack(c, token)
             return self._claim(c, k)
 
         return self._in_tx(run)  # type: ignore[no-any-return]
@@ -241,6 +270,62 @@ class RawSame:
         self.conn.close()
         if self._owns_store:
             self.store.close()
+
+
+class _Caller:
+    """The broker's caller check as raw statements: ``auth.caller``, or
+    ``auth.caller_heartbeat`` when the heartbeat is due (at most once a second)."""
+
+    def __init__(self, store: Store, space: str, joined: Joined) -> None:
+        ident = Agent.connect(store, space, joined.address, joined.token).identity
+        self.values = {"id": ident.participant_id, "token_hash": ident.token_hash}
+        self.due = ""
+
+    def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> None:
+        if now < self.due:
+            row = c.execute(CALLER, bind(CALLER, self.values)).fetchone()
+        else:
+            row = c.execute(
+                CALLER_HEARTBEAT, bind(CALLER_HEARTBEAT, {**self.values, "now": now})
+            ).fetchone()
+            self.due = ts_after(now_dt, HEARTBEAT_S)
+        if row is None or row["status"] == "left" or row["space_state"] != "running":
+            raise RuntimeError("caller not allowed")
+
+
+def message_row(
+    mid: str, space: str, seq: int, sender: str, text: str, reached: str, size: int, now: str
+) -> dict[str, Any]:
+    """Every column of a direct message's log row, by name."""
+    return {
+        "id": mid,
+        "space_id": space,
+        "seq": seq,
+        "kind": "direct",
+        "sender": sender,
+        "recipients": reached,
+        "body": text,
+        "urgent": False,
+        "via": None,
+        "ref": None,
+        "reached": reached,
+        "not_reached": "[]",
+        "reached_n": 1,
+        "bcast_no": None,
+        "idempotency_key": None,
+        "size_bytes": size,
+        "created_at_utc": now,
+    }
+
+
+def delivery_row(space: str, mid: str, recipient_id: str, now: str) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "space_id": space,
+        "message_id": mid,
+        "recipient_id": recipient_id,
+        "created_at_utc": now,
+    }
 
 
 class RawFloor:

@@ -11,8 +11,14 @@ If the server is not reachable the rows are reported as skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
+import subprocess
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +118,88 @@ class RedisStreams:
             self.r.delete(self.key)
         finally:
             self.r.close()
+
+
+# --- a server of the bench's own ---------------------------------------------------------
+@contextlib.contextmanager
+def own_server(folder: Path) -> Iterator[tuple[str | None, str]]:
+    """Start ``redis-server`` on a free loopback port for one scenario; yields
+    (its URL, how it runs), or (None, why not) when no server binary is here.
+    The server keeps everything in memory (``save ""``, ``appendonly no``: the
+    Redis defaults for persistence off) and is killed and reaped on exit."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None, "redis-server not installed"
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                connect(url).close()
+                break
+            except Unavailable:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    yield None, f"redis-server did not start on port {port}"
+                    return
+                time.sleep(0.02)
+        yield url, f"own redis-server on 127.0.0.1:{port} (save '', appendonly no)"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+class SwarmStreams:
+    """One stream per agent with one consumer group: XADD to a neighbour's
+    stream; XREADGROUP COUNT n (BLOCK when waiting) on one's own, then XACK."""
+
+    how = (
+        "redis-py: XADD swarm:<i> * b TEXT to the neighbour's stream; XREADGROUP GROUP g c "
+        "COUNT 32 [BLOCK ms] STREAMS swarm:<me> > then XACK of the ids (one round trip each)"
+    )
+
+    def __init__(self, url: str, run: str, procs: int) -> None:
+        self.url = url
+        self.keys = [f"swarm:{run}:{i}" for i in range(procs)]
+
+    def create(self) -> None:
+        r = connect(self.url)
+        try:
+            for key in self.keys:
+                r.xgroup_create(key, GROUP, id="0", mkstream=True)
+        finally:
+            r.close()
+
+    def open(self) -> Any:
+        return connect(self.url)
+
+    def drop(self) -> None:
+        r = connect(self.url)
+        try:
+            r.delete(*self.keys)
+        finally:
+            r.close()

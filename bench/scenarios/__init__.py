@@ -20,6 +20,7 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
     "broadcast": ("turns", "broadcast", "broadcast fan-out to 10 / 100 / 1,000 participants"),
     "board": ("board", "board", "board key claim / release under contention"),
     "sweep": ("sweep", "sweep", "1..16 processes claiming + acking one shared inbox"),
+    "swarm": ("swarm", "swarm", "P agent processes send to neighbours and drain (end-to-end)"),
     "wake": ("wake", "wake", "wake latency across processes (commit -> waiter returns)"),
     "idle_cpu": ("wake", "idle_cpu", "CPU of 100 idle waiters"),
     "backlog": ("backlog", "backlog", "claim latency at 1k / 100k / 1M backlog"),

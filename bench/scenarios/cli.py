@@ -5,7 +5,9 @@ interpreter, identity from ``BROKER_SPACE`` / ``BROKER_AS`` / ``BROKER_TOKEN``),
 the rounds interleaved so every command sees the same machine. Peak RSS is the
 child's ``ru_maxrss`` from ``wait4``. Floors: the interpreter starting and
 exiting (``python -c pass``), a python process doing one sqlite3 INSERT, the
-``sqlite3`` CLI doing one INSERT, and ``redis-cli XADD``.
+``sqlite3`` CLI doing one INSERT, ``redis-cli XADD``, and a file-mailbox send
+as a process: ``mv`` of a written draft into ``inbox/`` (the draft is written
+before the timed process, one per run).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from bench.peers.broker_queue import BrokerQueue
 
 MSG_SEND = "broker_msg_send"
 INBOX_CLAIM = "broker_inbox_claim"
+MAILBOX_MV = "file_mailbox_mv"
 
 
 def _broker_cmd() -> list[str]:
@@ -157,12 +160,27 @@ def cli(ctx: Ctx) -> Scenario:
     else:
         skipped["redis_cli"] = "redis-cli not installed"
 
+    mailbox = folder / "mailbox"
+    (mailbox / "drafts").mkdir(parents=True)
+    (mailbox / "inbox").mkdir()
+    mv = shutil.which("mv")
+    if mv:
+        commands[MAILBOX_MV] = (
+            [mv, str(mailbox / "drafts" / "draft.txt"), str(mailbox / "inbox")],
+            base_env,
+            "file mailbox send as a process: `mv drafts/X inbox/` (coreutils)",
+        )
+
     walls: dict[str, list[float]] = {k: [] for k in commands}
     rss: dict[str, list[float]] = {k: [] for k in commands}
     failures: dict[str, int] = {k: 0 for k in commands}
     try:
-        for _ in range(runs):
+        for r in range(runs):
             for name, (cmd, cenv, _) in commands.items():
+                if name == MAILBOX_MV:  # a fresh draft to move (not timed)
+                    draft = mailbox / "drafts" / "draft.txt"
+                    draft.write_text(f"To: worker\nFrom: sender\n---\n{body(r)}\n")
+                    cmd[-1] = str(mailbox / "inbox" / f"{r:08d}.txt")
                 wall, peak, code = _run(cmd, cenv)
                 walls[name].append(wall * 1000)
                 rss[name].append(peak)
@@ -187,9 +205,16 @@ def cli(ctx: Ctx) -> Scenario:
     for name, why in skipped.items():
         sc.add(Row(name, status="skipped", reason=why))
     for num in (MSG_SEND, INBOX_CLAIM):
-        for den in ("python_floor", "python_sqlite"):
+        for den in ("python_floor", "python_sqlite", MAILBOX_MV):
             sc.ratio(num, den)
     sc.target(
-        "`broker msg send` whole process <= 250 ms wall (p50)", sc.value(MSG_SEND), "<=", 250.0
+        "`broker msg send` whole process p50 <= 150 ms (embedded)", sc.value(MSG_SEND), "<=", 150.0
+    )
+    send = sc.get(MSG_SEND)
+    sc.target(
+        "`broker msg send` whole process <= 250 ms wall (p99)",
+        send.stats["wall_p99_ms"] if send is not None else None,
+        "<=",
+        250.0,
     )
     return sc

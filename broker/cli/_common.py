@@ -26,10 +26,12 @@ EXIT_USAGE = 2
 # per tool call; start-up time is its latency).
 COMMANDS = {
     "agent": "agent",
+    "backup": "ops",
     "board": "board",
     "db": "store",
     "demo": "demo",
     "dir": "directory",
+    "doctor": "ops",
     "export": "export",
     "import": "export",
     "inbox": "inbox",
@@ -43,6 +45,7 @@ COMMANDS = {
     "space": "space",
     "team": "directory",
     "transcript": "inbox",
+    "vacuum": "ops",
 }
 
 
@@ -187,7 +190,7 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Any:
 
     if not space:
         raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
-    return Agent.connect(store(), space, as_ or "", token)
+    return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
 
 
 def to_jsonable(data: Any) -> Any:

@@ -251,7 +251,7 @@ def journal(run_id: str, key: str | None, as_json: bool) -> None:
     """Print the claim journal of RUN_ID: claimed / renewed / released / expired,
     oldest first (JSON: one object per line). Expired claims are journaled first."""
 
-    items = operator().journal(run_id, key=key)
+    items = operator().claim_journal(run_id, key=key)
     if as_json:
         emit_json_lines(items)
         return

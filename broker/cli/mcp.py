@@ -25,9 +25,17 @@ from broker.cli._common import fail, identity_options, main, store
     is_flag=True,
     help="Print the MCP client entry (.mcp.json 'mcpServers') for this identity and exit.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --print-config: the entry on one line of JSON."
+)
 @identity_options
 def mcp(
-    operator: bool, print_config: bool, space: str | None, as_: str | None, token: str | None
+    operator: bool,
+    print_config: bool,
+    as_json: bool,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
 ) -> None:
     """Serve MCP tools on stdin/stdout for one agent (or the operator).
 
@@ -36,7 +44,7 @@ def mcp(
     inbox_next, inbox_seen) act as that agent, and no tool takes a sender.
     `broker mcp --print-config` prints that client entry for you."""
     if print_config:
-        _print_config(operator, space, as_, token)
+        _print_config(operator, space, as_, token, as_json)
         return
     try:
         from broker.mcp import stdio
@@ -55,7 +63,9 @@ def mcp(
     stdio.serve_agent(store(), space, as_ or "", token)
 
 
-def _print_config(operator: bool, space: str | None, as_: str | None, token: str | None) -> None:
+def _print_config(
+    operator: bool, space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
     from broker.mcp import config
 
     root = click.get_current_context().find_root().obj or {}
@@ -81,4 +91,4 @@ def _print_config(operator: bool, space: str | None, as_: str | None, token: str
 
             Agent.connect(store(), space, as_ or "", token)  # never print a wrong identity
         entry = config.agent_entry(url, space, as_ or "", token)
-    click.echo(json.dumps(entry, indent=2))
+    click.echo(json.dumps(entry) if as_json else json.dumps(entry, indent=2))

@@ -35,7 +35,7 @@ def agent_entry(url: str, space: str, address: str, token: str) -> dict[str, Any
     if url.startswith(SERVED):
         server: dict[str, Any] = {
             "type": "http",
-            "url": url.rstrip("/") + "/mcp",
+            "url": url.rstrip("/") + "/mcp/",
             "headers": {"Authorization": f"Bearer {token}"},
         }
     else:
@@ -58,7 +58,7 @@ def operator_entry(url: str) -> dict[str, Any]:
     if url.startswith(SERVED):
         server: dict[str, Any] = {
             "type": "http",
-            "url": url.rstrip("/") + "/mcp",
+            "url": url.rstrip("/") + "/mcp/",
             "headers": {"Authorization": "Bearer ${BROKER_OPERATOR_KEY}"},
         }
     else:

@@ -163,7 +163,7 @@ async def claims(call: Call) -> Any:
 
 async def journal(call: Call) -> Any:
     op, space = await _space(call)
-    return await call.state.run(lambda: op.journal(space.id, key=call.query["key"]))
+    return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
 
 
 async def quarantined(call: Call) -> Any:

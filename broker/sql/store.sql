@@ -58,3 +58,47 @@ PRAGMA wal_checkpoint(PASSIVE)
 
 -- name: schema_version
 SELECT version_num FROM alembic_version
+
+-- name: checkpoint_truncate
+-- Fold the whole WAL back and cut the file to nothing (waits for readers up to
+-- the busy timeout; `broker vacuum`).
+PRAGMA wal_checkpoint(TRUNCATE)
+
+-- name: vacuum
+-- Rewrite the database without its free pages (`broker vacuum`); it runs
+-- outside any transaction, under the writer lock.
+VACUUM
+
+-- name: journal_mode
+PRAGMA journal_mode
+
+-- name: quick_check
+-- The database's structure, without the slower index cross-checks.
+PRAGMA quick_check
+
+-- name: integrity_check
+PRAGMA integrity_check
+
+-- name: compile_options
+PRAGMA compile_options
+
+-- name: page_size
+PRAGMA page_size
+
+-- name: page_count
+PRAGMA page_count
+
+-- name: freelist_count
+PRAGMA freelist_count
+
+-- name: journal_size_limit_value
+PRAGMA journal_size_limit
+
+-- name: json_probe
+-- The JSON functions the statements rely on (json_each): built in since 3.38.
+SELECT json_valid('[]') AS ok
+
+-- name: wal_autocheckpoint_off
+-- The store's own connections leave checkpoints to the writer that has just
+-- dropped the writer lock (broker.walindex), not to the COMMIT that holds it.
+PRAGMA wal_autocheckpoint = 0

@@ -1,0 +1,381 @@
+"""A swarm on one host: P agent processes on one space, sending to their neighbours.
+
+Each of P processes is one agent. Started together behind a barrier, each runs
+a closed loop: send one message to a neighbour (right, then left, in turn), one
+message per transaction, then drain its own inbox, up to 32 messages at a time
+(claim, stamp, ack), without waiting while it still has messages to send; once
+it has sent its share it waits for the rest of its mail (blocking claim) until
+it has all of it. Every agent sends M = total / P messages and receives exactly
+M (half from each neighbour), so every message is accounted for: lost,
+duplicated and unexpected are counted, as is every exception that reaches a
+caller (``database is locked`` / busy apart).
+
+End-to-end latency: from the moment the send call returns (the commit is
+acknowledged to the sender) to the moment the receiver's claim returns it,
+both stamped with ``time.monotonic_ns`` (one clock for every process on Linux).
+Percentiles p50 / p99 / p99.9 / max over every message. The aggregate is the
+messages delivered per second from the barrier to the last delivery. Beside
+it, the send call's own latency (the writer's wait for the write lock shows
+there) and, for fairness, the slowest send of each agent: a writer that
+starves shows up as one agent whose maximum stands out.
+
+Systems, same loop, same body, fresh store each:
+
+- broker: the public Python API (``Agent.send`` to the neighbour's address;
+  ``Agent.claim(limit=32, wait=...)`` then ``Agent.ack(token)``);
+- raw sqlite3, minimal queue (``bench.peers.mini_queue``), waiting for the
+  write lock with SQLite's busy handler (``raw_busy``) or with a blocking
+  ``flock`` writer lock (``raw_flock``); when it must wait for mail it polls
+  ``PRAGMA data_version`` every 1 ms. ``raw_flock_nockpt`` is ``raw_flock``
+  with automatic checkpoints off: the difference is what a checkpoint run by
+  a committing writer does to the tail (full runs only);
+- Redis Streams: one stream per agent, XADD / XREADGROUP COUNT 32 / XACK
+  (BLOCK when waiting), against a ``redis-server`` the bench starts for the run
+  (or the configured one when none can be started; the row says which).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.core import BROKER, REDIS, Ctx, Row, Scenario, accounting, pct, run_workers
+
+RAW_BUSY = "raw_busy"
+RAW_FLOCK = "raw_flock"
+RAW_FLOCK_NOCKPT = "raw_flock_nockpt"
+DRAIN = 32
+BODY_BYTES = 64
+MAX_WAIT_S = 1.0  # one blocking claim, once an agent has sent its share
+
+
+def _text(i: int, n: int) -> str:
+    head = f"a{i}:{n}:"
+    return head + "x" * max(0, BODY_BYTES - len(head))
+
+
+# --- the systems: set up in the parent, an endpoint per agent in its own process -----
+class _Broker:
+    system = BROKER
+    how = (
+        "public API: Agent.send(neighbour, text), one message per transaction; "
+        "Agent.claim(limit=32, wait=0 while sending, else up to 1 s) then Agent.ack(token)"
+    )
+
+    def __init__(self, folder: Path, procs: int) -> None:
+        from bench.peers.broker_queue import join_agent, open_space
+
+        self.store, self.space = open_space(folder)
+        self.url = str(self.store.url)
+        self.joined = [join_agent(self.store, self.space, f"a{i}") for i in range(procs)]
+        self.store.close()  # no connection crosses the fork
+
+    def endpoint(self, i: int) -> Any:
+        from broker import Agent, Store
+
+        store = Store(self.url)
+        agent = Agent.connect(store, self.space, self.joined[i].address, self.joined[i].token)
+        addresses = [j.address for j in self.joined]
+
+        class Endpoint:
+            def send(self, to: int, text: str) -> None:
+                agent.send(addresses[to], text)
+
+            def drain(self, wait: float) -> tuple[list[str], int]:
+                lease = agent.claim(limit=DRAIN, wait=wait)
+                t = time.monotonic_ns()
+                if lease.deliveries:
+                    agent.ack(lease.token)
+                return [str(d.body) for d in lease.deliveries], t
+
+            def close(self) -> None:
+                store.close()
+
+        return Endpoint()
+
+    def close(self) -> None:
+        pass
+
+
+class _Raw:
+    def __init__(self, folder: Path, procs: int, *, lock: bool, checkpoints: bool = True) -> None:
+        from bench.peers import mini_queue
+
+        self.path = folder / "mini.db"
+        mini_queue.create(self.path)
+        self.lock, self.checkpoints = lock, checkpoints
+        wait = (
+            "a blocking flock on <db>.lock from BEGIN IMMEDIATE to COMMIT"
+            if lock
+            else ("SQLite's busy handler (busy_timeout 10 s)")
+        )
+        self.how = (
+            "sqlite3, one table q(id, recipient, body, state) + partial index on ready rows, "
+            "WAL, synchronous=NORMAL; send = INSERT, claim = UPDATE ... RETURNING LIMIT 32, "
+            f"ack = UPDATE by ids, each its own BEGIN IMMEDIATE transaction; write lock: {wait}"
+            + ("" if checkpoints else "; wal_autocheckpoint = 0 (no checkpoint in a commit)")
+            + "; waiting for mail: PRAGMA data_version polled every 1 ms"
+        )
+
+    def endpoint(self, i: int) -> Any:
+        from bench.peers.mini_queue import MiniQueue
+
+        q = MiniQueue(self.path, lock=self.lock, checkpoints=self.checkpoints)
+
+        class Endpoint:
+            def send(self, to: int, text: str) -> None:
+                q.send(to, text)
+
+            def drain(self, wait: float) -> tuple[list[str], int]:
+                rows = q.claim(i, DRAIN, wait)
+                t = time.monotonic_ns()
+                if rows:
+                    q.ack([r[0] for r in rows])
+                return [r[1] for r in rows], t
+
+            def close(self) -> None:
+                q.close()
+
+        return Endpoint()
+
+    def close(self) -> None:
+        pass
+
+
+class _Redis:
+    system = REDIS
+
+    def __init__(self, url: str, where: str, procs: int) -> None:
+        from bench.peers.redis_streams import SwarmStreams
+
+        self.streams = SwarmStreams(url, uuid.uuid4().hex[:12], procs)
+        self.streams.create()
+        self.how = f"{SwarmStreams.how}; server: {where}"
+
+    def endpoint(self, i: int) -> Any:
+        from bench.peers.redis_streams import GROUP
+
+        r = self.streams.open()
+        keys = self.streams.keys
+        me = keys[i]
+
+        class Endpoint:
+            def send(self, to: int, text: str) -> None:
+                r.xadd(keys[to], {"b": text})
+
+            def drain(self, wait: float) -> tuple[list[str], int]:
+                block = int(wait * 1000) if wait > 0 else None
+                got = r.xreadgroup(GROUP, "c", {me: ">"}, count=DRAIN, block=block)
+                t = time.monotonic_ns()
+                entries = got[0][1] if got else []
+                if entries:
+                    r.xack(me, GROUP, *[e[0] for e in entries])
+                return [e[1][b"b"].decode() for e in entries], t
+
+            def close(self) -> None:
+                r.close()
+
+        return Endpoint()
+
+    def close(self) -> None:
+        self.streams.drop()
+
+
+# --- one agent process ------------------------------------------------------------------
+def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float) -> dict[str, Any]:
+    ep = system.endpoint(i)
+    right, left = (i + 1) % procs, (i - 1) % procs
+    sent: list[tuple[str, int]] = []
+    got: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    send_ns: list[int] = []
+    errors = locked = 0
+    first_error: str | None = None
+    n = 0
+    try:
+        barrier.wait()
+        t0 = time.monotonic_ns()
+        deadline = t0 + int(timeout * 1e9)
+        sent_all = t0
+        while (n < m or len(seen) < m) and time.monotonic_ns() < deadline:
+            try:
+                if n < m:
+                    text = _text(i, n)
+                    s = time.monotonic_ns()
+                    ep.send(right if n % 2 == 0 else left, text)
+                    e = time.monotonic_ns()
+                    sent.append((text, e))
+                    send_ns.append(e - s)
+                    n += 1
+                    if n == m:
+                        sent_all = e
+                wait = (
+                    0.0
+                    if n < m
+                    else min(MAX_WAIT_S, max(0.0, (deadline - time.monotonic_ns()) / 1e9))
+                )
+                bodies, t = ep.drain(wait)
+            except Exception as exc:  # noqa: BLE001 - every error reaching a caller is counted
+                errors += 1
+                text_ = str(exc).lower()
+                if "locked" in text_ or "busy" in text_:
+                    locked += 1
+                first_error = first_error or f"{type(exc).__name__}: {exc}"
+                continue
+            for b in bodies:
+                got.append((b, t))
+                seen.add(b)
+        t1 = time.monotonic_ns()
+    finally:
+        ep.close()
+    return {
+        "sent": sent,
+        "got": got,
+        "send_ns": send_ns,
+        "errors": errors,
+        "locked": locked,
+        "first_error": first_error,
+        "t0": t0,
+        "t1": t1,
+        "sent_all": sent_all,
+    }
+
+
+def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout: float) -> None:
+    res = run_workers(
+        _agent, [(system, i, procs, m, timeout) for i in range(procs)], timeout=timeout + 60
+    )
+    failed = [r["error"] for r in res if "error" in r]
+    if failed:
+        sc.add(Row(system.system, status="error", reason=failed[0], point=procs, how=system.how))
+        ctx.log(f"  swarm {system.system} x{procs}: ERROR {failed[0]}")
+        if system.system == BROKER:
+            sc.status, sc.error = "error", f"x{procs}: {failed[0]}"
+        return
+    sent = {text: t for r in res for text, t in r["sent"]}
+    got = [(text, t) for r in res for text, t in r["got"]]
+    counts = accounting(sent, [text for text, _ in got])
+    first: dict[str, int] = {}
+    for text, t in got:
+        first.setdefault(text, t)
+    e2e_ms = [(t - sent[text]) / 1e6 for text, t in first.items() if text in sent]
+    send_ms = [v / 1e6 for r in res for v in r["send_ns"]]
+    per_agent_max = [max(r["send_ns"]) / 1e6 for r in res if r["send_ns"]]
+    t0 = min(r["t0"] for r in res)
+    last = max((t for _, t in got), default=t0)
+    span = (last - t0) / 1e9
+    rate = len(first) / span if span > 0 else float("nan")
+    done_s = [(r["sent_all"] - t0) / 1e9 for r in res]
+    stats: dict[str, Any] = {
+        "e2e_p50_ms": round(pct(e2e_ms, 50), 2),
+        "e2e_p99_ms": round(pct(e2e_ms, 99), 2),
+        "e2e_p999_ms": round(pct(e2e_ms, 99.9), 2),
+        "e2e_max_ms": round(max(e2e_ms), 2) if e2e_ms else None,
+        "send_p50_ms": round(pct(send_ms, 50), 3),
+        "send_p99_ms": round(pct(send_ms, 99), 2),
+        "send_max_ms": round(max(send_ms), 2) if send_ms else None,
+        # Fairness: every agent's slowest send, and when each had sent its share.
+        "writer_max_wait_ms": round(max(per_agent_max), 2) if per_agent_max else None,
+        "writer_max_wait_median_ms": round(pct(per_agent_max, 50), 2),
+        "sent_all_first_s": round(min(done_s), 3),
+        "sent_all_last_s": round(max(done_s), 3),
+        "errors": sum(r["errors"] for r in res),
+        "locked_errors": sum(r["locked"] for r in res),
+        "first_error": next((r["first_error"] for r in res if r["first_error"]), None),
+        **counts,
+    }
+    sc.add(Row(system.system, rate, "msg/s", point=procs, how=system.how, stats=stats))
+    sc.counts[f"{system.system}@{procs}"] = counts
+    ctx.log(
+        f"  swarm {system.system} x{procs}: {rate:,.0f} msg/s, e2e p50 {stats['e2e_p50_ms']} ms "
+        f"p99 {stats['e2e_p99_ms']} ms p99.9 {stats['e2e_p999_ms']} ms, send p99 "
+        f"{stats['send_p99_ms']} ms max {stats['send_max_ms']} ms, errors {stats['errors']} "
+        f"(locked {stats['locked_errors']}), lost {counts['lost']}, dup {counts['duplicates']}"
+    )
+
+
+def swarm(ctx: Ctx) -> Scenario:
+    from bench.peers import Unavailable
+    from bench.peers.redis_streams import connect, own_server, redis_url
+
+    total = ctx.sizes.swarm_messages
+    procs_list = ctx.sizes.swarm_procs
+    sc = Scenario(
+        "swarm",
+        "P agents send to neighbours, drain 32 at a time (aggregate; end-to-end latency)",
+        unit="msg/s",
+        x_label="agent processes",
+    )
+    timeout = 120.0 if ctx.quick else 600.0
+    systems = [BROKER, RAW_BUSY, RAW_FLOCK] + ([] if ctx.quick else [RAW_FLOCK_NOCKPT]) + [REDIS]
+    sc.params = {
+        "processes": list(procs_list),
+        "messages_per_point": total,
+        "drain": DRAIN,
+        "body_bytes": BODY_BYTES,
+        "systems": systems,
+    }
+    with own_server(ctx.scratch("swarm-redis")) as (url, where):
+        if url is None:
+            url, where = redis_url(), f"the configured server {redis_url()} ({where})"
+            try:
+                connect(url).close()
+                redis_skip = None
+            except Unavailable as exc:
+                redis_skip = str(exc)
+        else:
+            redis_skip = None
+        sc.params["redis"] = where
+        for procs in procs_list:
+            m = max(2, total // procs)
+            for name in systems:
+                if name == REDIS and redis_skip:
+                    sc.add(Row(REDIS, status="skipped", reason=redis_skip, point=procs))
+                    continue
+                folder = ctx.scratch(f"swarm-{name}-{procs}")
+                system: Any
+                if name == BROKER:
+                    system = _Broker(folder, procs)
+                elif name == REDIS:
+                    system = _Redis(url, where, procs)
+                else:
+                    system = _Raw(
+                        folder, procs, lock=name != RAW_BUSY, checkpoints=name != RAW_FLOCK_NOCKPT
+                    )
+                    system.system = name
+                try:
+                    _run_point(ctx, sc, system, procs, m, timeout)
+                finally:
+                    system.close()
+    for procs in procs_list:
+        b, f = sc.get(BROKER, procs), sc.get(RAW_FLOCK, procs)
+        p99 = None
+        if b is not None and f is not None and f.stats["e2e_p99_ms"]:
+            p99 = b.stats["e2e_p99_ms"] / f.stats["e2e_p99_ms"]
+        sc.target(f"P={procs}: broker p99 end-to-end <= 1.5x raw sqlite3 + flock", p99, "<=", 1.5)
+        sc.target(
+            f"P={procs}: aggregate >= 0.5x raw sqlite3 + flock",
+            sc.ratio(BROKER, RAW_FLOCK, point=procs),
+            ">=",
+            0.5,
+        )
+        for other in (RAW_BUSY, REDIS):
+            sc.ratio(BROKER, other, point=procs)
+    ok = [r for r in sc.rows if r.system == BROKER and r.status == "ok"]
+    if ok:
+        sc.target("swarm: 0 lost", float(sum(r.stats["lost"] for r in ok)), "==", 0.0)
+        sc.target(
+            "swarm: 0 duplicated (no lease expires in this run)",
+            float(sum(r.stats["duplicates"] for r in ok)),
+            "==",
+            0.0,
+        )
+        sc.target(
+            "swarm: 0 'database is locked' reaching a caller",
+            float(sum(r.stats["locked_errors"] for r in ok)),
+            "==",
+            0.0,
+        )
+    return sc

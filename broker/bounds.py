@@ -1,0 +1,68 @@
+"""Numbers at the edge (S33): finite, of the right type, inside documented bounds.
+
+Every duration and count an agent or the operator passes to the queue, the
+turns, the board or the directory goes through one of these before anything is
+read or written. A violation is ``InvalidInput`` naming the field; ``nan``,
+``inf``, ``1e300``, a negative number, a bool or a string never reach a
+comparison or a ``timedelta`` (where they would spin, overflow or raise a
+``TypeError`` traceback).
+"""
+
+from __future__ import annotations
+
+import math
+
+from broker import errors
+
+DAY_S = 86400.0
+WEEK_S = 7 * DAY_S
+
+
+def _number(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise errors.InvalidInput(
+            f"bad {field} {value!r}: a number of seconds is needed", field=field
+        )
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise errors.InvalidInput(f"bad {field} {value!r}: not a finite number", field=field)
+    return number
+
+
+def seconds(value: object, field: str, *, top: float, zero: bool = False) -> float:
+    """A duration in seconds: more than 0 (or at least 0 with ``zero``), at most ``top``."""
+    number = _number(value, field)
+    low_ok = number >= 0 if zero else number > 0
+    if not low_ok or number > top:
+        low = "at least 0" if zero else "more than 0"
+        raise errors.InvalidInput(
+            f"bad {field} {value!r}: {low} and at most {top:g} seconds", field=field
+        )
+    return number
+
+
+def count(value: object, field: str, *, low: int = 1, top: int) -> int:
+    """A whole number from ``low`` to ``top``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidInput(f"bad {field} {value!r}: a whole number is needed", field=field)
+    if not low <= value <= top:
+        raise errors.InvalidInput(f"bad {field} {value}: {low} to {top}", field=field)
+    return value
+
+
+def text(value: object, field: str, top: int) -> str:
+    """Text of at most ``top`` characters that encodes to UTF-8 (no lone surrogate)."""
+    if not isinstance(value, str):
+        raise errors.InvalidInput(f"bad {field} {value!r}: text is needed", field=field)
+    if len(value) > top:
+        raise errors.InvalidInput(f"{field} is {len(value)} characters; at most {top}", field=field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise errors.InvalidInput(
+            f"{field} is not valid text (a lone surrogate)", field=field
+        ) from None
+    return value

@@ -1,0 +1,101 @@
+"""Private run-time files (doorbells, lock files): this user's, checked, never via a symlink.
+
+Doorbell folders and lock files are created by whichever process of the user
+comes first and reused by the others, so a path that already exists is normal.
+Another local user must not be able to pre-create such a path, or plant a
+symlink there, and so make the broker resize, lock or write a file of the
+victim's (spec §Storage). So every folder is created 0700 and every file 0600,
+files are opened with ``O_NOFOLLOW``, and whatever is found is checked before
+use: the right type (``lstat``: a symlink is refused, never followed), owned by
+this user, not writable by group or others. A failed check is a ``StoreError``
+that names the path, in one line.
+
+Only the last component is checked: the folder holding it is trusted like the
+database's own folder (whoever can rename entries there can replace the
+database file itself); a shared folder such as ``/tmp`` is safe because its
+sticky bit stops others from renaming our entries.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from broker import errors
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def check(path: str, st: os.stat_result, *, folder: bool) -> None:
+    """Refuse ``path`` (its ``lstat``/``fstat`` result ``st``) unless it is this
+    user's own folder or regular file, not writable by group or others."""
+    kind = "folder" if folder else "file"
+    if stat.S_ISLNK(st.st_mode):
+        raise errors.StoreError(f"refusing {path}: it is a symbolic link, expected a {kind}")
+    if folder and not stat.S_ISDIR(st.st_mode) or not folder and not stat.S_ISREG(st.st_mode):
+        raise errors.StoreError(f"refusing {path}: it is not a {kind}")
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise errors.StoreError(
+            f"refusing the {kind} {path}: it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+        )
+    if st.st_mode & 0o022:
+        raise errors.StoreError(
+            f"refusing the {kind} {path}: it is writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):o})"
+        )
+
+
+def private_dir(path: str, *, create: bool = True) -> bool:
+    """Make sure ``path`` is a private folder of this user (creating it 0700 if
+    ``create``). False when it does not exist and ``create`` is off; ``OSError``
+    when it cannot be made (read-only, too long...); ``StoreError`` when it is
+    someone else's, a symlink, or writable by others."""
+    if create:
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            pass  # made by another process of ours (checked below) or planted (refused below)
+        else:
+            os.chmod(path, DIR_MODE)  # mkdir's mode is filtered by the umask
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if create:
+            raise
+        return False
+    check(path, st, folder=True)
+    return True
+
+
+def open_private(path: str, flags: int, *, create: bool = True) -> int:
+    """``os.open`` a private file of this user (0600, ``O_NOFOLLOW``), checked
+    after opening (``fstat``: what was opened is what is checked)."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    if create:
+        flags |= os.O_CREAT
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise errors.StoreError(
+                f"refusing {path}: it is a symbolic link, expected a file"
+            ) from exc
+        raise
+    try:
+        check(path, os.fstat(fd), folder=False)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lock_file(path: str) -> int:
+    """Open (creating) a private lock file; a one-line ``StoreError`` if it cannot
+    be (a read-only folder, a file that is not this user's)."""
+    try:
+        return open_private(path, os.O_RDWR)
+    except OSError as exc:
+        raise errors.StoreError(f"cannot open the lock file {path}: {exc.strerror}") from exc

@@ -1,0 +1,101 @@
+"""The store's database file: where it is, making it, and whether it can be written.
+
+A write command makes the folder (0700) and the file (0600) on first use; a
+read-only command never makes either (``Store(url, create=False)``): a
+missing store is one line. A store this user cannot write (a read-only file
+system, file or folder) is opened for reading through SQLite's URI options:
+``mode=ro``, or ``immutable=1`` on a read-only file system when no WAL file is
+left (SQLite cannot make the ``-shm`` index there, and nobody can write it;
+with a WAL left, ``immutable`` would skip what it holds, so ``mode=ro`` reads
+it through the index that is there).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from broker import errors
+
+NO_STORE = "no broker store at {path}: run `broker db upgrade` or any write command first"
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///`` URL, parsed without importing SQLAlchemy
+    (its import alone costs ~300 ms, too much for a CLI called per tool call)."""
+    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
+        if url.startswith(prefix):
+            return url[len(prefix) :].split("?", 1)[0]
+    if url.startswith("postgresql"):
+        raise errors.StoreError("PostgreSQL is not supported yet: use a sqlite:/// URL")
+    raise errors.InvalidInput(f"bad database URL {url!r}: expected sqlite:////path/to/file.db")
+
+
+def _file_path(db: str) -> Path:
+    if not db or db == ":memory:":
+        raise errors.InvalidInput("broker needs a database file, not an in-memory database")
+    return Path(db).expanduser().absolute()
+
+
+def prepare(db: str) -> Path:
+    """The database file, made (folder 0700, file 0600) if it is not there."""
+    path = _file_path(db)
+    folder = path.parent
+    try:
+        if not folder.exists():
+            try:
+                folder.mkdir(parents=True, mode=0o700)
+            except FileExistsError:
+                pass  # another process opening the same new store made it first
+            else:
+                os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+        if not path.exists():
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+            os.chmod(path, 0o600)
+    except OSError as exc:
+        raise errors.StoreError(f"cannot create the database file {path}: {exc.strerror}") from exc
+    return path
+
+
+def existing(db: str) -> Path:
+    """The database file of a ``create=False`` store: never made here."""
+    path = _file_path(db)
+    if not path.is_file() or path.stat().st_size == 0:
+        raise errors.StoreError(NO_STORE.format(path=path))
+    return path
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why the store at ``path`` cannot be written, or None when it can."""
+    if _on_read_only_fs(str(path)):
+        return "it is on a read-only file system"
+    if not os.access(path, os.W_OK):
+        return "the database file is read-only for this user"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return "its folder is read-only for this user"
+    return None
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that reads a store this user cannot write (module doc)."""
+    from urllib.parse import quote  # only here: a CLI call pays for no import it does not use
+
+    target = f"file:{quote(str(path))}"
+    if _on_read_only_fs(str(path)) and not _nonempty(f"{path}-wal"):
+        return f"{target}?immutable=1"
+    return f"{target}?mode=ro"
+
+
+def _on_read_only_fs(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _nonempty(path: str) -> bool:
+    try:
+        return os.stat(path).st_size > 0
+    except OSError:
+        return False

@@ -1,0 +1,357 @@
+"""The writer lock (spec §Storage, "Writer lock"): every write transaction holds
+an exclusive ``flock`` on ``<database>.lock`` from right before ``BEGIN
+IMMEDIATE`` to right after ``COMMIT``/``ROLLBACK``; readers never take it; the
+wait is bounded; the kernel drops it when its holder dies; a writer that does
+not use it is still safe behind SQLite's busy handler.
+
+Real processes hold the lock; who holds and who waits is read from the kernel
+(``/proc/locks``), never guessed from timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from broker import Operator, Store, errors
+
+HOLDER = """
+import sys
+from broker import Store
+store = Store(sys.argv[1])
+with store.write() as t:
+    t.execute("SELECT count(*) FROM spaces").fetchone()
+    print("holding", flush=True)
+    sys.stdin.readline()
+print("released", flush=True)
+store.close()
+"""
+
+DEADLINE_S = 30.0
+
+
+def flocks(path: Path) -> list[tuple[int, bool]]:
+    """(pid, waiting) of every flock on ``path`` the kernel knows of."""
+    inode = os.stat(path).st_ino
+    out: list[tuple[int, bool]] = []
+    with open("/proc/locks") as f:
+        for line in f:
+            parts = line.split()
+            waiting = parts[1] == "->"
+            if waiting:
+                parts = parts[:1] + parts[2:]
+            if parts[1] != "FLOCK":
+                continue
+            if int(parts[5].rsplit(":", 1)[1]) == inode:
+                out.append((int(parts[4]), waiting))
+    return out
+
+
+def until(cond: Callable[[], bool], what: str) -> None:
+    """Wait for a condition the kernel or another process makes true (no fixed sleep)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def fds_to(path: Path) -> int:
+    """How many file descriptors of this process point at ``path``."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+@contextmanager
+def holder(url: str) -> Iterator[subprocess.Popen[str]]:
+    """A real process inside a write transaction (holding the writer lock)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "holding"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def release(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "released"
+
+
+def with_timeout(store: Store, ms: int) -> Store:
+    return Store(store.url, settings=dataclasses.replace(store.settings, busy_timeout_ms=ms))
+
+
+def space_count(store: Store) -> int:
+    with store.read() as t:
+        return int(t.one("SELECT count(*) FROM spaces")[0])
+
+
+def lock_of(store: Store) -> Path:
+    return Path(f"{store.path}.lock")
+
+
+def test_storage_a_write_transaction_holds_the_writer_lock_and_releases_it(store: Store) -> None:
+    lock = lock_of(store)
+    with store.write():
+        assert flocks(lock) == [(os.getpid(), False)]
+    assert flocks(lock) == []
+    st = os.stat(lock)
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid()
+
+
+def test_storage_the_writer_lock_is_dropped_when_its_holder_is_killed(store: Store) -> None:
+    Operator(store).create_space("workflow")
+    lock = lock_of(store)
+    with holder(store.url) as proc:
+        assert flocks(lock) == [(proc.pid, False)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # The kernel dropped it with the process: the next writer goes at once.
+        assert flocks(lock) == []
+        quick = with_timeout(store, 2000)
+        try:
+            Operator(quick).create_space("workflow")
+        finally:
+            quick.close()
+    assert space_count(store) == 2  # the killed transaction left nothing behind
+
+
+def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store) -> None:
+    lock = lock_of(store)
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            Operator(store).create_space("workflow")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+        done.set()
+
+    with holder(store.url) as proc:
+        t = threading.Thread(target=write)
+        t.start()
+        try:
+            # The kernel shows our writer queued behind the holder ...
+            until(lambda: (os.getpid(), True) in flocks(lock), "our writer to queue on the lock")
+            assert not done.is_set()
+            assert space_count(store) == 0
+            release(proc)  # ... and hands it over when the holder lets go.
+        finally:
+            t.join(DEADLINE_S)
+    assert done.is_set() and not failed, failed
+    assert space_count(store) == 1
+
+
+def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store) -> None:
+    lock = lock_of(store)
+    quick = with_timeout(store, 200)
+    try:
+        with holder(store.url) as proc:
+            with pytest.raises(errors.StoreBusy, match="writer lock stayed taken") as info:
+                Operator(quick).create_space("workflow")
+            assert "\n" not in str(info.value) and str(lock) in str(info.value)
+            assert info.value.exit_code == 11
+            assert space_count(store) == 0  # nothing written
+            release(proc)
+        # The abandoned wait gave its file description back (closing it once its
+        # flock returned), and the store writes again through a fresh one.
+        until(lambda: fds_to(lock) == 0, "the abandoned wait to close its file description")
+        Operator(quick).create_space("workflow")
+        assert space_count(store) == 1
+        assert flocks(lock) == []
+    finally:
+        quick.close()
+
+
+def test_storage_readers_never_take_the_writer_lock(store: Store) -> None:
+    Operator(store).create_space("workflow")
+    before = fds_to(lock_of(store))
+    reader = with_timeout(store, 50)
+    try:
+        with holder(store.url), reader.read() as t:
+            assert t.one("SELECT count(*) FROM spaces")[0] == 1
+        # This reader's connection never even opened the lock file.
+        assert fds_to(lock_of(store)) == before
+    finally:
+        reader.close()
+
+
+def test_storage_a_writer_without_the_lock_is_still_safe_behind_the_busy_handler(
+    store: Store,
+) -> None:
+    """The sqlite3 shell takes SQLite's write lock but not the broker's: the
+    broker's writer gets the flock, then waits in SQLite's busy handler."""
+    shell = shutil.which("sqlite3")
+    if shell is None:
+        pytest.skip("the sqlite3 shell is not installed")
+    lock = lock_of(store)
+    proc = subprocess.Popen(
+        [shell, "-batch", str(store.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            Operator(store).create_space("workflow")
+        except BaseException as exc:  # noqa: BLE001
+            failed.append(exc)
+        done.set()
+
+    t = threading.Thread(target=write)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(
+            "BEGIN IMMEDIATE;\nCREATE TABLE shell_work (x INTEGER);\n"
+            "INSERT INTO shell_work VALUES (1);\n.print began\n"
+        )
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "began"
+        t.start()
+        until(lambda: (os.getpid(), False) in flocks(lock), "our writer to hold the flock")
+        assert not done.is_set()  # it holds the flock yet cannot write: the shell has SQLite's lock
+        proc.stdin.write("COMMIT;\n.print committed\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "committed"
+        t.join(DEADLINE_S)
+        assert done.is_set() and not failed, failed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    with store.read() as tx:
+        assert tx.one("SELECT count(*) FROM shell_work")[0] == 1
+    assert space_count(store) == 1
+
+
+def test_storage_a_forked_child_does_not_share_the_parents_writer_lock(store: Store) -> None:
+    """flock belongs to the open file description: a child that reused the
+    parent's would 'get' a lock the parent holds. The child closes its copies."""
+    lock = lock_of(store)
+    Operator(store).create_space("workflow")  # this thread's connection has its lock open
+    with store.write():
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                inherited = fds_to(lock)
+                child = with_timeout(store, 100)
+                try:
+                    Operator(child).create_space("workflow")
+                    code = 3  # it wrote while the parent holds the lock: shared
+                except errors.StoreBusy:
+                    code = 0 if inherited == 0 else 4
+                child.close()
+            finally:
+                os._exit(code)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except BaseException:
+            os.kill(pid, signal.SIGKILL)  # never leave it behind
+            os.waitpid(pid, 0)
+            raise
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert space_count(store) == 1
+
+
+def test_storage_a_lock_file_planted_as_a_symlink_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
+    store = Store(url)
+    try:
+        lock = lock_of(store)
+        victim = tmp_path / "victim.txt"
+        victim.write_text("mine")
+        os.unlink(lock)
+        os.symlink(victim, lock)
+        other = Store(url)  # a fresh process's view: no lock file open yet
+        try:
+            with pytest.raises(errors.StoreError, match="symbolic link") as info:
+                Operator(other).create_space("workflow")
+            assert "\n" not in str(info.value)
+        finally:
+            other.close()
+        assert victim.read_text() == "mine"
+        assert space_count(store) == 0
+    finally:
+        store.close()
+
+
+def test_storage_the_first_open_migration_uses_the_writer_lock_file(tmp_path: Path) -> None:
+    """One lock file per store: no ``*.migrate.lock`` beside it any more."""
+    folder = tmp_path / "home"
+    store = Store(f"sqlite:///{folder / 'broker.db'}")
+    try:
+        Operator(store).create_space("workflow")
+        names = sorted(p.name for p in folder.iterdir())
+        assert "broker.db.lock" in names
+        assert not [n for n in names if n.endswith(".migrate.lock")]
+    finally:
+        store.close()
+
+
+def test_storage_checkpoints_run_after_the_writer_lock_is_dropped(store: Store) -> None:
+    """A checkpoint inside COMMIT would make every queued writer wait for its
+    fsyncs: the store's connections turn SQLite's automatic checkpoint off and
+    the writer runs a PASSIVE one once it has let go of the lock. The WAL stays
+    bounded all the same."""
+    from broker import Agent
+
+    lock = lock_of(store)
+    space = Operator(store).create_space("workflow", inbox_cap=10**9).id
+    a, _ = Agent.join(store, space, "a")
+    Agent.join(store, space, "b")
+    with store.read() as t:
+        raw = t.raw  # this thread's connection: the one the sends below run on
+        assert t.one("PRAGMA wal_autocheckpoint")[0] == 0
+    held_during_checkpoint: list[list[tuple[int, bool]]] = []
+
+    def trace(sql: str) -> None:
+        if "wal_checkpoint" in sql:
+            held_during_checkpoint.append(flocks(lock))
+
+    raw.set_trace_callback(trace)
+    try:
+        wal_sizes = []
+        for i in range(3000):
+            a.send("b", "x" * 2000)
+            if i % 500 == 499:
+                wal_sizes.append(os.path.getsize(f"{store.path}-wal"))
+    finally:
+        raw.set_trace_callback(None)
+    # ~6 MB of log went through; 1,000 pages (4 MB) of WAL at most, plus a transaction.
+    assert len(held_during_checkpoint) >= 3
+    assert all(h == [] for h in held_during_checkpoint)  # nobody held the lock meanwhile
+    assert max(wal_sizes) < 5 * 1024 * 1024, wal_sizes
