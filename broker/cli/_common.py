@@ -344,13 +344,13 @@ def identity_options(fn: F) -> F:
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     """Authenticate the caller; the sender is always derived from this (S10)."""
-    if not space:
-        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
     conn = server()
     if conn is not None:  # client mode: the token alone; the server derives who calls
         from broker.remote import RemoteAgent
 
         return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
+    if not space:
+        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
     from broker.client import Agent
 
     return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32

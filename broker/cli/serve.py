@@ -138,7 +138,7 @@ def serve(
         raise errors.InvalidInput(
             f"--host {host} is not loopback: pass --allow-remote (and put TLS in front)"
         )
-    s = store()
+    s = store(create=True)  # the server owns its store: it makes a new one
     sock_path = Path(socket_path) if socket_path else Path(s.path).parent / "broker.sock"
     sockets = [_unix_socket(sock_path)]
     if not no_tcp:
