@@ -289,6 +289,11 @@ class AsyncAgent:
         agent, joined = await run(Agent.join, store, space, codename, **fields)
         return cls.wrap(agent), joined
 
+    @classmethod
+    async def from_token(cls, store: Store, token: str | None) -> AsyncAgent:
+        """``Agent.from_token``: the participant a token belongs to (served mode)."""
+        return cls.wrap(await run(Agent.from_token, store, token))
+
     @property
     def store(self) -> Store:
         return self.sync.store

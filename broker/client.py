@@ -101,6 +101,12 @@ class Agent:
         )
         return cls.connect(store, joined.space_id, joined.address, joined.token), joined
 
+    @classmethod
+    def from_token(cls, store: Store, token: str | None) -> Agent:
+        """The participant ``token`` belongs to (served mode: the Bearer token
+        alone names its holder, in whichever space)."""
+        return cls(store, participants.authenticate_token(store, token))
+
     @property
     def address(self) -> str:
         return self.identity.address

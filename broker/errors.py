@@ -174,6 +174,12 @@ class StoreBusy(StoreError):
     exit_code = 11
 
 
+class ServerUnreachable(StoreError):
+    """Client mode: the broker server at BROKER_URL did not answer."""
+
+    code = "server_unreachable"
+
+
 class UnsupportedSQLite(StoreError):
     code = "unsupported_sqlite"
     exit_code = 12

@@ -17,7 +17,10 @@ from broker.ids import hash_token, new_id, new_token
 from broker.models import JoinInput
 from broker.records import Joined, Participant, ParticipantEvent
 from broker.spaces import resolve_id
+from broker.sql import stmt
 from broker.transcript import notice
+
+_IDENTIFY = stmt("auth.identify")
 
 LIVE = ("running", "idle")
 COLUMNS = (
@@ -193,6 +196,23 @@ def authenticate(
                 f"token does not match participant {address!r} in space {space_id}"
             )
         ident = Identity(space_id, row["id"], address, th)
+        auth.caller(t, ident)  # left, or its space stopped: say which
+    return ident
+
+
+def authenticate_token(store: Store, token: str | None, *, tx: Tx | None = None) -> Identity:
+    """The participant ``token`` belongs to, whatever its space, or refuse (S10).
+
+    Served mode: a Bearer token alone names its holder. Same single message as
+    ``authenticate`` for an unknown or stale token (no oracle)."""
+    if not token:
+        raise errors.AuthError("no token: pass --token or set BROKER_TOKEN (join prints it once)")
+    th = hash_token(token)
+    with store.read(tx) as t:
+        row = t.one(_IDENTIFY, {"token_hash": th})
+        if row is None:
+            raise errors.AuthError("token does not match any participant")
+        ident = Identity(row["space_id"], row["id"], row["address"], th)
         auth.caller(t, ident)  # left, or its space stopped: say which
     return ident
 

@@ -217,15 +217,21 @@ class RawSame:
         values = {
             "recipient_id": self.worker_id,
             "limit": k,
+            "n": k,
             "now": now,
             "max_deliveries": MAX_DELIVERIES,
             "token": token,
             "owner": "worker",
+            "process": None,
             "expires": ts_after(now_dt, LEASE_S),
         }
         rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
         if not rows:
             return token, []
+        # sqlite3.Row: `in` tests values, not names (hence keys()).
+        if "body" in rows[0].keys():  # noqa: SIM118 - the claim returns the bodies itself
+            rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
+            return token, [r["body"] for r in rows if r["state"] == "processing"]
         ids = [r["message_id"] for r in rows]
         found = {
             m["id"]: m["body"]
@@ -241,7 +247,13 @@ class RawSame:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
 
     def _ack(self, c: sqlite3.Connection, token: str) -> None:
-        values = {"now": self.store.now_ts(), "token": token, "recipient_id": self.worker_id}
+        values = {
+            "now": self.store.now_ts(),
+            "token": token,
+            "recipient_id": self.worker_id,
+            "ids": None,
+            "error": None,
+        }
         c.execute(ACK, bind(ACK, values)).fetchall()
 
     def ack(self, token: str) -> None:

@@ -26,6 +26,11 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
     "backlog": ("backlog", "backlog", "claim latency at 1k / 100k / 1M backlog"),
     "cli": ("cli", "cli", "whole-process cost of `broker msg send` and `broker inbox claim`"),
     "mcp": ("mcp", "mcp", "MCP tool-call round trip (stdio) beside the CLI process cost"),
+    "served": (
+        "served",
+        "served",
+        "broker serve: 32 HTTP clients vs embedded, client-mode CLI, SSE fan-out",
+    ),
 }
 
 

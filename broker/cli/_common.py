@@ -77,6 +77,7 @@ COMMANDS = {
     "message": "message",
     "msg": "message",
     "queue": "inbox",
+    "serve": "serve",
     "space": "space",
     "transcript": "inbox",
     "vacuum": "ops",
@@ -251,15 +252,38 @@ def main(ctx: click.Context, url: str | None) -> None:
     ctx.obj = {"url": url}
 
 
-# --- the store ------------------------------------------------------------------------------
+# --- the store, or the server (client mode) ---------------------------------------------
+def server(ctx: click.Context | None = None) -> Any:
+    """Client mode: the connection to ``broker serve`` when BROKER_URL / --url
+    names a server (http://, https://, unix://), else None."""
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    url = obj.get("url")
+    if not url or not url.startswith(("http://", "https://", "unix://")):
+        return None
+    if "server" not in obj:
+        from broker.remote import Connection
+
+        obj["server"] = Connection(url)
+        root.obj = obj
+    return obj["server"]
+
+
 def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bool = True) -> Store:
     """The store for this invocation, opened on first use.
 
     Only the commands that make something new (``space create``, ``db
     upgrade``, ``demo``, ``import``) pass ``create=True``; every other command
     on a missing database says so in one line and creates no file.
-    ``migrate=False``: leave the schema as it is (``db current``, ``db upgrade``)."""
+    ``migrate=False``: leave the schema as it is (``db current``, ``db upgrade``).
+    In client mode there is no file to open: the command says so."""
     ctx = ctx or click.get_current_context()
+    if server(ctx) is not None:
+        raise errors.InvalidInput(
+            f"'{ctx.command_path}' needs the database file: not available in client mode "
+            "(BROKER_URL names a server)"
+        )
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
@@ -272,12 +296,19 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
 
 
 def operator() -> Operator:
-    """The operator surface for an operator command."""
+    """The operator surface for an operator command: the library's, or the
+    server's in client mode (the same methods over HTTP)."""
     root = click.get_current_context().find_root()
     if not isinstance(root.obj, dict) or "operator" not in root.obj:
-        from broker.client import Operator
+        conn = server()
+        if conn is not None:
+            from broker.remote import RemoteOperator
 
-        handle = Operator(store(), via="cli")
+            handle: Any = RemoteOperator(conn)
+        else:
+            from broker.client import Operator
+
+            handle = Operator(store(), via="cli")
         root.obj = {**(root.obj if isinstance(root.obj, dict) else {}), "operator": handle}
     return root.obj["operator"]  # type: ignore[no-any-return]
 
@@ -313,6 +344,11 @@ def identity_options(fn: F) -> F:
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     """Authenticate the caller; the sender is always derived from this (S10)."""
+    conn = server()
+    if conn is not None:  # client mode: the token alone; the server derives who calls
+        from broker.remote import RemoteAgent
+
+        return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
     if not space:
         raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
     from broker.client import Agent

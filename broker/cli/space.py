@@ -12,6 +12,7 @@ from broker.cli._common import (
     keyvals,
     main,
     operator,
+    server,
     store,
     table,
     yes_option,
@@ -49,9 +50,13 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
 @json_option
 def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
     """Create a space and print its id (creates the store if there is none)."""
-    from broker.client import Operator
+    if server() is not None:  # client mode: the server has the store
+        op = operator()
+    else:
+        from broker.client import Operator
 
-    sp = Operator(store(create=True), via="cli").create_space(
+        op = Operator(store(create=True), via="cli")
+    sp = op.create_space(
         kind,  # type: ignore[arg-type]  # checked by click.Choice
         **_parse_settings(settings),
     )

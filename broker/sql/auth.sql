@@ -16,3 +16,11 @@ WHERE id = :id AND token_hash = :token_hash
 RETURNING status, messaging, tools, is_lead, agent, parent,
   (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
   (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings
+
+-- name: identify
+-- The participant a token belongs to (served mode: a Bearer token alone names
+-- its holder). token_hash is unique; the caller statement above re-checks it
+-- inside every transaction, so a stale answer here cannot act.
+SELECT p.id, p.space_id, p.address
+FROM participants p
+WHERE p.token_hash = :token_hash

@@ -1,0 +1,377 @@
+"""The ASGI application of ``broker serve``: routes, auth, errors, logs.
+
+Handlers run the public library (``broker.client``): reads and other blocking
+calls on a bounded thread pool, writes through the group committer
+(``commit.py``), long-polls parked on the doorbell by the asyncio API (``broker.aio``: no
+thread per waiter), and SSE through one shared follower per space (``sse.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import json
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from anyio import CapacityLimiter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from broker import __version__, aio, errors
+from broker.aio import AsyncAgent, AsyncOperator
+from broker.client import Agent, Operator
+from broker.records import Space
+from broker.server import routes_agent, routes_operator
+from broker.server.api import (
+    KINDS,
+    PREFIXES,
+    Call,
+    Endpoint,
+    json_response,
+    parse_body,
+    parse_query,
+)
+from broker.server.auth import Credentials, bearer, operator_key_file
+from broker.server.commit import Committer
+from broker.server.errors import error_response, plain
+from broker.server.results import Health
+from broker.server.sse import Hubs
+
+T = TypeVar("T")
+STATIC = Path(__file__).parent / "static"
+access = logging.getLogger("broker.access")
+log = logging.getLogger("broker.server")
+
+
+@dataclass(frozen=True)
+class Options:
+    max_body: int = 4 * 1024 * 1024  # bytes of a request body (413 past it)
+    keepalive_s: float = 15.0  # SSE comment line when the log is quiet
+    stall_s: float = 10.0  # an SSE subscriber that takes no write this long is cut off
+    max_batch: int = 64  # writes per group-commit transaction
+    workers: int = 16  # threads for reads and other blocking library calls
+
+
+class ServerState:
+    """Everything a handler needs, shared by all requests."""
+
+    def __init__(self, store: Any, options: Options) -> None:
+        self.store = store
+        self.options = options
+        self.credentials = Credentials(store)
+        self.committer = Committer(store, max_batch=options.max_batch)
+        self.pool = CapacityLimiter(options.workers)
+        self.hubs: Hubs | None = None
+        self._twins: dict[str, AsyncAgent] = {}
+        self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
+        if "key" not in inspect.signature(Operator).parameters:
+            operator_key_file(store)  # TEMPORARY (see auth._make_operator): the key exists at start
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)
+
+    def aio(self, agent: Agent) -> AsyncAgent:
+        """The asyncio twin of ``agent``, kept per participant: a turn taken by a
+        cancelled wait is handed to that participant's next turn request."""
+        key = agent.identity.participant_id
+        twin = self._twins.get(key)
+        if twin is None or twin.identity != agent.identity:
+            if len(self._twins) > 4096:
+                self._twins.clear()
+            twin = self._twins[key] = AsyncAgent.wrap(agent)
+        return twin
+
+    def shutdown(self) -> None:
+        if self.hubs is not None:
+            self.hubs.close()
+
+    def close(self) -> None:
+        self.shutdown()
+        self.committer.close()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """A blocking library call on the worker pool."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.pool)
+
+    async def write(self, fn: Callable[[Any], T]) -> T:
+        """A write, group-committed with its neighbours (``fn(tx)``)."""
+        return await self.committer.submit(fn)
+
+    async def wait(
+        self, waiting: Callable[[float], Awaitable[T]], now: Callable[[], Awaitable[T]], wait: float
+    ) -> T:
+        """A long-poll: ``waiting(wait)`` parks on the caller's doorbell (the
+        asyncio API: no thread per waiter). On shutdown the wait is cut short
+        and the caller gets what is there now (``now()``), so in-flight
+        requests finish instead of holding the process."""
+        assert self.hubs is not None
+        parked = asyncio.ensure_future(waiting(wait))
+        stop = asyncio.ensure_future(self.hubs.shutdown.wait())
+        try:
+            await asyncio.wait({parked, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if parked.done():
+            return parked.result()
+        parked.cancel()  # a claim that ran is given back by the asyncio API
+        with contextlib.suppress(asyncio.CancelledError):
+            await parked
+        return await now()
+
+    def agent_for(self, call: Call) -> Agent:
+        """The caller as a participant; the path's space must be its own (401)."""
+        me = self.credentials.agent(call.secret)
+        kind, ref = call.params["kind"], call.params["id"].lower()
+        sid = me.space_id
+        if not sid.startswith(PREFIXES[kind]) or ref not in (sid, sid.split("_", 1)[1]):
+            raise errors.AuthError("this token does not belong to the space in the path")
+        return me
+
+    @staticmethod
+    def check_kind(kind: str, space: Space) -> None:
+        if space.kind not in KINDS[kind]:
+            raise errors.SpaceNotFound(f"no {kind[:-1]} {space.id}: it is a {space.kind}")
+
+    @staticmethod
+    def resume_point(call: Call) -> int:
+        header = call.request.headers.get("last-event-id")
+        if header is not None:
+            if not header.isdigit() or len(header) > 18:
+                raise errors.InvalidInput(f"bad Last-Event-ID {header[:40]!r}: a seq number")
+            return int(header)
+        after: int | None = call.query.get("after_seq")
+        return after or 0
+
+
+def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
+    async def handle(request: Request) -> Response:
+        secret = bearer(request.headers)
+        request.state.who = ep.auth
+        try:
+            if "kind" in request.path_params and request.path_params["kind"] not in KINDS:
+                raise errors.NotFound(f"no such collection {request.path_params['kind']!r}")
+            body = None
+            if ep.body is not None:
+                body = parse_body(ep.body, await request.body())
+            elif ep.method in ("POST", "PATCH") and (await request.body()).strip() not in (
+                b"",
+                b"{}",
+            ):
+                raise errors.InvalidInput("this endpoint takes no body")
+            call = Call(
+                request=request,
+                state=state,
+                body=body,
+                query=parse_query(ep.query, request),
+                params=dict(request.path_params),
+                secret=secret,
+            )
+            if ep.auth == "operator":
+                state.credentials.operator(secret)  # before anything else: 401/403 first
+            result = await ep.handler(call)
+        except errors.BrokerError as exc:
+            if isinstance(exc, errors.AuthError):
+                state.credentials.forget(secret)
+            return error_response(exc)
+        if isinstance(result, Response):
+            return result
+        return json_response(result, ep.status)
+
+    return handle
+
+
+def create_app(
+    store: Any, options: Options | None = None, *, mcp: ASGIApp | None = None
+) -> Starlette:
+    """The app serving ``store`` (a ``broker.Store``)."""
+    options = options or Options()
+    state = ServerState(store, options)
+    endpoints = routes_operator.endpoints() + routes_agent.endpoints()
+    routes: list[Any] = []
+    for ep in endpoints:
+        routes.append(Route(ep.path, _handler(state, ep), methods=[ep.method]))
+
+    async def healthz(request: Request) -> Response:
+        s = state.committer.stats
+        subs = sum(h.subscribers for h in state.hubs.hubs.values()) if state.hubs else 0
+        return json_response(Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting()))
+
+    document: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        if not document:
+            from broker.server.openapi import build
+
+            document.update(build(endpoints))
+        return JSONResponse(document)
+
+    async def console(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=_CONSOLE_HEADERS)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = STATIC / name
+        if name not in _ASSETS or not path.is_file():
+            return plain("not_found", f"no asset {name!r}", 404)
+        return FileResponse(path, headers=_CONSOLE_HEADERS)
+
+    routes += [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/", console, methods=["GET"]),
+        Route("/static/{name}", asset, methods=["GET"]),
+    ]
+    if mcp is not None:
+        routes.append(Mount("/mcp", app=mcp))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return plain("not_found", f"no endpoint {request.method} {request.url.path}", 404)
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return plain("method_not_allowed", f"{request.method} is not allowed here", 405)
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
+        return plain("server_error", "internal error (logged); this is a bug", 500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: not_found, 405: not_allowed, Exception: crashed},
+        lifespan=lifespan,
+    )
+    app.state.broker = state
+    return AccessLog(BodyCap(app, options.max_body))  # type: ignore[return-value]
+
+
+_ASSETS = {"console.js", "console.css"}
+_CONSOLE_HEADERS = {
+    # Agent text is rendered as text (textContent), and no script runs but ours.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class BodyCap:
+    """413 for a request body past ``max_body`` bytes, before anything reads it."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.state = getattr(app, "state", None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                await _too_large(self.max_body)(scope, receive, send)
+                return
+        seen = 0
+
+        async def capped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, capped, send)
+        except _TooLarge:
+            await _too_large(self.max_body)(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _too_large(cap: int) -> Response:
+    return plain("body_too_large", f"request body over {cap} bytes", 413)
+
+
+class AccessLog:
+    """One JSON line per request on the ``broker.access`` logger: method, path,
+    status, bytes, duration and who (operator / agent / none). Never the
+    query's values beyond the path, never a header: no secret is logged."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.state = getattr(app, "state", None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        sent = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status, sent
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if access.isEnabledFor(logging.INFO):
+                access.info(
+                    json.dumps(
+                        {
+                            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "method": scope["method"],
+                            "path": scope["path"],
+                            "status": status,
+                            "bytes": sent,
+                            "ms": round((time.perf_counter() - started) * 1000, 2),
+                            "client": _client(scope),
+                        },
+                        ensure_ascii=True,
+                    )
+                )
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "unix"
+
+
+def log_to_stderr() -> None:
+    """Access lines and server errors as they are, one per line, on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for name in ("broker.access", "broker.server"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

@@ -1,0 +1,150 @@
+"""Request bodies of the HTTP API: pydantic input models, closed (S10, S33).
+
+The agent-side bodies reuse ``broker.models`` where the library has one
+(``SendInput``, ``PostInput``, ``DirectiveInput``); the others exist only
+because HTTP carries them as JSON. Every model refuses unknown fields, so a
+``sender`` or ``from`` in a body is ``invalid_input`` naming the field, and
+every number has documented bounds (finite, in range).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from broker.models import DirectiveInput, PostInput, SendInput
+from broker.vocab import SpaceKind
+
+__all__ = [
+    "ClaimBody",
+    "CreateSpaceBody",
+    "DirectiveInput",
+    "ExtendBody",
+    "JoinBody",
+    "KeyClaimBody",
+    "KeyReleaseBody",
+    "KeyRenewBody",
+    "OperatorSendBody",
+    "PostInput",
+    "QuarantineBody",
+    "ReleaseBody",
+    "RequeueBody",
+    "RetractBody",
+    "SendInput",
+    "SettingsBody",
+    "SettleBody",
+    "TurnBody",
+]
+
+Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)]
+Wait = Annotated[float, Field(ge=0, le=300, allow_inf_nan=False)]
+Ttl = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+Fence = Annotated[int, Field(ge=0, le=2**62)]
+Body = Annotated[str, StringConstraints(min_length=1)]
+IdList = Annotated[list[Id], Field(max_length=10_000)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+# --- operator ------------------------------------------------------------------------
+class OperatorSendBody(_Body):
+    """The operator's message (S9: kind ``operator``, recorded ``via: cp``).
+    Without ``to``: the lead of an agentiflow, ``broadcast`` elsewhere (S6)."""
+
+    to: Annotated[list[Text], Field(min_length=1, max_length=64)] | None = None
+    text: Body
+    urgent: bool = False
+    idempotency_key: Id | None = None
+
+
+class CreateSpaceBody(_Body):
+    kind: SpaceKind
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """per-space limits (``space set`` names); unknown ones are refused"""
+
+
+class SettingsBody(_Body):
+    settings: dict[str, Any]
+    """the limits to change; unknown ones are refused"""
+
+
+class RequeueBody(_Body):
+    ids: Annotated[list[Id], Field(min_length=1, max_length=10_000)]
+    """delivery or message ids of quarantined deliveries"""
+
+
+class JoinBody(_Body):
+    """Join a participant on an agent's behalf (the operator's key authenticates it)."""
+
+    codename: Text
+    agent: Id | None = None
+    run_id: Id | None = None
+    step: Id | None = None
+    parent: Id | None = None
+    role: Annotated[str, StringConstraints(max_length=200)] | None = None
+    task: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    lead: bool = False
+    messaging: bool = True
+    tools: Annotated[list[Id], Field(max_length=64)] | None = None
+
+
+# --- agent: the inbox queue (S13-S16) -------------------------------------------------
+class ClaimBody(_Body):
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
+    lease: Seconds | None = None
+    """seconds; default the space's lease_seconds"""
+    wait: Wait = 0.0
+    """long-poll: seconds to wait for something to claim (woken by the doorbell)"""
+    owner: Id | None = None
+
+
+class SettleBody(_Body):
+    lease_token: Id
+    ids: IdList | None = None
+    """message ids to settle; omitted: the whole lease"""
+
+
+class ReleaseBody(SettleBody):
+    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
+
+
+class ExtendBody(SettleBody):
+    seconds: Seconds | None = None
+
+
+class QuarantineBody(_Body):
+    lease_token: Id
+    message_id: Id
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
+
+
+class TurnBody(_Body):
+    wait: Wait = 0.0
+    lease: Seconds | None = None
+    limit: Annotated[int, Field(ge=1, le=10_000)] | None = None
+
+
+# --- agent: the board (S21-S23) -------------------------------------------------------
+class RetractBody(_Body):
+    directive_id: Id
+
+
+class KeyClaimBody(_Body):
+    key: Key
+    ttl: Ttl = 300.0
+
+
+class KeyReleaseBody(_Body):
+    key: Key
+    fence: Fence
+
+
+class KeyRenewBody(KeyReleaseBody):
+    ttl: Ttl = 300.0

@@ -1,0 +1,159 @@
+"""Group commit: concurrent writes from many clients in one transaction.
+
+Every write request becomes a job, ``fn(tx)``: a library call given ``tx=``.
+One writer thread takes whatever jobs are queued (up to ``max_batch``), runs
+them in ONE write transaction, each under its own savepoint, commits once, and
+hands each request its own outcome. So a burst of 32 sends costs one BEGIN
+IMMEDIATE, one COMMIT and one wake-up pass instead of 32, and the writers of
+this process never contend for SQLite's lock among themselves.
+
+Semantics per job are those of the library's ``tx=`` path (spec §Storage):
+
+- an error undoes that job's writes only (its savepoint is rolled back) and is
+  that request's error; the others commit;
+- the errors whose record must survive are kept with their writes: a message
+  that reached nobody is logged and committed, then refused (S8), and a
+  ``tool_unavailable`` / ``messaging_full`` refusal keeps its notice (S24, S11);
+- if the commit itself fails, nothing of the batch was written, and each job
+  is run again alone, so one bad job cannot fail its neighbours.
+
+Wake-ups (doorbells) ring after the commit, as ``Tx.after_commit`` hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from broker import errors
+
+T = TypeVar("T")
+log = logging.getLogger("broker.server")
+
+# Errors whose job's writes stay: the outcome is part of the record.
+KEEP: tuple[type[errors.BrokerError], ...] = (
+    errors.NotDelivered,
+    errors.ToolUnavailable,
+    errors.MessagingFull,
+)
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[Any], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+@dataclass
+class Stats:
+    """Counters for the bench and /healthz: how well batching works."""
+
+    transactions: int = 0
+    jobs: int = 0
+    largest: int = 0
+    retried_alone: int = 0
+    busy_s: float = 0.0
+    sizes: dict[int, int] = field(default_factory=dict)
+
+
+class Committer:
+    """The one writer thread of the server (see the module doc)."""
+
+    def __init__(self, store: Any, *, max_batch: int = 64) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self.stats = Stats()
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="broker-commit", daemon=True)
+        self._thread.start()
+
+    async def submit(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(tx)`` in the next group transaction; its result or its error."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Job(fn, loop, future))
+        return await future
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Finish what is queued, then stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            batch = [job]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._commit(batch)
+            if stop:
+                return
+
+    def _commit(self, batch: list[_Job]) -> None:
+        started = time.perf_counter()
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self.store.transaction() as tx:
+                for job in batch:
+                    outcomes.append(_run_job(tx, job))
+        except Exception as exc:  # noqa: BLE001 - the commit failed: nothing was written
+            if len(batch) > 1:
+                self.stats.retried_alone += len(batch)
+                for job in batch:
+                    self._commit([job])
+                return
+            outcomes = [(False, exc)]
+        s = self.stats
+        s.transactions += 1
+        s.jobs += len(batch)
+        s.largest = max(s.largest, len(batch))
+        s.sizes[len(batch)] = s.sizes.get(len(batch), 0) + 1
+        s.busy_s += time.perf_counter() - started
+        for job, (ok, value) in zip(batch, outcomes, strict=True):
+            job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+
+
+def _run_job(tx: Any, job: _Job) -> tuple[bool, Any]:
+    if job.future.cancelled():
+        return (False, None)
+    tx.savepoint()
+    try:
+        result = job.fn(tx)
+    except KEEP as exc:
+        tx.release_savepoint()
+        return (False, exc)
+    except Exception as exc:  # noqa: BLE001 - this job's error, not the batch's
+        tx.rollback_to_savepoint()
+        if not isinstance(exc, errors.BrokerError):
+            log.exception("write job failed")
+        return (False, exc)
+    tx.release_savepoint()
+    return (True, result)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    with contextlib.suppress(asyncio.InvalidStateError):
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)

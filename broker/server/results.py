@@ -1,0 +1,59 @@
+"""Small result shapes of the HTTP API that are not library records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_DOCSTRINGS = {"use_attribute_docstrings": True}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """Every refusal: the CLI's error code and a one-line message (plus the
+    error's own fields, e.g. ``result`` of a message that reached nobody)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    error: str
+    """the stable code (spec §Errors)"""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    __pydantic_config__ = _DOCSTRINGS
+
+    count: int
+    """how many deliveries the call settled or requeued"""
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Me:
+    """Who a token is: the server derives every sender from this (S10)."""
+
+    space_id: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    status: str
+    version: str
+    transactions: int
+    """group-commit transactions so far"""
+    writes: int
+    """write requests committed in them"""
+    subscribers: int
+    """open SSE streams"""
+    waiting: int
+    """long-polls parked on a doorbell now"""

@@ -1,0 +1,193 @@
+"""Agent endpoints: the participant's token as Bearer; the server derives the
+sender from it (S10). Bodies are closed (a ``sender`` field is refused).
+
+Paths name the space (``/api/{kind}/{id}/agent/...``); a token of another
+space is ``auth_failed`` (401), like a wrong one. Writes go through the group
+committer; ``wait`` on a claim or a turn is a long-poll woken by the
+participant's doorbell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from broker.client import Agent
+from broker.records import BoardEntry, ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.server import bodies
+from broker.server.api import Call, Endpoint, Query
+from broker.server.results import Count, Done, Expiry, Me
+
+
+def _me(call: Call) -> Agent:
+    me: Agent = call.state.agent_for(call)
+    return me
+
+
+async def me(call: Call) -> Any:
+    agent: Agent = call.state.credentials.agent(call.secret)
+    return Me(space_id=agent.space_id, address=agent.address)
+
+
+async def send(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.send(b.to, b.text, idempotency_key=b.idempotency_key, tx=tx)
+    )
+
+
+async def post(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.post(
+            b.text, addressed_to=b.addressed_to, idempotency_key=b.idempotency_key, tx=tx
+        )
+    )
+
+
+async def directive(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.directive(b.to, b.text, idempotency_key=b.idempotency_key, tx=tx)
+    )
+
+
+async def retract(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.retract(b.directive_id, tx=tx))
+
+
+async def claim(call: Call) -> Any:
+    a, b = _me(call), call.body
+
+    def now() -> Awaitable[Lease]:
+        lease: Awaitable[Lease] = call.state.write(
+            lambda tx: a.claim(b.limit, b.lease, 0.0, b.owner, tx=tx)
+        )
+        return lease
+
+    if b.wait > 0:
+        waiting = call.state.aio(a)
+        return await call.state.wait(
+            lambda w: waiting.claim(b.limit, b.lease, w, b.owner), now, b.wait
+        )
+    return await now()
+
+
+async def ack(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return Count(await call.state.write(lambda tx: a.ack(b.lease_token, b.ids, tx=tx)))
+
+
+async def release(call: Call) -> Any:
+    a, b = _me(call), call.body
+    n = await call.state.write(lambda tx: a.release(b.lease_token, b.ids, error=b.error, tx=tx))
+    return Count(n)
+
+
+async def extend(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return Expiry(
+        await call.state.write(lambda tx: a.extend(b.lease_token, b.seconds, b.ids, tx=tx))
+    )
+
+
+async def quarantine(call: Call) -> Any:
+    a, b = _me(call), call.body
+    await call.state.write(
+        lambda tx: a.quarantine(b.lease_token, b.message_id, b.reason, error=b.error, tx=tx)
+    )
+    return Done(True)
+
+
+async def next_turn(call: Call) -> Any:
+    a, b = _me(call), call.body
+
+    def now() -> Awaitable[Turn]:
+        turn: Awaitable[Turn] = call.state.write(
+            lambda tx: a.next_turn(0.0, b.lease, b.limit, tx=tx)
+        )
+        return turn
+
+    if b.wait > 0:
+        waiting = call.state.aio(a)
+        return await call.state.wait(lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait)
+    return await now()
+
+
+async def seen(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.write(lambda tx: a.seen(call.params["turn_id"], tx=tx))
+
+
+async def board_read(call: Call) -> Any:
+    a, q = _me(call), call.query
+    return await call.state.run(lambda: a.board_read(after=q["after"], limit=q["limit"] or 100))
+
+
+async def key_claim(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.claim_key(b.key, b.ttl, tx=tx))
+
+
+async def key_release(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.release_key(b.key, b.fence, tx=tx))
+
+
+async def key_renew(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.renew_key(b.key, b.fence, b.ttl, tx=tx))
+
+
+async def leave(call: Call) -> Any:
+    a = _me(call)
+    await call.state.write(lambda tx: a.leave(tx=tx))
+    call.state.credentials.forget(call.secret)
+    return Done(True)
+
+
+AGENT = "/api/{kind}/{id}/agent"
+
+
+def endpoints() -> list[Endpoint]:
+    def ep(method: str, path: str, fn: Any, summary: str, **kw: Any) -> Endpoint:
+        return Endpoint(method, AGENT + path, fn, "agent", summary, tag="agent", **kw)
+
+    return [
+        Endpoint("GET", "/api/me", me, "agent", "Who this token is (space and address)",
+                 returns=Me, tag="agent"),
+        ep("POST", "/send", send, "msg.send: a direct message or a broadcast",
+           body=bodies.SendInput, returns=SendResult),
+        ep("POST", "/post", post, "board.post: a channel post, or addressed",
+           body=bodies.PostInput, returns=SendResult),
+        ep("POST", "/directive", directive, "board.directive (when granted)",
+           body=bodies.DirectiveInput, returns=SendResult),
+        ep("POST", "/retract", retract, "board.retract: lift a directive you issued",
+           body=bodies.RetractBody, returns=SendResult),
+        ep("POST", "/inbox/claim", claim, "Claim the oldest inbox messages under a lease",
+           body=bodies.ClaimBody, returns=Lease),
+        ep("POST", "/inbox/ack", ack, "Ack claimed messages", body=bodies.SettleBody,
+           returns=Count),
+        ep("POST", "/inbox/release", release, "Give claimed messages back",
+           body=bodies.ReleaseBody, returns=Count),
+        ep("POST", "/inbox/extend", extend, "Extend a lease", body=bodies.ExtendBody,
+           returns=Expiry),
+        ep("POST", "/inbox/quarantine", quarantine, "Set a bad message aside",
+           body=bodies.QuarantineBody, returns=Done),
+        ep("POST", "/turn", next_turn, "The next turn (S17), optionally waiting",
+           body=bodies.TurnBody, returns=Turn),
+        ep("POST", "/turn/{turn_id}/seen", seen, "Confirm a turn (S18)", returns=TurnSeen,
+           path_params={"turn_id": "the turn's id"}),
+        ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
+           query=(Query("after", "str", "cursor: a message id"),
+                  Query("limit", "int", "at most this many (default 100)", 1, 1000)),
+           returns=list[BoardEntry]),
+        ep("POST", "/board/claim", key_claim, "board.claim: an exclusive lease on a key",
+           body=bodies.KeyClaimBody, returns=ClaimGrant),
+        ep("POST", "/board/release", key_release, "board.release: free a key you hold",
+           body=bodies.KeyReleaseBody, returns=JournalEntry),
+        ep("POST", "/board/renew", key_renew, "Renew a key you hold", body=bodies.KeyRenewBody,
+           returns=ClaimGrant),
+        ep("POST", "/leave", leave, "Leave the space", returns=Done),
+    ]  # fmt: skip

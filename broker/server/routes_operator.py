@@ -1,0 +1,239 @@
+"""Operator endpoints: the operator key as Bearer (S29).
+
+The ``GET/POST /api/{runs,sessions,agentiflows}/{id}/messages`` of spec §Served mode, plus
+what the console needs: spaces, participants, the board and its claim
+journal, quarantine and requeue, and the log as an SSE stream. An operator
+message sent here is recorded ``via: cp`` (S9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.client import Operator
+from broker.records import (
+    ClaimGrant,
+    Joined,
+    JournalEntry,
+    LogEntry,
+    Participant,
+    QuarantinedDelivery,
+    SendResult,
+    Space,
+    TurnRecord,
+)
+from broker.server import bodies
+from broker.server.api import Call, Endpoint, Query
+from broker.server.results import Count
+from broker.server.sse import PAGE, EventStream
+from broker.vocab import MESSAGE_KINDS, SPACE_STATES
+
+BOARD_KINDS = ["post", "directive", "retract"]
+
+
+def _op(call: Call) -> Operator:
+    op: Operator = call.state.credentials.operator(call.secret)
+    return op
+
+
+async def _space(call: Call) -> tuple[Operator, Space]:
+    """The operator and the space named by the path (its kind must match)."""
+    op = _op(call)
+    space = await call.state.run(op.get_space, call.params["id"])
+    call.state.check_kind(call.params["kind"], space)
+    return op, space
+
+
+# --- spaces ----------------------------------------------------------------------------
+async def list_spaces(call: Call) -> Any:
+    op = _op(call)
+    return await call.state.run(lambda: op.spaces(state=call.query["state"]))
+
+
+async def create_space(call: Call) -> Any:
+    op = _op(call)
+    b: bodies.CreateSpaceBody = call.body
+    return await call.state.run(lambda: op.create_space(b.kind, **b.settings))
+
+
+async def show_space(call: Call) -> Any:
+    op, space = await _space(call)
+    if hasattr(op, "space"):  # SpaceStatus (limits and usage), once Trust provides it
+        return await call.state.run(op.space, space.id)
+    return space
+
+
+async def stop_space(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.stop_space, space.id)
+
+
+async def archive_space(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.archive_space, space.id)
+
+
+async def set_space(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.SettingsBody = call.body
+    return await call.state.run(lambda: op.set_space(space.id, **b.settings))  # type: ignore[attr-defined]
+
+
+# --- messages ---------------------------------------------------------------------------
+async def list_messages(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.log(
+            space.id,
+            after=q["after_seq"] if q["after_seq"] is not None else q["after"],
+            kinds=q["kind"] or None,
+            limit=q["limit"] or 1000,
+        )
+    )
+
+
+async def send_message(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorSendBody = call.body
+    return await call.state.write(
+        lambda tx: op.send(
+            space.id,
+            b.text,
+            to=b.to,
+            urgent=b.urgent,
+            idempotency_key=b.idempotency_key,
+            tx=tx,
+        )
+    )
+
+
+async def stream_messages(call: Call) -> Any:
+    op, space = await _space(call)
+    after = call.state.resume_point(call)
+
+    async def page(pos: int) -> list[LogEntry]:
+        rows: list[LogEntry] = await call.state.run(
+            lambda: op.log(space.id, after=pos, limit=PAGE)
+        )
+        return rows
+
+    return EventStream(
+        call.state.hubs,
+        space.id,
+        after,
+        page,
+        keepalive_s=call.state.options.keepalive_s,
+        stall_s=call.state.options.stall_s,
+    )
+
+
+# --- participants, board, queue ------------------------------------------------------------
+async def participants(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.participants, space.id)
+
+
+async def join(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.JoinBody = call.body
+    fields = b.model_dump(exclude_none=True)
+    codename = fields.pop("codename")
+    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])  # type: ignore[attr-defined]
+
+
+async def transcript(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.transcript, space.id, call.params["address"])
+
+
+async def board(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.log(space.id, after=q["after"], kinds=BOARD_KINDS, limit=q["limit"] or 1000)
+    )
+
+
+async def claims(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.claims, space.id)
+
+
+async def journal(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
+
+
+async def quarantined(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.quarantined, space.id)
+
+
+async def requeue(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.RequeueBody = call.body
+    n = await call.state.write(lambda tx: op.requeue(space.id, b.ids, tx=tx))
+    return Count(count=n)
+
+
+SPACE = "/api/{kind}/{id}"
+LIMIT = Query("limit", "int", "at most this many rows (default 1000)", 1, 10_000)
+AFTER = Query("after", "str", "only rows after this message id")
+
+
+def endpoints() -> list[Endpoint]:
+    e = [
+        Endpoint("GET", "/api/spaces", list_spaces, "operator", "List spaces",
+                 query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
+                 returns=list[Space]),
+        Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
+                 body=bodies.CreateSpaceBody, returns=Space, status=201),
+        Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
+        Endpoint("POST", SPACE + "/stop", stop_space, "operator",
+                 "Stop a space (it takes no new message or participant)", returns=Space),
+        Endpoint("POST", SPACE + "/archive", archive_space, "operator", "Archive a space (final)",
+                 returns=Space),
+        Endpoint("GET", SPACE + "/messages", list_messages, "operator",
+                 "The space's log, in sequence order",
+                 query=(AFTER,
+                        Query("after_seq", "int", "only rows after this seq", 0, 2**62),
+                        Query("kind", "list", "only these kinds (repeatable)",
+                              choices=MESSAGE_KINDS),
+                        LIMIT),
+                 returns=list[LogEntry]),
+        Endpoint("POST", SPACE + "/messages", send_message, "operator",
+                 "Send an operator message (recorded via: cp)",
+                 body=bodies.OperatorSendBody, returns=SendResult),
+        Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
+                 "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
+                 query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
+                              0, 2**62),),
+                 stream=True),
+        Endpoint("GET", SPACE + "/participants", participants, "operator",
+                 "Participants with status and last seen", returns=list[Participant]),
+        Endpoint("GET", SPACE + "/participants/{address}/transcript", transcript, "operator",
+                 "A participant's transcript, turn by turn (S19)", returns=list[TurnRecord],
+                 path_params={"address": "the participant's address"}),
+        Endpoint("GET", SPACE + "/board", board, "operator",
+                 "Board posts, directives and retractions (log rows)",
+                 query=(AFTER, LIMIT), returns=list[LogEntry]),
+        Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
+                 returns=list[ClaimGrant]),
+        Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
+                 "The claim journal (S23)",
+                 query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
+        Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
+                 "Quarantined deliveries with their evidence (S15)",
+                 returns=list[QuarantinedDelivery]),
+        Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
+                 "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
+    ]  # fmt: skip
+    if hasattr(Operator, "set_space"):
+        e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
+                          "Change a space's limits", body=bodies.SettingsBody, returns=Space))  # fmt: skip
+    if hasattr(Operator, "join"):
+        e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
+                          "Join a participant on an agent's behalf (its token is shown once)",
+                          body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
+    return e

@@ -1,0 +1,94 @@
+"""A real ``broker serve`` process for tests: start, find its URLs, stop it.
+
+Every test that uses it stops it in a ``finally`` (SIGTERM, then SIGKILL if it
+does not exit) and reaps it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+READY = re.compile(r"broker serve: unix://(\S+) http://(\S+)")
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["BROKER_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+class Server:
+    """``python -m broker serve --port 0`` on a store in ``home``."""
+
+    def __init__(self, home: Path, *args: str) -> None:
+        self.home = home
+        self.log = home.parent / f"serve-{os.getpid()}-{time.monotonic_ns()}.log"
+        home.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log, "w+b")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "serve", "--port", "0", *args],
+            stdout=self._log,
+            stderr=self._log,
+            env=clean_env(home),
+        )
+        self.socket = ""
+        self.base = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = READY.search(self.log.read_text(errors="replace"))
+            if found:
+                self.socket, self.base = found.group(1), "http://" + found.group(2)
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker serve exited: {self.log.read_text()}")
+            time.sleep(0.02)
+        else:
+            self.stop()
+            raise RuntimeError(f"broker serve did not start: {self.log.read_text()}")
+        self.key = (home / "broker.db.operator-key").read_text().strip()
+        self.url = f"sqlite:///{home / 'broker.db'}"
+
+    def client(self, secret: str | None = None, *, unix: bool = False, **kw: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        if unix:
+            transport = httpx.HTTPTransport(uds=self.socket)
+            return httpx.Client(
+                base_url="http://broker", transport=transport, headers=headers, **kw
+            )
+        return httpx.Client(base_url=self.base, headers=headers, **kw)
+
+    def operator(self, *, unix: bool = False) -> httpx.Client:
+        return self.client(self.key, unix=unix)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def stop(self) -> None:
+        try:
+            self.terminate(10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._log.close()
+            self.log.unlink(missing_ok=True)
