@@ -105,6 +105,11 @@ SPEC_APPEND_ONLY = {"messages", "claim_journal", "participant_events", "transcri
 SPEC_TRIGGERS = {f"{t}_no_{op}" for t in SPEC_APPEND_ONLY for op in ("update", "delete")} | {
     "deliveries_waiting_insert",
     "deliveries_waiting_update",
+    # purges: the record of a purge is kept, and only archived spaces are purged
+    "purges_no_update",
+    "purges_no_delete",
+    "purging_no_update",
+    "purging_archived_only",
 }
 
 
