@@ -401,9 +401,12 @@ class Operator:
         leaked): the old one stops working; joined participants keep their tokens."""
         return spaces.rotate_join_key(self.store, space)
 
-    def join(self, space: str, codename: str, **fields: object) -> tuple[Agent, Joined]:
+    def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
         """Join ``codename`` on an agent's behalf with the operator key (the
-        teammates runtime, ``agent run`` and the demo do); see ``Agent.join``."""
+        teammates runtime, ``agent run``, the demo and the server do); see
+        ``Agent.join``. No process is recorded unless ``pid`` is given: the
+        participant is live by its heartbeat, not by this process."""
+        fields.setdefault("pid", None)
         return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
 
     def send(

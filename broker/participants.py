@@ -261,9 +261,7 @@ def _bounded(wanted: frozenset[str], allowed: frozenset[str], whom: str) -> None
     extra = sorted(wanted - allowed)
     if extra:
         have = ", ".join(sorted(allowed)) or "none: messaging off"
-        raise errors.Forbidden(
-            f"cannot grant {', '.join(extra)}: more than {whom} has ({have})"
-        )
+        raise errors.Forbidden(f"cannot grant {', '.join(extra)}: more than {whom} has ({have})")
 
 
 def _may_replace(

@@ -68,12 +68,16 @@ def read_key_file(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+        why = (
+            "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+        )
         raise errors.AuthError(f"the operator key file {path} {why}: refusing it") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise errors.AuthError(f"the operator key file {path} is not a regular file: refusing it")
+            raise errors.AuthError(
+                f"the operator key file {path} is not a regular file: refusing it"
+            )
         if st.st_uid != os.geteuid():
             raise errors.AuthError(
                 f"the operator key file {path} belongs to uid {st.st_uid}, not to you: refusing it"
@@ -104,7 +108,9 @@ def _write_key_file(path: Path) -> str:
             return _write_key_file(path)
         return found
     except OSError as exc:
-        raise errors.StoreError(f"cannot create the operator key file {path}: {exc.strerror}") from exc
+        raise errors.StoreError(
+            f"cannot create the operator key file {path}: {exc.strerror}"
+        ) from exc
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key + "\n")
         f.flush()
@@ -172,4 +178,3 @@ def verify_join_key(t: Tx, space_id: str, secret: str) -> None:
         )
     if not matches(secret, stored):
         raise errors.AuthError(f"the join key given is not the join key of space {space_id}")
-

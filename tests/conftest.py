@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store
 
@@ -80,7 +81,7 @@ def join(store: Store, space: str) -> Callable[..., Agent]:
     """join("lynx", agent="worker", ...) -> Agent in the default space."""
 
     def _join(codename: str, **fields: Any) -> Agent:
-        agent, _ = Agent.join(store, fields.pop("space", space), codename, **fields)
+        agent, _ = trusted.join(store, fields.pop("space", space), codename, **fields)
         return agent
 
     return _join

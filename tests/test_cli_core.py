@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trusted
+
 from broker import Agent, Operator, Store, errors, participants, spaces
 from broker.migrate import HEAD
 
@@ -55,7 +57,7 @@ def make(store: Store, kind: str = "workflow", **settings: Any) -> str:
 
 
 def enter(store: Store, space: str, codename: str, **fields: Any) -> dict[str, str]:
-    _, joined = Agent.join(store, space, codename, **fields)
+    _, joined = trusted.join(store, space, codename, **fields)
     return {"BROKER_SPACE": space, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
 
 
@@ -368,8 +370,8 @@ def test_cli_message_list_after_and_kind(cli: Cli, store: Store) -> None:
 
 def test_cli_message_list_cursor_filters_and_the_id_in_text(cli: Cli, store: Store) -> None:
     sid = make(store)
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
-    otter, _ = Agent.join(store, sid, "flow/otter", agent="worker")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
+    otter, _ = trusted.join(store, sid, "flow/otter", agent="worker")
     op = Operator(store)
     ids = [
         lynx.send("otter", "l1").id,  # seq 1
@@ -515,7 +517,7 @@ def test_cli_message_list_follow_after_the_last_message_prints_only_newer_ones(
     cli: Cli, store: Store, tmp_path: Path
 ) -> None:
     sid = make(store)
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
     enter(store, sid, "flow/otter")
     last = [lynx.send("otter", f"old {i}").id for i in range(3)][-1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, procs
 from broker.sql import stmt
@@ -37,7 +38,7 @@ CONSUMER = textwrap.dedent(
     started = time.perf_counter()
     store = Store(url)
     if mode == "join":
-        me, joined = Agent.join(store, space, name)
+        me, joined = trusted.join(store, space, name)
         token = joined.token
     else:
         me = Agent.connect(store, space, name, token)
@@ -107,7 +108,7 @@ class Consumers:
 @pytest.fixture
 def setup(store: Store, db_url: str, tmp_path: Path) -> Iterator[tuple[str, Agent, Consumers]]:
     space = Operator(store).create_space("workflow", lease_seconds=LEASE_S).id
-    sender, _ = Agent.join(store, space, "sender")
+    sender, _ = trusted.join(store, space, "sender")
     consumers = Consumers(tmp_path, db_url, space)
     try:
         yield space, sender, consumers
@@ -130,7 +131,7 @@ def test_S32_a_sigkilled_consumers_rejoined_successor_gets_its_messages_back_at_
     store: Store, setup: tuple[str, Agent, Consumers], capsys: pytest.CaptureFixture[str]
 ) -> None:
     space, sender, consumers = setup
-    Agent.join(store, space, "worker")
+    trusted.join(store, space, "worker")
     ids = [sender.send("worker", f"job {i}").id for i in range(5)]
     first, held = consumers.start("worker")
     assert [m for m, _ in held["got"]] == ids
@@ -165,7 +166,7 @@ def test_S32_a_reconnect_with_the_token_from_a_new_process_also_recovers(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "only job").id
     first, held = consumers.start("worker", mode="connect", token=joined.token)
     assert held["got"] == [[mid, 1]]
@@ -178,7 +179,7 @@ def test_S32_leases_of_a_live_process_are_untouched(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "mine").id
     holder, held = consumers.start("worker", mode="connect", token=joined.token)
     assert held["got"] == [[mid, 1]]
@@ -199,7 +200,7 @@ def test_S32_a_transient_cli_claim_is_not_taken_back_when_its_process_ends(
     store: Store, setup: tuple[str, Agent, Consumers], cli: Callable[..., Any], db_url: str
 ) -> None:
     space, sender, _ = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "via the cli").id
     env = {
         "BROKER_URL": db_url,
@@ -232,7 +233,7 @@ def test_S32_a_killed_turn_comes_back_at_once_with_its_broadcasts(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    Agent.join(store, space, "worker")
+    trusted.join(store, space, "worker")
     mid = sender.send("worker", "direct").id
     bid = sender.send("broadcast", "to all").id
     first, held = consumers.start("worker", what="turn")
@@ -250,8 +251,8 @@ def test_S32_recovered_deliveries_count_as_attempts_up_to_quarantine(
     store: Store, db_url: str, tmp_path: Path
 ) -> None:
     space = Operator(store).create_space("workflow", max_deliveries=2).id
-    sender, _ = Agent.join(store, space, "sender")
-    Agent.join(store, space, "worker")
+    sender, _ = trusted.join(store, space, "sender")
+    trusted.join(store, space, "worker")
     mid = sender.send("worker", "poison").id
     consumers = Consumers(tmp_path, db_url, space)
     try:
@@ -284,7 +285,7 @@ def test_S32_recovery_reads_once_and_writes_nothing_when_nothing_is_dead(
     store: Store, db_url: str, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, _ = setup
-    worker, joined = Agent.join(store, space, "worker")
+    worker, joined = trusted.join(store, space, "worker")
     sender.send("worker", "held by this live process")
     assert worker.claim().deliveries
     probe = Store(db_url)  # another connection: data_version moves when `store` commits
