@@ -133,14 +133,14 @@ spaces = Table(
         server_default="0",
         comment="bytes of message bodies logged",
     ),
+    Column("created_at_utc", String(TS), nullable=False),
+    Column("updated_at_utc", String(TS), nullable=False),
     Column(
         "join_key_hash",
         String(64),
         comment="SHA-256 of the space's join key (S27); NULL for a space made before "
         "join keys (rotate one with `broker space join-key RUN_ID --rotate`)",
     ),
-    Column("created_at_utc", String(TS), nullable=False),
-    Column("updated_at_utc", String(TS), nullable=False),
     CheckConstraint(_in("kind", SPACE_KINDS), name="kind"),
     CheckConstraint(_in("state", SPACE_STATES), name="state"),
     comment="One message space per root run (S1).",

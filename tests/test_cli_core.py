@@ -5,6 +5,7 @@ stable exit code; help and --json on every command."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import select
 import stat
@@ -73,8 +74,11 @@ def test_cli_python_dash_m_broker_help(cli: Cli) -> None:
 def test_cli_space_create_list_show_stop_archive(cli: Cli, store: Store) -> None:
     sid = cli_create(cli, "workflow")
     res = cli("space", "create", "--kind", "agentiflow")
-    assert res.code == 0 and res.out.strip().startswith("af_")
-    af = res.out.strip()
+    # S27: one line for `eval`, with the join key shown this once.
+    assert res.code == 0 and re.fullmatch(
+        r"export BROKER_SPACE=af_\w+ BROKER_JOIN_KEY=[\w-]{40,}\n", res.out
+    ), res.out
+    af = res.out.split()[1].split("=")[1]
     ses = cli("space", "create", "--kind", "session", "--setting", "inbox_cap=8", "--json").json()
     assert ses["id"].startswith("ses_") and ses["settings"] == {"inbox_cap": 8}
 

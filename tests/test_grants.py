@@ -168,11 +168,11 @@ def test_S24_a_receive_only_participant_is_still_reached(
     store: Store, space: str, operator: Operator
 ) -> None:
     # A retried run comes back receive-only; the child it launched earlier keeps messaging.
-    trusted.join(store, space, "quiet")
+    _, first = trusted.join(store, space, "quiet")
     kid, _ = trusted.join(store, space, "kid", parent="quiet")
     peer, _ = trusted.join(store, space, "peer", agent="peer")
     boss, _ = trusted.join(store, space, "boss", lead=True)
-    quiet, _ = trusted.join(store, space, "quiet", messaging=False)
+    quiet, _ = trusted.join(store, space, "quiet", messaging=False, token=first.token)
     assert not participants.get(store, space, "quiet").messaging
 
     assert operator.send(space, "from the operator", to=["quiet"]).reached == ["quiet"]

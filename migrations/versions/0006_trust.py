@@ -29,16 +29,18 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("spaces", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column(
-                "join_key_hash",
-                sa.String(length=64),
-                nullable=True,
-                comment="SHA-256 of the space's join key (S27); NULL for a space made before "
-                "join keys (rotate one with `broker space join-key RUN_ID --rotate`)",
-            )
-        )
+    # A plain ADD COLUMN: a batch "move and copy" of spaces would break the
+    # triggers that name it (purging_archived_only).
+    op.add_column(
+        "spaces",
+        sa.Column(
+            "join_key_hash",
+            sa.String(length=64),
+            nullable=True,
+            comment="SHA-256 of the space's join key (S27); NULL for a space made before "
+            "join keys (rotate one with `broker space join-key RUN_ID --rotate`)",
+        ),
+    )
     op.create_table(
         "operator_key",
         sa.Column(
@@ -61,5 +63,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("operator_key")
-    with op.batch_alter_table("spaces", schema=None) as batch_op:
-        batch_op.drop_column("join_key_hash")
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute("ALTER TABLE spaces DROP COLUMN join_key_hash")  # SQLite >= 3.35
+    else:
+        op.drop_column("spaces", "join_key_hash")
