@@ -107,7 +107,8 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
     Like an operator's shell after ``eval "$(broker space create ...)"``, it
     remembers the join key each ``space create`` printed (S27) and hands it to
     a later ``join`` of that space as BROKER_JOIN_KEY, unless the test gives a
-    credential itself."""
+    credential itself. A space made through the library (whose key the shell
+    never saw) gets one from the operator's ``space join-key --rotate``."""
     home = tmp_path / "home"
     join_keys: dict[str, str] = {}
 
@@ -117,6 +118,8 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
         full_env.update(env or {})
         credential = {"--join-key", "--parent-token"} & set(args)
         if args[:1] == ("join",) and len(args) > 1 and not credential:
+            if args[1] not in join_keys:
+                _rotate_join_key(args[1], full_env, join_keys)
             if args[1] in join_keys and "BROKER_JOIN_KEY" not in full_env:
                 full_env["BROKER_JOIN_KEY"] = join_keys[args[1]]
         proc = subprocess.run(
@@ -132,6 +135,19 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return _run
+
+
+def _rotate_join_key(space: str, env: dict[str, str], keys: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", "space", "join-key", space, "--rotate", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    if proc.returncode == 0:  # else the join itself reports why (no store, no space...)
+        data = json.loads(proc.stdout)
+        keys[space] = keys[data["space_id"]] = data["join_key"]
 
 
 def _remember_join_key(out: str, keys: dict[str, str]) -> None:

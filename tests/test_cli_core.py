@@ -5,8 +5,8 @@ stable exit code; help and --json on every command."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import select
 import stat
 import subprocess
