@@ -54,19 +54,20 @@ from broker.vocab import ARCHETYPES
 )
 @click.option(
     "--join-key",
-    metavar="KEY",
+    metavar="SECRET",
     help="The space's join key (default: BROKER_JOIN_KEY); `space create` prints it.",
 )
 @click.option(
     "--parent-token",
-    metavar="TOKEN",
+    metavar="SECRET",
     help="Join as a child of the participant whose token this is (instead of a join key).",
 )
 @click.option(
     "--token",
     "holder_token",
-    metavar="TOKEN",
-    help="Re-join (retry) an address still held live: its holder's token (default: BROKER_TOKEN).",
+    envvar="BROKER_TOKEN",
+    metavar="SECRET",
+    help="Re-join (retry) an address still held live: its holder's token.",
 )
 @json_option
 def join(
@@ -109,7 +110,7 @@ def join(
         codename,
         join_key=join_key,
         parent_token=parent_token,
-        token=holder_token or os.environ.get("BROKER_TOKEN") or None,
+        token=holder_token or None,
         agent=agent_name,
         run_id=own_run_id,
         step=step,
