@@ -269,17 +269,23 @@ def _may_replace(
 ) -> None:
     """S27: a live holder (running or idle, and its process alive or its
     heartbeat fresh within the lease) is replaced only by a re-join that
-    presents its token; a holder that is gone may be replaced by any joiner."""
+    presents its token; a holder that is gone may be replaced by any joiner.
+    A holder with a recorded process is live exactly while that process is:
+    a SIGKILLed one is gone at once, whatever its last heartbeat (S32); one
+    without (a CLI join) is live while its heartbeat is fresh."""
     if cred.token is not None and trust.matches(cred.token, holder["token_hash"]):
         return
     if holder["status"] not in LIVE:
         return
-    alive = holder["pid"] is not None and procs.start_time(int(holder["pid"])) is not None
-    seen = holder["last_seen_utc"]
-    fresh = seen is not None and (store.now() - parse_ts(seen)).total_seconds() < lease
-    if not (alive or fresh):
-        return
-    why = f"its process {holder['pid']} is alive" if alive else "its heartbeat is fresh"
+    if holder["pid"] is not None:
+        if procs.start_time(int(holder["pid"])) is None:
+            return
+        why = f"its process {holder['pid']} is alive"
+    else:
+        seen = holder["last_seen_utc"]
+        if seen is None or (store.now() - parse_ts(seen)).total_seconds() >= lease:
+            return
+        why = "its heartbeat is fresh"
     if cred.token is not None:
         raise errors.Conflict(
             f"{address} is held by {holder['codename']!r} ({why}) and the token given is not "

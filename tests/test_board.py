@@ -311,12 +311,13 @@ def test_S9_retracting_twice_or_an_unknown_id_is_a_clear_error(join: Callable[..
 def test_S3_a_rejoined_run_keeps_its_directives_and_its_authorship(
     store: Store, space: str
 ) -> None:
-    boss, _ = trusted.join(store, space, "boss", lead=True)
-    w, _ = trusted.join(store, space, "flow/w1@1", agent="worker")
+    boss, lead = trusted.join(store, space, "boss", lead=True)
+    w, first = trusted.join(store, space, "flow/w1@1", agent="worker")
     d = boss.directive("w1", "resume from checkpoint 3")
-    w2, _ = trusted.join(store, space, "flow/w1@2", agent="worker")  # the retry
+    # the retry (the first attempt is still live: it presents its token, S27)
+    w2, _ = trusted.join(store, space, "flow/w1@2", agent="worker", token=first.token)
     assert directives_for(store, w2) == ["resume from checkpoint 3"]
-    boss2, _ = trusted.join(store, space, "boss", lead=True)
+    boss2, _ = trusted.join(store, space, "boss", lead=True, token=lead.token)
     boss2.retract(d.id)  # same address: still its author
     assert directives_for(store, w2) == []
 

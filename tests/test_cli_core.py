@@ -142,7 +142,9 @@ def test_cli_join_with_every_field_and_the_address_derivation(cli: Cli, store: S
     assert cli_join(cli, af, "cobalt-harbor/heron>lynx#1")["BROKER_AS"] == "lynx#1"
     line = one_error_line(cli("join", sid, "cobalt-harbor/operator"), errors.InvalidInput.exit_code)
     assert "reserved" in line
-    one_error_line(cli("join", "run_nothing", "flow/x"), errors.SpaceNotFound.exit_code)
+    one_error_line(
+        cli("join", "run_nothing", "flow/x", "--join-key", "k"), errors.SpaceNotFound.exit_code
+    )
 
 
 def test_cli_retried_codename_rejoins_and_the_old_token_is_refused(cli: Cli, store: Store) -> None:
@@ -150,7 +152,7 @@ def test_cli_retried_codename_rejoins_and_the_old_token_is_refused(cli: Cli, sto
     first = enter(store, sid, "flow/lynx")
     other = enter(store, sid, "flow/otter")
     assert cli("msg", "send", "--to", "lynx", "keep", "this", env=other).code == 0
-    again = cli_join(cli, sid, "flow/lynx@2")
+    again = cli_join(cli, sid, "flow/lynx@2", "--token", first["BROKER_TOKEN"])  # S27: a retry
     assert again["BROKER_AS"] == "lynx" and again["BROKER_TOKEN"] != first["BROKER_TOKEN"]
     one_error_line(
         cli("msg", "send", "--to", "otter", "stale", env=first), errors.AuthError.exit_code

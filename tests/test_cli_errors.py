@@ -348,12 +348,13 @@ def test_S26_agent_run_streams_the_commands_stderr_and_logs_each_turn(
     script.write_text(CHATTY)
     for quiet in (False, True):
         name = "quiet" if quiet else "chatty"
-        trusted.join(store, sid, name, parent="lead", pid=None)
+        _, joined = trusted.join(store, sid, name, parent="lead", pid=None)
         lead.send(name, "task 1")
         flags = ["--quiet"] if quiet else []
         res = cli(
             "agent", "run", sid, name, "--max-turns", "1", "--wait", "30", *flags, "--json",
             "--", sys.executable, str(script),
+            env={"BROKER_AS": name, "BROKER_TOKEN": joined.token},  # spawned with its identity
         )  # fmt: skip
         assert res.code == 0, res.err
         assert json.loads(res.out) == {"address": name, "status": "shutdown"}

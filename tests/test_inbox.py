@@ -214,9 +214,11 @@ def test_S13_claim_refuses_bad_limits_and_leases(store: Store) -> None:
 
 
 def test_S10_claim_with_a_replaced_token_is_refused(store: Store) -> None:
-    sid, a, b = pair(store)
+    sid = Operator(store).create_space("workflow").id
+    a, _ = trusted.join(store, sid, "a")
+    b, first = trusted.join(store, sid, "b")
     send_n(a, 1)
-    trusted.join(store, sid, "b")  # re-join: a new token replaces the old one
+    trusted.join(store, sid, "b", token=first.token)  # re-join: a new token replaces the old one
     with pytest.raises(errors.AuthError):
         b.claim()
 
