@@ -81,7 +81,7 @@ def measure(workdir: Path, procs: int, keys: str, seconds: float) -> dict[str, A
     store = Store(url)
     try:
         space = Operator(store).create_space("workflow").id
-        joined = [Agent.join(store, space, f"p{i}")[1] for i in range(procs)]
+        joined = [Operator(store).join(space, f"p{i}")[1] for i in range(procs)]
     finally:
         store.close()
     barrier, out = FORK.Barrier(procs), FORK.Queue()

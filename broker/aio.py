@@ -50,7 +50,7 @@ from broker.auth import Identity
 from broker.client import Agent, Operator
 from broker.db import Store, Tx
 from broker.ids import parse_ts
-from broker.records import Finding, Joined, Lease, LogEntry, Space, Turn
+from broker.records import CreatedSpace, Finding, Joined, Lease, LogEntry, Turn
 from broker.vocab import SpaceKind
 
 P = ParamSpec("P")
@@ -490,15 +490,21 @@ class AsyncOperator:
     export_mailbox = _in_thread(Operator.export_mailbox)
     import_dir = _in_thread(Operator.import_dir)
     purge_space = _in_thread(Operator.purge_space)
+    rotate_join_key = _in_thread(Operator.rotate_join_key)
 
     @classmethod
     async def doctor(cls, store: Store | str | None = None) -> list[Finding]:
         """Async ``Operator.doctor`` (needs no operator key)."""
         return await run(Operator.doctor, store)
 
-    async def create_space(self, kind: SpaceKind, **settings: object) -> Space:
-        """Async ``Operator.create_space``."""
+    async def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
+        """Async ``Operator.create_space`` (with the space's join key, shown once)."""
         return await run(functools.partial(self.sync.create_space, kind, **settings))
+
+    async def join(self, space: str, codename: str, **fields: object) -> tuple[AsyncAgent, Joined]:
+        """Async ``Operator.join``: on an agent's behalf, with the operator key."""
+        agent, joined = await run(functools.partial(self.sync.join, space, codename, **fields))
+        return AsyncAgent.wrap(agent), joined
 
     async def follow(
         self,

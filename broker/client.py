@@ -23,9 +23,11 @@ from broker.records import (
     BackupResult,
     BoardEntry,
     ClaimGrant,
+    CreatedSpace,
     Finding,
     HistoryEntry,
     Joined,
+    JoinKey,
     JournalEntry,
     Lease,
     LogEntry,
@@ -93,11 +95,31 @@ class Agent:
 
     @classmethod
     def join(
-        cls, store: Store, space: str, codename: str, **fields: object
+        cls,
+        store: Store,
+        space: str,
+        codename: str,
+        *,
+        join_key: str | None = None,
+        operator_key: str | None = None,
+        parent_token: str | None = None,
+        token: str | None = None,
+        **fields: object,
     ) -> tuple[Agent, Joined]:
+        """Join ``space`` as ``codename`` (S27) with exactly one credential: the
+        space's ``join_key``, the store's ``operator_key``, or a parent's
+        ``parent_token`` (the child's parent is then that participant, and its
+        grant at most the parent's, S28). ``token``: the holder's token, to
+        re-join (retry) an address whose holder is still live. A wrong or
+        missing credential is ``auth_failed``; a live holder without its token,
+        ``conflict``; nothing is written either way."""
         fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
+        credential = participants.Credential(join_key, operator_key, parent_token, token)
         joined = participants.join(
-            store, space, messages.parse_input(JoinInput, {"codename": codename, **fields})
+            store,
+            space,
+            messages.parse_input(JoinInput, {"codename": codename, **fields}),
+            credential=credential,
         )
         return cls.connect(store, joined.space_id, joined.address, joined.token), joined
 
@@ -353,14 +375,39 @@ class Agent:
 
 
 class Operator:
-    """The human running the swarm. ``via`` names the surface (S9)."""
+    """The human running the swarm. ``via`` names the surface (S9).
 
-    def __init__(self, store: Store, via: Via = "cli") -> None:
+    Constructing one proves the caller is the operator (S29): ``key`` is the
+    operator key; None takes BROKER_OPERATOR_KEY, else the key file beside the
+    database (the operator's own shell notices nothing). A key that is not the
+    store's is ``auth_failed``."""
+
+    def __init__(self, store: Store, key: str | None = None, via: Via = "cli") -> None:
+        from broker import trust
+
+        secret = trust.presented(store, key)
+        with store.read() as t:
+            trust.verify_operator(t, secret)
         self.store = store
         self.via: Via = via
+        self._key = secret
 
-    def create_space(self, kind: SpaceKind, **settings: object) -> Space:
+    def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
+        """A new running space, with its join key (shown this once, S27)."""
         return spaces.create(self.store, kind, settings=dict(settings))
+
+    def rotate_join_key(self, space: str) -> JoinKey:
+        """A new join key for ``space`` (made before join keys, or its key lost or
+        leaked): the old one stops working; joined participants keep their tokens."""
+        return spaces.rotate_join_key(self.store, space)
+
+    def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
+        """Join ``codename`` on an agent's behalf with the operator key (the
+        teammates runtime, ``agent run``, the demo and the server do); see
+        ``Agent.join``. No process is recorded unless ``pid`` is given: the
+        participant is live by its heartbeat, not by this process."""
+        fields.setdefault("pid", None)
+        return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
 
     def send(
         self,

@@ -67,6 +67,7 @@ _SCHEMA_VERSION = stmt("store.schema_version")
 _PRAGMAS = [
     stmt("store.wal"),
     stmt("store.foreign_keys"),
+    stmt("store.recursive_triggers"),
     stmt("store.journal_size_limit"),
 ]
 _SYNCHRONOUS = {"NORMAL": stmt("store.synchronous_normal"), "FULL": stmt("store.synchronous_full")}
@@ -313,6 +314,9 @@ class Store:
             if self.schema_version() == HEAD:
                 return
             upgrade(self.engine)
+            from broker import trust
+
+            trust.ensure(self)  # the operator key is made with the store (S29)
         except errors.BrokerError:
             raise
         except Exception as exc:  # alembic wraps driver errors its own way

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import errors
-from broker.client import Agent, Operator, Store
+from broker.client import Operator, Store
 from broker.records import Turn
 from broker.runtime import Team, TeammateContext
 
@@ -143,8 +143,7 @@ def run_demo(
     started = time.perf_counter()
     op = Operator(store)
     space = op.create_space("agentiflow", lease_seconds=2.0)
-    lead, _ = Agent.join(
-        store,
+    lead, _ = op.join(
         space.id,
         "demo/lead",
         lead=True,

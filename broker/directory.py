@@ -38,11 +38,13 @@ def register(
     role: str,
     archetype: str,
     task: str,
+    credential: participants.Credential,
     agent: str | None = None,
     pid: int | None = None,
     tx: Tx | None = None,
 ) -> Joined:
-    """Register before you work: join the space carrying the directory fields."""
+    """Register before you work: join the space carrying the directory fields,
+    with a join credential like any join (S27)."""
     if archetype not in ARCHETYPES:
         raise errors.InvalidInput(
             f"archetype must be one of {', '.join(ARCHETYPES)}, not {archetype!r}",
@@ -58,7 +60,9 @@ def register(
         "task": task,
         "pid": pid,
     }
-    return participants.join(store, space_ref, parse_input(JoinInput, fields), tx=tx)
+    return participants.join(
+        store, space_ref, parse_input(JoinInput, fields), credential=credential, tx=tx
+    )
 
 
 def entries(

@@ -7,20 +7,25 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from broker import auth, errors, grants, inbox
-from broker.addressing import address_of, same_run
+from broker import auth, errors, grants, inbox, procs, trust
+from broker.addressing import address_of
 from broker.auth import Identity
 from broker.db import Store, Tx
-from broker.ids import hash_token, new_id, new_token
+from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.models import JoinInput
 from broker.records import Joined, Participant, ParticipantEvent
-from broker.spaces import resolve_id
+from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
 from broker.transcript import notice
 
 _IDENTIFY = stmt("auth.identify")
+_SPACE = stmt("participants.space_for_join")
+_HOLDER = stmt("participants.holder")
+_BY_TOKEN = stmt("participants.by_token")
+_PARENT_MESSAGING = stmt("participants.parent_messaging")
 
 LIVE = ("running", "idle")
 COLUMNS = (
@@ -77,8 +82,48 @@ def _journal(
     )
 
 
-def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) -> Joined:
-    """Join (or re-join, S3) a running space; returns the address and a fresh token."""
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """What a joiner presents (S27): exactly one of the space's join key, the
+    store's operator key or, for a child, its parent's token; and ``token``,
+    the current holder's token, when it re-joins an address that is live."""
+
+    join_key: str | None = None
+    operator_key: str | None = None
+    parent_token: str | None = None
+    token: str | None = None
+
+    def check(self) -> None:
+        for name in ("join_key", "operator_key", "parent_token", "token"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise errors.InvalidInput(f"{name} must be a non-empty string", field=name)
+        given = [n for n in ("join_key", "operator_key", "parent_token") if getattr(self, n)]
+        if not given:
+            raise errors.AuthError(
+                "joining needs a credential: the space's join key (--join-key or "
+                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token)"
+            )
+        if len(given) > 1:
+            raise errors.InvalidInput(
+                f"give one credential to join, not {' and '.join(given)}", field=given[1]
+            )
+
+
+def join(
+    store: Store,
+    space_ref: str,
+    inp: JoinInput,
+    *,
+    credential: Credential,
+    tx: Tx | None = None,
+) -> Joined:
+    """Join (or re-join, S3) a running space; returns the address and a fresh token.
+
+    The credential is checked first (S27), then the address: a live holder is
+    replaced only by a re-join presenting its token. The grant asked for is
+    bounded by the credential (S28). Any refusal writes nothing."""
+    credential.check()
     tools = grants.validate(inp.tools) if inp.tools is not None else None
     if not inp.messaging and tools:
         raise errors.InvalidInput(
@@ -89,46 +134,56 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
     now = store.now_ts()
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
-        state, kind = t.one("SELECT state, kind FROM spaces WHERE id = ?", (space_id,))
+        state, kind, settings = t.one(_SPACE, {"space_id": space_id})
+        parent_grant = _credential(t, space_id, credential)  # None: any set may be granted
+        parent_addr = inp.parent
+        if credential.parent_token:
+            assert parent_grant is not None
+            if inp.parent is not None and inp.parent != parent_grant.address:
+                raise errors.InvalidInput(
+                    f"parent {inp.parent!r} is not the holder of the parent token "
+                    f"({parent_grant.address!r}): leave --parent out or name that one",
+                    field="parent",
+                )
+            parent_addr = parent_grant.address
         address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
         if state != "running":
             raise errors.SpaceNotRunning(
                 f"space {space_id} is {state}: nobody can join it", space_id=space_id
             )
         messaging = inp.messaging
-        if inp.parent:
-            parent = t.one(
-                "SELECT messaging FROM participants WHERE space_id = ? AND address = ?",
-                (space_id, inp.parent),
-            )
+        if parent_addr:
+            parent = t.one(_PARENT_MESSAGING, {"space_id": space_id, "address": parent_addr})
             if parent is not None and not parent[0]:
                 messaging = False  # off is inherited (S24); narrowing is not
-        if inp.lead:
-            other = t.one(
-                "SELECT codename FROM participants WHERE space_id = ? AND address = 'lead' "
-                "AND status IN ('running', 'idle')",
-                (space_id,),
-            )
-            # A retried lead (codename@N) is the same run re-joining, not a second lead.
-            if other is not None and not same_run(other[0], inp.codename):
-                raise errors.Conflict(f"space {space_id} already has a live lead ({other[0]})")
+        wanted = grants.effective(messaging, tools, inp.lead)
+        if parent_grant is not None:
+            _bounded(wanted, parent_grant.granted, f"its parent {parent_grant.address}")
+        holder = t.row(_HOLDER, {"space_id": space_id, "address": address})
+        if holder is not None:
+            _may_replace(store, t, holder, address, credential, limits_of(settings).lease_seconds)
+            if not credential.operator_key:
+                # S28: a re-join never widens what the address held (the operator may).
+                before = grants.effective(
+                    bool(holder["messaging"]),
+                    json.loads(holder["tools"]) if holder["tools"] is not None else None,
+                    bool(holder["is_lead"]),
+                )
+                _bounded(wanted, before, f"what {address} held before (a re-join never widens)")
         row = {
             "address": address,
             "codename": inp.codename,
             "agent": inp.agent or address.split(">")[-1].split("#")[0],
             "run_id": inp.run_id or inp.codename,
             "step": inp.step,
-            "parent": inp.parent,
+            "parent": parent_addr,
         }
-        existing = t.one(
-            "SELECT id FROM participants WHERE space_id = ? AND address = ?", (space_id, address)
-        )
         values = (
             inp.codename,
             row["agent"],
             row["run_id"],
             inp.step,
-            inp.parent,
+            parent_addr,
             inp.role,
             inp.archetype,
             inp.task,
@@ -139,8 +194,8 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
             inp.pid,  # NULL when the joiner is not a long-lived local process (a CLI call)
             now,
         )
-        if existing:
-            pid = existing[0]
+        if holder is not None:
+            pid = holder["id"]
             # A retried or continued run: same row, so inbox, cursors and directives stay (S3).
             t.execute(
                 "UPDATE participants SET codename=?, agent=?, run_id=?, step=?, parent=?, role=?, "
@@ -170,9 +225,77 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
                 pid,
                 "tool_unavailable",
                 f"{address} cannot use {', '.join(tools)}: messaging is off, inherited from "
-                f"its parent {inp.parent} (receive-only)",
+                f"its parent {parent_addr} (receive-only)",
             )
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parent:
+    address: str
+    granted: frozenset[str]
+
+
+def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
+    """Check the joiner's credential in ``t`` (``auth_failed`` if wrong); for a
+    parent token, the parent and its grant (which bounds the child's, S28)."""
+    if cred.operator_key:
+        trust.verify_operator(t, cred.operator_key)
+        return None
+    if cred.join_key:
+        trust.verify_join_key(t, space_id, cred.join_key)
+        return None
+    assert cred.parent_token
+    row = t.row(_BY_TOKEN, {"token_hash": trust.digest(cred.parent_token)})
+    if row is None or row["space_id"] != space_id or row["status"] == "left":
+        # One message for unknown, foreign and departed parents: no oracle.
+        raise errors.AuthError(
+            f"the parent token does not belong to a participant present in space {space_id}"
+        )
+    tools = json.loads(row["tools"]) if row["tools"] is not None else None
+    granted = grants.effective(bool(row["messaging"]), tools, bool(row["is_lead"]))
+    return _Parent(row["address"], granted)
+
+
+def _bounded(wanted: frozenset[str], allowed: frozenset[str], whom: str) -> None:
+    extra = sorted(wanted - allowed)
+    if extra:
+        have = ", ".join(sorted(allowed)) or "none: messaging off"
+        raise errors.Forbidden(f"cannot grant {', '.join(extra)}: more than {whom} has ({have})")
+
+
+def _may_replace(
+    store: Store, t: Tx, holder: dict[str, Any], address: str, cred: Credential, lease: float
+) -> None:
+    """S27: a live holder (running or idle, and its process alive or its
+    heartbeat fresh within the lease) is replaced only by a re-join that
+    presents its token; a holder that is gone may be replaced by any joiner.
+    A holder with a recorded process is live exactly while that process is:
+    a SIGKILLed one is gone at once, whatever its last heartbeat (S32); one
+    without (a CLI join) is live while its heartbeat is fresh."""
+    if cred.token is not None and trust.matches(cred.token, holder["token_hash"]):
+        return
+    if holder["status"] not in LIVE:
+        return
+    if holder["pid"] is not None:
+        if procs.start_time(int(holder["pid"])) is None:
+            return
+        why = f"its process {holder['pid']} is alive"
+    else:
+        seen = holder["last_seen_utc"]
+        if seen is None or (store.now() - parse_ts(seen)).total_seconds() >= lease:
+            return
+        why = "its heartbeat is fresh"
+    if cred.token is not None:
+        raise errors.Conflict(
+            f"{address} is held by {holder['codename']!r} ({why}) and the token given is not "
+            "its token: nothing was changed"
+        )
+    raise errors.Conflict(
+        f"{address} is held by {holder['codename']!r} ({why}): a re-join presents its "
+        "token (--token), or waits until it has left or its heartbeat is older than "
+        f"{lease:g} s"
+    )
 
 
 def authenticate(

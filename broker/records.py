@@ -34,6 +34,27 @@ class Space:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatedSpace(Space):
+    """A space as its creator gets it: with its join key (S27), shown this once."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    join_key: str
+    """secret: joins the space (``broker join --join-key``); stored only as a hash"""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinKey:
+    """A space's new join key (``rotate_join_key``): the old one no longer works."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    space_id: str
+    join_key: str
+    """secret: shown once, stored only as a hash"""
+
+
+@dataclass(frozen=True, slots=True)
 class Participant:
     __pydantic_config__ = _DOCSTRINGS
 

@@ -27,7 +27,9 @@ from broker import errors, records
 from broker.records import (
     BoardEntry,
     ClaimGrant,
+    CreatedSpace,
     Joined,
+    JoinKey,
     JournalEntry,
     Lease,
     LogEntry,
@@ -549,9 +551,12 @@ class RemoteOperator:
     def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
         return self.conn.call(method, path, secret=self.key, body=body, **kw)
 
-    def create_space(self, kind: str, **settings: object) -> Space:
+    def create_space(self, kind: str, **settings: object) -> CreatedSpace:
         data = self._call("POST", "/api/spaces", {"kind": kind, "settings": settings})
-        return from_dict(Space, data)  # type: ignore[no-any-return]
+        return from_dict(CreatedSpace, data)  # type: ignore[no-any-return]
+
+    def rotate_join_key(self, space: str) -> JoinKey:
+        return from_dict(JoinKey, self._call("POST", _space_path(space) + "/join-key"))  # type: ignore[no-any-return]
 
     def spaces(self, *, state: str | None = None) -> list[Space]:
         return _list(Space, self._call("GET", "/api/spaces", query={"state": state}))

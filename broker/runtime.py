@@ -313,8 +313,7 @@ class Team:
             raise errors.InvalidInput("give exactly one of handler or command")
         if name in self.teammates:
             raise errors.Conflict(f"teammate {name!r} already exists")
-        me, joined = Agent.join(
-            self.store,
+        me, joined = self.operator.join(  # on the teammate's behalf (S27)
             self.space_id,
             name,
             role=role,

@@ -9,15 +9,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from broker import errors
+from broker import errors, trust
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.records import Space
+from broker.records import CreatedSpace, JoinKey, Space
 from broker.settings import Limits
+from broker.sql import stmt
 from broker.vocab import SpaceKind
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
+_SET_JOIN_KEY = stmt("trust.set_join_key")
 _COLUMNS = "id, kind, state, settings, created_at_utc, updated_at_utc"
 
 
@@ -52,13 +54,31 @@ def limits_of(settings_json: str) -> Limits:
 _DEFAULT_LIMITS = Limits.model_construct()  # the defaults need no validation (or schema build)
 
 
+def _new_join_key(store: Store, t: Tx, space_id: str) -> str:
+    key = trust.new_key()
+    t.execute(
+        _SET_JOIN_KEY, {"key_hash": trust.digest(key), "now": store.now_ts(), "space_id": space_id}
+    )
+    return key
+
+
+def rotate_join_key(store: Store, space_ref: str, *, tx: Tx | None = None) -> JoinKey:
+    """A new join key for a space (one made before join keys, or whose key was
+    lost or leaked): the old key stops working at once; participants already
+    in keep their tokens."""
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        return JoinKey(space_id=space_id, join_key=_new_join_key(store, t, space_id))
+
+
 def create(
     store: Store,
     kind: SpaceKind | str,
     *,
     settings: dict[str, Any] | None = None,
     tx: Tx | None = None,
-) -> Space:
+) -> CreatedSpace:
+    """A new running space and its join key (S27: shown this once, stored hashed)."""
     if kind not in PREFIX:
         raise errors.InvalidInput(f"unknown space kind {kind!r}: use one of {', '.join(PREFIX)}")
     overrides = validate_settings(settings or {})
@@ -70,7 +90,9 @@ def create(
             "VALUES (?, ?, 'running', ?, ?, ?)",
             (sid, kind, json.dumps(overrides, sort_keys=True), now, now),
         )
-    return Space(
+        join_key = _new_join_key(store, t, sid)
+    return CreatedSpace(
+        join_key=join_key,
         id=sid,
         kind=kind,  # type: ignore[arg-type]  # checked against PREFIX above
         state="running",

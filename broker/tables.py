@@ -35,6 +35,8 @@ Overview (one database holds many spaces; every row carries ``space_id``):
     after release so the token keeps growing.
 ``claim_journal``
     Append-only history of claims: claimed / released / expired / renewed (S23).
+``operator_key``
+    One row: the hash of the store's operator key (S29).
 ``purges``, ``purging``
     Retention: the store-level journal of purged spaces, and the marker a purge
     writes (and removes) inside its transaction so the append-only triggers let
@@ -133,6 +135,12 @@ spaces = Table(
     ),
     Column("created_at_utc", String(TS), nullable=False),
     Column("updated_at_utc", String(TS), nullable=False),
+    Column(
+        "join_key_hash",
+        String(64),
+        comment="SHA-256 of the space's join key (S27); NULL for a space made before "
+        "join keys (rotate one with `broker space join-key RUN_ID --rotate`)",
+    ),
     CheckConstraint(_in("kind", SPACE_KINDS), name="kind"),
     CheckConstraint(_in("state", SPACE_STATES), name="state"),
     comment="One message space per root run (S1).",
@@ -537,6 +545,18 @@ purging = Table(
     "the append-only triggers let that space's rows go, and no other.",
 )
 
+operator_key = Table(
+    "operator_key",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False, comment="always 1: one row"),
+    Column("key_hash", String(64), nullable=False, comment="SHA-256 of the operator key (S29)"),
+    Column("created_at_utc", String(TS), nullable=False),
+    CheckConstraint("id = 1", name="one_row"),
+    comment="The store's operator key, hashed (S29). The secret itself is in the 0600 file "
+    "<database>.operator-key or BROKER_OPERATOR_KEY; a server without a file (PostgreSQL) "
+    "checks the same hash.",
+)
+
 
 __all__ = [
     "board_claims",
@@ -544,6 +564,7 @@ __all__ = [
     "deliveries",
     "messages",
     "metadata",
+    "operator_key",
     "participant_events",
     "participants",
     "purges",

@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import trusted
+
 from broker import Agent, Operator, Store, errors
 
 # What an agent could write to hurt the person reading: clear the screen, set
@@ -59,7 +61,7 @@ def populate(store: Store, say: Callable[[str], str] = plain) -> Populated:
     out = Populated(space=sid)
 
     def join(codename: str, **fields: object) -> Agent:
-        agent, joined = Agent.join(store, sid, codename, pid=None, **fields)
+        agent, joined = trusted.join(store, sid, codename, pid=None, **fields)
         out.env[joined.address] = {
             "BROKER_SPACE": sid,
             "BROKER_AS": joined.address,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store
 
@@ -80,7 +81,7 @@ def join(store: Store, space: str) -> Callable[..., Agent]:
     """join("lynx", agent="worker", ...) -> Agent in the default space."""
 
     def _join(codename: str, **fields: Any) -> Agent:
-        agent, _ = Agent.join(store, fields.pop("space", space), codename, **fields)
+        agent, _ = trusted.join(store, fields.pop("space", space), codename, **fields)
         return agent
 
     return _join
@@ -101,13 +102,26 @@ class Result:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Callable[..., Result]:
-    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp."""
+    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp.
+
+    Like an operator's shell after ``eval "$(broker space create ...)"``, it
+    remembers the join key each ``space create`` printed (S27) and hands it to
+    a later ``join`` of that space as BROKER_JOIN_KEY, unless the test gives a
+    credential itself. A space made through the library (whose key the shell
+    never saw) gets one from the operator's ``space join-key --rotate``."""
     home = tmp_path / "home"
+    join_keys: dict[str, str] = {}
 
     def _run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         full_env["BROKER_HOME"] = str(home)
         full_env.update(env or {})
+        credential = {"--join-key", "--parent-token"} & set(args)
+        if args[:1] == ("join",) and len(args) > 1 and not credential:
+            if args[1] not in join_keys:
+                _rotate_join_key(args[1], full_env, join_keys)
+            if args[1] in join_keys and "BROKER_JOIN_KEY" not in full_env:
+                full_env["BROKER_JOIN_KEY"] = join_keys[args[1]]
         proc = subprocess.run(
             [sys.executable, "-m", "broker", *args],
             capture_output=True,
@@ -116,9 +130,35 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
             input=input,
             timeout=120,
         )
+        if args[:2] == ("space", "create") and proc.returncode == 0:
+            _remember_join_key(proc.stdout, join_keys)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return _run
+
+
+def _rotate_join_key(space: str, env: dict[str, str], keys: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", "space", "join-key", space, "--rotate", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    if proc.returncode == 0:  # else the join itself reports why (no store, no space...)
+        data = json.loads(proc.stdout)
+        keys[space] = keys[data["space_id"]] = data["join_key"]
+
+
+def _remember_join_key(out: str, keys: dict[str, str]) -> None:
+    """The space id and join key of ``space create``'s output (--json or plain)."""
+    text = out.strip()
+    if text.startswith("{"):
+        data = json.loads(text)
+        keys[data["id"]] = data["join_key"]
+        return
+    fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
+    keys[fields["BROKER_SPACE"]] = fields["BROKER_JOIN_KEY"]
 
 
 # --- session hygiene -------------------------------------------------------------------------

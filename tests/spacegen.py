@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlrows
+import trusted
 from hypothesis import strategies as st
 
 from broker import Agent, Operator, Store, errors
@@ -69,12 +70,18 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
             s.close()
             for suffix in ("-wal", "-shm", ".lock"):
                 Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+            # The operator key is made with the store (S29): each copy gets the
+            # template's key file beside it, as `broker backup` copies it.
+            Path(f"{tmp}.operator-key").replace(f"{template}.operator-key")
             tmp.replace(template)  # atomic: a concurrent run sees all of it or nothing
         _TEMPLATES[key] = template
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = folder / name
     shutil.copyfile(template, target)
     target.chmod(0o600)
+    key = Path(f"{target}.operator-key")
+    shutil.copyfile(f"{template}.operator-key", key)
+    key.chmod(0o600)
     return Store(f"sqlite:///{target}", clock=StepClock())
 
 
@@ -116,7 +123,7 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
         ("otter", "worker", "scan"),
         ("heron", "reviewer", None),
     ):
-        a, _ = Agent.join(
+        a, _ = trusted.join(
             store,
             space,
             f"flow/{name}",
@@ -272,7 +279,7 @@ def apply_plan(store: Store, plan: list[tuple[Any, ...]], kind: str = "workflow"
         name = step[0]
         try:
             if name == "join":
-                a, _ = Agent.join(store, space, f"flow/{step[1]}", agent=step[2], step="scan")
+                a, _ = trusted.join(store, space, f"flow/{step[1]}", agent=step[2], step="scan")
                 if a.identity.participant_id not in pids:
                     agents.append(a)
                     pids.append(a.identity.participant_id)

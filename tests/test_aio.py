@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, aio, errors, wake
 from broker.aio import AsyncAgent, AsyncOperator
@@ -110,8 +111,8 @@ def test_async_twins_have_the_sync_handles_methods_as_coroutines(
 
 def test_S10_async_agent_sends_as_itself_and_reads_what_it_sent(store: Store, space: str) -> None:
     async def main() -> None:
-        a, joined = await AsyncAgent.join(store, space, "a")
-        b, _ = await AsyncAgent.join(store, space, "b")
+        a, joined = await trusted.ajoin(store, space, "a")
+        b, _ = await trusted.ajoin(store, space, "b")
         again = await AsyncAgent.connect(store, space, "a", joined.token)
         sent = await again.send("b", "hello", idempotency_key="k1")
         assert sent.reached == ["b"]
@@ -162,7 +163,7 @@ def test_S20_many_async_waiters_wake_on_another_process_send_without_a_thread_ea
     n = 150
     names = [f"w{i}" for i in range(n)]
     agents = [AsyncAgent.wrap(join(name)) for name in names]
-    _, sender = Agent.join(store, space, "sender")
+    _, sender = trusted.join(store, space, "sender")
     plan = [(name, f"for {name}") for name in names]
 
     async def main() -> None:
@@ -319,8 +320,8 @@ def test_S16_cancelling_1000_waiting_claims_loses_and_doubles_no_message(
     # so the test counts losses to cancellation, not poison handling (S15).
     op = Operator(store)
     space = op.create_space("workflow", max_deliveries=10_000, inbox_cap=10_000).id
-    _, sender = Agent.join(store, space, "sender")
-    b = AsyncAgent.wrap(Agent.join(store, space, "b")[0])
+    _, sender = trusted.join(store, space, "sender")
+    b = AsyncAgent.wrap(trusted.join(store, space, "b")[0])
     total = 600
     rng = random.Random(20240601)
     proc = sender_process(

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, board, errors
@@ -101,8 +102,8 @@ def test_S21_an_addressed_post_is_framed_as_a_board_post_in_the_addressees_turn(
 
 def test_S21_addressed_post_obeys_the_inbox_cap(operator: Operator, store: Store) -> None:
     space = operator.create_space("workflow", inbox_cap=2).id
-    lynx, _ = Agent.join(store, space, "lynx")
-    otter, _ = Agent.join(store, space, "otter")
+    lynx, _ = trusted.join(store, space, "lynx")
+    otter, _ = trusted.join(store, space, "otter")
     lynx.post("one", addressed_to=["otter"])
     lynx.send("otter", "two")
     with pytest.raises(errors.NotDelivered, match="otter: inbox_full"):
@@ -310,12 +311,13 @@ def test_S9_retracting_twice_or_an_unknown_id_is_a_clear_error(join: Callable[..
 def test_S3_a_rejoined_run_keeps_its_directives_and_its_authorship(
     store: Store, space: str
 ) -> None:
-    boss, _ = Agent.join(store, space, "boss", lead=True)
-    w, _ = Agent.join(store, space, "flow/w1@1", agent="worker")
+    boss, lead = trusted.join(store, space, "boss", lead=True)
+    w, first = trusted.join(store, space, "flow/w1@1", agent="worker")
     d = boss.directive("w1", "resume from checkpoint 3")
-    w2, _ = Agent.join(store, space, "flow/w1@2", agent="worker")  # the retry
+    # the retry (the first attempt is still live: it presents its token, S27)
+    w2, _ = trusted.join(store, space, "flow/w1@2", agent="worker", token=first.token)
     assert directives_for(store, w2) == ["resume from checkpoint 3"]
-    boss2, _ = Agent.join(store, space, "boss", lead=True)
+    boss2, _ = trusted.join(store, space, "boss", lead=True, token=lead.token)
     boss2.retract(d.id)  # same address: still its author
     assert directives_for(store, w2) == []
 
@@ -590,7 +592,7 @@ def test_S22_16_processes_racing_for_the_same_keys_hold_them_one_at_a_time(
     space = operator.create_space("workflow").id
     real = Store(db_url)  # the system clock, like the racers
     try:
-        joined = [Agent.join(real, space, f"racer{i}")[1] for i in range(16)]
+        joined = [trusted.join(real, space, f"racer{i}")[1] for i in range(16)]
         barrier, out = FORK.Barrier(16), FORK.Queue()
         procs = [
             FORK.Process(target=_racer, args=(db_url, space, j.address, j.token, i, barrier, out))

@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import trusted
 
-from broker import Agent, Operator, Store
+from broker import Operator, Store
 from broker.ids import parse_ts
 from broker.records import Joined
 
@@ -113,8 +114,8 @@ def run_chaos(
     url = f"sqlite:///{tmp_path / 'chaos.db'}"
     store = Store(url)
     sid = Operator(store).create_space("workflow", inbox_cap=messages + 10, max_deliveries=1000).id
-    producer, _ = Agent.join(store, sid, "producer")
-    pool, joined = Agent.join(store, sid, "pool")
+    producer, _ = trusted.join(store, sid, "producer")
+    pool, joined = trusted.join(store, sid, "pool")
     inbox_id = pool.identity.participant_id
     with store.transaction() as t:
         sent = {producer.send("pool", f"job {i}", tx=t).id for i in range(messages)}
@@ -261,8 +262,8 @@ def test_S14_a_holder_stopped_past_its_lease_is_refused_and_the_message_went_to_
     url = f"sqlite:///{tmp_path / 'stop.db'}"
     store = Store(url)
     sid = Operator(store).create_space("workflow").id
-    sender, _ = Agent.join(store, sid, "sender")
-    me, joined = Agent.join(store, sid, "worker")
+    sender, _ = trusted.join(store, sid, "sender")
+    me, joined = trusted.join(store, sid, "worker")
     mid = sender.send("worker", "the job").id
     go = tmp_path / "go"
     holder = subprocess.Popen(

@@ -21,10 +21,11 @@ from typing import Any
 
 import click
 import pytest
+import trusted
 from cli_space import Populated, populate
 from click.testing import CliRunner
 
-from broker import Agent, Store, records
+from broker import Store, records
 from broker.cli import main
 from broker.cli._common import Seconds
 from broker.cli._output import PENDING_RENAMES
@@ -181,7 +182,8 @@ LISTS: dict[tuple[str, ...], type] = {
     ("transcript",): records.TurnRecord,
 }
 SINGLE: dict[tuple[str, ...], type | set[str]] = {
-    ("space", "create"): records.Space,
+    ("space", "create"): records.CreatedSpace,
+    ("space", "join-key"): records.JoinKey,
     ("space", "show"): records.Space,
     ("space", "stop"): records.Space,
     ("space", "archive"): records.Space,
@@ -286,7 +288,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
     assert set(lists) == set(LISTS)
     finished = subprocess.Popen(["true"])
     finished.wait()  # someone to prune: its registered process is gone
-    Agent.join(store, sid, "flow/heron>gone#1", pid=finished.pid)
+    trusted.join(store, sid, "flow/heron>gone#1", pid=finished.pid)
     second = populate(store)  # a second space: `space list` has two lines
     for path, (args, env) in lists.items():
         out = _invoke(url, [*path, *args, "--json"], env).stdout
@@ -366,7 +368,13 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         _invoke(url, ["inbox", "seen", turn["id"], "--json"], p.env["otter#1"]).stdout
     )
     assert set(seen) == fields_of(records.TurnSeen)
-    joined = json.loads(_invoke(url, ["join", sid, "flow/heron>heron#2", "--json"]).stdout)
+    rotated = json.loads(_invoke(url, ["space", "join-key", sid, "--rotate", "--json"]).stdout)
+    assert set(rotated) == fields_of(records.JoinKey)
+    joined = json.loads(
+        _invoke(
+            url, ["join", sid, "flow/heron>heron#2", "--json", "--join-key", rotated["join_key"]]
+        ).stdout
+    )
     assert set(joined) == fields_of(records.Joined)
     gone = {"BROKER_SPACE": sid, "BROKER_AS": joined["address"], "BROKER_TOKEN": joined["token"]}
     assert json.loads(_invoke(url, ["leave", "--json"], gone).stdout) == {
@@ -374,7 +382,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         "status": "left",
     }
     created = json.loads(_invoke(url, ["space", "create", "--kind", "run", "--json"]).stdout)
-    assert set(created) == fields_of(records.Space)
+    assert set(created) == fields_of(records.CreatedSpace)
     for verb, state in (("stop", "stopped"), ("archive", "archived")):
         got = json.loads(_invoke(url, ["space", verb, created["id"], "--yes", "--json"]).stdout)
         assert set(got) == fields_of(records.Space) and got["state"] == state
@@ -392,7 +400,8 @@ def test_cli_an_empty_list_prints_nothing_and_an_empty_claim_no_lease_token(
     for argv in (["message", "list", sid], ["dir", "list", sid], ["board", "claims", sid],
                  ["board", "journal", sid], ["queue", "quarantined", sid]):  # fmt: skip
         assert _invoke(url, [*argv, "--json"]).stdout == "", argv
-    joined = json.loads(_invoke(url, ["join", sid, "solo", "--json"]).stdout)
+    key = json.loads(fresh.stdout)["join_key"]
+    joined = json.loads(_invoke(url, ["join", sid, "solo", "--json", "--join-key", key]).stdout)
     env = {"BROKER_SPACE": sid, "BROKER_AS": "solo", "BROKER_TOKEN": joined["token"]}
     claim = json.loads(_invoke(url, ["inbox", "claim", "--json"], env).stdout)
     assert claim == {

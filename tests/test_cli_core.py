@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import stat
 import subprocess
@@ -13,6 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import trusted
 
 from broker import Agent, Operator, Store, errors, participants, spaces
 from broker.migrate import HEAD
@@ -55,7 +58,7 @@ def make(store: Store, kind: str = "workflow", **settings: Any) -> str:
 
 
 def enter(store: Store, space: str, codename: str, **fields: Any) -> dict[str, str]:
-    _, joined = Agent.join(store, space, codename, **fields)
+    _, joined = trusted.join(store, space, codename, **fields)
     return {"BROKER_SPACE": space, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
 
 
@@ -71,8 +74,11 @@ def test_cli_python_dash_m_broker_help(cli: Cli) -> None:
 def test_cli_space_create_list_show_stop_archive(cli: Cli, store: Store) -> None:
     sid = cli_create(cli, "workflow")
     res = cli("space", "create", "--kind", "agentiflow")
-    assert res.code == 0 and res.out.strip().startswith("af_")
-    af = res.out.strip()
+    # S27: one line for `eval`, with the join key shown this once.
+    assert res.code == 0 and re.fullmatch(
+        r"export BROKER_SPACE=af_\w+ BROKER_JOIN_KEY=[\w-]{40,}\n", res.out
+    ), res.out
+    af = res.out.split()[1].split("=")[1]
     ses = cli("space", "create", "--kind", "session", "--setting", "inbox_cap=8", "--json").json()
     assert ses["id"].startswith("ses_") and ses["settings"] == {"inbox_cap": 8}
 
@@ -136,7 +142,9 @@ def test_cli_join_with_every_field_and_the_address_derivation(cli: Cli, store: S
     assert cli_join(cli, af, "cobalt-harbor/heron>lynx#1")["BROKER_AS"] == "lynx#1"
     line = one_error_line(cli("join", sid, "cobalt-harbor/operator"), errors.InvalidInput.exit_code)
     assert "reserved" in line
-    one_error_line(cli("join", "run_nothing", "flow/x"), errors.SpaceNotFound.exit_code)
+    one_error_line(
+        cli("join", "run_nothing", "flow/x", "--join-key", "k"), errors.SpaceNotFound.exit_code
+    )
 
 
 def test_cli_retried_codename_rejoins_and_the_old_token_is_refused(cli: Cli, store: Store) -> None:
@@ -144,7 +152,7 @@ def test_cli_retried_codename_rejoins_and_the_old_token_is_refused(cli: Cli, sto
     first = enter(store, sid, "flow/lynx")
     other = enter(store, sid, "flow/otter")
     assert cli("msg", "send", "--to", "lynx", "keep", "this", env=other).code == 0
-    again = cli_join(cli, sid, "flow/lynx@2")
+    again = cli_join(cli, sid, "flow/lynx@2", "--token", first["BROKER_TOKEN"])  # S27: a retry
     assert again["BROKER_AS"] == "lynx" and again["BROKER_TOKEN"] != first["BROKER_TOKEN"]
     one_error_line(
         cli("msg", "send", "--to", "otter", "stale", env=first), errors.AuthError.exit_code
@@ -368,8 +376,8 @@ def test_cli_message_list_after_and_kind(cli: Cli, store: Store) -> None:
 
 def test_cli_message_list_cursor_filters_and_the_id_in_text(cli: Cli, store: Store) -> None:
     sid = make(store)
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
-    otter, _ = Agent.join(store, sid, "flow/otter", agent="worker")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
+    otter, _ = trusted.join(store, sid, "flow/otter", agent="worker")
     op = Operator(store)
     ids = [
         lynx.send("otter", "l1").id,  # seq 1
@@ -515,7 +523,7 @@ def test_cli_message_list_follow_after_the_last_message_prints_only_newer_ones(
     cli: Cli, store: Store, tmp_path: Path
 ) -> None:
     sid = make(store)
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
     enter(store, sid, "flow/otter")
     last = [lynx.send("otter", f"old {i}").id for i in range(3)][-1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}

@@ -10,7 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from broker import Agent, Operator, Store, errors
+import trusted
+
+from broker import Operator, Store, errors
 
 Cli = Callable[..., Any]
 LONG = "an unusually long role description that goes on " * 3
@@ -19,13 +21,13 @@ LONG = "an unusually long role description that goes on " * 3
 def test_S25_dir_list_is_the_one_listing_of_participants(cli: Cli, store: Store) -> None:
     op = Operator(store)
     sid = op.create_space("agentiflow").id
-    Agent.join(store, sid, "flow/heron", lead=True, agent="lead", role="coordinator")
-    lynx, _ = Agent.join(
+    trusted.join(store, sid, "flow/heron", lead=True, agent="lead", role="coordinator")
+    lynx, _ = trusted.join(
         store, sid, "flow/heron>lynx#1", agent="worker", parent="lead", role="log surveyor"
     )
-    Agent.join(store, sid, "flow/heron>mute#1", parent="lead", messaging=False)
+    trusted.join(store, sid, "flow/heron>mute#1", parent="lead", messaging=False)
     Operator(store).send(sid, "queued", to=["lynx#1"])
-    gone, _ = Agent.join(store, sid, "flow/heron>gone#1", parent="lead")
+    gone, _ = trusted.join(store, sid, "flow/heron>gone#1", parent="lead")
     gone.leave()
 
     res = cli("dir", "list", sid)
@@ -106,7 +108,7 @@ def _left(store: Store, sid: str) -> list[Any]:
 def test_cli_tables_fit_80_columns_and_say_where_they_cut(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
     for name in ("lynx", "otter"):
-        Agent.join(store, sid, f"flow/{name}", role=LONG + name, agent="a-very-long-agent-name")
+        trusted.join(store, sid, f"flow/{name}", role=LONG + name, agent="a-very-long-agent-name")
     res = cli("dir", "list", sid)
     lines = res.out.splitlines()
     assert all(len(line) <= 80 for line in lines), lines

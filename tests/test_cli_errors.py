@@ -20,10 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trusted
 from cli_space import count_rows
 from click.testing import CliRunner
 
-from broker import Agent, Operator, Store, errors
+from broker import Operator, Store, errors
 from broker.cli import main
 
 Cli = Callable[..., Any]
@@ -48,8 +49,8 @@ def test_S33_invalid_utf8_in_an_argument_is_one_line_and_writes_nothing(
     store: Store, tmp_path: Path
 ) -> None:
     sid = Operator(store).create_space("workflow").id
-    _, joined = Agent.join(store, sid, "flow/lynx")
-    Agent.join(store, sid, "flow/otter")
+    _, joined = trusted.join(store, sid, "flow/lynx")
+    trusted.join(store, sid, "flow/otter")
     before = count_rows(store)
     env = broker_env(
         tmp_path / "home", BROKER_SPACE=sid, BROKER_AS="lynx", BROKER_TOKEN=joined.token
@@ -87,7 +88,7 @@ def test_S33_invalid_utf8_in_an_argument_is_one_line_and_writes_nothing(
 
 def test_S33_lone_surrogates_and_controls_in_arguments(store: Store, db_url: str) -> None:
     sid = Operator(store).create_space("workflow").id
-    _, joined = Agent.join(store, sid, "flow/lynx")
+    _, joined = trusted.join(store, sid, "flow/lynx")
     env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": joined.token}
     before = count_rows(store)
     runner = CliRunner()
@@ -102,7 +103,7 @@ def test_S33_lone_surrogates_and_controls_in_arguments(store: Store, db_url: str
 
 def test_S33_numbers_that_are_not_numbers_are_usage_errors(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
-    _, joined = Agent.join(store, sid, "flow/lynx")
+    _, joined = trusted.join(store, sid, "flow/lynx")
     env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": joined.token}
     before = count_rows(store)
     for argv in [
@@ -175,7 +176,7 @@ def test_cli_commands_on_a_missing_store_say_so_and_create_nothing(
 # --- SIGINT, SIGPIPE, file system errors, bugs ------------------------------------------------
 def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> None:
     sid = Operator(store).create_space("workflow").id
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
     lynx.send("operator", "first")
     follower = subprocess.Popen(
         [sys.executable, "-m", "broker", "message", "list", sid, "--follow"],
@@ -200,7 +201,7 @@ def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> Non
 
 def test_cli_a_reader_that_went_away_ends_the_output_quietly(store: Store, tmp_path: Path) -> None:
     sid = Operator(store).create_space("workflow").id
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
     lynx.send("operator", "nobody reads this")
     read_end, write_end = os.pipe()
     os.close(read_end)  # `broker message list | head -0`: the reader is gone before we write
@@ -291,7 +292,7 @@ def _in_pty(argv: list[str], answer: bytes, env: dict[str, str]) -> tuple[int, s
 def test_cli_space_stop_and_archive_ask_first(cli: Cli, store: Store, tmp_path: Path) -> None:
     op = Operator(store)
     sid = op.create_space("workflow").id
-    Agent.join(store, sid, "flow/lynx")
+    trusted.join(store, sid, "flow/lynx")
     res = cli("space", "stop", sid)  # no terminal to ask on, no --yes: refused
     assert res.code == 2 and "pass --yes" in one_line(res.err)
     assert op.get_space(sid).state == "running"
@@ -311,9 +312,9 @@ def test_S25_dir_prune_dry_run_lists_and_the_real_one_asks(cli: Cli, store: Stor
     sid = op.create_space("agentiflow").id
     finished = subprocess.Popen(["true"])
     finished.wait()  # a pid whose process is gone
-    Agent.join(store, sid, "flow/heron", lead=True, pid=finished.pid)
-    Agent.join(store, sid, "flow/heron>lynx#1", pid=finished.pid)
-    Agent.join(store, sid, "flow/heron>otter#1", pid=None)  # seen just now: age alone keeps it
+    trusted.join(store, sid, "flow/heron", lead=True, pid=finished.pid)
+    trusted.join(store, sid, "flow/heron>lynx#1", pid=finished.pid)
+    trusted.join(store, sid, "flow/heron>otter#1", pid=None)  # seen just now: age alone keeps it
     before = count_rows(store)
     dry = cli("dir", "prune", sid, "--older-than", "0", "--dry-run")
     assert dry.code == 0 and dry.out.strip() == "would prune 2: lead, lynx#1"
@@ -342,17 +343,18 @@ def test_S26_agent_run_streams_the_commands_stderr_and_logs_each_turn(
 ) -> None:
     op = Operator(store)
     sid = op.create_space("agentiflow").id
-    lead, _ = Agent.join(store, sid, "flow/heron", lead=True)
+    lead, _ = trusted.join(store, sid, "flow/heron", lead=True)
     script = tmp_path / "chatty.py"
     script.write_text(CHATTY)
     for quiet in (False, True):
         name = "quiet" if quiet else "chatty"
-        Agent.join(store, sid, name, parent="lead", pid=None)
+        _, joined = trusted.join(store, sid, name, parent="lead", pid=None)
         lead.send(name, "task 1")
         flags = ["--quiet"] if quiet else []
         res = cli(
             "agent", "run", sid, name, "--max-turns", "1", "--wait", "30", *flags, "--json",
             "--", sys.executable, str(script),
+            env={"BROKER_AS": name, "BROKER_TOKEN": joined.token},  # spawned with its identity
         )  # fmt: skip
         assert res.code == 0, res.err
         assert json.loads(res.out) == {"address": name, "status": "shutdown"}

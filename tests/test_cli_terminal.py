@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import sqlrows
+import trusted
 from cli_space import FORGED, Populated, hostile, populate
 
 from broker import Agent, Operator, Store
@@ -190,7 +191,7 @@ def test_S31_agent_run_on_a_terminal_escapes_its_commands_stderr(
         "turn = json.load(sys.stdin)\n"
         "print(turn['items'][0]['body'], file=sys.stderr)\n"
     )
-    Agent.join(store, p.space, "echo", parent="lead", pid=None)
+    trusted.join(store, p.space, "echo", parent="lead", pid=None)
     lead = Agent.connect(store, p.space, "lead", p.env["lead"]["BROKER_TOKEN"])
     lead.send("echo", hostile("say this"))
     argv = ["agent", "run", p.space, "echo", "--max-turns", "1", "--wait", "30", "--",

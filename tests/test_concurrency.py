@@ -9,6 +9,7 @@ import traceback
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store
 
@@ -42,7 +43,7 @@ def run_senders(store: Store, workers: int, per_worker: int) -> int:
     op = Operator(store)
     space = op.create_space("workflow", inbox_cap=per_worker).id
     names = [f"w{w}" for w in range(workers)]
-    tokens = {name: Agent.join(store, space, f"flow/{name}")[1].token for name in names}
+    tokens = {name: trusted.join(store, space, f"flow/{name}")[1].token for name in names}
     barrier = CTX.Barrier(workers)
     out = CTX.Queue()
     procs = [

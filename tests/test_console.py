@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trusted
 
-from broker import Agent, Store
+from broker import Store
 from tests.served import Server, clean_env
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -60,9 +61,9 @@ def test_S31_console_follows_live_sends_from_the_box_and_shows_hostile_bodies_as
     try:
         op = __import__("broker").Operator(store)
         sid = op.create_space("workflow").id
-        lead, _ = Agent.join(store, sid, "heron", lead=True, agent="planner", role="lead")
-        lynx, _ = Agent.join(store, sid, "lynx", agent="coder", role="coder")
-        Agent.join(store, sid, "otter", agent="tester", role="tester")
+        lead, _ = trusted.join(store, sid, "heron", lead=True, agent="planner", role="lead")
+        lynx, _ = trusted.join(store, sid, "lynx", agent="coder", role="coder")
+        trusted.join(store, sid, "otter", agent="tester", role="tester")
         lead.send("lynx", "Please refactor src/app.py; tests first.")
         lynx.send("lead", "On it. Claiming src/app.py.")
         lynx.claim_key("src/app.py", 600)
@@ -95,7 +96,7 @@ def test_S31_console_follows_live_sends_from_the_box_and_shows_hostile_bodies_as
                     [sys.executable, "-c",
                      "from broker import Store, Agent\n"
                      f"s = Store({served.url!r})\n"
-                     f"Agent.join(s, {sid!r}, 'otter')[0].send('lead', 'tests are green (from another process)')"],
+                     f"trusted.join(s, {sid!r}, 'otter')[0].send('lead', 'tests are green (from another process)')"],
                     check=True, env=clean_env(served.home), timeout=60,
                 )  # fmt: skip
                 log.nth(count).wait_for()

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import trusted
 
-from broker import Agent, Operator, Store, directory, errors, participants
+from broker import Operator, Store, directory, errors, participants
 
 
 class Clock:
@@ -101,7 +102,7 @@ def test_S25_prune_by_age_alone_keeps_entries_whose_process_is_gone(
         store, space, "dead", role="r", archetype="planner", task="t", pid=_dead_pid()
     )
     clock.now += timedelta(days=1)  # past the space's lease too: nobody live is pruned by age
-    fresh, _ = Agent.join(store, space, "s/fresh")
+    fresh, _ = trusted.join(store, space, "s/fresh")
     pruned = directory.prune(store, space, older_than=20, check_pid=False)
     assert sorted(p.address for p in pruned) == ["dead", "old"]  # both by age
     assert [e.address for e in directory.entries(store, space)] == ["fresh"]
@@ -118,7 +119,9 @@ def test_S25_prune_by_process_alone_keeps_old_entries_of_live_processes(
     clock.now += timedelta(days=30)
     assert [p.address for p in directory.prune(store, space)] == ["dead"]
     assert directory.prune(store, space) == []  # already left: not pruned twice
-    reasons = [(e.address, e.reason) for e in participants.journal(store, space) if e.event == "left"]
+    reasons = [
+        (e.address, e.reason) for e in participants.journal(store, space) if e.event == "left"
+    ]
     assert reasons == [("dead", "prune")]
 
 

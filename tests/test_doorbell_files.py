@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import trusted
 from conftest import SYSTEM_TMP
 
-from broker import Agent, Operator, Store, errors, wake
+from broker import Operator, Store, errors, wake
 
 
 def _attacker_command() -> tuple[list[str], int] | str:
@@ -103,8 +104,8 @@ class Victim:
     def __init__(self, db: Path) -> None:
         self.store = Store(f"sqlite:///{db}")
         space = Operator(self.store).create_space("workflow").id
-        self.a, _ = Agent.join(self.store, space, "w/a")
-        self.b, _ = Agent.join(self.store, space, "w/b")
+        self.a, _ = trusted.join(self.store, space, "w/a")
+        self.b, _ = trusted.join(self.store, space, "w/b")
         self.key = wake.participant_key(self.b.identity.participant_id)
 
     def refuses(self, path: str, why: str) -> None:
@@ -113,9 +114,9 @@ class Victim:
             wake.Waiter(self.store, [self.key])
         message = str(e.value)
         assert "\n" not in message
-        assert re.search(rf"refusing (the folder |the file )?{re.escape(path)}: .*{why}", message), (
-            message
-        )
+        assert re.search(
+            rf"refusing (the folder |the file )?{re.escape(path)}: .*{why}", message
+        ), message
         with pytest.raises(errors.StoreError, match=re.escape(path)):
             self.b.claim(wait=1)
         sent = self.a.send("b", "still delivered")  # the writer neither rings into it nor fails

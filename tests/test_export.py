@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import spacegen
 import sqlrows
+import trusted
 from hypothesis import HealthCheck, given, settings
 
 from broker import Agent, Operator, Store, errors, spaces
@@ -308,7 +309,7 @@ def test_reexport_replaces_files_atomically_and_drops_claims_no_longer_live(
 # --- follow ---------------------------------------------------------------------------
 def _writer(url: str, space: str, n: int) -> None:
     store = Store(url)
-    me, _ = Agent.join(store, space, "flow/writer", agent="writer")
+    me, _ = trusted.join(store, space, "flow/writer", agent="writer")
     for i in range(n):
         if i % 10 == 0:
             me.send("broadcast", f"broadcast {i}")

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
-from broker import Agent, Operator, Store, errors, spaces
+from broker import Operator, Store, errors, spaces
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +92,7 @@ def _in_namespace(script: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 def _big_space(db: Path) -> str:
     store = Store(f"sqlite:///{db}")
     space = Operator(store).create_space("run").id
-    lynx, _ = Agent.join(store, space, "flow/lynx")
+    lynx, _ = trusted.join(store, space, "flow/lynx")
     lynx.send_many([{"to": "lynx", "text": "x" * 1000} for _ in range(100)])
     store.close()
     return space

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, grants, participants
 
@@ -104,7 +105,7 @@ def test_S24_named_board_star_and_lead_can_issue_and_retract_directives(
 
 def test_S24_unknown_tool_names_are_refused_at_join(store: Store, space: str) -> None:
     with pytest.raises(errors.InvalidInput, match="unknown messaging tool 'fs.write'"):
-        Agent.join(store, space, "lynx", tools=["fs.write"])
+        trusted.join(store, space, "lynx", tools=["fs.write"])
 
 
 def test_S24_narrowed_tools_grant_only_what_is_named(
@@ -125,24 +126,24 @@ def test_S24_narrowed_tools_grant_only_what_is_named(
 
 def test_S24_messaging_off_naming_a_tool_is_refused_at_join(store: Store, space: str) -> None:
     with pytest.raises(errors.InvalidInput, match="contradict"):
-        Agent.join(store, space, "lynx", messaging=False, tools=["msg.send"])
+        trusted.join(store, space, "lynx", messaging=False, tools=["msg.send"])
     with pytest.raises(errors.InvalidInput, match="contradict"):
-        Agent.join(store, space, "lynx", messaging=False, tools=["*"])
+        trusted.join(store, space, "lynx", messaging=False, tools=["*"])
     assert participants.list_participants(store, space) == []
 
 
 def test_S24_off_is_inherited_by_children_and_their_children(store: Store, space: str) -> None:
-    Agent.join(store, space, "quiet", messaging=False)
-    Agent.join(store, space, "kid", parent="quiet")  # asks for nothing: gets off
-    Agent.join(store, space, "grandkid", parent="kid")
-    Agent.join(store, space, "other", parent="nobody-joined")
+    trusted.join(store, space, "quiet", messaging=False)
+    trusted.join(store, space, "kid", parent="quiet")  # asks for nothing: gets off
+    trusted.join(store, space, "grandkid", parent="kid")
+    trusted.join(store, space, "other", parent="nobody-joined")
     got = {p.address: p.messaging for p in participants.list_participants(store, space)}
     assert got == {"quiet": False, "kid": False, "grandkid": False, "other": True}
 
 
 def test_S24_narrowing_is_not_inherited(store: Store, space: str) -> None:
-    narrow, _ = Agent.join(store, space, "narrow", tools=["board.read"])
-    kid, _ = Agent.join(store, space, "kid", parent="narrow")
+    narrow, _ = trusted.join(store, space, "narrow", tools=["board.read"])
+    kid, _ = trusted.join(store, space, "kid", parent="narrow")
     p = participants.get(store, space, "kid")
     assert p.messaging and p.tools is None
     posted = kid.post("the default set, not the parent's narrowing")
@@ -153,8 +154,8 @@ def test_S24_narrowing_is_not_inherited(store: Store, space: str) -> None:
 
 
 def test_S24_inherited_off_wins_over_named_tools_and_says_so(store: Store, space: str) -> None:
-    Agent.join(store, space, "quiet", messaging=False)
-    kid, _ = Agent.join(store, space, "kid", parent="quiet", tools=["msg.send"])
+    trusted.join(store, space, "quiet", messaging=False)
+    kid, _ = trusted.join(store, space, "kid", parent="quiet", tools=["msg.send"])
     assert not participants.get(store, space, "kid").messaging
     ((kind, content),) = notices(store, kid)
     assert kind == "tool_unavailable"
@@ -167,11 +168,11 @@ def test_S24_a_receive_only_participant_is_still_reached(
     store: Store, space: str, operator: Operator
 ) -> None:
     # A retried run comes back receive-only; the child it launched earlier keeps messaging.
-    Agent.join(store, space, "quiet")
-    kid, _ = Agent.join(store, space, "kid", parent="quiet")
-    peer, _ = Agent.join(store, space, "peer", agent="peer")
-    boss, _ = Agent.join(store, space, "boss", lead=True)
-    quiet, _ = Agent.join(store, space, "quiet", messaging=False)
+    _, first = trusted.join(store, space, "quiet")
+    kid, _ = trusted.join(store, space, "kid", parent="quiet")
+    peer, _ = trusted.join(store, space, "peer", agent="peer")
+    boss, _ = trusted.join(store, space, "boss", lead=True)
+    quiet, _ = trusted.join(store, space, "quiet", messaging=False, token=first.token)
     assert not participants.get(store, space, "quiet").messaging
 
     assert operator.send(space, "from the operator", to=["quiet"]).reached == ["quiet"]
@@ -205,10 +206,10 @@ TOOL_CALLS: dict[str, Callable[[Agent, str], Any]] = {
 def test_S24_a_refused_call_raises_and_leaves_only_a_tool_unavailable_notice(
     store: Store, space: str, tool: str
 ) -> None:
-    boss, _ = Agent.join(store, space, "boss", lead=True)
-    Agent.join(store, space, "peer")
+    boss, _ = trusted.join(store, space, "boss", lead=True)
+    trusted.join(store, space, "peer")
     d = boss.directive("peer", "x")
-    quiet, _ = Agent.join(store, space, "quiet", messaging=False)
+    quiet, _ = trusted.join(store, space, "quiet", messaging=False)
     before = log_size(store)
     with pytest.raises(errors.ToolUnavailable) as info:
         TOOL_CALLS[tool](quiet, d.id)
@@ -223,7 +224,7 @@ def test_S24_a_refused_call_raises_and_leaves_only_a_tool_unavailable_notice(
 def test_S24_a_refusal_inside_the_callers_transaction_keeps_its_notice_if_it_commits(
     store: Store, space: str
 ) -> None:
-    quiet, _ = Agent.join(store, space, "quiet", messaging=False)
+    quiet, _ = trusted.join(store, space, "quiet", messaging=False)
     with store.transaction() as tx:
         with pytest.raises(errors.ToolUnavailable):
             quiet.post("hi", tx=tx)
@@ -236,8 +237,8 @@ def test_S11_a_send_past_log_max_mb_fails_with_a_messaging_full_notice(
     store: Store, operator: Operator
 ) -> None:
     space = operator.create_space("workflow", log_max_mb=0.0001).id  # ~100 bytes
-    lynx, _ = Agent.join(store, space, "lynx", lead=True)
-    Agent.join(store, space, "otter")
+    lynx, _ = trusted.join(store, space, "lynx", lead=True)
+    trusted.join(store, space, "otter")
     lynx.send("otter", "x" * 200)
     before = log_size(store)
     for call in (lambda: lynx.send("otter", "more"), lambda: lynx.directive("otter", "more")):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import spacegen
+import trusted
 
 from broker import Agent, Operator, Store, errors
 from broker.export import DIRECTORY, INBOX, LOG, export_mailbox, export_space
@@ -51,8 +52,8 @@ def exported(tmp_path: Path) -> tuple[Store, spacegen.Built, Path]:
 def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) -> None:
     store = spacegen.fresh_store(tmp_path / "a")
     space = Operator(store).create_space("workflow").id
-    lynx, joined = Agent.join(store, space, "flow/lynx")
-    otter, _ = Agent.join(store, space, "flow/otter")
+    lynx, joined = trusted.join(store, space, "flow/lynx")
+    otter, _ = trusted.join(store, space, "flow/otter")
     otter.send("lynx", "kept across the import")
     export_space(store, space, tmp_path / "out")
     other = spacegen.fresh_store(tmp_path / "b")
@@ -63,7 +64,7 @@ def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) 
         assert t.one("SELECT token_hash FROM participants WHERE address = 'lynx'") != s.one(
             "SELECT token_hash FROM participants WHERE address = 'lynx'"
         )
-    again, rejoined = Agent.join(other, space, "flow/lynx")
+    again, rejoined = trusted.join(other, space, "flow/lynx")
     assert rejoined.address == "lynx" and rejoined.token != joined.token
     assert again.identity.participant_id == lynx.identity.participant_id
     with other.read() as t:
@@ -335,7 +336,7 @@ def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None
         ("monkey-b000", "ready", "monkey-a3f7", "ping"),
     ]
     # the migrated agent re-joins under its id and finds its waiting mail
-    agent, _ = Agent.join(store, space, "monkey-a3f7")
+    agent, _ = trusted.join(store, space, "monkey-a3f7")
     with store.read() as t:
         assert tuple(
             t.one("SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,))

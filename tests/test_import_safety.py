@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 import spacegen
+import trusted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import Agent, Store, errors
+from broker import Store, errors
 from broker.export import SPECS, export_space
 from broker.importer import ImportFailed, import_dir
 
@@ -310,7 +311,7 @@ def test_S33_imported_settings_leave_the_space_usable(tmp_path: Path) -> None:
             "inbox_cap": 512,
             "lease_seconds": 45.0,
         }
-    lynx, _ = Agent.join(store, space["id"], "flow/lynx")
+    lynx, _ = trusted.join(store, space["id"], "flow/lynx")
     assert lynx.send("otter", "after the import").reached == ["otter"]
     lease = lynx.claim(limit=1)  # the imported lease_seconds is read on every claim
     assert len(lease.deliveries) == 1 and lease.expires_at > lease.deliveries[0].created_at_utc

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
 
@@ -33,8 +34,8 @@ def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
 def pair(store: Store, **settings: Any) -> tuple[str, Agent, Agent]:
     """A space with a sender ``a`` and a recipient ``b``."""
     sid = Operator(store).create_space("workflow", **settings).id
-    a, _ = Agent.join(store, sid, "a")
-    b, _ = Agent.join(store, sid, "b")
+    a, _ = trusted.join(store, sid, "a")
+    b, _ = trusted.join(store, sid, "b")
     return sid, a, b
 
 
@@ -213,9 +214,11 @@ def test_S13_claim_refuses_bad_limits_and_leases(store: Store) -> None:
 
 
 def test_S10_claim_with_a_replaced_token_is_refused(store: Store) -> None:
-    sid, a, b = pair(store)
+    sid = Operator(store).create_space("workflow").id
+    a, _ = trusted.join(store, sid, "a")
+    b, first = trusted.join(store, sid, "b")
     send_n(a, 1)
-    Agent.join(store, sid, "b")  # re-join: a new token replaces the old one
+    trusted.join(store, sid, "b", token=first.token)  # re-join: a new token replaces the old one
     with pytest.raises(errors.AuthError):
         b.claim()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox, wake
@@ -28,8 +29,8 @@ def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
 
 def pair(store: Store, **settings: Any) -> tuple[Agent, Agent]:
     sid = Operator(store).create_space("workflow", **settings).id
-    a, _ = Agent.join(store, sid, "a")
-    b, _ = Agent.join(store, sid, "b")
+    a, _ = trusted.join(store, sid, "a")
+    b, _ = trusted.join(store, sid, "b")
     return a, b
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, messages
 from broker.ids import new_id, parse_ts
@@ -114,8 +115,8 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
     store: Store, operator: Operator
 ) -> None:
     sid = operator.create_space("workflow", log_max_mb=0.002).id  # ~2 KB
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
-    otter, _ = Agent.join(store, sid, "flow/otter")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
+    otter, _ = trusted.join(store, sid, "flow/otter")
     sent = 0
     with pytest.raises(errors.MessagingFull) as info:
         for _ in range(100):
@@ -172,8 +173,8 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
 def test_S11_messaging_full_is_per_space(store: Store, operator: Operator) -> None:
     full = operator.create_space("workflow", log_max_mb=0.0001).id
     fine = operator.create_space("workflow").id
-    a, _ = Agent.join(store, full, "flow/a")
-    b, _ = Agent.join(store, fine, "flow/a")
+    a, _ = trusted.join(store, full, "flow/a")
+    b, _ = trusted.join(store, fine, "flow/a")
     a.send("operator", "x" * 200)
     with pytest.raises(errors.MessagingFull):
         a.send("operator", "x")

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+import trusted
 from mcphelp import agent_session, doorbell_waiters, env_for, text
 
 from broker import Agent, Operator, Store, board
@@ -40,7 +41,7 @@ def arun(coro: Any) -> Any:
 
 
 def joined(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent, str]:
-    agent, j = Agent.join(store, space, codename, **fields)
+    agent, j = trusted.join(store, space, codename, **fields)
     return agent, j.token
 
 

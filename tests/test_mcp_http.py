@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 from mcphelp import Session, doorbell_waiters, text
 
-from broker import Agent, Operator, Store
+from broker import Operator, Store
 from broker.cli._common import COMMANDS
 
 pytest.importorskip("mcp")
@@ -118,9 +119,9 @@ async def http_session(url: str, secret: str) -> AsyncIterator[Session]:
 def test_S24_agent_tools_over_http_by_grant_with_the_broker_errors(
     store: Store, space: str, served: Served
 ) -> None:
-    _, a = Agent.join(store, space, "a")
-    _, boss = Agent.join(store, space, "boss", tools=["board.*", "msg.send"])
-    Agent.join(store, space, "b")
+    _, a = trusted.join(store, space, "a")
+    _, boss = trusted.join(store, space, "boss", tools=["board.*", "msg.send"])
+    trusted.join(store, space, "b")
 
     async def main() -> None:
         async with http_session(served.mcp, boss.token) as s:
@@ -150,8 +151,8 @@ def test_S24_agent_tools_over_http_by_grant_with_the_broker_errors(
 def test_S20_inbox_next_over_http_wakes_on_another_process_send(
     store: Store, space: str, served: Served
 ) -> None:
-    b, jb = Agent.join(store, space, "b")
-    _, ja = Agent.join(store, space, "a")
+    b, jb = trusted.join(store, space, "b")
+    _, ja = trusted.join(store, space, "a")
     pid = b.identity.participant_id
 
     async def main() -> None:
@@ -176,7 +177,7 @@ def test_S20_inbox_next_over_http_wakes_on_another_process_send(
 def test_S29_the_operator_key_serves_the_operator_tools_over_http(
     store: Store, space: str, served: Served
 ) -> None:
-    Agent.join(store, space, "b")
+    trusted.join(store, space, "b")
 
     async def main() -> None:
         async with http_session(served.mcp, served.key) as op:
@@ -206,10 +207,10 @@ def _post(url: str, secret: str | None, payload: dict[str, Any], session: str | 
 def test_S10_a_session_never_serves_another_credential(
     store: Store, space: str, served: Served
 ) -> None:
-    _, ja = Agent.join(store, space, "a")
-    _, jb = Agent.join(store, space, "b")
+    _, ja = trusted.join(store, space, "a")
+    _, jb = trusted.join(store, space, "b")
     other = Operator(store).create_space("workflow").id
-    _, jc = Agent.join(store, other, "c")
+    _, jc = trusted.join(store, other, "c")
     init = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -7,9 +7,10 @@ import asyncio
 from typing import Any
 
 import pytest
+import trusted
 from mcphelp import session, text
 
-from broker import Agent, Operator, Store
+from broker import Operator, Store
 
 pytest.importorskip("mcp")
 
@@ -19,8 +20,8 @@ OPERATOR_TOOLS = {"messages_send", "messages_list", "participants", "board_view"
 def test_S9_operator_tools_send_as_the_operator_via_mcp_and_show_the_run(
     store: Store, space: str
 ) -> None:
-    lead, _ = Agent.join(store, space, "boss", tools=["board.*", "msg.send"])
-    b, _ = Agent.join(store, space, "b")
+    lead, _ = trusted.join(store, space, "boss", tools=["board.*", "msg.send"])
+    b, _ = trusted.join(store, space, "b")
     lead.post("plan: split the work")
     directive = lead.directive("b", "stay in src/")
     lifted = lead.directive("b", "old rule")

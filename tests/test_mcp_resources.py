@@ -13,9 +13,10 @@ import sys
 from typing import Any
 
 import pytest
+import trusted
 from mcphelp import agent_session
 
-from broker import Agent, Store
+from broker import Store
 
 pytest.importorskip("mcp")
 
@@ -51,8 +52,8 @@ async def read_json(s: Any, uri: str) -> Any:
 def test_S20_inbox_subscribers_are_told_of_new_mail_handshake_protocol(
     store: Store, space: str
 ) -> None:
-    _, ja = Agent.join(store, space, "a")
-    _, jb = Agent.join(store, space, "b")
+    _, ja = trusted.join(store, space, "a")
+    _, jb = trusted.join(store, space, "b")
     updates: asyncio.Queue[str] = asyncio.Queue()
 
     async def on_message(message: Any) -> None:
@@ -75,8 +76,8 @@ def test_S20_inbox_subscribers_are_told_of_new_mail_handshake_protocol(
 
 
 def test_S20_inbox_listeners_are_told_of_new_mail_2026_protocol(store: Store, space: str) -> None:
-    _, ja = Agent.join(store, space, "a")
-    _, jb = Agent.join(store, space, "b")
+    _, ja = trusted.join(store, space, "a")
+    _, jb = trusted.join(store, space, "b")
 
     async def main() -> None:
         async with agent_session(store, space, "b", jb.token, modern=True) as s:  # noqa: SIM117
@@ -89,8 +90,8 @@ def test_S20_inbox_listeners_are_told_of_new_mail_2026_protocol(store: Store, sp
 
 
 def test_S21_the_board_resource_shows_the_latest_entries(store: Store, space: str) -> None:
-    a, _ = Agent.join(store, space, "a")
-    _, jb = Agent.join(store, space, "b")
+    a, _ = trusted.join(store, space, "a")
+    _, jb = trusted.join(store, space, "b")
     for i in range(3):
         a.post(f"post {i}")
 

@@ -10,9 +10,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
+import trusted
 from mcphelp import Session, agent_session, text
 
-from broker import Agent, Operator, Store, board
+from broker import Operator, Store, board
 
 pytest.importorskip("mcp")
 
@@ -27,7 +28,7 @@ def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
 ) -> None:
     space = Operator(store).create_space("workflow").id
     names = [f"w{i}" for i in range(AGENTS)]
-    tokens = {name: Agent.join(store, space, name)[1].token for name in names}
+    tokens = {name: trusted.join(store, space, name)[1].token for name in names}
     plan = {
         name: [
             (names[(i + 1 + n % (AGENTS - 1)) % AGENTS], f"{name}-{n}") for n in range(PER_AGENT)

@@ -11,6 +11,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
+import trusted
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -51,8 +52,8 @@ class QueueModel(RuleBasedStateMachine):
             "workflow", lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES, inbox_cap=100000
         )
         self.space = space.id
-        sender, j1 = Agent.join(self.store, space.id, "w/sender")
-        consumer, j2 = Agent.join(self.store, space.id, "w/consumer")
+        sender, j1 = trusted.join(self.store, space.id, "w/sender")
+        consumer, j2 = trusted.join(self.store, space.id, "w/consumer")
         self.tokens = {"sender": j1.token, "consumer": j2.token}
         self._connect()
 
@@ -104,9 +105,7 @@ class QueueModel(RuleBasedStateMachine):
         return [self.msgs[i] for i in self.leases[token] if self.msgs[i].token == token]
 
     @precondition(lambda self: bool(self.leases))
-    @rule(
-        data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans()
-    )
+    @rule(data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans())
     def settle_lease(self, data: st.DataObject, settle: str, by_id: bool) -> None:
         token = data.draw(st.sampled_from(list(self.leases)))  # insertion order: tokens are random
         mine = [self.msgs[i] for i in self.leases[token]]

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
-from broker import Agent, Operator, Store, errors
+from broker import Operator, Store, errors
 from broker.migrate import HEAD
 from broker.ops import exit_code
 
@@ -148,8 +149,8 @@ def test_doctor_counts_quarantine_and_expired_leases(
     store = Store(db_url, clock=clock)
     try:
         space = Operator(store).create_space("workflow").id
-        sender, _ = Agent.join(store, space, "sender")
-        worker, _ = Agent.join(store, space, "worker")
+        sender, _ = trusted.join(store, space, "sender")
+        worker, _ = trusted.join(store, space, "worker")
         for i in range(3):
             sender.send("worker", f"job {i}")
         bad = worker.claim(limit=1)
@@ -173,8 +174,8 @@ import sys
 from broker import Agent, Operator, Store
 store = Store(sys.argv[1])
 space = Operator(store).create_space("workflow").id
-a, _ = Agent.join(store, space, "a")
-b, _ = Agent.join(store, space, "b")
+a, _ = trusted.join(store, space, "a")
+b, _ = trusted.join(store, space, "b")
 print("writing", flush=True)
 i = 0
 while True:

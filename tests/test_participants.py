@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, messages, participants
 from broker.addressing import address_of
@@ -48,7 +49,7 @@ def test_S3_address_is_the_codename_below_the_root(
 ) -> None:
     assert address_of(codename, lead=lead, agentiflow=kind == "agentiflow") == address
     sid = operator.create_space(kind).id  # type: ignore[arg-type]
-    agent, joined = Agent.join(store, sid, codename, lead=lead)
+    agent, joined = trusted.join(store, sid, codename, lead=lead)
     assert joined.address == agent.address == address
     p = participants.get(store, sid, address)
     assert p.codename == codename
@@ -81,7 +82,7 @@ def test_S3_retry_attempts_are_dropped_from_the_address(codename: str, address: 
 )
 def test_S3_reserved_addresses_cannot_be_taken(store: Store, space: str, codename: str) -> None:
     with pytest.raises(errors.InvalidInput, match="reserved"):
-        Agent.join(store, space, codename)
+        trusted.join(store, space, codename)
     assert count(store, "participants") == 0
     assert count(store, "participant_events") == 0
 
@@ -89,9 +90,9 @@ def test_S3_reserved_addresses_cannot_be_taken(store: Store, space: str, codenam
 def test_S3_reserved_address_refused_for_agentiflow_units(store: Store, operator: Operator) -> None:
     af = operator.create_space("agentiflow").id
     with pytest.raises(errors.InvalidInput, match="reserved"):
-        Agent.join(store, af, "cobalt-harbor/heron>operator")
+        trusted.join(store, af, "cobalt-harbor/heron>operator")
     with pytest.raises(errors.InvalidInput, match="reserved"):
-        Agent.join(store, af, "cobalt-harbor/heron>broadcast@2")
+        trusted.join(store, af, "cobalt-harbor/heron>broadcast@2")
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,7 @@ def test_S3_reserved_address_refused_for_agentiflow_units(store: Store, operator
 )
 def test_S3_malformed_codenames_are_refused(store: Store, space: str, codename: str) -> None:
     with pytest.raises(errors.InvalidInput):
-        Agent.join(store, space, codename)
+        trusted.join(store, space, codename)
     assert count(store, "participants") == 0
 
 
@@ -107,7 +108,7 @@ def test_S3_malformed_codenames_are_refused(store: Store, space: str, codename: 
 def test_S2_join_records_the_fields_and_returns_a_token_stored_only_as_a_hash(
     store: Store, space: str
 ) -> None:
-    agent, joined = Agent.join(
+    agent, joined = trusted.join(
         store,
         space,
         "flow/lynx",
@@ -142,7 +143,7 @@ def test_S2_join_records_the_fields_and_returns_a_token_stored_only_as_a_hash(
 def test_S2_join_defaults_agent_to_the_last_segment_and_run_id_to_the_codename(
     store: Store, space: str
 ) -> None:
-    _, joined = Agent.join(store, space, "flow/lynx>otter#1")
+    _, joined = trusted.join(store, space, "flow/lynx>otter#1")
     p = participants.get(store, space, joined.address)
     assert p.agent == "otter"
     assert p.run_id == "flow/lynx>otter#1"
@@ -152,8 +153,10 @@ def test_S2_join_refuses_unknown_fields(store: Store, space: str) -> None:
     for field in ("address", "token", "status", "sender", "from"):
         with pytest.raises(errors.InvalidInput, match="unknown field"):
             parse_input(JoinInput, {"codename": "flow/lynx", field: "x"})
+        if field == "token":
+            continue  # Agent.join's token is the holder's, for a retry (S27)
         with pytest.raises(errors.InvalidInput, match="unknown field"):
-            Agent.join(store, space, "flow/lynx", **{field: "x"})
+            trusted.join(store, space, "flow/lynx", **{field: "x"})
     with pytest.raises(errors.InvalidInput):
         parse_input(JoinInput, {"codename": "flow/lynx", "archetype": "wizard"})
     assert count(store, "participants") == 0
@@ -161,21 +164,22 @@ def test_S2_join_refuses_unknown_fields(store: Store, space: str) -> None:
 
 def test_S2_join_an_unknown_space_is_not_found(store: Store) -> None:
     with pytest.raises(errors.SpaceNotFound):
-        Agent.join(store, "run_nothing", "flow/lynx")
+        trusted.join(store, "run_nothing", "flow/lynx")
 
 
 def test_S2_second_live_lead_is_refused(store: Store, operator: Operator) -> None:
     af = operator.create_space("agentiflow").id
-    Agent.join(store, af, "cobalt-harbor/heron", lead=True)
+    trusted.join(store, af, "cobalt-harbor/heron", lead=True)
     with pytest.raises(errors.Conflict, match="lead"):
-        Agent.join(store, af, "cobalt-harbor/falcon", lead=True)
+        trusted.join(store, af, "cobalt-harbor/falcon", lead=True)
 
 
 def test_S3_retried_lead_rejoins_as_lead(store: Store, operator: Operator) -> None:
     af = operator.create_space("agentiflow").id
-    _, first = Agent.join(store, af, "cobalt-harbor/heron", lead=True)
+    _, first = trusted.join(store, af, "cobalt-harbor/heron", lead=True)
     operator.send(af, "plan the work")  # default target: the lead
-    _, again = Agent.join(store, af, "cobalt-harbor/heron@2", lead=True)
+    # The lead is live: its retry presents its token (S27).
+    _, again = trusted.join(store, af, "cobalt-harbor/heron@2", lead=True, token=first.token)
     assert again.address == "lead"
     assert again.participant_id == first.participant_id
     assert count(store, "deliveries", "recipient_id = ?", (first.participant_id,)) == 1
@@ -185,7 +189,7 @@ def test_S3_retried_lead_rejoins_as_lead(store: Store, operator: Operator) -> No
 def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
-    lynx, first = Agent.join(store, space, "flow/lynx")
+    lynx, first = trusted.join(store, space, "flow/lynx")
     otter = join("flow/otter")
     for i in range(3):
         otter.send("lynx", f"before the retry {i}")
@@ -195,7 +199,7 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
             "SELECT bcast_seen FROM participants WHERE id = ?", (first.participant_id,)
         )[0]
 
-    retried, again = Agent.join(store, space, "flow/lynx@2")
+    retried, again = trusted.join(store, space, "flow/lynx@2", token=first.token)
     assert again.address == "lynx"
     assert again.participant_id == first.participant_id
     assert again.token != first.token
@@ -236,12 +240,12 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
 def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
-    lynx, first = Agent.join(store, space, "flow/lynx")
+    lynx, first = trusted.join(store, space, "flow/lynx")
     otter = join("flow/otter")
     otter.send("lynx", "one")
     lynx.leave()
     assert participants.get(store, space, "lynx").status == "left"
-    _, again = Agent.join(store, space, "flow/lynx@2")
+    _, again = trusted.join(store, space, "flow/lynx@2")
     p = participants.get(store, space, "lynx")
     assert p.status == "running" and p.left_at_utc is None
     assert again.participant_id == first.participant_id
@@ -264,15 +268,15 @@ def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time
     store, now = clocked
     sid = Operator(store).create_space("workflow").id
     t0 = now[0]
-    heron, _ = Agent.join(store, sid, "flow/heron", agent="planner", run_id="r-1")
+    heron, _ = trusted.join(store, sid, "flow/heron", agent="planner", run_id="r-1")
     now[0] = t0 + timedelta(seconds=1)
-    lynx, _ = Agent.join(
+    lynx, _ = trusted.join(
         store, sid, "flow/heron>lynx#1", agent="scanner", run_id="r-2", step="scan", parent="heron"
     )
     now[0] = t0 + timedelta(seconds=2)
     lynx.leave()
     now[0] = t0 + timedelta(seconds=3)
-    Agent.join(
+    trusted.join(
         store,
         sid,
         "flow/heron>lynx#1@2",
@@ -330,7 +334,7 @@ def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time
 def test_S4_leave_records_left_and_the_token_stops_working(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
-    lynx, joined = Agent.join(store, space, "flow/lynx")
+    lynx, joined = trusted.join(store, space, "flow/lynx")
     join("flow/otter")
     lynx.leave()
     p = participants.get(store, space, "lynx")
@@ -397,8 +401,8 @@ def test_S5_list_participants_in_join_order_with_and_without_left(
 def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
-    _, lynx = Agent.join(store, space, "flow/lynx")
-    _, otter = Agent.join(store, space, "flow/otter")
+    _, lynx = trusted.join(store, space, "flow/lynx")
+    _, otter = trusted.join(store, space, "flow/otter")
     join("flow/heron")
     before = all_rows(store)
     for address, token in [
@@ -430,8 +434,8 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
 def test_S10_identity_is_bound_to_its_space(store: Store, operator: Operator) -> None:
     one = operator.create_space("workflow").id
     two = operator.create_space("workflow").id
-    _, lynx = Agent.join(store, one, "flow/lynx")
-    Agent.join(store, two, "flow/lynx")
+    _, lynx = trusted.join(store, one, "flow/lynx")
+    trusted.join(store, two, "flow/lynx")
     with pytest.raises(errors.AuthError):
         Agent.connect(store, two, "lynx", lynx.token)
 

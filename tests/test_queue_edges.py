@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, directory, errors
 
@@ -37,8 +38,8 @@ def snapshot(store: Store) -> list[tuple[Any, ...]]:
 @pytest.fixture
 def crew(store: Store) -> tuple[str, Agent, Agent]:
     space = Operator(store).create_space("workflow").id
-    a, _ = Agent.join(store, space, "a")
-    b, _ = Agent.join(store, space, "b")
+    a, _ = trusted.join(store, space, "a")
+    b, _ = trusted.join(store, space, "b")
     a.send("b", "waiting")
     return space, a, b
 
@@ -158,7 +159,7 @@ def test_S33_the_cli_refuses_bad_numbers_in_one_line(
     args: tuple[str, ...],
 ) -> None:
     space, _, _ = crew
-    _, joined = Agent.join(store, space, "c", pid=None)
+    _, joined = trusted.join(store, space, "c", pid=None)
     env = {
         "BROKER_URL": db_url,
         "BROKER_SPACE": space,

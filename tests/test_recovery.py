@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, procs
 from broker.sql import stmt
@@ -36,8 +37,11 @@ CONSUMER = textwrap.dedent(
     url, space, name, mode, token, what = sys.argv[1:7]
     started = time.perf_counter()
     store = Store(url)
-    if mode == "join":
-        me, joined = Agent.join(store, space, name)
+    if mode == "join":  # with the space's join key; a retry of a live holder gives its token
+        holder = None if token == "-" else token
+        me, joined = Agent.join(
+            store, space, name, join_key=os.environ["JOIN_KEY"], token=holder
+        )
         token = joined.token
     else:
         me = Agent.connect(store, space, name, token)
@@ -64,16 +68,16 @@ CONSUMER = textwrap.dedent(
 class Consumers:
     """Consumer processes of one test; all killed and reaped at the end."""
 
-    def __init__(self, tmp_path: Path, url: str, space: str) -> None:
+    def __init__(self, tmp_path: Path, url: str, space: str, join_key: str) -> None:
         self.script = tmp_path / "consumer.py"
         self.script.write_text(CONSUMER)
-        self.url, self.space = url, space
+        self.url, self.space, self.join_key = url, space, join_key
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(
         self, name: str, mode: str = "join", token: str = "-", what: str = "claim"
     ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-        env = {**os.environ, "LEASE": str(LEASE_S)}
+        env = {**os.environ, "LEASE": str(LEASE_S), "JOIN_KEY": self.join_key}
         proc = subprocess.Popen(
             [sys.executable, str(self.script), self.url, self.space, name, mode, token, what],
             stdin=subprocess.PIPE,
@@ -106,9 +110,10 @@ class Consumers:
 
 @pytest.fixture
 def setup(store: Store, db_url: str, tmp_path: Path) -> Iterator[tuple[str, Agent, Consumers]]:
-    space = Operator(store).create_space("workflow", lease_seconds=LEASE_S).id
-    sender, _ = Agent.join(store, space, "sender")
-    consumers = Consumers(tmp_path, db_url, space)
+    created = Operator(store).create_space("workflow", lease_seconds=LEASE_S)
+    space = created.id
+    sender, _ = trusted.join(store, space, "sender")
+    consumers = Consumers(tmp_path, db_url, space, created.join_key)
     try:
         yield space, sender, consumers
     finally:
@@ -130,9 +135,9 @@ def test_S32_a_sigkilled_consumers_rejoined_successor_gets_its_messages_back_at_
     store: Store, setup: tuple[str, Agent, Consumers], capsys: pytest.CaptureFixture[str]
 ) -> None:
     space, sender, consumers = setup
-    Agent.join(store, space, "worker")
+    _, pre = trusted.join(store, space, "worker")  # its inbox exists before the sends
     ids = [sender.send("worker", f"job {i}").id for i in range(5)]
-    first, held = consumers.start("worker")
+    first, held = consumers.start("worker", token=pre.token)  # a live holder: its token
     assert [m for m, _ in held["got"]] == ids
     assert {s for s, _ in states(store, space).values()} == {"processing"}
     killed_at = consumers.kill(first)
@@ -165,7 +170,7 @@ def test_S32_a_reconnect_with_the_token_from_a_new_process_also_recovers(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "only job").id
     first, held = consumers.start("worker", mode="connect", token=joined.token)
     assert held["got"] == [[mid, 1]]
@@ -178,7 +183,7 @@ def test_S32_leases_of_a_live_process_are_untouched(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "mine").id
     holder, held = consumers.start("worker", mode="connect", token=joined.token)
     assert held["got"] == [[mid, 1]]
@@ -199,7 +204,7 @@ def test_S32_a_transient_cli_claim_is_not_taken_back_when_its_process_ends(
     store: Store, setup: tuple[str, Agent, Consumers], cli: Callable[..., Any], db_url: str
 ) -> None:
     space, sender, _ = setup
-    _, joined = Agent.join(store, space, "worker", pid=None)
+    _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "via the cli").id
     env = {
         "BROKER_URL": db_url,
@@ -232,10 +237,10 @@ def test_S32_a_killed_turn_comes_back_at_once_with_its_broadcasts(
     store: Store, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, consumers = setup
-    Agent.join(store, space, "worker")
+    _, pre = trusted.join(store, space, "worker")
     mid = sender.send("worker", "direct").id
     bid = sender.send("broadcast", "to all").id
-    first, held = consumers.start("worker", what="turn")
+    first, held = consumers.start("worker", what="turn", token=pre.token)
     assert held["got"] == [[mid, 1], [bid, None]]
     consumers.kill(first)
     successor, back = consumers.start("worker", what="turn")
@@ -249,14 +254,17 @@ def test_S32_a_killed_turn_comes_back_at_once_with_its_broadcasts(
 def test_S32_recovered_deliveries_count_as_attempts_up_to_quarantine(
     store: Store, db_url: str, tmp_path: Path
 ) -> None:
-    space = Operator(store).create_space("workflow", max_deliveries=2).id
-    sender, _ = Agent.join(store, space, "sender")
-    Agent.join(store, space, "worker")
+    created = Operator(store).create_space("workflow", max_deliveries=2)
+    space = created.id
+    sender, _ = trusted.join(store, space, "sender")
+    _, pre = trusted.join(store, space, "worker")
     mid = sender.send("worker", "poison").id
-    consumers = Consumers(tmp_path, db_url, space)
+    consumers = Consumers(tmp_path, db_url, space, created.join_key)
     try:
         for attempt in (1, 2):
-            proc, held = consumers.start("worker")
+            # The first takes over from this process's live join with its token;
+            # the second finds its killed predecessor gone (S27), token or not.
+            proc, held = consumers.start("worker", token=pre.token)
             assert held["got"] == [[mid, attempt]]
             consumers.kill(proc)
         _, held = consumers.start("worker")
@@ -284,7 +292,7 @@ def test_S32_recovery_reads_once_and_writes_nothing_when_nothing_is_dead(
     store: Store, db_url: str, setup: tuple[str, Agent, Consumers]
 ) -> None:
     space, sender, _ = setup
-    worker, joined = Agent.join(store, space, "worker")
+    worker, joined = trusted.join(store, space, "worker")
     sender.send("worker", "held by this live process")
     assert worker.claim().deliveries
     probe = Store(db_url)  # another connection: data_version moves when `store` commits

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, spaces
 
@@ -54,8 +55,8 @@ def crash_loop(tmp_path: Path, rounds: int = 12) -> None:
     url = f"sqlite:///{tmp_path / 'crash.db'}"
     store = Store(url)
     space = Operator(store).create_space("workflow", inbox_cap=10**9).id
-    _, writer = Agent.join(store, space, "w/writer")
-    Agent.join(store, space, "w/reader")
+    _, writer = trusted.join(store, space, "w/writer")
+    trusted.join(store, space, "w/reader")
     store.close()
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
@@ -114,8 +115,8 @@ def test_wal_stays_bounded_while_a_follower_tails_the_log(tmp_path: Path) -> Non
     url = f"sqlite:///{db}"
     store = Store(url)
     space = Operator(store).create_space("workflow", inbox_cap=10**9).id
-    a, _ = Agent.join(store, space, "w/a")
-    Agent.join(store, space, "w/b")
+    a, _ = trusted.join(store, space, "w/a")
+    trusted.join(store, space, "w/b")
     env = {**os.environ, "BROKER_URL": url}
     follower = subprocess.Popen(
         [sys.executable, "-m", "broker", "message", "list", space, "--follow", "--json"],
@@ -158,8 +159,8 @@ def test_S15_redelivery_after_the_holder_dies_waits_for_its_lease(tmp_path: Path
     url = f"sqlite:///{tmp_path / 'r.db'}"
     store = Store(url)
     space = Operator(store).create_space("workflow", lease_seconds=1.0).id
-    sender, _ = Agent.join(store, space, "w/sender")
-    _, worker = Agent.join(store, space, "w/worker")
+    sender, _ = trusted.join(store, space, "w/sender")
+    _, worker = trusted.join(store, space, "w/worker")
     sent = sender.send("worker", "job")
     code = textwrap.dedent(
         f"""
@@ -193,8 +194,8 @@ def test_crash_loop_long(tmp_path: Path) -> None:
 
 
 def test_wal_checkpoint_folds_the_wal_back_when_idle(store: Store, space: str) -> None:
-    a, _ = Agent.join(store, space, "w/a")
-    Agent.join(store, space, "w/b")
+    a, _ = trusted.join(store, space, "w/a")
+    trusted.join(store, space, "w/b")
     for i in range(50):
         a.send("b", f"m{i}")
     busy, frames, done = store.checkpoint()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, directory, errors, inbox, participants
 from broker.records import Turn
@@ -23,7 +24,7 @@ from broker.runtime import Team, TeammateContext
 @pytest.fixture
 def lead(store: Store) -> Agent:
     space = Operator(store).create_space("agentiflow", lease_seconds=1.0)
-    agent, _ = Agent.join(store, space.id, "flow/lead", lead=True)
+    agent, _ = trusted.join(store, space.id, "flow/lead", lead=True)
     return agent
 
 
@@ -206,7 +207,7 @@ def test_S25_directory_register_list_show_unregister(store: Store, space: str) -
     )
     assert [e.address for e in directory.entries(store, space)] == ["monkey-a3f7"]
     # A directory entry is a participant: reachable by its id.
-    other, _ = Agent.join(store, space, "w/other")
+    other, _ = trusted.join(store, space, "w/other")
     assert other.send("monkey-a3f7", "hi").reached == ["monkey-a3f7"]
     directory.unregister(
         store, participants.authenticate(store, space, "monkey-a3f7", joined.token)
@@ -227,7 +228,7 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
 
     store = Store(db_url, clock=lambda: datetime.fromtimestamp(now[0], UTC))
     space = Operator(store).create_space("session").id
-    fresh, _ = Agent.join(store, space, "s/fresh")
+    fresh, _ = trusted.join(store, space, "s/fresh")
     directory.register(store, space, "stale", role="r", archetype="planner", task="t")
     gone_pid = os.fork()
     if gone_pid == 0:
@@ -254,11 +255,11 @@ def test_S25_prune_by_age_never_removes_the_lead_or_a_live_participant(db_url: s
 
     store = Store(db_url, clock=lambda: datetime.fromtimestamp(now[0], UTC))
     space = Operator(store).create_space("agentiflow", lease_seconds=300).id
-    Agent.join(store, space, "flow/lead", lead=True, pid=None)  # no process to watch
-    Agent.join(store, space, "flow/alive")  # this process: alive
-    Agent.join(store, space, "flow/quiet", pid=None)
+    trusted.join(store, space, "flow/lead", lead=True, pid=None)  # no process to watch
+    trusted.join(store, space, "flow/alive")  # this process: alive
+    trusted.join(store, space, "flow/quiet", pid=None)
     now[0] += 120
-    fresh, _ = Agent.join(store, space, "flow/fresh", pid=None)
+    fresh, _ = trusted.join(store, space, "flow/fresh", pid=None)
     # 60 s is less than the space's lease (300 s): nobody quieter than the lease goes.
     assert directory.prune(store, space, older_than=60) == []
     now[0] += 600

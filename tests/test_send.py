@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, messages
 from broker.client import Agent as AgentClass
@@ -99,8 +100,8 @@ def test_S6_to_a_full_codename_in_a_workflow(store: Store, crew: dict[str, Agent
 
 def test_S6_to_a_full_codename_in_an_agentiflow(store: Store, operator: Operator) -> None:
     af = operator.create_space("agentiflow").id
-    lead, _ = Agent.join(store, af, "cobalt-harbor/heron", lead=True)
-    unit, _ = Agent.join(store, af, "cobalt-harbor/heron>lynx#1")
+    lead, _ = trusted.join(store, af, "cobalt-harbor/heron", lead=True)
+    unit, _ = trusted.join(store, af, "cobalt-harbor/heron>lynx#1")
     assert lead.send("cobalt-harbor/heron>lynx#1", "to the unit by codename").reached == ["lynx#1"]
     assert unit.send("cobalt-harbor/heron", "to the lead by codename").reached == ["lead"]
     assert inbox(store, unit) == ["to the unit by codename"]
@@ -174,10 +175,10 @@ def test_S6_parent_reaches_the_run_that_launched_the_sender(
 
 def test_S6_lead_reaches_the_lead_or_is_no_lead(store: Store, operator: Operator) -> None:
     af = operator.create_space("agentiflow").id
-    unit, _ = Agent.join(store, af, "cobalt-harbor/heron>lynx#1")
+    unit, _ = trusted.join(store, af, "cobalt-harbor/heron>lynx#1")
     r = undelivered(lambda: unit.send("lead", "no lead yet"))
     assert not_reached(r) == [("lead", "no_lead")]
-    lead, _ = Agent.join(store, af, "cobalt-harbor/heron", lead=True)
+    lead, _ = trusted.join(store, af, "cobalt-harbor/heron", lead=True)
     assert unit.send("lead", "now there is").reached == ["lead"]
     assert inbox(store, lead) == ["now there is"]
 
@@ -344,8 +345,8 @@ def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, A
 
 def test_S7_inbox_cap_is_a_space_setting(store: Store, operator: Operator) -> None:
     sid = operator.create_space("workflow", inbox_cap=2).id
-    a, _ = Agent.join(store, sid, "flow/a")
-    b, _ = Agent.join(store, sid, "flow/b")
+    a, _ = trusted.join(store, sid, "flow/a")
+    b, _ = trusted.join(store, sid, "flow/b")
     a.send("b", "1")
     a.send("b", "2")
     assert not_reached(undelivered(lambda: a.send("b", "3"))) == [("b", "inbox_full")]
@@ -356,8 +357,8 @@ def test_S7_broadcast_full_when_a_live_participant_is_cap_behind(
     store: Store, operator: Operator
 ) -> None:
     sid = operator.create_space("workflow", broadcast_cap=3).id
-    a, _ = Agent.join(store, sid, "flow/a")
-    Agent.join(store, sid, "flow/b")
+    a, _ = trusted.join(store, sid, "flow/a")
+    trusted.join(store, sid, "flow/b")
     for i in range(3):
         a.send("broadcast", f"b{i}")
     n = count(store, "messages")
@@ -423,8 +424,8 @@ def test_S7_a_send_joins_the_callers_transaction(store: Store, crew: dict[str, A
 def test_S7_sequences_are_gap_free_per_space(store: Store, operator: Operator) -> None:
     one = operator.create_space("workflow").id
     two = operator.create_space("workflow").id
-    a, _ = Agent.join(store, one, "flow/a")
-    b, _ = Agent.join(store, two, "flow/b")
+    a, _ = trusted.join(store, one, "flow/a")
+    b, _ = trusted.join(store, two, "flow/b")
     for i in range(5):
         a.send("operator", f"a{i}")
         b.send("operator", f"b{i}")
@@ -456,8 +457,8 @@ def test_S9_addressed_post_lands_in_each_addressees_inbox_with_the_same_cap(
     store: Store, operator: Operator
 ) -> None:
     sid = operator.create_space("workflow", inbox_cap=1).id
-    a, _ = Agent.join(store, sid, "flow/a")
-    b, _ = Agent.join(store, sid, "flow/b")
+    a, _ = trusted.join(store, sid, "flow/a")
+    b, _ = trusted.join(store, sid, "flow/b")
     r = a.post("look at this", addressed_to=["b"])
     assert r.kind == "post" and r.reached == ["b"]
     assert inbox(store, b) == ["look at this"]
@@ -494,8 +495,8 @@ def test_S9_operator_default_target_is_the_lead_in_an_agentiflow(
     store: Store, operator: Operator
 ) -> None:
     af = operator.create_space("agentiflow").id
-    lead, _ = Agent.join(store, af, "cobalt-harbor/heron", lead=True)
-    unit, _ = Agent.join(store, af, "cobalt-harbor/heron>lynx#1")
+    lead, _ = trusted.join(store, af, "cobalt-harbor/heron", lead=True)
+    unit, _ = trusted.join(store, af, "cobalt-harbor/heron>lynx#1")
     assert operator.send(af, "for the lead").reached == ["lead"]
     assert inbox(store, lead) == ["for the lead"] and inbox(store, unit) == []
 
@@ -545,7 +546,7 @@ def test_S9_an_agent_cannot_write_kind_operator_or_sender_operator(
             parse_input(PostInput, {"text": "x", field: "operator"})
     # ... and no participant can take the address `operator`.
     with pytest.raises(errors.InvalidInput, match="reserved"):
-        Agent.join(store, space, "flow/operator")
+        trusted.join(store, space, "flow/operator")
     for agent in crew.values():
         agent.send("operator", "hi")
         agent.post("hi")
@@ -628,7 +629,7 @@ def test_S10_body_cap_at_cap_minus_one_cap_and_cap_plus_one_bytes(
 
 def test_S10_body_cap_is_a_space_setting(store: Store, operator: Operator) -> None:
     sid = operator.create_space("workflow", body_max_bytes=10).id
-    a, _ = Agent.join(store, sid, "flow/a")
+    a, _ = trusted.join(store, sid, "flow/a")
     assert a.send("operator", "0123456789").reached == ["operator"]
     with pytest.raises(errors.BodyTooLarge):
         a.send("operator", "0123456789X")
@@ -679,8 +680,8 @@ def test_S12_the_same_key_from_another_sender_is_refused(
 def test_S12_keys_are_per_space(store: Store, operator: Operator) -> None:
     one = operator.create_space("workflow").id
     two = operator.create_space("workflow").id
-    a, _ = Agent.join(store, one, "flow/a")
-    b, _ = Agent.join(store, two, "flow/a")
+    a, _ = trusted.join(store, one, "flow/a")
+    b, _ = trusted.join(store, two, "flow/a")
     r1 = a.send("operator", "x", idempotency_key="same")
     r2 = b.send("operator", "x", idempotency_key="same")
     assert r1.id != r2.id and not r2.duplicate

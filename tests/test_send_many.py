@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors
 
@@ -29,8 +30,8 @@ def test_send_many_logs_each_message_once_with_consecutive_seqs(
 
 def test_S7_inbox_cap_counts_the_batch_itself(store: Store) -> None:
     space = Operator(store).create_space("workflow", inbox_cap=5).id
-    a, _ = Agent.join(store, space, "w/a")
-    Agent.join(store, space, "w/b")
+    a, _ = trusted.join(store, space, "w/a")
+    trusted.join(store, space, "w/b")
     results = a.send_many([{"to": "b", "text": str(i)} for i in range(8)])
     assert [r.reached for r in results[:5]] == [["b"]] * 5
     assert [n.reason for r in results[5:] for n in r.not_reached] == ["inbox_full"] * 3
@@ -38,8 +39,8 @@ def test_S7_inbox_cap_counts_the_batch_itself(store: Store) -> None:
 
 def test_S7_broadcast_cap_counts_the_batch_itself(store: Store) -> None:
     space = Operator(store).create_space("workflow", broadcast_cap=3).id
-    a, _ = Agent.join(store, space, "w/a")
-    Agent.join(store, space, "w/b")
+    a, _ = trusted.join(store, space, "w/a")
+    trusted.join(store, space, "w/b")
     results = a.send_many([{"to": "broadcast", "text": str(i)} for i in range(5)])
     assert [r.reached for r in results] == [["b"]] * 3 + [[]] * 2
     assert [n.reason for r in results[3:] for n in r.not_reached] == ["broadcast_full"] * 2

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trusted
 
 from broker import Agent, Store
 from tests.served import Server, clean_env
@@ -48,7 +49,7 @@ def new_space(srv: Server, kind: str = "session", **settings: Any) -> str:
 
 
 def join(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent, str]:
-    agent, joined = Agent.join(store, space, codename, **fields)
+    agent, joined = trusted.join(store, space, codename, **fields)
     return agent, joined.token
 
 
@@ -353,7 +354,7 @@ def test_S20_a_long_poll_claim_wakes_on_a_send_from_another_process(
     subprocess.run(
         [sys.executable, "-c", f"from broker import Store, Agent\n"
          f"s = Store({srv.url!r})\n"
-         f"Agent.join(s, {sid!r}, 'heron')[0].send('lynx', 'wake up')"],
+         f"trusted.join(s, {sid!r}, 'heron')[0].send('lynx', 'wake up')"],
         check=True, env=clean_env(srv.home),
     )  # fmt: skip
     t.join(40)

@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trusted
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
-from broker import Agent, Operator, Store  # noqa: E402
+from broker import Operator, Store  # noqa: E402
 from tests.served import Server  # noqa: E402
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(1800)]
@@ -56,8 +57,8 @@ def test_S33_fuzz_every_endpoint_no_server_error_and_responses_match_the_documen
         if path.endswith("/messages/stream"):
             continue  # an SSE stream never ends by itself: tested in test_server.py
         sid = op.create_space("session").id
-        agent, joined = Agent.join(store, sid, "lynx", tools=["*", "board.*"])
-        Agent.join(store, sid, "otter")
+        agent, joined = trusted.join(store, sid, "lynx", tools=["*", "board.*"])
+        trusted.join(store, sid, "otter")
         agent.send("otter", "a message to claim")
         secret = joined.token if "/agent" in path or path == "/api/me" else srv.key
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, messages, participants, spaces
 
@@ -159,7 +160,7 @@ def test_S1_stop_records_every_participant_as_left(
 def test_S1_sending_into_a_stopped_or_archived_space_is_refused(
     store: Store, operator: Operator, space: str, join: Callable[..., Agent], end: str
 ) -> None:
-    lynx, joined = Agent.join(store, space, "flow/lynx")
+    lynx, joined = trusted.join(store, space, "flow/lynx")
     token = joined.token
     join("flow/otter")
     getattr(spaces, end)(store, space)
@@ -173,15 +174,15 @@ def test_S1_sending_into_a_stopped_or_archived_space_is_refused(
     with pytest.raises(errors.SpaceNotRunning), store.write() as t:  # the send itself too
         messages.send_in_tx(store, t, space, messages.Sender("lynx", None), "direct", [], "x")
     with pytest.raises(errors.SpaceNotRunning):
-        Agent.join(store, space, "flow/heron")
+        trusted.join(store, space, "flow/heron")
     assert (count(store, "messages"), count(store, "deliveries")) == before
 
 
 def test_S1_spaces_do_not_share_messages(store: Store, operator: Operator) -> None:
     one = operator.create_space("workflow").id
     two = operator.create_space("workflow").id
-    a, _ = Agent.join(store, one, "flow/lynx")
-    Agent.join(store, two, "flow/otter")
+    a, _ = trusted.join(store, one, "flow/lynx")
+    trusted.join(store, two, "flow/otter")
     with pytest.raises(errors.NotDelivered, match="no_live_participant"):
         a.send("otter", "across spaces")  # a bare name nobody has here
     with pytest.raises(errors.NotDelivered, match="unknown_participant"):

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trusted
 from conftest import Clock
 
-from broker import Agent, Operator, Store, errors
+from broker import Operator, Store, errors
 from broker.records import Lease
 
 
@@ -32,8 +33,8 @@ class Stale:
 
     def __init__(self, store: Store, clock: Clock) -> None:
         sid = Operator(store).create_space("workflow", lease_seconds=10).id
-        a, _ = Agent.join(store, sid, "a")
-        self.b, _ = Agent.join(store, sid, "b")
+        a, _ = trusted.join(store, sid, "a")
+        self.b, _ = trusted.join(store, sid, "b")
         self.mid = a.send("b", "the job").id
         self.old: Lease = self.b.claim(lease=10)
         clock.advance(11)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 import broker.db
 from broker import Agent, Operator, Store, errors, spaces
@@ -270,8 +271,8 @@ def _in_child(fn: Callable[[], None]) -> int:
 
 
 def test_store_connection_is_safe_after_fork(store: Store, space: str) -> None:
-    lynx, joined = Agent.join(store, space, "flow/lynx")
-    otter, _ = Agent.join(store, space, "flow/otter")
+    lynx, joined = trusted.join(store, space, "flow/lynx")
+    otter, _ = trusted.join(store, space, "flow/otter")
     otter.send("lynx", "from the parent, before fork")
     held = store._local.conn  # the parent's connection, in use
 
@@ -298,7 +299,7 @@ def test_store_connection_is_safe_after_fork(store: Store, space: str) -> None:
 def test_store_fork_inside_a_transaction_leaves_the_parent_transaction_intact(
     store: Store, space: str
 ) -> None:
-    otter, _ = Agent.join(store, space, "flow/otter")
+    otter, _ = trusted.join(store, space, "flow/otter")
     with store.write() as t:
         otter.send("operator", "parent, in a transaction", tx=t)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
 
@@ -31,10 +32,10 @@ class Crew:
         self.store = store
         self.op = Operator(store)
         self.sid = self.op.create_space("workflow").id
-        self.lead, _ = Agent.join(store, self.sid, "boss", lead=True)
-        self.a, _ = Agent.join(store, self.sid, "a")
-        self.c, _ = Agent.join(store, self.sid, "c")
-        self.b, _ = Agent.join(store, self.sid, "b")
+        self.lead, _ = trusted.join(store, self.sid, "boss", lead=True)
+        self.a, _ = trusted.join(store, self.sid, "a")
+        self.c, _ = trusted.join(store, self.sid, "c")
+        self.b, _ = trusted.join(store, self.sid, "b")
 
 
 @pytest.fixture
@@ -350,7 +351,7 @@ def test_S19_transcript_rebuild_equals_what_the_model_was_shown(crew: Crew) -> N
 
 def test_S19_transcript_keeps_notices_and_what_was_sent_before_any_turn(crew: Crew) -> None:
     sid, store = crew.sid, crew.store
-    mute, _ = Agent.join(store, sid, "mute", messaging=False)
+    mute, _ = trusted.join(store, sid, "mute", messaging=False)
     with pytest.raises(errors.ToolUnavailable):
         mute.send("a", "hello?")
     crew.a.send("mute", "you are receive-only")

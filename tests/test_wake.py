@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, spaces, wake
 from broker.follow import follow_log
@@ -40,8 +41,8 @@ class Pair:
     def __init__(self, store: Store, **settings: Any) -> None:
         self.store = store
         self.space = Operator(store).create_space("workflow", **settings).id
-        self.a, ja = Agent.join(store, self.space, "w/a")
-        self.b, jb = Agent.join(store, self.space, "w/b")
+        self.a, ja = trusted.join(store, self.space, "w/a")
+        self.b, jb = trusted.join(store, self.space, "w/b")
         self.a_token, self.b_token = ja.token, jb.token
         self.b_key = wake.participant_key(self.b.identity.participant_id)
 
@@ -176,10 +177,8 @@ def test_S20_a_log_follower_in_another_process_is_woken_by_the_doorbell_of_its_s
     assert w.result() == ["logged"]
 
 
-def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(
-    store: Store, two: Pair
-) -> None:
-    other, _ = Agent.join(store, two.space, "w/c")
+def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(store: Store, two: Pair) -> None:
+    other, _ = trusted.join(store, two.space, "w/c")
     with wake.Waiter(store, [two.b_key]) as waiter:
         assert waiter.polling is False
         assert wake.ring_keys(store, [wake.participant_key(other.identity.participant_id)]) == 0

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import trusted
 
 from broker import Operator, Store, errors
 
@@ -326,11 +327,10 @@ def test_storage_the_wal_stays_bounded_under_the_writer_lock(store: Store) -> No
     """SQLite's automatic checkpoint folds the WAL back as writes go through the
     writer lock; the broker never opens SQLite's -shm itself (closing such a
     descriptor would drop SQLite's own POSIX locks on it)."""
-    from broker import Agent
 
     space = Operator(store).create_space("workflow", inbox_cap=10**9).id
-    a, _ = Agent.join(store, space, "a")
-    Agent.join(store, space, "b")
+    a, _ = trusted.join(store, space, "a")
+    trusted.join(store, space, "b")
     with store.read() as t:
         assert t.one("PRAGMA wal_autocheckpoint")[0] == 1000
     wal_sizes = []

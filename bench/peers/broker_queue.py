@@ -62,7 +62,7 @@ def open_space(folder: Path) -> tuple[Store, str]:
 
 def join_agent(store: Store, space: str, codename: str) -> Joined:
     """Join ``codename`` to ``space`` (the bench's one place that knows how)."""
-    return Agent.join(store, space, codename)[1]
+    return Operator(store).join(space, codename)[1]
 
 
 class BrokerQueue:
@@ -79,8 +79,8 @@ class BrokerQueue:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.store, self.space = open_space(folder)
-        self.sender, self.sender_joined = Agent.join(self.store, self.space, "sender")
-        self.worker, self.worker_joined = Agent.join(self.store, self.space, "worker")
+        self.sender, self.sender_joined = Operator(self.store).join(self.space, "sender")
+        self.worker, self.worker_joined = Operator(self.store).join(self.space, "worker")
         self.claim = api(self.worker, "claim")
         self.ack = api(self.worker, "ack")
         self.ack_and_claim = api(self.worker, "ack_and_claim")

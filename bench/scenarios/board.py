@@ -53,10 +53,10 @@ class _Broker:
 
     def __init__(self, folder: Path, procs: int) -> None:
         from bench.peers.broker_queue import open_space
-        from broker import Agent
+        from broker import Operator
 
         self.store, self.space = open_space(folder)
-        self.agents = [Agent.join(self.store, self.space, f"b{i}")[0] for i in range(procs)]
+        self.agents = [Operator(self.store).join(self.space, f"b{i}")[0] for i in range(procs)]
 
     def worker(self, i: int) -> tuple[Any, Any]:
         from bench.peers.broker_queue import api

@@ -41,7 +41,7 @@ def mcp(ctx: Ctx) -> Scenario:
         sc.add(Row("mcp_sdk", status="skipped", reason=f"MCP SDK not installed ({exc})"))
         return sc
 
-    from broker import Agent, Operator, Store
+    from broker import Operator, Store
 
     calls = max(50, ctx.sizes.turns)
     cli_runs = ctx.sizes.cli_runs
@@ -49,8 +49,8 @@ def mcp(ctx: Ctx) -> Scenario:
     folder = ctx.scratch("mcp")
     store = Store(f"sqlite:///{folder / 'broker.db'}")
     space = Operator(store).create_space("workflow", inbox_cap=calls * 4 + 100).id
-    sender, sj = Agent.join(store, space, "sender")
-    worker, wj = Agent.join(store, space, "worker")
+    sender, sj = Operator(store).join(space, "sender")
+    worker, wj = Operator(store).join(space, "worker")
     base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
 
     def env(address: str, token: str) -> dict[str, str]:

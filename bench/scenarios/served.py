@@ -144,15 +144,15 @@ def served(ctx: Ctx) -> Scenario:
         "sends_per_process": per,
         "transport": "HTTP/1.1 keep-alive, loopback TCP",
     }
-    from broker import Agent, Operator, Store
+    from broker import Operator, Store
 
     srv = _Served(ctx.scratch("served"))
     try:
         store = Store(srv.url)
         sid = Operator(store).create_space("workflow", **LIMITS).id
-        Agent.join(store, sid, "sink")
-        http_tokens = [Agent.join(store, sid, f"h{i}")[1].token for i in range(procs)]
-        emb = [(f"e{i}", Agent.join(store, sid, f"e{i}")[1].token) for i in range(procs)]
+        Operator(store).join(sid, "sink")
+        http_tokens = [Operator(store).join(sid, f"h{i}")[1].token for i in range(procs)]
+        emb = [(f"e{i}", Operator(store).join(sid, f"e{i}")[1].token) for i in range(procs)]
         before = srv.request("GET", "/healthz", "")
         # embedded first, then HTTP, then embedded again (the machine drifts): the best of each
         runs: dict[str, list[tuple[float, list[int], int]]] = {"embedded": [], "http": []}
@@ -201,10 +201,10 @@ def served(ctx: Ctx) -> Scenario:
 
 
 def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
-    from broker import Agent
+    from broker import Operator
 
     runs = 5 if ctx.quick else 20
-    joined = Agent.join(store, sid, "cli")[1]
+    joined = Operator(store).join(sid, "cli")[1]
     base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
     script = Path(sys.executable).parent / "broker"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
@@ -239,11 +239,11 @@ def _cli(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str) -> None:
 def _fanout(
     ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, subscribers: int, messages: int
 ) -> None:
-    from broker import Agent, Operator
+    from broker import Operator
 
     sid = Operator(store).create_space("workflow", **LIMITS).id  # a fresh log: no backlog to stream
-    Agent.join(store, sid, "sink")
-    token = Agent.join(store, sid, "announcer")[1].token
+    Operator(store).join(sid, "sink")
+    token = Operator(store).join(sid, "announcer")[1].token
     got: list[list[int]] = [[] for _ in range(subscribers)]
     ready = threading.Barrier(subscribers + 1)
     marker = re.compile(rb'"body":"fan (\d+) (\d+)"')
@@ -312,9 +312,9 @@ def _send_rate(srv: _Served, sid: str, token: str, n: int) -> float:
 
 
 def _stalled(ctx: Ctx, sc: Scenario, srv: _Served, store: Any, sid: str, *, messages: int) -> None:
-    from broker import Agent
+    from broker import Operator
 
-    token = Agent.join(store, sid, "writer")[1].token
+    token = Operator(store).join(sid, "writer")[1].token
     free = _send_rate(srv, sid, token, messages)
     stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -60,14 +60,14 @@ def turn(ctx: Ctx) -> Scenario:
 
 
 def _broker_turns(ctx: Ctx, n: int) -> Row:
-    from broker import Agent, Operator
+    from broker import Operator
 
     store, space = open_space(ctx.scratch("turn-broker"))
     try:
         op = Operator(store)
-        lead, _ = Agent.join(store, space, "boss", lead=True)
-        peer, _ = Agent.join(store, space, "peer")
-        worker, _ = Agent.join(store, space, "worker")
+        lead, _ = Operator(store).join(space, "boss", lead=True)
+        peer, _ = Operator(store).join(space, "peer")
+        worker, _ = Operator(store).join(space, "worker")
         directive = api(lead, "directive")
         directive("worker", "standing rule one: keep answers short")
         directive("worker", "standing rule two: cite the message id")
@@ -219,12 +219,12 @@ def _row(
 
 
 def _bcast_broker(ctx: Ctx, n: int, rounds: int) -> Row:
-    from broker import Agent
+    from broker import Operator
 
     store, space = open_space(ctx.scratch(f"bcast-broker-{n}"))
     try:
-        sender, _ = Agent.join(store, space, "sender")
-        receivers = [Agent.join(store, space, f"r{i}")[0] for i in range(n)]
+        sender, _ = Operator(store).join(space, "sender")
+        receivers = [Operator(store).join(space, f"r{i}")[0] for i in range(n)]
         calls = [(api(r, "next_turn"), api(r, "seen")) for r in receivers]
         send: list[int] = []
         reads: list[int] = []

@@ -59,11 +59,11 @@ class _BrokerPair:
 
     def __init__(self, folder: Path, waiters: int = 1) -> None:
         from bench.peers.broker_queue import api, open_space
-        from broker import Agent
+        from broker import Operator
 
         self.store, self.space = open_space(folder)
-        self.sender, _ = Agent.join(self.store, self.space, "sender")
-        self.waiters = [Agent.join(self.store, self.space, f"w{i}")[0] for i in range(waiters)]
+        self.sender, _ = Operator(self.store).join(self.space, "sender")
+        self.waiters = [Operator(self.store).join(self.space, f"w{i}")[0] for i in range(waiters)]
         self._api = api
 
     def send(self, text: str, to: int = 0) -> int:

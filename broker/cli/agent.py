@@ -79,7 +79,7 @@ def run(
     `broker` itself. Write `--` before COMMAND.
     """
     from broker import errors, runtime
-    from broker.client import Agent
+    from broker.client import Agent, Operator
 
     s = store()
     env_token = os.environ.get("BROKER_TOKEN")
@@ -87,8 +87,9 @@ def run(
         me = Agent.connect(s, run_id, name, env_token)  # spawned with an identity: keep it
         token = env_token
     else:
-        me, joined = Agent.join(
-            s,
+        # An operator command: it joins NAME on the agent's behalf with the
+        # operator key (S27), found as every operator command finds it (S29).
+        me, joined = Operator(s, via="cli").join(
             run_id,
             name,
             agent=agent_name,

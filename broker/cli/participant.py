@@ -52,6 +52,23 @@ from broker.vocab import ARCHETYPES
     metavar="NAME",
     help="Grant only these tools (repeatable; board.directive and board.retract only by name).",
 )
+@click.option(
+    "--join-key",
+    metavar="SECRET",
+    help="The space's join key (default: BROKER_JOIN_KEY); `space create` prints it.",
+)
+@click.option(
+    "--parent-token",
+    metavar="SECRET",
+    help="Join as a child of the participant whose token this is (instead of a join key).",
+)
+@click.option(
+    "--token",
+    "holder_token",
+    envvar="BROKER_TOKEN",
+    metavar="SECRET",
+    help="Re-join (retry) an address still held live: its holder's token.",
+)
 @json_option
 def join(
     run_id: str,
@@ -67,21 +84,33 @@ def join(
     lead: bool,
     messaging: str,
     tools: tuple[str, ...],
+    join_key: str | None,
+    parent_token: str | None,
+    holder_token: str | None,
     as_json: bool,
 ) -> None:
     """Join space RUN_ID as CODENAME (and register in its directory); prints
     the address and a secret token, shown once.
 
-    A retried run (CODENAME with an @N attempt) re-joins with the same address
-    and keeps its inbox."""
+    Joining takes the space's join key (--join-key or BROKER_JOIN_KEY) or, for a
+    child, its parent's token (--parent-token): the child's grant is at most the
+    parent's. A retried run (CODENAME with an @N attempt) re-joins with the same
+    address and keeps its inbox; while the address is held live, the retry
+    presents the holder's token (--token or BROKER_TOKEN)."""
+    import os
     import shlex
 
     from broker.client import Agent
 
+    if not join_key and not parent_token:
+        join_key = os.environ.get("BROKER_JOIN_KEY") or None
     _, joined = Agent.join(
         store(),
         run_id,
         codename,
+        join_key=join_key,
+        parent_token=parent_token,
+        token=holder_token or None,
         agent=agent_name,
         run_id=own_run_id,
         step=step,

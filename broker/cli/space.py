@@ -49,7 +49,10 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
 )
 @json_option
 def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
-    """Create a space and print its id (creates the store if there is none)."""
+    """Create a space (and the store if there is none); print its id and its
+    join key, shown this once, as one line for the shell:
+    `eval "$(broker space create --kind run)"` sets BROKER_SPACE and
+    BROKER_JOIN_KEY (--json: {"id": ..., "join_key": ..., ...})."""
     if server() is not None:  # client mode: the server has the store
         op = operator()
     else:
@@ -63,7 +66,27 @@ def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         emit_json(sp)
     else:
-        click.echo(sp.id)
+        click.echo(f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
+
+
+@space.command("join-key")
+@click.argument("run_id")
+@click.option(
+    "--rotate",
+    is_flag=True,
+    required=True,
+    help="Make a new join key (required: the old key is never shown again).",
+)
+@json_option
+def join_key(run_id: str, rotate: bool, as_json: bool) -> None:
+    """Give space RUN_ID a new join key and print it (S27): for a space made
+    before join keys, or whose key was lost or leaked. The old key stops
+    working; participants already in keep their tokens."""
+    new = operator().rotate_join_key(run_id)
+    if as_json:
+        emit_json(new)
+    else:
+        click.echo(f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
 
 
 @space.command("list")

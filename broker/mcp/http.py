@@ -54,18 +54,13 @@ def bearer(scope: Scope) -> str | None:
 def identify(store: Store, secret: str) -> AsyncAgent | AsyncOperator:
     """The agent whose token ``secret`` is, or the operator if it is the
     operator key; anything else is ``auth_failed`` (one message, no oracle)."""
-    # PENDING the merge of served mode (Agent.from_token) and Trust
-    # (Operator(store, key=...)): looked up by name until both are on main.
-    from_token: Any = getattr(Agent, "from_token", None)
-    if from_token is not None:
-        try:
-            return AsyncAgent.wrap(from_token(store, secret))
-        except errors.AuthError:
-            pass
-    open_operator: Any = Operator
     try:
-        return AsyncOperator.wrap(open_operator(store, key=secret, via="mcp"))
-    except (errors.AuthError, TypeError):  # TypeError: no operator key in this build yet
+        return AsyncAgent.wrap(Agent.from_token(store, secret))
+    except errors.AuthError:
+        pass
+    try:
+        return AsyncOperator.wrap(Operator(store, key=secret, via="mcp"))
+    except errors.AuthError:
         raise errors.AuthError(
             "send an agent's token or the operator key as 'Authorization: Bearer <secret>'"
         ) from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import json
 import logging
 import sys
@@ -43,7 +42,7 @@ from broker.server.api import (
     parse_body,
     parse_query,
 )
-from broker.server.auth import Credentials, bearer, operator_key_file
+from broker.server.auth import Credentials, bearer
 from broker.server.commit import Committer
 from broker.server.errors import error_response, plain
 from broker.server.results import Health
@@ -76,8 +75,6 @@ class ServerState:
         self.hubs: Hubs | None = None
         self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
-        if "key" not in inspect.signature(Operator).parameters:
-            operator_key_file(store)  # TEMPORARY (see auth._make_operator): the key exists at start
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)

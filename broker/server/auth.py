@@ -14,9 +14,6 @@ transaction (``broker.auth.caller``), and a refusal evicts the entry.
 from __future__ import annotations
 
 import hashlib
-import hmac
-import os
-import secrets
 import time
 from collections import OrderedDict
 from typing import Any
@@ -122,30 +119,5 @@ class Credentials:
 
 
 def _make_operator(store: Any, key: str) -> Operator:
-    try:
-        return Operator(store, key=key, via="cp")  # type: ignore[call-arg]  # Trust (API.md)
-    except TypeError:
-        pass
-    # TEMPORARY, until the Trust work (operator key in the store) is on main:
-    # the same key file API.md names, checked here. Remove with the fallback.
-    if not hmac.compare_digest(_digest(key), _digest(operator_key_file(store))):
-        raise errors.AuthError("operator key required: the key given is not this store's")
-    return Operator(store, via="cp")
-
-
-def operator_key_file(store: Any) -> str:
-    """TEMPORARY (see ``_make_operator``): BROKER_OPERATOR_KEY, else the
-    ``<database>.operator-key`` file beside the database, created 0600."""
-    env = os.environ.get("BROKER_OPERATOR_KEY")
-    if env:
-        return env
-    path = f"{store.path}.operator-key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        key = secrets.token_urlsafe(32)
-        f.write(key + "\n")
-    return key
+    """The library's check of the operator key (S29): ``auth_failed`` if not the store's."""
+    return Operator(store, key=key, via="cp")

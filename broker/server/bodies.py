@@ -92,6 +92,8 @@ class JoinBody(_Body):
     lead: bool = False
     messaging: bool = True
     tools: Annotated[list[Id], Field(max_length=64)] | None = None
+    token: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    """the holder's token: re-join (retry) an address still held live (S27)"""
 
 
 # --- agent: the inbox queue (S13-S16) -------------------------------------------------

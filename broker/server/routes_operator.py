@@ -13,7 +13,9 @@ from typing import Any
 from broker.client import Operator
 from broker.records import (
     ClaimGrant,
+    CreatedSpace,
     Joined,
+    JoinKey,
     JournalEntry,
     LogEntry,
     Participant,
@@ -113,9 +115,7 @@ async def stream_messages(call: Call) -> Any:
     after = call.state.resume_point(call)
 
     async def page(pos: int) -> list[LogEntry]:
-        rows: list[LogEntry] = await call.state.run(
-            lambda: op.log(space.id, after=pos, limit=PAGE)
-        )
+        rows: list[LogEntry] = await call.state.run(lambda: op.log(space.id, after=pos, limit=PAGE))
         return rows
 
     return EventStream(
@@ -139,7 +139,12 @@ async def join(call: Call) -> Any:
     b: bodies.JoinBody = call.body
     fields = b.model_dump(exclude_none=True)
     codename = fields.pop("codename")
-    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])  # type: ignore[attr-defined]
+    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
+
+
+async def rotate_join_key(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.rotate_join_key, space.id)
 
 
 async def transcript(call: Call) -> Any:
@@ -188,7 +193,7 @@ def endpoints() -> list[Endpoint]:
                  query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
                  returns=list[Space]),
         Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
-                 body=bodies.CreateSpaceBody, returns=Space, status=201),
+                 body=bodies.CreateSpaceBody, returns=CreatedSpace, status=201),
         Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
         Endpoint("POST", SPACE + "/stop", stop_space, "operator",
                  "Stop a space (it takes no new message or participant)", returns=Space),
@@ -232,8 +237,10 @@ def endpoints() -> list[Endpoint]:
     if hasattr(Operator, "set_space"):
         e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
                           "Change a space's limits", body=bodies.SettingsBody, returns=Space))  # fmt: skip
-    if hasattr(Operator, "join"):
-        e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
-                          "Join a participant on an agent's behalf (its token is shown once)",
-                          body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
+    e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
+                      "Join a participant on an agent's behalf (its token is shown once)",
+                      body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
+    e.append(Endpoint("POST", SPACE + "/join-key", rotate_join_key, "operator",
+                      "A new join key for the space (S27; the old one stops working)",
+                      returns=JoinKey))  # fmt: skip
     return e

@@ -44,6 +44,11 @@ PRAGMA synchronous = FULL
 -- name: foreign_keys
 PRAGMA foreign_keys = ON
 
+-- name: recursive_triggers
+-- S34: INSERT OR REPLACE deletes the row it replaces without firing DELETE
+-- triggers unless this is on, which would let REPLACE rewrite the append-only log.
+PRAGMA recursive_triggers = ON
+
 -- name: journal_size_limit
 -- Bound the WAL on disk after checkpoints (64 MiB).
 PRAGMA journal_size_limit = 67108864
