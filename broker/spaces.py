@@ -13,7 +13,7 @@ from broker import errors
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import Space
-from broker.settings import Limits
+from broker.settings import BOUNDS, Limits, describe
 from broker.vocab import SpaceKind
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
@@ -34,19 +34,39 @@ def _space(row: tuple[Any, ...]) -> Space:
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Check overrides against ``Limits`` and return them normalised."""
+    if not isinstance(settings, dict):
+        raise errors.InvalidInput(f"bad space settings {settings!r}: a mapping of KEY to VALUE")
+    for key in settings:
+        if key not in BOUNDS:
+            raise errors.InvalidInput(
+                f"unknown space setting {key!r}: the settings are {', '.join(BOUNDS)}",
+                field=str(key),
+            )
     try:
         limits = Limits(**settings)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise errors.InvalidInput(f"bad space setting {where}: {first['msg']}") from None
+        span = f" ({describe(where)})" if where in BOUNDS else ""
+        raise errors.InvalidInput(
+            f"bad space setting {where} {settings.get(where)!r}: {first['msg']}{span}", field=where
+        ) from None
     return limits.model_dump(include=set(settings))
 
 
 @lru_cache(maxsize=256)
 def limits_of(settings_json: str) -> Limits:
-    """The limits of a space from its settings column (cached: it is on every send)."""
-    return Limits(**json.loads(settings_json)) if settings_json != "{}" else _DEFAULT_LIMITS
+    """The limits of a space from its settings column (cached: it is on every send).
+
+    Lenient (``Limits.lenient``): settings stored before the bounds existed are
+    clamped, never a reason for a send to fail."""
+    if settings_json == "{}":
+        return _DEFAULT_LIMITS
+    try:
+        stored = json.loads(settings_json)
+    except ValueError:
+        stored = {}
+    return Limits.lenient(stored if isinstance(stored, dict) else {})
 
 
 _DEFAULT_LIMITS = Limits.model_construct()  # the defaults need no validation (or schema build)
