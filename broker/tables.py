@@ -537,6 +537,28 @@ purging = Table(
     "the append-only triggers let that space's rows go, and no other.",
 )
 
+sender_usage = Table(
+    "sender_usage",
+    metadata,
+    Column(
+        "space_id",
+        String(40),
+        primary_key=True,
+        comment="the space (no foreign key: a trigger removes the rows with the space)",
+    ),
+    Column("sender", String(200), primary_key=True, comment="a sender address, or operator"),
+    Column(
+        "log_bytes",
+        Integer,
+        nullable=False,
+        server_default="0",
+        comment="sum of messages.size_bytes of this sender's log rows",
+    ),
+    Column("messages", Integer, nullable=False, server_default="0", comment="its log rows"),
+    comment="Per-sender share of a space's log (S30), kept by triggers on messages "
+    "and spaces (no module writes it), so the share check is one primary-key read.",
+)
+
 
 __all__ = [
     "board_claims",
@@ -548,6 +570,7 @@ __all__ = [
     "participants",
     "purges",
     "purging",
+    "sender_usage",
     "spaces",
     "transcript",
     "turns",
