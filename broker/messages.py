@@ -23,6 +23,7 @@ from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import PostInput, SendInput
 from broker.records import LogEntry, NotReached, SendResult, to_dict
+from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
 from broker.vocab import Via
@@ -364,10 +365,7 @@ class Batch:
                 if pid in self.held:
                     self.held[pid] += 1
         if out.bcast:
-            if (
-                not self.exempt
-                and self.bcast_no - self._slowest_reader() >= limits.broadcast_cap
-            ):
+            if not self.exempt and self.bcast_no - self._slowest_reader() >= limits.broadcast_cap:
                 out.bcast, out.reached, out.ring = False, [], []
                 out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
             else:
@@ -419,7 +417,7 @@ class Batch:
             self.keys[key] = replace(result, duplicate=True)
         return result
 
-    def _check_log(self, limits: Any) -> None:
+    def _check_log(self, limits: Limits) -> None:
         """S11, S30: past ``log_max_mb`` an agent's send is refused, and so it is
         once the sender holds ``sender_share`` of it. The sender's bytes are
         read only when the whole log is past that share (below it nobody can
@@ -448,7 +446,7 @@ class Batch:
                 reason="sender_share",
             )
 
-    def _over_share(self, pid: str, now_waiting: int, limits: Any) -> bool:
+    def _over_share(self, pid: str, now_waiting: int, limits: Limits) -> bool:
         """S30: does this sender hold its share of ``pid``'s inbox? Counted only
         when the inbox itself holds that share (below it, nobody can)."""
         cap = limits.sender_inbox_cap()
@@ -456,9 +454,7 @@ class Batch:
             return False
         held = self.held.get(pid)
         if held is None:
-            row = self.t.one(
-                _SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address}
-            )
+            row = self.t.one(_SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address})
             # Deliveries added by this batch are not in the table yet.
             pending = sum(1 for d in self.deliveries if d[3] == pid)
             held = self.held[pid] = int(row[0]) + pending

@@ -38,10 +38,15 @@ _ABOVE_LOW = {"log_max_mb", "lease_seconds", "sender_share"}
 
 def describe(name: str) -> str:
     """A setting's bounds in words, for error messages and ``space show``."""
-    low, high = BOUNDS[name]
+    low, high = (number(x) for x in BOUNDS[name])
     if name in _ABOVE_LOW:
-        return f"more than {low:g} and at most {high:g}"
-    return f"{low:g} to {high:g}"
+        return f"more than {low} and at most {high}"
+    return f"{low} to {high}"
+
+
+def number(x: float) -> str:
+    """A setting's value as people write it: 1048576, 0.25 (not 1.04858e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def _bound(name: str, default: float, description: str) -> Any:

@@ -14,10 +14,13 @@ from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import Space
 from broker.settings import BOUNDS, Limits, describe
+from broker.sql import stmt
 from broker.vocab import SpaceKind
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
+_SETTINGS = stmt("spaces.settings")
+_SET_SETTINGS = stmt("spaces.set_settings")
 _COLUMNS = "id, kind, state, settings, created_at_utc, updated_at_utc"
 
 
@@ -98,6 +101,29 @@ def create(
         created_at_utc=now,
         updated_at_utc=now,
     )
+
+
+def set_settings(
+    store: Store, ref: str, settings: dict[str, Any], *, tx: Tx | None = None
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Change a space's overrides (S30, S33): ``settings`` are checked against the
+    bounds like at create, then merged over the stored ones. Returns the space
+    id with the overrides before and after; ``broker.usage.set_space`` logs it."""
+    if not settings:
+        raise errors.InvalidInput("no setting given: use KEY=VALUE, e.g. inbox_cap=512")
+    changes = validate_settings(settings)
+    with store.write(tx) as t:
+        sid = resolve_id(t, ref)
+        stored = json.loads(t.one(_SETTINGS, {"space_id": sid})[0])
+        before = stored if isinstance(stored, dict) else {}
+        # A stored value from before the bounds is replaced by the one in effect.
+        in_effect = Limits.lenient(before).model_dump(include={k for k in before if k in BOUNDS})
+        after = in_effect | changes
+        t.execute(
+            _SET_SETTINGS,
+            {"settings": json.dumps(after, sort_keys=True), "now": store.now_ts(), "space_id": sid},
+        )
+    return sid, before, after
 
 
 def resolve_id(tx: Tx, ref: str) -> str:

@@ -20,6 +20,7 @@ from broker.records import (
     QuarantinedDelivery,
     SendResult,
     Space,
+    SpaceUsage,
     TurnRecord,
 )
 from broker.server import bodies
@@ -57,10 +58,13 @@ async def create_space(call: Call) -> Any:
 
 
 async def show_space(call: Call) -> Any:
-    op, space = await _space(call)
-    if hasattr(op, "space"):  # SpaceStatus (limits and usage), once Trust provides it
-        return await call.state.run(op.space, space.id)
+    _, space = await _space(call)
     return space
+
+
+async def space_usage(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.space_usage(space.id, top=call.query["top"] or 10))
 
 
 async def stop_space(call: Call) -> Any:
@@ -76,7 +80,7 @@ async def archive_space(call: Call) -> Any:
 async def set_space(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.SettingsBody = call.body
-    return await call.state.run(lambda: op.set_space(space.id, **b.settings))  # type: ignore[attr-defined]
+    return await call.state.run(lambda: op.set_space(space.id, **b.settings))
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -113,9 +117,7 @@ async def stream_messages(call: Call) -> Any:
     after = call.state.resume_point(call)
 
     async def page(pos: int) -> list[LogEntry]:
-        rows: list[LogEntry] = await call.state.run(
-            lambda: op.log(space.id, after=pos, limit=PAGE)
-        )
+        rows: list[LogEntry] = await call.state.run(lambda: op.log(space.id, after=pos, limit=PAGE))
         return rows
 
     return EventStream(
@@ -229,9 +231,13 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip
-    if hasattr(Operator, "set_space"):
-        e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
-                          "Change a space's limits", body=bodies.SettingsBody, returns=Space))  # fmt: skip
+    e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
+                      "Change a space's limits (S30; bounded, logged)", body=bodies.SettingsBody,
+                      returns=SpaceUsage))  # fmt: skip
+    e.append(Endpoint("GET", SPACE + "/usage", space_usage, "operator",
+                      "A space's limits in effect and their use (S30)",
+                      query=(Query("top", "int", "senders listed (default 10)", 1, 1000),),
+                      returns=SpaceUsage))  # fmt: skip
     if hasattr(Operator, "join"):
         e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
                           "Join a participant on an agent's behalf (its token is shown once)",

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = "0007"
 down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
