@@ -26,10 +26,10 @@ DB_FILENAME = "broker.db"
 # ``Limits.lenient`` clamps a stored value to.
 BOUNDS: dict[str, tuple[float, float]] = {
     "body_max_bytes": (1, 1024 * 1024),
-    "inbox_cap": (1, 100_000),
-    "broadcast_cap": (1, 100_000),
-    "log_max_mb": (0, 65_536),
-    "max_deliveries": (1, 1_000),
+    "inbox_cap": (1, 1_000_000_000),
+    "broadcast_cap": (1, 1_000_000_000),
+    "log_max_mb": (0, 1_048_576),
+    "max_deliveries": (1, 10_000),
     "lease_seconds": (0, 7 * 86400),
     "sender_share": (0, 1),
 }
@@ -68,18 +68,20 @@ class Limits(BaseModel):
         "body_max_bytes", 65536, "largest message body, UTF-8 bytes (1 to 1048576)"
     )
     inbox_cap: int = _bound(
-        "inbox_cap", 256, "waiting deliveries per recipient, inbox_full past it (1 to 100000)"
+        "inbox_cap", 256, "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
     )
     broadcast_cap: int = _bound(
         "broadcast_cap",
         1024,
-        "broadcasts a live participant may have unread, broadcast_full past it (1 to 100000)",
+        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
     )
     log_max_mb: float = _bound(
-        "log_max_mb", 64, "log size in MiB past which sends fail, messaging_full (0 < x <= 65536)"
+        "log_max_mb",
+        64,
+        "log size in MiB past which sends fail, messaging_full (0 < x <= 1048576, 1 TiB)",
     )
     max_deliveries: int = _bound(
-        "max_deliveries", 5, "deliveries before quarantine, S15 (1 to 1000)"
+        "max_deliveries", 5, "deliveries before quarantine, S15 (1 to 10000)"
     )
     lease_seconds: float = _bound(
         "lease_seconds", 30.0, "default claim lease in seconds (0 < x <= 604800, 7 days)"

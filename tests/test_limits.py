@@ -50,7 +50,7 @@ BAD = [
     ("inbox_cap", 2**70),
     ("body_max_bytes", 1024 * 1024 + 1),
     ("broadcast_cap", 0),
-    ("max_deliveries", 1001),
+    ("max_deliveries", 10_001),
     ("sender_share", 1.5),
     ("sender_share", 0),
 ]
@@ -141,7 +141,9 @@ def test_S33_an_import_checks_the_settings_and_reports_file_and_line(
     with pytest.raises(ImportFailed) as info:
         import_dir(other, tmp_path / "out")
     (problem,) = info.value.fields["problems"]
-    assert problem.startswith(f"runs/{sid}/messages/space.json:1: settings: bad space setting {key}")
+    assert problem.startswith(
+        f"runs/{sid}/messages/space.json:1: settings: bad space setting {key}"
+    )
     assert count(other, "SELECT count(*) FROM spaces") == 0
 
 
@@ -198,7 +200,9 @@ def test_S30_one_sender_holds_at_most_its_share_of_an_inbox(
         a.send("b", f"a{i}")
     with pytest.raises(errors.NotDelivered, match="b: sender_share") as info:
         a.send("b", "a4")
-    assert info.value.fields["result"]["not_reached"] == [{"address": "b", "reason": "sender_share"}]
+    assert info.value.fields["result"]["not_reached"] == [
+        {"address": "b", "reason": "sender_share"}
+    ]
     for i in range(4):
         c.send("b", f"c{i}")  # another sender still gets in, up to inbox_cap
     with pytest.raises(errors.NotDelivered, match="b: inbox_full"):
