@@ -119,14 +119,14 @@ def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
     if as_json:
         emit_json({**to_jsonable(sp), "usage": to_jsonable(usage)})
         return
-    settings = ", ".join(f"{k}={v}" for k, v in sorted(sp.settings.items())) or "(defaults)"
+    settings = ", ".join(f"{k}={_num(v)}" for k, v in sorted(sp.settings.items()))
     pct = 100 * usage.log_bytes / usage.log_cap_bytes if usage.log_cap_bytes else 0.0
     keyvals(
         [
             ("id", sp.id),
             ("kind", sp.kind),
             ("state", sp.state),
-            ("settings", settings),
+            ("settings", settings or "(defaults)"),
             ("created", when(sp.created_at_utc)),
             ("updated", when(sp.updated_at_utc)),
             (
@@ -160,6 +160,12 @@ def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
         ["participant", "status", "waiting"],
         empty="(no participants)",
     )
+
+
+def _num(v: object) -> str:
+    from broker.settings import number
+
+    return number(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
 
 
 def _mb(n: int) -> str:
