@@ -422,3 +422,28 @@ def test_S30_flood_of_256_messages_to_the_lead_stops_at_the_share_and_the_urgent
     assert waiting == 129
     first = cli("inbox", "next", "--json", env=lead).json()["items"][0]
     assert (first["group"], first["body"]) == ("urgent", "URGENT: stop")
+
+
+def test_S30_space_set_and_usage_through_a_served_store(tmp_path: Path) -> None:
+    """The same calls over HTTP (broker.remote against a real `broker serve`):
+    bounded, logged, the same usage record; a bad value is invalid_input."""
+    from broker import remote
+    from tests.served import Server
+
+    srv = Server(tmp_path / "home")
+    try:
+        op = remote.RemoteOperator(remote.connect(srv.base), srv.key)
+        sid = op.create_space("workflow").id
+        usage = op.set_space(sid, inbox_cap=300, sender_share=0.2)
+        assert (usage.limits["inbox_cap"], usage.sender_inbox_cap) == (300, 60)
+        assert op.space_usage(sid, top=3) == usage
+        with pytest.raises(errors.InvalidInput, match="bad space setting lease_seconds"):
+            op.set_space(sid, lease_seconds=1e12)
+        assert op.get_space(sid).settings == {"inbox_cap": 300, "sender_share": 0.2}
+        (entry,) = op.log(sid)
+        assert entry.body == (
+            "space settings changed by the operator: inbox_cap 256 -> 300, sender_share 0.5 -> 0.2"
+        )
+        assert entry.via == "cp"
+    finally:
+        srv.stop()
