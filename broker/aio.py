@@ -478,6 +478,8 @@ class AsyncOperator:
     spaces = _in_thread(Operator.spaces)
     get_space = _in_thread(Operator.get_space)
     stop_space = _in_thread(Operator.stop_space)
+    set_space = _in_thread(Operator.set_space)
+    space_usage = _in_thread(Operator.space_usage)
     archive_space = _in_thread(Operator.archive_space)
     prune = _in_thread(Operator.prune)
     board = _in_thread(Operator.board)

@@ -36,6 +36,7 @@ from broker.records import (
     QueueStats,
     SendResult,
     Space,
+    SpaceUsage,
     Turn,
     TurnRecord,
     TurnSeen,
@@ -564,6 +565,22 @@ class Operator:
     def get_space(self, space: str) -> Space:
         """One space by run id (full, compact or a unique prefix, S1)."""
         return spaces.get(self.store, space)
+
+    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+        """Change a space's limits (S30): each setting checked against its bounds
+        (S33, ``invalid_input`` naming it), merged over the space's own, the
+        change logged; returns the limits in effect and their use."""
+        from broker import usage
+
+        return usage.set_space(self.store, space, dict(settings), via=self.via)
+
+    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+        """The limits in effect in ``space`` and their use (S30): log bytes against
+        ``log_max_mb``, the ``top`` senders by log share, each inbox against
+        ``inbox_cap``."""
+        from broker import usage
+
+        return usage.space_usage(self.store, space, top=top)
 
     def stop_space(self, space: str) -> Space:
         """Stop a space: it takes no more messages; its participants are recorded as left."""

@@ -17,7 +17,7 @@ def triggers_ddl(dialect: str) -> list[str]:
 
     ``participants.waiting`` is derived state kept by the database itself, on
     every path that moves a delivery, so the inbox cap (S7) is one read."""
-    out = append_only_ddl(dialect) + purge_ddl(dialect)
+    out = append_only_ddl(dialect) + purge_ddl(dialect) + sender_usage_ddl(dialect)
     if dialect == "sqlite":
         out.append(
             "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
@@ -48,7 +48,7 @@ def triggers_ddl(dialect: str) -> list[str]:
 
 
 def drop_triggers_ddl(dialect: str) -> list[str]:
-    out = drop_append_only_ddl(dialect) + drop_purge_ddl(dialect)
+    out = drop_append_only_ddl(dialect) + drop_purge_ddl(dialect) + drop_sender_usage_ddl(dialect)
     if dialect == "sqlite":
         out += [
             "DROP TRIGGER IF EXISTS deliveries_waiting_insert",
@@ -156,3 +156,51 @@ def drop_append_only_ddl(dialect: str) -> list[str]:
             out.append(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
         out.append("DROP FUNCTION IF EXISTS broker_append_only()")
     return out
+
+
+def sender_usage_ddl(dialect: str) -> list[str]:
+    """``sender_usage`` follows the log (S30): each new log row adds its size to
+    its sender's count; the rows go with their space (a purge). Kept by the
+    database, like ``participants.waiting``, so every path that appends to the
+    log (sends, receipts, imports) counts, and the share check is one read."""
+    if dialect == "sqlite":
+        return [
+            "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
+            "BEGIN INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
+            "ON CONFLICT (space_id, sender) DO UPDATE SET "
+            "log_bytes = log_bytes + excluded.log_bytes, messages = messages + 1; END",
+            "CREATE TRIGGER IF NOT EXISTS spaces_sender_usage AFTER DELETE ON spaces "
+            "BEGIN DELETE FROM sender_usage WHERE space_id = OLD.id; END",
+        ]
+    if dialect == "postgresql":
+        return [
+            "CREATE OR REPLACE FUNCTION broker_sender_usage() RETURNS trigger AS $$ BEGIN "
+            "IF TG_TABLE_NAME = 'spaces' THEN "
+            "DELETE FROM sender_usage WHERE space_id = OLD.id; RETURN NULL; END IF; "
+            "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
+            "ON CONFLICT (space_id, sender) DO UPDATE SET "
+            "log_bytes = sender_usage.log_bytes + excluded.log_bytes, "
+            "messages = sender_usage.messages + 1; RETURN NULL; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER messages_sender_usage AFTER INSERT ON messages "
+            "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
+            "CREATE TRIGGER spaces_sender_usage AFTER DELETE ON spaces "
+            "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
+        ]
+    return []
+
+
+def drop_sender_usage_ddl(dialect: str) -> list[str]:
+    if dialect == "sqlite":
+        return [
+            "DROP TRIGGER IF EXISTS messages_sender_usage",
+            "DROP TRIGGER IF EXISTS spaces_sender_usage",
+        ]
+    if dialect == "postgresql":
+        return [
+            "DROP TRIGGER IF EXISTS messages_sender_usage ON messages",
+            "DROP TRIGGER IF EXISTS spaces_sender_usage ON spaces",
+            "DROP FUNCTION IF EXISTS broker_sender_usage()",
+        ]
+    return []

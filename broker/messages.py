@@ -23,11 +23,15 @@ from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import PostInput, SendInput
 from broker.records import LogEntry, NotReached, SendResult, to_dict
+from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
+from broker.sql import stmt
 from broker.vocab import Via
 
 MB = 1024 * 1024
 OPERATOR = "operator"
+_SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
+_SENDER_WAITING = stmt("usage.sender_waiting")
 
 
 @dataclass(slots=True)
@@ -179,13 +183,23 @@ def operator_send(
 ) -> SendResult:
     """A message from the operator (S9). Only operator surfaces call this.
 
-    Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere."""
+    Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere.
+    The text is checked like an agent's (never empty, S33) before anything is
+    written. A send whose every recipient has left is not an error (S8, seed
+    003): it is logged with ``participant_left`` for each and returned."""
     if via not in ("cli", "cp", "mcp"):
         raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp")
+    if not isinstance(urgent, bool):
+        raise errors.InvalidInput(f"bad urgent {urgent!r}: true or false")
+    given = [to] if isinstance(to, str) else (list(to) if to else [])
+    inp = parse_input(
+        SendInput,
+        {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key},
+    )
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
         kind_row = t.one("SELECT kind FROM spaces WHERE id = ?", (space_id,))
-        names = list(to) if to else ["lead" if kind_row[0] == "agentiflow" else "broadcast"]
+        names = list(inp.to) if given else ["lead" if kind_row[0] == "agentiflow" else "broadcast"]
         targets = [parse_target(n) for n in names]
         for tg in targets:
             if tg.kind in ("parent", "operator"):
@@ -197,11 +211,13 @@ def operator_send(
             Sender(OPERATOR, None),
             "operator",
             targets,
-            text,
+            inp.text,
             urgent=urgent,
             via=via,
-            key=idempotency_key,
+            key=inp.idempotency_key,
         )
+    if result.not_reached and all(n.reason == "participant_left" for n in result.not_reached):
+        return result  # S8's one exception: logged, and the operator's send succeeds
     return _finish(result)
 
 
@@ -289,6 +305,10 @@ class Batch:
         self.messages: list[tuple[Any, ...]] = []
         self.deliveries: list[tuple[Any, ...]] = []
         self.woken: set[str] = set()
+        # S30: the operator passes every space cap; agents are held to their share.
+        self.exempt = sender.participant_id is None and sender.address == OPERATOR
+        self.sender_bytes: int | None = None  # this sender's log bytes, read when needed
+        self.held: dict[str, int] = {}  # recipient -> this sender's deliveries waiting there
 
     def add(
         self,
@@ -313,11 +333,8 @@ class Batch:
                 size=body_bytes,
                 cap=limits.body_max_bytes,
             )
-        if self.log_bytes >= limits.log_max_mb * MB:
-            raise errors.MessagingFull(
-                f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
-                space_id=self.space_id,
-            )
+        if not self.exempt:
+            self._check_log(limits)
         out = _Outcome()
         for target in targets:
             cached = self._resolve(kind, target)
@@ -337,14 +354,18 @@ class Batch:
             if not self.deliver:
                 out.reached.append(address)
                 self.woken.add(pid)
-            elif now_waiting >= limits.inbox_cap:
+            elif not self.exempt and now_waiting >= limits.inbox_cap:
                 out.not_reached.append({"address": address, "reason": "inbox_full"})
+            elif not self.exempt and self._over_share(pid, now_waiting, limits):
+                out.not_reached.append({"address": address, "reason": "sender_share"})
             else:
                 out.reached.append(address)
                 delivered.append(pid)
                 self.waiting[pid] = now_waiting + 1
+                if pid in self.held:
+                    self.held[pid] += 1
         if out.bcast:
-            if self.bcast_no - self._slowest_reader() >= limits.broadcast_cap:
+            if not self.exempt and self.bcast_no - self._slowest_reader() >= limits.broadcast_cap:
                 out.bcast, out.reached, out.ring = False, [], []
                 out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
             else:
@@ -360,6 +381,8 @@ class Batch:
         not_reached_json = json.dumps(out.not_reached) if out.not_reached else "[]"
         size = body_bytes + len(recipients) + len(reached_json) + len(not_reached_json)
         self.log_bytes += size
+        if self.sender_bytes is not None:
+            self.sender_bytes += size
         self.messages.append(
             (
                 mid,
@@ -393,6 +416,49 @@ class Batch:
         if key is not None:
             self.keys[key] = replace(result, duplicate=True)
         return result
+
+    def _check_log(self, limits: Limits) -> None:
+        """S11, S30: past ``log_max_mb`` an agent's send is refused, and so it is
+        once the sender holds ``sender_share`` of it. The sender's bytes are
+        read only when the whole log is past that share (below it nobody can
+        hold more), then kept up to date in the batch."""
+        cap = limits.log_max_mb * MB
+        if self.log_bytes >= cap:
+            raise errors.MessagingFull(
+                f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
+                space_id=self.space_id,
+            )
+        share = cap * limits.sender_share
+        if self.log_bytes < share:
+            return
+        if self.sender_bytes is None:
+            row = self.t.one(
+                _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
+            )
+            self.sender_bytes = int(row[0]) if row else 0
+        if self.sender_bytes >= share:
+            raise errors.MessagingFull(
+                f"{self.sender.address} holds {self.sender_bytes / MB:.1f} MB of the log of space "
+                f"{self.space_id}: its sender_share ({limits.sender_share:g} of log_max_mb "
+                f"{limits.log_max_mb:g} MB) is used up; sends from it are refused",
+                space_id=self.space_id,
+                sender=self.sender.address,
+                reason="sender_share",
+            )
+
+    def _over_share(self, pid: str, now_waiting: int, limits: Limits) -> bool:
+        """S30: does this sender hold its share of ``pid``'s inbox? Counted only
+        when the inbox itself holds that share (below it, nobody can)."""
+        cap = limits.sender_inbox_cap()
+        if now_waiting < cap:
+            return False
+        held = self.held.get(pid)
+        if held is None:
+            row = self.t.one(_SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address})
+            # Deliveries added by this batch are not in the table yet.
+            pending = sum(1 for d in self.deliveries if d[3] == pid)
+            held = self.held[pid] = int(row[0]) + pending
+        return held >= cap
 
     def _logged_key(self, key: str) -> SendResult | None:
         """The first result of an idempotency key already in the log (S12)."""
@@ -449,6 +515,7 @@ class Batch:
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
+        self.held = {}  # the flushed deliveries are in the table now
 
 
 @lru_cache(maxsize=4096)

@@ -26,6 +26,10 @@ Target = Annotated[str, StringConstraints(min_length=1, max_length=400, strip_wh
 def _not_blank(text: str) -> str:
     if not text.strip():
         raise ValueError("message text is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # S33: it could never be stored or printed
+        raise ValueError("message text is not valid text (a lone surrogate)") from None
     return text
 
 

@@ -398,6 +398,55 @@ class Purged:
     at_utc: str
 
 
+@dataclass(frozen=True, slots=True)
+class SenderUse:
+    """One sender's part of a space's log (S30)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    sender: str
+    log_bytes: int
+    messages: int
+    share: float
+    """its part of ``log_max_mb`` (the operator has no cap: it is listed all the same)"""
+
+
+@dataclass(frozen=True, slots=True)
+class InboxUse:
+    """One participant's inbox against ``inbox_cap`` (S30)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    address: str
+    status: Status
+    waiting: int
+    """deliveries ready or being processed"""
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceUsage:
+    """A space's limits in effect and how much of them is used (S30)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    space_id: str
+    state: SpaceState
+    limits: dict[str, Any]
+    """every setting in effect (the space's overrides over the defaults)"""
+    settings: dict[str, Any]
+    """the space's own overrides, as stored"""
+    log_bytes: int
+    log_cap_bytes: int
+    sender_log_cap_bytes: int
+    """what one agent may hold of the log (``sender_share`` of ``log_max_mb``)"""
+    sender_inbox_cap: int
+    """deliveries one sender may have waiting in another's inbox"""
+    messages: int
+    top_senders: list[SenderUse]
+    inboxes: list[InboxUse]
+
+
 # --- to JSON ----------------------------------------------------------------------------
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -37,6 +37,7 @@ from broker.records import (
     QuarantinedDelivery,
     SendResult,
     Space,
+    SpaceUsage,
     Turn,
     TurnRecord,
     TurnSeen,
@@ -570,6 +571,14 @@ class RemoteOperator:
     def archive_space(self, space: str) -> Space:
         data = self._call("POST", _space_path(space) + "/archive")
         return from_dict(Space, data)  # type: ignore[no-any-return]
+
+    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+        data = self._call("PATCH", _space_path(space) + "/settings", body={"settings": settings})
+        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
+
+    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+        data = self._call("GET", _space_path(space) + "/usage", query={"top": top})
+        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
 
     def send(
         self,

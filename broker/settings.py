@@ -9,32 +9,127 @@ Limits have defaults here and can be overridden per space (``space create
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 DB_FILENAME = "broker.db"
 
 
+# The documented bounds of every per-space setting (S33), ``(low, high)``, both
+# inclusive except where ``_ABOVE_LOW`` says the low end is excluded. They are
+# the field constraints below, the table in docs/spec.md and what
+# ``Limits.lenient`` clamps a stored value to.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "body_max_bytes": (1, 1024 * 1024),
+    "inbox_cap": (1, 1_000_000_000),
+    "broadcast_cap": (1, 1_000_000_000),
+    "log_max_mb": (0, 1_048_576),
+    "max_deliveries": (1, 10_000),
+    "lease_seconds": (0, 7 * 86400),
+    "sender_share": (0, 1),
+}
+_ABOVE_LOW = {"log_max_mb", "lease_seconds", "sender_share"}
+
+
+def describe(name: str) -> str:
+    """A setting's bounds in words, for error messages and ``space show``."""
+    low, high = (number(x) for x in BOUNDS[name])
+    if name in _ABOVE_LOW:
+        return f"more than {low} and at most {high}"
+    return f"{low} to {high}"
+
+
+def number(x: float) -> str:
+    """A setting's value as people write it: 1048576, 0.25 (not 1.04858e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _bound(name: str, default: float, description: str) -> Any:
+    low, high = BOUNDS[name]
+    if name in _ABOVE_LOW:
+        return Field(default, gt=low, le=high, description=description)
+    return Field(default, ge=low, le=high, description=description)
+
+
 class Limits(BaseModel):
-    """Per-space limits (S7, S10, S11, S15). Every field can be set per space."""
+    """Per-space limits (S7, S10, S11, S15, S30). Every field can be set per space
+    and must be finite and inside ``BOUNDS`` (S33)."""
 
     # Built on first validation (a space with custom settings), not at import.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # nan and inf are refused outright: an infinite lease overflows a timestamp.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
-    body_max_bytes: int = Field(65536, ge=1, description="largest message body, UTF-8 bytes")
-    inbox_cap: int = Field(256, ge=1, description="waiting deliveries per recipient (inbox_full)")
-    broadcast_cap: int = Field(
-        1024, ge=1, description="broadcasts a live participant may have unread (broadcast_full)"
+    body_max_bytes: int = _bound(
+        "body_max_bytes", 65536, "largest message body, UTF-8 bytes (1 to 1048576)"
     )
-    log_max_mb: float = Field(
-        64, gt=0, description="log size past which sends fail (messaging_full)"
+    inbox_cap: int = _bound(
+        "inbox_cap", 256, "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
     )
-    max_deliveries: int = Field(5, ge=1, description="deliveries before quarantine (S15)")
-    lease_seconds: float = Field(30.0, gt=0, description="default claim lease")
+    broadcast_cap: int = _bound(
+        "broadcast_cap",
+        1024,
+        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
+    )
+    log_max_mb: float = _bound(
+        "log_max_mb",
+        64,
+        "log size in MiB past which sends fail, messaging_full (0 < x <= 1048576, 1 TiB)",
+    )
+    max_deliveries: int = _bound(
+        "max_deliveries", 5, "deliveries before quarantine, S15 (1 to 10000)"
+    )
+    lease_seconds: float = _bound(
+        "lease_seconds", 30.0, "default claim lease in seconds (0 < x <= 604800, 7 days)"
+    )
+    sender_share: float = _bound(
+        "sender_share",
+        0.5,
+        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0 < x <= 1)",
+    )
+
+    def sender_inbox_cap(self) -> int:
+        """Waiting deliveries one sender may hold in one inbox (at least 1)."""
+        return max(1, int(self.inbox_cap * self.sender_share))
+
+    @classmethod
+    def lenient(cls, stored: dict[str, Any]) -> Limits:
+        """The limits in effect for settings already in a store, which may predate
+        the bounds (or come from an old import): a number above its bound is
+        clamped to the bound, one below it (or not a number at all) falls back
+        to the default, and an unknown key is ignored. A send never fails on a stored setting; the
+        operator sees the values in effect in ``space show`` and fixes them
+        with ``space set``."""
+        good: dict[str, Any] = {}
+        for name, value in stored.items():
+            if name not in BOUNDS:
+                continue
+            try:
+                good[name] = getattr(cls(**{name: value}), name)
+                continue
+            except (ValueError, TypeError):
+                pass
+            fixed = _clamp(name, value)
+            if fixed is not None:
+                good[name] = fixed
+        return cls(**good)
+
+
+def _clamp(name: str, value: Any) -> float | None:
+    """``value`` moved inside ``BOUNDS[name]``; None: use the default."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    low, high = BOUNDS[name]
+    if math.isnan(number) or number < low or (number == low and name in _ABOVE_LOW):
+        return None
+    number = min(number, high)
+    return int(number) if Limits.model_fields[name].annotation is int else number
 
 
 @dataclass(frozen=True)

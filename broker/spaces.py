@@ -13,13 +13,15 @@ from broker import errors, trust
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import CreatedSpace, JoinKey, Space
-from broker.settings import Limits
+from broker.settings import BOUNDS, Limits, describe
 from broker.sql import stmt
 from broker.vocab import SpaceKind
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
 _SET_JOIN_KEY = stmt("trust.set_join_key")
+_SETTINGS = stmt("spaces.settings")
+_SET_SETTINGS = stmt("spaces.set_settings")
 _COLUMNS = "id, kind, state, settings, created_at_utc, updated_at_utc"
 
 
@@ -36,19 +38,39 @@ def _space(row: tuple[Any, ...]) -> Space:
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Check overrides against ``Limits`` and return them normalised."""
+    if not isinstance(settings, dict):
+        raise errors.InvalidInput(f"bad space settings {settings!r}: a mapping of KEY to VALUE")
+    for key in settings:
+        if key not in BOUNDS:
+            raise errors.InvalidInput(
+                f"unknown space setting {key!r}: the settings are {', '.join(BOUNDS)}",
+                field=str(key),
+            )
     try:
         limits = Limits(**settings)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise errors.InvalidInput(f"bad space setting {where}: {first['msg']}") from None
+        span = f" ({describe(where)})" if where in BOUNDS else ""
+        raise errors.InvalidInput(
+            f"bad space setting {where} {settings.get(where)!r}: {first['msg']}{span}", field=where
+        ) from None
     return limits.model_dump(include=set(settings))
 
 
 @lru_cache(maxsize=256)
 def limits_of(settings_json: str) -> Limits:
-    """The limits of a space from its settings column (cached: it is on every send)."""
-    return Limits(**json.loads(settings_json)) if settings_json != "{}" else _DEFAULT_LIMITS
+    """The limits of a space from its settings column (cached: it is on every send).
+
+    Lenient (``Limits.lenient``): settings stored before the bounds existed are
+    clamped, never a reason for a send to fail."""
+    if settings_json == "{}":
+        return _DEFAULT_LIMITS
+    try:
+        stored = json.loads(settings_json)
+    except ValueError:
+        stored = {}
+    return Limits.lenient(stored if isinstance(stored, dict) else {})
 
 
 _DEFAULT_LIMITS = Limits.model_construct()  # the defaults need no validation (or schema build)
@@ -100,6 +122,29 @@ def create(
         created_at_utc=now,
         updated_at_utc=now,
     )
+
+
+def set_settings(
+    store: Store, ref: str, settings: dict[str, Any], *, tx: Tx | None = None
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Change a space's overrides (S30, S33): ``settings`` are checked against the
+    bounds like at create, then merged over the stored ones. Returns the space
+    id with the overrides before and after; ``broker.usage.set_space`` logs it."""
+    if not settings:
+        raise errors.InvalidInput("no setting given: use KEY=VALUE, e.g. inbox_cap=512")
+    changes = validate_settings(settings)
+    with store.write(tx) as t:
+        sid = resolve_id(t, ref)
+        stored = json.loads(t.one(_SETTINGS, {"space_id": sid})[0])
+        before = stored if isinstance(stored, dict) else {}
+        # A stored value from before the bounds is replaced by the one in effect.
+        in_effect = Limits.lenient(before).model_dump(include={k for k in before if k in BOUNDS})
+        after = in_effect | changes
+        t.execute(
+            _SET_SETTINGS,
+            {"settings": json.dumps(after, sort_keys=True), "now": store.now_ts(), "space_id": sid},
+        )
+    return sid, before, after
 
 
 def resolve_id(tx: Tx, ref: str) -> str:

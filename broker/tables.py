@@ -558,6 +558,29 @@ operator_key = Table(
 )
 
 
+sender_usage = Table(
+    "sender_usage",
+    metadata,
+    Column(
+        "space_id",
+        String(40),
+        primary_key=True,
+        comment="the space (no foreign key: a trigger removes the rows with the space)",
+    ),
+    Column("sender", String(200), primary_key=True, comment="a sender address, or operator"),
+    Column(
+        "log_bytes",
+        Integer,
+        nullable=False,
+        server_default="0",
+        comment="sum of messages.size_bytes of this sender's log rows",
+    ),
+    Column("messages", Integer, nullable=False, server_default="0", comment="its log rows"),
+    comment="Per-sender share of a space's log (S30), kept by triggers on messages "
+    "and spaces (no module writes it), so the share check is one primary-key read.",
+)
+
+
 __all__ = [
     "board_claims",
     "claim_journal",
@@ -569,6 +592,7 @@ __all__ = [
     "participants",
     "purges",
     "purging",
+    "sender_usage",
     "spaces",
     "transcript",
     "turns",

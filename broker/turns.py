@@ -39,6 +39,7 @@ from broker.records import Delivery, Turn, TurnItem, TurnSeen
 from broker.sql import stmt
 from broker.vocab import TurnGroup
 
+_WAITING = stmt("turns.waiting")
 _INSERT = stmt("turns.insert")
 _CURSOR = stmt("turns.cursor")
 _BROADCASTS = stmt("turns.broadcasts")
@@ -267,10 +268,15 @@ def _turn_once(
         limits = auth.caller(t, ident, now).limits
         expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
         token = new_token()
+        if limit is None:
+            # The whole inbox: the operator's messages pass inbox_cap (S30), and
+            # an urgent one past the cap must be in this turn, first.
+            waiting = t.one(_WAITING, {"participant_id": pid})[0]
+            limit = min(inbox.MAX_LIMIT, max(limits.inbox_cap, waiting))
         got = inbox.claim_rows(
             t,
             pid,
-            limit or limits.inbox_cap,
+            limit,
             token,
             inbox.default_owner(ident),
             now,

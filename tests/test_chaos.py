@@ -113,7 +113,11 @@ def run_chaos(
     its second batch. At the end the workers finish their batches and exit."""
     url = f"sqlite:///{tmp_path / 'chaos.db'}"
     store = Store(url)
-    sid = Operator(store).create_space("workflow", inbox_cap=messages + 10, max_deliveries=1000).id
+    sid = (
+        Operator(store)
+        .create_space("workflow", inbox_cap=messages + 10, max_deliveries=1000, sender_share=1)
+        .id
+    )
     producer, _ = trusted.join(store, sid, "producer")
     pool, joined = trusted.join(store, sid, "pool")
     inbox_id = pool.identity.participant_id

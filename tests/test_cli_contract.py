@@ -181,10 +181,13 @@ LISTS: dict[tuple[str, ...], type] = {
     ("queue", "quarantined"): records.QuarantinedDelivery,
     ("transcript",): records.TurnRecord,
 }
+SPACE_FIELDS = ("id", "kind", "state", "settings", "created_at_utc", "updated_at_utc")
 SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("space", "create"): records.CreatedSpace,
     ("space", "join-key"): records.JoinKey,
-    ("space", "show"): records.Space,
+    # a Space with its limits in effect and their use (S30): records.SpaceUsage
+    ("space", "show"): {*SPACE_FIELDS, "usage"},
+    ("space", "set"): {*SPACE_FIELDS, "usage"},
     ("space", "stop"): records.Space,
     ("space", "archive"): records.Space,
     ("join",): records.Joined,
@@ -301,6 +304,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
 
     singles: dict[tuple[str, ...], tuple[list[str], dict[str, str] | None]] = {
         ("space", "show"): ([sid], None),
+        ("space", "set"): ([sid, "inbox_cap=300"], None),
         ("dir", "show"): ([sid, "lynx#1"], None),
         ("msg", "send"): (["--to", "lead", "hi"], lynx),
         ("message", "send"): ([sid, "--to", "lead", "hi"], None),

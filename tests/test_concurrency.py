@@ -41,7 +41,7 @@ def _worker(
 
 def run_senders(store: Store, workers: int, per_worker: int) -> int:
     op = Operator(store)
-    space = op.create_space("workflow", inbox_cap=per_worker).id
+    space = op.create_space("workflow", inbox_cap=per_worker, sender_share=1).id
     names = [f"w{w}" for w in range(workers)]
     tokens = {name: trusted.join(store, space, f"flow/{name}")[1].token for name in names}
     barrier = CTX.Barrier(workers)

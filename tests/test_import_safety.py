@@ -277,7 +277,7 @@ def test_S33_every_field_is_checked_with_file_and_line_and_nothing_is_written(
     [
         ({"lease_seconds": "abc"}, "bad space setting lease_seconds"),
         ({"inbox_cap": -5}, "bad space setting inbox_cap"),
-        ({"nosuch": 1}, "bad space setting nosuch"),
+        ({"nosuch": 1}, "unknown space setting 'nosuch': the settings are body_max_bytes"),
         ({"inbox_cap": 2**63}, "outside SQLite's 64-bit range"),
         ({"lease_seconds": 1e400}, "not finite"),
         ([], "settings must be an object"),

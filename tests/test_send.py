@@ -313,6 +313,8 @@ def test_S7_message_to_a_participant_that_left_is_logged_participant_left(
 def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, Agent]) -> None:
     assert Limits().inbox_cap == 256
     sender, lynx = crew["heron"], crew["lynx"]
+    # One sender fills the inbox alone here: its share is all of it (S30).
+    Operator(store).set_space(lynx.space_id, sender_share=1)
     with store.write() as t:  # 256 sends in one transaction (fast); each still one row
         for i in range(256):
             assert sender.send("lynx", f"m{i}", tx=t).reached == ["lynx"]
@@ -344,7 +346,7 @@ def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, A
 
 
 def test_S7_inbox_cap_is_a_space_setting(store: Store, operator: Operator) -> None:
-    sid = operator.create_space("workflow", inbox_cap=2).id
+    sid = operator.create_space("workflow", inbox_cap=2, sender_share=1).id
     a, _ = trusted.join(store, sid, "flow/a")
     b, _ = trusted.join(store, sid, "flow/b")
     a.send("b", "1")

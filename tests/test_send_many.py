@@ -29,7 +29,7 @@ def test_send_many_logs_each_message_once_with_consecutive_seqs(
 
 
 def test_S7_inbox_cap_counts_the_batch_itself(store: Store) -> None:
-    space = Operator(store).create_space("workflow", inbox_cap=5).id
+    space = Operator(store).create_space("workflow", inbox_cap=5, sender_share=1).id
     a, _ = trusted.join(store, space, "w/a")
     trusted.join(store, space, "w/b")
     results = a.send_many([{"to": "b", "text": str(i)} for i in range(8)])

@@ -17,6 +17,7 @@ LIMITS: dict[str, Any] = {
     "inbox_cap": 1_000_000_000,
     "log_max_mb": 1_000_000.0,
     "broadcast_cap": 1_000_000_000,
+    "sender_share": 1,  # one producer may fill an inbox and the log alone (S30)
 }
 BULK_CHUNK = 20_000
 

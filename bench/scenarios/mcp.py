@@ -48,7 +48,7 @@ def mcp(ctx: Ctx) -> Scenario:
     sc.params = {"calls": calls, "cli_runs": cli_runs, "transport": "stdio"}
     folder = ctx.scratch("mcp")
     store = Store(f"sqlite:///{folder / 'broker.db'}")
-    space = Operator(store).create_space("workflow", inbox_cap=calls * 4 + 100).id
+    space = Operator(store).create_space("workflow", inbox_cap=calls * 4 + 100, sender_share=1).id
     sender, sj = Operator(store).join(space, "sender")
     worker, wj = Operator(store).join(space, "worker")
     base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}

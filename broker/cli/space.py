@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from broker.cli._common import (
@@ -17,8 +19,11 @@ from broker.cli._common import (
     table,
     yes_option,
 )
-from broker.cli._output import when
+from broker.cli._output import to_jsonable, when
 from broker.vocab import SPACE_KINDS, SPACE_STATES
+
+if TYPE_CHECKING:
+    from broker.records import Space, SpaceUsage
 
 
 @main.group()
@@ -106,24 +111,88 @@ def list_(state: str | None, as_json: bool) -> None:
 
 @space.command("show")
 @click.argument("run_id")
+@click.option("--top", type=int, default=10, show_default=True, help="Senders listed by log share.")
 @json_option
-def show(run_id: str, as_json: bool) -> None:
-    """Show one space (RUN_ID: full id, compact form or unique prefix)."""
-    sp = operator().get_space(run_id)
+def show(run_id: str, top: int, as_json: bool) -> None:
+    """Show one space (RUN_ID: full id, compact form or unique prefix): its
+    limits in effect and their use (S30): the log against log_max_mb, the
+    senders holding most of it, each inbox against inbox_cap."""
+    op = operator()
+    sp = op.get_space(run_id)
+    _show(sp, op.space_usage(sp.id, top=top), as_json)
+
+
+@space.command("set")
+@click.argument("run_id")
+@click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
+@json_option
+def set_(run_id: str, pairs: tuple[str, ...], as_json: bool) -> None:
+    """Change a space's limits, e.g. `broker space set RUN_ID log_max_mb=128
+    sender_share=0.25` (S30). Each setting is checked against its bounds (see
+    `space show`); the change is logged (`message list` shows it)."""
+    op = operator()
+    sp = op.get_space(run_id)
+    usage = op.set_space(sp.id, **_parse_settings(pairs))
+    _show(op.get_space(sp.id), usage, as_json)
+
+
+def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
+    from broker.settings import describe, number  # pydantic: only for this view
+
     if as_json:
-        emit_json(sp)
+        emit_json({**to_jsonable(sp), "usage": to_jsonable(usage)})
         return
-    settings = ", ".join(f"{k}={v}" for k, v in sorted(sp.settings.items())) or "(defaults)"
+    settings = ", ".join(f"{k}={_num(v)}" for k, v in sorted(sp.settings.items()))
+    pct = 100 * usage.log_bytes / usage.log_cap_bytes if usage.log_cap_bytes else 0.0
     keyvals(
         [
             ("id", sp.id),
             ("kind", sp.kind),
             ("state", sp.state),
-            ("settings", settings),
+            ("settings", settings or "(defaults)"),
             ("created", when(sp.created_at_utc)),
             ("updated", when(sp.updated_at_utc)),
+            (
+                "log",
+                f"{_mb(usage.log_bytes)} of {_mb(usage.log_cap_bytes)} ({pct:.1f}%), "
+                f"{usage.messages} rows; one sender at most {_mb(usage.sender_log_cap_bytes)}",
+            ),
+            ("inbox", f"one sender at most {usage.sender_inbox_cap} waiting in another's inbox"),
         ]
     )
+    click.echo()
+    table(
+        [
+            (k, number(v), describe(k), "set" if k in sp.settings else "default")
+            for k, v in usage.limits.items()
+        ],
+        ["setting", "in effect", "bounds", "from"],
+    )
+    click.echo()
+    table(
+        [
+            (u.sender, _mb(u.log_bytes), f"{100 * u.share:.1f}%", u.messages)
+            for u in usage.top_senders
+        ],
+        ["sender", "log", "share", "messages"],
+        empty="(no messages)",
+    )
+    click.echo()
+    table(
+        [(i.address, i.status, f"{i.waiting}/{i.cap}") for i in usage.inboxes],
+        ["participant", "status", "waiting"],
+        empty="(no participants)",
+    )
+
+
+def _num(v: object) -> str:
+    from broker.settings import number
+
+    return number(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB" if n >= 100 * 1024 else f"{n / 1024:.1f} KB"
 
 
 def _live(run_id: str) -> str:

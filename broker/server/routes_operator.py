@@ -22,6 +22,7 @@ from broker.records import (
     QuarantinedDelivery,
     SendResult,
     Space,
+    SpaceUsage,
     TurnRecord,
 )
 from broker.server import bodies
@@ -59,10 +60,13 @@ async def create_space(call: Call) -> Any:
 
 
 async def show_space(call: Call) -> Any:
-    op, space = await _space(call)
-    if hasattr(op, "space"):  # SpaceStatus (limits and usage), once Trust provides it
-        return await call.state.run(op.space, space.id)
+    _, space = await _space(call)
     return space
+
+
+async def space_usage(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.space_usage(space.id, top=call.query["top"] or 10))
 
 
 async def stop_space(call: Call) -> Any:
@@ -78,7 +82,7 @@ async def archive_space(call: Call) -> Any:
 async def set_space(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.SettingsBody = call.body
-    return await call.state.run(lambda: op.set_space(space.id, **b.settings))  # type: ignore[attr-defined]
+    return await call.state.run(lambda: op.set_space(space.id, **b.settings))
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -234,9 +238,13 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip
-    if hasattr(Operator, "set_space"):
-        e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
-                          "Change a space's limits", body=bodies.SettingsBody, returns=Space))  # fmt: skip
+    e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
+                      "Change a space's limits (S30; bounded, logged)", body=bodies.SettingsBody,
+                      returns=SpaceUsage))  # fmt: skip
+    e.append(Endpoint("GET", SPACE + "/usage", space_usage, "operator",
+                      "A space's limits in effect and their use (S30)",
+                      query=(Query("top", "int", "senders listed (default 10)", 1, 1000),),
+                      returns=SpaceUsage))  # fmt: skip
     e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
                       "Join a participant on an agent's behalf (its token is shown once)",
                       body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip

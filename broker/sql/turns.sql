@@ -55,3 +55,8 @@ SELECT id FROM messages WHERE ref = :turn_id AND kind = 'seen' AND space_id = :s
 
 -- name: lease_token
 SELECT lease_token FROM turns WHERE id = :turn_id AND participant_id = :participant_id
+
+-- name: waiting
+-- How many deliveries wait in the inbox: a turn takes the whole inbox by
+-- default, which the operator's messages can grow past inbox_cap (S30).
+SELECT waiting FROM participants WHERE id = :participant_id

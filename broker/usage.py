@@ -1,0 +1,93 @@
+"""The operator's view and control of a space's limits (S30): ``space show``
+reports the limits in effect and their use, ``space set`` changes them.
+
+Reads only, except ``set_space``, which changes the space's settings through
+``broker.spaces`` and records the change in the log (a log-only operator row,
+so ``message list`` shows who changed what, when). The per-sender counters read
+here (``sender_usage``) are kept by triggers; the caps are enforced in
+``broker.messages``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from broker import errors, spaces
+from broker.db import Store, Tx
+from broker.messages import MB, OPERATOR, append
+from broker.records import InboxUse, SenderUse, SpaceUsage
+from broker.settings import number
+from broker.sql import stmt
+
+_SPACE_TOTALS = stmt("usage.space_totals")
+_TOP_SENDERS = stmt("usage.top_senders")
+_INBOXES = stmt("usage.inboxes")
+TOP_MAX = 1000
+
+
+def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) -> SpaceUsage:
+    """The limits in effect in a space and what uses them: log bytes against
+    ``log_max_mb``, the ``top`` senders by their part of the log, and each
+    participant's waiting deliveries against ``inbox_cap``."""
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= TOP_MAX:
+        raise errors.InvalidInput(f"bad top {top!r}: 1 to {TOP_MAX}", field="top")
+    with store.read(tx) as t:
+        sid = spaces.resolve_id(t, ref)
+        row = t.one(_SPACE_TOTALS, {"space_id": sid})
+        senders = t.all(_TOP_SENDERS, {"space_id": sid, "n": top})
+        inboxes = t.all(_INBOXES, {"space_id": sid})
+    limits = spaces.limits_of(row[2])
+    cap = int(limits.log_max_mb * MB)
+    stored = json.loads(row[2])
+    return SpaceUsage(
+        space_id=sid,
+        state=row[1],
+        limits=limits.model_dump(),
+        settings=stored if isinstance(stored, dict) else {},
+        log_bytes=int(row[3]),
+        log_cap_bytes=cap,
+        sender_log_cap_bytes=int(cap * limits.sender_share),
+        sender_inbox_cap=limits.sender_inbox_cap(),
+        messages=int(row[4]),
+        top_senders=[
+            SenderUse(sender=s, log_bytes=int(b), messages=int(n), share=round(b / cap, 4))
+            for s, b, n in senders
+        ],
+        inboxes=[
+            InboxUse(address=a, status=st, waiting=int(w), cap=limits.inbox_cap)
+            for a, st, w, _ in inboxes
+        ],
+    )
+
+
+def set_space(
+    store: Store, ref: str, settings: dict[str, Any], *, via: str = "cli", tx: Tx | None = None
+) -> SpaceUsage:
+    """Change a space's settings (S30): each checked against its bounds (S33),
+    merged over the space's own, and the change logged as an operator row that
+    reaches nobody (``to: operator``). Returns the usage under the new limits.
+    A setting given with its current value changes nothing and logs nothing."""
+    with store.write(tx) as t:
+        sid, before, after = spaces.set_settings(store, ref, settings, tx=t)
+        changed = {k: v for k, v in after.items() if before.get(k, _UNSET) != v}
+        if changed:
+            old = spaces.limits_of(json.dumps(before, sort_keys=True)).model_dump()
+            words = ", ".join(
+                f"{k} {number(old[k])} -> {number(v)}" for k, v in sorted(changed.items())
+            )
+            append(
+                store,
+                t,
+                sid,
+                "operator",
+                OPERATOR,
+                f"space settings changed by the operator: {words}",
+                recipients='["operator"]',
+                reached=[OPERATOR],
+                via=via,
+            )
+        return space_usage(store, sid, tx=t)
+
+
+_UNSET = object()
