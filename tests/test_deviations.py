@@ -1,7 +1,7 @@
 """The smaller deviations of issue 10, each checked against its rule: a
 directive that reaches nobody is an error (S8); a broadcast is shown in at
 most one open turn (S18); an operator send to participants that left succeeds
-with `participant_left` logged (S8, seed 003); poison far past 16x the claim
+with `participant_left` logged (S8); poison far past 16x the claim
 limit at the head of an inbox never hides a good message (S15); an empty
 operator message is refused and writes nothing (S10, S33)."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors
@@ -28,7 +29,7 @@ def test_S8_a_directive_that_reaches_nobody_is_an_error_through_the_cli(
     store: Store, cli: Callable[..., Any], to: str
 ) -> None:
     sid = Operator(store).create_space("workflow").id
-    _, joined = Agent.join(store, sid, "flow/heron", pid=None, tools=["board.directive"])
+    _, joined = trusted.join(store, sid, "flow/heron", pid=None, tools=["board.directive"])
     env = {"BROKER_SPACE": sid, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
     r = cli("board", "directive", "--to", to, "hold all merges", env=env)
     assert r.code == 1, (r.out, r.err)
@@ -57,7 +58,7 @@ def test_S8_an_operator_send_to_a_participant_that_left_succeeds_and_logs_partic
     store: Store, cli: Callable[..., Any]
 ) -> None:
     sid = Operator(store).create_space("workflow").id
-    lynx, _ = Agent.join(store, sid, "flow/lynx")
+    lynx, _ = trusted.join(store, sid, "flow/lynx")
     lynx.leave()
     r = cli("message", "send", sid, "--to", "lynx", "are you there?", "--json")
     assert r.code == 0, r.err
@@ -69,7 +70,7 @@ def test_S8_an_operator_send_to_a_participant_that_left_succeeds_and_logs_partic
     assert logged[0] == "operator"
     assert json.loads(logged[1]) == [{"address": "lynx", "reason": "participant_left"}]
     # an agent's send to the same participant is still an error (S8)
-    otter, _ = Agent.join(store, sid, "flow/otter")
+    otter, _ = trusted.join(store, sid, "flow/otter")
     with pytest.raises(errors.NotDelivered, match="lynx: participant_left"):
         otter.send("lynx", "are you there?")
     # a miss of another kind is an error to the operator too
@@ -88,8 +89,8 @@ def test_S15_far_more_than_16_times_the_limit_of_poison_at_the_head_never_hides_
     cstore: Store, clock: Clock
 ) -> None:
     sid = Operator(cstore).create_space("workflow", max_deliveries=1).id
-    a, _ = Agent.join(cstore, sid, "a")
-    b, _ = Agent.join(cstore, sid, "b")
+    a, _ = trusted.join(cstore, sid, "a")
+    b, _ = trusted.join(cstore, sid, "b")
     limit = 2
     poison = 100  # > 16 x limit
     a.send_many([{"to": "b", "text": f"poison {i}"} for i in range(poison)])

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import spacegen
+import trusted
 
 from broker import Agent, Operator, Store, errors
 from broker.export import export_space
@@ -34,7 +35,7 @@ def messages(store: Store) -> int:
 
 
 def agents(store: Store, sid: str, *codenames: str) -> list[Agent]:
-    return [Agent.join(store, sid, c)[0] for c in codenames]
+    return [trusted.join(store, sid, c)[0] for c in codenames]
 
 
 # --- S33: bounded settings ---------------------------------------------------------------
@@ -344,7 +345,7 @@ def test_S30_the_default_limits_are_the_documented_ones() -> None:
 
 # --- the CLI: space set/show and the flood attacks of issue 10 ---------------------------
 def agent_env(store: Store, sid: str, codename: str, **fields: Any) -> dict[str, str]:
-    _, joined = Agent.join(store, sid, codename, pid=None, **fields)
+    _, joined = trusted.join(store, sid, codename, pid=None, **fields)
     return {"BROKER_SPACE": sid, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
 
 
