@@ -114,7 +114,7 @@ VIEWS: tuple[View, ...] = (
             (
                 "reason",
                 "unknown_participant | no_live_participant | no_parent | no_lead | "
-                "participant_left | inbox_full | broadcast_full",
+                "participant_left | inbox_full | broadcast_full | contact_policy",
             ),
             ("reached_n", "how many it did reach (0: it reached nobody)"),
         ),

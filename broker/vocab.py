@@ -30,5 +30,6 @@ Reason = Literal[
     "participant_left",
     "inbox_full",
     "broadcast_full",
+    "contact_policy",
 ]
 TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
