@@ -52,7 +52,6 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     import threading
 
     from broker.contact import ContactPolicy
-
     from broker.export import ExportSummary, Progress
     from broker.importer import ImportSummary
     from broker.records import Purged

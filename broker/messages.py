@@ -19,12 +19,12 @@ from pydantic import ValidationError
 from broker import errors, tools, wake
 from broker.addressing import Target, agentiflow_address, parse_target
 from broker.auth import Caller, Identity
+from broker.contact import Gate
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import PostInput, SendInput
 from broker.records import LogEntry, NotReached, SendResult, to_dict
 from broker.spaces import limits_of, resolve_id
-from broker.contact import Gate
 from broker.threads import PLAIN, Mail, mail, thread_of
 from broker.threads import to_entry as _to_entry
 from broker.vocab import Via

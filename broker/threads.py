@@ -39,9 +39,7 @@ class Mail:
 PLAIN = Mail()
 
 
-def mail(
-    thread: str | None, reply_to: str | None, importance: str, ack_required: bool
-) -> Mail:
+def mail(thread: str | None, reply_to: str | None, importance: str, ack_required: bool) -> Mail:
     """The mail fields of a checked send input (``SendInput``)."""
     if thread is None and reply_to is None and importance == "normal" and not ack_required:
         return PLAIN
