@@ -417,3 +417,36 @@ def test_S33_cli_mail_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
     assert cli("message", "list", space, "--json").out == ""
     assert json.loads(cli("msg", "policy", "--json", env=me).out)["policy"] == "open"
+
+
+# --- through MCP (a real `broker mcp` process) ------------------------------------------
+def test_S35_S36_mcp_reply_joins_the_thread_and_search_sees_only_the_agents_mail(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcphelp import agent_session
+
+    lynx = join("flow/lynx")
+    heron = join("flow/heron")
+    heron.send("lynx", "heron's tokenizer notes, not for otter")
+    otter, joined = Agent.join(store, space, "flow/otter")
+    asked = lynx.send("otter", "is the tokenizer fixed?", thread="tok", ack_required=True)
+
+    async def main() -> None:
+        async with agent_session(store, space, "otter", joined.token) as s:
+            sent = await s.ok(
+                "msg_send", to=["lynx"], text="yes, tokenizer fixed", reply_to=asked.id
+            )
+            found = await s.ok("msg_search", query="tokenizer")
+            assert {h["id"] for h in found["hits"]} == {asked.id, sent["id"]}
+            assert all("[tokenizer]" in h["snippet"] for h in found["hits"])
+            refused = await s.call("msg_search", query='"open')
+            assert refused.is_error
+            status = await s.call("msg_status", message_id=asked.id)
+            assert status.is_error  # only the sender asks
+
+    asyncio.run(main())
+    (entry,) = [e for e in Operator(store).log(space, thread="tok") if e.sender == "otter"]
+    assert entry.reply_to == asked.id
