@@ -450,3 +450,20 @@ def test_S35_S36_mcp_reply_joins_the_thread_and_search_sees_only_the_agents_mail
     asyncio.run(main())
     (entry,) = [e for e in Operator(store).log(space, thread="tok") if e.sender == "otter"]
     assert entry.reply_to == asked.id
+
+
+def test_S36_ranking_reads_the_newest_window_of_matches(
+    store: Store, space: str, join: Callable[..., Agent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word in most of a huge log costs RANK_WINDOW scores, not one per message:
+    the best match outside the newest window is not ranked (documented in S36)."""
+    import broker.search
+
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    best_but_old = lynx.send("otter", "deploy deploy deploy deploy").id
+    newer = [lynx.send("otter", f"deploy note {i} with more words around it").id for i in range(4)]
+    op = Operator(store)
+    assert op.search(space, "deploy")[0].id == best_but_old
+    monkeypatch.setattr(broker.search, "RANK_WINDOW", 3)
+    got = [h.id for h in op.search(space, "deploy")]
+    assert sorted(got) == sorted(newer[-3:])
