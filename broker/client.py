@@ -24,6 +24,7 @@ from broker.records import (
     BackupResult,
     BoardEntry,
     ClaimGrant,
+    ContactPolicy,
     Finding,
     HistoryEntry,
     Joined,
@@ -51,7 +52,6 @@ TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     import threading
 
-    from broker.contact import ContactPolicy
     from broker.export import ExportSummary, Progress
     from broker.importer import ImportSummary
     from broker.records import Purged

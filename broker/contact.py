@@ -10,26 +10,18 @@ not direct messages and follow S6/S24 unchanged. A blocked recipient is logged
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from broker import errors
 from broker.auth import Identity, caller
 from broker.db import Store, Tx
+from broker.records import ContactPolicy
 from broker.sql import stmt
 
 POLICIES = ("open", "parent-and-lead", "listed", "closed")
 _RESTRICTED = stmt("contact.restricted")
 _GET = stmt("contact.get_policy")
 MAX_LISTED = 256
-
-
-@dataclass(frozen=True, slots=True)
-class ContactPolicy:
-    """A participant's contact policy; ``allow`` is the list a ``listed`` policy lets in."""
-
-    policy: str
-    allow: list[str]
 
 
 class Gate:

@@ -148,6 +148,15 @@ class SearchHit:
 
 
 @dataclass(frozen=True, slots=True)
+class ContactPolicy:
+    """Who may message a participant directly (S38); ``allow``: the addresses a
+    ``listed`` policy lets in."""
+
+    policy: str
+    allow: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class AckStatus:
     """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
 
