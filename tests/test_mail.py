@@ -302,6 +302,8 @@ def test_S36_the_index_follows_a_purge_and_stays_consistent(
     operator.purge_space(space, tmp_path / "archive")
     integrity_check(store)  # raises if the index and the log differ
     assert [h.id for h in operator.search(other, "tokenizer")] == [kept]
+    operator.vacuum()  # the index maps log rowids: a rewrite must keep them
+    integrity_check(store)
     raw = sqlite3.connect(store.path)
     try:
         rowids = raw.execute(
