@@ -67,6 +67,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--cli-runs", type=int, help="process runs per CLI command")
     g.add_argument("--swarm-procs", type=_ints, help="agent processes of the swarm, e.g. 8,32,64")
     g.add_argument("--swarm-messages", type=int, help="messages per swarm point (all agents)")
+    g.add_argument("--search-messages", type=int, help="messages in the searched space")
+    g.add_argument("--search-rounds", type=int, help="rounds of the search query mix")
     return p.parse_args(argv)
 
 

@@ -63,6 +63,8 @@ class Sizes:
     cli_runs: int = 20
     swarm_procs: tuple[int, ...] = (8, 32, 64)
     swarm_messages: int = 12000  # per point, shared by the P agents
+    search_messages: int = 100_000  # messages in the searched space
+    search_rounds: int = 25  # times the query mix is run per system
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -86,6 +88,8 @@ class Sizes:
             cli_runs=3,
             swarm_procs=(4, 8),
             swarm_messages=400,
+            search_messages=3000,
+            search_rounds=3,
         )
 
 

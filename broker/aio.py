@@ -316,6 +316,10 @@ class AsyncAgent:
 
     send = _in_thread(Agent.send)
     send_many = _in_thread(Agent.send_many)
+    status = _in_thread(Agent.status)
+    search = _in_thread(Agent.search)
+    contact_policy = _in_thread(Agent.contact_policy)
+    set_contact_policy = _in_thread(Agent.set_contact_policy)
     post = _in_thread(Agent.post)
     leave = _in_thread(Agent.leave)
     board_read = _in_thread(Agent.board_read)
@@ -470,6 +474,9 @@ class AsyncOperator:
 
     send = _in_thread(Operator.send)
     log = _in_thread(Operator.log)
+    threads = _in_thread(Operator.threads)
+    search = _in_thread(Operator.search)
+    status = _in_thread(Operator.status)
     participants = _in_thread(Operator.participants)
     participant = _in_thread(Operator.participant)
     quarantined = _in_thread(Operator.quarantined)

@@ -20,9 +20,11 @@ from broker.db import Tx
 from broker.migrate import HEAD
 from broker.models import JoinInput
 from broker.records import (
+    AckStatus,
     BackupResult,
     BoardEntry,
     ClaimGrant,
+    ContactPolicy,
     CreatedSpace,
     Finding,
     HistoryEntry,
@@ -34,9 +36,11 @@ from broker.records import (
     Participant,
     QuarantinedDelivery,
     QueueStats,
+    SearchHit,
     SendResult,
     Space,
     SpaceUsage,
+    Thread,
     Turn,
     TurnRecord,
     TurnSeen,
@@ -144,11 +148,75 @@ class Agent:
         text: str,
         *,
         idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
         tx: Tx | None = None,
     ) -> SendResult:
+        """``msg.send``. ``reply_to`` (a message id) or ``thread`` (a short name)
+        put it in a thread (S35); ``importance`` is low, normal or high;
+        ``ack_required`` lets ``status`` say who has seen it."""
         return messages.send(
-            self.store, self.identity, to, text, idempotency_key=idempotency_key, tx=tx
+            self.store,
+            self.identity,
+            to,
+            text,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+            tx=tx,
         )
+
+    def status(self, message_id: str, *, tx: Tx | None = None) -> AckStatus:
+        """Who among those it reached has seen a message this agent sent (their
+        confirmed turns showed it, S18)."""
+        from broker import acks
+
+        return acks.status(self.store, self.identity, message_id, tx=tx)
+
+    def search(
+        self,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+        tx: Tx | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search of what this agent sent or received (S36), best first."""
+        from broker import search
+
+        return search.agent_search(
+            self.store,
+            self.identity,
+            query,
+            sender=sender,
+            to=to,
+            kinds=kinds,
+            since=since,
+            limit=limit,
+            tx=tx,
+        )
+
+    def contact_policy(self, *, tx: Tx | None = None) -> ContactPolicy:
+        """Who may message this agent directly (S38)."""
+        from broker import contact
+
+        return contact.get(self.store, self.identity, tx=tx)
+
+    def set_contact_policy(
+        self, policy: str, allow: Iterable[str] = (), *, tx: Tx | None = None
+    ) -> ContactPolicy:
+        """``open`` | ``parent-and-lead`` | ``listed`` (with ``allow``) | ``closed``
+        (S38): a direct send this policy refuses is logged ``contact_policy``."""
+        from broker import contact
+
+        return contact.set_policy(self.store, self.identity, policy, list(allow), tx=tx)
 
     def send_many(
         self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
@@ -442,6 +510,7 @@ class Operator:
         since: str | None = None,
         limit: int | None = None,
         tail: int | None = None,
+        thread: str | None = None,
     ) -> list[LogEntry]:
         """The log of ``space`` in sequence order, filtered.
 
@@ -462,11 +531,55 @@ class Operator:
 
                 raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1")
         by_id, by_seq = _cursor(after)
-        entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
+        if thread is not None:  # one indexed range of the log (S35), then the same filters
+            from broker import threads
+
+            kind_set = set(kinds or ())
+            start = by_seq or 0
+            if by_id is not None:  # seqs are gap-free: the row after it is seq + 1
+                nxt = messages.log(self.store, space, after=by_id, limit=1)
+                start = max(start, nxt[0].seq - 1 if nxt else 2**63 - 1)
+            entries = [
+                e
+                for e in threads.log(self.store, space, thread)
+                if e.seq > start and (not kind_set or e.kind in kind_set)
+            ]
+        else:
+            entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
         entries = [e for e in entries if _matches(e, sender, to, since)]
         if tail is not None:
             return entries[-tail:]
         return entries[:limit] if limit is not None else entries
+
+    def threads(self, space: str) -> list[Thread]:
+        """The threads of ``space``, most recently active first (S35)."""
+        from broker import threads
+
+        return threads.threads(self.store, space)
+
+    def search(
+        self,
+        space: str,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search of one whole space (S36), best first, with snippets."""
+        from broker import search
+
+        return search.search(
+            self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
+        )
+
+    def status(self, space: str, message_id: str) -> AckStatus:
+        """Who among those a message reached has seen it (their ``seen`` receipts)."""
+        from broker import acks
+
+        return acks.operator_status(self.store, space, message_id)
 
     def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
         """The participants of ``space`` (its directory), in join order."""

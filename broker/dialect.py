@@ -204,3 +204,40 @@ def drop_sender_usage_ddl(dialect: str) -> list[str]:
             "DROP FUNCTION IF EXISTS broker_sender_usage()",
         ]
     return []
+
+
+# --- full-text search (S36) -------------------------------------------------------------
+# An external-content FTS5 index over the log's text: the words live once, in
+# ``messages``; the index holds only postings, kept by triggers. The log is
+# append-only, so an insert trigger is the whole upkeep, except for a purge
+# (spec §Retention), whose deletes must leave the index too or its
+# ``integrity-check`` fails. Every row is indexed, ``seen`` receipts too: an
+# external-content index must mirror its table for ``integrity-check`` and
+# ``rebuild``; search leaves receipts out in its query instead.
+FTS_TABLE = "messages_fts"
+
+
+def search_ddl(dialect: str) -> list[str]:
+    if dialect != "sqlite":
+        return []  # PostgreSQL: tsvector/GIN comes with that backend (issue "PostgreSQL")
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, thread, "
+        "content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2')",
+        "CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN "
+        f"INSERT INTO {FTS_TABLE} (rowid, body, thread) VALUES (NEW.rowid, NEW.body, NEW.thread); END",
+        "CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN "
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body, thread) "
+        "VALUES ('delete', OLD.rowid, OLD.body, OLD.thread); END",
+        # Rows logged before the index existed (an upgraded store).
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('rebuild')",
+    ]
+
+
+def drop_search_ddl(dialect: str) -> list[str]:
+    if dialect != "sqlite":
+        return []
+    return [
+        "DROP TRIGGER IF EXISTS messages_fts_insert",
+        "DROP TRIGGER IF EXISTS messages_fts_delete",
+        f"DROP TABLE IF EXISTS {FTS_TABLE}",
+    ]

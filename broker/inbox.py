@@ -190,6 +190,8 @@ def claim_rows(
                         urgent=bool(r["urgent"]),
                         created_at_utc=r["created_at_utc"],
                         deliveries=r["attempts"],
+                        thread=r["thread"],
+                        importance=r["importance"] or "normal",
                     )
                 )
             else:

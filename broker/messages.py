@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from broker import errors, tools, wake
 from broker.addressing import Target, agentiflow_address, parse_target
 from broker.auth import Caller, Identity
+from broker.contact import Gate
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.models import PostInput, SendInput
@@ -26,6 +27,8 @@ from broker.records import LogEntry, NotReached, SendResult, to_dict
 from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
+from broker.threads import PLAIN, Mail, mail, thread_of
+from broker.threads import to_entry as _to_entry
 from broker.vocab import Via
 
 MB = 1024 * 1024
@@ -41,6 +44,7 @@ class Sender:
     address: str
     participant_id: str | None  # None for the operator
     parent: str | None = None
+    is_lead: bool = False  # the lead and the operator pass every contact policy (S38)
 
 
 @dataclass(slots=True)
@@ -76,15 +80,27 @@ def send(
     text: str,
     *,
     idempotency_key: str | None = None,
+    thread: str | None = None,
+    reply_to: str | None = None,
+    importance: str = "normal",
+    ack_required: bool = False,
     tx: Tx | None = None,
 ) -> SendResult:
-    """``msg.send``: a direct message, or a broadcast when ``to`` is ``broadcast``."""
+    """``msg.send``: a direct message, or a broadcast when ``to`` is ``broadcast``.
+
+    ``reply_to`` (a message id of the space) or ``thread`` (a short name) put it
+    in a thread (S35); ``importance`` is low, normal or high (urgent is the
+    operator's, S17); ``ack_required`` lets its sender ask who has seen it."""
     inp = parse_input(
         SendInput,
         {
             "to": [to] if isinstance(to, str) else list(to),
             "text": text,
             "idempotency_key": idempotency_key,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
         },
     )
     targets = [parse_target(t) for t in inp.to]
@@ -100,6 +116,7 @@ def send(
         inp.text,
         inp.idempotency_key,
         tx,
+        mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
     )
 
 
@@ -116,7 +133,7 @@ def send_many(
     An invalid item refuses the whole batch and writes nothing. An item that
     reaches nobody is not raised (the others were sent): check each result's
     ``reached`` / ``not_reached``."""
-    prepared: list[tuple[str, list[Target], str, str | None]] = []
+    prepared: list[tuple[str, list[Target], str, str | None, Mail]] = []
     for n, item in enumerate(items):
         data = dict(item)
         if isinstance(data.get("to"), str):
@@ -132,16 +149,28 @@ def send_many(
                 f"item {n}: 'broadcast' cannot be combined with other addresses"
             )
         prepared.append(
-            ("broadcast" if bcast else "direct", targets, inp.text, inp.idempotency_key)
+            (
+                "broadcast" if bcast else "direct",
+                targets,
+                inp.text,
+                inp.idempotency_key,
+                mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
+            )
         )
     if not prepared:
         return []
 
     def run(t: Tx, row: Caller) -> list[SendResult]:
         batch = Batch(
-            store, t, ident.space_id, Sender(ident.address, ident.participant_id, row.parent)
+            store,
+            t,
+            ident.space_id,
+            Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
         )
-        results = [batch.add(kind, targets, text, key=key) for kind, targets, text, key in prepared]
+        results = [
+            batch.add(kind, targets, text, key=key, mail=m)
+            for kind, targets, text, key, m in prepared
+        ]
         batch.flush()
         return results
 
@@ -230,10 +259,11 @@ def _send_as(
     text: str,
     key: str | None,
     tx: Tx | None,
+    m: Mail = PLAIN,
 ) -> SendResult:
     def run(t: Tx, row: Caller) -> SendResult:
-        sender = Sender(ident.address, ident.participant_id, row.parent)
-        return send_in_tx(store, t, ident.space_id, sender, kind, targets, text, key=key)
+        sender = Sender(ident.address, ident.participant_id, row.parent, row.is_lead)
+        return send_in_tx(store, t, ident.space_id, sender, kind, targets, text, key=key, mail=m)
 
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.
     return _finish(tools.call(store, ident, tool, run, tx=tx))
@@ -262,13 +292,14 @@ def send_in_tx(
     key: str | None = None,
     ref: str | None = None,
     deliver: bool = True,
+    mail: Mail = PLAIN,
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
     ``targets`` (S6), applies the caps (S7), appends one log row with the
     outcome and one delivery per reached inbox. ``deliver=False`` records the
     outcome without inbox rows (directives are shown every turn instead)."""
     batch = Batch(store, t, space_id, sender, deliver=deliver)
-    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref)
+    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref, mail=mail)
     batch.flush()
     return result
 
@@ -309,6 +340,7 @@ class Batch:
         self.exempt = sender.participant_id is None and sender.address == OPERATOR
         self.sender_bytes: int | None = None  # this sender's log bytes, read when needed
         self.held: dict[str, int] = {}  # recipient -> this sender's deliveries waiting there
+        self.gate: Gate | None = None  # contact policies (S38), read on the first direct send
 
     def add(
         self,
@@ -320,6 +352,7 @@ class Batch:
         via: str | None = None,
         key: str | None = None,
         ref: str | None = None,
+        mail: Mail = PLAIN,
     ) -> SendResult:
         if key is not None:
             dup = self.keys.get(key) or self._logged_key(key)
@@ -344,6 +377,10 @@ class Batch:
             out.bcast = out.bcast or cached.bcast
             for pid, hit in cached.deliver.items():
                 out.deliver.setdefault(pid, hit)
+        if kind == "direct" and out.deliver and not self.sender.is_lead:
+            self._contact_policies(out)
+        if mail.reply_to is not None:
+            mail = thread_of(self.t, self.space_id, mail)
         # Each address is reported once, however many `to` forms named it.
         out.not_reached = [
             dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)
@@ -402,6 +439,7 @@ class Batch:
                 key,
                 size,
                 now,
+                *mail.row(),
             )
         )
         self.deliveries += [(new_id(), self.space_id, mid, pid, now) for pid in delivered]
@@ -459,6 +497,18 @@ class Batch:
             pending = sum(1 for d in self.deliveries if d[3] == pid)
             held = self.held[pid] = int(row[0]) + pending
         return held >= cap
+    def _contact_policies(self, out: _Outcome) -> None:
+        """Drop the recipients whose contact policy refuses this sender (S38)."""
+        if self.sender.participant_id is None:
+            return  # the operator
+        if self.gate is None:
+            self.gate = Gate(self.t, self.space_id)
+        if not self.gate.rules:
+            return
+        for pid, (address, _) in list(out.deliver.items()):
+            if self.gate.blocks(pid, self.sender.address):
+                del out.deliver[pid]
+                out.not_reached.append({"address": address, "reason": "contact_policy"})
 
     def _logged_key(self, key: str) -> SendResult | None:
         """The first result of an idempotency key already in the log (S12)."""
@@ -538,8 +588,9 @@ _INSERT_DELIVERY = (
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, "
-    "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc, "
+    "thread, reply_to, importance, ack_required) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -594,6 +645,7 @@ def append(
             key,
             size,
             now,
+            *PLAIN.row(),
         ),
     )
     return mid, seq, now
@@ -711,27 +763,12 @@ def _resolve_broadcast(t: Tx, space_id: str, sender: Sender, kind: str, out: _Ou
 # --- reading the log ------------------------------------------------------------------
 LOG_COLUMNS = (
     "id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, not_reached, "
-    "idempotency_key, created_at_utc"
+    "idempotency_key, created_at_utc, thread, reply_to, importance, ack_required"
 )
 
 
 def to_entry(r: tuple[Any, ...]) -> LogEntry:
-    return LogEntry(
-        id=r[0],
-        space_id=r[1],
-        seq=r[2],
-        kind=r[3],
-        sender=r[4],
-        to=json.loads(r[5]),
-        body=r[6],
-        urgent=bool(r[7]),
-        via=r[8],
-        ref=r[9],
-        reached=json.loads(r[10]),
-        not_reached=[NotReached(**n) for n in json.loads(r[11])],
-        idempotency_key=r[12],
-        created_at_utc=r[13],
-    )
+    return _to_entry(r)
 
 
 def log(

@@ -8,7 +8,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -43,12 +43,22 @@ class _In(BaseModel):
 
 
 # --- inputs -----------------------------------------------------------------------
+# A thread's name (S35): short, printable, no white space (it is typed on a command line).
+ThreadName = Annotated[str, StringConstraints(pattern=r"^[\w.:#@/+-]{1,64}$")]
+MessageId = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z]{26}$")]
+Importance = Literal["low", "normal", "high"]
+
+
 class SendInput(_In):
     """``msg.send``: the sender is never an input (S10)."""
 
     to: list[Target] = Field(min_length=1, max_length=64)
     text: Body
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    thread: ThreadName | None = None
+    reply_to: MessageId | None = None
+    importance: Importance = "normal"
+    ack_required: bool = False
 
 
 class PostInput(_In):

@@ -411,3 +411,9 @@ def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Parti
             (space_id,),
         )
     return [ParticipantEvent(**r) for r in rows]
+
+
+def write_contact_policy(t: Tx, participant_id: str, params: dict[str, Any]) -> None:
+    """The contact policy columns (S38): this module writes ``participants``;
+    ``broker.contact`` checks and decides."""
+    t.execute(stmt("contact.set_policy"), {**params, "participant_id": participant_id})

@@ -127,6 +127,65 @@ class LogEntry:
     not_reached: list[NotReached]
     idempotency_key: str | None
     created_at_utc: str
+    thread: str | None = None
+    """the thread it belongs to (S35)"""
+    reply_to: str | None = None
+    """the message it answers (S35)"""
+    importance: str = "normal"
+    """low | normal | high (urgent: the operator's ``urgent``)"""
+    ack_required: bool = False
+    """its sender asks who has seen it (``msg status``)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """One thread of a space (S35), as the ``v_threads`` view sums it up."""
+
+    thread: str
+    messages: int
+    first_id: str
+    first_at: str
+    last_id: str
+    last_at: str
+    participants: int
+    senders: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One message found by search (S36), best first."""
+
+    id: str
+    seq: int
+    kind: str
+    sender: str
+    to: list[str]
+    thread: str | None
+    created_at_utc: str
+    snippet: str
+    """the matching words between ``[`` and ``]``, ``…`` where text was cut"""
+    rank: float
+    """bm25 score: lower is a better match"""
+
+
+@dataclass(frozen=True, slots=True)
+class ContactPolicy:
+    """Who may message a participant directly (S38); ``allow``: the addresses a
+    ``listed`` policy lets in."""
+
+    policy: str
+    allow: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class AckStatus:
+    """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
+
+    id: str
+    ack_required: bool
+    reached: list[str]
+    seen: list[str]
+    not_seen: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +265,10 @@ class Delivery:
     created_at_utc: str
     deliveries: int
     """times this message was claimed from this inbox"""
+    thread: str | None = None
+    """the thread it belongs to (S35)"""
+    importance: str = "normal"
+    """low | normal | high, as its sender marked it"""
 
 
 @dataclass(frozen=True, slots=True)

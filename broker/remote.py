@@ -25,8 +25,10 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from broker import errors, records
 from broker.records import (
+    AckStatus,
     BoardEntry,
     ClaimGrant,
+    ContactPolicy,
     CreatedSpace,
     Joined,
     JoinKey,
@@ -35,9 +37,11 @@ from broker.records import (
     LogEntry,
     Participant,
     QuarantinedDelivery,
+    SearchHit,
     SendResult,
     Space,
     SpaceUsage,
+    Thread,
     Turn,
     TurnRecord,
     TurnSeen,
@@ -376,6 +380,24 @@ def _space_path(space: str) -> str:
     return f"/api/spaces/{quote(space, safe='')}"
 
 
+def _search_query(
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kinds: Iterable[str] | None,
+    since: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    return {
+        "query": query,
+        "from": sender,
+        "to": to,
+        "kind": list(kinds or []),
+        "since": since,
+        "limit": limit,
+    }
+
+
 def _list(cls: type, data: Any) -> list[Any]:
     if not isinstance(data, list):
         raise errors.StoreError(f"the server sent {type(data).__name__} for a list")
@@ -434,11 +456,51 @@ class RemoteAgent:
         )
 
     def send(
-        self, to: str | Iterable[str], text: str, *, idempotency_key: str | None = None
+        self,
+        to: str | Iterable[str],
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
     ) -> SendResult:
         targets = [to] if isinstance(to, str) else list(to)
-        body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
+        body = {
+            "to": targets,
+            "text": text,
+            "idempotency_key": idempotency_key,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
+        }
         return from_dict(SendResult, self._call("POST", "/send", body))  # type: ignore[no-any-return]
+
+    def search(
+        self,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        q = _search_query(query, sender, to, kinds, since, limit)
+        return _list(SearchHit, self._call("GET", "/search", query=q))
+
+    def status(self, message_id: str) -> AckStatus:
+        data = self._call("GET", f"/messages/{quote(message_id, safe='')}/status")
+        return from_dict(AckStatus, data)  # type: ignore[no-any-return]
+
+    def contact_policy(self) -> ContactPolicy:
+        return from_dict(ContactPolicy, self._call("GET", "/policy"))  # type: ignore[no-any-return]
+
+    def set_contact_policy(self, policy: str, allow: Iterable[str] = ()) -> ContactPolicy:
+        data = self._call("POST", "/policy", {"policy": policy, "allow": list(allow)})
+        return from_dict(ContactPolicy, data)  # type: ignore[no-any-return]
 
     def post(
         self, text: str, *, addressed_to: Iterable[str] = (), idempotency_key: str | None = None
@@ -602,28 +664,73 @@ class RemoteOperator:
         self,
         space: str,
         *,
-        after: str | None = None,
+        after: str | int | None = None,
         after_seq: int | None = None,
         kinds: Iterable[str] | None = None,
         limit: int | None = None,
+        thread: str | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        tail: int | None = None,
     ) -> list[LogEntry]:
-        """The log; without ``limit`` every row after the cursor, page by page."""
+        """The log; without ``limit`` every row after the cursor, page by page.
+        ``sender``, ``to``, ``since`` and ``tail`` filter here, as ``Operator.log``
+        does (the CLI passes them in client mode too)."""
+        if isinstance(after, int) and not isinstance(after, bool):
+            after, after_seq = None, after  # the CLI's --after SEQ
+        filtered = any(x is not None for x in (sender, to, since, tail))
+        page_limit = None if filtered else limit
         out: list[LogEntry] = []
         query: dict[str, Any] = {
             "after": after,
             "after_seq": after_seq,
             "kind": list(kinds or []),
-            "limit": limit or 1000,
+            "limit": page_limit or 1000,
+            "thread": thread,
         }
         while True:
             page = _list(LogEntry, self._call("GET", _space_path(space) + "/messages", query=query))
             out += page
-            if limit is not None or len(page) < query["limit"]:
-                return out
+            if page_limit is not None or len(page) < query["limit"]:
+                break
             query.update(after=None, after_seq=page[-1].seq)
+        if not filtered:
+            return out
+        out = [
+            e
+            for e in out
+            if (sender is None or e.sender == sender)
+            and (to is None or to in e.to or to in e.reached)
+            and (since is None or e.created_at_utc >= since)
+        ]  # the filters of Operator.log (no broker.client import: no sqlite3 here)
+        if tail is not None:
+            return out[-tail:]
+        return out[:limit] if limit is not None else out
 
     def participants(self, space: str) -> list[Participant]:
         return _list(Participant, self._call("GET", _space_path(space) + "/participants"))
+
+    def threads(self, space: str) -> list[Thread]:
+        return _list(Thread, self._call("GET", _space_path(space) + "/threads"))
+
+    def search(
+        self,
+        space: str,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        q = _search_query(query, sender, to, kinds, since, limit)
+        return _list(SearchHit, self._call("GET", _space_path(space) + "/search", query=q))
+
+    def status(self, space: str, message_id: str) -> AckStatus:
+        path = f"{_space_path(space)}/messages/{quote(message_id, safe='')}/status"
+        return from_dict(AckStatus, self._call("GET", path))  # type: ignore[no-any-return]
 
     def quarantined(self, space: str) -> list[QuarantinedDelivery]:
         return _list(QuarantinedDelivery, self._call("GET", _space_path(space) + "/quarantine"))

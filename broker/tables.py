@@ -216,8 +216,20 @@ participants = Table(
         nullable=False,
         comment="heartbeat: refreshed by turns and claims",
     ),
+    Column(
+        "contact_policy",
+        String(16),
+        comment="who may message it directly (S38): parent-and-lead | listed | closed; NULL = open",
+    ),
+    Column("contact_allow", Text, comment="JSON list of addresses a `listed` policy lets in"),
     UniqueConstraint("space_id", "address"),
     Index("ix_participants_token_hash", "token_hash", unique=True),
+    Index(
+        "ix_participants_space_id_contact_policy",
+        "space_id",
+        sqlite_where=text("contact_policy IS NOT NULL"),
+        postgresql_where=text("contact_policy IS NOT NULL"),
+    ),
     CheckConstraint(_in("status", PARTICIPANT_STATUSES), name="status"),
     comment="Participants of a space; also the directory (S2-S5, S25).",
 )
@@ -287,6 +299,10 @@ messages = Table(
     Column("idempotency_key", String(200)),
     Column("size_bytes", Integer, nullable=False, server_default="0"),
     Column("created_at_utc", String(TS), nullable=False),
+    Column("thread", String(64), comment="thread name (S35); a reply inherits its parent's"),
+    Column("reply_to", String(ID), comment="the message this one answers (S35)"),
+    Column("importance", String(8), comment="low | high | urgent; NULL = normal"),
+    Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
     UniqueConstraint("space_id", "seq"),
     Index(
         "ix_messages_space_id_idempotency_key",
@@ -310,6 +326,14 @@ messages = Table(
         "seq",
         sqlite_where=text("kind IN ('post', 'directive', 'retract')"),
         postgresql_where=text("kind IN ('post', 'directive', 'retract')"),
+    ),
+    Index(
+        "ix_messages_space_id_thread_seq",
+        "space_id",
+        "thread",
+        "seq",
+        sqlite_where=text("thread IS NOT NULL"),
+        postgresql_where=text("thread IS NOT NULL"),
     ),
     Index(
         "ix_messages_ref",

@@ -81,9 +81,20 @@ def _attr(value: str) -> str:
     return '"' + fence(clean).replace(">", "\\>") + '"'
 
 
-def render_agent(sender: str, kind: str, message_id: str, at: str, body: str) -> str:
-    """An agent's message as framed data (S17)."""
-    head = f"<<<message from={_attr(sender)} kind={_attr(kind)} id={_attr(message_id)} at={_attr(at)}>>>"
+def render_agent(
+    sender: str,
+    kind: str,
+    message_id: str,
+    at: str,
+    body: str,
+    thread: str | None = None,
+    importance: str = "normal",
+) -> str:
+    """An agent's message as framed data (S17), with its thread (S35) and its
+    importance when its sender marked one."""
+    extra = f" thread={_attr(thread)}" if thread else ""
+    extra += f" importance={_attr(importance)}" if importance != "normal" else ""
+    head = f"<<<message from={_attr(sender)} kind={_attr(kind)} id={_attr(message_id)} at={_attr(at)}{extra}>>>"
     note = _AGENT_NOTE.get(kind, _DEFAULT_NOTE).format(sender=sender)
     return f"{head}\n{fence(body)}\n<<<end message>>>\n{note}"
 
@@ -108,7 +119,9 @@ def _delivery_item(d: Delivery) -> TurnItem:
         content = render_operator(d.body, d.urgent)
     else:
         group = "message"
-        content = render_agent(d.sender, d.kind, d.id, d.created_at_utc, d.body)
+        content = render_agent(
+            d.sender, d.kind, d.id, d.created_at_utc, d.body, d.thread, d.importance
+        )
     return TurnItem(
         group=group,
         id=d.id,
@@ -179,7 +192,9 @@ def _broadcasts(t: Tx, ident: Identity, cur: _Cursor, cap: int) -> tuple[list[Tu
             urgent=False,
             created_at_utc=r["created_at_utc"],
             deliveries=None,
-            content=render_agent(r["sender"], "broadcast", r["id"], r["created_at_utc"], r["body"]),
+            content=render_agent(
+                r["sender"], "broadcast", r["id"], r["created_at_utc"], r["body"], r["thread"]
+            ),
             recorded=True,
         )
         for r in rows

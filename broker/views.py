@@ -68,6 +68,12 @@ _NOW = {
     "postgresql": "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
 }
 
+# A JSON list of the senders of a thread, in order of their first message.
+_SENDERS = {
+    "sqlite": "json_group_array(w.sender)",  # the subquery is ordered; 3.40 has no ORDER BY here
+    "postgresql": "COALESCE(json_agg(w.sender ORDER BY w.first), '[]')::text",
+}
+
 VIEWS: tuple[View, ...] = (
     View(
         "v_log",
@@ -108,7 +114,7 @@ VIEWS: tuple[View, ...] = (
             (
                 "reason",
                 "unknown_participant | no_live_participant | no_parent | no_lead | "
-                "participant_left | inbox_full | broadcast_full | sender_share",
+                "participant_left | inbox_full | broadcast_full | sender_share | contact_policy",
             ),
             ("reached_n", "how many it did reach (0: it reached nobody)"),
         ),
@@ -322,6 +328,30 @@ VIEWS: tuple[View, ...] = (
         "WHERE r2.kind = 'retract' AND r2.ref = m.id AND r2.space_id = m.space_id) "
         "WHERE m.kind = 'directive'",
     ),
+    View(
+        "v_threads",
+        "One row per thread of a space (S35): its first and last message, who wrote in it, counts.",
+        (
+            ("space_id", "the space"),
+            ("thread", "the thread's name"),
+            ("messages", "how many messages it holds"),
+            ("first_id", "its first message"),
+            ("first_at", "when its first message was logged"),
+            ("last_id", "its latest message"),
+            ("last_at", "when its latest message was logged"),
+            ("participants", "how many distinct senders wrote in it"),
+            ("senders", "JSON list of those senders, in order of their first message"),
+        ),
+        "SELECT m.space_id, m.thread, COUNT(*) AS messages, "
+        "(SELECT f.id FROM messages f WHERE f.space_id = m.space_id AND f.thread = m.thread "
+        "ORDER BY f.seq LIMIT 1) AS first_id, MIN(m.created_at_utc) AS first_at, "
+        "(SELECT l.id FROM messages l WHERE l.space_id = m.space_id AND l.thread = m.thread "
+        "ORDER BY l.seq DESC LIMIT 1) AS last_id, MAX(m.created_at_utc) AS last_at, "
+        "COUNT(DISTINCT m.sender) AS participants, "
+        "(SELECT {senders} FROM (SELECT s.sender, MIN(s.seq) AS first FROM messages s "
+        "WHERE s.space_id = m.space_id AND s.thread = m.thread GROUP BY s.sender ORDER BY first) w) AS senders "
+        "FROM messages m WHERE m.thread IS NOT NULL GROUP BY m.space_id, m.thread",
+    ),
 )
 
 
@@ -329,7 +359,11 @@ def select_sql(view: View, dialect: str = "sqlite") -> str:
     """The view's SELECT for ``dialect``."""
     nr_from, nr_address, nr_reason = _NR[dialect]
     return view.sql.format(
-        now=_NOW[dialect], nr_from=nr_from, nr_address=nr_address, nr_reason=nr_reason
+        now=_NOW[dialect],
+        nr_from=nr_from,
+        nr_address=nr_address,
+        nr_reason=nr_reason,
+        senders=_SENDERS[dialect],
     )
 
 

@@ -31,5 +31,6 @@ Reason = Literal[
     "inbox_full",
     "broadcast_full",
     "sender_share",
+    "contact_policy",
 ]
 TurnGroup = Literal["urgent", "directive", "message", "broadcast"]

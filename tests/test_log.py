@@ -210,6 +210,10 @@ def test_S7_log_entries_carry_the_whole_row(
         "not_reached": [{"address": "ghost#1", "reason": "unknown_participant"}],
         "idempotency_key": "k1",
         "created_at_utc": stored_at,
+        "thread": None,
+        "reply_to": None,
+        "importance": "normal",
+        "ack_required": False,
     }
     parse_ts(entry.created_at_utc)
     assert len(entry.created_at_utc) == 27

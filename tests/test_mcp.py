@@ -32,6 +32,8 @@ AGENT_DEFAULT = {
     "board_renew",
     "inbox_next",
     "inbox_seen",
+    "msg_search",  # S36: reads only what the agent sent or received
+    "msg_status",
 }
 AUTHORITY = {"board_directive", "board_retract"}
 
@@ -83,8 +85,9 @@ def test_S24_tools_are_listed_by_grant(store: Store, space: str) -> None:
     async def main() -> None:
         assert await names("plain", plain) == AGENT_DEFAULT
         assert await names("boss", boss) == AGENT_DEFAULT | AUTHORITY
-        assert await names("narrow", narrow) == {"msg_send", "inbox_next", "inbox_seen"}
-        assert await names("mute", mute) == {"inbox_next", "inbox_seen"}  # receive-only
+        always = {"inbox_next", "inbox_seen", "msg_search", "msg_status"}
+        assert await names("narrow", narrow) == {"msg_send"} | always
+        assert await names("mute", mute) == always  # receive-only: reads its own mail
 
     arun(main())
 

@@ -49,6 +49,8 @@ AGENT_DEFAULT = {
     "board_renew",
     "inbox_next",
     "inbox_seen",
+    "msg_search",  # S36: reads only what the agent sent or received
+    "msg_status",
 }
 SEND = (
     "import sys; from broker import Agent, Store; "

@@ -24,6 +24,7 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
     "wake": ("wake", "wake", "wake latency across processes (commit -> waiter returns)"),
     "idle_cpu": ("wake", "idle_cpu", "CPU of 100 idle waiters"),
     "backlog": ("backlog", "backlog", "claim latency at 1k / 100k / 1M backlog"),
+    "search": ("search", "search", "full-text search p95 over a 100,000-message space (S36)"),
     "cli": ("cli", "cli", "whole-process cost of `broker msg send` and `broker inbox claim`"),
     "mcp": ("mcp", "mcp", "MCP tool-call round trip (stdio) beside the CLI process cost"),
     "served": (

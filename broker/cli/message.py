@@ -1,5 +1,6 @@
-"""`broker msg send` (the agent tool msg.send) and `broker message send|list`
-(the operator's voice and the operator's read of the log)."""
+"""`broker msg send|status|search|policy` (an agent's mail) and `broker
+message send|list|threads|search|status` (the operator's voice and the
+operator's read of the log)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from broker.cli._common import (
 from broker.cli._output import safe, to_jsonable
 
 if TYPE_CHECKING:
-    from broker.records import LogEntry, SendResult
+    from broker.records import AckStatus, LogEntry, SearchHit, SendResult
 
 
 def print_result(result: SendResult | dict[str, Any], as_json: bool) -> None:
@@ -67,12 +68,30 @@ def msg() -> None:
     metavar="KEY",
     help="A repeat with the same key returns the first result and writes nothing.",
 )
+@click.option("--thread", metavar="NAME", help="Put it in thread NAME (S35).")
+@click.option(
+    "--reply-to", metavar="ID", help="Answer message ID; the reply joins its thread (S35)."
+)
+@click.option(
+    "--importance",
+    type=click.Choice(["low", "normal", "high"]),
+    default="normal",
+    show_default=True,
+    help="Shown in the recipient's framing (urgent is the operator's).",
+)
+@click.option(
+    "--ack-required", is_flag=True, help="Ask who has seen it later: `broker msg status ID`."
+)
 @identity_options
 @json_option
 @click.argument("text", nargs=-1, required=True)
 def msg_send(
     to: tuple[str, ...],
     idempotency_key: str | None,
+    thread: str | None,
+    reply_to: str | None,
+    importance: str,
+    ack_required: bool,
     space: str | None,
     as_: str | None,
     token: str | None,
@@ -82,7 +101,146 @@ def msg_send(
     """Send TEXT as yourself ('-' reads stdin). Exits 1 if it reached nobody."""
     body = text_arg(text)
     me = agent(space, as_, token)
-    run_send(lambda: me.send(list(to), body, idempotency_key=idempotency_key), as_json)
+    run_send(
+        lambda: me.send(
+            list(to),
+            body,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+        ),
+        as_json,
+    )
+
+
+def _print_status(st: AckStatus, as_json: bool) -> None:
+    if as_json:
+        emit_json(st)
+        return
+    flag = " (ack required)" if st.ack_required else ""
+    click.echo(f"{st.id}{flag}: seen by {len(st.seen)} of {len(st.reached)}")
+    if st.seen:
+        click.echo(f"seen: {safe(', '.join(st.seen))}")
+    if st.not_seen:
+        click.echo(f"not seen: {safe(', '.join(st.not_seen))}")
+
+
+@msg.command("status")
+@click.argument("message_id")
+@identity_options
+@json_option
+def msg_status(
+    message_id: str, space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
+    """Who has seen MESSAGE_ID, a message you sent: those it reached whose
+    confirmed turn showed it, and those not yet."""
+    _print_status(agent(space, as_, token).status(message_id), as_json)
+
+
+@msg.command("policy")
+@click.argument(
+    "policy", required=False, type=click.Choice(["open", "parent-and-lead", "listed", "closed"])
+)
+@click.option(
+    "--allow",
+    multiple=True,
+    metavar="ADDR",
+    help="An address a 'listed' policy lets in (repeatable).",
+)
+@identity_options
+@json_option
+def msg_policy(
+    policy: str | None,
+    allow: tuple[str, ...],
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Show, or set, who may message you directly (S38): open (anyone),
+    parent-and-lead, listed (--allow ADDR...) or closed. The operator and the
+    lead always reach you; a refused sender's message is logged not_reached
+    with reason contact_policy."""
+    me = agent(space, as_, token)
+    if policy is None:
+        if allow:
+            raise errors.InvalidInput("--allow goes with the 'listed' policy")
+        got = me.contact_policy()
+    else:
+        got = me.set_contact_policy(policy, list(allow))
+    if as_json:
+        emit_json(got)
+        return
+    click.echo(got.policy + (f": {safe(', '.join(got.allow))}" if got.allow else ""))
+
+
+def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+    if as_json:
+        emit_json_lines(hits)
+        return
+    lines = []
+    for h in hits:
+        stamp = h.created_at_utc[:19].replace("T", " ")
+        where = f" [{safe(h.thread)}]" if h.thread else ""
+        lines.append(f"#{h.seq} {h.id} {stamp} {h.kind} {safe(h.sender)}{where}: {safe(h.snippet)}")
+    if lines:
+        click.echo("\n".join(lines))
+
+
+def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        (
+            click.option("--from", "sender", metavar="ADDR", help="Only messages ADDR sent."),
+            click.option(
+                "--to",
+                "to",
+                metavar="ADDR",
+                help="Only messages addressed to ADDR or that reached it.",
+            ),
+            click.option(
+                "--kind", metavar="KINDS", help="Comma-separated kinds, e.g. direct,post."
+            ),
+            click.option(
+                "--since", metavar="WHEN", help="Only since a UTC time or an age (10m, 2h)."
+            ),
+            click.option(
+                "--limit", type=click.IntRange(1, 1000), default=20, show_default=True, metavar="N"
+            ),
+        )
+    ):
+        fn = option(fn)
+    return fn
+
+
+SEARCH_HELP = """Words must all match; "a phrase", OR, NOT, prefix*, thread:NAME.
+Best match first, matched words in [brackets]."""
+
+
+@msg.command("search", epilog=SEARCH_HELP)
+@click.argument("query")
+@_search_options
+@identity_options
+@json_option
+def msg_search(
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kind: str | None,
+    since: str | None,
+    limit: int,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Full-text search of the messages you sent or received (S36)."""
+    me = agent(space, as_, token)
+    hits = me.search(
+        query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
+    )
+    _print_hits(hits, as_json)
 
 
 @main.group()
@@ -188,6 +346,8 @@ def _print_entries(entries: list[LogEntry], as_json: bool) -> None:
             misses = ", ".join(f"{safe(n.address)}: {n.reason}" for n in e.not_reached)
             outcome += f" [not reached: {misses}]"
         flag = " URGENT" if e.urgent else ""
+        flag += f" {e.importance.upper()}" if e.importance != "normal" else ""
+        flag += f" [{safe(e.thread)}]" if e.thread else ""
         stamp = e.created_at_utc[:19].replace("T", " ")
         lines.append(
             f"#{e.seq} {e.id} {stamp} {e.kind}{flag} {safe(e.sender)}{outcome}: {safe(e.body)}"
@@ -209,6 +369,7 @@ def _print_entries(entries: list[LogEntry], as_json: bool) -> None:
 @click.option("--since", metavar="WHEN", help="Only messages since a UTC time or an age (10m, 2h).")
 @click.option("--limit", type=COUNT, metavar="N", help="The first N matching messages.")
 @click.option("--tail", type=COUNT, metavar="N", help="The last N matching messages.")
+@click.option("--thread", metavar="NAME", help="Only the messages of thread NAME (S35).")
 @click.option(
     "--follow", is_flag=True, help="Then keep printing new messages until the space stops."
 )
@@ -222,6 +383,7 @@ def message_list(
     since: str | None,
     limit: int | None,
     tail: int | None,
+    thread: str | None,
     follow: bool,
     as_json: bool,
 ) -> None:
@@ -229,6 +391,8 @@ def message_list(
     (--json: one object per line)."""
     if limit is not None and tail is not None:
         raise errors.InvalidInput("--limit and --tail exclude each other")
+    if thread is not None and follow:
+        raise errors.InvalidInput("--thread and --follow exclude each other")
     filters: dict[str, Any] = {
         "kinds": _kinds(kind),
         "sender": sender,
@@ -236,7 +400,9 @@ def message_list(
         "since": _since(since),
     }
     op = operator()
-    entries = op.log(run_id, after=_after(after), limit=limit, tail=tail, **filters)
+    entries = op.log(
+        run_id, after=_after(after), limit=limit, tail=tail, **filters, **_thread(thread)
+    )
     _print_entries(entries, as_json)
     if follow:
         last: str | int | None = entries[-1].seq if entries else _after(after)
@@ -245,3 +411,57 @@ def message_list(
             last = newest[0].seq if newest else last
         for batch in op.follow(run_id, after=last, **filters):
             _print_entries(batch, as_json)
+
+
+def _thread(thread: str | None) -> dict[str, str]:
+    # Only when given: a served operator's log takes no thread argument yet.
+    return {} if thread is None else {"thread": thread}
+
+
+@message.command("threads")
+@click.argument("run_id")
+@json_option
+def message_threads(run_id: str, as_json: bool) -> None:
+    """The threads of RUN_ID, most recently active first: 'THREAD N messages,
+    LAST TIME, SENDERS' (--json: one object per line)."""
+    found = operator().threads(run_id)
+    if as_json:
+        emit_json_lines(found)
+        return
+    for th in found:
+        stamp = th.last_at[:19].replace("T", " ")
+        click.echo(
+            f"{safe(th.thread)}: {th.messages} message{'s' * (th.messages != 1)}, "
+            f"last {stamp}, {safe(', '.join(th.senders))}"
+        )
+
+
+@message.command("search", epilog=SEARCH_HELP)
+@click.argument("run_id")
+@click.argument("query")
+@_search_options
+@json_option
+def message_search(
+    run_id: str,
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kind: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Full-text search of the whole log of RUN_ID (S36)."""
+    hits = operator().search(
+        run_id, query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
+    )
+    _print_hits(hits, as_json)
+
+
+@message.command("status")
+@click.argument("run_id")
+@click.argument("message_id")
+@json_option
+def message_status(run_id: str, message_id: str, as_json: bool) -> None:
+    """Who has seen MESSAGE_ID among those it reached."""
+    _print_status(operator().status(run_id, message_id), as_json)

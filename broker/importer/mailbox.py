@@ -315,6 +315,10 @@ def _message_row(
         "idempotency_key": None,
         "size_bytes": _size(m, headers, body),
         "created_at_utc": m.at,
+        "thread": None,
+        "reply_to": None,
+        "importance": None,
+        "ack_required": None,
     }
 
 
@@ -368,6 +372,8 @@ def _participant_row(
         "joined_at_utc": now,
         "left_at_utc": now if status == "left" else None,
         "last_seen_utc": now,
+        "contact_policy": None,
+        "contact_allow": None,
     }
 
 

@@ -30,6 +30,25 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+class SearchInput(_In):
+    """``msg.search`` (S36): what the agent sent or received."""
+
+    query: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    written_by: Target | None = None  # a filter, not a sender: no tool takes one (S10)
+    to: Target | None = None
+    kinds: list[Annotated[str, StringConstraints(max_length=16)]] = Field(
+        default_factory=list, max_length=8
+    )
+    since: Annotated[str, StringConstraints(max_length=40)] | None = None
+    limit: int = Field(20, ge=1, le=1000)
+
+
+class StatusInput(_In):
+    """``msg status``: who has seen a message the agent sent."""
+
+    message_id: MessageId
+
+
 class BoardReadInput(_In):
     """``board.read``."""
 

@@ -63,6 +63,13 @@ class OperatorSendBody(_Body):
     idempotency_key: Id | None = None
 
 
+class PolicyBody(_Body):
+    """A participant's own contact policy (S38)."""
+
+    policy: Annotated[str, StringConstraints(max_length=32)]
+    allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
+
+
 class CreateSpaceBody(_Body):
     kind: SpaceKind
     settings: dict[str, Any] = Field(default_factory=dict)

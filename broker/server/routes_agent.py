@@ -13,7 +13,18 @@ from collections.abc import Awaitable
 from typing import Any
 
 from broker.client import Agent
-from broker.records import BoardEntry, ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.records import (
+    AckStatus,
+    BoardEntry,
+    ClaimGrant,
+    ContactPolicy,
+    JournalEntry,
+    Lease,
+    SearchHit,
+    SendResult,
+    Turn,
+    TurnSeen,
+)
 from broker.server import bodies
 from broker.server.api import Call, Endpoint, Query
 from broker.server.results import Count, Done, Expiry, Me
@@ -32,8 +43,46 @@ async def me(call: Call) -> Any:
 async def send(call: Call) -> Any:
     a, b = _me(call), call.body
     return await call.state.write(
-        lambda tx: a.send(b.to, b.text, idempotency_key=b.idempotency_key, tx=tx)
+        lambda tx: a.send(
+            b.to,
+            b.text,
+            idempotency_key=b.idempotency_key,
+            thread=b.thread,
+            reply_to=b.reply_to,
+            importance=b.importance,
+            ack_required=b.ack_required,
+            tx=tx,
+        )
     )
+
+
+async def search(call: Call) -> Any:
+    a, q = _me(call), call.query
+    return await call.state.run(
+        lambda: a.search(
+            q["query"] or "",
+            sender=q["from"],
+            to=q["to"],
+            kinds=q["kind"] or None,
+            since=q["since"],
+            limit=q["limit"] or 20,
+        )
+    )
+
+
+async def status(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(lambda: a.status(call.params["message_id"]))
+
+
+async def policy(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(a.contact_policy)
+
+
+async def set_policy(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.set_contact_policy(b.policy, b.allow, tx=tx))
 
 
 async def post(call: Call) -> Any:
@@ -148,6 +197,14 @@ async def leave(call: Call) -> Any:
 
 
 AGENT = "/api/{kind}/{id}/agent"
+SEARCH_QUERY = (
+    Query("query", "str", "the words to find (FTS5 syntax)"),
+    Query("from", "str", "only messages this address sent"),
+    Query("to", "str", "only messages addressed to, or that reached, this address"),
+    Query("kind", "list", "only these kinds (repeatable)"),
+    Query("since", "str", "only messages logged at or after this UTC time"),
+    Query("limit", "int", "at most this many (default 20)", 1, 1000),
+)
 
 
 def endpoints() -> list[Endpoint]:
@@ -159,6 +216,14 @@ def endpoints() -> list[Endpoint]:
                  returns=Me, tag="agent"),
         ep("POST", "/send", send, "msg.send: a direct message or a broadcast",
            body=bodies.SendInput, returns=SendResult),
+        ep("GET", "/search", search, "Full-text search of what you sent or received (S36)",
+           query=SEARCH_QUERY, returns=list[SearchHit]),
+        ep("GET", "/messages/{message_id}/status", status,
+           "Who has seen a message you sent", returns=AckStatus,
+           path_params={"message_id": "the message's id"}),
+        ep("GET", "/policy", policy, "Your contact policy (S38)", returns=ContactPolicy),
+        ep("POST", "/policy", set_policy, "Set your contact policy (S38)",
+           body=bodies.PolicyBody, returns=ContactPolicy),
         ep("POST", "/post", post, "board.post: a channel post, or addressed",
            body=bodies.PostInput, returns=SendResult),
         ep("POST", "/directive", directive, "board.directive (when granted)",

@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.client import Operator
 from broker.records import (
+    AckStatus,
     ClaimGrant,
     CreatedSpace,
     Joined,
@@ -20,14 +21,17 @@ from broker.records import (
     LogEntry,
     Participant,
     QuarantinedDelivery,
+    SearchHit,
     SendResult,
     Space,
     SpaceUsage,
+    Thread,
     TurnRecord,
 )
 from broker.server import bodies
 from broker.server.api import Call, Endpoint, Query
 from broker.server.results import Count
+from broker.server.routes_agent import SEARCH_QUERY
 from broker.server.sse import PAGE, EventStream
 from broker.vocab import MESSAGE_KINDS, SPACE_STATES
 
@@ -95,8 +99,35 @@ async def list_messages(call: Call) -> Any:
             after=q["after_seq"] if q["after_seq"] is not None else q["after"],
             kinds=q["kind"] or None,
             limit=q["limit"] or 1000,
+            thread=q["thread"],
         )
     )
+
+
+async def threads(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.threads(space.id))
+
+
+async def search(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.search(
+            space.id,
+            q["query"] or "",
+            sender=q["from"],
+            to=q["to"],
+            kinds=q["kind"] or None,
+            since=q["since"],
+            limit=q["limit"] or 20,
+        )
+    )
+
+
+async def message_status(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.status(space.id, call.params["message_id"]))
 
 
 async def send_message(call: Call) -> Any:
@@ -209,8 +240,18 @@ def endpoints() -> list[Endpoint]:
                         Query("after_seq", "int", "only rows after this seq", 0, 2**62),
                         Query("kind", "list", "only these kinds (repeatable)",
                               choices=MESSAGE_KINDS),
-                        LIMIT),
+                        LIMIT,
+                        Query("thread", "str", "only this thread (S35)")),
                  returns=list[LogEntry]),
+        Endpoint("GET", SPACE + "/threads", threads, "operator",
+                 "The space's threads, most recently active first (S35)",
+                 returns=list[Thread]),
+        Endpoint("GET", SPACE + "/search", search, "operator",
+                 "Full-text search of the space's log (S36)", query=SEARCH_QUERY,
+                 returns=list[SearchHit]),
+        Endpoint("GET", SPACE + "/messages/{message_id}/status", message_status, "operator",
+                 "Who has seen a message", returns=AckStatus,
+                 path_params={"message_id": "the message's id"}),
         Endpoint("POST", SPACE + "/messages", send_message, "operator",
                  "Send an operator message (recorded via: cp)",
                  body=bodies.OperatorSendBody, returns=SendResult),

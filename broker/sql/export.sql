@@ -22,6 +22,8 @@ SELECT m.id AS id, m.seq AS seq, m.created_at_utc AS created_at_utc, m.kind AS k
        m.via AS via, m.ref AS ref, m.reached AS reached, m.not_reached AS not_reached,
        m.reached_n AS reached_n, m.bcast_no AS bcast_no,
        m.idempotency_key AS idempotency_key, m.size_bytes AS size_bytes,
+       m.thread AS thread, m.reply_to AS reply_to, m.importance AS importance,
+       m.ack_required AS ack_required,
        CASE WHEN m.kind = 'seen' THEN 'receipt'
             WHEN m.reached_n > 0 AND m.not_reached = '[]' THEN 'delivered'
             WHEN m.reached_n > 0 THEN 'partial'
@@ -44,7 +46,8 @@ SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agen
        p.archetype AS archetype, p.task AS task, p.is_lead AS is_lead,
        p.messaging AS messaging, p.tools AS tools, p.status AS status, p.waiting AS waiting,
        p.pid AS pid, p.joined_at_utc AS joined_at_utc, p.left_at_utc AS left_at_utc,
-       p.last_seen_utc AS last_seen_utc
+       p.last_seen_utc AS last_seen_utc, p.contact_policy AS contact_policy,
+       p.contact_allow AS contact_allow
 FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
 
 -- name: cursors

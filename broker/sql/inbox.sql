@@ -42,7 +42,9 @@ RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
   (SELECT kind FROM messages m WHERE m.id = deliveries.message_id) AS kind,
   (SELECT sender FROM messages m WHERE m.id = deliveries.message_id) AS sender,
   (SELECT body FROM messages m WHERE m.id = deliveries.message_id) AS body,
-  (SELECT urgent FROM messages m WHERE m.id = deliveries.message_id) AS urgent
+  (SELECT urgent FROM messages m WHERE m.id = deliveries.message_id) AS urgent,
+  (SELECT thread FROM messages m WHERE m.id = deliveries.message_id) AS thread,
+  (SELECT importance FROM messages m WHERE m.id = deliveries.message_id) AS importance
 
 -- name: quarantine_head
 -- Poison at the head of an inbox (S15): quarantine the candidates among the

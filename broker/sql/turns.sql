@@ -20,7 +20,7 @@ WHERE p.id = :participant_id
 
 -- name: broadcasts
 -- The broadcasts after the cursor, in log order, at most :n.
-SELECT id, sender, body, created_at_utc, bcast_no FROM messages
+SELECT id, sender, body, created_at_utc, bcast_no, thread FROM messages
 WHERE space_id = :space_id AND bcast_no > :after AND bcast_no <= :last
 ORDER BY bcast_no LIMIT :n
 

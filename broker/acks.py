@@ -1,0 +1,51 @@
+"""``msg status``: who has seen a message its sender marked ``ack_required``.
+
+"Seen" is the S18 receipt a participant's confirmed turn writes, listing the
+message ids the turn showed; the answer is read from the log, nothing new is
+stored. A sender may ask about its own messages; the operator about any.
+"""
+
+from __future__ import annotations
+
+import json
+
+from broker import errors
+from broker.auth import Identity, caller
+from broker.db import Store, Tx
+from broker.records import AckStatus
+from broker.spaces import resolve_id
+from broker.sql import stmt
+
+_MESSAGE = stmt("acks.message")
+_SEEN_BY = stmt("acks.seen_by")
+_NOT_PEOPLE = {"operator", "broadcast"}
+
+
+def _status(t: Tx, space_id: str, message_id: str, asker: str | None) -> AckStatus:
+    row = t.one(_MESSAGE, {"space_id": space_id, "id": message_id})
+    if row is None or (asker is not None and row[1] != asker):
+        # Another's message is "not found", not "forbidden": no probing for ids.
+        raise errors.MessageNotFound(f"no message {message_id!r} of yours in space {space_id}")
+    reached = [a for a in json.loads(row[3]) if a not in _NOT_PEOPLE]
+    seen = {r[0] for r in t.all(_SEEN_BY, {"space_id": space_id, "seq": row[2], "id": row[0]})}
+    return AckStatus(
+        id=row[0],
+        ack_required=bool(row[4]),
+        reached=reached,
+        seen=[a for a in reached if a in seen],
+        not_seen=[a for a in reached if a not in seen],
+    )
+
+
+def status(store: Store, ident: Identity, message_id: str, *, tx: Tx | None = None) -> AckStatus:
+    """Who has seen ``message_id``, a message the caller sent."""
+    with store.read(tx) as t:
+        caller(t, ident)
+        return _status(t, ident.space_id, message_id, ident.address)
+
+
+def operator_status(
+    store: Store, space_ref: str, message_id: str, *, tx: Tx | None = None
+) -> AckStatus:
+    with store.read(tx) as t:
+        return _status(t, resolve_id(t, space_ref), message_id, None)

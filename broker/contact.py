@@ -1,0 +1,93 @@
+"""Contact policies (S38): who may message a participant directly.
+
+``open`` (the default): anyone. ``parent-and-lead``: the participant's parent
+and the lead. ``listed``: the addresses on its list. ``closed``: nobody. The
+operator and the lead are never blocked; broadcasts, posts and directives are
+not direct messages and follow S6/S24 unchanged. A blocked recipient is logged
+``not_reached`` with reason ``contact_policy`` (S7): nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from broker import errors
+from broker.auth import Identity, caller
+from broker.db import Store, Tx
+from broker.records import ContactPolicy
+from broker.sql import stmt
+
+POLICIES = ("open", "parent-and-lead", "listed", "closed")
+_RESTRICTED = stmt("contact.restricted")
+_GET = stmt("contact.get_policy")
+MAX_LISTED = 256
+
+
+class Gate:
+    """The restricted recipients of a space, read once per send batch."""
+
+    def __init__(self, t: Tx, space_id: str) -> None:
+        self.rules: dict[str, tuple[str, frozenset[str], str | None]] = {
+            r[0]: (r[1], frozenset(json.loads(r[2]) if r[2] else ()), r[3])
+            for r in t.all(_RESTRICTED, {"space_id": space_id})
+        }
+
+    def blocks(self, recipient_id: str, sender: str) -> bool:
+        rule = self.rules.get(recipient_id)
+        if rule is None:
+            return False
+        policy, allow, parent = rule
+        if policy == "parent-and-lead":
+            return sender != parent
+        if policy == "listed":
+            return sender not in allow
+        return True  # closed
+
+
+def check(policy: str, allow: list[str] | None) -> ContactPolicy:
+    """Validate a policy at the edge (S33)."""
+    if policy not in POLICIES:
+        raise errors.InvalidInput(f"bad policy {policy!r}: use {', '.join(POLICIES)}")
+    names = list(dict.fromkeys(allow or []))
+    if names and policy != "listed":
+        raise errors.InvalidInput("an allow list goes with the 'listed' policy only")
+    if len(names) > MAX_LISTED:
+        raise errors.InvalidInput(f"bad allow list: at most {MAX_LISTED} addresses")
+    for name in names:
+        if not isinstance(name, str) or not 0 < len(name) <= 200 or not name.isprintable():
+            raise errors.InvalidInput(f"bad address {name!r} in the allow list")
+    return ContactPolicy(policy, names)
+
+
+def row_params(p: ContactPolicy) -> dict[str, Any]:
+    return {
+        "policy": None if p.policy == "open" else p.policy,
+        "allow": json.dumps(p.allow) if p.policy == "listed" else None,
+    }
+
+
+def get(store: Store, ident: Identity, *, tx: Tx | None = None) -> ContactPolicy:
+    """The caller's own policy."""
+    with store.read(tx) as t:
+        caller(t, ident)
+        row = t.one(_GET, {"participant_id": ident.participant_id})
+    return ContactPolicy(row[0] or "open", json.loads(row[1]) if row[1] else [])
+
+
+def set_policy(
+    store: Store,
+    ident: Identity,
+    policy: str,
+    allow: list[str] | None = None,
+    *,
+    tx: Tx | None = None,
+) -> ContactPolicy:
+    """Set the caller's own policy: only a participant sets its own (S38)."""
+    from broker.participants import write_contact_policy
+
+    checked = check(policy, allow)
+    with store.write(tx) as t:
+        caller(t, ident, store.now_ts())
+        write_contact_policy(t, ident.participant_id, row_params(checked))
+    return checked

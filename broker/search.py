@@ -1,0 +1,164 @@
+"""Full-text search over the log (S36).
+
+SQLite: an FTS5 external-content index on ``messages`` (body and thread),
+kept by triggers, ranked by ``bm25`` with highlighted snippets. The operator
+searches one whole space; an agent only what it sent or what reached it. The
+space is a condition of the one statement, so no search returns another
+space's text. Query syntax is FTS5's: words (all must match), ``"a phrase"``,
+``OR``, ``NOT``, ``prefix*``, ``thread:name``. A query FTS5 cannot parse is
+``invalid_input`` naming it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+
+from broker import errors
+from broker.auth import Identity, caller
+from broker.db import Store, Tx
+from broker.records import SearchHit
+from broker.spaces import resolve_id
+from broker.sql import stmt
+from broker.vocab import MESSAGE_KINDS
+
+_QUERY = stmt("search.query")
+_SNIPPETS = stmt("search.snippets")
+_INDEX_SIZE = stmt("search.index_size")
+_INTEGRITY = stmt("search.integrity")
+MAX_LIMIT = 1000
+MAX_QUERY = 1000
+DEFAULT_LIMIT = 20
+# Matches ranked per query: the newest this many (S36). Rare words are ranked
+# in full; a word in most of a huge log costs this many bm25 scores, not one
+# per message (100,000-message bench: spec §Targets, 50 ms p95).
+RANK_WINDOW = 2000
+# How FTS5 words a query it cannot parse (an unknown `col:` prefix is "no such column").
+_SYNTAX = ("fts5", "syntax error", "no such column", "unterminated", "unrecognized", "MATCH")
+
+
+def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, str | None]:
+    if not isinstance(query, str) or not query.strip():
+        raise errors.InvalidInput("bad query: empty")
+    if len(query) > MAX_QUERY or not query.isprintable():
+        raise errors.InvalidInput(
+            f"bad query: at most {MAX_QUERY} printable characters (no control characters)"
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise errors.InvalidInput(f"bad limit {limit!r}: a whole number from 1 to {MAX_LIMIT}")
+    kind_list = list(kinds or [])
+    for k in kind_list:
+        if k not in MESSAGE_KINDS or k == "seen":
+            raise errors.InvalidInput(f"bad kind {k!r}: one of {', '.join(MESSAGE_KINDS[:-1])}")
+    return query, json.dumps(kind_list) if kind_list else None
+
+
+def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
+    try:
+        rows = t.all(_QUERY, params)
+        snips = (
+            dict(
+                t.all(
+                    _SNIPPETS,
+                    {"query": params["query"], "rowids": json.dumps([r[7] for r in rows])},
+                )
+            )
+            if rows and t.store.dialect == "sqlite"
+            else {}
+        )
+    except sqlite3.OperationalError as exc:
+        # FTS5 reports a query it cannot parse as an OperationalError ("fts5:
+        # syntax error near", "no such column" for an unknown `col:` prefix).
+        text = str(exc)
+        if any(w in text for w in _SYNTAX):
+            raise errors.InvalidInput(f"bad query {params['query']!r}: {text}") from None
+        raise
+    return [
+        SearchHit(
+            id=r[0],
+            seq=r[1],
+            kind=r[2],
+            sender=r[3],
+            to=json.loads(r[4]),
+            thread=r[5],
+            created_at_utc=r[6],
+            snippet=snips.get(r[7], ""),
+            rank=round(float(r[8]), 6),
+        )
+        for r in rows
+    ]
+
+
+def search(
+    store: Store,
+    space_ref: str,
+    query: str,
+    *,
+    sender: str | None = None,
+    to: str | None = None,
+    kinds: Iterable[str] | None = None,
+    since: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    tx: Tx | None = None,
+) -> list[SearchHit]:
+    """The operator's search of one whole space (S36), best match first."""
+    query, kind_json = _check(query, kinds, limit)
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        return _run(t, _params(space_id, query, sender, to, kind_json, since, limit, None))
+
+
+def agent_search(
+    store: Store,
+    ident: Identity,
+    query: str,
+    *,
+    sender: str | None = None,
+    to: str | None = None,
+    kinds: Iterable[str] | None = None,
+    since: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    tx: Tx | None = None,
+) -> list[SearchHit]:
+    """An agent's search: only messages it sent or that reached it (S36)."""
+    query, kind_json = _check(query, kinds, limit)
+    with store.read(tx) as t:
+        caller(t, ident)
+        params = _params(ident.space_id, query, sender, to, kind_json, since, limit, ident.address)
+        return _run(t, params)
+
+
+def _params(
+    space_id: str,
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kinds: str | None,
+    since: str | None,
+    limit: int,
+    viewer: str | None,
+) -> dict[str, object]:
+    return {
+        "space_id": space_id,
+        "query": query,
+        "sender": sender,
+        "to": to,
+        "kinds": kinds,
+        "since": since,
+        "n": limit,
+        "viewer": viewer,
+        "window": RANK_WINDOW,
+    }
+
+
+def index_bytes(store: Store) -> int:
+    """Bytes the search index takes in the store file (its text is the log's)."""
+    with store.read() as t:
+        return int(t.one(_INDEX_SIZE)[0])
+
+
+def integrity_check(store: Store) -> None:
+    """FTS5 ``integrity-check``: raises ``StoreError`` if the index and the log differ."""
+    with store.write() as t:
+        t.execute(_INTEGRITY)

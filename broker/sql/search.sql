@@ -1,0 +1,54 @@
+-- Search (broker.search, S36) over the FTS5 index `messages_fts`, which
+-- triggers keep in step with the log (broker.dialect.search_ddl).
+
+-- name: query
+-- The best matches of :query in ONE space, best first (bm25: lower is better).
+-- Ranking reads the newest :window matches that pass the filters (FTS5 hands
+-- matches out in rowid order, newest first here), so a word found in most of
+-- a huge log costs :window scores, not one per message. Receipts are left
+-- out. :viewer (an agent) narrows to what it sent or what reached it; NULL
+-- (the operator) sees the whole space. :kinds is a JSON list or NULL.
+SELECT m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
+  c.rid, c.rank
+FROM (SELECT f.rowid AS rid, bm25(messages_fts) AS rank
+      FROM messages_fts f JOIN messages m ON m.rowid = f.rowid
+      WHERE messages_fts MATCH :query AND m.space_id = :space_id AND m.kind <> 'seen'
+        AND (:sender IS NULL OR m.sender = :sender)
+        AND (:since IS NULL OR m.created_at_utc >= :since)
+        AND (:kinds IS NULL OR m.kind IN (SELECT value FROM json_each(:kinds)))
+        AND (:to IS NULL OR EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = :to)
+             OR EXISTS (SELECT 1 FROM json_each(m.recipients) r WHERE r.value = :to))
+        AND (:viewer IS NULL OR m.sender = :viewer
+             OR EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = :viewer))
+      ORDER BY f.rowid DESC LIMIT :window) c
+JOIN messages m ON m.rowid = c.rid
+ORDER BY c.rank, m.seq LIMIT :n
+-- postgresql:
+SELECT m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
+  m.seq AS rid,
+  -ts_rank(to_tsvector('simple', m.body || ' ' || coalesce(m.thread, '')), q) AS rank
+FROM messages m, websearch_to_tsquery('simple', %(query)s) q
+WHERE to_tsvector('simple', m.body || ' ' || coalesce(m.thread, '')) @@ q
+  AND m.space_id = %(space_id)s AND m.kind <> 'seen'
+  AND (%(sender)s::text IS NULL OR m.sender = %(sender)s)
+  AND (%(since)s::text IS NULL OR m.created_at_utc >= %(since)s)
+  AND (%(kinds)s::text IS NULL OR m.kind IN (SELECT jsonb_array_elements_text(%(kinds)s::jsonb)))
+  AND (%(to)s::text IS NULL OR m.reached::jsonb ? %(to)s OR m.recipients::jsonb ? %(to)s)
+  AND (%(viewer)s::text IS NULL OR m.sender = %(viewer)s OR m.reached::jsonb ? %(viewer)s)
+  AND %(window)s::bigint > 0
+ORDER BY rank, m.seq LIMIT %(n)s
+
+-- name: snippets
+-- The snippets of the few rows a search returns, matched words in [brackets]:
+-- computed for those rows only (a snippet re-reads the text).
+SELECT rowid, snippet(messages_fts, -1, '[', ']', '…', 12) FROM messages_fts
+WHERE messages_fts MATCH :query AND rowid IN (SELECT value FROM json_each(:rowids))
+
+-- name: index_size
+-- Bytes of the search index's own tables (the text is not copied: the index
+-- reads it from `messages`), for `broker store stats`-like reports and bench.
+SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'
+
+-- name: integrity
+-- FTS5's own check that the index matches the log (raises if not).
+INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)

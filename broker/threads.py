@@ -1,0 +1,112 @@
+"""Threads (S35): a send names ``reply_to`` (a message of its space) or a
+``thread`` (a short name); a reply inherits its parent's thread. The thread is
+a column of the log row, so reading a thread is one indexed range.
+
+A reply to a message that is in no thread starts one named after that message's
+id: the parent is listed with it (``log``), and the next reply joins the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from broker import errors
+from broker.db import Store, Tx
+from broker.records import LogEntry, NotReached, Thread
+from broker.spaces import resolve_id
+from broker.sql import stmt
+
+_PARENT = stmt("threads.parent")
+_LOG = stmt("threads.log")
+_LIST = stmt("threads.list")
+
+
+@dataclass(frozen=True, slots=True)
+class Mail:
+    """What a send carries beyond its text (S35, importance, ack-required)."""
+
+    thread: str | None = None
+    reply_to: str | None = None
+    importance: str | None = None  # None = normal (the column holds only the others)
+    ack_required: bool = False
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.thread, self.reply_to, self.importance, self.ack_required or None)
+
+
+PLAIN = Mail()
+
+
+def mail(thread: str | None, reply_to: str | None, importance: str, ack_required: bool) -> Mail:
+    """The mail fields of a checked send input (``SendInput``)."""
+    if thread is None and reply_to is None and importance == "normal" and not ack_required:
+        return PLAIN
+    return Mail(thread, reply_to, None if importance == "normal" else importance, ack_required)
+
+
+def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
+    """``m`` with its thread settled: a reply takes its parent's (S35)."""
+    if m.reply_to is None:
+        return m
+    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to})
+    if row is None:
+        raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
+    inherited = row[0] or m.reply_to
+    if m.thread is not None and m.thread != inherited:
+        raise errors.InvalidInput(
+            f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})"
+        )
+    return Mail(inherited, m.reply_to, m.importance, m.ack_required)
+
+
+def to_entry(r: Any) -> LogEntry:
+    return LogEntry(
+        id=r[0],
+        space_id=r[1],
+        seq=r[2],
+        kind=r[3],
+        sender=r[4],
+        to=json.loads(r[5]),
+        body=r[6],
+        urgent=bool(r[7]),
+        via=r[8],
+        ref=r[9],
+        reached=json.loads(r[10]),
+        not_reached=[NotReached(**n) for n in json.loads(r[11])],
+        idempotency_key=r[12],
+        created_at_utc=r[13],
+        thread=r[14],
+        reply_to=r[15],
+        importance=r[16] or "normal",
+        ack_required=bool(r[17]),
+    )
+
+
+def log(store: Store, space_ref: str, thread: str, *, tx: Tx | None = None) -> list[LogEntry]:
+    """The messages of ``thread`` in log order (S35)."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_LOG, {"space_id": space_id, "thread": thread})
+    return [to_entry(r) for r in rows]
+
+
+def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Thread]:
+    """The threads of a space, most recently active first (``v_threads``)."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_LIST, {"space_id": space_id})
+    return [
+        Thread(
+            thread=r[0],
+            messages=r[1],
+            first_id=r[2],
+            first_at=r[3],
+            last_id=r[4],
+            last_at=r[5],
+            participants=r[6],
+            senders=json.loads(r[7]),
+        )
+        for r in rows
+    ]
