@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import errors, spaces
 from broker.client import Agent, Operator, Store
@@ -62,7 +63,7 @@ def test_S35_bad_thread_or_reply_is_refused_and_writes_nothing(
     lynx, _ = join("flow/lynx"), join("flow/otter")
     first = lynx.send("otter", "in a thread", thread="t1")
     other = operator.create_space("workflow").id
-    elsewhere, _ = Agent.join(store, other, "flow/lynx")
+    elsewhere, _ = trusted.join(store, other, "flow/lynx")
     foreign = elsewhere.send("operator", "another space's message")
     before = last_seq(store, space)
     with pytest.raises(errors.InvalidInput, match="thread"):
@@ -162,10 +163,10 @@ def test_S35_S38_export_import_export_keeps_threads_importance_and_policies_byte
 # --- S38 contact policies ---------------------------------------------------------------
 def test_S38_each_policy_lets_in_exactly_whom_it_says(store: Store, operator: Operator) -> None:
     space = operator.create_space("agentiflow").id
-    lead, _ = Agent.join(store, space, "flow", lead=True)
-    boss, _ = Agent.join(store, space, "flow/boss", parent="lead")
-    kid, _ = Agent.join(store, space, "flow/kid", parent="boss")
-    peer, _ = Agent.join(store, space, "flow/peer")
+    lead, _ = trusted.join(store, space, "flow", lead=True)
+    boss, _ = trusted.join(store, space, "flow/boss", parent="lead")
+    kid, _ = trusted.join(store, space, "flow/kid", parent="boss")
+    peer, _ = trusted.join(store, space, "flow/peer")
     assert lead.address == "lead" and kid.address == "kid"
 
     def reaches(sender: Agent) -> bool:
@@ -275,7 +276,7 @@ def test_S36_an_agent_finds_only_what_it_sent_or_received_and_never_another_spac
     store, ids, otter = corpus["store"], corpus["ids"], corpus["otter"]
     assert {h.id for h in otter.search("tokenizer")} == {ids["rare"], ids["once"], ids["thread"]}
     other = operator.create_space("workflow").id
-    stranger, _ = Agent.join(store, other, "flow/otter")
+    stranger, _ = trusted.join(store, other, "flow/otter")
     stranger.send("operator", "tokenizer in another space")
     assert [h.id for h in otter.search("tokenizer another")] == []
     assert [h.id for h in operator.search(corpus["space"], "another")] == []
@@ -295,7 +296,7 @@ def test_S36_the_index_follows_a_purge_and_stays_consistent(
 ) -> None:
     store, space = corpus["store"], corpus["space"]
     other = operator.create_space("workflow").id
-    keep, _ = Agent.join(store, other, "flow/keep")
+    keep, _ = trusted.join(store, other, "flow/keep")
     kept = keep.send("operator", "tokenizer survives the purge").id
     assert index_bytes(store) > 0
     spaces.archive(store, space)
@@ -433,7 +434,7 @@ def test_S35_S36_mcp_reply_joins_the_thread_and_search_sees_only_the_agents_mail
     lynx = join("flow/lynx")
     heron = join("flow/heron")
     heron.send("lynx", "heron's tokenizer notes, not for otter")
-    otter, joined = Agent.join(store, space, "flow/otter")
+    otter, joined = trusted.join(store, space, "flow/otter")
     asked = lynx.send("otter", "is the tokenizer fixed?", thread="tok", ack_required=True)
 
     async def main() -> None:

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trusted
 from served import Server
 
-from broker import Agent, Store
+from broker import Store
 
 
 @pytest.fixture
@@ -29,8 +30,8 @@ def test_S35_S36_S38_client_mode_threads_search_policy_and_status(srv: Server) -
     store = Store(srv.url)
     with srv.operator() as c:
         sid = c.post("/api/spaces", json={"kind": "session"}).json()["id"]
-    _, lynx = Agent.join(store, sid, "s/lynx")
-    otter, _ = Agent.join(store, sid, "s/otter")
+    _, lynx = trusted.join(store, sid, "s/lynx")
+    otter, _ = trusted.join(store, sid, "s/otter")
     store.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
     env.update(BROKER_URL=srv.base, HOME=str(srv.home.parent / "nohome"))
