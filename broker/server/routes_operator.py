@@ -113,9 +113,7 @@ async def stream_messages(call: Call) -> Any:
     after = call.state.resume_point(call)
 
     async def page(pos: int) -> list[LogEntry]:
-        rows: list[LogEntry] = await call.state.run(
-            lambda: op.log(space.id, after=pos, limit=PAGE)
-        )
+        rows: list[LogEntry] = await call.state.run(lambda: op.log(space.id, after=pos, limit=PAGE))
         return rows
 
     return EventStream(
