@@ -39,19 +39,19 @@ class AgentPaths:
             self.store, self.identity, patterns, shared=shared, ttl=ttl, reason=reason, tx=tx
         )
 
-    def release_reservation(self, token: int, *, tx: Tx | None = None) -> JournalEntry:
-        """Release the reservation with fence ``token`` (else ``LeaseLost``)."""
+    def release_reservation(self, fence: int, *, tx: Tx | None = None) -> JournalEntry:
+        """Release the reservation with ``fence`` (else ``LeaseLost``)."""
         from broker import reservations
 
-        return reservations.release(self.store, self.identity, token, tx=tx)
+        return reservations.release(self.store, self.identity, fence, tx=tx)
 
     def renew_reservation(
-        self, token: int, ttl: float = 300.0, *, tx: Tx | None = None
+        self, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> Reservation:
-        """Extend the live reservation with fence ``token`` to ``ttl`` seconds from now."""
+        """Extend the live reservation with ``fence`` to ``ttl`` seconds from now."""
         from broker import reservations
 
-        return reservations.renew(self.store, self.identity, token, ttl, tx=tx)
+        return reservations.renew(self.store, self.identity, fence, ttl, tx=tx)
 
     def check_paths(self, paths: str | Sequence[str], *, tx: Tx | None = None) -> list[PathCheck]:
         """Who holds what covers each path; ``blocked`` when someone else holds

@@ -171,15 +171,16 @@ class JournalEntry:
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """A grant of a path pattern (S37): exclusive or shared, who holds it, until
-    when, and its fencing token (larger than every earlier grant of the space)."""
+    when, and its fencing token (larger than every earlier grant of the space).
+    Named in the new vocabulary (``fence``, ``expires_at``) from the start."""
 
-    token: int
+    fence: int
     pattern: str
     mode: Literal["exclusive", "shared"]
     holder: str
     reason: str | None
     claimed_at_utc: str
-    lease_expires_at: str
+    expires_at: str
 
 
 @dataclass(frozen=True, slots=True)

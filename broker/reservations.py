@@ -91,13 +91,13 @@ def _token(token: object) -> int:
 
 def _record(r: Any) -> Reservation:
     return Reservation(
-        token=r["token"],
+        fence=r["token"],
         pattern=r["pattern"],
         mode=r["mode"],
         holder=r["holder"],
         reason=r["reason"],
         claimed_at_utc=r["claimed_at_utc"],
-        lease_expires_at=r["lease_expires_at"],
+        expires_at=r["lease_expires_at"],
     )
 
 
@@ -140,13 +140,13 @@ def _conflict(want: str, mode: str, me: str, live: Iterable[Reservation]) -> Non
         if witness is not None:
             raise errors.Conflict(
                 f"{want!r} overlaps {r.pattern!r} held {r.mode} by {r.holder} until "
-                f"{r.lease_expires_at} (fence {r.token}; both match {witness!r})",
+                f"{r.expires_at} (fence {r.fence}; both match {witness!r})",
                 pattern=want,
                 holder=r.holder,
                 held_pattern=r.pattern,
                 mode=r.mode,
-                token=r.token,
-                lease_expires_at=r.lease_expires_at,
+                fence=r.fence,
+                expires_at=r.expires_at,
                 witness=witness,
             )
 
@@ -185,10 +185,8 @@ def reserve(
         for want in wanted:
             for old in live:  # the caller's own grant of the same pattern: re-granted
                 if old.holder == ident.address and old.pattern == want and old.mode == mode:
-                    t.execute(_END, {"space_id": space, "token": old.token, "at": at})
-                    _journal(
-                        t, space, want, "released", old.holder, old.token, old.lease_expires_at, at
-                    )
+                    t.execute(_END, {"space_id": space, "token": old.fence, "at": at})
+                    _journal(t, space, want, "released", old.holder, old.fence, old.expires_at, at)
             row = {
                 "space_id": space,
                 "token": token,
@@ -276,7 +274,7 @@ def renew(
         expires = ts_after(now, ttl)
         t.execute(_RENEW, {"space_id": ident.space_id, "token": token, "lease_expires_at": expires})
         _journal(t, ident.space_id, r["pattern"], "renewed", ident.address, token, expires, at)
-        return replace(_record(r), lease_expires_at=expires)
+        return replace(_record(r), expires_at=expires)
 
     return tools.call(store, ident, "board.claim", run, tx=tx)
 

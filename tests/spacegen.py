@@ -180,7 +180,7 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
     # Path reservations (S37): two live (one per mode), one released.
     lynx.reserve(["docs/**", "src/*.py"], ttl=86400, reason="rewrite the docs")
     shared = otter.reserve("*.md", shared=True, ttl=86400)
-    otter.release_reservation(shared[0].token)
+    otter.release_reservation(shared[0].fence)
     otter.reserve("*.md", shared=True, ttl=86400)
     sqlrows.claim(
         store,

@@ -50,6 +50,8 @@ AGENT_TOOLS = {
     ("msg", "send"), ("leave",),
     ("board", "post"), ("board", "read"), ("board", "directive"), ("board", "retract"),
     ("board", "claim"), ("board", "release"), ("board", "renew"),
+    ("board", "reserve"), ("board", "check"), ("board", "unreserve"),
+    ("board", "renew-reservation"), ("guard", "pre-commit"),
     ("inbox", "claim"), ("inbox", "ack"), ("inbox", "release"), ("inbox", "extend"),
     ("inbox", "quarantine"), ("inbox", "next"), ("inbox", "seen"),
 }  # fmt: skip
@@ -57,6 +59,7 @@ AGENT_TOOLS = {
 STORE_LEVEL = {
     ("space", "create"), ("space", "list"), ("db", "upgrade"), ("db", "current"),
     ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",),
+    ("guard", "install"), ("guard", "uninstall"),  # a git repository's hook, not a space
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
 GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
@@ -124,7 +127,12 @@ def test_cli_token_is_only_ever_the_secret() -> None:
             assert opt.envvar == "BROKER_TOKEN" and opt.metavar == "SECRET", path
         assert "--auth-token" not in flags and "--lease" not in flags, path
         if "--fence" in flags:
-            assert path in {("board", "release"), ("board", "renew")}
+            assert path in {
+                ("board", "release"),
+                ("board", "renew"),
+                ("board", "unreserve"),
+                ("board", "renew-reservation"),
+            }
             assert isinstance(flags["--fence"].type, click.IntRange), path
         if "--lease-token" in flags:
             assert path[0] == "inbox", path
@@ -174,6 +182,8 @@ LISTS: dict[tuple[str, ...], type] = {
     ("board", "view"): records.BoardEntry,
     ("board", "claims"): records.ClaimGrant,
     ("board", "journal"): records.JournalEntry,
+    ("board", "reserve"): records.Reservation,
+    ("board", "check"): records.PathCheck,
     ("queue", "quarantined"): records.QuarantinedDelivery,
     ("transcript",): records.TurnRecord,
 }
@@ -192,6 +202,8 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("board", "claim"): records.ClaimGrant,
     ("board", "renew"): records.ClaimGrant,
     ("board", "release"): records.JournalEntry,
+    ("board", "unreserve"): records.JournalEntry,
+    ("board", "renew-reservation"): records.Reservation,
     ("dir", "show"): records.Participant,
     ("inbox", "claim"): records.Lease,
     ("inbox", "ack"): {"acked"},
@@ -206,7 +218,11 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
 }
 # Run elsewhere with --json (they start processes or write files):
 # agent run (test_runtime), demo (test_cli_directory), export/import (test_export).
-ELSEWHERE = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# The path reservations (test_reservations) and the git guard (test_guard).
+ELSEWHERE = {
+    ("agent", "run"), ("demo",), ("export",), ("import",),
+    ("guard", "install"), ("guard", "uninstall"), ("guard", "pre-commit"),
+}  # fmt: skip
 # Commands other engineers add this round, with their own tests (test_ops.py,
 # the purge tests): doctor prints a list (JSON Lines), the others one record.
 INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}

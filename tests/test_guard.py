@@ -96,7 +96,7 @@ def test_S37_guard_refuses_a_commit_on_paths_another_holds_exclusively_and_allow
     r = world.commit("otter", "otter edits src")
     assert r.returncode != 0 and world.head() == before
     assert "src/a.py (modified)" in r.stderr and "'src/**'" in r.stderr
-    assert "lynx" in r.stderr and g["lease_expires_at"] in r.stderr and "parser rewrite" in r.stderr
+    assert "lynx" in r.stderr and g["expires_at"] in r.stderr and "parser rewrite" in r.stderr
     assert "Traceback" not in r.stderr
     # The holder commits the same change.
     r = world.commit("lynx", "lynx edits src")

@@ -39,7 +39,7 @@ def test_S37_an_exclusive_reservation_refuses_an_overlapping_one_naming_holder_p
 ) -> None:
     lynx, otter = join("lynx"), join("otter")
     [g] = lynx.reserve("src/**", ttl=60, reason="parser rewrite")
-    assert (g.token, g.pattern, g.mode, g.holder, g.reason) == (
+    assert (g.fence, g.pattern, g.mode, g.holder, g.reason) == (
         1,
         "src/**",
         "exclusive",
@@ -52,10 +52,10 @@ def test_S37_an_exclusive_reservation_refuses_an_overlapping_one_naming_holder_p
     err = exc.value
     assert err.code == "conflict" and err.exit_code == 5
     assert err.fields["holder"] == "lynx" and err.fields["held_pattern"] == "src/**"
-    assert err.fields["lease_expires_at"] == g.lease_expires_at
+    assert err.fields["expires_at"] == g.expires_at
     assert globs.matches("src/**", err.fields["witness"])
     assert globs.matches("src/broker/*.py", err.fields["witness"])
-    assert "lynx" in err.message and "src/**" in err.message and g.lease_expires_at in err.message
+    assert "lynx" in err.message and "src/**" in err.message and g.expires_at in err.message
     assert rows(store) == before  # nothing written
     # Patterns that cannot match a common path do not conflict.
     assert [r.pattern for r in otter.reserve(["src", "docs/**", "*.md"])] == [
@@ -83,10 +83,10 @@ def test_S37_fences_grow_over_the_whole_space_and_a_regrant_stales_the_old_one(
     join: Callable[..., Agent], operator: Operator, space: str
 ) -> None:
     lynx, otter = join("lynx"), join("otter")
-    tokens = [g.token for g in lynx.reserve(["a/**", "b/**"])]
-    tokens += [g.token for g in otter.reserve("c/**")]
+    tokens = [g.fence for g in lynx.reserve(["a/**", "b/**"])]
+    tokens += [g.fence for g in otter.reserve("c/**")]
     [again] = lynx.reserve("a/**")  # re-grant: larger fence, old one released
-    tokens.append(again.token)
+    tokens.append(again.fence)
     assert tokens == [1, 2, 3, 4]
     with pytest.raises(errors.LeaseLost):
         lynx.release_reservation(1)
@@ -98,11 +98,11 @@ def test_S37_fences_grow_over_the_whole_space_and_a_regrant_stales_the_old_one(
     assert (released.key, released.event, released.token) == ("path b/**", "released", 2)
     with pytest.raises(errors.LeaseLost):
         lynx.renew_reservation(2)  # released: stale
-    assert [(r.token, r.pattern) for r in operator.reservations(space)] == [
+    assert [(r.fence, r.pattern) for r in operator.reservations(space)] == [
         (3, "c/**"),
         (4, "a/**"),
     ]
-    assert lynx.reserve("b/**")[0].token == 5  # never reused
+    assert lynx.reserve("b/**")[0].fence == 5  # never reused
 
 
 def test_S37_expiry_is_lazy_journaled_once_and_renew_extends_with_the_same_fence(
@@ -112,13 +112,13 @@ def test_S37_expiry_is_lazy_journaled_once_and_renew_extends_with_the_same_fence
     [a] = lynx.reserve("src/**", ttl=10)
     [b] = lynx.reserve("docs/**", ttl=10)
     clock.advance(5)
-    renewed = lynx.renew_reservation(b.token, 60)
-    assert renewed.token == b.token and renewed.lease_expires_at > b.lease_expires_at
+    renewed = lynx.renew_reservation(b.fence, 60)
+    assert renewed.fence == b.fence and renewed.expires_at > b.expires_at
     clock.advance(6)  # a expired, b live
     assert [c.blocked for c in otter.check_paths(["src/x", "docs/x"])] == [False, True]
     with pytest.raises(errors.LeaseLost, match="expired"):
-        lynx.renew_reservation(a.token)
-    assert otter.reserve("src/x.py")[0].token == 3  # the expired grant is no obstacle
+        lynx.renew_reservation(a.fence)
+    assert otter.reserve("src/x.py")[0].fence == 3  # the expired grant is no obstacle
     journal = [(j.key, j.event, j.token) for j in operator.claim_journal(space)]
     assert journal == [
         ("path src/**", "claimed", 1),
@@ -204,14 +204,14 @@ def test_S37_cli_reserve_check_unreserve_renew_and_claims(cli: Callable[..., Any
     r = cli("board", "reserve", "src/**", "docs/*.md", "--reason", "rewrite", "--json", env=lynx)
     assert r.code == 0, r.err
     grants = r.lines()
-    assert [(g["token"], g["pattern"], g["mode"]) for g in grants] == [
+    assert [(g["fence"], g["pattern"], g["mode"]) for g in grants] == [
         (1, "src/**", "exclusive"),
         (2, "docs/*.md", "exclusive"),
     ]
     r = cli("board", "reserve", "src/cli/*.py", env=otter)
     assert r.code == 5 and r.out == ""
     assert r.err.startswith("broker: conflict: ") and r.err.count("\n") == 1
-    assert "lynx" in r.err and "'src/**'" in r.err and grants[0]["lease_expires_at"] in r.err
+    assert "lynx" in r.err and "'src/**'" in r.err and grants[0]["expires_at"] in r.err
     r = cli("board", "reserve", "a/../b", env=otter)
     assert r.code == 2 and r.err.startswith("broker: invalid_input: ") and "Traceback" not in r.err
     r = cli("board", "reserve", "*.md", "--shared", env=otter)
@@ -229,7 +229,7 @@ def test_S37_cli_reserve_check_unreserve_renew_and_claims(cli: Callable[..., Any
     assert "BLOCKED" in text and "lynx" in text
 
     r = cli("board", "renew-reservation", "--fence", "2", "--ttl", "30", "--json", env=lynx)
-    assert r.code == 0 and r.json()["token"] == 2
+    assert r.code == 0 and r.json()["fence"] == 2
     assert cli("board", "unreserve", "--fence", "1", env=otter).code == 5  # not otter's
     r = cli("board", "unreserve", "--fence", "1", env=lynx)
     assert r.code == 0 and r.out.strip() == "released src/** fence 1"
@@ -238,7 +238,7 @@ def test_S37_cli_reserve_check_unreserve_renew_and_claims(cli: Callable[..., Any
     shown = cli("board", "claims", space).out
     assert "docs/*.md" in shown and "src/cli/*.py" in shown and "src/**" not in shown
     lines = cli("board", "claims", space, "--json").lines()
-    assert sorted(line["token"] for line in lines) == [2, 3, 4]
+    assert sorted(line["fence"] for line in lines) == [2, 3, 4]
     journal = cli("board", "journal", space, "--key", "path src/**", "--json").lines()
     assert [j["event"] for j in journal] == ["claimed", "released"]
     for cmd in ("reserve", "check", "unreserve", "renew-reservation"):
@@ -273,11 +273,11 @@ def _racer(
         except errors.BrokerError as exc:
             bad.append(repr(exc))
             continue
-        grants.append({"token": g.token, "pattern": pattern, "mode": g.mode, "holder": address})
+        grants.append({"token": g.fence, "pattern": pattern, "mode": g.mode, "holder": address})
         time.sleep(rnd.random() * 0.01)
         # Descheduled past the lease is legitimate (journaled as expired).
         with contextlib.suppress(errors.LeaseLost):
-            me.release_reservation(g.token)
+            me.release_reservation(g.fence)
     if len(grants) < RACE_GRANTS:
         bad.append(f"starved: {len(grants)} grants")
     out.put({"grants": grants, "bad": bad})

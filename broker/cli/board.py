@@ -271,10 +271,7 @@ def claims(run_id: str, as_json: bool) -> None:
 
 def _reservations(items: list[Reservation]) -> None:
     table(
-        [
-            (r.pattern, r.mode, r.holder, r.token, when(r.lease_expires_at), r.reason or "")
-            for r in items
-        ],
+        [(r.pattern, r.mode, r.holder, r.fence, when(r.expires_at), r.reason or "") for r in items],
         ["pattern", "mode", "holder", "fence", "expires", "reason"],
         shrink=(0, 2, 5),
         empty="(no path reservations)",
@@ -311,9 +308,7 @@ def reserve(
         emit_json_lines(grants)
         return
     for g in grants:
-        click.echo(
-            f"reserved {safe(g.pattern)} ({g.mode}) fence {g.token} until {g.lease_expires_at}"
-        )
+        click.echo(f"reserved {safe(g.pattern)} ({g.mode}) fence {g.fence} until {g.expires_at}")
 
 
 def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
@@ -326,7 +321,7 @@ def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
             rows.append((c.path, "free", "", "", "", ""))
         for r in c.held_by:
             state = "BLOCKED" if c.blocked else "ok"
-            rows.append((c.path, state, r.pattern, r.mode, r.holder, when(r.lease_expires_at)))
+            rows.append((c.path, state, r.pattern, r.mode, r.holder, when(r.expires_at)))
     table(rows, ["path", "state", "pattern", "mode", "holder", "expires"], shrink=(0, 2, 4))
 
 
@@ -378,7 +373,7 @@ def renew_reservation(
     if as_json:
         emit_json(g)
     else:
-        click.echo(f"renewed {safe(g.pattern)} fence {g.token} until {g.lease_expires_at}")
+        click.echo(f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 
 @board.command("journal")

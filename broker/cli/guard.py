@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING
 import click
 
 from broker import errors
-from broker.cli._common import agent, identity_options, main, operator
+from broker.cli._common import (
+    agent,
+    emit_json,
+    emit_json_lines,
+    identity_options,
+    json_option,
+    main,
+    operator,
+)
 from broker.cli._output import safe
 
 if TYPE_CHECKING:
@@ -103,7 +111,8 @@ def guard() -> None:
     help="The space whose reservations apply, when the committer's BROKER_SPACE is unset "
     "[default: env BROKER_SPACE at install time].",
 )
-def install(repo: Path, force: bool, space: str | None) -> None:
+@json_option
+def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     """Write the pre-commit hook into the repository at --repo."""
     hooks = _hooks(repo)
     hook = hooks / "pre-commit"
@@ -131,26 +140,36 @@ def install(repo: Path, force: bool, space: str | None) -> None:
     tmp.write_text(text, encoding="utf-8")
     tmp.chmod(0o755)
     tmp.replace(hook)  # atomic: a commit meanwhile sees the old hook or the new one
-    click.echo(f"installed {safe(hook)}{note}")
+    if as_json:
+        emit_json({"hook": str(hook), "chained": str(chained) if chained.exists() else None})
+    else:
+        click.echo(f"installed {safe(hook)}{note}")
 
 
 @guard.command("uninstall")
 @repo_option
-def uninstall(repo: Path) -> None:
+@json_option
+def uninstall(repo: Path, as_json: bool) -> None:
     """Remove the hook (and put back a hook it chained)."""
     hooks = _hooks(repo)
     hook, chained = hooks / "pre-commit", hooks / CHAINED
+    removed = restored = False
     if not hook.exists():
-        click.echo(f"no pre-commit hook in {safe(hooks)}: nothing to remove")
-        return
-    if not _ours(hook):
+        text = f"no pre-commit hook in {safe(hooks)}: nothing to remove"
+    elif not _ours(hook):
         raise errors.Conflict(f"{hook} is not broker's: left alone", hook=str(hook))
-    hook.unlink()
-    if chained.exists():
-        chained.rename(hook)
-        click.echo(f"removed the guard; restored the previous hook {safe(hook)}")
     else:
-        click.echo(f"removed {safe(hook)}")
+        hook.unlink()
+        removed = True
+        text = f"removed {safe(hook)}"
+        if chained.exists():
+            chained.rename(hook)
+            restored = True
+            text = f"removed the guard; restored the previous hook {safe(hook)}"
+    if as_json:
+        emit_json({"hook": str(hook), "removed": removed, "restored": restored})
+    else:
+        click.echo(text)
 
 
 def staged(repo: Path) -> list[tuple[str, str]]:
@@ -180,12 +199,19 @@ def staged(repo: Path) -> list[tuple[str, str]]:
 @repo_option
 @click.option("--default-space", metavar="RUN_ID", help="Used when BROKER_SPACE is unset.")
 @identity_options
+@json_option
 def pre_commit(
-    repo: Path, default_space: str | None, space: str | None, as_: str | None, token: str | None
+    repo: Path,
+    default_space: str | None,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
 ) -> None:
     """Check the staged changes (what the hook runs). Exit 5 (conflict) when a
     staged path is held exclusively by someone else; BROKER_GUARD=off lets the
-    commit through and posts the override on the board."""
+    commit through and posts the override on the board. --json: one line per
+    staged path (what `board check --json` prints)."""
     space = space or default_space
     changes = staged(repo)
     if not space:
@@ -198,6 +224,8 @@ def pre_commit(
     paths = list(by_path)
     checks = me.check_paths(paths) if me is not None else operator().check_paths(space, paths)
     blocked = [c for c in checks if c.blocked]
+    if as_json:
+        emit_json_lines(checks)
     lines = []
     for c in blocked:
         for r in c.held_by:
@@ -205,8 +233,8 @@ def pre_commit(
                 why = f": {r.reason}" if r.reason else ""
                 lines.append(
                     f"  {safe(c.path)} ({safe(by_path[c.path])}): {safe(r.pattern)!r} held "
-                    f"exclusively by {safe(r.holder)} until {r.lease_expires_at} "
-                    f"(fence {r.token}){safe(why)}"
+                    f"exclusively by {safe(r.holder)} until {r.expires_at} "
+                    f"(fence {r.fence}){safe(why)}"
                 )
     if os.environ.get("BROKER_GUARD", "").lower() == "off":
         _override(me, len(paths), lines)
