@@ -42,9 +42,11 @@ NOTHING_WRITTEN = {2, 3, 5}
 # fixed root below). --follow and --yes are never drawn: one blocks until the
 # space stops, the other would stop or prune the space under the fuzzer.
 OUT_OF_PROCESS = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# Serve until stopped: fuzzed as real processes below, stopped once serving.
+SERVING = {("serve",), ("mcp",)}
 # Write files where their arguments say (tested with their own roots elsewhere).
 WRITE_FILES = {("backup",), ("space", "purge")}
-IN_PROCESS = sorted(set(COMMANDS) - OUT_OF_PROCESS - WRITE_FILES)
+IN_PROCESS = sorted(set(COMMANDS) - OUT_OF_PROCESS - WRITE_FILES - SERVING)
 NEVER = {"--follow", "--yes", "-y", "--help", "-h", "--url"}
 IDENTITY = {"--space", "--as", "--token"}
 
@@ -182,6 +184,56 @@ def test_S33_fuzz_every_cli_command(
         before = count_rows(store)
         res = CliRunner().invoke(main, ["--url", url, *argv], env=env)
         check(res, before, count_rows(store), argv)
+
+    run()
+
+
+@pytest.mark.parametrize("path", sorted(SERVING), ids=" ".join)
+def test_S33_fuzz_the_serving_commands_as_processes(
+    path: tuple[str, ...], world: tuple[Store, Populated, str], tmp_path: Path
+) -> None:
+    """`serve` and `mcp` run until stopped: each example is a real process
+    (stdin closed, so `mcp` ends at EOF); one still serving after a few
+    seconds is stopped with SIGTERM and must have said where it serves."""
+    store, p, url = world
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+
+    @settings(
+        max_examples=10,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(argv=argv_for(path, p), env=identities(p))
+    def run(argv: list[str], env: dict[str, str]) -> None:
+        if "--allow-remote" in argv:  # never listen beyond loopback from a test
+            argv.remove("--allow-remote")
+        if path == ("serve",) and "--port" not in argv:
+            argv += ["--port", "0"]
+        before = count_rows(store)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "--url", url, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**base, **env},
+            cwd=tmp_path,  # a drawn --socket name lands here
+        )
+        try:
+            out, err = proc.communicate(timeout=4)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            out, err = proc.communicate(timeout=60)
+            assert path == ("serve",), (argv, err)
+            assert err.decode().startswith("broker serve: "), (argv, err)
+            return
+        text = err.decode(errors="replace")
+        assert "Traceback" not in text, (argv, text)
+        assert proc.returncode in DOCUMENTED, (argv, proc.returncode, text)
+        if proc.returncode != 0:
+            assert len(text.splitlines()) <= 1, (argv, text)
+        if proc.returncode in NOTHING_WRITTEN:
+            assert count_rows(store) == before, (argv, text)
 
     run()
 
