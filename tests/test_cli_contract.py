@@ -292,6 +292,8 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("message", "list"): ([sid], None),
         ("dir", "list"): ([sid], None),
         ("board", "read"): ([], lynx),
+        ("board", "reserve"): (["src/**", "docs/*.md"], lynx),  # fences 1 and 2
+        ("board", "check"): (["src/a.py", "README"], lynx),
         ("board", "view"): ([sid], None),
         ("board", "claims"): ([sid], None),
         ("board", "journal"): ([sid], None),
@@ -311,6 +313,9 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         for line in lines:
             obj = json.loads(line)
             assert isinstance(obj, dict), (path, line)
+            if path == ("board", "claims") and "pattern" in obj:  # then the path reservations
+                assert set(obj) == fields_of(records.Reservation)
+                continue
             assert set(obj) == fields_of(LISTS[path]), path
 
     singles: dict[tuple[str, ...], tuple[list[str], dict[str, str] | None]] = {
@@ -323,6 +328,8 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("board", "claim"): (["task-9"], lynx),
         ("board", "renew"): (["task-9", "--fence", "1"], lynx),
         ("board", "release"): (["task-9", "--fence", "1"], lynx),
+        ("board", "renew-reservation"): (["--fence", "1"], lynx),
+        ("board", "unreserve"): (["--fence", "1"], lynx),
         ("inbox", "extend"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "ack"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "claim"): (["--limit", "2"], p.env["otter#1"]),
