@@ -139,8 +139,8 @@ def _conflict(want: str, mode: str, me: str, live: Iterable[Reservation]) -> Non
         witness = globs.overlap(want, r.pattern)
         if witness is not None:
             raise errors.Conflict(
-                f"{want!r} overlaps {r.pattern!r} held {r.mode} by {r.holder} until "
-                f"{r.expires_at} (fence {r.fence}; both match {witness!r})",
+                f"{want!r} overlaps {r.holder}'s {r.mode} reservation of {r.pattern!r} "
+                f"until {r.expires_at} (fence {r.fence}); both match {witness!r}",
                 pattern=want,
                 holder=r.holder,
                 held_pattern=r.pattern,
