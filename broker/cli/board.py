@@ -263,10 +263,11 @@ def claims(run_id: str, as_json: bool) -> None:
         ],
         ["key", "holder", "fence", "claimed", "expires"],
         shrink=(0, 1),
-        empty="(no key claims)",
+        empty="(no key claims)" if paths else "(none)",
     )
-    click.echo("")
-    _reservations(paths)
+    if paths:
+        click.echo("")
+        _reservations(paths)
 
 
 def _reservations(items: list[Reservation]) -> None:
