@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import bounds, errors, messages, tools
+from broker import bounds, errors, globs, messages, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
@@ -590,8 +590,11 @@ def journal(
     store: Store, space_ref: str, *, key: str | None = None, tx: Tx | None = None
 ) -> list[JournalEntry]:
     """The claim journal of a space (optionally one key), oldest first. Expired
-    claims not yet journaled are journaled first, so the history is complete."""
-    if key is not None:
+    claims not yet journaled are journaled first, so the history is complete.
+    A path reservation's lines have the key ``path <pattern>`` (S37)."""
+    if isinstance(key, str) and key.startswith("path "):
+        globs.check_pattern(key[5:])
+    elif key is not None:
         validate_key(key)
     expire_claims(store, space_ref, tx=tx)
     with store.read(tx) as t:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors, messages, participants, procs, spaces
 from broker.auth import Identity
+from broker.client_paths import AgentPaths, OperatorPaths
 from broker.db import Store as Store
 from broker.db import Tx
 from broker.migrate import HEAD
@@ -60,7 +61,7 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     from broker.records import Purged
 
 
-class Agent:
+class Agent(AgentPaths):
     """A participant acting in its space.
 
     The leases and turns an Agent takes are held by this process (S32): if it
@@ -443,7 +444,7 @@ class Agent:
         return history.entries(self.store, self.identity)
 
 
-class Operator:
+class Operator(OperatorPaths):
     """The human running the swarm. ``via`` names the surface (S9).
 
     Constructing one proves the caller is the operator (S29): ``key`` is the
@@ -738,9 +739,11 @@ class Operator:
         return board.claims(self.store, space)
 
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
-        """The claim journal of a space (optionally one key), oldest first."""
-        from broker import board
+        """The claim journal of a space (optionally one key), oldest first; path
+        reservations' lines have the key ``path <pattern>`` (S37)."""
+        from broker import board, reservations
 
+        reservations.expire(self.store, space)
         return board.journal(self.store, space, key=key)
 
     def queue_stats(self, space: str) -> QueueStats:

@@ -47,6 +47,7 @@ TABLES = (
     "participant_events",
     "claim_journal",
     "board_claims",
+    "reservations",
     "messages",
     "participants",
 )
@@ -66,6 +67,7 @@ _FILES: dict[str, Callable[[str], bool]] = {
     "participant_events": lambda rel: rel == "participants.jsonl",
     "claim_journal": lambda rel: rel == "board/claims.jsonl",
     "board_claims": lambda rel: rel == "board/keys.jsonl",
+    "reservations": lambda rel: rel == "board/reservations.jsonl",
     "deliveries": lambda rel: _mailbox(rel, "inbox.jsonl"),
     "turns": lambda rel: _mailbox(rel, "turns.jsonl"),
     "transcript": lambda rel: _mailbox(rel, "transcript.jsonl"),

@@ -248,6 +248,32 @@ class JournalEntry:
     at_utc: str
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A grant of a path pattern (S37): exclusive or shared, who holds it, until
+    when, and its fencing token (larger than every earlier grant of the space).
+    Named in the new vocabulary (``fence``, ``expires_at``) from the start."""
+
+    fence: int
+    pattern: str
+    mode: Literal["exclusive", "shared"]
+    holder: str
+    reason: str | None
+    claimed_at_utc: str
+    expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class PathCheck:
+    """Who holds what covers one path (S37): the live reservations whose
+    pattern matches it, by token; ``blocked`` when one of them is exclusive and
+    held by someone other than the caller (always false for nobody's)."""
+
+    path: str
+    held_by: list[Reservation]
+    blocked: bool
+
+
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
 @dataclass(frozen=True, slots=True)
 class Delivery:

@@ -46,6 +46,7 @@ from broker.records import (
     TurnRecord,
     TurnSeen,
 )
+from broker.remote_paths import RemoteAgentPaths, RemoteOperatorPaths
 
 SCHEMES = ("http://", "https://", "unix://")
 TIMEOUT_S = 30.0
@@ -404,12 +405,21 @@ def _list(cls: type, data: Any) -> list[Any]:
     return [from_dict(cls, d) for d in data]
 
 
+def _one(_self: Any, cls: type, data: Any) -> Any:
+    """A host method of the served-mode mixins (broker.remote_paths)."""
+    return from_dict(cls, data)
+
+
+def _many(_self: Any, cls: type, data: Any) -> list[Any]:
+    return _list(cls, data)
+
+
 def _ids(ids: Iterable[str] | None) -> list[str] | None:
     return None if ids is None else [str(i) for i in ids]
 
 
 # --- the agent ---------------------------------------------------------------------------
-class RemoteAgent:
+class RemoteAgent(RemoteAgentPaths):
     """``broker.client.Agent`` over HTTP: the token is the only credential."""
 
     def __init__(
@@ -454,6 +464,8 @@ class RemoteAgent:
         return self.conn.call(
             method, f"{_space_path(self.space_id)}/agent{path}", secret=self.token, body=body, **kw
         )
+
+    _one, _many = _one, _many
 
     def send(
         self,
@@ -598,7 +610,7 @@ def _poll_timeout(wait: float) -> float | None:
 
 
 # --- the operator ------------------------------------------------------------------------
-class RemoteOperator:
+class RemoteOperator(RemoteOperatorPaths):
     """``broker.client.Operator`` over HTTP: the operator key is the credential
     (the argument, else ``BROKER_OPERATOR_KEY``); the server records ``via: cp``."""
 
@@ -613,6 +625,8 @@ class RemoteOperator:
 
     def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
         return self.conn.call(method, path, secret=self.key, body=body, **kw)
+
+    _one, _many = _one, _many
 
     def create_space(self, kind: str, **settings: object) -> CreatedSpace:
         data = self._call("POST", "/api/spaces", {"kind": kind, "settings": settings})

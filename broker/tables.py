@@ -37,6 +37,11 @@ Overview (one database holds many spaces; every row carries ``space_id``):
     Append-only history of claims: claimed / released / expired / renewed (S23).
 ``operator_key``
     One row: the hash of the store's operator key (S29).
+``reservations``
+    Path reservations (S37): one row per grant of a path pattern, exclusive or
+    shared, kept after it ends so the per-space fencing token only grows; its
+    claimed / renewed / released / expired lines go to ``claim_journal`` under
+    the key ``path <pattern>``.
 ``purges``, ``purging``
     Retention: the store-level journal of purged spaces, and the marker a purge
     writes (and removes) inside its transaction so the append-only triggers let
@@ -69,6 +74,7 @@ from broker.vocab import (
     JOURNAL_EVENTS,
     MESSAGE_KINDS,
     PARTICIPANT_STATUSES,
+    RESERVATION_MODES,
     SPACE_KINDS,
     SPACE_STATES,
     TRANSCRIPT_DIRECTIONS,
@@ -529,6 +535,28 @@ claim_journal = Table(
     comment="Append-only claim journal (S23).",
 )
 
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("space_id", String(40), ForeignKey("spaces.id"), primary_key=True),
+    Column(
+        "token",
+        Integer,
+        primary_key=True,
+        comment="fencing token of the grant: larger than every earlier grant of the space",
+    ),
+    Column("pattern", String(200), nullable=False, comment="the path pattern (broker.globs)"),
+    Column("mode", String(16), nullable=False, comment="exclusive | shared"),
+    Column("holder", String(200), nullable=False, comment="address holding the reservation"),
+    Column("reason", Text, comment="why, as the holder said"),
+    Column("claimed_at_utc", String(TS), nullable=False),
+    Column("lease_expires_at", String(TS), nullable=False),
+    Column("ended_at_utc", String(TS), comment="when it was released or expired; NULL while held"),
+    Index("ix_reservations_space_id_ended_at_utc", "space_id", "ended_at_utc"),
+    CheckConstraint(_in("mode", RESERVATION_MODES), name="mode"),
+    comment="Path reservations (S37): one row per grant, kept after it ends.",
+)
+
 purges = Table(
     "purges",
     metadata,
@@ -617,6 +645,7 @@ __all__ = [
     "purges",
     "purging",
     "sender_usage",
+    "reservations",
     "spaces",
     "transcript",
     "turns",

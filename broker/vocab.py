@@ -10,6 +10,7 @@ PARTICIPANT_STATUSES = ("running", "idle", "failed", "shutdown", "left")
 MESSAGE_KINDS = ("direct", "broadcast", "post", "directive", "retract", "operator", "seen")
 DELIVERY_STATES = ("ready", "processing", "done", "quarantine")
 JOURNAL_EVENTS = ("claimed", "released", "expired", "renewed")
+RESERVATION_MODES = ("exclusive", "shared")
 TRANSCRIPT_DIRECTIONS = ("sent", "received", "injected", "notice")
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")
 

@@ -184,6 +184,11 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
     with store.write() as t:
         append_receipt(store, t, space, "otter", tid, [inbox[0]])
     sqlrows.set_cursor(store, b.pids["otter"], 1)
+    # Path reservations (S37): two live (one per mode), one released.
+    lynx.reserve(["docs/**", "src/*.py"], ttl=86400, reason="rewrite the docs")
+    shared = otter.reserve("*.md", shared=True, ttl=86400)
+    otter.release_reservation(shared[0].fence)
+    otter.reserve("*.md", shared=True, ttl=86400)
     sqlrows.claim(
         store,
         space,

@@ -52,6 +52,8 @@ AGENT_TOOLS = {
     ("msg", "send"), ("leave",),
     ("board", "post"), ("board", "read"), ("board", "directive"), ("board", "retract"),
     ("board", "claim"), ("board", "release"), ("board", "renew"),
+    ("board", "reserve"), ("board", "check"), ("board", "unreserve"),
+    ("board", "renew-reservation"), ("guard", "pre-commit"),
     ("inbox", "claim"), ("inbox", "ack"), ("inbox", "release"), ("inbox", "extend"),
     ("inbox", "quarantine"), ("inbox", "next"), ("inbox", "seen"),
     ("mcp",),  # serves one agent's tools as that agent (--operator: the operator's, by key)
@@ -60,6 +62,7 @@ AGENT_TOOLS = {
 STORE_LEVEL = {
     ("space", "create"), ("space", "list"), ("db", "upgrade"), ("db", "current"),
     ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",), ("serve",),
+    ("guard", "install"), ("guard", "uninstall"),  # a git repository's hook, not a space
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
 GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
@@ -127,7 +130,12 @@ def test_cli_token_is_only_ever_the_secret() -> None:
             assert opt.envvar == "BROKER_TOKEN" and opt.metavar == "SECRET", path
         assert "--auth-token" not in flags and "--lease" not in flags, path
         if "--fence" in flags:
-            assert path in {("board", "release"), ("board", "renew")}
+            assert path in {
+                ("board", "release"),
+                ("board", "renew"),
+                ("board", "unreserve"),
+                ("board", "renew-reservation"),
+            }
             assert isinstance(flags["--fence"].type, click.IntRange), path
         if "--lease-token" in flags:
             assert path[0] == "inbox", path
@@ -178,6 +186,8 @@ LISTS: dict[tuple[str, ...], type] = {
     ("board", "view"): records.BoardEntry,
     ("board", "claims"): records.ClaimGrant,
     ("board", "journal"): records.JournalEntry,
+    ("board", "reserve"): records.Reservation,
+    ("board", "check"): records.PathCheck,
     ("queue", "quarantined"): records.QuarantinedDelivery,
     ("transcript",): records.TurnRecord,
 }
@@ -200,6 +210,8 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("board", "claim"): records.ClaimGrant,
     ("board", "renew"): records.ClaimGrant,
     ("board", "release"): records.JournalEntry,
+    ("board", "unreserve"): records.JournalEntry,
+    ("board", "renew-reservation"): records.Reservation,
     ("dir", "show"): records.Participant,
     ("inbox", "claim"): records.Lease,
     ("inbox", "ack"): {"acked"},
@@ -214,8 +226,12 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
 }
 # Run elsewhere with --json (they start processes or write files, or serve):
 # agent run (test_runtime), demo (test_cli_directory), export/import (test_export),
-# serve (test_server: where it listens), mcp (test_mcp: --print-config --json).
-ELSEWHERE = {("agent", "run"), ("demo",), ("export",), ("import",), ("serve",), ("mcp",)}
+# serve (test_server: where it listens), mcp (test_mcp: --print-config --json),
+# the git guard (test_guard: a real repository).
+ELSEWHERE = {
+    ("agent", "run"), ("demo",), ("export",), ("import",), ("serve",), ("mcp",),
+    ("guard", "install"), ("guard", "uninstall"), ("guard", "pre-commit"),
+}  # fmt: skip
 # Commands other engineers add this round, with their own tests (test_ops.py,
 # the purge tests): doctor prints a list (JSON Lines), the others one record.
 INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}
@@ -281,6 +297,8 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("message", "list"): ([sid], None),
         ("dir", "list"): ([sid], None),
         ("board", "read"): ([], lynx),
+        ("board", "reserve"): (["src/**", "docs/*.md"], lynx),  # fences 1 and 2
+        ("board", "check"): (["src/a.py", "README"], lynx),
         ("board", "view"): ([sid], None),
         ("board", "claims"): ([sid], None),
         ("board", "journal"): ([sid], None),
@@ -300,6 +318,9 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         for line in lines:
             obj = json.loads(line)
             assert isinstance(obj, dict), (path, line)
+            if path == ("board", "claims") and "pattern" in obj:  # then the path reservations
+                assert set(obj) == fields_of(records.Reservation)
+                continue
             assert set(obj) == fields_of(LISTS[path]), path
 
     singles: dict[tuple[str, ...], tuple[list[str], dict[str, str] | None]] = {
@@ -313,6 +334,8 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("board", "claim"): (["task-9"], lynx),
         ("board", "renew"): (["task-9", "--fence", "1"], lynx),
         ("board", "release"): (["task-9", "--fence", "1"], lynx),
+        ("board", "renew-reservation"): (["--fence", "1"], lynx),
+        ("board", "unreserve"): (["--fence", "1"], lynx),
         ("inbox", "extend"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "ack"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "claim"): (["--limit", "2"], p.env["otter#1"]),

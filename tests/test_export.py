@@ -160,7 +160,14 @@ def test_export_board_claims_journal_keys_and_one_file_per_live_claim(
     live = json.loads((folder / "board" / "claims" / "src%2Fa.py.json").read_text())
     assert live["key"] == "src/a.py" and live["holder"] == "lynx" and live["token"] == 1
     journal = jsonl(folder / "board" / "claims.jsonl")
-    assert [(j["key"], j["event"]) for j in journal] == [
+    assert [(j["key"], j["event"]) for j in journal if j["key"].startswith("path ")] == [
+        ("path docs/**", "claimed"),
+        ("path src/*.py", "claimed"),
+        ("path *.md", "claimed"),
+        ("path *.md", "released"),
+        ("path *.md", "claimed"),
+    ]
+    assert [(j["key"], j["event"]) for j in journal if not j["key"].startswith("path ")] == [
         ("src/a.py", "claimed"),
         ("src/b.py", "claimed"),
         ("src/b.py", "released"),
@@ -171,6 +178,23 @@ def test_export_board_claims_journal_keys_and_one_file_per_live_claim(
     keys = {k["key"]: k for k in jsonl(folder / "board" / "keys.jsonl")}
     assert keys["src/b.py"]["holder"] is None and keys["src/b.py"]["token"] == 1
     assert keys["src/d.py"]["holder"] == "heron"  # lapsed, not journaled yet: kept, not live
+
+
+def test_S37_export_has_every_path_reservation_live_or_ended_by_fence(
+    rich: tuple[Store, spacegen.Built], tmp_path: Path
+) -> None:
+    store, b = rich
+    export_space(store, b.space, tmp_path / "out", now=spacegen.EXPORT_NOW)
+    folder = tmp_path / "out" / "runs" / b.space / "messages"
+    lines = jsonl(folder / "board" / "reservations.jsonl")
+    assert [(r["token"], r["pattern"], r["mode"], r["holder"]) for r in lines] == [
+        (1, "docs/**", "exclusive", "lynx"),
+        (2, "src/*.py", "exclusive", "lynx"),
+        (3, "*.md", "shared", "otter"),
+        (4, "*.md", "shared", "otter"),
+    ]
+    assert [r["ended_at_utc"] is None for r in lines] == [True, True, False, True]
+    assert lines[0]["reason"] == "rewrite the docs" and lines[2]["reason"] is None
 
 
 def test_export_mailboxes_hold_inboxes_cursors_turns_transcripts(

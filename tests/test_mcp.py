@@ -30,6 +30,9 @@ AGENT_DEFAULT = {
     "board_claim",
     "board_release",
     "board_renew",
+    "board_reserve",
+    "board_unreserve",
+    "board_check",
     "inbox_next",
     "inbox_seen",
     "msg_search",  # S36: reads only what the agent sent or received
@@ -223,6 +226,18 @@ def test_every_agent_tool_over_stdio(store: Store, space: str) -> None:
                 taken = await boss.call("board_claim", key="shared")
                 assert taken.is_error and text(taken).startswith("claim_held: ")
                 await bs.ok("board_release", key="shared", fence=held["fence"])
+                # S37: path reservations through MCP.
+                res = await boss.ok("board_reserve", patterns=["src/**"], reason="via MCP")
+                fence = res["reservations"][0]["fence"]
+                clash = await bs.call("board_reserve", patterns=["src/a/*.py"])
+                assert clash.is_error and text(clash).startswith("conflict: ")
+                assert "boss" in text(clash) and "'src/**'" in text(clash)
+                bad = await bs.call("board_reserve", patterns=["../x"])
+                assert bad.is_error and text(bad).startswith("invalid_input: ")
+                chk = (await bs.ok("board_check", paths=["src/a/b.py", "README"]))["paths"]
+                assert [c["blocked"] for c in chk] == [True, False]
+                assert chk[0]["held_by"][0]["holder"] == "boss"
+                assert (await boss.ok("board_unreserve", fence=fence))["event"] == "released"
                 turn = await bs.ok("inbox_next")
                 groups = [(i["group"], i["body"]) for i in turn["items"]]
                 assert groups == [

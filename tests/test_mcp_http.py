@@ -47,6 +47,9 @@ AGENT_DEFAULT = {
     "board_claim",
     "board_release",
     "board_renew",
+    "board_reserve",
+    "board_unreserve",
+    "board_check",
     "inbox_next",
     "inbox_seen",
     "msg_search",  # S36: reads only what the agent sent or received

@@ -565,7 +565,10 @@ def test_serve_json_prints_where_it_listens_once(tmp_path: Path) -> None:
             time.sleep(0.02)
         lines = [json.loads(x) for x in srv.output().splitlines() if x.startswith("{")]
         assert lines == [
-            {"urls": [f"unix://{srv.socket}", srv.base], "store": str(tmp_path / "home" / "broker.db")}
+            {
+                "urls": [f"unix://{srv.socket}", srv.base],
+                "store": str(tmp_path / "home" / "broker.db"),
+            }
         ]
     finally:
         assert srv.terminate() == 0
@@ -667,7 +670,9 @@ def test_served_front_end_imports_only_the_public_library() -> None:
 
 def test_client_mode_transport_imports_no_store_code() -> None:
     """Client mode carries only a secret: broker.remote needs no database code."""
-    assert _imports(ROOT / "broker" / "remote.py") <= {"broker", "broker.errors", "broker.records"}
+    allowed = {"broker", "broker.errors", "broker.records", "broker.remote_paths"}
+    assert _imports(ROOT / "broker" / "remote.py") <= allowed
+    assert _imports(ROOT / "broker" / "remote_paths.py") <= {"broker.records"}
 
 
 def test_served_mcp_is_mounted_at_slash_mcp_with_the_bearer_identity(

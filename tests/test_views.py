@@ -198,7 +198,7 @@ def test_v_claim_journal_and_v_claim_holds_answer_who_held_a_key_and_when(
     holds = _q(
         store,
         "SELECT key, owner, token, held_from, held_until, ended_by FROM v_claim_holds "
-        "WHERE space_id = ? ORDER BY key, held_from",
+        "WHERE space_id = ? AND key NOT LIKE 'path %' ORDER BY key, held_from",
         b.space,
     )
     assert [(h["key"], h["owner"], h["ended_by"]) for h in holds] == [
@@ -210,6 +210,19 @@ def test_v_claim_journal_and_v_claim_holds_answer_who_held_a_key_and_when(
     ]
     assert holds[1]["held_from"] == "2026-01-01T00:00:01.000000Z"
     assert holds[1]["held_until"] == "2026-01-01T00:00:02.000000Z"
+    # Path reservations (S37) are journaled under 'path <pattern>', one hold per fence.
+    paths = _q(
+        store,
+        "SELECT key, owner, token, ended_by FROM v_claim_holds "
+        "WHERE space_id = ? AND key LIKE 'path %' ORDER BY token",
+        b.space,
+    )
+    assert [(h["key"], h["owner"], h["token"], h["ended_by"]) for h in paths] == [
+        ("path docs/**", "lynx", 1, None),
+        ("path src/*.py", "lynx", 2, None),
+        ("path *.md", "otter", 3, "released"),
+        ("path *.md", "otter", 4, None),
+    ]
 
 
 def test_v_quarantine_keeps_the_evidence(rich: tuple[Store, spacegen.Built]) -> None:

@@ -69,6 +69,7 @@ COMMANDS = {
     "dir": "directory",
     "doctor": "ops",
     "export": "export",
+    "guard": "guard",
     "import": "export",
     "inbox": "inbox",
     "join": "participant",

@@ -1,8 +1,9 @@
 """broker board ...: the shared board of a space (S21-S24).
 
-The agent tools (post, read, directive, retract, claim, release, renew) act
-as the participant in --space/--as/--token or BROKER_*; the operator's views
-(view, claims, journal) take a RUN_ID. A claim's fencing token is --fence.
+The agent tools (post, read, directive, retract, claim, release, renew, and
+the path reservations of S37: reserve, check, unreserve, renew-reservation)
+act as the participant in --space/--as/--token or BROKER_*; the operator's
+views (view, claims, journal) take a RUN_ID. A fencing token is --fence.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from broker.cli._output import safe, when
 from broker.cli.message import TO_HELP, run_send
 
 if TYPE_CHECKING:
-    from broker.records import BoardEntry, ClaimGrant
+    from broker.records import BoardEntry, ClaimGrant, PathCheck, Reservation
 
 DEFAULT_TTL = 300.0  # keep equal to broker.board.DEFAULT_TTL (not imported: CLI start-up)
 READ_LIMIT = click.IntRange(1, 1000)
@@ -37,7 +38,7 @@ fence_option = click.option(
     type=click.IntRange(1, 2**63 - 1),
     required=True,
     metavar="N",
-    help="The claim's fencing token (from `board claim`).",
+    help="The fencing token (from `board claim`, or `board reserve` for a path reservation).",
 )
 
 
@@ -247,10 +248,13 @@ def renew(
 @click.argument("run_id")
 @json_option
 def claims(run_id: str, as_json: bool) -> None:
-    """List the live claims of RUN_ID (held and not expired)."""
-    items = operator().claims(run_id)
+    """List the live claims of RUN_ID (held and not expired): keys, then path
+    reservations. --json: one line per key claim, then one per reservation
+    (those have "pattern" and "mode")."""
+    op = operator()
+    items, paths = op.claims(run_id), op.reservations(run_id)
     if as_json:
-        emit_json_lines(items)
+        emit_json_lines([*items, *paths])
         return
     table(
         [
@@ -259,7 +263,118 @@ def claims(run_id: str, as_json: bool) -> None:
         ],
         ["key", "holder", "fence", "claimed", "expires"],
         shrink=(0, 1),
+        empty="(no key claims)" if paths else "(none)",
     )
+    if paths:
+        click.echo("")
+        _reservations(paths)
+
+
+def _reservations(items: list[Reservation]) -> None:
+    table(
+        [(r.pattern, r.mode, r.holder, r.fence, when(r.expires_at), r.reason or "") for r in items],
+        ["pattern", "mode", "holder", "fence", "expires", "reason"],
+        shrink=(0, 2, 5),
+        empty="(no path reservations)",
+    )
+
+
+# --- path reservations (S37) --------------------------------------------------------------
+@board.command("reserve")
+@click.argument("patterns", nargs=-1, required=True, metavar="PATTERN...")
+@click.option("--shared", is_flag=True, help="Shared: other shared holders may overlap.")
+@ttl_option("How long the reservation lasts (more than 0, at most 86400).", DEFAULT_TTL)
+@click.option("--reason", metavar="TEXT", help="Why (shown to whoever runs into it).")
+@identity_options
+@json_option
+def reserve(
+    patterns: tuple[str, ...],
+    shared: bool,
+    ttl: float,
+    reason: str | None,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Reserve path PATTERNs (S37): `*` and `?` and `[a-z]` inside a segment,
+    `**` for any number of segments (quote them from the shell). Exclusive
+    unless --shared; one fence per pattern, all or none.
+
+    Overlapping someone else's reservation (some path matches both, and one of
+    the two is exclusive): exit 5 (conflict) naming holder, pattern, expiry and
+    a path both match. Reserving a pattern you hold re-grants it (new fence)."""
+    grants = agent(space, as_, token).reserve(list(patterns), shared=shared, ttl=ttl, reason=reason)
+    if as_json:
+        emit_json_lines(grants)
+        return
+    for g in grants:
+        click.echo(f"reserved {safe(g.pattern)} ({g.mode}) fence {g.fence} until {g.expires_at}")
+
+
+def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
+    if as_json:
+        emit_json_lines(checks)
+        return
+    rows = []
+    for c in checks:
+        if not c.held_by:
+            rows.append((c.path, "free", "", "", "", ""))
+        for r in c.held_by:
+            state = "BLOCKED" if c.blocked else "ok"
+            rows.append((c.path, state, r.pattern, r.mode, r.holder, when(r.expires_at)))
+    table(rows, ["path", "state", "pattern", "mode", "holder", "expires"], shrink=(0, 2, 4))
+
+
+@board.command("check")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@identity_options
+@json_option
+def check(
+    paths: tuple[str, ...], space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
+    """Say who holds what covers each PATH (tool board.read). A path is
+    BLOCKED for you when someone else holds a covering pattern exclusively
+    (what `broker guard` refuses to commit). Exit 0 either way."""
+    _print_checks(agent(space, as_, token).check_paths(list(paths)), as_json)
+
+
+@board.command("unreserve")
+@fence_option
+@identity_options
+@json_option
+def unreserve(
+    fence: int, space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
+    """Release your path reservation with --fence N (from `board reserve`).
+    A stale fence: exit 5 (lease_lost)."""
+    entry = agent(space, as_, token).release_reservation(fence)
+    if as_json:
+        emit_json(entry)
+    else:
+        click.echo(f"released {safe(entry.key.removeprefix('path '))} fence {entry.token}")
+
+
+@board.command("renew-reservation")
+@fence_option
+@ttl_option("The new length, from now (more than 0, at most 86400).", DEFAULT_TTL)
+@identity_options
+@json_option
+def renew_reservation(
+    fence: int,
+    ttl: float,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Extend your path reservation with --fence N to --ttl seconds from now
+    (same fence). A stale or expired fence: exit 5 (lease_lost)."""
+    g = agent(space, as_, token).renew_reservation(fence, ttl)
+    if as_json:
+        emit_json(g)
+    else:
+        click.echo(f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 
 @board.command("journal")

@@ -8,7 +8,7 @@ Space layout (spec §Export layout), below ``root``::
     sessions/<ses_id>/messages/       a session
       space.json  log.jsonl  log.jsonl.lock  participants.jsonl  directory.jsonl
       board/posts.jsonl  board/directives.jsonl  board/claims.jsonl  board/keys.jsonl
-      board/claims/<key>.json
+      board/claims/<key>.json  board/reservations.jsonl
       mailboxes/broadcast.jsonl  mailboxes/cursors.jsonl
       mailboxes/<address>/inbox.jsonl  turns.jsonl  transcript.jsonl  history.jsonl
 
@@ -41,6 +41,7 @@ from broker.export.lines import (
     LOG,
     LOG_SUBSETS,
     MAILBOX_FILES,
+    RESERVATIONS,
     SPACE,
     SPECS,
     TRANSCRIPT,
@@ -65,6 +66,7 @@ __all__ = [
     "LOG",
     "LOG_SUBSETS",
     "MAILBOX_FILES",
+    "RESERVATIONS",
     "SPACE",
     "SPECS",
     "TRANSCRIPT",

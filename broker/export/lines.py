@@ -26,6 +26,7 @@ from broker.vocab import (
     JOURNAL_EVENTS,
     MESSAGE_KINDS,
     PARTICIPANT_STATUSES,
+    RESERVATION_MODES,
     SPACE_KINDS,
     SPACE_STATES,
     TRANSCRIPT_DIRECTIONS,
@@ -337,6 +338,23 @@ JOURNAL = Spec(
     "The claim journal (S23), in the order it was written.",
 )
 
+RESERVATIONS = Spec(
+    "board/reservations.jsonl",
+    "reservations",
+    [
+        Field("token", INT, low=1, doc="fencing token of the grant (per space, only grows)"),
+        Field("pattern", TEXT, doc="the path pattern (S37)", max_len=200),
+        Field("mode", TEXT, choices=RESERVATION_MODES),
+        Field("holder", ADDRESS, doc="the address holding, or that held, it", max_len=200),
+        Field("reason", TEXT, null=True, doc="why, as the holder said"),
+        Field("claimed_at_utc", TIME, doc="when it was granted"),
+        Field("lease_expires_at", TIME, doc="when the lease runs (or ran) out"),
+        Field("ended_at_utc", TIME, null=True, doc="when it was released or expired"),
+    ],
+    "Every path reservation ever granted (S37), live or ended, by fencing token; "
+    "its journal lines are in board/claims.jsonl under the key `path <pattern>`.",
+)
+
 INBOX = Spec(
     "mailboxes/<address>/inbox.jsonl",
     "deliveries",
@@ -440,6 +458,7 @@ SPECS: tuple[Spec, ...] = (
     KEYS,
     LIVE_CLAIM,
     JOURNAL,
+    RESERVATIONS,
     INBOX,
     TURNS,
     TRANSCRIPT,
@@ -477,6 +496,7 @@ def layout_files() -> list[str]:
         "board/claims.jsonl",
         "board/keys.jsonl",
         "board/claims/",
+        "board/reservations.jsonl",
         "mailboxes/broadcast.jsonl",
         "mailboxes/cursors.jsonl",
         "mailboxes/<address>/inbox.jsonl",

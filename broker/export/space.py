@@ -31,6 +31,7 @@ from broker.export.lines import (
     KEYS,
     LOG,
     MAILBOX_FILES,
+    RESERVATIONS,
     SPACE,
     TRANSCRIPT,
     TURNS,
@@ -50,6 +51,7 @@ _Q = {
         "directory",
         "cursors",
         "keys",
+        "reservations",
         "journal",
         "inbox",
         "inbox_new",
@@ -122,7 +124,10 @@ class SpaceExport:
             CURSORS, _Q["cursors"], "participant_id", ("mailboxes", "cursors.jsonl")
         )
         self.keys = Keyed(KEYS, _Q["keys"], "key", ("board", "keys.jsonl"))
-        for keyed in (self.directory, self.cursors, self.keys):
+        self.reservations = Keyed(
+            RESERVATIONS, _Q["reservations"], "token", ("board", "reservations.jsonl")
+        )
+        for keyed in (self.directory, self.cursors, self.keys, self.reservations):
             keyed.track = follow
 
     # --- mailbox folders --------------------------------------------------------------
@@ -177,6 +182,8 @@ class SpaceExport:
     def _board(self, t: Tx, progress: Progress) -> None:
         with SnapshotOut(self.folder, files=(("board", "keys.jsonl"),)) as out:
             self._keys(t, out, snapshot=True)
+        with SnapshotOut(self.folder, files=(("board", "reservations.jsonl"),)) as out:
+            self.reservations.poll(t, self.space, out, snapshot=True)
         with SnapshotOut(
             self.folder, files=(("board", "claims.jsonl"),), advance=progress.advance
         ) as out:
@@ -246,6 +253,7 @@ class SpaceExport:
         self.events.poll(t, self.space, out)
         self.log.poll(t, self.space, out)
         self._keys(t, out, snapshot=False)
+        self.reservations.poll(t, self.space, out)
         self.journal.poll(t, self.space, out)
         for cursor in (self.inbox, self.turns, self.transcript, self.history):
             cursor.poll(t, self.space, out)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from broker import errors
+from broker import errors, globs
 from broker.db import Tx
 from broker.export.lines import (
     CURSORS,
@@ -31,6 +31,7 @@ from broker.export.lines import (
     KEYS,
     LOG,
     MAILBOX_FILES,
+    RESERVATIONS,
     SPACE,
     TRANSCRIPT,
     TURNS,
@@ -47,7 +48,15 @@ from broker.importer.checks import (
 from broker.importer.lines import Insert, Inserter, read_lines
 from broker.importer.report import BadLine, ImportSummary, Run
 from broker.importer.tree import SYMLINK, Refused, Tree
-from broker.importer.write import board, history, inbox, messages, participants, spaces
+from broker.importer.write import (
+    board,
+    history,
+    inbox,
+    messages,
+    participants,
+    reservations,
+    spaces,
+)
 from broker.importer.write import transcript as transcript_rows
 from broker.importer.write import turns as turn_rows
 from broker.sql import stmt
@@ -90,6 +99,7 @@ def space_files(tree: Tree, folder: Parts) -> list[Parts]:
     ]
     files += [(*folder, "mailboxes", "cursors.jsonl"), (*folder, "board", "keys.jsonl")]
     files.append((*folder, "board", "claims.jsonl"))
+    files.append((*folder, "board", "reservations.jsonl"))
     for name, kind in tree.listing(*folder, "mailboxes", report=False):
         if kind == "dir":
             files += [(*folder, "mailboxes", name, file) for file in MAILBOX_FILES]
@@ -123,6 +133,7 @@ class SpaceImport:
             LOG, messages.insert_rows, "log.jsonl", extra=check_message
         )
         self.keys()
+        self.reservations()
         self.summary.journal += self.append_only(
             JOURNAL, board.insert_journal, "board", "claims.jsonl"
         )
@@ -226,6 +237,27 @@ class SpaceImport:
                 continue
             latest[values["key"]] = (no, {**values, "space_id": self.space_id})
         ins = Inserter(self.t, self.run, board.insert_claims, rel)
+        for no, values in latest.values():
+            ins.add(no, values)
+        ins.flush()
+
+    def reservations(self) -> None:
+        """board/reservations.jsonl: the last line of each token wins (a follow
+        export appends a grant's line again when it is renewed or ends)."""
+        rel = self.rel("board", "reservations.jsonl")
+        latest: dict[int, tuple[int, dict[str, Any]]] = {}
+        for no, obj in self.lines("board", "reservations.jsonl"):
+            try:
+                values = check(RESERVATIONS, obj)
+                globs.check_pattern(values["pattern"])
+            except BadLine as exc:
+                self.run.bad(rel, no, str(exc))
+                continue
+            except errors.InvalidInput as exc:
+                self.run.bad(rel, no, exc.message)
+                continue
+            latest[values["token"]] = (no, {**values, "space_id": self.space_id})
+        ins = Inserter(self.t, self.run, reservations.insert_rows, rel)
         for no, values in latest.values():
             ins.add(no, values)
         ins.flush()

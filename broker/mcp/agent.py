@@ -99,6 +99,19 @@ async def _renew(agent: AsyncAgent, a: inputs.KeyRenewInput) -> Output:
     return _fenced(data(await agent.renew_key(a.key, a.fence, a.ttl)))
 
 
+async def _reserve(agent: AsyncAgent, a: inputs.ReserveInput) -> Output:
+    grants = await agent.reserve(list(a.patterns), shared=a.shared, ttl=a.ttl, reason=a.reason)
+    return data({"reservations": grants})
+
+
+async def _unreserve(agent: AsyncAgent, a: inputs.UnreserveInput) -> Output:
+    return _fenced(data(await agent.release_reservation(a.fence)))
+
+
+async def _check(agent: AsyncAgent, a: inputs.CheckPathsInput) -> Output:
+    return data({"paths": await agent.check_paths(list(a.paths))})
+
+
 async def _directive(agent: AsyncAgent, a: inputs.DirectiveInput) -> Output:
     result = await agent.directive(list(a.to), a.text, idempotency_key=a.idempotency_key)
     return data(result)
@@ -251,6 +264,58 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
             "ttl": "Seconds the claim lasts (more than 0, at most 86400; default 300).",
         },
         annotations=_WRITE,
+    ),
+    ToolSpec(
+        name="board_reserve",
+        title="Reserve file paths",
+        description=(
+            "Reserve the files you are about to change (path patterns, S37), so others do not "
+            "edit them meanwhile: '*' and '?' and '[a-z]' match inside one path segment, '**' "
+            "any number of segments ('src/**' is everything under src). Exclusive unless "
+            "'shared' (shared reservations never conflict with each other). One reservation per "
+            "pattern, all or none, each with a 'fence' to release it. If someone else's "
+            "reservation overlaps (some path matches both), the call fails with conflict, "
+            "naming the holder, their pattern, when it expires and a path both match. A git "
+            "hook refuses commits on paths others hold exclusively."
+        ),
+        model=inputs.ReserveInput,
+        run=_reserve,
+        grant="board.claim",
+        fields={
+            "patterns": "Path patterns relative to the repository, e.g. ['src/parser/**'].",
+            "shared": "True to share with other shared holders (e.g. reading); default false.",
+            "ttl": "Seconds the reservations last (more than 0, at most 86400; default 300).",
+            "reason": "Optional: why (shown to whoever runs into it).",
+        },
+        annotations=_WRITE,
+    ),
+    ToolSpec(
+        name="board_unreserve",
+        title="Release a path reservation",
+        description=(
+            "Release one of your path reservations by its 'fence' (from board_reserve) once "
+            "your change is committed. A fence that is not yours, released or expired fails "
+            "with lease_lost."
+        ),
+        model=inputs.UnreserveInput,
+        run=_unreserve,
+        grant="board.release",
+        fields={"fence": "The fence board_reserve returned for the pattern."},
+        annotations=_WRITE,
+    ),
+    ToolSpec(
+        name="board_check",
+        title="Who holds these paths",
+        description=(
+            "Say, for each path, which live reservations cover it (holder, pattern, mode, "
+            "expiry) and whether it is 'blocked' for you: someone else holds it exclusively, "
+            "so a commit touching it would be refused. Check before you edit."
+        ),
+        model=inputs.CheckPathsInput,
+        run=_check,
+        grant="board.read",
+        fields={"paths": "File paths relative to the repository, e.g. ['src/app.py']."},
+        annotations=_READ,
     ),
     ToolSpec(
         name="board_release",

@@ -78,6 +78,26 @@ class KeyRenewInput(_In):
     ttl: Ttl = 300.0
 
 
+PathText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class ReserveInput(_In):
+    """Path reservations (S37): the library checks each pattern (S33)."""
+
+    patterns: list[PathText] = Field(min_length=1, max_length=100)
+    shared: bool = False
+    ttl: Ttl = 300.0
+    reason: str | None = Field(None, max_length=500)
+
+
+class UnreserveInput(_In):
+    fence: int = Field(ge=1)
+
+
+class CheckPathsInput(_In):
+    paths: list[PathText] = Field(min_length=1, max_length=10_000)
+
+
 class RetractInput(_In):
     """``board.retract``."""
 

@@ -26,10 +26,14 @@ __all__ = [
     "KeyReleaseBody",
     "KeyRenewBody",
     "OperatorSendBody",
+    "PathsBody",
     "PostInput",
     "QuarantineBody",
     "ReleaseBody",
     "RequeueBody",
+    "ReservationBody",
+    "ReservationRenewBody",
+    "ReserveBody",
     "RetractBody",
     "SendInput",
     "SettingsBody",
@@ -157,3 +161,26 @@ class KeyReleaseBody(_Body):
 
 class KeyRenewBody(KeyReleaseBody):
     ttl: Ttl = 300.0
+
+
+# --- path reservations (S37): the library checks each pattern and path itself ------------
+PathText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class ReserveBody(_Body):
+    patterns: Annotated[list[PathText], Field(min_length=1, max_length=100)]
+    shared: bool = False
+    ttl: Ttl = 300.0
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class ReservationBody(_Body):
+    fence: Fence
+
+
+class ReservationRenewBody(ReservationBody):
+    ttl: Ttl = 300.0
+
+
+class PathsBody(_Body):
+    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]

@@ -20,6 +20,8 @@ from broker.records import (
     ContactPolicy,
     JournalEntry,
     Lease,
+    PathCheck,
+    Reservation,
     SearchHit,
     SendResult,
     Turn,
@@ -189,6 +191,28 @@ async def key_renew(call: Call) -> Any:
     return await call.state.write(lambda tx: a.renew_key(b.key, b.fence, b.ttl, tx=tx))
 
 
+async def reserve(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.reserve(b.patterns, shared=b.shared, ttl=b.ttl, reason=b.reason, tx=tx)
+    )
+
+
+async def unreserve(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.release_reservation(b.fence, tx=tx))
+
+
+async def renew_reservation(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.renew_reservation(b.fence, b.ttl, tx=tx))
+
+
+async def check_paths(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.run(lambda: a.check_paths(b.paths))
+
+
 async def leave(call: Call) -> Any:
     a = _me(call)
     await call.state.write(lambda tx: a.leave(tx=tx))
@@ -254,5 +278,14 @@ def endpoints() -> list[Endpoint]:
            body=bodies.KeyReleaseBody, returns=JournalEntry),
         ep("POST", "/board/renew", key_renew, "Renew a key you hold", body=bodies.KeyRenewBody,
            returns=ClaimGrant),
+        ep("POST", "/board/reserve", reserve, "Reserve path patterns (S37), all or none",
+           body=bodies.ReserveBody, returns=list[Reservation]),
+        ep("POST", "/board/unreserve", unreserve, "Release a path reservation by its fence",
+           body=bodies.ReservationBody, returns=JournalEntry),
+        ep("POST", "/board/renew-reservation", renew_reservation,
+           "Extend a path reservation by its fence", body=bodies.ReservationRenewBody,
+           returns=Reservation),
+        ep("POST", "/board/check", check_paths, "Who holds what covers each path (S37)",
+           body=bodies.PathsBody, returns=list[PathCheck]),
         ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip

@@ -20,7 +20,9 @@ from broker.records import (
     JournalEntry,
     LogEntry,
     Participant,
+    PathCheck,
     QuarantinedDelivery,
+    Reservation,
     SearchHit,
     SendResult,
     Space,
@@ -205,6 +207,16 @@ async def journal(call: Call) -> Any:
     return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
 
 
+async def reservations(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.reservations, space.id)
+
+
+async def check_paths(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
+
+
 async def quarantined(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(op.quarantined, space.id)
@@ -273,6 +285,11 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
                  "The claim journal (S23)",
                  query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
+        Endpoint("GET", SPACE + "/reservations", reservations, "operator",
+                 "Live path reservations (S37)", returns=list[Reservation]),
+        Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
+                 "Who holds what covers each path (S37)", body=bodies.PathsBody,
+                 returns=list[PathCheck]),
         Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
                  "Quarantined deliveries with their evidence (S15)",
                  returns=list[QuarantinedDelivery]),

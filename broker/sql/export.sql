@@ -55,6 +55,13 @@ FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
 SELECT p.id AS participant_id, p.address AS address, p.bcast_seen AS bcast_seen
 FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
 
+-- name: reservations
+-- board/reservations.jsonl: every path reservation ever granted, by token.
+SELECT r.token AS token, r.pattern AS pattern, r.mode AS mode, r.holder AS holder,
+       r.reason AS reason, r.claimed_at_utc AS claimed_at_utc,
+       r.lease_expires_at AS lease_expires_at, r.ended_at_utc AS ended_at_utc
+FROM reservations r WHERE r.space_id = :space ORDER BY r.token
+
 -- name: keys
 -- board/keys.jsonl (and the live claim files): every key ever claimed.
 SELECT c.key AS key, c.holder AS holder, c.token AS token,

@@ -45,6 +45,12 @@ FROM claim_journal WHERE space_id = :space
 SELECT space_id, key, holder, token, claimed_at_utc, lease_expires_at
 FROM board_claims WHERE space_id = :space
 
+-- name: rows_reservations
+-- Every column of the space's reservations rows: the purge's fingerprint of them.
+SELECT space_id, token, pattern, mode, holder, reason, claimed_at_utc, lease_expires_at,
+  ended_at_utc
+FROM reservations WHERE space_id = :space
+
 -- name: rows_messages
 -- Every column of the space's messages rows: the purge's fingerprint of them.
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc
@@ -90,6 +96,9 @@ DELETE FROM claim_journal WHERE space_id = :space
 
 -- name: delete_board_claims
 DELETE FROM board_claims WHERE space_id = :space
+
+-- name: delete_reservations
+DELETE FROM reservations WHERE space_id = :space
 
 -- name: delete_messages
 DELETE FROM messages WHERE space_id = :space

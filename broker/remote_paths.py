@@ -1,0 +1,66 @@
+"""Path reservations (S37) on the served-mode handles, kept out of
+broker/remote.py (long enough): ``RemoteAgent`` and ``RemoteOperator``
+inherit these, the same methods as ``broker.client_paths`` over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from broker.records import JournalEntry, PathCheck, Reservation
+
+
+class _Host:
+    """What the host class (broker.remote) provides: the request and the decoding."""
+
+    def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        raise NotImplementedError
+
+    def _one(self, cls: type, data: Any) -> Any:
+        raise NotImplementedError
+
+    def _many(self, cls: type, data: Any) -> list[Any]:
+        raise NotImplementedError
+
+
+class RemoteAgentPaths(_Host):
+    """``AgentPaths`` over HTTP (the endpoints of broker/server/routes_agent.py)."""
+
+    def reserve(
+        self,
+        patterns: str | Sequence[str],
+        *,
+        shared: bool = False,
+        ttl: float = 300.0,
+        reason: str | None = None,
+    ) -> list[Reservation]:
+        items = [patterns] if isinstance(patterns, str) else list(patterns)
+        body = {"patterns": items, "shared": shared, "ttl": ttl, "reason": reason}
+        return self._many(Reservation, self._call("POST", "/board/reserve", body))
+
+    def release_reservation(self, fence: int) -> JournalEntry:
+        data = self._call("POST", "/board/unreserve", {"fence": fence})
+        return self._one(JournalEntry, data)  # type: ignore[no-any-return]
+
+    def renew_reservation(self, fence: int, ttl: float = 300.0) -> Reservation:
+        data = self._call("POST", "/board/renew-reservation", {"fence": fence, "ttl": ttl})
+        return self._one(Reservation, data)  # type: ignore[no-any-return]
+
+    def check_paths(self, paths: str | Sequence[str]) -> list[PathCheck]:
+        items = [paths] if isinstance(paths, str) else list(paths)
+        return self._many(PathCheck, self._call("POST", "/board/check", {"paths": items}))
+
+
+class RemoteOperatorPaths(_Host):
+    """``OperatorPaths`` over HTTP (broker/server/routes_operator.py)."""
+
+    def reservations(self, space: str) -> list[Reservation]:
+        return self._many(
+            Reservation, self._call("GET", f"/api/spaces/{quote(space, safe='')}" + "/reservations")
+        )
+
+    def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
+        items = [paths] if isinstance(paths, str) else list(paths)
+        path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/check"
+        return self._many(PathCheck, self._call("POST", path, {"paths": items}))

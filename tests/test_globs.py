@@ -1,0 +1,153 @@
+"""S37: the overlap rule of path reservations, property-tested.
+
+The rule (broker.globs): two patterns conflict iff some valid path matches
+both. ``overlap`` returns a witness path or None; these tests check it both
+ways against ``oracle``, an independent matcher written here with ``re``
+(a translation of the documented syntax), over random pattern pairs and random
+path sets: every path matching both patterns means "conflict", and every
+"conflict" comes with a path that matches both.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker import errors
+from broker.globs import check_path, check_pattern, matches, overlap
+
+
+def _segment_regex(seg: str) -> str:
+    if seg == "**":
+        raise AssertionError("handled by the caller")
+    out, i = [], 0
+    while i < len(seg):
+        c = seg[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = seg.index("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^") else i + 1)
+            body = seg[i + 1 : j]
+            neg = body[:1] in ("!", "^")
+            if neg:
+                body = body[1:]
+            body = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
+            out.append(f"(?!/)[{'^' if neg else ''}{body}]")
+            i = j
+        elif c == "\\":
+            i += 1
+            out.append(re.escape(seg[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def oracle(pattern: str) -> re.Pattern[str]:
+    """The documented syntax as a regular expression (written independently)."""
+    segs = pattern.split("/")
+    parts = []
+    for n, seg in enumerate(segs):
+        last = n == len(segs) - 1
+        if seg == "**":
+            parts.append("[^/]+(?:/[^/]+)*" if last else "(?:[^/]+/)*")
+        else:
+            parts.append(_segment_regex(seg) + ("" if last else "/"))
+    return re.compile("".join(parts), re.S)
+
+
+def valid_path(path: str) -> bool:
+    return all(seg not in ("", ".", "..") for seg in path.split("/"))
+
+
+# Small alphabets so random patterns and paths collide often.
+PATH_CHARS = "ab.x"
+SEGMENTS = st.text(PATH_CHARS, min_size=1, max_size=3).filter(lambda s: s not in (".", ".."))
+PATHS = st.lists(SEGMENTS, min_size=1, max_size=4).map("/".join)
+ATOMS = st.sampled_from(["a", "b", ".", "x", "*", "?", "[ab]", "[!a]", "[.-b]", "\\*"])
+PLAIN = st.lists(ATOMS, min_size=1, max_size=4).map("".join).filter(lambda s: s not in (".", ".."))
+PATTERN_SEGMENTS = st.one_of(PLAIN, PLAIN, st.just("**"))
+PATTERNS = st.lists(PATTERN_SEGMENTS, min_size=1, max_size=4).map("/".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(PATTERNS, PATTERNS, st.lists(PATHS, max_size=30))
+def test_S37_overlap_iff_some_path_matches_both(a: str, b: str, paths: list[str]) -> None:
+    """Random pattern pairs and path sets: a path matching both => conflict;
+    a conflict => its witness is a valid path matching both (by the oracle)."""
+    witness = overlap(a, b)
+    ra, rb = oracle(a), oracle(b)
+    for p in paths:
+        assert matches(a, p) == bool(ra.fullmatch(p)), (a, p)
+        if ra.fullmatch(p) and rb.fullmatch(p):
+            assert witness is not None, (a, b, p)
+    if witness is not None:
+        assert valid_path(witness), witness
+        assert ra.fullmatch(witness) and rb.fullmatch(witness), (a, b, witness)
+    assert (overlap(b, a) is None) == (witness is None)  # symmetric
+
+
+@settings(max_examples=300, deadline=None)
+@given(PATTERNS)
+def test_S37_a_pattern_overlaps_itself_and_the_witness_matches(a: str) -> None:
+    """Every pattern matches some valid path, so it conflicts with itself."""
+    w = overlap(a, a)
+    assert w is not None and oracle(a).fullmatch(w) and valid_path(w)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "witness"),
+    [
+        ("src/**", "src/a.py", "src/a.py"),
+        ("src/**", "**/test_*.py", "src/test_.py"),
+        ("a/**/b", "a/b", "a/b"),
+        ("x/**", "x/**/y", "x/y"),
+        ("a?", "?b", "ab"),
+        ("\\*", "[*]", "*"),
+        ("src/**", "src", None),
+        ("**/*.py", "docs/*.md", None),
+        ("*.py", "*.md", None),
+        ("[a-c]*", "[!a-c]*", None),
+        ("src/*", "src/*/x", None),
+        (".*", "?", None),  # '.' is not a path, and '.x' has two characters
+        ("**", "[.]", None),
+    ],
+)
+def test_S37_documented_examples(a: str, b: str, witness: str | None) -> None:
+    """The examples of docs/spec.md S37, with their shortest witnesses."""
+    assert overlap(a, b) == witness
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "/abs",
+        "a/../b",
+        "./a",
+        "a//b",
+        "a/",
+        "a\x00b",
+        "a\nb",
+        "[abc",
+        "a\\",
+        "x" * 181,
+        "\ud800",
+    ],
+)
+def test_S37_bad_patterns_are_invalid_input(bad: str) -> None:
+    """S33 at the edge: relative, no '..', no controls, bounded, well formed."""
+    with pytest.raises(errors.InvalidInput):
+        check_pattern(bad)
+
+
+def test_S37_paths_take_wildcards_literally() -> None:
+    assert check_path("src/[x]*.py") == "src/[x]*.py"
+    assert matches("src/\\[x\\]\\*.py", "src/[x]*.py")
+    with pytest.raises(errors.InvalidInput):
+        check_path("../etc/passwd")
