@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, globs
@@ -293,7 +294,7 @@ def test_S37_16_processes_racing_for_overlapping_patterns_never_overlap_exclusiv
     space = operator.create_space("workflow").id
     real = Store(db_url)
     try:
-        joined = [Agent.join(real, space, f"racer{i}")[1] for i in range(16)]
+        joined = [trusted.join(real, space, f"racer{i}")[1] for i in range(16)]
         barrier, out = FORK.Barrier(16), FORK.Queue()
         procs = [
             FORK.Process(target=_racer, args=(db_url, space, j.address, j.token, i, barrier, out))

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trusted
 
-from broker import Agent, Store, errors
+from broker import Store, errors
 from broker.remote import RemoteAgent, RemoteOperator, connect
 from tests.served import Server
 
@@ -33,8 +34,8 @@ def test_S37_served_reserve_check_release_renew_and_the_operator_view(srv: Serve
         sid = c.post("/api/spaces", json={"kind": "workflow"}).json()["id"]
     store = Store(srv.url)
     try:
-        _, lynx_j = Agent.join(store, sid, "lynx")
-        _, otter_j = Agent.join(store, sid, "otter")
+        _, lynx_j = trusted.join(store, sid, "lynx")
+        _, otter_j = trusted.join(store, sid, "otter")
     finally:
         store.close()
     conn = connect(srv.base)
