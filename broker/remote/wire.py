@@ -278,8 +278,9 @@ def json_or_none(raw: bytes) -> Any:
 
 
 def events(response: Any) -> Iterator[tuple[str, str]]:
-    """(event, data) pairs of an SSE stream (comments and ids skipped: the
-    records carry their seq)."""
+    """(event, data) pairs of an SSE stream (ids skipped: the records carry
+    their seq); a comment (the server's keep-alive) is ("comment", text), so a
+    reader can tell a quiet space from a dead connection."""
     event, data = "message", list[str]()
     while True:
         line = response.readline()
@@ -291,7 +292,7 @@ def events(response: Any) -> Iterator[tuple[str, str]]:
                 yield event, "\n".join(data)
             event, data = "message", []
         elif text.startswith(":"):
-            continue
+            yield "comment", text[1:].strip()
         elif text.startswith("event:"):
             event = text[6:].strip()
         elif text.startswith("data:"):

@@ -27,6 +27,7 @@ __all__ = [
     "KeyRenewBody",
     "OperatorSendBody",
     "PostInput",
+    "PruneBody",
     "QuarantineBody",
     "ReleaseBody",
     "RequeueBody",
@@ -72,6 +73,19 @@ class CreateSpaceBody(_Body):
 class SettingsBody(_Body):
     settings: dict[str, Any]
     """the limits to change; unknown ones are refused"""
+
+
+class PruneBody(_Body):
+    """``Operator.prune`` (S25): who counts as stale."""
+
+    older_than: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = (
+        None
+    )
+    """seconds since the last heartbeat; omitted: heartbeats are not looked at"""
+    check_pid: bool = True
+    """also a registered process that is gone (on the server's host)"""
+    dry_run: bool = False
+    """list who would be pruned, write nothing"""
 
 
 class RequeueBody(_Body):
