@@ -11,6 +11,7 @@ from broker import errors
 from broker.records import (
     BoardEntry,
     ClaimGrant,
+    HistoryEntry,
     JournalEntry,
     Lease,
     SendResult,
@@ -27,10 +28,22 @@ def _ids(ids: Iterable[str] | None) -> list[str] | None:
 
 # --- the agent ---------------------------------------------------------------------------
 class RemoteAgent:
-    """``broker.client.Agent`` over HTTP: the token is the only credential."""
+    """``broker.client.Agent`` over HTTP: the token is the only credential.
+
+    The same methods with the same parameters as ``Agent`` (a test compares
+    their signatures), but ``tx`` (a served call is its own transaction),
+    ``join`` (in served mode the operator joins agents: ``RemoteOperator.join``)
+    and the teammates runtime's turn bookkeeping (see ``NOT_SERVED`` in
+    tests/test_remote_parity.py)."""
 
     def __init__(
-        self, conn: Connection, token: str, space: str | None = None, address: str | None = None
+        self,
+        conn: Connection,
+        token: str,
+        space: str | None = None,
+        address: str | None = None,
+        *,
+        transient: bool = False,
     ) -> None:
         if not token:
             raise errors.AuthError(
@@ -40,14 +53,29 @@ class RemoteAgent:
         self.token = token
         self._space = space
         self._address = address
+        # Kept for parity with Agent: a served lease is held by the server's
+        # process and ends by ack, release or expiry whatever this process does.
+        self.transient = transient
 
     @classmethod
     def connect(
-        cls, conn: Connection, space: str | None, address: str | None, token: str | None
+        cls,
+        conn: Connection,
+        space: str | None,
+        address: str | None,
+        token: str | None,
+        *,
+        transient: bool = False,
     ) -> RemoteAgent:
         """Like ``Agent.connect``; the server checks the token (space and address
         only shape the path: the server derives who is calling)."""
-        return cls(conn, token or "", space, address)
+        return cls(conn, token or "", space, address, transient=transient)
+
+    @classmethod
+    def from_token(cls, conn: Connection, token: str | None) -> RemoteAgent:
+        """Like ``Agent.from_token``: the participant the token belongs to
+        (asked of the server on first use)."""
+        return cls(conn, token or "")
 
     def _who(self) -> None:
         me = self.conn.call("GET", "/api/me", secret=self.token)
@@ -78,6 +106,11 @@ class RemoteAgent:
         targets = [to] if isinstance(to, str) else list(to)
         body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
         return from_dict(SendResult, self._call("POST", "/send", body))  # type: ignore[no-any-return]
+
+    def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
+        """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
+        data = self._call("POST", "/send-many", {"items": [dict(i) for i in items]})
+        return list_of(SendResult, data)
 
     def post(
         self, text: str, *, addressed_to: Iterable[str] = (), idempotency_key: str | None = None
@@ -146,6 +179,17 @@ class RemoteAgent:
         body = {"lease_token": token, "ids": _ids(ids), "error": error}
         return int(self._call("POST", "/inbox/release", body)["count"])
 
+    def ack_and_claim(
+        self,
+        token: str,
+        ids: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float | None = None,
+    ) -> Lease:
+        """Ack and claim the next ``limit`` in one transaction."""
+        body = {"lease_token": token, "ids": _ids(ids), "limit": limit, "lease": lease}
+        return from_dict(Lease, self._call("POST", "/inbox/ack-and-claim", body))  # type: ignore[no-any-return]
+
     def extend(
         self, token: str, seconds: float | None = None, ids: Iterable[str] | None = None
     ) -> str:
@@ -168,6 +212,14 @@ class RemoteAgent:
     def seen(self, turn_id: str) -> TurnSeen:
         data = self._call("POST", f"/turn/{quote(turn_id, safe='')}/seen")
         return from_dict(TurnSeen, data)  # type: ignore[no-any-return]
+
+    def set_status(self, status: str) -> None:
+        """This agent's own status (running, idle, failed, shutdown)."""
+        self._call("POST", "/status", {"status": status})
+
+    def history(self) -> list[HistoryEntry]:
+        """This agent's history, oldest first."""
+        return list_of(HistoryEntry, self._call("GET", "/history"))
 
 
 def _poll_timeout(wait: float) -> float | None:

@@ -9,7 +9,7 @@ every number has documented bounds (finite, in range).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -17,6 +17,7 @@ from broker.models import DirectiveInput, PostInput, SendInput
 from broker.vocab import SpaceKind
 
 __all__ = [
+    "AckAndClaimBody",
     "ClaimBody",
     "CreateSpaceBody",
     "DirectiveInput",
@@ -33,8 +34,10 @@ __all__ = [
     "RequeueBody",
     "RetractBody",
     "SendInput",
+    "SendManyBody",
     "SettingsBody",
     "SettleBody",
+    "StatusBody",
     "TurnBody",
 ]
 
@@ -143,6 +146,24 @@ class TurnBody(_Body):
     wait: Wait = 0.0
     lease: Seconds | None = None
     limit: Annotated[int, Field(ge=1, le=10_000)] | None = None
+
+
+class AckAndClaimBody(SettleBody):
+    """Ack (the whole lease, or ``ids``) and claim the next ``limit``, in one transaction."""
+
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
+    lease: Seconds | None = None
+
+
+class SendManyBody(_Body):
+    """Many ``msg.send`` in one transaction; each item is checked as ``SendInput``."""
+
+    items: Annotated[list[dict[str, Any]], Field(max_length=1000)]
+    """``{"to", "text", "idempotency_key"}`` objects"""
+
+
+class StatusBody(_Body):
+    status: Literal["running", "idle", "failed", "shutdown"]
 
 
 # --- agent: the board (S21-S23) -------------------------------------------------------

@@ -13,7 +13,16 @@ from collections.abc import Awaitable
 from typing import Any
 
 from broker.client import Agent
-from broker.records import BoardEntry, ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.records import (
+    BoardEntry,
+    ClaimGrant,
+    HistoryEntry,
+    JournalEntry,
+    Lease,
+    SendResult,
+    Turn,
+    TurnSeen,
+)
 from broker.server import bodies
 from broker.server.api import Call, Endpoint, Query
 from broker.server.results import Count, Done, Expiry, Me
@@ -34,6 +43,11 @@ async def send(call: Call) -> Any:
     return await call.state.write(
         lambda tx: a.send(b.to, b.text, idempotency_key=b.idempotency_key, tx=tx)
     )
+
+
+async def send_many(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.send_many(b.items, tx=tx))
 
 
 async def post(call: Call) -> Any:
@@ -83,6 +97,13 @@ async def release(call: Call) -> Any:
     a, b = _me(call), call.body
     n = await call.state.write(lambda tx: a.release(b.lease_token, b.ids, error=b.error, tx=tx))
     return Count(n)
+
+
+async def ack_and_claim(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.ack_and_claim(b.lease_token, b.ids, b.limit, b.lease, tx=tx)
+    )
 
 
 async def extend(call: Call) -> Any:
@@ -140,6 +161,17 @@ async def key_renew(call: Call) -> Any:
     return await call.state.write(lambda tx: a.renew_key(b.key, b.fence, b.ttl, tx=tx))
 
 
+async def set_status(call: Call) -> Any:
+    a, b = _me(call), call.body
+    await call.state.write(lambda tx: a.set_status(b.status, tx=tx))
+    return Done(True)
+
+
+async def history(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(a.history)
+
+
 async def leave(call: Call) -> Any:
     a = _me(call)
     await call.state.write(lambda tx: a.leave(tx=tx))
@@ -159,6 +191,8 @@ def endpoints() -> list[Endpoint]:
                  returns=Me, tag="agent"),
         ep("POST", "/send", send, "msg.send: a direct message or a broadcast",
            body=bodies.SendInput, returns=SendResult),
+        ep("POST", "/send-many", send_many, "Many msg.send in one transaction",
+           body=bodies.SendManyBody, returns=list[SendResult]),
         ep("POST", "/post", post, "board.post: a channel post, or addressed",
            body=bodies.PostInput, returns=SendResult),
         ep("POST", "/directive", directive, "board.directive (when granted)",
@@ -171,6 +205,9 @@ def endpoints() -> list[Endpoint]:
            returns=Count),
         ep("POST", "/inbox/release", release, "Give claimed messages back",
            body=bodies.ReleaseBody, returns=Count),
+        ep("POST", "/inbox/ack-and-claim", ack_and_claim,
+           "Ack claimed messages and claim the next, in one transaction",
+           body=bodies.AckAndClaimBody, returns=Lease),
         ep("POST", "/inbox/extend", extend, "Extend a lease", body=bodies.ExtendBody,
            returns=Expiry),
         ep("POST", "/inbox/quarantine", quarantine, "Set a bad message aside",
@@ -189,5 +226,9 @@ def endpoints() -> list[Endpoint]:
            body=bodies.KeyReleaseBody, returns=JournalEntry),
         ep("POST", "/board/renew", key_renew, "Renew a key you hold", body=bodies.KeyRenewBody,
            returns=ClaimGrant),
+        ep("POST", "/status", set_status, "Set your status (running, idle, failed, shutdown)",
+           body=bodies.StatusBody, returns=Done),
+        ep("GET", "/history", history, "Your history (S16), oldest first",
+           returns=list[HistoryEntry]),
         ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip
