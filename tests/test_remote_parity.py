@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from broker import Agent, Operator, Store, errors
+from broker.records import Joined
 from broker.remote import Connection, RemoteAgent, RemoteOperator
 from tests.served import Server
 
@@ -128,6 +129,11 @@ def conn(srv: Server, request: pytest.FixtureRequest) -> Iterator[Connection]:
     c.close()
 
 
+def join(store: Store, space: str, codename: str) -> tuple[Agent, Joined]:
+    """The one place these tests join (with "trust" merged: ``trusted.join``)."""
+    return Agent.join(store, space, codename)
+
+
 class Swarm:
     """A space with lynx, otter and one that left, traffic between them, a
     board post and a held key."""
@@ -135,9 +141,9 @@ class Swarm:
     def __init__(self, store: Store) -> None:
         op = Operator(store)
         self.space = op.create_space("session").id
-        self.lynx, _ = Agent.join(store, self.space, "lynx")
-        self.otter, _ = Agent.join(store, self.space, "otter")
-        self.gone, _ = Agent.join(store, self.space, "gone")
+        self.lynx, _ = join(store, self.space, "lynx")
+        self.otter, _ = join(store, self.space, "otter")
+        self.gone, _ = join(store, self.space, "gone")
         for n in range(7):
             self.lynx.send("otter", f"lynx to otter {n}")
             self.otter.send("lynx", f"otter to lynx {n}")
@@ -298,8 +304,8 @@ def test_served_remote_agent_batches_acks_and_claims_and_sets_its_status(
     store: Store, conn: Connection, srv: Server
 ) -> None:
     sw = Swarm(store)
-    lynx_token = Agent.join(store, sw.space, "lynx2")[1].token
-    otter = Agent.join(store, sw.space, "otter2")[0]
+    lynx_token = join(store, sw.space, "lynx2")[1].token
+    otter = join(store, sw.space, "otter2")[0]
     me = RemoteAgent.connect(conn, sw.space, "lynx2", lynx_token)
     results = me.send_many(
         [{"to": "otter2", "text": "one"}, {"to": ["otter2"], "text": "two", "idempotency_key": "k"}]
