@@ -28,7 +28,9 @@ into a poller of the tables; a change left unread then is taken by the first
 tick). While asleep the waiter looks at the marker about every ``SAFETY_S`` seconds
 (a few microseconds, no lock): a safety net, not the mechanism anything
 depends on. If sockets cannot be used at all, waiters poll the marker instead
-(``FALLBACK_POLL_S``).
+(``FALLBACK_POLL_S``). The asyncio API (``broker.aio.Doorbell``) blocks in its
+event loop instead of ``select`` but takes the same steps, the Waiter's own
+(``enter``, ``sleeping``, ``woken``, ``changed``): one logic, not two.
 
 Where the doorbells live (spec §Reliability): never in a folder another local user can
 pre-create or redirect. The folder is ``<database>-wake`` beside the database
