@@ -11,9 +11,11 @@ event loop (``broker serve``, ``broker mcp``):
 - Waiting (``claim(wait=...)``, ``next_turn(wait=...)``, ``follow``) parks on
   the doorbell (S20) without holding a thread: the ``broker.wake.Waiter``'s
   sockets are watched by the event loop (``loop.add_reader``). The order is
-  the one ``broker.wake`` documents: the doorbell is bound *before* the
-  database is checked, and every ``wake.SAFETY_S`` seconds ``PRAGMA
-  data_version`` is looked at in case a ring was lost.
+  the one ``broker.wake`` documents, with the Waiter's own steps: the
+  doorbell is bound and the change marker read *before* the database is
+  checked, every wait starts by comparing the marker (a commit in between is
+  never slept through, even if its ring was lost), and every
+  ``wake.SAFETY_S`` seconds the marker is looked at again.
 - Cancelling a waiting claim never loses a message nor hands it out twice:
   if the claim statement already ran when the cancellation lands, its lease
   is released (shielded from further cancellation) and the messages are
@@ -38,7 +40,6 @@ import contextvars
 import functools
 import math
 import os
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
@@ -160,12 +161,17 @@ class Doorbell:
     """A ``broker.wake.Waiter`` the event loop watches. Create it (``async
     with``) *before* checking the database, then ``await wait(timeout)``:
     True when rung (or a commit was seen at a safety tick), False at timeout.
-    A ring is a hint only: re-check the database after every return."""
+    A ring is a hint only: re-check the database after every return.
+
+    No lost wake-up (S20): the Waiter reads the store's change marker when it
+    is made, and every ``wait()`` starts with the Waiter's own entry check
+    (``Waiter.enter``), so a commit that landed between the caller's check and
+    its ``wait()`` (even one whose ring was lost) returns at once. The steps
+    are the Waiter's, only the blocking is the event loop's."""
 
     def __init__(self, store: Store, keys: Iterable[str]) -> None:
         self.store = store
-        self.waiter = wake.Waiter(store, keys)  # bound (or counted) from here on
-        self._version: int | None = None
+        self.waiter = wake.Waiter(store, keys)  # bound (or counted), marker read
 
     async def __aenter__(self) -> Doorbell:
         return self
@@ -177,10 +183,13 @@ class Doorbell:
         self.waiter.close()
 
     async def wait(self, timeout: float) -> bool:
-        """Sleep until rung or ``timeout`` seconds; True if something may have changed."""
+        """Sleep until rung or ``timeout`` seconds; True if something may have
+        changed since the Doorbell was made or the previous ``wait()`` returned."""
         global _waiting
+        if self.waiter.enter():
+            return True  # committed since the marker was read: re-check now
         if timeout <= 0:
-            return False
+            return self.waiter.woken("timeout")
         _waiting += 1
         try:
             if self.waiter.polling:
@@ -194,12 +203,11 @@ class Doorbell:
         socks = list(self.waiter.socks)
         deadline = time.monotonic() + timeout
         tick = wake.SAFETY_S
-        if timeout > tick:
-            self._committed_since_last_tick()  # the baseline for the ticks below
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return self.waiter.woken("timeout")
+            self.waiter.sleeping()
             fut: asyncio.Future[bool] = loop.create_future()
             timer = loop.call_later(min(left, tick), _settle, fut, False)
             for s in socks:
@@ -211,22 +219,11 @@ class Doorbell:
                 for s in socks:
                     loop.remove_reader(s.fileno())
             if rung:
-                for s in socks:
-                    _drain(s)
-                return True
+                return self.waiter.woken("rung")  # drained, marker re-read
+            if self.waiter.changed():
+                return self.waiter.woken("tick")  # a commit rang nobody: re-check
             if left > tick:
-                if self._committed_since_last_tick():
-                    return True  # a commit rang nobody (its writer died): re-check
                 await self._checkpoint_when_idle()
-
-    def _committed_since_last_tick(self) -> bool:
-        try:
-            v = self.store.data_version()
-        except Exception:  # noqa: BLE001 - a failing check must not lose a wake-up
-            return True
-        changed = self._version is None or v != self._version
-        self._version = v
-        return changed
 
     async def _checkpoint_when_idle(self) -> None:
         # Idle for a whole tick: fold the WAL back, once per tick per store
@@ -240,26 +237,19 @@ class Doorbell:
             await run(self.store.checkpoint)
 
     async def _poll(self, timeout: float) -> bool:
-        # No sockets (a sandbox without AF_UNIX): watch data_version instead.
+        # No sockets (a sandbox without AF_UNIX): watch the Waiter's change marker.
         deadline = time.monotonic() + timeout
-        self._version = None
-        self._committed_since_last_tick()
         while time.monotonic() < deadline:
+            self.waiter.sleeping()
             await asyncio.sleep(wake.FALLBACK_POLL_S)
-            if self._committed_since_last_tick():
-                return True
-        return False
+            if self.waiter.changed():
+                return self.waiter.woken("polled")
+        return self.waiter.woken("timeout")
 
 
 def _settle(fut: asyncio.Future[bool], value: bool) -> None:
     if not fut.done():
         fut.set_result(value)
-
-
-def _drain(s: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while s.recv(64):
-            pass
 
 
 # --- the agent ------------------------------------------------------------------------------

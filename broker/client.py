@@ -46,6 +46,7 @@ from broker.records import (
     TurnRecord,
     TurnSeen,
     VacuumResult,
+    log_matches,
 )
 from broker.vocab import SpaceKind, SpaceState, Via
 
@@ -547,7 +548,7 @@ class Operator(OperatorPaths):
             ]
         else:
             entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
-        entries = [e for e in entries if _matches(e, sender, to, since)]
+        entries = [e for e in entries if log_matches(e, sender, to, since)]
         if tail is not None:
             return entries[-tail:]
         return entries[:limit] if limit is not None else entries
@@ -668,7 +669,7 @@ class Operator(OperatorPaths):
             kinds=list(kinds or ()),
             idle_timeout=idle_timeout,
         ):
-            kept = [e for e in batch if _matches(e, sender, to, since)]
+            kept = [e for e in batch if log_matches(e, sender, to, since)]
             if kept:
                 yield kept
 
@@ -833,14 +834,6 @@ def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
 
         raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq")
     return (None, after) if isinstance(after, int) else (after, None)
-
-
-def _matches(e: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
-    if sender is not None and e.sender != sender:
-        return False
-    if to is not None and to not in e.to and to not in e.reached:
-        return False
-    return since is None or e.created_at_utc >= since
 
 
 SCHEMA_HEAD = HEAD

@@ -188,6 +188,18 @@ class AckStatus:
     not_seen: list[str]
 
 
+def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
+    """The log filters of ``Operator.log`` / ``follow`` beyond the kinds (one
+    predicate for the library and the served client): ``sender`` an exact
+    sender address; ``to`` named by the entry's ``to`` forms or reached by it;
+    ``since`` an ISO-8601 UTC time (``created_at_utc >= since``)."""
+    if sender is not None and entry.sender != sender:
+        return False
+    if to is not None and to not in entry.to and to not in entry.reached:
+        return False
+    return since is None or entry.created_at_utc >= since
+
+
 @dataclass(frozen=True, slots=True)
 class ParticipantEvent:
     event: Literal["joined", "left"]

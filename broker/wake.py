@@ -28,7 +28,9 @@ into a poller of the tables; a change left unread then is taken by the first
 tick). While asleep the waiter looks at the marker about every ``SAFETY_S`` seconds
 (a few microseconds, no lock): a safety net, not the mechanism anything
 depends on. If sockets cannot be used at all, waiters poll the marker instead
-(``FALLBACK_POLL_S``).
+(``FALLBACK_POLL_S``). The asyncio API (``broker.aio.Doorbell``) blocks in its
+event loop instead of ``select`` but takes the same steps, the Waiter's own
+(``enter``, ``sleeping``, ``woken``, ``changed``): one logic, not two.
 
 Where the doorbells live (spec §Reliability): never in a folder another local user can
 pre-create or redirect. The folder is ``<database>-wake`` beside the database
@@ -351,8 +353,11 @@ class Waiter:
         finally:
             store._checkin(raw, held)
 
-    def _changed(self) -> bool:
-        """Whether another connection committed since the last reading (re-read now)."""
+    def changed(self) -> bool:
+        """Whether another connection committed since the last reading (re-read now).
+
+        For a waiter that blocks elsewhere (``broker.aio``'s event loop): its
+        safety tick and its polling fallback, on the same marker as ``wait()``."""
         now = self._read_marker()
         changed = now is None or now != self._marker
         self._marker = now
@@ -364,15 +369,13 @@ class Waiter:
                 while s.recv(64):
                     pass
 
-    def _return(self, why: str, result: bool) -> bool:
-        self.woke = why
-        if _hook is not None:
-            _hook(self, "woke")
-        return result
-
-    def wait(self, timeout: float) -> bool:
-        """Sleep until rung or ``timeout``; True if something may have changed
-        since the Waiter was made or the previous ``wait()`` returned."""
+    def enter(self) -> bool:
+        """The first step of every wait: True if something committed since the
+        marker was read (when this Waiter was made, or when the previous wait
+        returned), and the caller must re-check instead of sleeping (``woke`` is
+        then "changed"). ``wait()`` starts with it; a waiter that blocks
+        elsewhere (``broker.aio``) calls it, then ``sleeping()`` before each
+        block and ``woken(why)`` when it returns."""
         if _hook is not None:
             _hook(self, "enter")
         now = self._read_marker()
@@ -383,27 +386,52 @@ class Waiter:
             # A change left here stays unread, so the first tick takes it.
             self._marker = now
             self._drain()  # rings of what the caller is about to see: not a next wake
-            return self._return("changed", True)
+            self._return("changed", True)
+            return True
+        return False
+
+    def sleeping(self) -> None:
+        """About to block (announced to the test hook)."""
+        if _hook is not None:
+            _hook(self, "sleep")
+
+    def woken(self, why: str) -> bool:
+        """The end of a wait: ``why`` is "rung", "tick", "polled" or "timeout".
+        After a ring the doorbell is drained and the marker re-read: the caller
+        re-checks from here. True unless it timed out."""
+        if why == "rung":
+            self._drain()
+            self._marker = self._read_marker()
+        return self._return(why, why != "timeout")
+
+    def _return(self, why: str, result: bool) -> bool:
+        self.woke = why
+        if _hook is not None:
+            _hook(self, "woke")
+        return result
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until rung or ``timeout``; True if something may have changed
+        since the Waiter was made or the previous ``wait()`` returned."""
+        if self.enter():
+            return True
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return self._return("timeout", False)
-            if _hook is not None:
-                _hook(self, "sleep")
+                return self.woken("timeout")
+            self.sleeping()
             if self.polling:
                 time.sleep(min(left, FALLBACK_POLL_S))
-                if self._changed():
-                    return self._return("polled", True)
+                if self.changed():
+                    return self.woken("polled")
                 continue
             tick = SAFETY_S * self._jitter
             ready, _, _ = select.select(self.socks, [], [], min(left, tick))
             if ready:
-                self._drain()
-                self._marker = self._read_marker()  # the caller re-checks from here
-                return self._return("rung", True)
-            if self._changed():
-                return self._return("tick", True)  # a commit rang nobody: re-check
+                return self.woken("rung")
+            if self.changed():
+                return self.woken("tick")  # a commit rang nobody: re-check
             if left > tick:
                 with contextlib.suppress(Exception):
                     self.store.checkpoint()  # idle for a whole tick: fold the WAL back

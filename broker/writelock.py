@@ -134,18 +134,34 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def open_lock_file(path: str, *, create: bool) -> int | None:
     """A private lock file (0600, ``O_NOFOLLOW``, this user's: ``runfiles``).
     None when it does not exist and ``create`` is off, or when the folder is
-    read-only and it cannot be made: the busy handler alone orders writers then."""
+    read-only and it cannot be made: the busy handler alone orders writers then.
+    A lock path that is a symlink, or a file that is not this user's own, is
+    refused with a one-line ``StoreError`` whatever error opening it gave."""
     try:
         fd = runfiles.open_private(path, os.O_RDWR, create=create)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES):
-            return None  # a folder this user cannot write: no lock file can be made
-
+            # Refused: a read-only folder where no lock file can be made (go on
+            # without it), or a path someone else planted (another user's file,
+            # a symlink): never mistake the second for the first, or a
+            # planted file would switch the writer lock off unnoticed.
+            _refuse_planted(path)
+            return None
         raise errors.StoreError(f"cannot open the lock file {path}: {exc.strerror}") from exc
     _remember(fd)
     return fd
+
+
+def _refuse_planted(path: str) -> None:
+    """A one-line ``StoreError`` if ``path`` exists and is not this user's own
+    private file (``runfiles.check``: a symlink, another user's, writable by others)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return  # nothing there (or not even visible): the folder refused the file
+    runfiles.check(path, st, folder=False)
 
 
 class WriterLock:

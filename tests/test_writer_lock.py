@@ -310,6 +310,97 @@ def test_storage_a_lock_file_planted_as_a_symlink_is_refused(tmp_path: Path) -> 
         store.close()
 
 
+NOBODY = 65534  # the other user of the planted-file test
+
+
+def test_storage_a_lock_file_writable_by_others_is_refused_not_skipped(tmp_path: Path) -> None:
+    """A lock path this user cannot open because it is not private (mode 066:
+    EACCES for its owner, writable by everyone) is refused in one line; it never
+    switches the writer lock off (as a read-only folder does)."""
+    url = f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
+    store = Store(url)
+    try:
+        lock = lock_of(store)
+        os.chmod(lock, 0o066)
+        other = Store(url)  # a fresh process's view: no lock file open yet
+        try:
+            with pytest.raises(errors.StoreError, match="writable by group or others") as info:
+                Operator(other).create_space("workflow")
+            assert "\n" not in str(info.value) and str(lock) in str(info.value)
+        finally:
+            other.close()
+        assert space_count(store) == 0
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0,
+    reason="LOUD SKIP: planting a file of another user needs root (chown); the mode-066 "
+    "variant above covers the same refusal for any user",
+)
+def test_storage_a_lock_file_of_another_user_is_refused_not_skipped() -> None:
+    """A planted lock file: a file of another user (root, 0600) at ``<db>.lock``
+    gives the store's owner EACCES. Before, that read as "a read-only folder"
+    and every write went on without the writer lock; now it is refused in one
+    line naming the file and its owner. A read-only folder still means "no
+    lock file" (not an error)."""
+    import json
+    import tempfile
+
+    from broker.writelock import WriterLock
+
+    base = Path(tempfile.mkdtemp(prefix="broker-planted-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)  # NOBODY reaches its own folder inside
+        home = base / "home"
+        home.mkdir(mode=0o700)
+        os.chown(home, NOBODY, NOBODY)
+        lock = home / "broker.db.lock"
+        lock.write_text("")  # planted by root, 0600: NOBODY cannot open it
+        os.chmod(lock, 0o600)
+        readonly = base / "readonly"  # root's folder: NOBODY can create nothing there
+        readonly.mkdir(mode=0o755)
+
+        def as_nobody() -> dict[str, str]:
+            # A forked child (no exec: the interpreter lives in root's home)
+            # that becomes NOBODY and takes both locks.
+            out: dict[str, str] = {}
+            for name, path in (("planted", lock), ("readonly", readonly / "broker.db.lock")):
+                try:
+                    out[name] = "taken" if WriterLock(str(path)).acquire(5) else "no lock"
+                except errors.StoreError as exc:
+                    out[name] = f"{exc.code}: {exc}"
+            return out
+
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through the pipe
+            code = 0
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                os.write(w, json.dumps(as_nobody()).encode())
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            got = json.loads(f.read() or b"{}")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert got == {
+            "planted": f"store_error: refusing the file {lock}: it belongs to uid 0, "
+            f"not to this user (uid {NOBODY})",
+            "readonly": "no lock",  # a read-only folder: writers go on behind SQLite's busy handler
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_storage_the_first_open_migration_uses_the_writer_lock_file(tmp_path: Path) -> None:
     """One lock file per store: no ``*.migrate.lock`` beside it any more."""
     folder = tmp_path / "home"

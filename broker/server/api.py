@@ -40,10 +40,11 @@ PREFIXES["spaces"] = PREFIXES["runs"] + PREFIXES["sessions"] + PREFIXES["agentif
 
 @dataclass(frozen=True)
 class Query:
-    """A query parameter: ``int`` (bounded), ``str`` or a repeated ``list``."""
+    """A query parameter: ``int`` (bounded), ``str``, ``bool`` (true|false)
+    or a repeated ``list``."""
 
     name: str
-    type: Literal["int", "str", "list"]
+    type: Literal["int", "str", "bool", "list"]
     description: str
     minimum: int | None = None
     maximum: int | None = None
@@ -132,6 +133,10 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
             ):
                 raise errors.InvalidInput(f"bad {q.name} {number}: {q.minimum} to {q.maximum}")
             out[q.name] = number
+        elif q.type == "bool":
+            if value not in ("true", "false"):
+                raise errors.InvalidInput(f"bad {q.name} {value!r}: true or false")
+            out[q.name] = value == "true"
         else:
             if q.choices is not None and value not in q.choices:
                 raise errors.InvalidInput(f"bad {q.name} {value!r}: one of {', '.join(q.choices)}")

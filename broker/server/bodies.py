@@ -9,7 +9,7 @@ every number has documented bounds (finite, in range).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -17,6 +17,7 @@ from broker.models import DirectiveInput, PostInput, SendInput
 from broker.vocab import SpaceKind
 
 __all__ = [
+    "AckAndClaimBody",
     "ClaimBody",
     "CreateSpaceBody",
     "DirectiveInput",
@@ -28,6 +29,7 @@ __all__ = [
     "OperatorSendBody",
     "PathsBody",
     "PostInput",
+    "PruneBody",
     "QuarantineBody",
     "ReleaseBody",
     "RequeueBody",
@@ -36,8 +38,10 @@ __all__ = [
     "ReserveBody",
     "RetractBody",
     "SendInput",
+    "SendManyBody",
     "SettingsBody",
     "SettleBody",
+    "StatusBody",
     "TurnBody",
 ]
 
@@ -83,6 +87,19 @@ class CreateSpaceBody(_Body):
 class SettingsBody(_Body):
     settings: dict[str, Any]
     """the limits to change; unknown ones are refused"""
+
+
+class PruneBody(_Body):
+    """``Operator.prune`` (S25): who counts as stale."""
+
+    older_than: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = (
+        None
+    )
+    """seconds since the last heartbeat; omitted: heartbeats are not looked at"""
+    check_pid: bool = True
+    """also a registered process that is gone (on the server's host)"""
+    dry_run: bool = False
+    """list who would be pruned, write nothing"""
 
 
 class RequeueBody(_Body):
@@ -142,6 +159,24 @@ class TurnBody(_Body):
     wait: Wait = 0.0
     lease: Seconds | None = None
     limit: Annotated[int, Field(ge=1, le=10_000)] | None = None
+
+
+class AckAndClaimBody(SettleBody):
+    """Ack (the whole lease, or ``ids``) and claim the next ``limit``, in one transaction."""
+
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
+    lease: Seconds | None = None
+
+
+class SendManyBody(_Body):
+    """Many ``msg.send`` in one transaction; each item is checked as ``SendInput``."""
+
+    items: Annotated[list[dict[str, Any]], Field(max_length=1000)]
+    """``{"to", "text", "idempotency_key"}`` objects"""
+
+
+class StatusBody(_Body):
+    status: Literal["running", "idle", "failed", "shutdown"]
 
 
 # --- agent: the board (S21-S23) -------------------------------------------------------

@@ -85,6 +85,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     schema["minimum"] = q.minimum
                 if q.maximum is not None:
                     schema["maximum"] = q.maximum
+            elif q.type == "bool":
+                schema = {"type": "boolean"}
             elif q.type == "list":
                 item: dict[str, Any] = {"type": "string"}
                 if q.choices:

@@ -18,6 +18,7 @@ from broker.records import (
     BoardEntry,
     ClaimGrant,
     ContactPolicy,
+    HistoryEntry,
     JournalEntry,
     Lease,
     PathCheck,
@@ -87,6 +88,11 @@ async def set_policy(call: Call) -> Any:
     return await call.state.write(lambda tx: a.set_contact_policy(b.policy, b.allow, tx=tx))
 
 
+async def send_many(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(lambda tx: a.send_many(b.items, tx=tx))
+
+
 async def post(call: Call) -> Any:
     a, b = _me(call), call.body
     return await call.state.write(
@@ -134,6 +140,13 @@ async def release(call: Call) -> Any:
     a, b = _me(call), call.body
     n = await call.state.write(lambda tx: a.release(b.lease_token, b.ids, error=b.error, tx=tx))
     return Count(n)
+
+
+async def ack_and_claim(call: Call) -> Any:
+    a, b = _me(call), call.body
+    return await call.state.write(
+        lambda tx: a.ack_and_claim(b.lease_token, b.ids, b.limit, b.lease, tx=tx)
+    )
 
 
 async def extend(call: Call) -> Any:
@@ -213,6 +226,17 @@ async def check_paths(call: Call) -> Any:
     return await call.state.run(lambda: a.check_paths(b.paths))
 
 
+async def set_status(call: Call) -> Any:
+    a, b = _me(call), call.body
+    await call.state.write(lambda tx: a.set_status(b.status, tx=tx))
+    return Done(True)
+
+
+async def history(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(a.history)
+
+
 async def leave(call: Call) -> Any:
     a = _me(call)
     await call.state.write(lambda tx: a.leave(tx=tx))
@@ -248,6 +272,8 @@ def endpoints() -> list[Endpoint]:
         ep("GET", "/policy", policy, "Your contact policy (S38)", returns=ContactPolicy),
         ep("POST", "/policy", set_policy, "Set your contact policy (S38)",
            body=bodies.PolicyBody, returns=ContactPolicy),
+        ep("POST", "/send-many", send_many, "Many msg.send in one transaction",
+           body=bodies.SendManyBody, returns=list[SendResult]),
         ep("POST", "/post", post, "board.post: a channel post, or addressed",
            body=bodies.PostInput, returns=SendResult),
         ep("POST", "/directive", directive, "board.directive (when granted)",
@@ -260,6 +286,9 @@ def endpoints() -> list[Endpoint]:
            returns=Count),
         ep("POST", "/inbox/release", release, "Give claimed messages back",
            body=bodies.ReleaseBody, returns=Count),
+        ep("POST", "/inbox/ack-and-claim", ack_and_claim,
+           "Ack claimed messages and claim the next, in one transaction",
+           body=bodies.AckAndClaimBody, returns=Lease),
         ep("POST", "/inbox/extend", extend, "Extend a lease", body=bodies.ExtendBody,
            returns=Expiry),
         ep("POST", "/inbox/quarantine", quarantine, "Set a bad message aside",
@@ -287,5 +316,9 @@ def endpoints() -> list[Endpoint]:
            returns=Reservation),
         ep("POST", "/board/check", check_paths, "Who holds what covers each path (S37)",
            body=bodies.PathsBody, returns=list[PathCheck]),
+        ep("POST", "/status", set_status, "Set your status (running, idle, failed, shutdown)",
+           body=bodies.StatusBody, returns=Done),
+        ep("GET", "/history", history, "Your history (S16), oldest first",
+           returns=list[HistoryEntry]),
         ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip

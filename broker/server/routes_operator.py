@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker import errors
 from broker.client import Operator
 from broker.records import (
     AckStatus,
+    BoardEntry,
     ClaimGrant,
     CreatedSpace,
     Joined,
@@ -22,6 +24,7 @@ from broker.records import (
     Participant,
     PathCheck,
     QuarantinedDelivery,
+    QueueStats,
     Reservation,
     SearchHit,
     SendResult,
@@ -95,12 +98,21 @@ async def set_space(call: Call) -> Any:
 async def list_messages(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
+    if q["after"] is not None and q["after_seq"] is not None:
+        raise errors.InvalidInput("after and after_seq exclude each other: one cursor")
+    # Without limit or tail, one page of 1000 (the client pages on); with both
+    # the library refuses them (they exclude each other).
+    limit = q["limit"] if q["limit"] is not None or q["tail"] is not None else 1000
     return await call.state.run(
         lambda: op.log(
             space.id,
             after=q["after_seq"] if q["after_seq"] is not None else q["after"],
             kinds=q["kind"] or None,
-            limit=q["limit"] or 1000,
+            sender=q["sender"],
+            to=q["to"],
+            since=q["since"],
+            limit=limit,
+            tail=q["tail"],
             thread=q["thread"],
         )
     )
@@ -168,7 +180,23 @@ async def stream_messages(call: Call) -> Any:
 # --- participants, board, queue ------------------------------------------------------------
 async def participants(call: Call) -> Any:
     op, space = await _space(call)
-    return await call.state.run(op.participants, space.id)
+    include_left = call.query["include_left"] is not False  # default: everyone
+    return await call.state.run(lambda: op.participants(space.id, include_left=include_left))
+
+
+async def participant(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.participant, space.id, call.params["address"])
+
+
+async def prune(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.PruneBody = call.body
+    return await call.state.run(  # Operator.prune has its own transaction (no group commit)
+        lambda: op.prune(
+            space.id, older_than=b.older_than, check_pid=b.check_pid, dry_run=b.dry_run
+        )
+    )
 
 
 async def join(call: Call) -> Any:
@@ -195,6 +223,19 @@ async def board(call: Call) -> Any:
     return await call.state.run(
         lambda: op.log(space.id, after=q["after"], kinds=BOARD_KINDS, limit=q["limit"] or 1000)
     )
+
+
+async def board_view(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.board(space.id, after=q["after"], limit=q["limit"] or 100)
+    )
+
+
+async def queue_stats(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.queue_stats, space.id)
 
 
 async def claims(call: Call) -> Any:
@@ -249,10 +290,16 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/messages", list_messages, "operator",
                  "The space's log, in sequence order",
                  query=(AFTER,
-                        Query("after_seq", "int", "only rows after this seq", 0, 2**62),
+                        Query("after_seq", "int", "only rows after this seq", 0, 2**63 - 1),
                         Query("kind", "list", "only these kinds (repeatable)",
                               choices=MESSAGE_KINDS),
+                        Query("sender", "str", "only rows from this exact sender address"),
+                        Query("to", "str", "only rows addressed to or reaching this address"),
+                        Query("since", "str", "only rows created at or after this ISO-8601 "
+                              "UTC time"),
                         LIMIT,
+                        Query("tail", "int", "only the last N rows (not with limit)", 1,
+                              1_000_000),
                         Query("thread", "str", "only this thread (S35)")),
                  returns=list[LogEntry]),
         Endpoint("GET", SPACE + "/threads", threads, "operator",
@@ -273,13 +320,29 @@ def endpoints() -> list[Endpoint]:
                               0, 2**62),),
                  stream=True),
         Endpoint("GET", SPACE + "/participants", participants, "operator",
-                 "Participants with status and last seen", returns=list[Participant]),
+                 "Participants with status and last seen",
+                 query=(Query("include_left", "bool",
+                              "also those that left (default true)"),),
+                 returns=list[Participant]),
+        Endpoint("GET", SPACE + "/participants/{address}", participant, "operator",
+                 "One participant (its directory entry)", returns=Participant,
+                 path_params={"address": "the participant's address"}),
+        Endpoint("POST", SPACE + "/prune", prune, "operator",
+                 "Record stale participants as left (S25); dry_run lists them only",
+                 body=bodies.PruneBody, returns=list[Participant]),
         Endpoint("GET", SPACE + "/participants/{address}/transcript", transcript, "operator",
                  "A participant's transcript, turn by turn (S19)", returns=list[TurnRecord],
                  path_params={"address": "the participant's address"}),
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
+        Endpoint("GET", SPACE + "/board/view", board_view, "operator",
+                 "board.view: what board.read returns (directives with in_force)",
+                 query=(AFTER, Query("limit", "int", "at most this many (default 100)", 1,
+                                     1000)),
+                 returns=list[BoardEntry]),
+        Endpoint("GET", SPACE + "/queue", queue_stats, "operator",
+                 "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
         Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
                  returns=list[ClaimGrant]),
         Endpoint("GET", SPACE + "/claims/journal", journal, "operator",

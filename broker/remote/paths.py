@@ -1,6 +1,6 @@
-"""Path reservations (S37) on the served-mode handles, kept out of
-broker/remote.py (long enough): ``RemoteAgent`` and ``RemoteOperator``
-inherit these, the same methods as ``broker.client_paths`` over HTTP."""
+"""Path reservations (S37) on the served-mode handles: ``RemoteAgent`` and
+``RemoteOperator`` inherit these, the same methods as ``broker.client_paths``
+over HTTP."""
 
 from __future__ import annotations
 

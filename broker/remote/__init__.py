@@ -1,0 +1,45 @@
+"""Client mode: the ``Agent`` / ``Operator`` surface over HTTP (spec §Served mode).
+
+With ``BROKER_URL=http://host:port`` or ``unix:///path/to/broker.sock`` the CLI
+talks to ``broker serve`` and carries only a secret: an agent's token or the
+operator key. Nothing here opens the database, and this package imports no
+sqlite3, SQLAlchemy or pydantic (a CLI call's start-up is an agent's latency):
+a small HTTP/1.1 client on the standard library's sockets (``wire``), the
+records and the errors rebuilt from JSON (``codec``), and the two handles
+(``agent``: ``RemoteAgent``, ``operator``: ``RemoteOperator``).
+
+Results are the library's own records (``broker.records``), rebuilt from the
+server's JSON; a refusal is the library's own error class, found by its code,
+with the server's message and fields.
+"""
+
+from __future__ import annotations
+
+from broker.remote.agent import RemoteAgent
+from broker.remote.codec import error_from, from_dict
+from broker.remote.operator import RemoteOperator
+from broker.remote.wire import (
+    SCHEMES,
+    TIMEOUT_S,
+    Connection,
+    ProtocolError,
+    Response,
+    Wire,
+    connect,
+    is_remote,
+)
+
+__all__ = [
+    "SCHEMES",
+    "TIMEOUT_S",
+    "Connection",
+    "ProtocolError",
+    "RemoteAgent",
+    "RemoteOperator",
+    "Response",
+    "Wire",
+    "connect",
+    "error_from",
+    "from_dict",
+    "is_remote",
+]
