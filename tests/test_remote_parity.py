@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors
 from broker.records import Joined
@@ -54,11 +55,7 @@ NOT_SERVED = {
 # server group-commits it with its neighbours), so ``tx`` has no meaning there.
 IN_PROCESS_ONLY = {"tx"}
 # Names only the remote twins have, and why.
-REMOTE_ONLY = {
-    # The served operator joins agents on their behalf today; Operator.join
-    # lands with "trust" (then this entry goes: the names are equal).
-    "RemoteOperator.join",
-}
+REMOTE_ONLY: set[str] = set()
 
 
 def _public(cls: type) -> set[str]:
@@ -130,8 +127,8 @@ def conn(srv: Server, request: pytest.FixtureRequest) -> Iterator[Connection]:
 
 
 def join(store: Store, space: str, codename: str) -> tuple[Agent, Joined]:
-    """The one place these tests join (with "trust" merged: ``trusted.join``)."""
-    return Agent.join(store, space, codename)
+    """The one place these tests join: with the operator key (tests/trusted.py)."""
+    return trusted.join(store, space, codename)
 
 
 class Swarm:
