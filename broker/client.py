@@ -19,7 +19,7 @@ from broker.client_paths import AgentPaths, OperatorPaths
 from broker.db import Store as Store
 from broker.db import Tx
 from broker.migrate import HEAD
-from broker.models import JoinInput
+from broker.models import JoinInput, parse_input
 from broker.records import (
     AckStatus,
     BackupResult,
@@ -125,7 +125,7 @@ class Agent(AgentPaths):
         joined = participants.join(
             store,
             space,
-            messages.parse_input(JoinInput, {"codename": codename, **fields}),
+            parse_input(JoinInput, {"codename": codename, **fields}),
             credential=credential,
         )
         return cls.connect(store, joined.space_id, joined.address, joined.token), joined
@@ -838,3 +838,25 @@ def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
 
 SCHEMA_HEAD = HEAD
 """The newest schema revision this broker knows (``broker db current``)."""
+
+
+# --- helpers for front ends (imported lazily: a CLI call pays only for what it uses) --------
+def doctor_exit_code(findings: Iterable[Finding]) -> int:
+    """The exit status of ``broker doctor``: 0 all ok or info, 8 a warning, 9 an error."""
+    from broker import ops
+
+    return ops.exit_code(findings)
+
+
+def describe_setting(name: str) -> str:
+    """What a space setting means and its bounds (for ``space show``)."""
+    from broker import settings
+
+    return settings.describe(name)
+
+
+def setting_number(value: float) -> str:
+    """A setting's value as ``space show`` prints it."""
+    from broker import settings
+
+    return settings.number(value)

@@ -18,8 +18,7 @@ from broker import bounds, errors, participants, procs
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
-from broker.messages import parse_input
-from broker.models import JoinInput
+from broker.models import JoinInput, parse_input
 from broker.records import Joined, Participant
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt

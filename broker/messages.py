@@ -14,15 +14,13 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from pydantic import ValidationError
-
 from broker import errors, tools, wake
 from broker.addressing import Target, agentiflow_address, parse_target
 from broker.auth import Caller, Identity
 from broker.contact import Gate
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.models import PostInput, SendInput
+from broker.models import PostInput, SendInput, parse_input
 from broker.records import LogEntry, NotReached, SendResult, to_dict
 from broker.settings import Limits
 from broker.spaces import limits_of, resolve_id
@@ -54,22 +52,6 @@ class _Outcome:
     not_reached: list[dict[str, Any]] = field(default_factory=list)
     ring: list[str] = field(default_factory=list)  # broadcast readers to wake
     bcast: bool = False
-
-
-def validation_error(exc: ValidationError) -> errors.InvalidInput:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "input"
-    if first["type"] == "extra_forbidden":
-        return errors.InvalidInput(f"unknown field {where!r}: this tool does not take it")
-    return errors.InvalidInput(f"bad {where}: {first['msg']}")
-
-
-def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
-    """Validate a tool call's arguments; unknown fields are refused (S10)."""
-    try:
-        return model(**data)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
 
 
 # --- public API -----------------------------------------------------------------------

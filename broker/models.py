@@ -8,10 +8,18 @@ re-exported here.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
+from broker.errors import InvalidInput
 from broker.vocab import Archetype as Archetype
 from broker.vocab import Reason as Reason
 from broker.vocab import SpaceKind as SpaceKind
@@ -90,3 +98,21 @@ class DirectiveInput(_In):
     to: list[Target] = Field(min_length=1, max_length=64)
     text: Annotated[str, StringConstraints(min_length=1)]
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+def validation_error(exc: ValidationError) -> InvalidInput:
+    """One ``invalid_input`` line for a pydantic refusal: the first field, and
+    an unknown field named as such (S10, S33)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "input"
+    if first["type"] == "extra_forbidden":
+        return InvalidInput(f"unknown field {where!r}: this tool does not take it")
+    return InvalidInput(f"bad {where}: {first['msg']}")
+
+
+def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
+    """Validate a tool call's arguments; unknown fields are refused (S10)."""
+    try:
+        return model(**data)
+    except ValidationError as exc:
+        raise validation_error(exc) from None

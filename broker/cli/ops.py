@@ -43,7 +43,7 @@ def doctor(as_json: bool) -> None:
     Lines). Exit status: 0 clean (ok or info only), 8 warnings, 9 errors.
     """
     from broker.client import Operator
-    from broker.ops import exit_code
+    from broker.client import doctor_exit_code as exit_code
 
     findings = Operator.doctor(_url())
     if as_json:

@@ -33,7 +33,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ValidationError
 
 from broker import __version__, errors
-from broker.messages import validation_error
+from broker.models import validation_error
 from broker.records import to_dict
 
 log = logging.getLogger("broker.mcp")

@@ -30,8 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from broker import errors
 from broker.aio import AsyncAgent, AsyncOperator, run
-from broker.client import Agent, Operator
-from broker.db import Store
+from broker.client import Agent, Operator, Store
 from broker.mcp.core import BrokerMCP
 from broker.mcp.server import agent_server, operator_server
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from mcp_types import ToolAnnotations
 
-from broker import board
-from broker.aio import AsyncOperator, run
+from broker.aio import AsyncOperator
 from broker.mcp import inputs
 from broker.mcp.core import Output, ToolSpec, data
 from broker.records import to_dict
@@ -53,8 +52,8 @@ async def _board(op: AsyncOperator, a: inputs.RunInput) -> Output:
     items = await op.log(a.run, kinds=["post", "directive", "retract"])
     lifted = {e.ref for e in items if e.kind == "retract"}
     directives = [e for e in items if e.kind == "directive"]
-    live = await run(board.claims, op.store, a.run)
-    journal = await run(board.journal, op.store, a.run)
+    live = await op.claims(a.run)
+    journal = await op.claim_journal(a.run)
     return data(
         {
             "posts": [e for e in items if e.kind == "post"],

@@ -9,8 +9,7 @@ from __future__ import annotations
 import anyio
 
 from broker.aio import AsyncAgent, AsyncOperator
-from broker.client import Agent, Operator
-from broker.db import Store
+from broker.client import Agent, Operator, Store
 from broker.mcp.server import agent_server, operator_server
 
 
