@@ -172,7 +172,20 @@ class Store:
     """A broker database. Thread-safe; create one per process and share it.
 
     Each thread holds one DBAPI connection (the hot path skips any pool); a
-    nested transaction in the same thread takes a spare one."""
+    nested transaction in the same thread takes a spare one.
+
+    A ``postgresql+psycopg://`` URL opens the same store on a PostgreSQL server
+    (``broker.pgstore.PgStore``, imported only then)."""
+
+    def __new__(cls, url: str | None = None, **kwargs: Any) -> Store:
+        if cls is Store:
+            settings = kwargs.get("settings")
+            target = url or (settings.url if settings else None) or os.environ.get("BROKER_URL")
+            if target is not None and target.startswith("postgres"):
+                from broker.pgstore import PgStore
+
+                return super().__new__(PgStore)
+        return super().__new__(cls)
 
     def __init__(
         self,

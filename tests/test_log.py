@@ -18,7 +18,7 @@ from broker.settings import Limits
 from broker.vocab import APPEND_ONLY
 
 
-def count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+def count(store: Store, table: str, where: str = "1 = 1", params: tuple[Any, ...] = ()) -> int:
     with store.read() as t:
         return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
 

@@ -19,7 +19,7 @@ from broker.models import JoinInput
 from broker.records import to_dict
 
 
-def count(store: Store, table: str, where: str = "1", params: tuple[object, ...] = ()) -> int:
+def count(store: Store, table: str, where: str = "1 = 1", params: tuple[object, ...] = ()) -> int:
     with store.read() as t:
         return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
 
