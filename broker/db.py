@@ -349,6 +349,13 @@ class Store:
             raise
         return row[0] if row else None
 
+    def lock_space(self, t: Tx, space_id: str) -> None:
+        """Make the writers of one space queue behind each other from here to the
+        end of ``t`` (the per-space sequence is gap-free and in commit order, a
+        check-then-insert cannot race). On SQLite ``BEGIN IMMEDIATE`` already
+        serialises every writer of the file: nothing to do, no round trip. The
+        PostgreSQL store locks the space's counter row (``broker.pgstore``)."""
+
     # --- time --------------------------------------------------------------------
     def now(self) -> datetime:
         return self.clock()

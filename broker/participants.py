@@ -89,6 +89,7 @@ def join(store: Store, space_ref: str, inp: JoinInput, *, tx: Tx | None = None) 
     now = store.now_ts()
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
+        store.lock_space(t, space_id)  # one join of an address at a time (PostgreSQL)
         state, kind = t.one("SELECT state, kind FROM spaces WHERE id = ?", (space_id,))
         address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
         if state != "running":

@@ -63,6 +63,7 @@ _BEGIN_READ = stmt("store.begin_read").postgresql
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
 _SCHEMA_VERSION = stmt("store.schema_version")
+_LOCK_SPACE = stmt("store.lock_space")
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
 
 
@@ -155,11 +156,12 @@ class PgConn:
     """The DBAPI face ``Tx`` uses (``execute``, ``executemany``, ``in_transaction``)
     over one psycopg connection; every statement is rewritten for psycopg once."""
 
-    __slots__ = ("conn", "writer_lock")
+    __slots__ = ("conn", "writer_lock", "locked")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.writer_lock = None
+        self.locked: set[str] = set()  # spaces whose row this transaction holds
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         cur = self.conn.cursor(row_factory=_row_factory)
@@ -368,6 +370,16 @@ class PgStore(Store):
         return row[0] if row else None
 
     # --- transactions ------------------------------------------------------------
+    def lock_space(self, t: Tx, space_id: str) -> None:
+        """The row lock on the space's counter row (``Store.lock_space``): taken
+        first in every write of a space (before any participant row, so two
+        writers never wait on each other in opposite orders), once per
+        transaction (a ``PgConn`` lives for one transaction)."""
+        raw: PgConn = t.raw  # type: ignore[assignment]
+        if space_id not in raw.locked:
+            raw.execute(_LOCK_SPACE, {"space_id": space_id})
+            raw.locked.add(space_id)
+
     def data_version(self) -> int:
         """No cheap commit counter on PostgreSQL: wake-ups come by NOTIFY."""
         return 0

@@ -84,13 +84,18 @@ def _drop(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+_MIGRATED = "migrated"
+
+
 @contextlib.contextmanager
-def database() -> Iterator[str]:
-    """A fresh migrated database of this session; dropped on exit."""
-    template = _template()
+def database(template: str | None = _MIGRATED) -> Iterator[str]:
+    """A fresh database of this session, migrated (or empty with ``template=None``);
+    dropped on exit."""
+    source = _template()  # also: is the server there at all
     name = f"{_SESSION}_{secrets.token_hex(4)}"
+    clone = f' TEMPLATE "{source}"' if template == _MIGRATED else ""
     with _admin() as conn:  # type: ignore[attr-defined]
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        conn.execute(f'CREATE DATABASE "{name}"{clone}')
     try:
         yield url_of(name)
     finally:

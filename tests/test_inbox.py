@@ -162,6 +162,7 @@ def test_S13_twelve_concurrent_process_claims_get_twelve_distinct_messages(
     assert len(set(got)) == 12
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself (tests/test_pg.py: the same on PostgreSQL)
 def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
     store: Store,
 ) -> None:
@@ -614,6 +615,20 @@ def _poison(b: Agent, n: int) -> None:
 def _statements(store: Store, fn: Callable[[], Any]) -> tuple[Any, int]:
     """``fn()`` and how many statements this thread's connection ran for it."""
     seen: list[str] = []
+    if store.dialect == "postgresql":  # every statement goes through PgConn.execute
+        from broker.pgstore import PgConn
+
+        plain = PgConn.execute
+
+        def counting(self: PgConn, sql: str, params: Any = ()) -> Any:
+            seen.append(sql)
+            return plain(self, sql, params)
+
+        PgConn.execute = counting  # type: ignore[method-assign]
+        try:
+            return fn(), len(seen)
+        finally:
+            PgConn.execute = plain  # type: ignore[method-assign]
     with store.read() as t:
         raw = t.raw
     raw.set_trace_callback(seen.append)

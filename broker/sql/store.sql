@@ -13,6 +13,14 @@ BEGIN
 -- postgresql:
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
 
+-- name: lock_space
+-- The writers of one space queue here (broker.db Store.lock_space). Only the
+-- PostgreSQL store runs it: on SQLite BEGIN IMMEDIATE already serialises every
+-- writer of the file.
+SELECT id FROM spaces WHERE id = :space_id
+-- postgresql:
+SELECT id FROM spaces WHERE id = :space_id FOR UPDATE
+
 -- name: commit
 COMMIT
 
