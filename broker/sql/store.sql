@@ -59,6 +59,16 @@ PRAGMA journal_size_limit = 67108864
 -- name: data_version
 -- Changes when another connection commits: a few microseconds, no lock.
 PRAGMA data_version
+-- postgresql:
+-- No commit counter on PostgreSQL: wake-ups come by NOTIFY (broker.pgwake).
+SELECT 0
+
+-- name: notify
+-- PostgreSQL only (broker.pgwake): ring the waiters of the keys in :payload.
+-- SQLite rings its doorbell sockets instead; this text is never run there.
+SELECT :channel AS channel, :payload AS payload
+-- postgresql:
+SELECT pg_notify(:channel, :payload)
 
 -- name: checkpoint_passive
 -- Fold the WAL back without waiting for anyone.
