@@ -60,8 +60,9 @@ POOL_MAX = 64
 
 _BEGIN_WRITE = stmt("store.begin_write").postgresql
 _BEGIN_READ = stmt("store.begin_read").postgresql
-_COMMIT = "COMMIT"
-_ROLLBACK = "ROLLBACK"
+_COMMIT = stmt("store.commit").postgresql
+_ROLLBACK = stmt("store.rollback").postgresql
+_MIGRATE_LOCK = stmt("store.migrate_lock")
 _SCHEMA_VERSION = stmt("store.schema_version")
 _LOCK_SPACE = stmt("store.lock_space")
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
@@ -335,7 +336,7 @@ class PgStore(Store):
 
         lock = self.connect()
         try:
-            lock.execute("SELECT pg_advisory_lock(%s)" % MIGRATE_LOCK)
+            lock.execute(_MIGRATE_LOCK, {"key": MIGRATE_LOCK})
             if self.schema_version() == HEAD:
                 return
             upgrade(self.engine)
@@ -468,4 +469,3 @@ class PgStore(Store):
             self._engine.dispose()
         self._engine = None
         self._sa_engines = {}
-

@@ -124,9 +124,11 @@ def test_pg_S11_append_only_refuses_update_delete_and_upsert_from_plain_psycopg(
 
 def test_pg_S11_append_only_through_the_store_is_an_append_only_error(pg: Store) -> None:
     _filled(pg)
-    with pytest.raises(errors.AppendOnly, match="append-only: messages refuses UPDATE"):
-        with pg.write() as t:
-            t.execute("UPDATE messages SET body = 'rewritten'")
+    with (
+        pytest.raises(errors.AppendOnly, match="append-only: messages refuses UPDATE"),
+        pg.write() as t,
+    ):
+        t.execute("UPDATE messages SET body = 'rewritten'")
 
 
 def _sender(url: str, ident: Any, n: int, errors_out: Any) -> None:
@@ -148,9 +150,7 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
     Agent.join(pg, sid, "b")
     senders = [Agent.join(pg, sid, f"s{i}")[0] for i in range(8)]
     failures = FORK.Queue()
-    procs = [
-        FORK.Process(target=_sender, args=(pg_url, a.identity, 25, failures)) for a in senders
-    ]
+    procs = [FORK.Process(target=_sender, args=(pg_url, a.identity, 25, failures)) for a in senders]
     for p in procs:
         p.start()
     for p in procs:
@@ -158,7 +158,9 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
     assert [p.exitcode for p in procs] == [0] * 8
     assert failures.empty()
     with pg.read() as t:
-        seqs = [r[0] for r in t.all("SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (sid,))]
+        seqs = [
+            r[0] for r in t.all("SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (sid,))
+        ]
         last = t.one("SELECT last_seq FROM spaces WHERE id = ?", (sid,))[0]
     assert seqs == list(range(1, 201))
     assert last == 200
@@ -237,3 +239,44 @@ def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:
     for th in threads:
         th.join(60)
     assert len(got) == 100 == len(set(got))
+
+
+# Statements that cannot run on PostgreSQL by nature (SQLite's pragmas, VACUUM,
+# its JSON probe) and the export area, whose rowid cursors are not ported yet
+# (export/import across backends is open work: README "Backends").
+SQLITE_ONLY_AREAS = {"export"}
+SQLITE_ONLY = {"store.json_probe"}
+
+
+def test_pg_every_catalogue_statement_prepares_on_postgresql(pg: Store) -> None:
+    """Each statement's PostgreSQL text parses and plans against the migrated
+    schema (PREPARE: types and names are checked, nothing runs)."""
+    import re
+
+    from psycopg import pq
+
+    from broker import sql
+
+    checked = 0
+    raw = pg.connect()
+    try:
+        for name, st in sql.all_statements().items():
+            if (
+                name in SQLITE_ONLY
+                or name.partition(".")[0] in SQLITE_ONLY_AREAS
+                or re.match(r"\s*(PRAGMA|VACUUM|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b", st)
+            ):
+                continue
+            order: dict[str, int] = {}
+
+            def number(m: re.Match[str], order: dict[str, int] = order) -> str:
+                return f"${order.setdefault(m.group(1), len(order) + 1)}"
+
+            text = re.sub(r"%\((\w+)\)s", number, st.postgresql).replace("%%", "%")
+            res = raw.conn.pgconn.prepare(b"", text.encode())
+            message = (res.error_message or b"").decode().strip()
+            assert res.status == pq.ExecStatus.COMMAND_OK, f"{name}: {message}"
+            checked += 1
+    finally:
+        raw.close()
+    assert checked > 60

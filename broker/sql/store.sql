@@ -21,6 +21,14 @@ SELECT id FROM spaces WHERE id = :space_id
 -- postgresql:
 SELECT id FROM spaces WHERE id = :space_id FOR UPDATE
 
+-- name: migrate_lock
+-- PostgreSQL only (broker.pgstore): concurrent first opens of one database
+-- migrate it once, queued on this session-level advisory lock (SQLite queues
+-- on the writer lock file instead; this text is never run there).
+SELECT :key AS migrate_lock
+-- postgresql:
+SELECT pg_advisory_lock(:key)
+
 -- name: commit
 COMMIT
 
