@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.core import (
     BROKER,
+    BROKER_PG,
     FILE_MAILBOX,
     LITEQUEUE,
     PERSIST_QUEUE,
@@ -35,7 +36,7 @@ from bench.core import (
 )
 from bench.peers import Unavailable, factories
 
-ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDIS]
+ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDIS, BROKER_PG]
 BASELINES = ALL[1:]
 ROUNDS = 10
 
