@@ -95,6 +95,18 @@ def db_url(tmp_path: Path, backend: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
+    """A second store's URL on the test's backend (stores with an injected clock)."""
+    if backend == "postgresql":
+        import pgtest
+
+        with pgtest.database() as url:
+            yield url
+        return
+    yield f"sqlite:///{tmp_path / 'clocked.db'}"
+
+
+@pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     s = Store(db_url)
     yield s

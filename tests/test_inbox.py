@@ -8,7 +8,6 @@ import multiprocessing as mp
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ FORK = mp.get_context("fork")
 
 
 @pytest.fixture
-def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=clock)
+def cstore(clocked_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store(clocked_url, clock=clock)
     yield s
     s.close()
 
@@ -457,7 +456,7 @@ def test_S16_history_first_then_ack_commit_or_fail_together(cstore: Store, clock
         with cstore.transaction() as t:
             for d in lease.deliveries:
                 # De-duplicate by the stable message id (S16).
-                t.execute("INSERT OR IGNORE INTO work_log VALUES (?, ?)", (d.id, d.body))
+                t.execute("INSERT INTO work_log VALUES (?, ?) ON CONFLICT DO NOTHING", (d.id, d.body))
             agent.ack(lease.token, [d.id for d in lease.deliveries], tx=t)
 
     lease = b.claim(lease=5)

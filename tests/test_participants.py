@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -250,10 +249,10 @@ def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
 
 # --- S4: leaving and the journal -----------------------------------------------------------
 @pytest.fixture
-def clocked(tmp_path: Path) -> Iterator[tuple[Store, list[datetime]]]:
+def clocked(clocked_url: str) -> Iterator[tuple[Store, list[datetime]]]:
     """A store whose clock the test moves."""
     now = [datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)]
-    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=lambda: now[0])
+    s = Store(clocked_url, clock=lambda: now[0])
     yield s, now
     s.close()
 
