@@ -29,6 +29,7 @@ FILE_MAILBOX = "file_mailbox"
 PERSIST_QUEUE = "persist_queue"
 LITEQUEUE = "litequeue"
 REDIS = "redis"
+BROKER_PG = "broker_pg"
 SYSTEM_TITLES = {
     BROKER: "broker",
     RAW_SAME: "raw sqlite3, same statements",
@@ -37,6 +38,7 @@ SYSTEM_TITLES = {
     PERSIST_QUEUE: "persist-queue SQLiteAckQueue",
     LITEQUEUE: "litequeue",
     REDIS: "Redis Streams",
+    BROKER_PG: "broker on PostgreSQL",
 }
 
 

@@ -173,7 +173,20 @@ class Store:
     """A broker database. Thread-safe; create one per process and share it.
 
     Each thread holds one DBAPI connection (the hot path skips any pool); a
-    nested transaction in the same thread takes a spare one."""
+    nested transaction in the same thread takes a spare one.
+
+    A ``postgresql+psycopg://`` URL opens the same store on a PostgreSQL server
+    (``broker.pgstore.PgStore``, imported only then)."""
+
+    def __new__(cls, url: str | None = None, **kwargs: Any) -> Store:
+        if cls is Store:
+            settings = kwargs.get("settings")
+            target = url or (settings.url if settings else None) or os.environ.get("BROKER_URL")
+            if target is not None and target.startswith("postgres"):
+                from broker.pgstore import PgStore
+
+                return super().__new__(PgStore)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -345,6 +358,13 @@ class Store:
                 return None  # an empty database: never migrated
             raise
         return row[0] if row else None
+
+    def lock_space(self, t: Tx, space_id: str) -> None:
+        """Make the writers of one space queue behind each other from here to the
+        end of ``t`` (the per-space sequence is gap-free and in commit order, a
+        check-then-insert cannot race). On SQLite ``BEGIN IMMEDIATE`` already
+        serialises every writer of the file: nothing to do, no round trip. The
+        PostgreSQL store locks the space's counter row (``broker.pgstore``)."""
 
     # --- time --------------------------------------------------------------------
     def now(self) -> datetime:

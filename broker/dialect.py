@@ -241,3 +241,41 @@ def drop_search_ddl(dialect: str) -> list[str]:
         "DROP TRIGGER IF EXISTS messages_fts_delete",
         f"DROP TABLE IF EXISTS {FTS_TABLE}",
     ]
+
+
+# --- SQLAlchemy (migrations, the metadata comparison) ------------------------------------
+_registered = False
+
+
+def register_sqlalchemy() -> None:
+    """Teach SQLAlchemy the one type decision of the PostgreSQL schema: a
+    ``Boolean`` column is SMALLINT 0/1 there, the values SQLite stores and
+    returns, so the frozen revisions (``server_default=text("0")``) and every
+    statement (``messaging = 1``) run unchanged on both engines."""
+    global _registered
+    if _registered:
+        return
+    import sqlalchemy as sa
+    from sqlalchemy.ext.compiler import compiles
+
+    @compiles(sa.Boolean, "postgresql")
+    def _boolean_smallint(type_: sa.Boolean, compiler: object, **kw: object) -> str:
+        return "SMALLINT"
+
+    _registered = True
+
+
+def compare_type(
+    context: object,
+    inspected_column: object,
+    metadata_column: object,
+    inspected_type: object,
+    metadata_type: object,
+) -> bool | None:
+    """alembic's type comparison, knowing that a PostgreSQL SMALLINT is the
+    metadata's Boolean (``register_sqlalchemy``); None: alembic decides."""
+    import sqlalchemy as sa
+
+    if isinstance(metadata_type, sa.Boolean) and isinstance(inspected_type, sa.SmallInteger):
+        return False
+    return None

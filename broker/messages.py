@@ -301,6 +301,7 @@ class Batch:
             sender,
             deliver,
         )
+        store.lock_space(t, space_id)  # the sequence stays gap-free (PostgreSQL)
         space = t.one(
             "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?",
             (space_id,),
@@ -596,6 +597,7 @@ def append(
     """Append one row to the log with the next ``seq`` of the space, outside a
     send (receipts; imports and tests); returns (id, seq, created_at_utc).
     Sends go through ``Batch``: these two are the only writers of ``messages``."""
+    store.lock_space(t, space_id)
     last_seq = t.one("SELECT last_seq FROM spaces WHERE id = ?", (space_id,))[0]
     now = store.now_ts()
     mid = new_id()

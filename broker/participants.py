@@ -134,6 +134,7 @@ def join(
     now = store.now_ts()
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
+        store.lock_space(t, space_id)  # one join of an address at a time (PostgreSQL)
         state, kind, settings = t.one(_SPACE, {"space_id": space_id})
         parent_grant = _credential(t, space_id, credential)  # None: any set may be granted
         parent_addr = inp.parent

@@ -158,11 +158,7 @@ def resolve_id(tx: Tx, ref: str) -> str:
     if row:
         return str(row[0])
     pattern = text.replace("_", "\\_") + "%"
-    rows = tx.all(
-        "SELECT id FROM spaces WHERE id LIKE ? ESCAPE '\\' "
-        "OR substr(id, instr(id, '_') + 1) LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11",
-        (pattern, pattern),
-    )
+    rows = tx.all(stmt("spaces.by_prefix"), {"pattern": pattern})
     if not rows:
         raise errors.SpaceNotFound(f"no space matches run id {ref!r}", run_id=ref)
     if len(rows) > 1:

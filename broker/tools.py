@@ -72,6 +72,7 @@ def call(
     failure: errors.BrokerError | None = None
     try:
         with store.write(tx) as t:
+            store.lock_space(t, ident.space_id)  # first: see Store.lock_space
             row = caller(t, ident, store.now_ts())
             if tool not in row.granted:
                 failure = refusal(ident, row, tool)

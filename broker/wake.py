@@ -63,7 +63,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker import errors, runfiles
 from broker.sql import stmt
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 SAFETY_S = 5.0  # while asleep, look for commits that rang nobody this often
 FALLBACK_POLL_S = 0.002  # data_version polling when sockets are unavailable
+PG_POLL_S = 0.05  # PostgreSQL without its LISTEN connection: re-check this often
 SLOTS = 8192  # shared-memory buckets of waiter counts
 
 # A socket address holds 107 bytes and a NUL: <root>/<key>/<pid>-<6 hex>.
@@ -223,6 +224,10 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
     Runs after a commit, so it never raises: without a usable doorbell folder
     nobody is rung (waiters refuse an unsafe folder themselves, loudly, or
     poll the change marker)."""
+    if store.dialect != "sqlite":  # PostgreSQL: NOTIFY (broker.pgwake)
+        from broker import pgwake
+
+        return pgwake.notify(store, keys)
     try:
         opened = _open(store, create=False)
     except (OSError, errors.StoreError):
@@ -296,6 +301,11 @@ class Waiter:
         # Waiters started together must not tick together: each tick's re-check
         # commits (a heartbeat), which every other waiter would see on entry.
         self._jitter = 0.75 + secrets.randbelow(501) / 1000
+        self._pg: tuple[Any, socket.socket] | None = None  # (listener, write end)
+        if store.dialect != "sqlite":
+            self._listen_pg(keys)
+            self._marker = self._read_marker()
+            return
         try:
             opened = _open(store, create=True)
             if opened is None:
@@ -313,6 +323,19 @@ class Waiter:
             raise
         # After registering, before the caller's first check (see the module doc).
         self._marker = self._read_marker()
+
+    def _listen_pg(self, keys: Iterable[str]) -> None:
+        """PostgreSQL: a socket pair the process's LISTEN connection rings
+        (``broker.pgwake``); polling if the server cannot be listened to."""
+        from broker import pgwake
+
+        try:
+            found = pgwake.listener(self.store)
+            rd, wr = found.subscribe(keys)
+        except Exception:  # noqa: BLE001 - no listener: poll (PG_POLL_S)
+            return
+        self._pg = (found, wr)
+        self.socks.append(rd)
 
     def _bind(self, folder: str) -> None:
         path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(3)}")
@@ -347,7 +370,9 @@ class Waiter:
         except Exception:  # noqa: BLE001 - a failing read must not lose a wake-up
             return None
         try:
-            return id(raw), int(raw.execute(_DATA_VERSION).fetchone()[0])
+            # PostgreSQL has no such marker (a constant): any pooled connection reads it.
+            where = id(raw) if store.dialect == "sqlite" else 0
+            return where, int(raw.execute(_DATA_VERSION).fetchone()[0])
         except Exception:  # noqa: BLE001
             return None
         finally:
@@ -422,6 +447,11 @@ class Waiter:
                 return self.woken("timeout")
             self.sleeping()
             if self.polling:
+                if self._pg is None and self.store.dialect != "sqlite":
+                    # PostgreSQL without a listener: no change marker to read,
+                    # so the caller re-checks every PG_POLL_S.
+                    time.sleep(min(left, PG_POLL_S))
+                    return self._return("polled", True)
                 time.sleep(min(left, FALLBACK_POLL_S))
                 if self.changed():
                     return self.woken("polled")
@@ -437,6 +467,9 @@ class Waiter:
                     self.store.checkpoint()  # idle for a whole tick: fold the WAL back
 
     def close(self) -> None:
+        if self._pg is not None:
+            self._pg[0].unsubscribe(self._pg[1])
+            self._pg = None
         for s in self.socks:
             with contextlib.suppress(OSError):
                 s.close()

@@ -5,7 +5,12 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
+from broker.dialect import compare_type, register_sqlalchemy
 from broker.tables import metadata
+
+# PostgreSQL stores booleans as SMALLINT 0/1 (broker.dialect): the revisions
+# run unchanged on both engines.
+register_sqlalchemy()
 
 config = context.config
 target_metadata = metadata
@@ -27,7 +32,7 @@ def _migrate(conn):
         connection=conn,
         target_metadata=target_metadata,
         render_as_batch=True,  # SQLite cannot ALTER most things in place
-        compare_type=True,
+        compare_type=compare_type,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -53,9 +53,58 @@ def clock() -> Clock:
     return Clock()
 
 
+# --- backends (issue 15) -----------------------------------------------------------------------
+# The contract modules run every test that uses ``db_url`` (or ``store``, ``cli``...)
+# on both backends: SQLite files, and a PostgreSQL database per test cloned from
+# a template migrated once per session (tests/pgtest.py). Tests that are
+# SQLite-only by nature (files, WAL, doorbell files, backup) carry
+# ``@pytest.mark.sqlite_only``.
+PG_CONTRACT = {
+    "test_send",
+    "test_inbox",
+    "test_board",
+    "test_turns",
+    "test_participants",
+    "test_spaces",
+    "test_log",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if module in PG_CONTRACT and metafunc.definition.get_closest_marker("sqlite_only") is None:
+        metafunc.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which engine this test's store runs on (``sqlite`` unless parametrised)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, backend: str) -> Iterator[str]:
+    if backend == "postgresql":
+        import pgtest
+
+        with pgtest.database() as url:
+            yield url
+        return
+    yield f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
+
+
+@pytest.fixture
+def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
+    """A second store's URL on the test's backend (stores with an injected clock)."""
+    if backend == "postgresql":
+        import pgtest
+
+        with pgtest.database() as url:
+            yield url
+        return
+    yield f"sqlite:///{tmp_path / 'clocked.db'}"
 
 
 @pytest.fixture
@@ -101,8 +150,9 @@ class Result:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Callable[..., Result]:
-    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp.
+def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
+    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp
+    (and BROKER_URL naming the test's PostgreSQL database on that backend).
 
     Like an operator's shell after ``eval "$(broker space create ...)"``, it
     remembers the join key each ``space create`` printed (S27) and hands it to
@@ -115,6 +165,8 @@ def cli(tmp_path: Path) -> Callable[..., Result]:
     def _run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         full_env["BROKER_HOME"] = str(home)
+        if db_url.startswith("postgresql"):
+            full_env["BROKER_URL"] = db_url
         full_env.update(env or {})
         credential = {"--join-key", "--parent-token"} & set(args)
         if args[:1] == ("join",) and len(args) > 1 and not credential:
@@ -172,6 +224,10 @@ ORPHAN_GRACE_S = 10.0  # processes killed by the last test may still be exiting
 
 def pytest_configure(config: pytest.Config) -> None:
     import spacegen
+
+    config.addinivalue_line(
+        "markers", "sqlite_only: a test of the SQLite file itself (not run on PostgreSQL)"
+    )
 
     cache = getattr(config, "cache", None)
     if cache is not None:  # kept between runs; the key covers every schema source
@@ -286,3 +342,12 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         problems.append(f"temp folders or files left behind: {', '.join(leftovers[:20])}")
     if problems:
         pytest.fail("session hygiene: " + " | ".join(problems), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    import pgtest
+
+    if pgtest.skipped:
+        terminalreporter.write_sep(
+            "!", f"NOTICE: POSTGRESQL TESTS SKIPPED: {pgtest.skipped[0]}", red=True, bold=True
+        )

@@ -8,7 +8,6 @@ import multiprocessing as mp
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,8 @@ FORK = mp.get_context("fork")
 
 
 @pytest.fixture
-def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=clock)
+def cstore(clocked_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store(clocked_url, clock=clock)
     yield s
     s.close()
 
@@ -163,6 +162,7 @@ def test_S13_twelve_concurrent_process_claims_get_twelve_distinct_messages(
     assert len(set(got)) == 12
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself (tests/test_pg.py: the same on PostgreSQL)
 def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
     store: Store,
 ) -> None:
@@ -459,7 +459,7 @@ def test_S16_history_first_then_ack_commit_or_fail_together(cstore: Store, clock
         with cstore.transaction() as t:
             for d in lease.deliveries:
                 # De-duplicate by the stable message id (S16).
-                t.execute("INSERT OR IGNORE INTO work_log VALUES (?, ?)", (d.id, d.body))
+                t.execute("INSERT INTO work_log VALUES (?, ?) ON CONFLICT DO NOTHING", (d.id, d.body))
             agent.ack(lease.token, [d.id for d in lease.deliveries], tx=t)
 
     lease = b.claim(lease=5)
@@ -617,6 +617,20 @@ def _poison(b: Agent, n: int) -> None:
 def _statements(store: Store, fn: Callable[[], Any]) -> tuple[Any, int]:
     """``fn()`` and how many statements this thread's connection ran for it."""
     seen: list[str] = []
+    if store.dialect == "postgresql":  # every statement goes through PgConn.execute
+        from broker.pgstore import PgConn
+
+        plain = PgConn.execute
+
+        def counting(self: PgConn, sql: str, params: Any = ()) -> Any:
+            seen.append(sql)
+            return plain(self, sql, params)
+
+        PgConn.execute = counting  # type: ignore[method-assign]
+        try:
+            return fn(), len(seen)
+        finally:
+            PgConn.execute = plain  # type: ignore[method-assign]
     with store.read() as t:
         raw = t.raw
     raw.set_trace_callback(seen.append)

@@ -19,7 +19,7 @@ from broker.settings import Limits
 from broker.vocab import APPEND_ONLY
 
 
-def count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+def count(store: Store, table: str, where: str = "1 = 1", params: tuple[Any, ...] = ()) -> int:
     with store.read() as t:
         return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
 
@@ -66,6 +66,7 @@ def test_S11_update_and_delete_are_refused_through_the_store(
     assert snapshot(store, table) == before
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself (tests/test_pg.py: the same on PostgreSQL)
 @pytest.mark.parametrize("table", APPEND_ONLY)
 def test_S11_update_and_delete_are_refused_through_a_plain_sqlite3_connection(
     store: Store, filled: dict[str, Agent], table: str
@@ -83,6 +84,7 @@ def test_S11_update_and_delete_are_refused_through_a_plain_sqlite3_connection(
     assert snapshot(store, table) == before
 
 
+@pytest.mark.sqlite_only  # the SQLite file itself (tests/test_pg.py: the same on PostgreSQL)
 def test_S11_append_only_also_guards_columns_one_by_one(
     store: Store, filled: dict[str, Agent]
 ) -> None:

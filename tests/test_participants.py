@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import trusted
@@ -20,7 +19,7 @@ from broker.models import JoinInput
 from broker.records import to_dict
 
 
-def count(store: Store, table: str, where: str = "1", params: tuple[object, ...] = ()) -> int:
+def count(store: Store, table: str, where: str = "1 = 1", params: tuple[object, ...] = ()) -> int:
     with store.read() as t:
         return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
 
@@ -254,10 +253,10 @@ def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
 
 # --- S4: leaving and the journal -----------------------------------------------------------
 @pytest.fixture
-def clocked(tmp_path: Path) -> Iterator[tuple[Store, list[datetime]]]:
+def clocked(clocked_url: str) -> Iterator[tuple[Store, list[datetime]]]:
     """A store whose clock the test moves."""
     now = [datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)]
-    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=lambda: now[0])
+    s = Store(clocked_url, clock=lambda: now[0])
     yield s, now
     s.close()
 

@@ -19,7 +19,7 @@ from broker.records import NotReached, SendResult
 from broker.settings import Limits
 
 
-def count(store: Store, table: str, where: str = "1", params: tuple[Any, ...] = ()) -> int:
+def count(store: Store, table: str, where: str = "1 = 1", params: tuple[Any, ...] = ()) -> int:
     with store.read() as t:
         return int(t.one(f"SELECT count(*) FROM {table} WHERE {where}", params)[0])
 

@@ -8,7 +8,6 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from broker.records import Turn
 
 
 @pytest.fixture
-def cstore(tmp_path: Path, clock: Clock) -> Iterator[Store]:
-    s = Store(f"sqlite:///{tmp_path / 'clocked.db'}", clock=clock)
+def cstore(clocked_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store(clocked_url, clock=clock)
     yield s
     s.close()
 

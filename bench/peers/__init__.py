@@ -71,6 +71,10 @@ def factories(systems: list[str]) -> dict[str, QueueFactory]:
             from bench.peers.lite_queue import LiteQueuePeer
 
             out[name] = LiteQueuePeer
+        elif name == "broker_pg":
+            from bench.peers.broker_pg import BrokerPgQueue
+
+            out[name] = BrokerPgQueue
         elif name == "redis":
             from bench.peers.redis_streams import RedisStreams
 

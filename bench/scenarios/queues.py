@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core import (
     BROKER,
+    BROKER_PG,
     FILE_MAILBOX,
     LITEQUEUE,
     PERSIST_QUEUE,
@@ -35,7 +37,11 @@ from bench.core import (
 )
 from bench.peers import Unavailable, factories
 
-ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDIS]
+# The broker on PostgreSQL joins when a server is named (BENCH_PG_URL): it is
+# the same API over the network and fsync, far slower than every local lane.
+ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDIS] + (
+    [BROKER_PG] if os.environ.get("BENCH_PG_URL") else []
+)
 BASELINES = ALL[1:]
 ROUNDS = 10
 

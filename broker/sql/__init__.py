@@ -12,8 +12,9 @@ only what it runs. A file is a sequence of entries::
 
 A statement is addressed as ``"<area>.<name>"`` (``stmt("messages.insert")``).
 Parameters are always named (``:name``); the PostgreSQL text is the one after
-``-- postgresql:`` when an entry has it, else the SQLite text with its
-parameters rewritten for psycopg (``%(name)s``). That is the only place the two
+``-- postgresql:`` when an entry has it, else the SQLite text, with its
+parameters rewritten for psycopg (``%(name)s``; the PostgreSQL text is written
+with ``:name`` too and rewritten the same way). That is the only place the two
 dialects' statements differ.
 
 A ``Stmt`` *is* its SQLite text (a ``str``), so the SQLite hot path hands it to
@@ -47,7 +48,7 @@ class Stmt(str):
         self.name = name
         self.doc = doc
         self.params = tuple(dict.fromkeys(PARAM.findall(_QUOTED.sub("''", sqlite))))
-        self.postgresql = postgresql if postgresql is not None else to_psycopg(sqlite)
+        self.postgresql = to_psycopg(postgresql if postgresql is not None else sqlite)
         return self
 
     def __repr__(self) -> str:

@@ -96,3 +96,7 @@ WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at > :at ORD
 SELECT id, key, event, owner, token, lease_expires_at, at_utc FROM claim_journal
 WHERE space_id = :space_id AND (:key IS NULL OR key = :key)
 ORDER BY at_utc, id
+-- postgresql:
+SELECT id, key, event, owner, token, lease_expires_at, at_utc FROM claim_journal
+WHERE space_id = :space_id AND (CAST(:key AS text) IS NULL OR key = :key)
+ORDER BY at_utc, id

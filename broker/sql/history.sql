@@ -19,6 +19,11 @@ RETURNING message_id
 DELETE FROM history
 WHERE participant_id = :participant_id AND message_id IN (SELECT value FROM json_each(:ids))
 RETURNING message_id
+-- postgresql:
+DELETE FROM history
+WHERE participant_id = :participant_id
+  AND message_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+RETURNING message_id
 
 -- name: entries
 SELECT message_id, turn_id, kind, sender, body, at_utc FROM history

@@ -45,6 +45,39 @@ RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
   (SELECT urgent FROM messages m WHERE m.id = deliveries.message_id) AS urgent,
   (SELECT thread FROM messages m WHERE m.id = deliveries.message_id) AS thread,
   (SELECT importance FROM messages m WHERE m.id = deliveries.message_id) AS importance
+-- postgresql:
+-- The candidates are locked as they are chosen (SKIP LOCKED: a row another
+-- claim holds is passed over, never waited for, never taken twice): a bare
+-- LIMIT subquery could over-claim at READ COMMITTED.
+WITH candidates AS (
+  SELECT id FROM deliveries
+  WHERE recipient_id = :recipient_id
+    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
+  ORDER BY created_at_utc, id LIMIT :n
+  FOR UPDATE SKIP LOCKED
+), claimed AS (
+UPDATE deliveries d SET
+  state = CASE WHEN d.attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
+  attempts = CASE WHEN d.attempts >= :max_deliveries THEN d.attempts ELSE d.attempts + 1 END,
+  lease_token = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_token ELSE :token END,
+  lease_owner = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_owner ELSE :owner END,
+  lease_expires_at = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_expires_at ELSE :expires END,
+  lease_process = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_process ELSE :process END,
+  quarantine_reason = CASE WHEN d.attempts >= :max_deliveries THEN 'max_deliveries'
+    ELSE d.quarantine_reason END,
+  last_error = CASE WHEN d.state = 'processing'
+    THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
+    ELSE d.last_error END
+FROM candidates c WHERE d.id = c.id
+RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
+  (SELECT kind FROM messages m WHERE m.id = d.message_id) AS kind,
+  (SELECT sender FROM messages m WHERE m.id = d.message_id) AS sender,
+  (SELECT body FROM messages m WHERE m.id = d.message_id) AS body,
+  (SELECT urgent FROM messages m WHERE m.id = d.message_id) AS urgent,
+  (SELECT thread FROM messages m WHERE m.id = d.message_id) AS thread,
+  (SELECT importance FROM messages m WHERE m.id = d.message_id) AS importance
+)
+SELECT * FROM claimed ORDER BY created_at_utc, delivery_id
 
 -- name: quarantine_head
 -- Poison at the head of an inbox (S15): quarantine the candidates among the
@@ -68,6 +101,22 @@ WHERE attempts >= :max_deliveries AND id IN (
       ORDER BY created_at_utc, id LIMIT :n)
   ) ORDER BY created_at_utc, id LIMIT :n)
 RETURNING id
+-- postgresql:
+WITH candidates AS (
+  SELECT id FROM deliveries
+  WHERE recipient_id = :recipient_id
+    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
+  ORDER BY created_at_utc, id LIMIT :n
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d SET
+  state = 'quarantine',
+  quarantine_reason = 'max_deliveries',
+  last_error = CASE WHEN d.state = 'processing'
+    THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
+    ELSE d.last_error END
+FROM candidates c WHERE d.id = c.id AND d.attempts >= :max_deliveries
+RETURNING d.id
 
 -- name: next_expiry
 -- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
@@ -83,6 +132,11 @@ UPDATE deliveries SET state = 'done', acked_at_utc = :now
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
   AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
 RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'done', acked_at_utc = :now
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
 
 -- name: release
 -- processing -> ready, for replay (S14); the delivery count stays.
@@ -91,12 +145,23 @@ UPDATE deliveries SET state = 'ready', lease_owner = NULL, lease_expires_at = NU
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
   AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
 RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready', lease_owner = NULL, lease_expires_at = NULL,
+  lease_process = NULL, last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
 
 -- name: extend
 -- A new expiry for the rows still held under the lease.
 UPDATE deliveries SET lease_expires_at = :expires
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
   AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET lease_expires_at = :expires
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING message_id
 
 -- name: quarantine
@@ -106,11 +171,21 @@ UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
   AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
 RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
+  last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
 
 -- name: by_message_ids
 -- Why a settle missed some ids: where each of them is now.
 SELECT message_id, state, lease_token FROM deliveries
 WHERE recipient_id = :recipient_id AND message_id IN (SELECT value FROM json_each(:ids))
+-- postgresql:
+SELECT message_id, state, lease_token FROM deliveries
+WHERE recipient_id = :recipient_id
+  AND message_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
 
 -- name: by_token
 -- Why a settle of a whole lease found nothing held: where its rows are now.
@@ -133,6 +208,14 @@ UPDATE deliveries SET state = 'ready',
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT value FROM json_each(:processes))
 RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready',
+  last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
+    || ': its process ' || lease_process || ' is gone',
+  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+WHERE recipient_id = :recipient_id AND state = 'processing'
+  AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
+RETURNING message_id
 
 -- name: quarantined
 -- The operator's view of quarantine (S15), oldest first, with the evidence.
@@ -152,6 +235,13 @@ UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
 WHERE space_id = :space_id AND state = 'quarantine'
   AND (id IN (SELECT value FROM json_each(:ids))
     OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING id, message_id, recipient_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
+  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+WHERE space_id = :space_id AND state = 'quarantine'
+  AND (id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+    OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING id, message_id, recipient_id
 
 -- name: stats

@@ -13,6 +13,22 @@ BEGIN
 -- postgresql:
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
 
+-- name: lock_space
+-- The writers of one space queue here (broker.db Store.lock_space). Only the
+-- PostgreSQL store runs it: on SQLite BEGIN IMMEDIATE already serialises every
+-- writer of the file.
+SELECT id FROM spaces WHERE id = :space_id
+-- postgresql:
+SELECT id FROM spaces WHERE id = :space_id FOR UPDATE
+
+-- name: migrate_lock
+-- PostgreSQL only (broker.pgstore): concurrent first opens of one database
+-- migrate it once, queued on this session-level advisory lock (SQLite queues
+-- on the writer lock file instead; this text is never run there).
+SELECT :key AS migrate_lock
+-- postgresql:
+SELECT pg_advisory_lock(:key)
+
 -- name: commit
 COMMIT
 
@@ -56,6 +72,16 @@ PRAGMA journal_size_limit = 67108864
 -- name: data_version
 -- Changes when another connection commits: a few microseconds, no lock.
 PRAGMA data_version
+-- postgresql:
+-- No commit counter on PostgreSQL: wake-ups come by NOTIFY (broker.pgwake).
+SELECT 0
+
+-- name: notify
+-- PostgreSQL only (broker.pgwake): ring the waiters of the keys in :payload.
+-- SQLite rings its doorbell sockets instead; this text is never run there.
+SELECT :channel AS channel, :payload AS payload
+-- postgresql:
+SELECT pg_notify(:channel, :payload)
 
 -- name: checkpoint_passive
 -- Fold the WAL back without waiting for anyone.

@@ -17,6 +17,13 @@ SELECT p.address, p.agent, p.step, p.bcast_seen, s.last_bcast,
     WHERE o.participant_id = p.id AND o.state = 'open' AND o.expires_at > :now) AS open_turns
 FROM participants p JOIN spaces s ON s.id = p.space_id
 WHERE p.id = :participant_id
+-- postgresql:
+SELECT p.address, p.agent, p.step, p.bcast_seen, s.last_bcast,
+  (SELECT coalesce(json_agg(json_build_array(o.bcast_upto, o.lease_process))::text, '[]')
+    FROM turns o
+    WHERE o.participant_id = p.id AND o.state = 'open' AND o.expires_at > :now) AS open_turns
+FROM participants p JOIN spaces s ON s.id = p.space_id
+WHERE p.id = :participant_id
 
 -- name: broadcasts
 -- The broadcasts after the cursor, in log order, at most :n.
@@ -38,6 +45,18 @@ SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process,
   (SELECT json_group_array(message_id) FROM (SELECT x.message_id FROM transcript x
     WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
       AND x.turn_id = t.id AND x.direction = 'received' ORDER BY x.position)) AS shown,
+  (SELECT p.bcast_seen FROM participants p WHERE p.id = t.participant_id) AS bcast_seen
+FROM turns t WHERE t.id = :turn_id AND t.participant_id = :participant_id
+UNION ALL
+SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process, NULL AS shown,
+  NULL AS bcast_seen
+FROM turns WHERE participant_id = :participant_id AND state = 'open' AND expires_at > :now
+  AND id != :turn_id
+-- postgresql:
+SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process,
+  (SELECT coalesce(json_agg(x.message_id ORDER BY x.position)::text, '[]') FROM transcript x
+    WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
+      AND x.turn_id = t.id AND x.direction = 'received') AS shown,
   (SELECT p.bcast_seen FROM participants p WHERE p.id = t.participant_id) AS bcast_seen
 FROM turns t WHERE t.id = :turn_id AND t.participant_id = :participant_id
 UNION ALL

@@ -1,0 +1,282 @@
+"""PostgreSQL: what the contract suite cannot show on its own (issue 15).
+
+The contract modules (tests/conftest.py ``PG_CONTRACT``) run on both backends;
+here, on PostgreSQL only: the migrations equal the metadata, the append-only
+triggers hold against a plain psycopg connection (UPDATE, DELETE and
+``INSERT ... ON CONFLICT DO UPDATE``), the per-space sequence stays gap-free
+under concurrent senders at READ COMMITTED, and 32 processes claiming one inbox
+neither lose nor duplicate a message (S7, S11, S13, S14).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pgtest
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from broker import Agent, Operator, Store, errors
+from broker.dialect import compare_type
+from broker.migrate import HEAD, upgrade
+from broker.tables import metadata
+from broker.vocab import APPEND_ONLY
+
+FORK = mp.get_context("fork")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with pgtest.database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Store]:
+    s = Store(pg_url)
+    yield s
+    s.close()
+
+
+def test_pg_url_opens_the_postgresql_store(pg: Store) -> None:
+    assert type(pg).__name__ == "PgStore"
+    assert pg.dialect == "postgresql"
+    assert pg.schema_version() == HEAD
+
+
+def test_pg_migration_upgrade_head_equals_the_metadata() -> None:
+    """One alembic history for both engines: on an empty PostgreSQL database,
+    ``upgrade head`` yields exactly the metadata (booleans as SMALLINT 0/1)."""
+    with pgtest.database(template=None) as url:
+        s = Store(url, migrate=False)
+        try:
+            assert s.schema_version() is None
+            upgrade(s.engine)
+            assert s.schema_version() == HEAD
+            with s.engine.connect() as conn:
+                ctx = MigrationContext.configure(
+                    conn, opts={"compare_type": compare_type, "compare_server_default": False}
+                )
+                diffs = [d for d in compare_metadata(ctx, metadata) if not _comment_only(d)]
+            assert diffs == []
+        finally:
+            s.close()
+
+
+def _comment_only(diff: Any) -> bool:
+    # Column comments are documentation: SQLite keeps none, and the frozen raw
+    # SQL of revision 0004 adds three columns without theirs on PostgreSQL
+    # (a difference listed in the README; no query reads a comment).
+    if isinstance(diff, list):
+        return all(_comment_only(d) for d in diff)
+    return isinstance(diff, tuple) and diff[0] == "modify_comment"
+
+
+def _plain(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+
+
+def _filled(store: Store) -> str:
+    """A space where every append-only table has rows (S11, S23)."""
+    op = Operator(store)
+    sid = op.create_space("workflow").id
+    a, _ = Agent.join(store, sid, "a")
+    b, _ = Agent.join(store, sid, "b")
+    a.send("b", "hello")
+    a.claim_key("k")
+    turn = b.next_turn()
+    assert turn.id is not None
+    b.seen(turn.id)
+    with store.read() as t:
+        for table in APPEND_ONLY:
+            assert t.one(f"SELECT count(*) FROM {table}")[0] > 0, table
+    return sid
+
+
+@pytest.mark.parametrize("table", APPEND_ONLY)
+def test_pg_S11_append_only_refuses_update_delete_and_upsert_from_plain_psycopg(
+    pg: Store, pg_url: str, table: str
+) -> None:
+    import psycopg
+
+    _filled(pg)
+    with _plain(pg_url) as conn:
+        before = conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+        assert before
+        first = before[0][0]
+        for sql in (
+            f"UPDATE {table} SET id = id",
+            f"DELETE FROM {table}",
+            # An upsert that hits an existing row is an UPDATE: refused too.
+            f"INSERT INTO {table} SELECT * FROM {table} WHERE id = %(id)s "
+            "ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id",
+        ):
+            with pytest.raises(psycopg.errors.RaiseException, match=f"append-only: {table}"):
+                conn.execute(sql, {"id": first})
+        assert conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() == before
+
+
+def test_pg_S11_append_only_through_the_store_is_an_append_only_error(pg: Store) -> None:
+    _filled(pg)
+    with (
+        pytest.raises(errors.AppendOnly, match="append-only: messages refuses UPDATE"),
+        pg.write() as t,
+    ):
+        t.execute("UPDATE messages SET body = 'rewritten'")
+
+
+def _sender(url: str, ident: Any, n: int, errors_out: Any) -> None:
+    s = Store(url)
+    try:
+        agent = Agent(s, ident)
+        for i in range(n):
+            agent.send("b", f"{ident.address}-{i}")
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        errors_out.put(repr(exc))
+    finally:
+        s.close()
+
+
+def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_url: str) -> None:
+    """8 processes x 25 sends into one space at READ COMMITTED: seq is exactly
+    1..200 (the space's counter row is locked per send), every send logged."""
+    sid = Operator(pg).create_space("workflow", inbox_cap=1000).id
+    Agent.join(pg, sid, "b")
+    senders = [Agent.join(pg, sid, f"s{i}")[0] for i in range(8)]
+    failures = FORK.Queue()
+    procs = [FORK.Process(target=_sender, args=(pg_url, a.identity, 25, failures)) for a in senders]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 8
+    assert failures.empty()
+    with pg.read() as t:
+        seqs = [
+            r[0] for r in t.all("SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (sid,))
+        ]
+        last = t.one("SELECT last_seq FROM spaces WHERE id = ?", (sid,))[0]
+    assert seqs == list(range(1, 201))
+    assert last == 200
+
+
+def _claimer(url: str, ident: Any, out: Any) -> None:
+    s = Store(url)
+    got: list[str] = []
+    try:
+        agent = Agent(s, ident)
+        idle = 0
+        while idle < 3:
+            lease = agent.claim(limit=3)
+            if not lease.deliveries:
+                idle += 1
+                continue
+            idle = 0
+            got.extend(d.id for d in lease.deliveries)
+            agent.ack(lease.token)
+        out.put(got)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        out.put(repr(exc))
+    finally:
+        s.close()
+
+
+def test_pg_S13_32_processes_claiming_one_inbox_lose_nothing_and_duplicate_nothing(
+    pg: Store, pg_url: str
+) -> None:
+    """S13/S14 on PostgreSQL: the claim's candidates are locked with FOR UPDATE
+    SKIP LOCKED, so 32 concurrent claimers of one inbox take each message once."""
+    sid = Operator(pg).create_space("workflow", inbox_cap=5000).id
+    a, _ = Agent.join(pg, sid, "a")
+    b, _ = Agent.join(pg, sid, "b")
+    with pg.transaction() as t:
+        sent = [a.send("b", f"m{i}", tx=t).id for i in range(640)]
+    out = FORK.Queue()
+    procs = [FORK.Process(target=_claimer, args=(pg_url, b.identity, out)) for _ in range(32)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(60)
+    bad = [r for r in results if isinstance(r, str)]
+    assert bad == []
+    claimed = [mid for r in results for mid in r]
+    assert len(claimed) == len(set(claimed)), "a message was claimed twice"
+    assert sorted(claimed) == sorted(sent), "a message was lost"
+    with pg.read() as t:
+        states = t.all("SELECT state, count(*) FROM deliveries GROUP BY state")
+    assert [tuple(r) for r in states] == [("done", 640)]
+
+
+def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:
+    """One store, many threads: each transaction holds its own pooled connection."""
+    sid = Operator(pg).create_space("workflow", inbox_cap=1000).id
+    a, _ = Agent.join(pg, sid, "a")
+    b, _ = Agent.join(pg, sid, "b")
+    for i in range(100):
+        a.send("b", f"m{i}")
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            lease = b.claim(limit=2)
+            if not lease.deliveries:
+                return
+            with lock:
+                got.extend(d.id for d in lease.deliveries)
+            b.ack(lease.token)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert len(got) == 100 == len(set(got))
+
+
+# Statements that cannot run on PostgreSQL by nature (SQLite's pragmas, VACUUM,
+# its JSON probe) and the export area, whose rowid cursors are not ported yet
+# (export/import across backends is open work: README "Backends").
+SQLITE_ONLY_AREAS = {"export"}
+SQLITE_ONLY = {"store.json_probe"}
+
+
+def test_pg_every_catalogue_statement_prepares_on_postgresql(pg: Store) -> None:
+    """Each statement's PostgreSQL text parses and plans against the migrated
+    schema (PREPARE: types and names are checked, nothing runs)."""
+    import re
+
+    from psycopg import pq
+
+    from broker import sql
+
+    checked = 0
+    raw = pg.connect()
+    try:
+        for name, st in sql.all_statements().items():
+            if (
+                name in SQLITE_ONLY
+                or name.partition(".")[0] in SQLITE_ONLY_AREAS
+                or re.match(r"\s*(PRAGMA|VACUUM|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b", st)
+            ):
+                continue
+            order: dict[str, int] = {}
+
+            def number(m: re.Match[str], order: dict[str, int] = order) -> str:
+                return f"${order.setdefault(m.group(1), len(order) + 1)}"
+
+            text = re.sub(r"%\((\w+)\)s", number, st.postgresql).replace("%%", "%")
+            res = raw.conn.pgconn.prepare(b"", text.encode())
+            message = (res.error_message or b"").decode().strip()
+            assert res.status == pq.ExecStatus.COMMAND_OK, f"{name}: {message}"
+            checked += 1
+    finally:
+        raw.close()
+    assert checked > 60
