@@ -219,6 +219,7 @@ class PgStore(Store):
         self.display = redacted(self.url)
         # No file: `path` names the database in messages (and keys per-store state).
         self.path = Path(self.display)
+        self.key_path = key_path(self.conninfo)  # the operator key file (S29), in BROKER_HOME
         self.lock_path = ""
         self.create = create
         self.read_only = None
@@ -340,6 +341,9 @@ class PgStore(Store):
             if self.schema_version() == HEAD:
                 return
             upgrade(self.engine)
+            from broker import trust
+
+            trust.ensure(self)  # the operator key is made with the store (S29)
         except errors.BrokerError:
             raise
         except Exception as exc:  # alembic wraps driver errors its own way
@@ -469,3 +473,20 @@ class PgStore(Store):
             self._engine.dispose()
         self._engine = None
         self._sa_engines = {}
+
+
+def key_path(info: str) -> Path:
+    """The operator key file of a PostgreSQL store: no file sits beside the
+    database, so it lives in BROKER_HOME, named after the server and database
+    (``pg-HOST-PORT-DBNAME.operator-key``); BROKER_OPERATOR_KEY overrides it."""
+    import re
+
+    from broker.settings import broker_home
+    from broker.trust import KEY_SUFFIX
+
+    parts = urlsplit(info)
+    name = "-".join(
+        [parts.hostname or "local", str(parts.port or 5432), parts.path.lstrip("/") or "postgres"]
+    )
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return broker_home() / f"pg-{safe}{KEY_SUFFIX}"

@@ -64,7 +64,7 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
                     {"query": params["query"], "rowids": json.dumps([r[7] for r in rows])},
                 )
             )
-            if rows and t.store.dialect == "sqlite"
+            if rows
             else {}
         )
     except sqlite3.OperationalError as exc:

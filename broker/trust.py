@@ -55,7 +55,12 @@ def new_key() -> str:
 
 # --- the operator key file ----------------------------------------------------------
 def key_file(store: Store) -> Path | None:
-    """Where the store's operator key file is (None: a store without a file)."""
+    """Where the store's operator key file is: beside a SQLite database; for a
+    store with no file of its own (PostgreSQL) the store names it
+    (``key_path``: a file in BROKER_HOME named after the server and database)."""
+    own = getattr(store, "key_path", None)
+    if own is not None:
+        return Path(own)
     path = getattr(store, "path", None)
     return Path(f"{path}{KEY_SUFFIX}") if path else None
 
@@ -101,6 +106,8 @@ def _write_key_file(path: Path) -> str:
     or a racing process's) is adopted instead."""
     key = new_key()
     try:
+        if not path.parent.exists():  # BROKER_HOME of a PostgreSQL store's key: made 0700
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         found = read_key_file(path)

@@ -166,7 +166,10 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         full_env["BROKER_HOME"] = str(home)
         if db_url.startswith("postgresql"):
+            import pgtest
+
             full_env["BROKER_URL"] = db_url
+            full_env["BROKER_OPERATOR_KEY"] = pgtest.operator_key()  # no file in BROKER_HOME
         full_env.update(env or {})
         credential = {"--join-key", "--parent-token"} & set(args)
         if args[:1] == ("join",) and len(args) > 1 and not credential:

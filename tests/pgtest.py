@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -74,7 +75,18 @@ def _template() -> str:
     with _admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'CREATE DATABASE "{name}"')
     atexit.register(_drop, name)
-    Store(url_of(name)).close()  # alembic upgrade head, once per session
+    # The template's operator key (every clone's): given, so no file is made for it.
+    key = secrets.token_urlsafe(32)
+    saved = os.environ.get("BROKER_OPERATOR_KEY")
+    os.environ["BROKER_OPERATOR_KEY"] = key
+    try:
+        Store(url_of(name)).close()  # alembic upgrade head, once per session
+    finally:
+        if saved is None:
+            del os.environ["BROKER_OPERATOR_KEY"]
+        else:
+            os.environ["BROKER_OPERATOR_KEY"] = saved
+    _state["key"] = key
     _state["template"] = name
     return name
 
@@ -96,7 +108,29 @@ def database(template: str | None = _MIGRATED) -> Iterator[str]:
     clone = f' TEMPLATE "{source}"' if template == _MIGRATED else ""
     with _admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'CREATE DATABASE "{name}"{clone}')
+    url = url_of(name)
+    key = _key_file(url)
+    if clone:
+        # A clone holds the template's operator key hash: its key file goes with
+        # it (as `broker backup` copies the file beside a SQLite copy).
+        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(str(_state["key"]) + "\n")
     try:
-        yield url_of(name)
+        yield url
     finally:
         _drop(name)
+        key.unlink(missing_ok=True)
+
+
+def _key_file(url: str) -> Path:
+    from broker.pgstore import conninfo, key_path
+
+    return key_path(conninfo(url))
+
+
+def operator_key() -> str:
+    """The operator key of every migrated database of this session."""
+    _template()
+    return str(_state["key"])

@@ -17,6 +17,7 @@ from typing import Any
 
 import pgtest
 import pytest
+import trusted
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -86,8 +87,8 @@ def _filled(store: Store) -> str:
     """A space where every append-only table has rows (S11, S23)."""
     op = Operator(store)
     sid = op.create_space("workflow").id
-    a, _ = Agent.join(store, sid, "a")
-    b, _ = Agent.join(store, sid, "b")
+    a, _ = trusted.join(store, sid, "a")
+    b, _ = trusted.join(store, sid, "b")
     a.send("b", "hello")
     a.claim_key("k")
     turn = b.next_turn()
@@ -147,8 +148,8 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
     """8 processes x 25 sends into one space at READ COMMITTED: seq is exactly
     1..200 (the space's counter row is locked per send), every send logged."""
     sid = Operator(pg).create_space("workflow", inbox_cap=1000).id
-    Agent.join(pg, sid, "b")
-    senders = [Agent.join(pg, sid, f"s{i}")[0] for i in range(8)]
+    trusted.join(pg, sid, "b")
+    senders = [trusted.join(pg, sid, f"s{i}")[0] for i in range(8)]
     failures = FORK.Queue()
     procs = [FORK.Process(target=_sender, args=(pg_url, a.identity, 25, failures)) for a in senders]
     for p in procs:
@@ -193,8 +194,8 @@ def test_pg_S13_32_processes_claiming_one_inbox_lose_nothing_and_duplicate_nothi
     """S13/S14 on PostgreSQL: the claim's candidates are locked with FOR UPDATE
     SKIP LOCKED, so 32 concurrent claimers of one inbox take each message once."""
     sid = Operator(pg).create_space("workflow", inbox_cap=5000).id
-    a, _ = Agent.join(pg, sid, "a")
-    b, _ = Agent.join(pg, sid, "b")
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
     with pg.transaction() as t:
         sent = [a.send("b", f"m{i}", tx=t).id for i in range(640)]
     out = FORK.Queue()
@@ -217,8 +218,8 @@ def test_pg_S13_32_processes_claiming_one_inbox_lose_nothing_and_duplicate_nothi
 def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:
     """One store, many threads: each transaction holds its own pooled connection."""
     sid = Operator(pg).create_space("workflow", inbox_cap=1000).id
-    a, _ = Agent.join(pg, sid, "a")
-    b, _ = Agent.join(pg, sid, "b")
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
     for i in range(100):
         a.send("b", f"m{i}")
     got: list[str] = []

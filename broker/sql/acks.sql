@@ -12,5 +12,5 @@ WHERE r.space_id = :space_id AND r.kind = 'seen' AND r.seq > :seq
   AND EXISTS (SELECT 1 FROM json_each(r.body) j WHERE j.value = :id)
 -- postgresql:
 SELECT DISTINCT r.sender FROM messages r
-WHERE r.space_id = %(space_id)s AND r.kind = 'seen' AND r.seq > %(seq)s
-  AND r.body::jsonb ? %(id)s
+WHERE r.space_id = :space_id AND r.kind = 'seen' AND r.seq > :seq
+  AND jsonb_exists(r.body::jsonb, :id)
