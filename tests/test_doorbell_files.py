@@ -228,16 +228,19 @@ def test_private_files_a_lock_file_another_user_planted_as_a_symlink_is_never_fo
     shared: Path, attacker: Attacker, precious: Path
 ) -> None:
     """The writer lock file (broker.writelock) is opened with O_NOFOLLOW: the
-    victim's file behind a planted link is neither created, locked nor changed.
-    (Today the lock is then skipped, as for a read-only folder, and writers are
-    ordered by SQLite's busy handler alone; see the branch's closing note.)"""
+    victim's file behind a planted link is neither created, locked nor changed,
+    and the planted link is refused in one line. (Before, the EACCES it gives
+    in a sticky folder read as "a read-only folder" and the lock was skipped:
+    writers went on behind SQLite's busy handler alone, unnoticed.)"""
     db = shared / "victim.db"
     attacker.must(f"ln -s {precious} {db}.lock")
-    store = Store(f"sqlite:///{db}")
-    try:
-        Operator(store).create_space("workflow")
-    finally:
-        store.close()
+    with pytest.raises(errors.StoreError, match="symbolic link") as info:
+        store = Store(f"sqlite:///{db}")
+        try:
+            Operator(store).create_space("workflow")
+        finally:
+            store.close()
+    assert "\n" not in str(info.value) and f"{db}.lock" in str(info.value)
     _untouched(precious)
     assert os.path.islink(f"{db}.lock")
 
