@@ -35,6 +35,9 @@ from functools import lru_cache
 from broker import errors
 
 PATTERN_MAX = 180  # characters; a journal key is "path " + the pattern (200 at most)
+# Wildcards (* ? [..] **) per pattern: bounds the overlap search, which runs
+# under the write lock, to milliseconds whatever an agent sends.
+WILDCARDS_MAX = 16
 PATH_MAX = 1024
 TOP = 0x10FFFF
 # Character sets are sorted disjoint closed intervals of code points.
@@ -48,6 +51,7 @@ _DOT_SET: CharSet = ((_DOT, _DOT),)
 _PREFERRED = "abcdefghijklmnopqrstuvwxyz0123456789_-"  # readable witnesses first
 
 
+@lru_cache(maxsize=65536)
 def _meet(a: CharSet, b: CharSet) -> CharSet:
     out: list[tuple[int, int]] = []
     i = j = 0
@@ -85,6 +89,7 @@ def _union(ranges: Iterable[tuple[int, int]]) -> CharSet:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
 def _pick(s: CharSet) -> str:
     for c in _PREFERRED:
         if any(lo <= ord(c) <= hi for lo, hi in s):
@@ -188,10 +193,14 @@ def compile_pattern(pattern: str) -> _Nfa:
     nfa = _Nfa()
     cur = nfa.new()
     segs = pattern.split("/")
+    wild = 0
     accept: int | None = None
     for n, seg in enumerate(segs):
         last = n == len(segs) - 1
         if seg == "**":
+            wild += 1
+            if wild > WILDCARDS_MAX:
+                raise _bad(pattern, f"more than {WILDCARDS_MAX} wildcards")
             inside = nfa.new()
             nfa.edges[cur].append((_SEGMENT, inside))
             nfa.edges[inside].append((_SEGMENT, inside))
@@ -206,6 +215,10 @@ def compile_pattern(pattern: str) -> _Nfa:
         i = 0
         while i < len(seg):
             c = seg[i]
+            if c in "*?[":
+                wild += 1
+                if wild > WILDCARDS_MAX:
+                    raise _bad(pattern, f"more than {WILDCARDS_MAX} wildcards")
             if c == "*":
                 nfa.edges[cur].append((_SEGMENT, cur))
                 i += 1
@@ -265,17 +278,25 @@ def matches(pattern: str, path: str) -> bool:
     return bool(states & nfa.accept)
 
 
+@lru_cache(maxsize=65536)
 def overlap(a: str, b: str) -> str | None:
     """A shortest path matching both patterns, or None when no path does: the
-    exact overlap rule of S37 (breadth-first search of the product automaton)."""
+    exact overlap rule of S37.
+
+    A breadth-first search over triples of states (pattern a, pattern b, the
+    valid-path automaton): a character step needs one edge from each whose
+    character sets intersect; an epsilon step (``**`` skipping segments) moves
+    one automaton alone and costs no character (0-1 BFS, so the first
+    accepting triple found is reached by a shortest path). At most
+    |A| x |B| x 4 triples, so the time is polynomial in the patterns' lengths."""
     autos = (compile_pattern(a), compile_pattern(b), _PATHS)
-    State = tuple[frozenset[int], ...]
-    start: State = tuple(n.closure([0]) for n in autos)
-    back: dict[State, tuple[State, str] | None] = {start: None}
-    todo: deque[State] = deque([start])
+    Triple = tuple[int, int, int]
+    start: Triple = (0, 0, 0)
+    back: dict[Triple, tuple[Triple, str] | None] = {start: None}
+    todo: deque[Triple] = deque([start])
     while todo:
         state = todo.popleft()
-        if all(s & n.accept for s, n in zip(state, autos, strict=True)):
+        if all(q in n.accept for q, n in zip(state, autos, strict=True)):
             out: list[str] = []
             step = back[state]
             while step is not None:
@@ -283,38 +304,24 @@ def overlap(a: str, b: str) -> str | None:
                 out.append(ch)
                 step = back[state]
             return "".join(reversed(out))
-        # Split the characters leaving this state into classes with the same
-        # targets in every automaton: each class is one successor state.
-        for label, nxt in _moves(state, autos):
-            if nxt not in back:
-                back[nxt] = (state, _pick(label))
-                todo.append(nxt)
+        for i, nfa in enumerate(autos):  # epsilon steps: no character, explored first
+            for nxt_q in nfa.eps[state[i]]:
+                moved = list(state)
+                moved[i] = nxt_q
+                nxt = (moved[0], moved[1], moved[2])
+                if nxt not in back:
+                    back[nxt] = (state, "")
+                    todo.appendleft(nxt)
+        qa, qb, qv = state
+        for sa, ta in autos[0].edges[qa]:
+            for sb, tb in autos[1].edges[qb]:
+                ab = _meet(sa, sb)
+                if not ab:
+                    continue
+                for sv, tv in autos[2].edges[qv]:
+                    chars = _meet(ab, sv)
+                    nxt = (ta, tb, tv)
+                    if chars and nxt not in back:
+                        back[nxt] = (state, _pick(chars))
+                        todo.append(nxt)
     return None
-
-
-def _moves(
-    state: tuple[frozenset[int], ...], autos: tuple[_Nfa, ...]
-) -> list[tuple[CharSet, tuple[frozenset[int], ...]]]:
-    """The successors of a product state (subset construction, one step), each
-    with a non-empty set of characters that leads there."""
-    parts: list[tuple[CharSet, tuple[frozenset[int], ...]]] = [(_union([(0x20, TOP)]), ())]
-    for states, nfa in zip(state, autos, strict=True):
-        edges = [(s, t) for q in states for s, t in nfa.edges[q]]
-        refined: list[tuple[CharSet, tuple[frozenset[int], ...]]] = []
-        for chars, targets in parts:
-            # Refine ``chars`` by which edges each character takes.
-            pieces: list[tuple[CharSet, frozenset[int]]] = [(chars, frozenset())]
-            for s, t in edges:
-                split: list[tuple[CharSet, frozenset[int]]] = []
-                for piece, tg in pieces:
-                    inside, outside = _meet(piece, s), _minus(piece, s)
-                    if inside:
-                        split.append((inside, tg | {t}))
-                    if outside:
-                        split.append((outside, tg))
-                pieces = split
-            for piece, tg in pieces:
-                if tg:
-                    refined.append((piece, (*targets, nfa.closure(tg))))
-        parts = refined
-    return parts

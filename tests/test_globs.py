@@ -138,6 +138,8 @@ def test_S37_documented_examples(a: str, b: str, witness: str | None) -> None:
         "a\\",
         "x" * 181,
         "\ud800",
+        "*" * 17,  # more than 16 wildcards: the overlap search stays bounded
+        "/".join(["**"] * 17),
     ],
 )
 def test_S37_bad_patterns_are_invalid_input(bad: str) -> None:
