@@ -195,6 +195,7 @@ def test_S25_directory_register_list_show_unregister(store: Store, space: str) -
         store,
         space,
         "monkey-a3f7",
+        credential=trusted.credential(store),
         role="API integration specialist",
         archetype="specialist",
         task="Implement OAuth2 flow",
@@ -219,7 +220,15 @@ def test_S25_directory_register_list_show_unregister(store: Store, space: str) -
 
 def test_S25_archetype_must_be_one_of_the_five(store: Store, space: str) -> None:
     with pytest.raises(errors.InvalidInput, match="archetype must be one of"):
-        directory.register(store, space, "x", role="r", archetype="wizard", task="t")
+        directory.register(
+            store,
+            space,
+            "x",
+            credential=trusted.credential(store),
+            role="r",
+            archetype="wizard",
+            task="t",
+        )
 
 
 def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_path: Path) -> None:
@@ -229,12 +238,29 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
     store = Store(db_url, clock=lambda: datetime.fromtimestamp(now[0], UTC))
     space = Operator(store).create_space("session").id
     fresh, _ = trusted.join(store, space, "s/fresh")
-    directory.register(store, space, "stale", role="r", archetype="planner", task="t")
+    directory.register(
+        store,
+        space,
+        "stale",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     gone_pid = os.fork()
     if gone_pid == 0:
         os._exit(0)
     os.waitpid(gone_pid, 0)
-    directory.register(store, space, "gone", role="r", archetype="surveyor", task="t", pid=gone_pid)
+    directory.register(
+        store,
+        space,
+        "gone",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="surveyor",
+        task="t",
+        pid=gone_pid,
+    )
     now[0] += 120
     fresh.claim()  # a claim is a heartbeat
     pruned = directory.prune(store, space, older_than=60)
@@ -244,8 +270,25 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
 
 
 def test_S25_prune_keeps_live_processes_and_entries_without_a_pid(store: Store, space: str) -> None:
-    directory.register(store, space, "me", role="r", archetype="planner", task="t", pid=os.getpid())
-    directory.register(store, space, "cli-joined", role="r", archetype="planner", task="t")
+    directory.register(
+        store,
+        space,
+        "me",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+        pid=os.getpid(),
+    )
+    directory.register(
+        store,
+        space,
+        "cli-joined",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     assert directory.prune(store, space) == []
 
 
@@ -282,7 +325,16 @@ def test_S25_prune_dry_run_writes_nothing(store: Store, space: str) -> None:
     if gone_pid == 0:
         os._exit(0)
     os.waitpid(gone_pid, 0)
-    directory.register(store, space, "gone", role="r", archetype="surveyor", task="t", pid=gone_pid)
+    directory.register(
+        store,
+        space,
+        "gone",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="surveyor",
+        task="t",
+        pid=gone_pid,
+    )
     with store.read() as t:
         before = [tuple(r) for r in t.all("SELECT * FROM participant_events ORDER BY id")]
     assert [p.address for p in directory.prune(store, space, dry_run=True)] == ["gone"]
