@@ -364,8 +364,19 @@ sys.exit(7)
 
 
 def _run_agent(
-    cli: Any, db_url: str, space: str, name: str, *command: str, extra: tuple[str, ...] = ()
+    cli: Any,
+    db_url: str,
+    space: str,
+    name: str,
+    *command: str,
+    extra: tuple[str, ...] = (),
+    token: str | None = None,
 ) -> Any:
+    """``broker agent run``; with ``token``, spawned with NAME's identity (it is
+    registered and live already: S27 lets only its token re-join it)."""
+    env = {"BROKER_URL": db_url}
+    if token is not None:
+        env |= {"BROKER_AS": name, "BROKER_TOKEN": token}
     return cli(
         "agent",
         "run",
@@ -377,7 +388,7 @@ def _run_agent(
         *extra,
         "--",
         *command,
-        env={"BROKER_URL": db_url},
+        env=env,
     )
 
 
@@ -387,9 +398,12 @@ def test_S26_agent_run_with_a_shell_script(
     script = tmp_path / "agent.sh"
     script.write_text(SHELL_AGENT)
     script.chmod(0o755)
-    participants.join(store, lead.space_id, _join("shelly"))  # registered earlier, re-joined by run
+    # registered earlier; run serves it with its identity
+    joined = participants.join(
+        store, lead.space_id, _join("shelly"), credential=trusted.credential(store)
+    )
     lead.send("shelly", "do it")
-    out = _run_agent(cli, db_url, lead.space_id, "shelly", str(script))
+    out = _run_agent(cli, db_url, lead.space_id, "shelly", str(script), token=joined.token)
     assert out.code == 0, out.err
     assert out.json() == {"address": "shelly", "status": "shutdown"}
     assert lead_messages(lead, 1) == ["shell saw shelly"]
@@ -432,9 +446,13 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
 ) -> None:
     script = tmp_path / "fail.py"
     script.write_text(FAILING_AGENT)
-    participants.join(store, lead.space_id, _join("failing"))
+    joined = participants.join(
+        store, lead.space_id, _join("failing"), credential=trusted.credential(store)
+    )
     lead.send("failing", "try")
-    out = _run_agent(cli, db_url, lead.space_id, "failing", sys.executable, str(script))
+    out = _run_agent(
+        cli, db_url, lead.space_id, "failing", sys.executable, str(script), token=joined.token
+    )
     assert out.code == 7  # errors.HandlerFailed
     assert directory.show(store, lead.space_id, "failing").status == "failed"
     reports = lead_messages(lead, 1)
