@@ -39,12 +39,11 @@ from broker.records import BackupResult, Finding, VacuumResult
 from broker.settings import StoreSettings
 from broker.sql import stmt
 from broker.storefile import sqlite_path
+from broker.trust import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
 
 Severity = Literal["ok", "info", "warning", "error"]
 Progress = Callable[[int, int], None]  # (pages copied, pages in all)
 
-KEY_SUFFIX = ".operator-key"  # the operator key file beside the database (S29)
-KEY_ENV = "BROKER_OPERATOR_KEY"
 BACKUP_STEP_PAGES = 1024  # 4 MiB at the default page size: a progress bar moves
 FREE_SHARE = 0.25  # free pages past this share of the file (and 1 MiB): vacuum pays
 FREE_MIN_BYTES = 1 << 20

@@ -191,12 +191,13 @@ def test_S31_agent_run_on_a_terminal_escapes_its_commands_stderr(
         "turn = json.load(sys.stdin)\n"
         "print(turn['items'][0]['body'], file=sys.stderr)\n"
     )
-    trusted.join(store, p.space, "echo", parent="lead", pid=None)
+    _, joined = trusted.join(store, p.space, "echo", parent="lead", pid=None)
     lead = Agent.connect(store, p.space, "lead", p.env["lead"]["BROKER_TOKEN"])
     lead.send("echo", hostile("say this"))
     argv = ["agent", "run", p.space, "echo", "--max-turns", "1", "--wait", "30", "--",
             sys.executable, str(script)]  # fmt: skip
-    code, text = run_on_terminal(argv, env)
+    # Spawned with its identity: echo is registered and live (S27).
+    code, text = run_on_terminal(argv, {**env, "BROKER_AS": "echo", "BROKER_TOKEN": joined.token})
     assert code == 0, text
     assert_safe(argv, text)
     assert "echo| say this\\x1b[2J" in text

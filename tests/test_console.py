@@ -94,9 +94,9 @@ def test_S31_console_follows_live_sends_from_the_box_and_shows_hostile_bodies_as
                 count = log.count()
                 subprocess.run(
                     [sys.executable, "-c",
-                     "from broker import Store, Agent\n"
+                     "from broker import Store, Operator\n"
                      f"s = Store({served.url!r})\n"
-                     f"trusted.join(s, {sid!r}, 'otter')[0].send('lead', 'tests are green (from another process)')"],
+                     f"Operator(s).join({sid!r}, 'otter')[0].send('lead', 'tests are green (from another process)')"],
                     check=True, env=clean_env(served.home), timeout=60,
                 )  # fmt: skip
                 log.nth(count).wait_for()

@@ -49,6 +49,7 @@ def test_S25_register_keeps_every_field_and_show_finds_the_entry(
         store,
         space,
         "monkey-a3f7",
+        credential=trusted.credential(store),
         role="API integration specialist",
         archetype="interfacer",
         task="Implement OAuth2 flow",
@@ -75,7 +76,15 @@ def test_S25_register_keeps_every_field_and_show_finds_the_entry(
 def test_S25_every_archetype_of_the_five_registers(clocked: tuple[Store, Clock, str]) -> None:
     store, _, space = clocked
     for i, archetype in enumerate(directory.ARCHETYPES):
-        directory.register(store, space, f"a{i}", role="r", archetype=archetype, task="t")
+        directory.register(
+            store,
+            space,
+            f"a{i}",
+            credential=trusted.credential(store),
+            role="r",
+            archetype=archetype,
+            task="t",
+        )
     got = {e.address: e.archetype for e in directory.entries(store, space)}
     assert got == {f"a{i}": a for i, a in enumerate(directory.ARCHETYPES)}
     assert len(directory.ARCHETYPES) == 5
@@ -85,8 +94,24 @@ def test_S25_unregistered_entries_are_listed_only_when_asked(
     clocked: tuple[Store, Clock, str],
 ) -> None:
     store, _, space = clocked
-    joined = directory.register(store, space, "gone", role="r", archetype="planner", task="t")
-    directory.register(store, space, "stays", role="r", archetype="planner", task="t")
+    joined = directory.register(
+        store,
+        space,
+        "gone",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
+    directory.register(
+        store,
+        space,
+        "stays",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     directory.unregister(store, participants.authenticate(store, space, "gone", joined.token))
     assert [e.address for e in directory.entries(store, space)] == ["stays"]
     everyone = {e.address: e.status for e in directory.entries(store, space, include_left=True)}
@@ -97,9 +122,24 @@ def test_S25_prune_by_age_alone_keeps_entries_whose_process_is_gone(
     clocked: tuple[Store, Clock, str],
 ) -> None:
     store, clock, space = clocked
-    directory.register(store, space, "old", role="r", archetype="planner", task="t")
     directory.register(
-        store, space, "dead", role="r", archetype="planner", task="t", pid=_dead_pid()
+        store,
+        space,
+        "old",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
+    directory.register(
+        store,
+        space,
+        "dead",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+        pid=_dead_pid(),
     )
     clock.now += timedelta(days=1)  # past the space's lease too: nobody live is pruned by age
     fresh, _ = trusted.join(store, space, "s/fresh")
@@ -112,9 +152,25 @@ def test_S25_prune_by_process_alone_keeps_old_entries_of_live_processes(
     clocked: tuple[Store, Clock, str],
 ) -> None:
     store, clock, space = clocked
-    directory.register(store, space, "me", role="r", archetype="planner", task="t", pid=os.getpid())
     directory.register(
-        store, space, "dead", role="r", archetype="planner", task="t", pid=_dead_pid()
+        store,
+        space,
+        "me",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+        pid=os.getpid(),
+    )
+    directory.register(
+        store,
+        space,
+        "dead",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+        pid=_dead_pid(),
     )
     clock.now += timedelta(days=30)
     assert [p.address for p in directory.prune(store, space)] == ["dead"]
@@ -129,7 +185,15 @@ def test_S25_prune_refuses_a_negative_age_and_writes_nothing(
     clocked: tuple[Store, Clock, str],
 ) -> None:
     store, _, space = clocked
-    directory.register(store, space, "x", role="r", archetype="planner", task="t")
+    directory.register(
+        store,
+        space,
+        "x",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     with pytest.raises(errors.InvalidInput, match="older_than"):
         directory.prune(store, space, older_than=-1)
     assert [e.address for e in directory.entries(store, space)] == ["x"]

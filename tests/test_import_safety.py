@@ -311,9 +311,12 @@ def test_S33_imported_settings_leave_the_space_usable(tmp_path: Path) -> None:
             "inbox_cap": 512,
             "lease_seconds": 45.0,
         }
-    lynx, _ = trusted.join(store, space["id"], "flow/lynx")
+    # Newcomers (the imported lynx is still held live by this process: S27).
+    lynx, _ = trusted.join(store, space["id"], "flow/puma")
+    bobcat, _ = trusted.join(store, space["id"], "flow/bobcat")
     assert lynx.send("otter", "after the import").reached == ["otter"]
-    lease = lynx.claim(limit=1)  # the imported lease_seconds is read on every claim
+    assert lynx.send("bobcat", "after the import").reached == ["bobcat"]
+    lease = bobcat.claim(limit=1)  # the imported lease_seconds is read on every claim
     assert len(lease.deliveries) == 1 and lease.expires_at > lease.deliveries[0].created_at_utc
 
 

@@ -102,11 +102,15 @@ def test_purge_export_verifies_and_reimports_byte_identically(
 
 
 def spacegen_rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the space, token hashes aside."""
+    """Every row of the space, secrets' hashes aside (tokens, the join key: S27)."""
     out: dict[str, list[tuple[Any, ...]]] = {}
     with store.read() as t:
         for table in SPACE_TABLES:
-            cols = [c.name for c in metadata.tables[table].columns if c.name != "token_hash"]
+            cols = [
+                c.name
+                for c in metadata.tables[table].columns
+                if c.name not in ("token_hash", "join_key_hash")
+            ]
             key = "id" if table == "spaces" else "space_id"
             out[table] = sorted(
                 (

@@ -135,7 +135,14 @@ def test_S33_directory_register_refuses_a_bad_pid(
     refused(
         store,
         lambda: directory.register(
-            store, space, "x", role="r", archetype="planner", task="t", pid=pid
+            store,
+            space,
+            "x",
+            credential=trusted.credential(store),
+            role="r",
+            archetype="planner",
+            task="t",
+            pid=pid,
         ),
         "pid",
     )

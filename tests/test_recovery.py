@@ -141,7 +141,9 @@ def test_S32_a_sigkilled_consumers_rejoined_successor_gets_its_messages_back_at_
     assert [m for m, _ in held["got"]] == ids
     assert {s for s, _ in states(store, space).values()} == {"processing"}
     killed_at = consumers.kill(first)
-    successor, back = consumers.start("worker")  # re-joins from a new process
+    # S27: the successor re-joins with the join key alone: the killed holder is
+    # gone at once (its process is dead), though its heartbeat is still fresh.
+    successor, back = consumers.start("worker")
     back_at = time.perf_counter()
     # Every message is back, to the successor's first claim (no wait), each
     # counted as a second delivery: the 30 s lease was not waited out.

@@ -195,6 +195,7 @@ def test_S25_directory_register_list_show_unregister(store: Store, space: str) -
         store,
         space,
         "monkey-a3f7",
+        credential=trusted.credential(store),
         role="API integration specialist",
         archetype="specialist",
         task="Implement OAuth2 flow",
@@ -219,7 +220,15 @@ def test_S25_directory_register_list_show_unregister(store: Store, space: str) -
 
 def test_S25_archetype_must_be_one_of_the_five(store: Store, space: str) -> None:
     with pytest.raises(errors.InvalidInput, match="archetype must be one of"):
-        directory.register(store, space, "x", role="r", archetype="wizard", task="t")
+        directory.register(
+            store,
+            space,
+            "x",
+            credential=trusted.credential(store),
+            role="r",
+            archetype="wizard",
+            task="t",
+        )
 
 
 def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_path: Path) -> None:
@@ -229,12 +238,29 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
     store = Store(db_url, clock=lambda: datetime.fromtimestamp(now[0], UTC))
     space = Operator(store).create_space("session").id
     fresh, _ = trusted.join(store, space, "s/fresh")
-    directory.register(store, space, "stale", role="r", archetype="planner", task="t")
+    directory.register(
+        store,
+        space,
+        "stale",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     gone_pid = os.fork()
     if gone_pid == 0:
         os._exit(0)
     os.waitpid(gone_pid, 0)
-    directory.register(store, space, "gone", role="r", archetype="surveyor", task="t", pid=gone_pid)
+    directory.register(
+        store,
+        space,
+        "gone",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="surveyor",
+        task="t",
+        pid=gone_pid,
+    )
     now[0] += 120
     fresh.claim()  # a claim is a heartbeat
     pruned = directory.prune(store, space, older_than=60)
@@ -244,8 +270,25 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
 
 
 def test_S25_prune_keeps_live_processes_and_entries_without_a_pid(store: Store, space: str) -> None:
-    directory.register(store, space, "me", role="r", archetype="planner", task="t", pid=os.getpid())
-    directory.register(store, space, "cli-joined", role="r", archetype="planner", task="t")
+    directory.register(
+        store,
+        space,
+        "me",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+        pid=os.getpid(),
+    )
+    directory.register(
+        store,
+        space,
+        "cli-joined",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="planner",
+        task="t",
+    )
     assert directory.prune(store, space) == []
 
 
@@ -282,7 +325,16 @@ def test_S25_prune_dry_run_writes_nothing(store: Store, space: str) -> None:
     if gone_pid == 0:
         os._exit(0)
     os.waitpid(gone_pid, 0)
-    directory.register(store, space, "gone", role="r", archetype="surveyor", task="t", pid=gone_pid)
+    directory.register(
+        store,
+        space,
+        "gone",
+        credential=trusted.credential(store),
+        role="r",
+        archetype="surveyor",
+        task="t",
+        pid=gone_pid,
+    )
     with store.read() as t:
         before = [tuple(r) for r in t.all("SELECT * FROM participant_events ORDER BY id")]
     assert [p.address for p in directory.prune(store, space, dry_run=True)] == ["gone"]
@@ -312,8 +364,19 @@ sys.exit(7)
 
 
 def _run_agent(
-    cli: Any, db_url: str, space: str, name: str, *command: str, extra: tuple[str, ...] = ()
+    cli: Any,
+    db_url: str,
+    space: str,
+    name: str,
+    *command: str,
+    extra: tuple[str, ...] = (),
+    token: str | None = None,
 ) -> Any:
+    """``broker agent run``; with ``token``, spawned with NAME's identity (it is
+    registered and live already: S27 lets only its token re-join it)."""
+    env = {"BROKER_URL": db_url}
+    if token is not None:
+        env |= {"BROKER_AS": name, "BROKER_TOKEN": token}
     return cli(
         "agent",
         "run",
@@ -325,7 +388,7 @@ def _run_agent(
         *extra,
         "--",
         *command,
-        env={"BROKER_URL": db_url},
+        env=env,
     )
 
 
@@ -335,9 +398,12 @@ def test_S26_agent_run_with_a_shell_script(
     script = tmp_path / "agent.sh"
     script.write_text(SHELL_AGENT)
     script.chmod(0o755)
-    participants.join(store, lead.space_id, _join("shelly"))  # registered earlier, re-joined by run
+    # registered earlier; run serves it with its identity
+    joined = participants.join(
+        store, lead.space_id, _join("shelly"), credential=trusted.credential(store)
+    )
     lead.send("shelly", "do it")
-    out = _run_agent(cli, db_url, lead.space_id, "shelly", str(script))
+    out = _run_agent(cli, db_url, lead.space_id, "shelly", str(script), token=joined.token)
     assert out.code == 0, out.err
     assert out.json() == {"address": "shelly", "status": "shutdown"}
     assert lead_messages(lead, 1) == ["shell saw shelly"]
@@ -380,9 +446,13 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
 ) -> None:
     script = tmp_path / "fail.py"
     script.write_text(FAILING_AGENT)
-    participants.join(store, lead.space_id, _join("failing"))
+    joined = participants.join(
+        store, lead.space_id, _join("failing"), credential=trusted.credential(store)
+    )
     lead.send("failing", "try")
-    out = _run_agent(cli, db_url, lead.space_id, "failing", sys.executable, str(script))
+    out = _run_agent(
+        cli, db_url, lead.space_id, "failing", sys.executable, str(script), token=joined.token
+    )
     assert out.code == 7  # errors.HandlerFailed
     assert directory.show(store, lead.space_id, "failing").status == "failed"
     reports = lead_messages(lead, 1)

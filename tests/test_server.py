@@ -352,9 +352,9 @@ def test_S20_a_long_poll_claim_wakes_on_a_send_from_another_process(
     t.start()
     started.wait()
     subprocess.run(
-        [sys.executable, "-c", f"from broker import Store, Agent\n"
+        [sys.executable, "-c", f"from broker import Store, Operator\n"
          f"s = Store({srv.url!r})\n"
-         f"trusted.join(s, {sid!r}, 'heron')[0].send('lynx', 'wake up')"],
+         f"Operator(s).join({sid!r}, 'heron')[0].send('lynx', 'wake up')"],
         check=True, env=clean_env(srv.home),
     )  # fmt: skip
     t.join(40)

@@ -480,3 +480,39 @@ def test_S34_every_store_connection_fires_delete_triggers_on_replace(store: Stor
         assert raw.execute("PRAGMA recursive_triggers").fetchone()[0] == 1
     finally:
         raw.close()
+
+
+# --- served mode: the same rules over HTTP -------------------------------------------------------
+def test_S27_S29_served_join_and_join_key_need_the_operator_key(tmp_path: Path) -> None:
+    from served import Server
+
+    srv = Server(tmp_path / "served" / "home")
+    try:
+        with srv.operator() as op:
+            created = op.post("/api/spaces", json={"kind": "session"})
+            assert created.status_code == 201 and created.json()["join_key"]
+            sid = created.json()["id"]
+            joined = op.post(f"/api/sessions/{sid}/participants", json={"codename": "lynx"})
+            assert joined.status_code == 201, joined.text
+            token = joined.json()["token"]
+            # The live holder is not taken over, not even by the operator without its token.
+            again = op.post(f"/api/sessions/{sid}/participants", json={"codename": "lynx@2"})
+            assert again.status_code == 409 and again.json()["error"] == "conflict"
+            retry = op.post(
+                f"/api/sessions/{sid}/participants", json={"codename": "lynx@2", "token": token}
+            )
+            assert retry.status_code == 201, retry.text
+            rotated = op.post(f"/api/sessions/{sid}/join-key")
+            assert rotated.status_code == 200 and rotated.json()["space_id"] == sid
+        with srv.client(retry.json()["token"]) as agent:  # an agent's token is not the key
+            for path, body in (("participants", {"codename": "mole"}), ("join-key", None)):
+                r = agent.post(f"/api/sessions/{sid}/{path}", json=body)
+                assert r.status_code == 403 and r.json()["error"] == "forbidden", path
+        with srv.client("guessed") as nobody:
+            r = nobody.post(f"/api/sessions/{sid}/participants", json={"codename": "mole"})
+            assert r.status_code == 401 and r.json()["error"] == "auth_failed"
+        with srv.operator() as op:
+            names = [p["address"] for p in op.get(f"/api/sessions/{sid}/participants").json()]
+        assert names == ["lynx"]
+    finally:
+        srv.stop()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker import Agent, trust
+from broker import Agent, participants, trust
 from broker.aio import AsyncAgent
 from broker.client import Store
 from broker.records import Joined
@@ -19,6 +19,11 @@ def join(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent,
     """``Agent.join`` with the operator key (this process holds the identity)."""
     fields.setdefault("operator_key", trust.presented(store))
     return Agent.join(store, space, codename, **fields)
+
+
+def credential(store: Store) -> participants.Credential:
+    """The operator key as a join credential (``directory.register`` takes one)."""
+    return participants.Credential(operator_key=trust.presented(store))
 
 
 async def ajoin(

@@ -371,10 +371,15 @@ def _participant_row(
         "pid": None,
         "joined_at_utc": now,
         "left_at_utc": now if status == "left" else None,
-        "last_seen_utc": now,
+        # Never seen in this store: nobody holds its (fresh, unknown) token, so
+        # the agent re-joins its address at once, as from a gone holder (S27).
+        "last_seen_utc": NEVER_SEEN,
         "contact_policy": None,
         "contact_allow": None,
     }
+
+
+NEVER_SEEN = "1970-01-01T00:00:00.000000Z"
 
 
 def import_mailbox(store: Store, tree: Tree, kind: str, run: Run) -> ImportSummary:
