@@ -1,5 +1,5 @@
-"""Smaller deviations found by trying the broker as a hostile agent would, each checked against its rule: a
-directive that reaches nobody is an error (S8); a broadcast is shown in at
+"""Smaller deviations found by trying the broker as a hostile agent would,
+each checked against its rule: a directive that reaches nobody is an error (S8); a broadcast is shown in at
 most one open turn (S18); an operator send to participants that left succeeds
 with `participant_left` logged (S8, source semantics); poison far past 16x the claim
 limit at the head of an inbox never hides a good message (S15); an empty
