@@ -1,9 +1,10 @@
 """Smaller deviations found by trying the broker as a hostile agent would,
-each checked against its rule: a directive that reaches nobody is an error (S8); a broadcast is shown in at
-most one open turn (S18); an operator send to participants that left succeeds
-with `participant_left` logged (S8, source semantics); poison far past 16x the claim
-limit at the head of an inbox never hides a good message (S15); an empty
-operator message is refused and writes nothing (S10, S33)."""
+each checked against its rule: a directive that reaches nobody is an error
+(S8); a broadcast is shown in at most one open turn (S18); an operator send to
+participants that left succeeds with `participant_left` logged (S8, source
+semantics); poison far past 16x the claim limit at the head of an inbox never
+hides a good message (S15); an empty operator message is refused and writes
+nothing (S10, S33)."""
 
 from __future__ import annotations
 
