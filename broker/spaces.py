@@ -114,7 +114,10 @@ def set_settings(
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        stored = json.loads(t.one(_SETTINGS, {"space_id": sid})[0])
+        state, text = t.one(_SETTINGS, {"space_id": sid})
+        if state != "running":
+            raise errors.Conflict(f"space {sid} is {state}: its settings no longer apply")
+        stored = json.loads(text)
         before = stored if isinstance(stored, dict) else {}
         # A stored value from before the bounds is replaced by the one in effect.
         in_effect = Limits.lenient(before).model_dump(include={k for k in before if k in BOUNDS})

@@ -447,3 +447,12 @@ def test_S30_space_set_and_usage_through_a_served_store(tmp_path: Path) -> None:
         assert entry.via == "cp"
     finally:
         srv.stop()
+
+
+def test_S30_a_stopped_space_keeps_its_settings(store: Store, operator: Operator) -> None:
+    sid = operator.create_space("workflow").id
+    operator.stop_space(sid)
+    rows = messages(store)
+    with pytest.raises(errors.Conflict, match="is stopped: its settings no longer apply"):
+        operator.set_space(sid, inbox_cap=5)
+    assert operator.get_space(sid).settings == {} and messages(store) == rows
