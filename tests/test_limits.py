@@ -456,3 +456,17 @@ def test_S30_a_stopped_space_keeps_its_settings(store: Store, operator: Operator
     with pytest.raises(errors.Conflict, match="is stopped: its settings no longer apply"):
         operator.set_space(sid, inbox_cap=5)
     assert operator.get_space(sid).settings == {} and messages(store) == rows
+
+
+def test_S30_the_async_operator_has_set_space_and_space_usage(store: Store) -> None:
+    import asyncio
+
+    from broker.aio import AsyncOperator
+
+    async def main() -> tuple[Any, Any]:
+        op = AsyncOperator(store)
+        sid = (await asyncio.to_thread(Operator(store).create_space, "workflow")).id
+        return await op.set_space(sid, inbox_cap=10), await op.space_usage(sid)
+
+    changed, usage = asyncio.run(main())
+    assert changed == usage and usage.limits["inbox_cap"] == 10 and usage.sender_inbox_cap == 5
