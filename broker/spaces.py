@@ -13,9 +13,10 @@ from broker import errors
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import Space
-from broker.settings import BOUNDS, Limits, describe
+from broker.settings import BOUNDS, Limits
 from broker.sql import stmt
 from broker.vocab import SpaceKind
+from broker.vocab import describe_setting as describe
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
