@@ -846,17 +846,3 @@ def doctor_exit_code(findings: Iterable[Finding]) -> int:
     from broker import ops
 
     return ops.exit_code(findings)
-
-
-def describe_setting(name: str) -> str:
-    """What a space setting means and its bounds (for ``space show``)."""
-    from broker import settings
-
-    return settings.describe(name)
-
-
-def setting_number(value: float) -> str:
-    """A setting's value as ``space show`` prints it."""
-    from broker import settings
-
-    return settings.number(value)

@@ -196,8 +196,8 @@ def operator_send(
 
     Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere.
     The text is checked like an agent's (never empty, S33) before anything is
-    written. A send whose every recipient has left is not an error (S8, seed
-    003): it is logged with ``participant_left`` for each and returned."""
+    written. A send whose every recipient has left is not an error (S8's one
+    exception): it is logged with ``participant_left`` for each and returned."""
     if via not in ("cli", "cp", "mcp"):
         raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp")
     if not isinstance(urgent, bool):

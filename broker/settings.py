@@ -17,36 +17,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
+
 DB_FILENAME = "broker.db"
 
 
-# The documented bounds of every per-space setting (S33), ``(low, high)``, both
-# inclusive except where ``_ABOVE_LOW`` says the low end is excluded. They are
-# the field constraints below, the table in docs/spec.md and what
-# ``Limits.lenient`` clamps a stored value to.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "body_max_bytes": (1, 1024 * 1024),
-    "inbox_cap": (1, 1_000_000_000),
-    "broadcast_cap": (1, 1_000_000_000),
-    "log_max_mb": (0, 1_048_576),
-    "max_deliveries": (1, 10_000),
-    "lease_seconds": (0, 7 * 86400),
-    "sender_share": (0, 1),
-}
-_ABOVE_LOW = {"log_max_mb", "lease_seconds", "sender_share"}
-
-
-def describe(name: str) -> str:
-    """A setting's bounds in words, for error messages and ``space show``."""
-    low, high = (number(x) for x in BOUNDS[name])
-    if name in _ABOVE_LOW:
-        return f"more than {low} and at most {high}"
-    return f"{low} to {high}"
-
-
-def number(x: float) -> str:
-    """A setting's value as people write it: 1048576, 0.25 (not 1.04858e+06)."""
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+# The documented bounds (S33) live in broker.vocab (SETTING_BOUNDS): the CLI
+# prints them without importing pydantic.
+BOUNDS = SETTING_BOUNDS
+_ABOVE_LOW = ABOVE_LOW
 
 
 def _bound(name: str, default: float, description: str) -> Any:

@@ -13,9 +13,10 @@ from broker import errors, trust
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import CreatedSpace, JoinKey, Space
-from broker.settings import BOUNDS, Limits, describe
+from broker.settings import BOUNDS, Limits
 from broker.sql import stmt
 from broker.vocab import SpaceKind
+from broker.vocab import describe_setting as describe
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
@@ -135,7 +136,10 @@ def set_settings(
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        stored = json.loads(t.one(_SETTINGS, {"space_id": sid})[0])
+        state, text = t.one(_SETTINGS, {"space_id": sid})
+        if state != "running":
+            raise errors.Conflict(f"space {sid} is {state}: its settings no longer apply")
+        stored = json.loads(text)
         before = stored if isinstance(stored, dict) else {}
         # A stored value from before the bounds is replaced by the one in effect.
         in_effect = Limits.lenient(before).model_dump(include={k for k in before if k in BOUNDS})

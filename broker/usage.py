@@ -17,8 +17,8 @@ from broker import errors, spaces
 from broker.db import Store, Tx
 from broker.messages import MB, OPERATOR, append
 from broker.records import InboxUse, SenderUse, SpaceUsage
-from broker.settings import number
 from broker.sql import stmt
+from broker.vocab import number
 
 _SPACE_TOTALS = stmt("usage.space_totals")
 _TOP_SENDERS = stmt("usage.top_senders")

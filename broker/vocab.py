@@ -35,3 +35,32 @@ Reason = Literal[
     "contact_policy",
 ]
 TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
+
+
+# The documented bounds of every per-space setting (S33), ``(low, high)``, both
+# inclusive except where ``_ABOVE_LOW`` says the low end is excluded. They are
+# the field constraints below, the table in docs/spec.md and what
+# ``broker.settings.Limits.lenient`` clamps a stored value to.
+SETTING_BOUNDS: dict[str, tuple[float, float]] = {
+    "body_max_bytes": (1, 1024 * 1024),
+    "inbox_cap": (1, 1_000_000_000),
+    "broadcast_cap": (1, 1_000_000_000),
+    "log_max_mb": (0, 1_048_576),
+    "max_deliveries": (1, 10_000),
+    "lease_seconds": (0, 7 * 86400),
+    "sender_share": (0, 1),
+}
+ABOVE_LOW = {"log_max_mb", "lease_seconds", "sender_share"}
+
+
+def describe_setting(name: str) -> str:
+    """A setting's bounds in words, for error messages and ``space show``."""
+    low, high = (number(x) for x in SETTING_BOUNDS[name])
+    if name in ABOVE_LOW:
+        return f"more than {low} and at most {high}"
+    return f"{low} to {high}"
+
+
+def number(x: float) -> str:
+    """A setting's value as people write it: 1048576, 0.25 (not 1.04858e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"

@@ -125,6 +125,7 @@ def test_S31_every_human_view_on_a_terminal_escapes_agent_text(
     views: list[tuple[list[str], dict[str, str]]] = [
         (["space", "list"], {}),
         (["space", "show", sid], {}),
+        (["space", "set", sid, "inbox_cap=300"], {}),  # the same view, after a change
         (["message", "list", sid], {}),
         (["message", "list", sid, "--kind", "operator,directive,post"], {}),
         (["dir", "list", sid], {}),

@@ -2,7 +2,7 @@
 S33 (every space setting finite and inside its documented bounds, at create,
 set and import; settings stored before the bounds never break a send).
 
-Real SQLite files; the flood attacks of issue 10 run through the real CLI.
+Real SQLite files; the flood attacks (one agent filling the log, or the lead's inbox) run through the real CLI.
 """
 
 from __future__ import annotations
@@ -343,7 +343,7 @@ def test_S30_the_default_limits_are_the_documented_ones() -> None:
     assert limits.sender_inbox_cap() == 128
 
 
-# --- the CLI: space set/show and the flood attacks of issue 10 ---------------------------
+# --- the CLI: space set/show and the flood attacks ---------------------------------------
 def agent_env(store: Store, sid: str, codename: str, **fields: Any) -> dict[str, str]:
     _, joined = trusted.join(store, sid, codename, pid=None, **fields)
     return {"BROKER_SPACE": sid, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
@@ -379,7 +379,7 @@ def test_S30_cli_space_set_and_show(cli: Callable[..., Any], store: Store) -> No
 def test_S30_flood_of_64KiB_bodies_to_operator_is_stopped_at_the_share_and_the_operator_is_heard(
     cli: Callable[..., Any], store: Store
 ) -> None:
-    """Issue 10: one agent sends 64 KiB bodies to `operator` until the log is
+    """The log flood: one agent sends 64 KiB bodies to `operator` until the log is
     full; the operator's own --urgent must still get through. log_max_mb is
     set to 1 here (16 bodies fill half of it) so the test stays short."""
     sid = cli("space", "create", "--kind", "agentiflow", "--json").json()["id"]
@@ -404,7 +404,7 @@ def test_S30_flood_of_64KiB_bodies_to_operator_is_stopped_at_the_share_and_the_o
 def test_S30_flood_of_256_messages_to_the_lead_stops_at_the_share_and_the_urgent_arrives(
     store: Store, cli: Callable[..., Any]
 ) -> None:
-    """Issue 10: 256 messages from one agent flood the lead's inbox; the
+    """The inbox flood: 256 messages from one agent flood the lead's inbox; the
     operator's URGENT is delivered and the flooder stops at 128 (its share).
     The flood itself runs in-process (256 CLI processes take minutes); the
     operator's side and the flooder's refusal go through the CLI."""
@@ -448,3 +448,26 @@ def test_S30_space_set_and_usage_through_a_served_store(tmp_path: Path) -> None:
         assert entry.via == "cp"
     finally:
         srv.stop()
+
+
+def test_S30_a_stopped_space_keeps_its_settings(store: Store, operator: Operator) -> None:
+    sid = operator.create_space("workflow").id
+    operator.stop_space(sid)
+    rows = messages(store)
+    with pytest.raises(errors.Conflict, match="is stopped: its settings no longer apply"):
+        operator.set_space(sid, inbox_cap=5)
+    assert operator.get_space(sid).settings == {} and messages(store) == rows
+
+
+def test_S30_the_async_operator_has_set_space_and_space_usage(store: Store) -> None:
+    import asyncio
+
+    from broker.aio import AsyncOperator
+
+    async def main() -> tuple[Any, Any]:
+        op = AsyncOperator(store)
+        sid = (await asyncio.to_thread(Operator(store).create_space, "workflow")).id
+        return await op.set_space(sid, inbox_cap=10), await op.space_usage(sid)
+
+    changed, usage = asyncio.run(main())
+    assert changed == usage and usage.limits["inbox_cap"] == 10 and usage.sender_inbox_cap == 5

@@ -105,7 +105,9 @@ class QueueModel(RuleBasedStateMachine):
         return [self.msgs[i] for i in self.leases[token] if self.msgs[i].token == token]
 
     @precondition(lambda self: bool(self.leases))
-    @rule(data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans())
+    @rule(
+        data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans()
+    )
     def settle_lease(self, data: st.DataObject, settle: str, by_id: bool) -> None:
         token = data.draw(st.sampled_from(list(self.leases)))  # insertion order: tokens are random
         mine = [self.msgs[i] for i in self.leases[token]]

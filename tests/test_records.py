@@ -166,7 +166,7 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
         for c in vars(records).values()
         if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == records.__name__
     ]
-    assert len(classes) == 26  # + ops, queue and purge records, path reservations (S37)
+    assert len(classes) == 35  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37)
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls

@@ -177,7 +177,9 @@ def test_S20_a_log_follower_in_another_process_is_woken_by_the_doorbell_of_its_s
     assert w.result() == ["logged"]
 
 
-def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(store: Store, two: Pair) -> None:
+def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(
+    store: Store, two: Pair
+) -> None:
     other, _ = trusted.join(store, two.space, "w/c")
     with wake.Waiter(store, [two.b_key]) as waiter:
         assert waiter.polling is False

@@ -137,8 +137,8 @@ def set_(run_id: str, pairs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
-    from broker.client import describe_setting as describe
-    from broker.client import setting_number as number
+    from broker.vocab import describe_setting as describe
+    from broker.vocab import number
 
     if as_json:
         emit_json({**to_jsonable(sp), "usage": to_jsonable(usage)})
@@ -187,7 +187,7 @@ def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
 
 
 def _num(v: object) -> str:
-    from broker.client import setting_number as number
+    from broker.vocab import number
 
     return number(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
 

@@ -1,8 +1,8 @@
 -- Spaces (broker.spaces, S1, S30): statements moved here as they are touched.
 
 -- name: settings
--- A space's stored overrides, read before the operator changes them.
-SELECT settings FROM spaces WHERE id = :space_id
+-- A space's state and stored overrides, read before the operator changes them.
+SELECT state, settings FROM spaces WHERE id = :space_id
 
 -- name: set_settings
 -- The operator's `space set` (S30): the new overrides, validated and bounded.
