@@ -251,6 +251,9 @@ class PgStore(Store):
             with self._lock:
                 if self._pool is None or self._pid != os.getpid():
                     self._pid = os.getpid()
+                    # One direct connection first: a server that is not there is
+                    # one line at once, not the pool's retries for its timeout.
+                    self.connect().close()
                     self._pool = ConnectionPool(
                         self.conninfo,
                         min_size=1,
@@ -273,11 +276,12 @@ class PgStore(Store):
     def connect(self) -> PgConn:  # type: ignore[override]
         """A new configured connection outside the pool (the caller closes it)."""
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=True)
+            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
             self._configure_pg(conn)
         except psycopg.Error as exc:
+            why = " ".join(str(exc).split())
             raise errors.StoreError(
-                f"cannot reach the PostgreSQL store at {self.display}: {exc}"
+                f"cannot reach the PostgreSQL store at {self.display}: {why}"
             ) from exc
         return PgConn(conn)
 

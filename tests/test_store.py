@@ -103,8 +103,10 @@ def test_store_refuses_memory_and_non_sqlite_urls(tmp_path: Path) -> None:
         Store("sqlite:///:memory:")
     with pytest.raises(errors.InvalidInput):
         Store("mysql://nowhere/db")
-    with pytest.raises(errors.StoreError):
-        Store("postgresql://localhost/broker")
+    # A PostgreSQL URL opens the PostgreSQL store (tests/test_pg.py); a server
+    # that is not there is one StoreError line, never a traceback.
+    with pytest.raises(errors.StoreError, match="cannot reach the PostgreSQL store"):
+        Store("postgresql+psycopg://nobody@127.0.0.1:1/broker")
 
 
 def test_store_refuses_sqlite_older_than_3_35(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
