@@ -76,6 +76,8 @@ def test_S13_to_dict_of_a_lease_nests_its_deliveries(
                 "urgent": False,
                 "created_at_utc": rows[mid][1],
                 "deliveries": 1,
+                "thread": None,
+                "importance": "normal",
             }
             for mid, body in ((m0, "m0"), (m1, "m1 <<<"))
         ],
