@@ -205,9 +205,15 @@ class Store:
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
         self.create = create
-        self.path = storefile.prepare(db) if create else storefile.existing(db)
+        self.path = (
+            storefile.prepare(db) if create else storefile.existing(db, allow_empty=not migrate)
+        )
         self.lock_path = f"{self.path}.lock"
         self.read_only: str | None = storefile.read_only_reason(self.path)
+        if self.read_only is None and not create and self.path.stat().st_size == 0:
+            # Only inspected (migrate=False): read it as it is, or the WAL
+            # pragma would write a header into a file nobody asked to change.
+            self.read_only = "it is an empty file, only inspected here"
         self._target, self._uri = str(self.path), False
         if self.read_only is not None:
             self._target, self._uri = storefile.read_only_uri(self.path), True

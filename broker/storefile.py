@@ -61,10 +61,12 @@ def prepare(db: str) -> Path:
     return path
 
 
-def existing(db: str) -> Path:
-    """The database file of a ``create=False`` store: never made here."""
+def existing(db: str, *, allow_empty: bool = False) -> Path:
+    """The database file of a ``create=False`` store: never made here. An
+    empty file is no store either, unless the caller only inspects it
+    (``allow_empty``: ``broker db current`` reports it as empty)."""
     path = _file_path(db)
-    if not path.is_file() or path.stat().st_size == 0:
+    if not path.is_file() or (path.stat().st_size == 0 and not allow_empty):
         raise errors.StoreNotFound(NO_STORE.format(path=path))
     return path
 

@@ -43,7 +43,7 @@ class Server:
         )
         self.socket = ""
         self.base = ""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded machine (a parallel suite) starts slowly
         while time.monotonic() < deadline:
             found = READY.search(self.log.read_text(errors="replace"))
             if found:

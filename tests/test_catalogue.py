@@ -26,7 +26,7 @@ SQL_START = re.compile(
 SCHEMA_MODULES = {"tables.py", "views.py", "dialect.py"}
 # Statement strings still outside the catalogue. This number only goes down;
 # the target is 0.
-OUTSIDE_ALLOWED = 46
+OUTSIDE_ALLOWED = 44
 
 
 def sql_literals_outside_catalogue() -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from cli_space import Populated, populate
 from click.testing import CliRunner
 
-from broker import Store, records
+from broker import Agent, Store, records
 from broker.cli import main
 from broker.cli._common import Seconds
 from broker.cli._output import PENDING_RENAMES
@@ -52,11 +53,12 @@ AGENT_TOOLS = {
     ("board", "claim"), ("board", "release"), ("board", "renew"),
     ("inbox", "claim"), ("inbox", "ack"), ("inbox", "release"), ("inbox", "extend"),
     ("inbox", "quarantine"), ("inbox", "next"), ("inbox", "seen"),
+    ("mcp",),  # serves one agent's tools as that agent (--operator: the operator's, by key)
 }  # fmt: skip
 # Commands about the whole store, not one space.
 STORE_LEVEL = {
     ("space", "create"), ("space", "list"), ("db", "upgrade"), ("db", "current"),
-    ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",),
+    ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",), ("serve",),
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
 GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
@@ -131,8 +133,9 @@ def test_cli_token_is_only_ever_the_secret() -> None:
 
 
 # Durations: --ttl is every lifetime, --wait the blocking timeout; --older-than
-# is an age filter (dir prune), not a lifetime. Nothing else takes seconds.
-DURATIONS = {"--ttl", "--wait", "--older-than"}
+# is an age filter (dir prune), not a lifetime; `serve` has its shutdown
+# --grace and two hidden stream timings. Nothing else takes seconds.
+DURATIONS = {"--ttl", "--wait", "--older-than", "--grace", "--keepalive", "--stall-timeout"}
 RETIRED = {"--lease", "--seconds", "--lease-seconds", "--idle-exit", "--timeout", "--expires"}
 
 
@@ -204,9 +207,10 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("db", "upgrade"): {"url", "before", "after"},
     ("db", "current"): {"url", "current", "head", "up_to_date"},
 }
-# Run elsewhere with --json (they start processes or write files):
-# agent run (test_runtime), demo (test_cli_directory), export/import (test_export).
-ELSEWHERE = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# Run elsewhere with --json (they start processes or write files, or serve):
+# agent run (test_runtime), demo (test_cli_directory), export/import (test_export),
+# serve (test_server: where it listens), mcp (test_mcp: --print-config --json).
+ELSEWHERE = {("agent", "run"), ("demo",), ("export",), ("import",), ("serve",), ("mcp",)}
 # Commands other engineers add this round, with their own tests (test_ops.py,
 # the purge tests): doctor prints a list (JSON Lines), the others one record.
 INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}
@@ -280,6 +284,9 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("dir", "prune"): ([sid, "--dry-run", "--older-than", "0"], None),
     }
     assert set(lists) == set(LISTS)
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # someone to prune: its registered process is gone
+    Agent.join(store, sid, "flow/heron>gone#1", pid=finished.pid)
     second = populate(store)  # a second space: `space list` has two lines
     for path, (args, env) in lists.items():
         out = _invoke(url, [*path, *args, "--json"], env).stdout

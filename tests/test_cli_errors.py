@@ -219,10 +219,15 @@ def test_cli_a_reader_that_went_away_ends_the_output_quietly(store: Store, tmp_p
 
 def test_cli_file_system_errors_are_one_line_exit_10(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
-    res = cli("export", sid, "--root", "/proc/1/nope")
+    # sysfs refuses any new folder (EPERM, even to root): the file system said no.
+    res = cli("export", sid, "--root", "/sys/nope")
     assert res.code == 10
     line = one_line(res.err)
-    assert line.startswith("broker: os_error: ") and "/proc/1/nope" in line
+    assert line.startswith("broker: file_error: ") and "/sys/nope" in line
+    # A path that cannot be one (its parent does not take folders) is bad input.
+    res = cli("export", sid, "--root", "/proc/1/nope")
+    assert res.code == 2
+    assert one_line(res.err).startswith("broker: invalid_input: cannot export to /proc/1/nope")
 
 
 def test_cli_an_unexpected_error_is_one_line_exit_70_and_BROKER_DEBUG_shows_it(
@@ -304,8 +309,11 @@ def test_cli_space_stop_and_archive_ask_first(cli: Cli, store: Store, tmp_path: 
 def test_S25_dir_prune_dry_run_lists_and_the_real_one_asks(cli: Cli, store: Store) -> None:
     op = Operator(store)
     sid = op.create_space("agentiflow").id
-    Agent.join(store, sid, "flow/heron", lead=True, pid=None)
-    Agent.join(store, sid, "flow/heron>lynx#1", pid=None)
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # a pid whose process is gone
+    Agent.join(store, sid, "flow/heron", lead=True, pid=finished.pid)
+    Agent.join(store, sid, "flow/heron>lynx#1", pid=finished.pid)
+    Agent.join(store, sid, "flow/heron>otter#1", pid=None)  # seen just now: age alone keeps it
     before = count_rows(store)
     dry = cli("dir", "prune", sid, "--older-than", "0", "--dry-run")
     assert dry.code == 0 and dry.out.strip() == "would prune 2: lead, lynx#1"
@@ -317,7 +325,8 @@ def test_S25_dir_prune_dry_run_lists_and_the_real_one_asks(cli: Cli, store: Stor
     assert all(p.status == "running" for p in op.participants(sid))
     done = cli("dir", "prune", sid, "--older-than", "0", "--yes", "--json")
     assert done.code == 0 and [p["address"] for p in done.lines()] == ["lead", "lynx#1"]
-    assert {p.status for p in op.participants(sid)} == {"left"}
+    status = {p.address: p.status for p in op.participants(sid)}
+    assert status == {"lead": "left", "lynx#1": "left", "otter#1": "running"}
 
 
 # --- agent run shows what its command says, and one line per turn --------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,11 @@ NOTHING_WRITTEN = {2, 3, 5}
 # fixed root below). --follow and --yes are never drawn: one blocks until the
 # space stops, the other would stop or prune the space under the fuzzer.
 OUT_OF_PROCESS = {("agent", "run"), ("demo",), ("export",), ("import",)}
+# Serve until stopped: fuzzed as real processes below, stopped once serving.
+SERVING = {("serve",), ("mcp",)}
 # Write files where their arguments say (tested with their own roots elsewhere).
 WRITE_FILES = {("backup",), ("space", "purge")}
-IN_PROCESS = sorted(set(COMMANDS) - OUT_OF_PROCESS - WRITE_FILES)
+IN_PROCESS = sorted(set(COMMANDS) - OUT_OF_PROCESS - WRITE_FILES - SERVING)
 NEVER = {"--follow", "--yes", "-y", "--help", "-h", "--url"}
 IDENTITY = {"--space", "--as", "--token"}
 
@@ -184,6 +187,70 @@ def test_S33_fuzz_every_cli_command(
         check(res, before, count_rows(store), argv)
 
     run()
+
+
+@pytest.mark.parametrize("path", sorted(SERVING), ids=" ".join)
+def test_S33_fuzz_the_serving_commands_as_processes(
+    path: tuple[str, ...], world: tuple[Store, Populated, str], tmp_path: Path
+) -> None:
+    """`serve` and `mcp` run until stopped: each example is a real process
+    (stdin closed, so `mcp` ends at EOF); one still serving after a few
+    seconds is stopped with SIGTERM and must have said where it serves."""
+    store, p, url = world
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+
+    @settings(
+        max_examples=6,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(argv=argv_for(path, p), env=identities(p))
+    def run(argv: list[str], env: dict[str, str]) -> None:
+        if "--allow-remote" in argv:  # never listen beyond loopback from a test
+            argv.remove("--allow-remote")
+        if path == ("serve",) and "--port" not in argv:
+            argv += ["--port", "0"]
+        before = count_rows(store)
+        log = tmp_path / "stderr"
+        with open(log, "w+b") as err_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "broker", "--url", url, *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                env={**base, **env},
+                cwd=tmp_path,  # a drawn --socket name lands here
+            )
+            try:
+                served = _exit_or_serve(proc, log, deadline=time.monotonic() + 120)
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()
+                proc.wait(timeout=60)
+        text = log.read_text(errors="replace")
+        assert "Traceback" not in text, (argv, text)
+        if served:  # stopped by SIGTERM once it said where it serves
+            assert path == ("serve",) and text.startswith("broker serve: "), (argv, text)
+            return
+        assert proc.returncode in DOCUMENTED, (argv, proc.returncode, text)
+        if proc.returncode != 0:
+            assert len(text.splitlines()) <= 1, (argv, text)
+        if proc.returncode in NOTHING_WRITTEN:
+            assert count_rows(store) == before, (argv, text)
+
+    run()
+
+
+def _exit_or_serve(proc: subprocess.Popen[bytes], log: Path, deadline: float) -> bool:
+    """Wait for the process to end (False) or to announce that it serves (True)."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if log.read_bytes().startswith(b"broker serve: "):
+            return True
+        time.sleep(0.05)
+    raise AssertionError(f"neither ended nor served: {log.read_text(errors='replace')}")
 
 
 @given(data=st.data())

@@ -262,7 +262,7 @@ def test_cli_space_purge_needs_yes_without_a_terminal_and_prints_json(
     space = cli("space", "create", "--kind", "run", "--json").json()["id"]
     r = cli("space", "purge", space, "--export", str(tmp_path / "x"), "--yes")
     assert r.code == 5 and "only an archived space" in r.err and "Traceback" not in r.err
-    assert cli("space", "archive", space).code == 0
+    assert cli("space", "archive", space, "--yes").code == 0
     r = cli("space", "purge", space, "--export", str(tmp_path / "x"))
     assert r.code == 2 and "pass --yes" in r.err
     assert space in cli("space", "list").out
@@ -316,7 +316,7 @@ def _purge_at_a_terminal(home: Path, space: str, export: Path, answer: bytes) ->
 
 def test_cli_space_purge_asks_at_a_terminal(cli: Callable[..., Any], tmp_path: Path) -> None:
     space = cli("space", "create", "--kind", "run", "--json").json()["id"]
-    assert cli("space", "archive", space).code == 0
+    assert cli("space", "archive", space, "--yes").code == 0
     code, out = _purge_at_a_terminal(tmp_path / "home", space, tmp_path / "x", b"n")
     assert code == 2 and "not confirmed" in out
     assert space in cli("space", "list").out

@@ -25,7 +25,7 @@ def files(folder: Path) -> list[str]:
 
 def test_storage_a_missing_store_is_one_line_and_nothing_is_created(tmp_path: Path) -> None:
     folder = tmp_path / "home"
-    with pytest.raises(errors.StoreError) as info:
+    with pytest.raises(errors.StoreNotFound) as info:  # not found: exit 3
         Store(f"sqlite:///{folder / 'broker.db'}", create=False)
     msg = str(info.value)
     assert msg.startswith(f"no broker database at {folder / 'broker.db'}")

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -555,6 +556,30 @@ def test_served_access_log_is_one_json_line_per_request_without_secrets(
     assert srv.key not in srv.output() and token not in srv.output()
 
 
+def test_serve_json_prints_where_it_listens_once(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "home", "--json", "--quiet")
+    try:
+        deadline = time.monotonic() + 30  # stdout's line follows stderr's announcement
+        while "{" not in srv.output() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        lines = [json.loads(x) for x in srv.output().splitlines() if x.startswith("{")]
+        assert lines == [
+            {"urls": [f"unix://{srv.socket}", srv.base], "store": str(tmp_path / "home" / "broker.db")}
+        ]
+    finally:
+        assert srv.terminate() == 0
+
+
+def test_serve_refuses_bad_durations_in_one_line(tmp_path: Path) -> None:
+    for argv in (["--grace", "601"], ["--grace", "nan"], ["--keepalive", "0"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "broker", "serve", "--port", "0", *argv],
+            capture_output=True, text=True, env=clean_env(tmp_path / "home"), timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, argv
+
+
 def test_serve_refuses_a_non_loopback_bind_without_allow_remote(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "broker", "serve", "--host", "0.0.0.0"],
@@ -635,7 +660,7 @@ def test_served_front_end_imports_only_the_public_library() -> None:
     assert len(files) >= 10
     for path in files:
         extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.server")}
-        extra -= {"broker", "broker.__version__", "broker.cli._common", "broker.mcp"}
+        extra -= {"broker", "broker.__version__", "broker.cli._common", "broker.cli._output", "broker.mcp"}
         assert not extra, f"{path.name} imports {sorted(extra)}"
 
 

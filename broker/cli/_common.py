@@ -184,7 +184,10 @@ class BrokerGroup(BrokerSubGroup):
             message = " ".join(exc.format_message().split())
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            click.echo(f"broker: usage: {safe(message)}{hint}", err=True)
+            # A value the command cannot take is invalid input (S33), the same
+            # code the library gives; a flag or command that does not exist is usage.
+            code = "invalid_input" if isinstance(exc, click.BadParameter) else "usage"
+            click.echo(f"broker: {code}: {safe(message)}{hint}", err=True)
             sys.exit(exc.exit_code)
         except (click.Abort, KeyboardInterrupt):
             sys.exit(EXIT_INTERRUPTED)

@@ -7,13 +7,15 @@ import ipaddress
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from broker import errors
-from broker.cli._common import main, store
+from broker.cli._common import SECONDS, json_option, main, store
+from broker.cli._output import emit_json
 
 
 def _loopback(host: str) -> bool:
@@ -97,17 +99,21 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     help="Allow a non-loopback --host. Put TLS in front (a reverse proxy): "
     "tokens travel in every request.",
 )
-@click.option("--keepalive", type=click.FloatRange(0.05, 300), default=15.0, hidden=True)
-@click.option("--stall-timeout", type=click.FloatRange(0.05, 600), default=10.0, hidden=True)
+# Tuning for the SSE tests (hidden): seconds between keep-alive comments, and
+# how long a stream's client may stall before the server drops it.
+@click.option("--keepalive", type=SECONDS, metavar="SECONDS", default=15.0, hidden=True)
+@click.option("--stall-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
 @click.option("--max-batch", type=click.IntRange(1, 4096), default=64, hidden=True)
 @click.option(
     "--grace",
-    type=click.FloatRange(0, 600),
+    type=SECONDS,
+    metavar="SECONDS",
     default=30.0,
     show_default=True,
-    help="Seconds to let in-flight requests finish on SIGTERM.",
+    help="Seconds (at most 600) to let in-flight requests finish on SIGTERM.",
 )
 @click.option("--quiet", is_flag=True, help="No access log lines.")
+@json_option
 def serve(
     socket_path: str | None,
     host: str,
@@ -119,12 +125,15 @@ def serve(
     max_batch: int,
     grace: float,
     quiet: bool,
+    as_json: bool,
 ) -> None:
     """Serve the store: HTTP API, SSE log streams and the web console.
 
     Operators authenticate with the operator key, agents with their token
     (both as 'Authorization: Bearer ...'). Clients: BROKER_URL=http://HOST:PORT
-    or BROKER_URL=unix:///path/to/broker.sock.
+    or BROKER_URL=unix:///path/to/broker.sock. With --json, where it listens
+    is printed once on stdout as one JSON object (scripts read the port
+    picked by --port 0 from it).
     """
     try:
         import uvicorn
@@ -134,6 +143,13 @@ def serve(
         raise errors.BrokerError(
             f"broker serve needs the 'serve' extra: pip install 'swarm-broker[serve]' ({exc.name})"
         ) from None
+    for name, value, low, high in (
+        ("--grace", grace, 0.0, 600.0),
+        ("--keepalive", keepalive, 0.05, 300.0),
+        ("--stall-timeout", stall_timeout, 0.05, 600.0),
+    ):
+        if not low <= value <= high:
+            raise errors.InvalidInput(f"bad {name} {value:g}: from {low:g} to {high:g} seconds")
     if not no_tcp and not allow_remote and not _loopback(host):
         raise errors.InvalidInput(
             f"--host {host} is not loopback: pass --allow-remote (and put TLS in front)"
@@ -160,9 +176,14 @@ def serve(
     if not no_tcp:
         bound = sockets[1].getsockname()
         where.append(f"http://{'[' + host + ']' if ':' in host else host}:{bound[1]}")
-    click.echo(f"broker serve: {' '.join(where)} (store {s.path})", err=True)
+
+    def announce() -> None:
+        click.echo(f"broker serve: {' '.join(where)} (store {s.path})", err=True)
+        if as_json:
+            emit_json({"urls": where, "store": str(s.path)})
+
     try:
-        server.run(sockets=sockets)
+        server.run(sockets, announce)
     finally:
         for sock in sockets:
             sock.close()
@@ -196,11 +217,17 @@ class _Server:
 
         self.server = Server(config)
 
-    def run(self, sockets: list[socket.socket]) -> None:
-        # uvicorn re-raises the signal it caught once it has shut down; a
-        # SIGTERM that was handled gracefully is a clean exit (0), not a kill.
-        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    def run(self, sockets: list[socket.socket], announce: Callable[[], None]) -> None:
+        # A SIGTERM before uvicorn installs its own handlers (right after the
+        # announcement, say) asks the same graceful stop. uvicorn re-raises the
+        # signal it caught once it has shut down: this handler takes that too,
+        # so a SIGTERM handled gracefully is a clean exit (0), not a kill.
+        previous = signal.signal(signal.SIGTERM, self._early_stop)
         try:
+            announce()
             self.server.run(sockets=sockets)
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+    def _early_stop(self, sig: int, frame: Any) -> None:
+        self.server.should_exit = True
