@@ -76,6 +76,8 @@ def test_S13_to_dict_of_a_lease_nests_its_deliveries(
                 "urgent": False,
                 "created_at_utc": rows[mid][1],
                 "deliveries": 1,
+                "thread": None,
+                "importance": "normal",
             }
             for mid, body in ((m0, "m0"), (m1, "m1 <<<"))
         ],
@@ -166,7 +168,7 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
         for c in vars(records).values()
         if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == records.__name__
     ]
-    assert len(classes) == 24  # + ops, queue and purge records
+    assert len(classes) == 28  # + ops, queue and purge records; + mail (S35, S36, S38)
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls
