@@ -90,8 +90,8 @@ class Sizes:
             cli_runs=3,
             swarm_procs=(4, 8),
             swarm_messages=400,
-            search_messages=3000,
-            search_rounds=3,
+            search_messages=1000,
+            search_rounds=2,
         )
 
 

@@ -18,14 +18,13 @@ from broker.auth import Identity
 from broker.client_paths import AgentPaths, OperatorPaths
 from broker.db import Store as Store
 from broker.db import Tx
+from broker.mail import AgentMail, OperatorMail
 from broker.migrate import HEAD
 from broker.models import JoinInput, parse_input
 from broker.records import (
-    AckStatus,
     BackupResult,
     BoardEntry,
     ClaimGrant,
-    ContactPolicy,
     CreatedSpace,
     Finding,
     HistoryEntry,
@@ -37,11 +36,9 @@ from broker.records import (
     Participant,
     QuarantinedDelivery,
     QueueStats,
-    SearchHit,
     SendResult,
     Space,
     SpaceUsage,
-    Thread,
     Turn,
     TurnRecord,
     TurnSeen,
@@ -62,7 +59,7 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     from broker.records import Purged
 
 
-class Agent(AgentPaths):
+class Agent(AgentPaths, AgentMail):
     """A participant acting in its space.
 
     The leases and turns an Agent takes are held by this process (S32): if it
@@ -171,54 +168,6 @@ class Agent(AgentPaths):
             ack_required=ack_required,
             tx=tx,
         )
-
-    def status(self, message_id: str, *, tx: Tx | None = None) -> AckStatus:
-        """Who among those it reached has seen a message this agent sent (their
-        confirmed turns showed it, S18)."""
-        from broker import acks
-
-        return acks.status(self.store, self.identity, message_id, tx=tx)
-
-    def search(
-        self,
-        query: str,
-        *,
-        sender: str | None = None,
-        to: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | None = None,
-        limit: int = 20,
-        tx: Tx | None = None,
-    ) -> list[SearchHit]:
-        """Full-text search of what this agent sent or received (S36), best first."""
-        from broker import search
-
-        return search.agent_search(
-            self.store,
-            self.identity,
-            query,
-            sender=sender,
-            to=to,
-            kinds=kinds,
-            since=since,
-            limit=limit,
-            tx=tx,
-        )
-
-    def contact_policy(self, *, tx: Tx | None = None) -> ContactPolicy:
-        """Who may message this agent directly (S38)."""
-        from broker import contact
-
-        return contact.get(self.store, self.identity, tx=tx)
-
-    def set_contact_policy(
-        self, policy: str, allow: Iterable[str] = (), *, tx: Tx | None = None
-    ) -> ContactPolicy:
-        """``open`` | ``parent-and-lead`` | ``listed`` (with ``allow``) | ``closed``
-        (S38): a direct send this policy refuses is logged ``contact_policy``."""
-        from broker import contact
-
-        return contact.set_policy(self.store, self.identity, policy, list(allow), tx=tx)
 
     def send_many(
         self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
@@ -445,7 +394,7 @@ class Agent(AgentPaths):
         return history.entries(self.store, self.identity)
 
 
-class Operator(OperatorPaths):
+class Operator(OperatorPaths, OperatorMail):
     """The human running the swarm. ``via`` names the surface (S9).
 
     Constructing one proves the caller is the operator (S29): ``key`` is the
@@ -552,36 +501,6 @@ class Operator(OperatorPaths):
         if tail is not None:
             return entries[-tail:]
         return entries[:limit] if limit is not None else entries
-
-    def threads(self, space: str) -> list[Thread]:
-        """The threads of ``space``, most recently active first (S35)."""
-        from broker import threads
-
-        return threads.threads(self.store, space)
-
-    def search(
-        self,
-        space: str,
-        query: str,
-        *,
-        sender: str | None = None,
-        to: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | None = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """Full-text search of one whole space (S36), best first, with snippets."""
-        from broker import search
-
-        return search.search(
-            self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
-        )
-
-    def status(self, space: str, message_id: str) -> AckStatus:
-        """Who among those a message reached has seen it (their ``seen`` receipts)."""
-        from broker import acks
-
-        return acks.operator_status(self.store, space, message_id)
 
     def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
         """The participants of ``space`` (its directory), in join order."""

@@ -56,6 +56,7 @@ AGENT_TOOLS = {
     ("board", "renew-reservation"), ("guard", "pre-commit"),
     ("inbox", "claim"), ("inbox", "ack"), ("inbox", "release"), ("inbox", "extend"),
     ("inbox", "quarantine"), ("inbox", "next"), ("inbox", "seen"),
+    ("msg", "status"), ("msg", "search"), ("msg", "policy"),
     ("mcp",),  # serves one agent's tools as that agent (--operator: the operator's, by key)
 }  # fmt: skip
 # Commands about the whole store, not one space.
@@ -227,10 +228,13 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
 # Run elsewhere with --json (they start processes or write files, or serve):
 # agent run (test_runtime), demo (test_cli_directory), export/import (test_export),
 # serve (test_server: where it listens), mcp (test_mcp: --print-config --json),
-# the git guard (test_guard: a real repository).
+# the git guard (test_guard: a real repository), the mail commands (S35, S36,
+# S38: test_mail.py checks their --json shapes).
 ELSEWHERE = {
     ("agent", "run"), ("demo",), ("export",), ("import",), ("serve",), ("mcp",),
     ("guard", "install"), ("guard", "uninstall"), ("guard", "pre-commit"),
+    ("message", "threads"), ("message", "search"), ("message", "status"),
+    ("msg", "status"), ("msg", "search"), ("msg", "policy"),
 }  # fmt: skip
 # Commands other engineers add this round, with their own tests (test_ops.py,
 # the purge tests): doctor prints a list (JSON Lines), the others one record.

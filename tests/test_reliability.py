@@ -81,6 +81,10 @@ def crash_loop(tmp_path: Path, rounds: int = 12) -> None:
     raw = sqlite3.connect(tmp_path / "crash.db")
     try:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # The search index (S36) is written by triggers in each send's transaction:
+        # FTS5's own check (against the log, rank 1) raises if a crash split them.
+        raw.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
+        indexed = raw.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
         logged = {r[0] for r in raw.execute("SELECT id FROM messages WHERE space_id = ?", (space,))}
         seqs = [
             r[0]
@@ -96,6 +100,7 @@ def crash_loop(tmp_path: Path, rounds: int = 12) -> None:
         f"missing={len(missing)}"
     )
     assert missing == []
+    assert indexed == len(logged)  # one space in this file: every row indexed once
     assert seqs == list(range(1, len(seqs) + 1))  # the sequence stayed gap-free across crashes
 
 

@@ -206,7 +206,12 @@ def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 "--since", metavar="WHEN", help="Only since a UTC time or an age (10m, 2h)."
             ),
             click.option(
-                "--limit", type=click.IntRange(1, 1000), default=20, show_default=True, metavar="N"
+                "--limit",
+                type=click.IntRange(1, 1000),
+                default=20,
+                show_default=True,
+                metavar="N",
+                help="At most N results, best first.",
             ),
         )
     ):

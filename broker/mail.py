@@ -1,0 +1,106 @@
+"""The mail methods of ``Agent`` and ``Operator`` (S35, S36, S38, ack status):
+mixed into both handles (``broker.client``), kept here so each module stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from broker.db import Tx
+from broker.records import AckStatus, ContactPolicy, SearchHit, Thread
+
+if TYPE_CHECKING:
+    from broker.auth import Identity
+    from broker.db import Store
+
+
+class AgentMail:
+    """``Agent``'s search, ack status and contact policy."""
+
+    store: Store
+    identity: Identity
+
+    def status(self, message_id: str, *, tx: Tx | None = None) -> AckStatus:
+        """Who among those it reached has seen a message this agent sent (their
+        confirmed turns showed it, S18)."""
+        from broker import acks
+
+        return acks.status(self.store, self.identity, message_id, tx=tx)
+
+    def search(
+        self,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+        tx: Tx | None = None,
+    ) -> list[SearchHit]:
+        """Full-text search of what this agent sent or received (S36), best first."""
+        from broker import search
+
+        return search.agent_search(
+            self.store,
+            self.identity,
+            query,
+            sender=sender,
+            to=to,
+            kinds=kinds,
+            since=since,
+            limit=limit,
+            tx=tx,
+        )
+
+    def contact_policy(self, *, tx: Tx | None = None) -> ContactPolicy:
+        """Who may message this agent directly (S38)."""
+        from broker import contact
+
+        return contact.get(self.store, self.identity, tx=tx)
+
+    def set_contact_policy(
+        self, policy: str, allow: Iterable[str] = (), *, tx: Tx | None = None
+    ) -> ContactPolicy:
+        """``open`` | ``parent-and-lead`` | ``listed`` (with ``allow``) | ``closed``
+        (S38): a direct send this policy refuses is logged ``contact_policy``."""
+        from broker import contact
+
+        return contact.set_policy(self.store, self.identity, policy, list(allow), tx=tx)
+
+
+class OperatorMail:
+    """``Operator``'s threads, search and ack status."""
+
+    store: Store
+
+    def threads(self, space: str) -> list[Thread]:
+        """The threads of ``space``, most recently active first (S35)."""
+        from broker import threads
+
+        return threads.threads(self.store, space)
+
+    def search(
+        self,
+        space: str,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search of one whole space (S36), best first, with snippets."""
+        from broker import search
+
+        return search.search(
+            self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
+        )
+
+    def status(self, space: str, message_id: str) -> AckStatus:
+        """Who among those a message reached has seen it (their ``seen`` receipts)."""
+        from broker import acks
+
+        return acks.operator_status(self.store, space, message_id)
