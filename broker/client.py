@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors, messages, participants, procs, spaces
+from broker.apicheck import checked
 from broker.auth import Identity
 from broker.client_paths import AgentPaths, OperatorPaths
 from broker.db import Store as Store
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     from broker.records import Purged
 
 
+@checked
 class Agent(AgentPaths, AgentMail):
     """A participant acting in its space.
 
@@ -394,6 +396,7 @@ class Agent(AgentPaths, AgentMail):
         return history.entries(self.store, self.identity)
 
 
+@checked
 class Operator(OperatorPaths, OperatorMail):
     """The human running the swarm. ``via`` names the surface (S9).
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from broker.apicheck import checked
 from broker.records import JournalEntry, PathCheck, Reservation
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from broker.db import Store, Tx
 
 
+@checked
 class AgentPaths:
     """An agent's reservations: reserve, release, renew, check."""
 
@@ -61,6 +63,7 @@ class AgentPaths:
         return reservations.check(self.store, self.identity, paths, tx=tx)
 
 
+@checked
 class OperatorPaths:
     """The operator's view of reservations."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from broker.apicheck import checked
 from broker.db import Tx
 from broker.records import AckStatus, ContactPolicy, SearchHit, Thread
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from broker.db import Store
 
 
+@checked
 class AgentMail:
     """``Agent``'s search, ack status and contact policy."""
 
@@ -70,6 +72,7 @@ class AgentMail:
         return contact.set_policy(self.store, self.identity, policy, list(allow), tx=tx)
 
 
+@checked
 class OperatorMail:
     """``Operator``'s threads, search and ack status."""
 

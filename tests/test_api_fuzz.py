@@ -47,23 +47,19 @@ REFUSALS = (errors.InvalidInput, errors.NotFound, errors.Conflict, errors.AuthEr
 
 
 def public_methods(cls: type) -> list[str]:
-    return sorted(
-        name
-        for name, attr in vars(cls).items() | _inherited(cls)
-        if not name.startswith("_")
-        and callable(attr)
-        and not isinstance(attr, classmethod | staticmethod | property)
-        and name not in SKIP
-    )
-
-
-def _inherited(cls: type) -> set[tuple[str, Any]]:
-    out: set[tuple[str, Any]] = set()
-    for base in cls.__mro__[1:]:
-        if base is object:
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object:
             continue
-        out |= set(vars(base).items())
-    return out
+        for name, attr in vars(klass).items():
+            if (
+                not name.startswith("_")
+                and callable(attr)
+                and not isinstance(attr, classmethod | staticmethod | property)
+                and name not in SKIP
+            ):
+                names.add(name)
+    return sorted(names)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,150 @@
+"""Types checked at the Python API's edge (S33): every public method of the
+handles (``Agent``, ``Operator`` and their mixins) checks its arguments
+against its own annotations before anything runs, so a wrong type is
+``invalid_input`` naming the parameter, never a ``TypeError`` from deep inside.
+
+Text must be valid UTF-8 (no lone surrogates), whole numbers fit SQLite's
+64 bits, other numbers are finite. Annotations this module does not know
+(records, ``Any``, callables) are left to the method. The hints of a method
+are resolved once, on its first call.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from broker import errors
+
+C = TypeVar("C", bound=type)
+_UNCHECKED = object()
+_INT64 = 2**63
+
+
+def _text_ok(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _problem(value: Any, hint: Any) -> str | None:  # noqa: PLR0911, PLR0912 - one case per kind of hint
+    """Why ``value`` does not fit ``hint`` (None when it fits or cannot be told)."""
+    if hint is Any or hint is object or hint is _UNCHECKED:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        found = [_problem(value, o) for o in options if o is not type(None)]
+        return None if any(p is None for p in found) else (found[0] if found else "not None")
+    if origin is typing.Literal:
+        allowed = typing.get_args(hint)
+        return None if value in allowed else f"one of {', '.join(map(str, allowed))}"
+    if hint is type(None):
+        return None if value is None else "None"
+    if hint is str:
+        if not isinstance(value, str):
+            return f"text, not {type(value).__name__}"
+        return None if _text_ok(value) else "text without lone surrogates"
+    if hint is bool:
+        return None if isinstance(value, bool) else f"true or false, not {type(value).__name__}"
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"a whole number, not {type(value).__name__}"
+        return None if -_INT64 <= value < _INT64 else "a whole number within 64 bits"
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"a number, not {type(value).__name__}"
+        return None if math.isfinite(value) else "a finite number"
+    if origin in (list, tuple, set, frozenset, Iterable, Sequence) and origin is not None:
+        if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+            return f"a list, not {type(value).__name__}"
+        args = typing.get_args(hint)
+        item = args[0] if args and args[-1] is not Ellipsis or len(args) == 2 else Any
+        if isinstance(value, Iterable) and not isinstance(value, list | tuple | set | frozenset):
+            return None  # a one-shot iterator: the method reads it once, checking its items
+        for v in value:
+            why = _problem(v, item)
+            if why is not None:
+                return f"a list of items that are {why}"
+        return None
+    if origin in (dict, Mapping):
+        return None if isinstance(value, Mapping) else f"a mapping, not {type(value).__name__}"
+    return None  # a record, a callable, a path: the method's own business
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - annotations only for type checkers (TYPE_CHECKING)
+        hints: dict[str, Any] = {}
+        module = inspect.getmodule(fn)
+        ns = vars(module) if module else {}
+        for name, raw in getattr(fn, "__annotations__", {}).items():
+            try:
+                hints[name] = eval(raw, ns) if isinstance(raw, str) else raw  # noqa: S307
+            except Exception:  # noqa: BLE001
+                hints[name] = _UNCHECKED
+        return hints
+
+
+def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    sig = inspect.signature(fn)
+    state: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        hints = state.get("hints")
+        if hints is None:
+            hints = state["hints"] = _hints(fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise errors.InvalidInput(f"bad call to {fn.__name__}: {exc}") from None
+        for name, value in bound.arguments.items():
+            if name in ("self", "cls", "tx"):
+                continue
+            param = sig.parameters[name]
+            hint = hints.get(name, _UNCHECKED)
+            if param.kind is param.VAR_KEYWORD:
+                for key, v in value.items():
+                    if isinstance(v, str) and not _text_ok(v):
+                        raise errors.InvalidInput(f"bad {key}: text without lone surrogates")
+                    if isinstance(v, float) and not math.isfinite(v):
+                        raise errors.InvalidInput(f"bad {key}: a finite number", field=key)
+                    if isinstance(v, int) and not -_INT64 <= v < _INT64:
+                        raise errors.InvalidInput(f"bad {key}: a whole number within 64 bits")
+                continue
+            if param.kind is param.VAR_POSITIONAL:
+                continue
+            why = _problem(value, hint)
+            if why is not None:
+                raise errors.InvalidInput(f"bad {name} {_short(value)}: {why}", field=name)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def checked(cls: C) -> C:
+    """Wrap every public method defined on ``cls`` itself (class methods too)."""
+    for name, attr in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(attr, classmethod):
+            setattr(cls, name, classmethod(_checked(attr.__func__)))
+        elif inspect.isfunction(attr):
+            setattr(cls, name, _checked(attr))
+    return cls
