@@ -115,14 +115,7 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
             param = sig.parameters[name]
             hint = hints.get(name, _UNCHECKED)
             if param.kind is param.VAR_KEYWORD:
-                for key, v in value.items():
-                    if isinstance(v, str) and not _text_ok(v):
-                        raise errors.InvalidInput(f"bad {key}: text without lone surrogates")
-                    if isinstance(v, float) and not math.isfinite(v):
-                        raise errors.InvalidInput(f"bad {key}: a finite number", field=key)
-                    if isinstance(v, int) and not -_INT64 <= v < _INT64:
-                        raise errors.InvalidInput(f"bad {key}: a whole number within 64 bits")
-                continue
+                continue  # settings and fields: checked by name, with their bounds, inside
             if param.kind is param.VAR_POSITIONAL:
                 continue
             why = _problem(value, hint)

@@ -206,7 +206,7 @@ def test_served_remote_log_pages_through_long_logs_and_keeps_the_filters(
     [
         ({"limit": 2, "tail": 2}, "limit and tail exclude each other"),
         ({"tail": 0}, "bad tail 0: a whole number from 1"),
-        ({"limit": True}, "bad limit True: a whole number from 1"),
+        ({"limit": True}, "bad limit True: a whole number, not bool"),
         ({"after": -1}, "bad cursor -1: a message id or a seq"),
     ],
 )

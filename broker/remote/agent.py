@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from broker import errors
+from broker.apicheck import checked
 from broker.records import (
     AckStatus,
     BoardEntry,
@@ -50,6 +51,7 @@ def _ids(ids: Iterable[str] | None) -> list[str] | None:
 
 
 # --- the agent ---------------------------------------------------------------------------
+@checked
 class RemoteAgent(RemoteAgentPaths):
     """``broker.client.Agent`` over HTTP: the token is the only credential.
 

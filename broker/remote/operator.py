@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from broker import errors
+from broker.apicheck import checked
 from broker.records import (
     AckStatus,
     BoardEntry,
@@ -38,6 +39,7 @@ from broker.remote.wire import Connection, events, json_or_none, space_path
 
 
 # --- the operator ------------------------------------------------------------------------
+@checked
 class RemoteOperator(RemoteOperatorPaths):
     """``broker.client.Operator`` over HTTP: the operator key is the credential
     (the argument, else ``BROKER_OPERATOR_KEY``); the server records ``via: cp``.

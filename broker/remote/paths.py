@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+from broker.apicheck import checked
 from broker.records import JournalEntry, PathCheck, Reservation
 
 
@@ -24,6 +25,7 @@ class _Host:
         raise NotImplementedError
 
 
+@checked
 class RemoteAgentPaths(_Host):
     """``AgentPaths`` over HTTP (the endpoints of broker/server/routes_agent.py)."""
 
@@ -52,6 +54,7 @@ class RemoteAgentPaths(_Host):
         return self._many(PathCheck, self._call("POST", "/board/check", {"paths": items}))
 
 
+@checked
 class RemoteOperatorPaths(_Host):
     """``OperatorPaths`` over HTTP (broker/server/routes_operator.py)."""
 
