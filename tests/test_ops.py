@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,9 +52,8 @@ def worst(findings: list[Any]) -> set[str]:
 
 
 @pytest.fixture
-def healthy(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
-    """A store with one space, where the operator key comes from the environment."""
-    monkeypatch.setenv("BROKER_OPERATOR_KEY", KEY_ENV["BROKER_OPERATOR_KEY"])
+def healthy(store: Store) -> Store:
+    """A store with one space; the operator key is its own key file (S29)."""
     Operator(store).create_space("workflow")
     return store
 
@@ -173,9 +173,10 @@ WRITER = """
 import sys
 from broker import Agent, Operator, Store
 store = Store(sys.argv[1])
-space = Operator(store).create_space("workflow").id
-a, _ = trusted.join(store, space, "a")
-b, _ = trusted.join(store, space, "b")
+op = Operator(store)
+space = op.create_space("workflow", inbox_cap=10**9, sender_share=1).id  # one sender fills it
+a, _ = op.join(space, "a", pid=None)
+b, _ = op.join(space, "b", pid=None)
 print("writing", flush=True)
 i = 0
 while True:
@@ -214,11 +215,17 @@ def test_backup_is_online_consistent_and_opens_as_a_store(healthy: Store, tmp_pa
     dest.parent.mkdir(mode=0o700)
     steps: list[tuple[int, int]] = []
     with writing(healthy.url):
+        deadline = time.monotonic() + 60
+        while messages(healthy.url) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the writer has committed (a store that changes under the copy)
         first = messages(healthy.url)
         res = Operator(healthy).backup(
             dest, progress=lambda done, total: steps.append((done, total))
         )
         last = messages(healthy.url)
+        while last == first and time.monotonic() < deadline:
+            time.sleep(0.01)  # and goes on writing: the backup held nothing up
+            last = messages(healthy.url)
     assert res.path == str(dest) and res.integrity == "ok" and res.schema == HEAD
     assert steps and steps[-1][0] == steps[-1][1] == res.pages
     assert [d for d, _ in steps] == sorted(d for d, _ in steps)
