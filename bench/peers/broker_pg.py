@@ -40,16 +40,17 @@ class BrokerPgQueue:
     batch_how = "Agent.send_many(100 items); Agent.claim(limit=100) then one Agent.ack(token)"
 
     def __init__(self, folder: Path) -> None:
-        from broker import Agent, Operator, Store
+        from broker import Operator, Store
 
         self.db = f"broker_bench_{os.getpid()}_{secrets.token_hex(3)}"
         with _admin() as conn:
             conn.execute(f'CREATE DATABASE "{self.db}"')
         base, _, _ = SERVER.rpartition("/")
         self.store = Store(f"{base}/{self.db}")
-        self.space = Operator(self.store).create_space("workflow", **LIMITS).id
-        self.sender, _ = Agent.join(self.store, self.space, "sender")
-        self.worker, _ = Agent.join(self.store, self.space, "worker")
+        op = Operator(self.store)
+        self.space = op.create_space("workflow", **LIMITS).id
+        self.sender, _ = op.join(self.space, "sender")
+        self.worker, _ = op.join(self.space, "worker")
         self.claim = api(self.worker, "claim")
         self.ack = api(self.worker, "ack")
 

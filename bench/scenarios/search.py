@@ -63,7 +63,7 @@ def _queries(words: list[str]) -> list[str]:
 
 
 def search(ctx: Ctx) -> Scenario:
-    from broker import Agent, Operator, Store
+    from broker import Operator, Store
     from broker.search import index_bytes, integrity_check
 
     n = ctx.sizes.search_messages
@@ -81,8 +81,8 @@ def search(ctx: Ctx) -> Scenario:
     store = Store(f"sqlite:///{path}")
     try:
         op = Operator(store)
-        space = op.create_space("workflow").id
-        agents = [Agent.join(store, space, f"flow/a{i}")[0] for i in range(AGENTS)]
+        space = op.create_space("workflow", sender_share=1).id  # the log is one corpus
+        agents = [op.join(space, f"flow/a{i}")[0] for i in range(AGENTS)]
         t0 = now_ns()
         bodies = _bodies(n, words, rng)
         for start in range(0, n, BATCH):
@@ -97,7 +97,7 @@ def search(ctx: Ctx) -> Scenario:
             _drain(agents)  # keep the inboxes under their cap: the log is what is searched
         load_s = (now_ns() - t0) / 1e9
         other = op.create_space("workflow").id
-        stranger, _ = Agent.join(store, other, "flow/x")
+        stranger, _ = op.join(other, "flow/x")
         stranger.send_many([{"to": ["operator"], "text": b} for b in bodies[:200]])
         ids_here = _ids(path, space)
 
