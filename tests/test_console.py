@@ -63,7 +63,7 @@ def test_S31_console_follows_live_sends_from_the_box_and_shows_hostile_bodies_as
         sid = op.create_space("workflow").id
         lead, _ = trusted.join(store, sid, "heron", lead=True, agent="planner", role="lead")
         lynx, _ = trusted.join(store, sid, "lynx", agent="coder", role="coder")
-        trusted.join(store, sid, "otter", agent="tester", role="tester")
+        _, otter = trusted.join(store, sid, "otter", agent="tester", role="tester")
         lead.send("lynx", "Please refactor src/app.py; tests first.")
         lynx.send("lead", "On it. Claiming src/app.py.")
         lynx.claim_key("src/app.py", 600)
@@ -94,9 +94,10 @@ def test_S31_console_follows_live_sends_from_the_box_and_shows_hostile_bodies_as
                 count = log.count()
                 subprocess.run(
                     [sys.executable, "-c",
-                     "from broker import Store, Operator\n"
+                     "from broker import Agent, Store\n"
                      f"s = Store({served.url!r})\n"
-                     f"Operator(s).join({sid!r}, 'otter')[0].send('lead', 'tests are green (from another process)')"],
+                     f"Agent.connect(s, {sid!r}, 'otter', {otter.token!r})"
+                     ".send('lead', 'tests are green (from another process)')"],
                     check=True, env=clean_env(served.home), timeout=60,
                 )  # fmt: skip
                 log.nth(count).wait_for()
