@@ -137,8 +137,13 @@ def os_error(exc: OSError, what: str, path: str | os.PathLike[str]) -> errors.Br
 
 @contextlib.contextmanager
 def os_errors(path: str | os.PathLike[str], what: str = "export to") -> Iterator[None]:
-    """Turn any ``OSError`` inside into a one-line broker error (exit 2 or 10)."""
+    """Turn any ``OSError`` inside into a one-line broker error (exit 2 or 10);
+    a path with a NUL in it (``ValueError`` from the os module) is bad input."""
     try:
         yield
     except OSError as exc:
         raise os_error(exc, what, path) from exc
+    except ValueError as exc:
+        if "null" not in str(exc):
+            raise
+        raise errors.InvalidInput(f"cannot {what} {path!r}: a path cannot contain NUL", path=str(path)) from exc

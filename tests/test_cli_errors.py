@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trusted
 from cli_space import count_rows
 from click.testing import CliRunner
@@ -98,6 +99,31 @@ def test_S33_lone_surrogates_and_controls_in_arguments(store: Store, db_url: str
     assert res.exit_code == 2
     line = one_line(res.stderr)
     assert "\x1b" not in line and "\\x1b[2J" in line  # the error quotes it, escaped (S31)
+    assert count_rows(store) == before
+
+
+def test_S33_a_NUL_in_an_argument_or_a_path_is_one_line_and_writes_nothing(
+    store: Store, db_url: str, tmp_path: Path
+) -> None:
+    # No process argument can carry NUL, but an in-process caller can: every
+    # path-taking command and library call refuses it as bad input, never a crash.
+    sid = Operator(store).create_space("workflow").id
+    before = count_rows(store)
+    runner = CliRunner()
+    for argv in (
+        ["import", "\x00", "--kind", "run"],
+        ["export", sid, "--root", f"{tmp_path}/a\x00b"],
+        ["backup", "\x00"],
+        ["msg", "send", "--to", "lynx", "a\x00b"],
+    ):
+        res = runner.invoke(main, ["--url", db_url, *argv])
+        assert res.exit_code == 2, (argv, res.stderr)
+        assert "contains a NUL character" in one_line(res.stderr), argv
+    op = Operator(store)
+    with pytest.raises(errors.InvalidInput, match="cannot contain NUL"):
+        op.import_dir("a\x00b")
+    with pytest.raises(errors.InvalidInput, match="cannot contain NUL"):
+        op.export_space(sid, tmp_path / "a\x00b")
     assert count_rows(store) == before
 
 

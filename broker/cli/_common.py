@@ -219,7 +219,8 @@ def _quiet_pipe() -> NoReturn:
 
 def _check_text(argv: list[str]) -> None:
     """Arguments and BROKER_* variables are text: invalid UTF-8 (which Python
-    hands over as lone surrogates) is refused before anything runs (S33)."""
+    hands over as lone surrogates) and NUL (which no C string, path or
+    process argument can carry) are refused before anything runs (S33)."""
     named = [(f"argument {i}", arg) for i, arg in enumerate(argv, 1)]
     named += [(k, v) for k, v in os.environ.items() if k.startswith("BROKER_")]
     for name, value in named:
@@ -227,6 +228,8 @@ def _check_text(argv: list[str]) -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             _die("invalid_input", f"{name} is not valid UTF-8 text", EXIT_USAGE)
+        if "\x00" in value:
+            _die("invalid_input", f"{name} contains a NUL character", EXIT_USAGE)
 
 
 @click.group(
