@@ -189,6 +189,13 @@ def test_S33_fuzz_every_cli_command(
     run()
 
 
+def os_bytes(text: str) -> bytes:
+    """What a real process can be given for a drawn string: its UTF-8 bytes,
+    a lone surrogate as the invalid UTF-8 it stands for, and no NUL (a C
+    string ends there; the in-process tests cover NUL)."""
+    return text.encode("utf-8", "surrogatepass").replace(b"\0", b"")
+
+
 @pytest.mark.parametrize("path", sorted(SERVING), ids=" ".join)
 def test_S33_fuzz_the_serving_commands_as_processes(
     path: tuple[str, ...], world: tuple[Store, Populated, str], tmp_path: Path
@@ -215,11 +222,11 @@ def test_S33_fuzz_the_serving_commands_as_processes(
         log = tmp_path / "stderr"
         with open(log, "w+b") as err_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "broker", "--url", url, *argv],
+                [sys.executable, "-m", "broker", "--url", url, *map(os_bytes, argv)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err_file,
-                env={**base, **env},
+                env={os_bytes(k): os_bytes(v) for k, v in {**base, **env}.items()},
                 cwd=tmp_path,  # a drawn --socket name lands here
             )
             try:
