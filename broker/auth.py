@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from broker import errors, grants
 from broker.db import Tx
@@ -22,7 +23,9 @@ from broker.spaces import limits_of
 from broker.sql import stmt
 
 _CALLER = stmt("auth.caller")
+_CALLER_TO = stmt("auth.caller_to")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
+_RECIPIENT = ("r_id", "r_address", "r_status", "r_waiting", "r_policy", "r_allow", "r_parent")
 HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
@@ -49,6 +52,12 @@ class Caller:
     parent: str | None
     space_state: str
     settings: str  # the space's settings JSON
+    # The space's counters as of this transaction (a write holds the lock, so
+    # they are the ones the next send bumps): ``(last_seq, log_bytes, last_bcast)``.
+    counters: tuple[int, int, int] = (0, 0, 0)
+    # ``caller(..., to=address)``: that participant's row as ``broker.messages``
+    # reads a recipient (None: not read, or no such address).
+    recipient: tuple[Any, ...] | None = None
 
     @property
     def granted(self) -> frozenset[str]:
@@ -64,15 +73,18 @@ def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozense
     return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
 
 
-def caller(t: Tx, ident: Identity, now: str | None = None) -> Caller:
+def caller(t: Tx, ident: Identity, now: str | None = None, to: str | None = None) -> Caller:
     """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
     ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
-    refreshed at most once a second per process."""
+    refreshed at most once a second per process. With ``to``, the participant
+    at that address is read in the same statement (``Caller.recipient``)."""
     key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
     if now is None or ((due := _beats.get(key)) is not None and now < due):
-        row = t.one(_CALLER, params)
+        peeked = to is not None
+        row = t.one(_CALLER_TO, {**params, "to": to}) if peeked else t.one(_CALLER, params)
     else:
+        peeked = False  # once a second: the recipient is read on its own then
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is not None:
             if len(_beats) > 4096:
@@ -101,4 +113,6 @@ def caller(t: Tx, ident: Identity, now: str | None = None) -> Caller:
         parent=row["parent"],
         space_state=row["space_state"],
         settings=row["settings"],
+        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
+        recipient=tuple(row[k] for k in _RECIPIENT) if peeked and row["r_id"] else None,
     )

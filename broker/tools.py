@@ -54,11 +54,13 @@ def call(
     *,
     tx: Tx | None = None,
     write: bool = True,
+    to: str | None = None,
 ) -> T:
     """Run ``fn(t, caller)`` as ``tool`` called by ``ident``, or refuse.
 
     ``write=False`` runs it in a read snapshot (no write lock); a refusal then
-    writes its notice in a write transaction of its own."""
+    writes its notice in a write transaction of its own. ``to``: an address
+    the tool will look up, read with the caller (``auth.caller``)."""
     if not write:
         with store.read(tx) as t:
             row = caller(t, ident)
@@ -73,7 +75,7 @@ def call(
     try:
         with store.write(tx) as t:
             store.lock_space(t, ident.space_id)  # first: see Store.lock_space
-            row = caller(t, ident, store.now_ts())
+            row = caller(t, ident, store.now_ts(), to)
             if tool not in row.granted:
                 failure = refusal(ident, row, tool)
                 _notice(store, t, ident, failure)
