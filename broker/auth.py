@@ -23,9 +23,9 @@ from broker.spaces import limits_of
 from broker.sql import stmt
 
 _CALLER = stmt("auth.caller")
-_CALLER_TO = stmt("auth.caller_to")
+_CALLER_SEND = stmt("auth.caller_send")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
-_RECIPIENT = ("r_id", "r_address", "r_status", "r_waiting", "r_policy", "r_allow", "r_parent")
+_CALLER_FIELDS = ("status", "messaging", "tools", "is_lead", "agent", "parent")
 HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
@@ -52,11 +52,13 @@ class Caller:
     parent: str | None
     space_state: str
     settings: str  # the space's settings JSON
-    # The space's counters as of this transaction (a write holds the lock, so
-    # they are the ones the next send bumps): ``(last_seq, log_bytes, last_bcast)``.
+    # The space's counters as of this transaction, before the caller's send (a
+    # write holds the lock): ``(last_seq, log_bytes, last_bcast)``.
     counters: tuple[int, int, int] = (0, 0, 0)
-    # ``caller(..., to=address)``: that participant's row as ``broker.messages``
-    # reads a recipient (None: not read, or no such address).
+    # ``caller(..., send=...)``: what the space row holds now (the counters
+    # already bumped for one send), and the recipient's row as
+    # ``broker.recipients`` reads it (None: no such address).
+    stored: tuple[int, int, int] | None = None
     recipient: tuple[Any, ...] | None = None
 
     @property
@@ -73,18 +75,24 @@ def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozense
     return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
 
 
-def caller(t: Tx, ident: Identity, now: str | None = None, to: str | None = None) -> Caller:
+def caller(
+    t: Tx, ident: Identity, now: str | None = None, send: tuple[str, int] | None = None
+) -> Caller:
     """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
     ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
-    refreshed at most once a second per process. With ``to``, the participant
-    at that address is read in the same statement (``Caller.recipient``)."""
+    refreshed at most once a second per process. ``send=(address, size)``: a
+    send to that one address follows in ``t``; its recipient is read and the
+    space's counters bumped for it in the same statement (``auth.caller_send``)."""
     key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
+    stored: tuple[int, int, int] | None = None
+    recipient = None
     if now is None or ((due := _beats.get(key)) is not None and now < due):
-        peeked = to is not None
-        row = t.one(_CALLER_TO, {**params, "to": to}) if peeked else t.one(_CALLER, params)
+        if send is None:
+            row = t.one(_CALLER, params)
+        else:
+            row, stored, recipient = _caller_send(t, ident, params, *send)
     else:
-        peeked = False  # once a second: the recipient is read on its own then
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is not None:
             if len(_beats) > 4096:
@@ -114,5 +122,28 @@ def caller(t: Tx, ident: Identity, now: str | None = None, to: str | None = None
         space_state=row["space_state"],
         settings=row["settings"],
         counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
-        recipient=tuple(row[k] for k in _RECIPIENT) if peeked and row["r_id"] else None,
+        stored=stored,
+        recipient=recipient,
     )
+
+
+def _caller_send(
+    t: Tx, ident: Identity, params: dict[str, str], to: str, size: int
+) -> tuple[dict[str, Any] | None, tuple[int, int, int], tuple[Any, ...] | None]:
+    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it (with
+    the counters as they were before the bump), what the space row holds now,
+    and the recipient's row."""
+    got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to, "size": size})
+    if got is None or got["caller"] is None:
+        return None, (0, 0, 0), None
+    stored = (got["last_seq"], got["log_bytes"], got["last_bcast"])
+    row = dict(zip(_CALLER_FIELDS, json.loads(got["caller"]), strict=True))
+    row.update(
+        space_state=got["space_state"],
+        settings=got["settings"],
+        last_seq=stored[0] - 1,
+        log_bytes=stored[1] - size,
+        last_bcast=stored[2],
+    )
+    recipient = tuple(json.loads(got["recipient"])) if got["recipient"] else None
+    return row, stored, recipient

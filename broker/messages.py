@@ -18,7 +18,7 @@ from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.recipients import OPERATOR, Sender
 from broker.records import LogEntry, SendResult, to_dict
-from broker.sending import MB, Batch, append, append_receipt, send_in_tx
+from broker.sending import MB, Batch, append, append_receipt, row_size, send_in_tx
 from broker.spaces import resolve_id
 from broker.sql import stmt
 from broker.threads import PLAIN, Mail, mail
@@ -236,13 +236,18 @@ def _send_as(
             key=key,
             mail=m,
             space=space,
+            stored=row.stored,
             known=row.recipient,
         )
 
-    # One participant named by address: read with the caller, in one statement.
-    to = targets[0].value if len(targets) == 1 and targets[0].kind in _BY_ADDRESS else None
+    # One participant named by address (the usual send): the caller's read also
+    # reads it and bumps the space's counters for the row this send appends
+    # if it reaches it (auth.caller_send), so the send itself only inserts.
+    send = None
+    if len(targets) == 1 and targets[0].kind in _BY_ADDRESS:
+        send = (targets[0].value, row_size(text, targets, [targets[0].value], []))
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.
-    return _finish(tools.call(store, ident, tool, run, tx=tx, to=to))
+    return _finish(tools.call(store, ident, tool, run, tx=tx, send=send))
 
 
 def _finish(result: SendResult) -> SendResult:

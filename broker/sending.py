@@ -56,15 +56,17 @@ def send_in_tx(
     deliver: bool = True,
     mail: Mail = PLAIN,
     space: SpaceRow | None = None,
+    stored: tuple[int, int, int] | None = None,
     known: tuple[Any, ...] | None = None,
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
     ``targets`` (S6), applies the caps (S7), appends one log row with the
     outcome and one delivery per reached inbox. ``deliver=False`` records the
     outcome without inbox rows (directives are shown every turn instead).
-    ``space``: the space row when the caller already read it in ``t``;
+    ``space``: the space row when the caller already read it in ``t``
+    (``stored``: the counters the row holds, when that read bumped them);
     ``known``: the row of the one participant ``targets`` names, likewise."""
-    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space)
+    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, stored=stored)
     if known is not None:
         batch.known[known[1]] = known
     result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref, mail=mail)
@@ -87,6 +89,7 @@ class Batch:
         *,
         deliver: bool = True,
         space: SpaceRow | None = None,
+        stored: tuple[int, int, int] | None = None,
     ) -> None:
         self.store, self.t, self.space_id, self.sender = store, t, space_id, sender
         self.deliver = deliver
@@ -99,6 +102,8 @@ class Batch:
                 f"space {space_id} is {state}: it takes no message", space_id=space_id
             )
         self.limits = limits_of(settings)
+        # What the space row holds: flush writes the counters only if they differ.
+        self.stored = stored or (self.seq, self.log_bytes, self.bcast_no)
         self.resolved: dict[tuple[str, str, str], Outcome] = {}
         self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
         self.keys: dict[str, SendResult] = {}
@@ -220,10 +225,9 @@ class Batch:
         """The log row of this send, with the next seq; the counters move with it."""
         mid = new_id()
         self.seq += 1
-        recipients = _json_list(tuple(tg.text for tg in targets))
-        reached_json = _json_list(tuple(out.reached))
-        not_reached_json = json.dumps(out.not_reached) if out.not_reached else "[]"
-        size = body_bytes + len(recipients) + len(reached_json) + len(not_reached_json)
+        recipients, reached_json, not_reached_json, size = _sized(
+            body_bytes, targets, out.reached, out.not_reached
+        )
         self.log_bytes += size
         if self.sender_bytes is not None:
             self.sender_bytes += size
@@ -353,25 +357,45 @@ class Batch:
 
     # --- the writes -----------------------------------------------------------------------
     def flush(self) -> None:
-        """Write what was added: one UPDATE of the space, the log rows, the deliveries."""
+        """Write what was added: the space's counters (unless the row already
+        holds them), the log rows, the deliveries."""
+        t = self.t
+        counters = (self.seq, self.log_bytes, self.bcast_no)
+        if counters != self.stored:
+            t.execute(
+                _SET_COUNTERS,
+                {
+                    "last_seq": self.seq,
+                    "log_bytes": self.log_bytes,
+                    "last_bcast": self.bcast_no,
+                    "space_id": self.space_id,
+                },
+            )
+            self.stored = counters
         if not self.messages:
             return
-        t = self.t
-        t.execute(
-            _SET_COUNTERS,
-            {
-                "last_seq": self.seq,
-                "log_bytes": self.log_bytes,
-                "last_bcast": self.bcast_no,
-                "space_id": self.space_id,
-            },
-        )
         _insert(t, _INSERT_MESSAGE, self.messages)
         _insert(t, _INSERT_DELIVERY, self.deliveries)
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
         self.held = {}  # the flushed deliveries are in the table now
+
+
+def row_size(text: str, targets: list[Target], reached: list[str], not_reached: list[Any]) -> int:
+    """The bytes a log row counts against ``log_max_mb`` (S11)."""
+    return _sized(len(text.encode("utf-8")), targets, reached, not_reached)[3]
+
+
+def _sized(
+    body_bytes: int, targets: list[Target], reached: list[str], not_reached: list[Any]
+) -> tuple[str, str, str, int]:
+    """A log row's recipients, reached and not_reached JSON, and its size."""
+    recipients = _json_list(tuple(tg.text for tg in targets))
+    reached_json = _json_list(tuple(reached))
+    not_reached_json = json.dumps(not_reached) if not_reached else "[]"
+    size = body_bytes + len(recipients) + len(reached_json) + len(not_reached_json)
+    return recipients, reached_json, not_reached_json, size
 
 
 @lru_cache(maxsize=4096)

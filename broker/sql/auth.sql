@@ -29,14 +29,26 @@ SELECT p.id, p.space_id, p.address
 FROM participants p
 WHERE p.token_hash = :token_hash
 
--- name: caller_to
--- `caller`, with the one recipient a direct send names by address (and its
--- contact policy, S38) read in the same statement: a send to one participant
--- makes no read of its own before its writes. NULL r_id: no such address here.
-SELECT p.status, p.messaging, p.tools, p.is_lead, p.agent, p.parent,
-       s.state AS space_state, s.settings, s.last_seq, s.log_bytes, s.last_bcast,
-       r.id AS r_id, r.address AS r_address, r.status AS r_status, r.waiting AS r_waiting,
-       r.contact_policy AS r_policy, r.contact_allow AS r_allow, r.parent AS r_parent
-FROM participants p JOIN spaces s ON s.id = p.space_id
-LEFT JOIN participants r ON r.space_id = p.space_id AND r.address = :to
-WHERE p.id = :id AND p.token_hash = :token_hash
+-- name: caller_send
+-- A send to one participant by address, in one statement: the space's counters
+-- bumped for the one log row it will append (:size, the row's size if it
+-- reaches that participant: the send corrects it otherwise), the caller
+-- re-checked with its grant (S10, S24), and the recipient with its contact
+-- policy (S38). A refusal rolls the bump back. NULL caller: bad token.
+UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
+WHERE id = :space_id
+RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+  (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
+   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
+  (SELECT json_array(id, address, status, waiting, contact_policy, contact_allow, parent)
+   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
+-- postgresql:
+UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
+WHERE id = :space_id
+RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+  (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
+   FROM participants
+   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
+  (SELECT json_build_array(id, address, status, waiting, contact_policy, contact_allow,
+     parent)::text
+   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
