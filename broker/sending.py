@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from broker import errors, wake
+from broker import errors, inbox, wake
 from broker.addressing import Target
 from broker.db import Store, Tx
 from broker.ids import new_id
@@ -30,7 +30,6 @@ _SPACE = stmt("messages.space")
 _SET_COUNTERS = stmt("messages.set_counters")
 _BUMP_COUNTERS = stmt("messages.bump_counters")
 _INSERT_MESSAGE = stmt("messages.insert_message")
-_INSERT_DELIVERY = stmt("messages.insert_delivery")
 _LOGGED_KEY = stmt("messages.logged_key")
 _SLOWEST_READER = stmt("messages.slowest_reader")
 _SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
@@ -374,8 +373,8 @@ class Batch:
             self.stored = counters
         if not self.messages:
             return
-        _insert(t, _INSERT_MESSAGE, self.messages)
-        _insert(t, _INSERT_DELIVERY, self.deliveries)
+        _insert_messages(t, self.messages)
+        inbox.insert_rows(t, self.deliveries)  # the one writer of deliveries
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
@@ -404,12 +403,12 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
-def _insert(t: Tx, sql: str, rows: list[dict[str, Any]]) -> None:
+def _insert_messages(t: Tx, rows: list[dict[str, Any]]) -> None:
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
     if len(rows) == 1:
-        t.execute(sql, rows[0])
+        t.execute(_INSERT_MESSAGE, rows[0])
     elif rows:
-        t.many(sql, rows)
+        t.many(_INSERT_MESSAGE, rows)
 
 
 def append(

@@ -32,10 +32,6 @@ VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via,
   :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
   :thread, :reply_to, :importance, :ack_required)
 
--- name: insert_delivery
-INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc)
-VALUES (:id, :space_id, :message_id, :recipient_id, 'ready', :created_at_utc)
-
 -- name: logged_key
 -- The first send of an idempotency key in a space (S12).
 SELECT id, seq, kind, sender, reached, not_reached FROM messages
