@@ -243,11 +243,11 @@ def _send_as(
     # One participant named by address (the usual send): the caller's read also
     # reads it and bumps the space's counters for the row this send appends
     # if it reaches it (auth.caller_send), so the send itself only inserts.
-    send = None
+    one: tuple[str, int] | None = None
     if len(targets) == 1 and targets[0].kind in _BY_ADDRESS:
-        send = (targets[0].value, row_size(text, targets, [targets[0].value], []))
+        one = (targets[0].value, row_size(text, targets, [targets[0].value], []))
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.
-    return _finish(tools.call(store, ident, tool, run, tx=tx, send=send))
+    return _finish(tools.call(store, ident, tool, run, tx=tx, send=one))
 
 
 def _finish(result: SendResult) -> SendResult:
