@@ -38,6 +38,10 @@ def _problem(value: Any, hint: Any) -> str | None:  # noqa: PLR0911, PLR0912 - o
     """Why ``value`` does not fit ``hint`` (None when it fits or cannot be told)."""
     if hint is Any or hint is object or hint is _UNCHECKED:
         return None
+    if hint is str:  # the usual hint first: no typing introspection for it
+        if not isinstance(value, str):
+            return f"text, not {type(value).__name__}"
+        return None if _text_ok(value) else "text without lone surrogates"
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
         options = typing.get_args(hint)
@@ -96,27 +100,74 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return hints
 
 
+class _Plan:
+    """A method's parameters as the wrapper checks them, worked out on its first
+    call: which names a call may pass by position or by keyword, which must be
+    given, and the hint of each checked one (``self``, ``cls``, ``tx`` and the
+    ``*args`` / ``**kwargs`` catch-alls are not checked: settings and fields are
+    checked by name, with their bounds, inside)."""
+
+    __slots__ = ("by_keyword", "checks", "positional", "required", "simple", "var_keyword")
+
+    def __init__(self, sig: inspect.Signature, hints: dict[str, Any]) -> None:
+        params = list(sig.parameters.values())
+        kind = inspect.Parameter
+        self.positional = [
+            p.name for p in params if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)
+        ]
+        self.by_keyword = {
+            p.name for p in params if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)
+        }
+        self.required = {
+            p.name
+            for p in params
+            if p.default is p.empty and p.kind not in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD)
+        }
+        self.var_keyword = any(p.kind is kind.VAR_KEYWORD for p in params)
+        self.checks = {
+            p.name: hints.get(p.name, _UNCHECKED)
+            for p in params
+            if p.name not in ("self", "cls", "tx")
+            and p.kind not in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD)
+        }
+        # Positional-only parameters or *args: every call goes through Signature.bind.
+        self.simple = not any(
+            p.kind in (kind.POSITIONAL_ONLY, kind.VAR_POSITIONAL) for p in params
+        )
+
+    def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The arguments by name, as ``Signature.bind`` would bind them; None
+        when the call is not a plain one (too many, repeated, unknown or
+        missing arguments: ``bind`` then words the refusal)."""
+        if not self.simple or len(args) > len(self.positional):
+            return None
+        out = dict(zip(self.positional, args, strict=False))
+        for name, value in kwargs.items():
+            if name in out or (name not in self.by_keyword and not self.var_keyword):
+                return None
+            out[name] = value
+        return out if self.required <= out.keys() else None
+
+
 def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(fn)
-    state: dict[str, Any] = {}
+    state: dict[str, _Plan] = {}
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        hints = state.get("hints")
-        if hints is None:
-            hints = state["hints"] = _hints(fn)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise errors.InvalidInput(f"bad call to {fn.__name__}: {exc}") from None
-        for name, value in bound.arguments.items():
-            if name in ("self", "cls", "tx"):
-                continue
-            param = sig.parameters[name]
-            hint = hints.get(name, _UNCHECKED)
-            if param.kind is param.VAR_KEYWORD:
-                continue  # settings and fields: checked by name, with their bounds, inside
-            if param.kind is param.VAR_POSITIONAL:
+        plan = state.get("plan")
+        if plan is None:
+            plan = state["plan"] = _Plan(sig, _hints(fn))
+        given = plan.given(args, kwargs)
+        if given is None:
+            try:
+                given = sig.bind(*args, **kwargs).arguments
+            except TypeError as exc:
+                raise errors.InvalidInput(f"bad call to {fn.__name__}: {exc}") from None
+        checks = plan.checks
+        for name, value in given.items():
+            hint = checks.get(name, _UNCHECKED)
+            if hint is _UNCHECKED:
                 continue
             why = _problem(value, hint)
             if why is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from broker import errors, grants
 from broker.db import Tx
@@ -22,7 +23,9 @@ from broker.spaces import limits_of
 from broker.sql import stmt
 
 _CALLER = stmt("auth.caller")
+_CALLER_SEND = stmt("auth.caller_send")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
+_CALLER_FIELDS = ("status", "messaging", "tools", "is_lead", "agent", "parent")
 HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
@@ -49,6 +52,14 @@ class Caller:
     parent: str | None
     space_state: str
     settings: str  # the space's settings JSON
+    # The space's counters as of this transaction, before the caller's send (a
+    # write holds the lock): ``(last_seq, log_bytes, last_bcast)``.
+    counters: tuple[int, int, int] = (0, 0, 0)
+    # ``caller(..., send=...)``: what the space row holds now (the counters
+    # already bumped for one send), and the recipient's row as
+    # ``broker.recipients`` reads it (None: no such address).
+    stored: tuple[int, int, int] | None = None
+    recipient: tuple[Any, ...] | None = None
 
     @property
     def granted(self) -> frozenset[str]:
@@ -64,14 +75,23 @@ def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozense
     return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
 
 
-def caller(t: Tx, ident: Identity, now: str | None = None) -> Caller:
+def caller(
+    t: Tx, ident: Identity, now: str | None = None, send: tuple[str, int] | None = None
+) -> Caller:
     """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
     ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
-    refreshed at most once a second per process."""
+    refreshed at most once a second per process. ``send=(address, size)``: a
+    send to that one address follows in ``t``; its recipient is read and the
+    space's counters bumped for it in the same statement (``auth.caller_send``)."""
     key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
+    stored: tuple[int, int, int] | None = None
+    recipient = None
     if now is None or ((due := _beats.get(key)) is not None and now < due):
-        row = t.one(_CALLER, params)
+        if send is None:
+            row = t.one(_CALLER, params)
+        else:
+            row, stored, recipient = _caller_send(t, ident, params, *send)
     else:
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is not None:
@@ -101,4 +121,29 @@ def caller(t: Tx, ident: Identity, now: str | None = None) -> Caller:
         parent=row["parent"],
         space_state=row["space_state"],
         settings=row["settings"],
+        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
+        stored=stored,
+        recipient=recipient,
     )
+
+
+def _caller_send(
+    t: Tx, ident: Identity, params: dict[str, str], to: str, size: int
+) -> tuple[dict[str, Any] | None, tuple[int, int, int], tuple[Any, ...] | None]:
+    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it (with
+    the counters as they were before the bump), what the space row holds now,
+    and the recipient's row."""
+    got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to, "size": size})
+    if got is None or got["caller"] is None:
+        return None, (0, 0, 0), None
+    stored = (got["last_seq"], got["log_bytes"], got["last_bcast"])
+    row = dict(zip(_CALLER_FIELDS, json.loads(got["caller"]), strict=True))
+    row.update(
+        space_state=got["space_state"],
+        settings=got["settings"],
+        last_seq=stored[0] - 1,
+        log_bytes=stored[1] - size,
+        last_bcast=stored[2],
+    )
+    recipient = tuple(json.loads(got["recipient"])) if got["recipient"] else None
+    return row, stored, recipient

@@ -43,7 +43,6 @@ from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, ts_after
-from broker.models import DirectiveInput, parse_input
 from broker.records import BoardEntry, ClaimGrant, JournalEntry, SendResult, to_dict
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -184,6 +183,8 @@ def directive(
     A directive that reaches nobody now is logged and stays in force (a role,
     step, bare name or broadcast form also applies to participants that join
     later), and it is an error to its sender (S8): ``NotDelivered``."""
+    from broker.models import DirectiveInput, parse_input  # pydantic: off the claim path
+
     inp = parse_input(
         DirectiveInput,
         {

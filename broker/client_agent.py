@@ -14,7 +14,6 @@ from broker.client_paths import AgentPaths
 from broker.db import Store as Store
 from broker.db import Tx
 from broker.mail import AgentMail
-from broker.models import JoinInput, parse_input
 from broker.records import (
     BoardEntry,
     ClaimGrant,
@@ -94,6 +93,8 @@ class Agent(AgentPaths, AgentMail):
         re-join (retry) an address whose holder is still live. A wrong or
         missing credential is ``auth_failed``; a live holder without its token,
         ``conflict``; nothing is written either way."""
+        from broker.models import JoinInput, parse_input  # pydantic: joins only, not sends
+
         fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
         credential = participants.Credential(join_key, operator_key, parent_token, token)
         joined = participants.join(

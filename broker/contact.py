@@ -19,30 +19,8 @@ from broker.records import ContactPolicy
 from broker.sql import stmt
 
 POLICIES = ("open", "parent-and-lead", "listed", "closed")
-_RESTRICTED = stmt("contact.restricted")
 _GET = stmt("contact.get_policy")
 MAX_LISTED = 256
-
-
-class Gate:
-    """The restricted recipients of a space, read once per send batch."""
-
-    def __init__(self, t: Tx, space_id: str) -> None:
-        self.rules: dict[str, tuple[str, frozenset[str], str | None]] = {
-            r[0]: (r[1], frozenset(json.loads(r[2]) if r[2] else ()), r[3])
-            for r in t.all(_RESTRICTED, {"space_id": space_id})
-        }
-
-    def blocks(self, recipient_id: str, sender: str) -> bool:
-        rule = self.rules.get(recipient_id)
-        if rule is None:
-            return False
-        policy, allow, parent = rule
-        if policy == "parent-and-lead":
-            return sender != parent
-        if policy == "listed":
-            return sender not in allow
-        return True  # closed
 
 
 def check(policy: str, allow: list[str] | None) -> ContactPolicy:

@@ -18,7 +18,6 @@ from broker import bounds, errors, participants, procs
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts
-from broker.models import JoinInput, parse_input
 from broker.records import Joined, Participant
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
@@ -59,6 +58,8 @@ def register(
         "task": task,
         "pid": pid,
     }
+    from broker.models import JoinInput, parse_input  # pydantic: joins only
+
     return participants.join(
         store, space_ref, parse_input(JoinInput, fields), credential=credential, tx=tx
     )

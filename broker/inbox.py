@@ -98,7 +98,10 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     A send passes new deliveries (``id, space_id, message_id, recipient_id,
     created_at_utc``: the rest defaults to a fresh ready row); the importer
     passes every column."""
-    t.many(_INSERT, [{**_DEFAULTS, **r} for r in rows])
+    if len(rows) == 1:  # a single send, the hot path: execute is ~15 us under executemany
+        t.execute(_INSERT, {**_DEFAULTS, **rows[0]})
+    elif rows:
+        t.many(_INSERT, [{**_DEFAULTS, **r} for r in rows])
 
 
 # --- input at the edge (S33) ------------------------------------------------------------

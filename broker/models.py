@@ -20,6 +20,8 @@ from pydantic import (
 )
 
 from broker.errors import InvalidInput
+from broker.settings import Limits
+from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
 from broker.vocab import Archetype as Archetype
 from broker.vocab import Reason as Reason
 from broker.vocab import SpaceKind as SpaceKind
@@ -116,3 +118,44 @@ def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
         return model(**data)
     except ValidationError as exc:
         raise validation_error(exc) from None
+
+
+# --- space settings -------------------------------------------------------------------
+def _bound(name: str, description: str) -> Any:
+    low, high = SETTING_BOUNDS[name]
+    default = getattr(Limits(), name)
+    if name in ABOVE_LOW:
+        return Field(default, gt=low, le=high, description=description)
+    return Field(default, ge=low, le=high, description=description)
+
+
+class LimitsModel(BaseModel):
+    """What an operator may set per space (S33): every field finite and inside
+    its bounds. The check at ``space create|set`` and the settings' schema; the
+    limits in effect are the plain ``broker.settings.Limits``."""
+
+    # nan and inf are refused outright: an infinite lease overflows a timestamp.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
+
+    body_max_bytes: int = _bound(
+        "body_max_bytes", "largest message body, UTF-8 bytes (1 to 1048576)"
+    )
+    inbox_cap: int = _bound(
+        "inbox_cap", "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
+    )
+    broadcast_cap: int = _bound(
+        "broadcast_cap",
+        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
+    )
+    log_max_mb: float = _bound(
+        "log_max_mb",
+        "log size in MiB past which sends fail, messaging_full (0 < x <= 1048576, 1 TiB)",
+    )
+    max_deliveries: int = _bound("max_deliveries", "deliveries before quarantine, S15 (1 to 10000)")
+    lease_seconds: float = _bound(
+        "lease_seconds", "default claim lease in seconds (0 < x <= 604800, 7 days)"
+    )
+    sender_share: float = _bound(
+        "sender_share",
+        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0 < x <= 1)",
+    )

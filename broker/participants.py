@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import auth, errors, grants, inbox, procs, trust
 from broker.addressing import address_of
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
-from broker.models import JoinInput
 from broker.records import Joined, Participant, ParticipantEvent
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
 from broker.transcript import notice
+
+if TYPE_CHECKING:
+    from broker.models import JoinInput  # pydantic: not loaded by the send path
 
 _IDENTIFY = stmt("auth.identify")
 _SPACE = stmt("participants.space_for_join")

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
 
 DB_FILENAME = "broker.db"
@@ -26,54 +24,33 @@ DB_FILENAME = "broker.db"
 # prints them without importing pydantic.
 BOUNDS = SETTING_BOUNDS
 _ABOVE_LOW = ABOVE_LOW
+INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
 
 
-def _bound(name: str, default: float, description: str) -> Any:
-    low, high = BOUNDS[name]
-    if name in _ABOVE_LOW:
-        return Field(default, gt=low, le=high, description=description)
-    return Field(default, ge=low, le=high, description=description)
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-space limits (S7, S10, S11, S15, S30) in effect: the defaults below,
+    overridden per space. A plain record, not a pydantic model: every send and
+    claim reads it, and pydantic's import is most of a CLI call's start-up.
+    What an operator sets is checked against the bounds by
+    ``broker.models.LimitsModel`` (``spaces.validate_settings``); what is read
+    back from a store is made safe by ``lenient``."""
 
-
-class Limits(BaseModel):
-    """Per-space limits (S7, S10, S11, S15, S30). Every field can be set per space
-    and must be finite and inside ``BOUNDS`` (S33)."""
-
-    # Built on first validation (a space with custom settings), not at import.
-    # nan and inf are refused outright: an infinite lease overflows a timestamp.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
-
-    body_max_bytes: int = _bound(
-        "body_max_bytes", 65536, "largest message body, UTF-8 bytes (1 to 1048576)"
-    )
-    inbox_cap: int = _bound(
-        "inbox_cap", 256, "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
-    )
-    broadcast_cap: int = _bound(
-        "broadcast_cap",
-        1024,
-        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
-    )
-    log_max_mb: float = _bound(
-        "log_max_mb",
-        64,
-        "log size in MiB past which sends fail, messaging_full (0 < x <= 1048576, 1 TiB)",
-    )
-    max_deliveries: int = _bound(
-        "max_deliveries", 5, "deliveries before quarantine, S15 (1 to 10000)"
-    )
-    lease_seconds: float = _bound(
-        "lease_seconds", 30.0, "default claim lease in seconds (0 < x <= 604800, 7 days)"
-    )
-    sender_share: float = _bound(
-        "sender_share",
-        0.5,
-        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0 < x <= 1)",
-    )
+    body_max_bytes: int = 65536
+    inbox_cap: int = 256
+    broadcast_cap: int = 1024
+    log_max_mb: float = 64
+    max_deliveries: int = 5
+    lease_seconds: float = 30.0
+    sender_share: float = 0.5
 
     def sender_inbox_cap(self) -> int:
         """Waiting deliveries one sender may hold in one inbox (at least 1)."""
         return max(1, int(self.inbox_cap * self.sender_share))
+
+    def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
+        """The limits by name (all, or the names in ``include``)."""
+        return {name: getattr(self, name) for name in BOUNDS if include is None or name in include}
 
     @classmethod
     def lenient(cls, stored: dict[str, Any]) -> Limits:
@@ -82,16 +59,13 @@ class Limits(BaseModel):
         clamped to the bound, one below it (or not a number at all) falls back
         to the default, and an unknown key is ignored. A send never fails on a stored setting; the
         operator sees the values in effect in ``space show`` and fixes them
-        with ``space set``."""
+        with ``space set``. (A value inside its bounds is kept as it is, an int
+        setting as int: the same as validating it with ``LimitsModel`` first,
+        which tests/test_limits.py checks.)"""
         good: dict[str, Any] = {}
         for name, value in stored.items():
             if name not in BOUNDS:
                 continue
-            try:
-                good[name] = getattr(cls(**{name: value}), name)
-                continue
-            except (ValueError, TypeError):
-                pass
             fixed = _clamp(name, value)
             if fixed is not None:
                 good[name] = fixed
@@ -108,7 +82,7 @@ def _clamp(name: str, value: Any) -> float | None:
     if math.isnan(number) or number < low or (number == low and name in _ABOVE_LOW):
         return None
     number = min(number, high)
-    return int(number) if Limits.model_fields[name].annotation is int else number
+    return int(number) if name in INT_SETTINGS else number
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from pydantic import ValidationError
-
 from broker import errors, trust
 from broker.db import Store, Tx
 from broker.ids import new_id
@@ -47,8 +45,13 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
                 f"unknown space setting {key!r}: the settings are {', '.join(BOUNDS)}",
                 field=str(key),
             )
+    # pydantic loads here, at the edge (space create|set), never on a send.
+    from pydantic import ValidationError
+
+    from broker.models import LimitsModel
+
     try:
-        limits = Limits(**settings)
+        checked = LimitsModel(**settings)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
@@ -56,7 +59,7 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
         raise errors.InvalidInput(
             f"bad space setting {where} {settings.get(where)!r}: {first['msg']}{span}", field=where
         ) from None
-    return limits.model_dump(include=set(settings))
+    return checked.model_dump(include=set(settings))
 
 
 @lru_cache(maxsize=256)
@@ -74,7 +77,7 @@ def limits_of(settings_json: str) -> Limits:
     return Limits.lenient(stored if isinstance(stored, dict) else {})
 
 
-_DEFAULT_LIMITS = Limits.model_construct()  # the defaults need no validation (or schema build)
+_DEFAULT_LIMITS = Limits()
 
 
 def _new_join_key(store: Store, t: Tx, space_id: str) -> str:
@@ -142,7 +145,7 @@ def set_settings(
         stored = json.loads(text)
         before = stored if isinstance(stored, dict) else {}
         # A stored value from before the bounds is replaced by the one in effect.
-        in_effect = Limits.lenient(before).model_dump(include={k for k in before if k in BOUNDS})
+        in_effect = Limits.lenient(before).to_dict(include={k for k in before if k in BOUNDS})
         after = in_effect | changes
         t.execute(
             _SET_SETTINGS,

@@ -54,11 +54,15 @@ def call(
     *,
     tx: Tx | None = None,
     write: bool = True,
+    send: tuple[str, int] | None = None,
 ) -> T:
     """Run ``fn(t, caller)`` as ``tool`` called by ``ident``, or refuse.
 
     ``write=False`` runs it in a read snapshot (no write lock); a refusal then
-    writes its notice in a write transaction of its own."""
+    writes its notice in a write transaction of its own. ``send=(address,
+    size)``: the tool sends one message to that address; the caller's read
+    prepares it (``auth.caller``) in a transaction of its own (not under a
+    caller's savepoint, which could not undo it)."""
     if not write:
         with store.read(tx) as t:
             row = caller(t, ident)
@@ -73,9 +77,11 @@ def call(
     try:
         with store.write(tx) as t:
             store.lock_space(t, ident.space_id)  # first: see Store.lock_space
-            row = caller(t, ident, store.now_ts())
+            row = caller(t, ident, store.now_ts(), send if tx is None else None)
             if tool not in row.granted:
                 failure = refusal(ident, row, tool)
+                if row.stored is not None:
+                    raise failure  # undo the bump; the notice gets a transaction of its own
                 _notice(store, t, ident, failure)
             elif tx is None:
                 result = fn(t, row)  # an error rolls the whole transaction back

@@ -43,7 +43,7 @@ def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) 
     return SpaceUsage(
         space_id=sid,
         state=row[1],
-        limits=limits.model_dump(),
+        limits=limits.to_dict(),
         settings=stored if isinstance(stored, dict) else {},
         log_bytes=int(row[3]),
         log_cap_bytes=cap,
@@ -72,7 +72,7 @@ def set_space(
         sid, before, after = spaces.set_settings(store, ref, settings, tx=t)
         changed = {k: v for k, v in after.items() if before.get(k, _UNSET) != v}
         if changed:
-            old = spaces.limits_of(json.dumps(before, sort_keys=True)).model_dump()
+            old = spaces.limits_of(json.dumps(before, sort_keys=True)).to_dict()
             words = ", ".join(
                 f"{k} {number(old[k])} -> {number(v)}" for k, v in sorted(changed.items())
             )

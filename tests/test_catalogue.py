@@ -26,7 +26,7 @@ SQL_START = re.compile(
 SCHEMA_MODULES = {"tables.py", "views.py", "dialect.py"}
 # Statement strings still outside the catalogue. This number only goes down;
 # the target is 0.
-OUTSIDE_ALLOWED = 40
+OUTSIDE_ALLOWED = 22  # speed: -18 (broker/messages.py)
 
 
 def sql_literals_outside_catalogue() -> list[str]:

@@ -14,8 +14,7 @@ from broker import Agent, Operator, Store, errors, messages, participants
 from broker.addressing import address_of
 from broker.auth import Identity
 from broker.ids import fmt_ts, parse_ts
-from broker.messages import parse_input
-from broker.models import JoinInput
+from broker.models import JoinInput, parse_input
 from broker.records import to_dict
 
 

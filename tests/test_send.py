@@ -13,8 +13,7 @@ import trusted
 
 from broker import Agent, Operator, Store, errors, messages
 from broker.client import Agent as AgentClass
-from broker.messages import parse_input
-from broker.models import PostInput, SendInput
+from broker.models import PostInput, SendInput, parse_input
 from broker.records import NotReached, SendResult
 from broker.settings import Limits
 

@@ -51,33 +51,11 @@ def bind(sql: Stmt, values: dict[str, Any]) -> dict[str, Any]:
 
 CALLER = broker_sql("auth.caller", "")
 CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
-SEL_SPACE = broker_sql(
-    "spaces.for_send",
-    "SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = :space_id",
-)
-SEL_RECIPIENT = broker_sql(
-    "participants.by_address",
-    "SELECT id, address, status, waiting FROM participants "
-    "WHERE space_id = :space_id AND address = :address",
-)
-UPD_SPACE = broker_sql(
-    "spaces.set_counters",
-    "UPDATE spaces SET last_seq = :last_seq, log_bytes = :log_bytes, last_bcast = :last_bcast "
-    "WHERE id = :space_id",
-)
-INS_MESSAGE = broker_sql(
-    "messages.insert",
-    "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, "
-    "reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc) "
-    "VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref, "
-    ":reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, "
-    ":created_at_utc)",
-)
-INS_DELIVERY = broker_sql(
-    "inbox.insert",
-    "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc) "
-    "VALUES (:id, :space_id, :message_id, :recipient_id, 'ready', :created_at_utc)",
-)
+CALLER_SEND = broker_sql("auth.caller_send", "")
+SEL_RECIPIENT = broker_sql("messages.at_address", "")
+UPD_SPACE = broker_sql("messages.set_counters", "")
+INS_MESSAGE = broker_sql("messages.insert_message", "")
+INS_DELIVERY = broker_sql("inbox.insert", "")
 _POISON = "attempts >= :max_deliveries"
 CLAIM = broker_sql(
     "inbox.claim",
@@ -121,8 +99,10 @@ class RawSame:
     how = (
         "sqlite3 module on a broker-migrated database, the broker's own pragmas "
         "(Store.connect), the broker's statements by name from its catalogue (broker.sql) for "
-        "one send (BEGIN IMMEDIATE; the caller check, with the heartbeat at most once a second; "
-        "space and recipient SELECTs; UPDATE spaces; INSERT message; INSERT delivery; COMMIT) "
+        "one send (BEGIN IMMEDIATE; the caller check that bumps the space's counters and reads "
+        "the recipient, UPDATE spaces ... RETURNING -- on the once-a-second heartbeat call "
+        "instead the heartbeat UPDATE, space and recipient SELECTs and UPDATE spaces; "
+        "INSERT message; INSERT delivery; COMMIT) "
         "and for claim + ack (the caller check, the claim UPDATE ... RETURNING, the body SELECT, "
         "the ack UPDATE)"
     )
@@ -159,30 +139,28 @@ class RawSame:
     def _send(self, c: sqlite3.Connection, text: str) -> None:
         now_dt = self.store.now()
         now = fmt_ts(now_dt)
-        self.sender.check(c, now_dt, now)
-        sp = c.execute(SEL_SPACE, bind(SEL_SPACE, {"space_id": self.space, "id": self.space}))
-        space = sp.fetchone()
-        if space["state"] != "running":
-            raise RuntimeError("space not running")
-        rc = c.execute(
-            SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": self.space, "address": "worker"})
-        ).fetchone()
-        mid = new_id()
-        seq = space["last_seq"] + 1
         recipients = json.dumps(["worker"])
-        reached = json.dumps(["worker"])
+        reached = recipients
         size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
-        counters = {
-            "space_id": self.space,
-            "id": self.space,
-            "last_seq": seq,
-            "log_bytes": space["log_bytes"] + size,
-            "last_bcast": space["last_bcast"],
-        }
-        c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
+        sent, sp = self.sender.check_send(c, now_dt, now, "worker", size)
+        if sent is not None:  # auth.caller_send: counters bumped, recipient read
+            seq, recipient_id = sent
+        else:  # the heartbeat's call (it reads the counters): recipient read, counters written
+            rc = c.execute(
+                SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": self.space, "address": "worker"})
+            ).fetchone()
+            seq, recipient_id = sp["last_seq"] + 1, rc["id"]
+            counters = {
+                "space_id": self.space,
+                "last_seq": seq,
+                "log_bytes": sp["log_bytes"] + size,
+                "last_bcast": sp["last_bcast"],
+            }
+            c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
+        mid = new_id()
         row = message_row(mid, self.space, seq, "sender", text, reached, size, now)
         c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
-        c.execute(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(self.space, mid, rc["id"], now)))
+        c.execute(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(self.space, mid, recipient_id, now)))
 
     def _in_tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         c = self.conn
@@ -291,9 +269,26 @@ class _Caller:
     def __init__(self, store: Store, space: str, joined: Joined) -> None:
         ident = Agent.connect(store, space, joined.address, joined.token).identity
         self.values = {"id": ident.participant_id, "token_hash": ident.token_hash}
+        self.space = space
         self.due = ""
 
-    def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> None:
+    def check_send(
+        self, c: sqlite3.Connection, now_dt: Any, now: str, to: str, size: int
+    ) -> tuple[tuple[int, str] | None, Any]:
+        """A send's caller check: ``auth.caller_send`` -> ((seq, recipient id), row),
+        or (None, the caller row) when the heartbeat was due (``auth.caller_heartbeat``
+        ran instead)."""
+        if now >= self.due:
+            return None, self.check(c, now_dt, now)
+        values = {**self.values, "space_id": self.space, "to": to, "size": size}
+        row = c.execute(CALLER_SEND, bind(CALLER_SEND, values)).fetchone()
+        if row is None or row["caller"] is None or row["space_state"] != "running":
+            raise RuntimeError("caller not allowed")
+        if json.loads(row["caller"])[0] == "left":
+            raise RuntimeError("caller not allowed")
+        return (row["last_seq"], json.loads(row["recipient"])[0]), row
+
+    def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> Any:
         if now < self.due:
             row = c.execute(CALLER, bind(CALLER, self.values)).fetchone()
         else:
@@ -303,6 +298,7 @@ class _Caller:
             self.due = ts_after(now_dt, HEARTBEAT_S)
         if row is None or row["status"] == "left" or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
+        return row
 
 
 def message_row(
@@ -327,6 +323,10 @@ def message_row(
         "idempotency_key": None,
         "size_bytes": size,
         "created_at_utc": now,
+        "thread": None,
+        "reply_to": None,
+        "importance": None,
+        "ack_required": None,
     }
 
 

@@ -1,12 +1,6 @@
 -- Contact policies (broker.contact, S38). The policy columns of `participants`
 -- are written by broker.participants (its one writer): `set_policy` below.
 
--- name: restricted
--- The participants of a space that limit who reaches them directly: read once
--- per send batch; a partial index keeps it cheap when (as usual) there are none.
-SELECT id, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND contact_policy IS NOT NULL
-
 -- name: set_policy
 -- A participant's own policy (NULL policy = open, NULL list = none).
 UPDATE participants SET contact_policy = :policy, contact_allow = :allow

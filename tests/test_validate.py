@@ -1,0 +1,196 @@
+"""The plain checks of the hot path agree with the pydantic models at the edge.
+
+``broker.validate`` (send and post inputs) and ``broker.settings.Limits.lenient``
+(the limits in effect from a stored settings column) run without pydantic so
+``broker msg send`` starts fast; ``broker.models`` keeps the models the server,
+the MCP tools and the JSON schemas use. The same input must get the same answer
+from both: the same values when valid, the same one-line error when not
+(S10, S33, S35).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from typing import Any
+
+import pytest
+
+from broker import errors, validate
+from broker.models import LimitsModel, PostInput, SendInput, parse_input
+from broker.settings import BOUNDS, Limits
+from broker.vocab import ABOVE_LOW
+
+LONG = "x" * 401
+SEND_FIELDS: dict[str, list[Any]] = {
+    "to": [
+        ["otter"],
+        [" otter ", "lead"],
+        [],
+        [""],
+        ["  "],
+        [LONG],
+        ["a"] * 64,
+        ["a"] * 65,
+        ["a"] * 64 + [""],
+        "otter",
+        [5],
+        ["\ud800"],
+        ("otter",),
+        None,
+    ],
+    "text": ["hi", " padded ", "", "  \n", "\ud800", "a\ud800b", 5, None, "é ✓"],
+    "idempotency_key": [None, "k", "", "k" * 200, "k" * 201, 7, "\udc00"],
+    "thread": [None, "t-1", "a b", "", "t\n", "t" * 64, "t" * 65, "thé", "ü" * 3, 3],
+    "reply_to": [None, "0" * 26, "abc", "0" * 25 + "!", "0" * 26 + "\n", "é" * 26],
+    "importance": ["low", "normal", "high", "urgent", None, "", 1, "HIGH"],
+    "ack_required": [True, False, "yes", "maybe", None, 1, 0, 2, 1.0],
+}
+
+
+def _answer(fn: Any, *args: Any) -> tuple[str, Any]:
+    try:
+        got = fn(*args)
+    except errors.InvalidInput as exc:
+        return "error", exc.message
+    return "ok", got
+
+
+def _fields(obj: Any, names: list[str]) -> dict[str, Any]:
+    return {n: getattr(obj, n) for n in names}
+
+
+def _agree(model: type[Any], plain: Any, data: dict[str, Any]) -> None:
+    names = list(model.model_fields)
+    want = _answer(parse_input, model, dict(data))
+    got = _answer(plain, dict(data))
+    if want[0] == "ok":
+        assert got[0] == "ok", (data, got)
+        assert _fields(got[1], names) == _fields(want[1], names), data
+    else:
+        assert got == want, data
+
+
+def _send_cases() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    base = {"to": ["otter"], "text": "hi"}
+    for name, values in SEND_FIELDS.items():  # each field's values alone
+        for v in values:
+            cases.append({**base, name: v})
+    rng = random.Random(12)
+    for _ in range(400):  # and mixed, several wrong at once (which error comes first)
+        case = {n: rng.choice(v) for n, v in SEND_FIELDS.items() if rng.random() < 0.7}
+        if rng.random() < 0.2:
+            case["from"] = "mallory"  # S10: an unknown field
+        cases.append(case)
+    cases += [{}, {"text": "hi"}, {"to": ["a"]}, {**base, "from": "x", "sender": "y"}]
+    return cases
+
+
+@pytest.mark.parametrize("data", _send_cases())
+def test_S10_S33_send_checks_agree_with_SendInput(data: dict[str, Any]) -> None:
+    _agree(SendInput, validate.send_args, data)
+
+
+POST_FIELDS: dict[str, list[Any]] = {
+    "text": SEND_FIELDS["text"],
+    "addressed_to": [[], ["otter"], [""], ["a"] * 65, None, "otter", [3]],
+    "idempotency_key": SEND_FIELDS["idempotency_key"],
+}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        dict(zip(POST_FIELDS, combo, strict=True))
+        for combo in itertools.product(*POST_FIELDS.values())
+    ]
+    + [{"addressed_to": ["a"]}, {"text": "x", "to": ["a"]}],
+)
+def test_S10_S33_post_checks_agree_with_PostInput(data: dict[str, Any]) -> None:
+    _agree(PostInput, validate.post_args, data)
+
+
+def test_plain_send_checks_load_no_pydantic_for_plain_input() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom broker import validate\n"
+        "validate.send_args({'to': ['a'], 'text': 'hi', 'thread': 't', 'ack_required': True})\n"
+        "try:\n    validate.send_args({'to': [], 'text': ''})\nexcept Exception:\n    pass\n"
+        "print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- the limits in effect ----------------------------------------------------------------
+def _lenient_by_model(stored: dict[str, Any]) -> Limits:
+    """What Limits.lenient was when it validated each value with the pydantic model."""
+    good: dict[str, Any] = {}
+    for name, value in stored.items():
+        if name not in BOUNDS:
+            continue
+        try:
+            good[name] = getattr(LimitsModel(**{name: value}), name)
+            continue
+        except (ValueError, TypeError):
+            pass
+        low, high = BOUNDS[name]
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if math.isnan(number) or number < low or (number == low and name in ABOVE_LOW):
+            continue
+        number = min(number, high)
+        good[name] = int(number) if LimitsModel.model_fields[name].annotation is int else number
+    return Limits(**good)
+
+
+VALUES: list[Any] = [
+    1,
+    0,
+    -1,
+    5,
+    5.0,
+    5.5,
+    0.25,
+    1.0,
+    1.5,
+    "7",
+    " 8 ",
+    "0.5",
+    "1e3",
+    "x",
+    None,
+    True,
+    False,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    10**12,
+    2**63,
+    [],
+    {},
+    604800,
+    604801,
+    1048576,
+]
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_S33_lenient_limits_agree_with_the_model(name: str) -> None:
+    for value in VALUES:
+        got, want = Limits.lenient({name: value}), _lenient_by_model({name: value})
+        assert got == want, (name, value, got, want)
+        assert type(getattr(got, name)) is type(getattr(want, name)), (name, value)
+
+
+def test_S33_limits_defaults_are_the_models() -> None:
+    assert Limits().to_dict() == LimitsModel().model_dump()
+    assert Limits.lenient({"nosuch": 1, "inbox_cap": 512}).to_dict({"inbox_cap"}) == {
+        "inbox_cap": 512
+    }
