@@ -26,7 +26,7 @@ SQL_START = re.compile(
 SCHEMA_MODULES = {"tables.py", "views.py", "dialect.py"}
 # Statement strings still outside the catalogue. This number only goes down;
 # the target is 0.
-OUTSIDE_ALLOWED = 40
+OUTSIDE_ALLOWED = 19
 
 
 def sql_literals_outside_catalogue() -> list[str]:
@@ -77,6 +77,16 @@ def test_catalogue_names_are_qualified_and_parameters_named() -> None:
         assert "?" not in re.sub(r"'(?:[^']|'')*'", "''", stmt), name
         for param in stmt.params:
             assert f"%({param})s" in stmt.postgresql, (name, param)
+
+
+def test_no_statement_is_written_twice() -> None:
+    # One text, one name: a second copy of a statement drifts from the first.
+    seen: dict[str, str] = {}
+    for name, stmt in sql.all_statements().items():
+        # Both dialects' texts: a PostgreSQL variant that differs is another statement.
+        text = " ".join(f"{stmt} {stmt.postgresql}".split()).lower()
+        assert text not in seen, f"{name} repeats {seen[text]}"
+        seen[text] = name
 
 
 def test_parse_refuses_positional_parameters_and_duplicates() -> None:
