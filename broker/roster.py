@@ -24,7 +24,7 @@ _JOURNAL_FIELDS = stmt("participants.journal_fields")
 _MARK_LEFT = stmt("participants.mark_left")
 _PRESENT_IDS = stmt("participants.present_ids")
 
-Rows = Sequence[Mapping[str, Any]]
+Rows = Sequence[dict[str, Any]]
 
 
 def to_model(row: Mapping[str, Any]) -> Participant:

@@ -46,7 +46,7 @@ def to_model(row: Mapping[str, Any]) -> Space:
     )
 
 
-def insert_rows(t: Tx, rows: Sequence[Mapping[str, Any]]) -> None:
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
     t.many(_INSERT, rows)
@@ -181,7 +181,7 @@ def resolve_id(tx: Tx, ref: str) -> str:
         raise errors.InvalidInput("run id is empty")
     if not _REF.fullmatch(text):
         raise errors.InvalidInput(f"bad run id {ref!r}: letters, digits and '_' only")
-    row = tx.one(_EXACT_ID, {"space_id": text})
+    row = tx.one(_EXACT_ID, {"id": text})
     if row:
         return str(row["id"])
     pattern = text.replace("_", "\\_") + "%"

@@ -27,7 +27,7 @@ VALUES (:id, :kind, :state, :settings, :last_seq, :last_bcast, :log_bytes,
 
 -- name: exact_id
 -- A run id given in full (the common case, one index probe before any prefix search).
-SELECT id FROM spaces WHERE id = :space_id
+SELECT id FROM spaces WHERE id = :id
 
 -- name: get
 -- One space (the columns of records.Space, read by name in spaces.to_model).
