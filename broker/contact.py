@@ -29,7 +29,11 @@ class Gate:
 
     def __init__(self, t: Tx, space_id: str) -> None:
         self.rules: dict[str, tuple[str, frozenset[str], str | None]] = {
-            r[0]: (r[1], frozenset(json.loads(r[2]) if r[2] else ()), r[3])
+            r["id"]: (
+                r["contact_policy"],
+                frozenset(json.loads(r["contact_allow"]) if r["contact_allow"] else ()),
+                r["parent"],
+            )
             for r in t.all(_RESTRICTED, {"space_id": space_id})
         }
 
@@ -72,7 +76,8 @@ def get(store: Store, ident: Identity, *, tx: Tx | None = None) -> ContactPolicy
     with store.read(tx) as t:
         caller(t, ident)
         row = t.one(_GET, {"participant_id": ident.participant_id})
-    return ContactPolicy(row[0] or "open", json.loads(row[1]) if row[1] else [])
+    allow = row["contact_allow"]
+    return ContactPolicy(row["contact_policy"] or "open", json.loads(allow) if allow else [])
 
 
 def set_policy(
