@@ -31,7 +31,7 @@ from broker.sql import stmt
 from broker.transcript import notice
 
 _IDENTIFY = stmt("auth.identify")
-_SPACE = stmt("participants.space_for_join")
+_SPACE = stmt("spaces.get")
 _HOLDER = stmt("participants.holder")
 _BY_TOKEN = stmt("participants.by_token")
 _PARENT_MESSAGING = stmt("participants.parent_messaging")

@@ -23,7 +23,6 @@ from broker.vocab import describe_setting as describe
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
 _SET_JOIN_KEY = stmt("trust.set_join_key")
-_SETTINGS = stmt("spaces.settings")
 _SET_SETTINGS = stmt("spaces.set_settings")
 _INSERT = stmt("spaces.insert")
 _EXACT_ID = stmt("spaces.exact_id")
@@ -158,7 +157,7 @@ def set_settings(
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        row = t.one(_SETTINGS, {"space_id": sid})
+        row = t.one(_GET, {"space_id": sid})
         state, text = row["state"], row["settings"]
         if state != "running":
             raise errors.Conflict(f"space {sid} is {state}: its settings no longer apply")
@@ -211,7 +210,7 @@ def _set_state(
 ) -> Space:
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        was = t.one(_SETTINGS, {"space_id": sid})["state"]
+        was = t.one(_GET, {"space_id": sid})["state"]
         if was != state:
             if was not in allowed_from:
                 raise errors.Conflict(f"space {sid} is {was}; it cannot become {state}")

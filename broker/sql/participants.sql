@@ -1,10 +1,6 @@
--- Participants (broker.participants): joining (S2-S5, S27, S28).
-
--- name: space_for_join
--- The space a join goes to: its state, kind (the address form), limits (the
--- lease that says how long a silent holder stays live, S27) and the end of its
--- broadcast log (a newcomer's broadcasts count from there, S6).
-SELECT state, kind, settings, last_bcast FROM spaces WHERE id = :space_id
+-- Participants (broker.participants, and broker.roster: the writers of the
+-- participants and participant_events tables): joining, re-joining, leaving,
+-- the roster and the joined/left journal (S2-S5, S27, S28).
 
 -- name: holder
 -- Who holds an address now: liveness (status, pid, heartbeat), its token hash

@@ -1,8 +1,6 @@
--- Spaces (broker.spaces, S1, S30): statements moved here as they are touched.
-
--- name: settings
--- A space's state and stored overrides, read before the operator changes them.
-SELECT state, settings FROM spaces WHERE id = :space_id
+-- Spaces (broker.spaces, S1, S30): space rows made, read, resolved, stopped,
+-- archived and re-set (the join key hash is broker.trust's; the counters
+-- last_seq, last_bcast and log_bytes are broker.messages').
 
 -- name: set_settings
 -- The operator's `space set` (S30): the new overrides, validated and bounded.
@@ -30,8 +28,13 @@ VALUES (:id, :kind, :state, :settings, :last_seq, :last_bcast, :log_bytes,
 SELECT id FROM spaces WHERE id = :id
 
 -- name: get
--- One space (the columns of records.Space, read by name in spaces.to_model).
-SELECT id, kind, state, settings, created_at_utc, updated_at_utc FROM spaces WHERE id = :space_id
+-- One space: the columns of records.Space (read by name in spaces.to_model),
+-- and the end of its broadcast log (a newcomer's broadcasts count from there,
+-- S6). The one read of a space row by id: show, stop/archive and `space set`
+-- (its state and overrides), a join (kind: the address form; settings: the
+-- lease that keeps a silent holder live, S27), a prune (the same lease).
+SELECT id, kind, state, settings, last_bcast, created_at_utc, updated_at_utc
+FROM spaces WHERE id = :space_id
 
 -- name: list_all
 SELECT id, kind, state, settings, created_at_utc, updated_at_utc FROM spaces ORDER BY id
