@@ -23,14 +23,15 @@ _NOT_PEOPLE = {"operator", "broadcast"}
 
 def _status(t: Tx, space_id: str, message_id: str, asker: str | None) -> AckStatus:
     row = t.one(_MESSAGE, {"space_id": space_id, "id": message_id})
-    if row is None or (asker is not None and row[1] != asker):
+    if row is None or (asker is not None and row["sender"] != asker):
         # Another's message is "not found", not "forbidden": no probing for ids.
         raise errors.MessageNotFound(f"no message {message_id!r} of yours in space {space_id}")
-    reached = [a for a in json.loads(row[3]) if a not in _NOT_PEOPLE]
-    seen = {r[0] for r in t.all(_SEEN_BY, {"space_id": space_id, "seq": row[2], "id": row[0]})}
+    reached = [a for a in json.loads(row["reached"]) if a not in _NOT_PEOPLE]
+    receipts = t.all(_SEEN_BY, {"space_id": space_id, "seq": row["seq"], "id": row["id"]})
+    seen = {r["sender"] for r in receipts}
     return AckStatus(
-        id=row[0],
-        ack_required=bool(row[4]),
+        id=row["id"],
+        ack_required=bool(row["ack_required"]),
         reached=reached,
         seen=[a for a in reached if a in seen],
         not_seen=[a for a in reached if a not in seen],

@@ -50,7 +50,8 @@ def get(store: Store, ident: Identity, *, tx: Tx | None = None) -> ContactPolicy
     with store.read(tx) as t:
         caller(t, ident)
         row = t.one(_GET, {"participant_id": ident.participant_id})
-    return ContactPolicy(row[0] or "open", json.loads(row[1]) if row[1] else [])
+    allow = row["contact_allow"]
+    return ContactPolicy(row["contact_policy"] or "open", json.loads(allow) if allow else [])
 
 
 def set_policy(

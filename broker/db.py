@@ -357,7 +357,7 @@ class Store:
             if "no such table" in exc.message:
                 return None  # an empty database: never migrated
             raise
-        return row[0] if row else None
+        return row["version_num"] if row else None
 
     def lock_space(self, t: Tx, space_id: str) -> None:
         """Make the writers of one space queue behind each other from here to the

@@ -25,7 +25,7 @@ from broker.sql import stmt
 ARCHETYPES = ("specialist", "surveyor", "researcher", "planner", "interfacer")
 MAX_AGE_S = 10 * 366 * bounds.DAY_S
 PID_MAX = 2**31 - 1
-_SETTINGS = stmt("directory.lease_seconds_of")
+_SETTINGS = stmt("spaces.get")  # the space row: its settings hold the lease
 
 
 def register(

@@ -14,6 +14,11 @@ from collections.abc import Iterable, Iterator
 from broker import errors, messages, spaces, wake
 from broker.db import Store
 from broker.records import LogEntry
+from broker.sql import stmt
+
+# The log position of a message id: the board's cursor statement is that very
+# statement (one text, one name in the catalogue).
+_SEQ_OF = stmt("board.cursor_seq")
 
 FOREVER_S = 3600.0  # one wait without an idle timeout; the loop waits again
 BATCH = 256  # entries per read: short read snapshots never pin the WAL, bounded memory
@@ -43,10 +48,10 @@ def follow_log(
     seq = after_seq
     if seq is None and after is not None:
         with store.read() as t:
-            row = t.one("SELECT seq FROM messages WHERE space_id = ? AND id = ?", (space.id, after))
+            row = t.one(_SEQ_OF, {"space_id": space.id, "id": after})
         if row is None:
             raise errors.MessageNotFound(f"no message {after!r} in space {space.id}")
-        seq = row[0]  # even when nothing follows it yet: never restart from the top
+        seq = row["seq"]  # even when nothing follows it yet: never restart from the top
     quiet_until = None if idle_timeout is None else time.monotonic() + idle_timeout
     with wake.Waiter(store, [wake.space_key(space.id)]) as waiter:
         while True:

@@ -146,7 +146,7 @@ def _store_mode(store: Store) -> Iterator[Finding]:
 
 def _sqlite(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        options = [str(r[0]) for r in t.all(_COMPILE_OPTIONS)]
+        options = [str(r["compile_options"]) for r in t.all(_COMPILE_OPTIONS)]
         try:
             has_json = bool(t.one(_JSON_PROBE)["ok"])
         except sqlite3.Error:
@@ -179,7 +179,7 @@ def _sqlite(store: Store) -> Iterator[Finding]:
 
 def _journal_mode(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        mode = str(t.one(_JOURNAL_MODE)[0]).lower()
+        mode = str(t.one(_JOURNAL_MODE)["journal_mode"]).lower()
     if mode == "wal":
         yield Finding("journal_mode", "ok", "WAL journal mode", None)
     elif store.read_only is not None:
@@ -199,7 +199,7 @@ def _wal(store: Store) -> Iterator[Finding]:
     wal = Path(f"{store.path}-wal")
     size = _file_size(wal)
     with store.read() as t:
-        limit = int(t.one(_WAL_LIMIT)[0])
+        limit = int(t.one(_WAL_LIMIT)["journal_size_limit"])
     data = {"bytes": size, "limit_bytes": limit}
     if size > limit > 0:
         yield Finding(
@@ -241,7 +241,7 @@ def _schema(store: Store, out: list[str | None]) -> Iterator[Finding]:
 
 def _integrity(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        rows = [str(r[0]) for r in t.all(_QUICK_CHECK)]
+        rows = [str(r["quick_check"]) for r in t.all(_QUICK_CHECK)]
     if rows == ["ok"]:
         yield Finding("integrity", "ok", "quick_check ok", None)
     else:
@@ -389,9 +389,9 @@ def _quarantine(store: Store) -> Iterator[Finding]:
 
 def _size(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        page = int(t.one(_PAGE_SIZE)[0])
-        pages = int(t.one(_PAGE_COUNT)[0])
-        free = int(t.one(_FREELIST)[0])
+        page = int(t.one(_PAGE_SIZE)["page_size"])
+        pages = int(t.one(_PAGE_COUNT)["page_count"])
+        free = int(t.one(_FREELIST)["freelist_count"])
     size, free_bytes = page * pages, page * free
     data = {"bytes": size, "free_bytes": free_bytes, "page_size": page}
     if free_bytes >= FREE_MIN_BYTES and free_bytes > FREE_SHARE * size:
@@ -511,6 +511,7 @@ def _copy(store: Store, tmp: Path, progress: Progress | None) -> tuple[str | Non
 
     try:
         target = sqlite3.connect(tmp, isolation_level=None)
+        target.row_factory = sqlite3.Row  # rows read by name, like the store's
         try:
             source = store.connect()
             try:
@@ -523,11 +524,13 @@ def _copy(store: Store, tmp: Path, progress: Progress | None) -> tuple[str | Non
             finally:
                 source.close()
             try:
-                schema = target.execute(_SCHEMA_VERSION).fetchone()[0]
+                schema = target.execute(_SCHEMA_VERSION).fetchone()["version_num"]
             except sqlite3.Error:
                 schema = None
-            integrity = [str(r[0]) for r in target.execute(_INTEGRITY_CHECK).fetchall()]
-            pages = int(target.execute(_PAGE_COUNT).fetchone()[0])
+            integrity = [
+                str(r["integrity_check"]) for r in target.execute(_INTEGRITY_CHECK).fetchall()
+            ]
+            pages = int(target.execute(_PAGE_COUNT).fetchone()["page_count"])
         finally:
             target.close()
     except sqlite3.Error as exc:

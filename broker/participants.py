@@ -16,6 +16,15 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.records import Joined, Participant, ParticipantEvent
+
+# The row mapper and writers live in broker.roster (below spaces); re-exported
+# here, the participants' public module.
+from broker.roster import insert_events as insert_events
+from broker.roster import insert_rows as insert_rows
+from broker.roster import journal_event
+from broker.roster import leave_all as leave_all
+from broker.roster import leave_in_tx as leave_in_tx
+from broker.roster import to_model as to_model
 from broker.spaces import limits_of, resolve_id
 from broker.sql import stmt
 from broker.transcript import notice
@@ -24,64 +33,18 @@ if TYPE_CHECKING:
     from broker.models import JoinInput  # pydantic: not loaded by the send path
 
 _IDENTIFY = stmt("auth.identify")
-_SPACE = stmt("participants.space_for_join")
+_SPACE = stmt("spaces.get")
 _HOLDER = stmt("participants.holder")
 _BY_TOKEN = stmt("participants.by_token")
 _PARENT_MESSAGING = stmt("participants.parent_messaging")
+_REJOIN = stmt("participants.rejoin")
+_SET_STATUS = stmt("participants.set_status")
+_LIST_ALL = stmt("participants.list_all")
+_LIST_PRESENT = stmt("participants.list_present")
+_BY_ADDRESS = stmt("participants.by_address")
+_EVENTS = stmt("participants.events")
 
 LIVE = ("running", "idle")
-COLUMNS = (
-    "id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, "
-    "is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting"
-)
-
-
-def to_model(row: tuple[Any, ...]) -> Participant:
-    return Participant(
-        id=row[0],
-        space_id=row[1],
-        address=row[2],
-        codename=row[3],
-        agent=row[4],
-        run_id=row[5],
-        step=row[6],
-        parent=row[7],
-        role=row[8],
-        archetype=row[9],
-        task=row[10],
-        is_lead=bool(row[11]),
-        messaging=bool(row[12]),
-        tools=json.loads(row[13]) if row[13] is not None else None,
-        status=row[14],
-        pid=row[15],
-        joined_at_utc=row[16],
-        left_at_utc=row[17],
-        last_seen_utc=row[18],
-        waiting=row[19],
-    )
-
-
-def _journal(
-    t: Tx, pid: str, space_id: str, event: str, row: dict[str, Any], now: str, reason: str | None
-) -> None:
-    t.execute(
-        "INSERT INTO participant_events (id, space_id, participant_id, event, address, codename, agent, "
-        "run_id, step, parent, reason, at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            new_id(),
-            space_id,
-            pid,
-            event,
-            row["address"],
-            row["codename"],
-            row["agent"],
-            row["run_id"],
-            row["step"],
-            row["parent"],
-            reason,
-            now,
-        ),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +100,8 @@ def join(
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
         store.lock_space(t, space_id)  # one join of an address at a time (PostgreSQL)
-        state, kind, settings = t.one(_SPACE, {"space_id": space_id})
+        space = t.one(_SPACE, {"space_id": space_id})
+        state, kind, settings = space["state"], space["kind"], space["settings"]
         parent_grant = _credential(t, space_id, credential)  # None: any set may be granted
         parent_addr = inp.parent
         if credential.parent_token:
@@ -157,7 +121,7 @@ def join(
         messaging = inp.messaging
         if parent_addr:
             parent = t.one(_PARENT_MESSAGING, {"space_id": space_id, "address": parent_addr})
-            if parent is not None and not parent[0]:
+            if parent is not None and not parent["messaging"]:
                 messaging = False  # off is inherited (S24); narrowing is not
         wanted = grants.effective(messaging, tools, inp.lead)
         if parent_grant is not None:
@@ -181,43 +145,46 @@ def join(
             "step": inp.step,
             "parent": parent_addr,
         }
-        values = (
-            inp.codename,
-            row["agent"],
-            row["run_id"],
-            inp.step,
-            parent_addr,
-            inp.role,
-            inp.archetype,
-            inp.task,
-            inp.lead,
-            messaging,
-            json.dumps(tools) if tools is not None else None,
-            token_hash,
-            inp.pid,  # NULL when the joiner is not a long-lived local process (a CLI call)
-            now,
-        )
+        values = {
+            "codename": inp.codename,
+            "agent": row["agent"],
+            "run_id": row["run_id"],
+            "step": inp.step,
+            "parent": parent_addr,
+            "role": inp.role,
+            "archetype": inp.archetype,
+            "task": inp.task,
+            "is_lead": inp.lead,
+            "messaging": messaging,
+            "tools": json.dumps(tools) if tools is not None else None,
+            "token_hash": token_hash,
+            # NULL when the joiner is not a long-lived local process (a CLI call)
+            "pid": inp.pid,
+            "last_seen_utc": now,
+        }
         if holder is not None:
             pid = holder["id"]
             # A retried or continued run: same row, so inbox, cursors and directives stay (S3).
-            t.execute(
-                "UPDATE participants SET codename=?, agent=?, run_id=?, step=?, parent=?, role=?, "
-                "archetype=?, task=?, is_lead=?, messaging=?, tools=?, token_hash=?, pid=?, "
-                "status='running', left_at_utc=NULL, last_seen_utc=? WHERE id=?",
-                (*values, pid),
-            )
+            t.execute(_REJOIN, {**values, "id": pid})
             inbox.recover(t, pid, now)  # S32: leases of its dead processes come back now
         else:
             pid = new_id()
-            last_bcast = t.one("SELECT last_bcast FROM spaces WHERE id = ?", (space_id,))[0]
-            t.execute(
-                "INSERT INTO participants (codename, agent, run_id, step, parent, role, archetype, task, "
-                "is_lead, messaging, tools, token_hash, pid, last_seen_utc, id, space_id, address, "
-                "status, bcast_seen, joined_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
+            fresh = {
+                **values,
+                "id": pid,
+                "space_id": space_id,
+                "address": address,
+                "status": "running",
                 # bcast_seen starts at the current end: broadcasts count from the join (S6).
-                (*values, pid, space_id, address, last_bcast, now),
-            )
-        _journal(t, pid, space_id, "joined", row, now, None)
+                "bcast_seen": space["last_bcast"],
+                "waiting": 0,
+                "joined_at_utc": now,
+                "left_at_utc": None,
+                "contact_policy": None,  # open (S38) until the participant sets one
+                "contact_allow": None,
+            }
+            insert_rows(t, [fresh])
+        journal_event(t, pid, space_id, "joined", row, now, None)
         if tools and not messaging:
             # Off inherited from the parent wins over the tools it named: they are
             # not offered, and its transcript says so (nothing dropped silently).
@@ -312,10 +279,7 @@ def authenticate(
     th = hash_token(token)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        row = t.one(
-            "SELECT id, token_hash FROM participants WHERE space_id = ? AND address = ?",
-            (space_id, address),
-        )
+        row = t.one(_HOLDER, {"space_id": space_id, "address": address})
         if row is None or row["token_hash"] != th:
             # One message for unknown address, wrong token and someone else's token: no oracle.
             raise errors.AuthError(
@@ -349,33 +313,11 @@ def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None
         leave_in_tx(store, t, ident.participant_id, reason)
 
 
-def leave_in_tx(store: Store, t: Tx, pid: str, reason: str) -> None:
-    """Record participant ``pid`` as left, inside the caller's transaction."""
-    row = t.row(
-        "SELECT space_id, address, codename, agent, run_id, step, parent FROM participants WHERE id = ?",
-        (pid,),
-    )
-    assert row is not None
-    now = store.now_ts()
-    t.execute("UPDATE participants SET status='left', left_at_utc=? WHERE id=?", (now, pid))
-    _journal(t, pid, row["space_id"], "left", row, now, reason)
-
-
-def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:
-    for (pid,) in t.all(
-        "SELECT id FROM participants WHERE space_id = ? AND status != 'left'", (space_id,)
-    ):
-        leave_in_tx(store, t, pid, reason)
-
-
 def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None = None) -> None:
     if status not in ("running", "idle", "failed", "shutdown"):
         raise errors.InvalidInput(f"bad status {status!r}")
     with store.write(tx) as t:
-        t.execute(
-            "UPDATE participants SET status = ?, last_seen_utc = ? WHERE id = ? AND status != 'left'",
-            (status, store.now_ts(), participant_id),
-        )
+        t.execute(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
 
 
 def list_participants(
@@ -383,21 +325,14 @@ def list_participants(
 ) -> list[Participant]:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        where = "" if include_left else " AND status != 'left'"
-        rows = t.all(
-            f"SELECT {COLUMNS} FROM participants WHERE space_id = ?{where} ORDER BY joined_at_utc, id",
-            (space_id,),
-        )
+        rows = t.all(_LIST_ALL if include_left else _LIST_PRESENT, {"space_id": space_id})
     return [to_model(r) for r in rows]
 
 
 def get(store: Store, space_ref: str, address: str, *, tx: Tx | None = None) -> Participant:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        row = t.one(
-            f"SELECT {COLUMNS} FROM participants WHERE space_id = ? AND address = ?",
-            (space_id, address),
-        )
+        row = t.one(_BY_ADDRESS, {"space_id": space_id, "address": address})
     if row is None:
         raise errors.ParticipantNotFound(
             f"no participant {address!r} in space {space_id}", address=address
@@ -408,11 +343,7 @@ def get(store: Store, space_ref: str, address: str, *, tx: Tx | None = None) -> 
 def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ParticipantEvent]:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.rows(
-            "SELECT event, address, codename, agent, run_id, step, parent, reason, at_utc "
-            "FROM participant_events WHERE space_id = ? ORDER BY at_utc, id",
-            (space_id,),
-        )
+        rows = t.rows(_EVENTS, {"space_id": space_id})
     return [ParticipantEvent(**r) for r in rows]
 
 

@@ -87,13 +87,18 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-@lru_cache(maxsize=4096)
 def to_pg(sql: str) -> str:
     """A statement for psycopg: a catalogue one's PostgreSQL text, or a plain
     ``?``-placeholder text rewritten (``?`` -> ``%s``, a literal ``%`` doubled)."""
     if isinstance(sql, Stmt):
+        # Before the cache: a Stmt equals its SQLite text, which another entry
+        # may share with a different PostgreSQL text (store.lock_space).
         return sql.postgresql
+    return _rewrite(sql)
 
+
+@lru_cache(maxsize=4096)
+def _rewrite(sql: str) -> str:
     def sub(m: re.Match[str]) -> str:
         text = m.group(0)
         if text == "?":

@@ -61,7 +61,7 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
             dict(
                 t.all(
                     _SNIPPETS,
-                    {"query": params["query"], "rowids": json.dumps([r[7] for r in rows])},
+                    {"query": params["query"], "rowids": json.dumps([r["rid"] for r in rows])},
                 )
             )
             if rows
@@ -76,15 +76,15 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
         raise
     return [
         SearchHit(
-            id=r[0],
-            seq=r[1],
-            kind=r[2],
-            sender=r[3],
-            to=json.loads(r[4]),
-            thread=r[5],
-            created_at_utc=r[6],
-            snippet=snips.get(r[7], ""),
-            rank=round(float(r[8]), 6),
+            id=r["id"],
+            seq=r["seq"],
+            kind=r["kind"],
+            sender=r["sender"],
+            to=json.loads(r["recipients"]),
+            thread=r["thread"],
+            created_at_utc=r["created_at_utc"],
+            snippet=snips.get(r["rid"], ""),
+            rank=round(float(r["rank"]), 6),
         )
         for r in rows
     ]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from broker import errors, trust
+from broker import errors, trust, wake
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.records import CreatedSpace, JoinKey, Space
+from broker.roster import leave_all
 from broker.settings import BOUNDS, Limits
 from broker.sql import stmt
 from broker.vocab import SpaceKind
@@ -19,20 +21,32 @@ from broker.vocab import describe_setting as describe
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
 _SET_JOIN_KEY = stmt("trust.set_join_key")
-_SETTINGS = stmt("spaces.settings")
 _SET_SETTINGS = stmt("spaces.set_settings")
-_COLUMNS = "id, kind, state, settings, created_at_utc, updated_at_utc"
+_INSERT = stmt("spaces.insert")
+_EXACT_ID = stmt("spaces.exact_id")
+_BY_PREFIX = stmt("spaces.by_prefix")
+_GET = stmt("spaces.get")
+_LIST_ALL = stmt("spaces.list_all")
+_LIST_IN_STATE = stmt("spaces.list_in_state")
+_SET_STATE = stmt("spaces.set_state")
 
 
-def _space(row: tuple[Any, ...]) -> Space:
+def to_model(row: Mapping[str, Any]) -> Space:
+    """The one space row mapper: a row of ``spaces.get``/``list_all``/``list_in_state``."""
     return Space(
-        id=row[0],
-        kind=row[1],
-        state=row[2],
-        settings=json.loads(row[3]),
-        created_at_utc=row[4],
-        updated_at_utc=row[5],
+        id=row["id"],
+        kind=row["kind"],
+        state=row["state"],
+        settings=json.loads(row["settings"]),
+        created_at_utc=row["created_at_utc"],
+        updated_at_utc=row["updated_at_utc"],
     )
+
+
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Write whole space rows (every column, by name): the one writer of
+    ``spaces`` inserts, used by ``create`` and by the importer."""
+    t.many(_INSERT, rows)
 
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -111,11 +125,18 @@ def create(
     now = store.now_ts()
     sid = PREFIX[kind] + new_id().lower()
     with store.write(tx) as t:
-        t.execute(
-            "INSERT INTO spaces (id, kind, state, settings, created_at_utc, updated_at_utc) "
-            "VALUES (?, ?, 'running', ?, ?, ?)",
-            (sid, kind, json.dumps(overrides, sort_keys=True), now, now),
-        )
+        row = {
+            "id": sid,
+            "kind": kind,
+            "state": "running",
+            "settings": json.dumps(overrides, sort_keys=True),
+            "last_seq": 0,
+            "last_bcast": 0,
+            "log_bytes": 0,
+            "created_at_utc": now,
+            "updated_at_utc": now,
+        }
+        insert_rows(t, [row])
         join_key = _new_join_key(store, t, sid)
     return CreatedSpace(
         join_key=join_key,
@@ -139,7 +160,8 @@ def set_settings(
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        state, text = t.one(_SETTINGS, {"space_id": sid})
+        row = t.one(_GET, {"space_id": sid})
+        state, text = row["state"], row["settings"]
         if state != "running":
             raise errors.Conflict(f"space {sid} is {state}: its settings no longer apply")
         stored = json.loads(text)
@@ -161,32 +183,29 @@ def resolve_id(tx: Tx, ref: str) -> str:
         raise errors.InvalidInput("run id is empty")
     if not _REF.fullmatch(text):
         raise errors.InvalidInput(f"bad run id {ref!r}: letters, digits and '_' only")
-    row = tx.one("SELECT id FROM spaces WHERE id = ?", (text,))
+    row = tx.one(_EXACT_ID, {"id": text})
     if row:
-        return str(row[0])
+        return str(row["id"])
     pattern = text.replace("_", "\\_") + "%"
-    rows = tx.all(stmt("spaces.by_prefix"), {"pattern": pattern})
+    rows = tx.all(_BY_PREFIX, {"pattern": pattern})
     if not rows:
         raise errors.SpaceNotFound(f"no space matches run id {ref!r}", run_id=ref)
     if len(rows) > 1:
-        raise errors.AmbiguousId(ref, [r[0] for r in rows])
-    return str(rows[0][0])
+        raise errors.AmbiguousId(ref, [r["id"] for r in rows])
+    return str(rows[0]["id"])
 
 
 def get(store: Store, ref: str, *, tx: Tx | None = None) -> Space:
     with store.read(tx) as t:
         sid = resolve_id(t, ref)
-        row = t.one(f"SELECT {_COLUMNS} FROM spaces WHERE id = ?", (sid,))
-    return _space(row)
+        row = t.one(_GET, {"space_id": sid})
+    return to_model(row)
 
 
 def list_spaces(store: Store, *, state: str | None = None, tx: Tx | None = None) -> list[Space]:
     with store.read(tx) as t:
-        if state:
-            rows = t.all(f"SELECT {_COLUMNS} FROM spaces WHERE state = ? ORDER BY id", (state,))
-        else:
-            rows = t.all(f"SELECT {_COLUMNS} FROM spaces ORDER BY id")
-    return [_space(r) for r in rows]
+        rows = t.all(_LIST_IN_STATE, {"state": state}) if state else t.all(_LIST_ALL)
+    return [to_model(r) for r in rows]
 
 
 def _set_state(
@@ -194,22 +213,17 @@ def _set_state(
 ) -> Space:
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        row = t.one("SELECT state FROM spaces WHERE id = ?", (sid,))
-        if row[0] != state:
-            if row[0] not in allowed_from:
-                raise errors.Conflict(f"space {sid} is {row[0]}; it cannot become {state}")
-            now = store.now_ts()
-            t.execute(
-                "UPDATE spaces SET state = ?, updated_at_utc = ? WHERE id = ?", (state, now, sid)
-            )
+        was = t.one(_GET, {"space_id": sid})["state"]
+        if was != state:
+            if was not in allowed_from:
+                raise errors.Conflict(f"space {sid} is {was}; it cannot become {state}")
+            t.execute(_SET_STATE, {"state": state, "now": store.now_ts(), "space_id": sid})
             if state != "running":
-                from broker.participants import leave_all
-
                 leave_all(store, t, sid, reason=f"space {state}")
-        space = _space(t.one(f"SELECT {_COLUMNS} FROM spaces WHERE id = ?", (sid,)))
-    from broker import wake
-
-    wake.ring_space(store, sid)
+        space = to_model(t.one(_GET, {"space_id": sid}))
+        # Waiters (a follow, a blocked claim) learn of the stop once it is
+        # visible: after the commit, also when ``tx`` is the caller's.
+        t.after_commit(lambda: wake.ring_space(store, sid))
     return space
 
 

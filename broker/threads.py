@@ -53,7 +53,7 @@ def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
     row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to})
     if row is None:
         raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
-    inherited = row[0] or m.reply_to
+    inherited = row["thread"] or m.reply_to
     if m.thread is not None and m.thread != inherited:
         raise errors.InvalidInput(
             f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})"
@@ -62,25 +62,26 @@ def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
 
 
 def to_entry(r: Any) -> LogEntry:
+    """The one log row mapper (``threads.log`` here, ``messages.log``): read by name."""
     return LogEntry(
-        id=r[0],
-        space_id=r[1],
-        seq=r[2],
-        kind=r[3],
-        sender=r[4],
-        to=json.loads(r[5]),
-        body=r[6],
-        urgent=bool(r[7]),
-        via=r[8],
-        ref=r[9],
-        reached=json.loads(r[10]),
-        not_reached=[NotReached(**n) for n in json.loads(r[11])],
-        idempotency_key=r[12],
-        created_at_utc=r[13],
-        thread=r[14],
-        reply_to=r[15],
-        importance=r[16] or "normal",
-        ack_required=bool(r[17]),
+        id=r["id"],
+        space_id=r["space_id"],
+        seq=r["seq"],
+        kind=r["kind"],
+        sender=r["sender"],
+        to=json.loads(r["recipients"]),
+        body=r["body"],
+        urgent=bool(r["urgent"]),
+        via=r["via"],
+        ref=r["ref"],
+        reached=json.loads(r["reached"]),
+        not_reached=[NotReached(**n) for n in json.loads(r["not_reached"])],
+        idempotency_key=r["idempotency_key"],
+        created_at_utc=r["created_at_utc"],
+        thread=r["thread"],
+        reply_to=r["reply_to"],
+        importance=r["importance"] or "normal",
+        ack_required=bool(r["ack_required"]),
     )
 
 
@@ -99,14 +100,14 @@ def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Threa
         rows = t.all(_LIST, {"space_id": space_id})
     return [
         Thread(
-            thread=r[0],
-            messages=r[1],
-            first_id=r[2],
-            first_at=r[3],
-            last_id=r[4],
-            last_at=r[5],
-            participants=r[6],
-            senders=json.loads(r[7]),
+            thread=r["thread"],
+            messages=r["messages"],
+            first_id=r["first_id"],
+            first_at=r["first_at"],
+            last_id=r["last_id"],
+            last_at=r["last_at"],
+            participants=r["participants"],
+            senders=json.loads(r["senders"]),
         )
         for r in rows
     ]

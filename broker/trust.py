@@ -168,7 +168,7 @@ def verify_operator(t: Tx, secret: str) -> None:
         raise errors.AuthError(
             "this store has no operator key yet: run `broker db upgrade` once to make it"
         )
-    if not matches(secret, row[0]):
+    if not matches(secret, row["key_hash"]):
         raise errors.AuthError(
             f"the operator key given is not this store's (check {KEY_ENV} or the key file)"
         )
@@ -177,7 +177,7 @@ def verify_operator(t: Tx, secret: str) -> None:
 # --- join keys ------------------------------------------------------------------------
 def verify_join_key(t: Tx, space_id: str, secret: str) -> None:
     row = t.one(_JOIN_KEY, {"space_id": space_id})
-    stored = row[0] if row is not None else None
+    stored = row["join_key_hash"] if row is not None else None
     if stored is None:
         raise errors.AuthError(
             f"space {space_id} has no join key (made before join keys): the operator "

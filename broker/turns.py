@@ -286,7 +286,7 @@ def _turn_once(
         if limit is None:
             # The whole inbox: the operator's messages pass inbox_cap (S30), and
             # an urgent one past the cap must be in this turn, first.
-            waiting = t.one(_WAITING, {"participant_id": pid})[0]
+            waiting = t.one(_WAITING, {"participant_id": pid})["waiting"]
             limit = min(inbox.MAX_LIMIT, max(limits.inbox_cap, waiting))
         got = inbox.claim_rows(
             t,

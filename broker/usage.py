@@ -37,26 +37,36 @@ def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) 
         row = t.one(_SPACE_TOTALS, {"space_id": sid})
         senders = t.all(_TOP_SENDERS, {"space_id": sid, "n": top})
         inboxes = t.all(_INBOXES, {"space_id": sid})
-    limits = spaces.limits_of(row[2])
+    limits = spaces.limits_of(row["settings"])
     cap = int(limits.log_max_mb * MB)
-    stored = json.loads(row[2])
+    stored = json.loads(row["settings"])
     return SpaceUsage(
         space_id=sid,
-        state=row[1],
+        state=row["state"],
         limits=limits.to_dict(),
         settings=stored if isinstance(stored, dict) else {},
-        log_bytes=int(row[3]),
+        log_bytes=int(row["log_bytes"]),
         log_cap_bytes=cap,
         sender_log_cap_bytes=int(cap * limits.sender_share),
         sender_inbox_cap=limits.sender_inbox_cap(),
-        messages=int(row[4]),
+        messages=int(row["last_seq"]),  # one log row per seq
         top_senders=[
-            SenderUse(sender=s, log_bytes=int(b), messages=int(n), share=round(b / cap, 4))
-            for s, b, n in senders
+            SenderUse(
+                sender=r["sender"],
+                log_bytes=int(r["log_bytes"]),
+                messages=int(r["messages"]),
+                share=round(r["log_bytes"] / cap, 4),
+            )
+            for r in senders
         ],
         inboxes=[
-            InboxUse(address=a, status=st, waiting=int(w), cap=limits.inbox_cap)
-            for a, st, w, _ in inboxes
+            InboxUse(
+                address=r["address"],
+                status=r["status"],
+                waiting=int(r["waiting"]),
+                cap=limits.inbox_cap,
+            )
+            for r in inboxes
         ],
     )
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 # Tables whose owners have their insert functions: used as they are.
-from broker import board, history, inbox, reservations, transcript, turns
+from broker import board, history, inbox, participants, reservations, spaces, transcript, turns
 from broker.db import Tx
 from broker.sql import stmt
 
@@ -41,22 +41,6 @@ def _many(t: Tx, name: str, rows: Rows) -> None:
 
 # Lower-case class names on purpose: each stands for the owner module of the
 # same name, so the swap to the owners' functions changes only the imports.
-class spaces:
-    @staticmethod
-    def insert_rows(t: Tx, rows: Rows) -> None:
-        _many(t, "spaces", rows)
-
-
-class participants:
-    @staticmethod
-    def insert_rows(t: Tx, rows: Rows) -> None:
-        _many(t, "participants", rows)
-
-    @staticmethod
-    def insert_events(t: Tx, rows: Rows) -> None:
-        _many(t, "participant_events", rows)
-
-
 class messages:
     @staticmethod
     def insert_rows(t: Tx, rows: Rows) -> None:

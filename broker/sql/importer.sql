@@ -13,24 +13,6 @@ SELECT s.last_seq AS last_seq, s.last_bcast AS last_bcast,
        (SELECT COALESCE(MAX(bcast_no), 0) FROM messages WHERE space_id = s.id) AS top_bcast
 FROM spaces s WHERE s.id = :space
 
--- name: insert_spaces
-INSERT INTO spaces (id, kind, state, settings, last_seq, last_bcast, log_bytes, created_at_utc, updated_at_utc)
-VALUES (:id, :kind, :state, :settings, :last_seq, :last_bcast, :log_bytes, :created_at_utc, :updated_at_utc)
-
--- name: insert_participants
-INSERT INTO participants (id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting, pid, joined_at_utc, left_at_utc, last_seen_utc, contact_policy, contact_allow)
-VALUES (:id, :space_id, :address, :codename, :agent, :run_id, :step, :parent, :role, :archetype, :task, :is_lead, :messaging, :tools, :token_hash, :status, :bcast_seen, :waiting, :pid, :joined_at_utc, :left_at_utc, :last_seen_utc, :contact_policy, :contact_allow)
-
--- name: insert_participant_events
-INSERT INTO participant_events (id, space_id, participant_id, event, address, codename, agent, run_id, step, parent, reason, at_utc)
-VALUES (:id, :space_id, :participant_id, :event, :address, :codename, :agent, :run_id, :step, :parent, :reason, :at_utc)
-
 -- name: insert_messages
 INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc, thread, reply_to, importance, ack_required)
 VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref, :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc, :thread, :reply_to, :importance, :ack_required)
-
-
-
-
-
-

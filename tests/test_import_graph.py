@@ -1,0 +1,116 @@
+"""No import circles among the broker's modules (one module, one responsibility).
+
+Checked on the source: every import statement, the lazy ones inside functions
+included (a lazy import only hides a circle, it does not remove it); imports
+under ``if TYPE_CHECKING:`` are annotations, not imports, and are skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "broker"
+
+# The one circle kept on purpose: ``Store(url)`` hands a PostgreSQL URL to its
+# subclass ``PgStore`` (imported only then), which extends ``Store``. This list
+# only shrinks.
+ALLOWED = [{"broker.db", "broker.pgstore"}]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                skipped.update(id(n) for n in ast.walk(inner))
+    return skipped
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    paths = {_module_name(p, package.parent): p for p in sorted(package.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _type_checking_nodes(tree)
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in paths)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if full in paths:
+                        deps.add(full)  # `from broker import wake`: the module itself
+                    elif node.module in paths:
+                        deps.add(node.module)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles_among_broker_modules() -> None:
+    found = [c for c in circles(import_graph()) if c not in ALLOWED]
+    assert not found, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
+
+
+def test_the_allowed_list_only_names_circles_that_still_exist() -> None:
+    present = circles(import_graph())
+    for allowed in ALLOWED:
+        assert allowed in present, f"{sorted(allowed)} is no circle any more: drop it from ALLOWED"
+
+
+def test_the_check_sees_lazy_imports_and_skips_type_checking(tmp_path: Path) -> None:
+    pkg = tmp_path / "broker"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from broker import b\n")
+    (pkg / "b.py").write_text("from broker.a import f\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from broker.d import x\n"
+    )
+    (pkg / "d.py").write_text("import broker.c\n")
+    assert circles(import_graph(pkg)) == [{"broker.a", "broker.b"}]
