@@ -22,6 +22,7 @@ from broker.records import (
     Joined,
     JournalEntry,
     Lease,
+    Participant,
     SendResult,
     Turn,
     TurnSeen,
@@ -30,9 +31,7 @@ from broker.records import (
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
 if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
-
     pass
-
 
 
 @checked
@@ -170,7 +169,24 @@ class Agent(AgentPaths, AgentMail):
         )
 
     def leave(self, *, tx: Tx | None = None) -> None:
+        """Leave the space: this participant is ``left`` in the directory and its
+        journal, and every later call with its token is refused."""
         participants.leave(self.store, self.identity, tx=tx)
+
+    def me(self, *, tx: Tx | None = None) -> Participant:
+        """This participant's own row as of now: its status, grant (``tools``),
+        heartbeat and ``waiting`` (deliveries ready or being processed). Writes
+        nothing; still answers after ``leave`` (status ``left``)."""
+        return participants.get(self.store, self.space_id, self.address, tx=tx)
+
+    def granted(self, *, tx: Tx | None = None) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted, re-read
+        from its row (a grant changed since it joined counts at once). Refused
+        like any call once it has left or its space stopped."""
+        from broker import auth
+
+        with self.store.read(tx) as t:
+            return sorted(auth.caller(t, self.identity).granted)
 
     # --- the board (S21-S24) -------------------------------------------------------
     def board_read(
@@ -209,23 +225,23 @@ class Agent(AgentPaths, AgentMail):
 
     def claim_key(self, key: str, ttl: float = 300.0, *, tx: Tx | None = None) -> ClaimGrant:
         """``board.claim``: an exclusive lease on a board key, with a fencing token."""
-        from broker import board
+        from broker import claims
 
-        return board.claim(self.store, self.identity, key, ttl, tx=tx)
+        return claims.claim(self.store, self.identity, key, ttl, tx=tx)
 
     def release_key(self, key: str, token: int, *, tx: Tx | None = None) -> JournalEntry:
         """``board.release``: free a key held with ``token``."""
-        from broker import board
+        from broker import claims
 
-        return board.release(self.store, self.identity, key, token, tx=tx)
+        return claims.release(self.store, self.identity, key, token, tx=tx)
 
     def renew_key(
         self, key: str, token: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> ClaimGrant:
         """Extend a live claim held with ``token`` to ``ttl`` seconds from now."""
-        from broker import board
+        from broker import claims
 
-        return board.renew(self.store, self.identity, key, token, ttl, tx=tx)
+        return claims.renew(self.store, self.identity, key, token, ttl, tx=tx)
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
     def claim(

@@ -17,6 +17,7 @@ from broker.records import (
     HistoryEntry,
     JournalEntry,
     Lease,
+    Participant,
     SearchHit,
     SendResult,
     Turn,
@@ -292,6 +293,14 @@ class RemoteAgent(RemoteAgentPaths):
     def history(self) -> list[HistoryEntry]:
         """This agent's history, oldest first."""
         return list_of(HistoryEntry, self._call("GET", "/history"))
+
+    def me(self) -> Participant:
+        """This participant's own directory row (status, grant, ``waiting``)."""
+        return from_dict(Participant, self._call("GET", "/me"))  # type: ignore[no-any-return]
+
+    def granted(self) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted."""
+        return [str(name) for name in self._call("GET", "/granted")]
 
 
 def _poll_timeout(wait: float) -> float | None:
