@@ -352,7 +352,7 @@ class AsyncAgent:
 
     async def ack_and_claim(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         limit: int = 1,
         lease: float | None = None,
@@ -360,7 +360,7 @@ class AsyncAgent:
         tx: Tx | None = None,
     ) -> Lease:
         """Async ``Agent.ack_and_claim``: ack and claim the next ``limit`` in one transaction."""
-        call = functools.partial(self.sync.ack_and_claim, token, ids, limit, lease, tx=tx)
+        call = functools.partial(self.sync.ack_and_claim, lease_token, ids, limit, lease, tx=tx)
         return await _run_undoable(call, self._give_back if tx is None else None)
 
     async def claim(

@@ -229,19 +229,19 @@ class Agent(AgentPaths, AgentMail):
 
         return claims.claim(self.store, self.identity, key, ttl, tx=tx)
 
-    def release_key(self, key: str, token: int, *, tx: Tx | None = None) -> JournalEntry:
-        """``board.release``: free a key held with ``token``."""
+    def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
+        """``board.release``: free a key held with the fencing token ``fence``."""
         from broker import claims
 
-        return claims.release(self.store, self.identity, key, token, tx=tx)
+        return claims.release(self.store, self.identity, key, fence, tx=tx)
 
     def renew_key(
-        self, key: str, token: int, ttl: float = 300.0, *, tx: Tx | None = None
+        self, key: str, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> ClaimGrant:
-        """Extend a live claim held with ``token`` to ``ttl`` seconds from now."""
+        """Extend a live claim held with ``fence`` to ``ttl`` seconds from now (same fence)."""
         from broker import claims
 
-        return claims.renew(self.store, self.identity, key, token, ttl, tx=tx)
+        return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
     def claim(
@@ -260,15 +260,18 @@ class Agent(AgentPaths, AgentMail):
             self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
         )
 
-    def ack(self, token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None) -> int:
-        """Ack message ``ids`` (None: the whole lease); a repeat returns 0."""
+    def ack(
+        self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
+    ) -> int:
+        """Ack message ``ids`` of the lease ``lease_token`` (None: the whole lease);
+        a repeat returns 0."""
         from broker import inbox
 
-        return inbox.ack(self.store, self.identity, token, ids, tx=tx)
+        return inbox.ack(self.store, self.identity, lease_token, ids, tx=tx)
 
     def release(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         *,
         error: str | None = None,
@@ -277,11 +280,11 @@ class Agent(AgentPaths, AgentMail):
         """Give messages back for replay (their delivery count stays)."""
         from broker import inbox
 
-        return inbox.release(self.store, self.identity, token, ids, error=error, tx=tx)
+        return inbox.release(self.store, self.identity, lease_token, ids, error=error, tx=tx)
 
     def extend(
         self,
-        token: str,
+        lease_token: str,
         seconds: float | None = None,
         ids: Iterable[str] | None = None,
         *,
@@ -290,11 +293,11 @@ class Agent(AgentPaths, AgentMail):
         """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
         from broker import inbox
 
-        return inbox.extend(self.store, self.identity, token, seconds, ids, tx=tx)
+        return inbox.extend(self.store, self.identity, lease_token, seconds, ids, tx=tx)
 
     def quarantine(
         self,
-        token: str,
+        lease_token: str,
         message_id: str,
         reason: str,
         *,
@@ -304,11 +307,13 @@ class Agent(AgentPaths, AgentMail):
         """Set a bad message aside with its evidence; the queue goes on."""
         from broker import inbox
 
-        inbox.quarantine(self.store, self.identity, token, message_id, reason, error=error, tx=tx)
+        inbox.quarantine(
+            self.store, self.identity, lease_token, message_id, reason, error=error, tx=tx
+        )
 
     def ack_and_claim(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         limit: int = 1,
         lease: float | None = None,
@@ -319,7 +324,14 @@ class Agent(AgentPaths, AgentMail):
         from broker import inbox
 
         return inbox.ack_and_claim(
-            self.store, self.identity, token, ids, limit, lease, process=self._process(), tx=tx
+            self.store,
+            self.identity,
+            lease_token,
+            ids,
+            limit,
+            lease,
+            process=self._process(),
+            tx=tx,
         )
 
     # --- turns (S17-S19) -----------------------------------------------------------
