@@ -64,7 +64,7 @@ def _worker(
             bad.append(repr(exc))
             continue
         try:
-            me.release_key(key, grant.token)
+            me.release_key(key, grant.fence)
             pairs += 1
         except errors.BrokerError as exc:
             bad.append(repr(exc))

@@ -29,7 +29,7 @@ Example::
     lease = await agent.claim(wait=30)
     for d in lease.deliveries:
         ...
-    await agent.ack(lease.token)
+    await agent.ack(lease.lease_token)
 """
 
 from __future__ import annotations
@@ -332,17 +332,27 @@ class AsyncAgent:
     append_history = _in_thread(Agent.append_history)
     undo_history = _in_thread(Agent.undo_history)
     history = _in_thread(Agent.history)
+    me = _in_thread(Agent.me)
+    granted = _in_thread(Agent.granted)
+
+    def doorbell(self) -> Doorbell:
+        """The Doorbell of this participant's inbox (S20): rung when mail for it
+        commits. Open it (``async with``) *before* checking what waits, then
+        ``await wait(timeout)`` and check again: nothing committed in between
+        is slept through. Async only: a front end's watcher (``broker mcp``
+        tells its clients when mail arrives) waits on it without a thread."""
+        return Doorbell(self.store, [wake.participant_key(self.identity.participant_id)])
 
     # --- calls that take messages: never lost to a cancellation ---------------------
     def _give_back(self, lease: Lease) -> None:
         """Undo a claim whose caller was cancelled: its messages are ready again now."""
         if lease.deliveries:
             with contextlib.suppress(errors.BrokerError):  # already expired and re-claimed
-                self.sync.release(lease.token)
+                self.sync.release(lease.lease_token)
 
     async def ack_and_claim(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         limit: int = 1,
         lease: float | None = None,
@@ -350,7 +360,7 @@ class AsyncAgent:
         tx: Tx | None = None,
     ) -> Lease:
         """Async ``Agent.ack_and_claim``: ack and claim the next ``limit`` in one transaction."""
-        call = functools.partial(self.sync.ack_and_claim, token, ids, limit, lease, tx=tx)
+        call = functools.partial(self.sync.ack_and_claim, lease_token, ids, limit, lease, tx=tx)
         return await _run_undoable(call, self._give_back if tx is None else None)
 
     async def claim(
@@ -374,9 +384,7 @@ class AsyncAgent:
         owner = owner or inbox.default_owner(self.identity)
         deadline = time.monotonic() + wait
         step = functools.partial(self._claim_step, limit, lease, owner)
-        async with Doorbell(
-            self.store, [wake.participant_key(self.identity.participant_id)]
-        ) as bell:
+        async with self.doorbell() as bell:
             while True:
                 got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
                 left = deadline - time.monotonic()
@@ -426,9 +434,7 @@ class AsyncAgent:
             return await _run_undoable(call, self._keep_turn if tx is None else None)
         deadline = time.monotonic() + wait
         step = functools.partial(self._turn_step, lease, limit)
-        async with Doorbell(
-            self.store, [wake.participant_key(self.identity.participant_id)]
-        ) as bell:
+        async with self.doorbell() as bell:
             while True:
                 turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
                 left = deadline - time.monotonic()

@@ -21,6 +21,7 @@ from broker.records import (
     Joined,
     JournalEntry,
     Lease,
+    Participant,
     SendResult,
     Turn,
     TurnSeen,
@@ -29,9 +30,7 @@ from broker.records import (
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
 if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
-
     pass
-
 
 
 @checked
@@ -171,7 +170,24 @@ class Agent(AgentPaths, AgentMail):
         )
 
     def leave(self, *, tx: Tx | None = None) -> None:
+        """Leave the space: this participant is ``left`` in the directory and its
+        journal, and every later call with its token is refused."""
         participants.leave(self.store, self.identity, tx=tx)
+
+    def me(self, *, tx: Tx | None = None) -> Participant:
+        """This participant's own row as of now: its status, grant (``tools``),
+        heartbeat and ``waiting`` (deliveries ready or being processed). Writes
+        nothing; still answers after ``leave`` (status ``left``)."""
+        return participants.get(self.store, self.space_id, self.address, tx=tx)
+
+    def granted(self, *, tx: Tx | None = None) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted, re-read
+        from its row (a grant changed since it joined counts at once). Refused
+        like any call once it has left or its space stopped."""
+        from broker import auth
+
+        with self.store.read(tx) as t:
+            return sorted(auth.caller(t, self.identity).granted)
 
     # --- the board (S21-S24) -------------------------------------------------------
     def board_read(
@@ -210,23 +226,23 @@ class Agent(AgentPaths, AgentMail):
 
     def claim_key(self, key: str, ttl: float = 300.0, *, tx: Tx | None = None) -> ClaimGrant:
         """``board.claim``: an exclusive lease on a board key, with a fencing token."""
-        from broker import board
+        from broker import claims
 
-        return board.claim(self.store, self.identity, key, ttl, tx=tx)
+        return claims.claim(self.store, self.identity, key, ttl, tx=tx)
 
-    def release_key(self, key: str, token: int, *, tx: Tx | None = None) -> JournalEntry:
-        """``board.release``: free a key held with ``token``."""
-        from broker import board
+    def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
+        """``board.release``: free a key held with the fencing token ``fence``."""
+        from broker import claims
 
-        return board.release(self.store, self.identity, key, token, tx=tx)
+        return claims.release(self.store, self.identity, key, fence, tx=tx)
 
     def renew_key(
-        self, key: str, token: int, ttl: float = 300.0, *, tx: Tx | None = None
+        self, key: str, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> ClaimGrant:
-        """Extend a live claim held with ``token`` to ``ttl`` seconds from now."""
-        from broker import board
+        """Extend a live claim held with ``fence`` to ``ttl`` seconds from now (same fence)."""
+        from broker import claims
 
-        return board.renew(self.store, self.identity, key, token, ttl, tx=tx)
+        return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
     def claim(
@@ -245,15 +261,18 @@ class Agent(AgentPaths, AgentMail):
             self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
         )
 
-    def ack(self, token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None) -> int:
-        """Ack message ``ids`` (None: the whole lease); a repeat returns 0."""
+    def ack(
+        self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
+    ) -> int:
+        """Ack message ``ids`` of the lease ``lease_token`` (None: the whole lease);
+        a repeat returns 0."""
         from broker import inbox
 
-        return inbox.ack(self.store, self.identity, token, ids, tx=tx)
+        return inbox.ack(self.store, self.identity, lease_token, ids, tx=tx)
 
     def release(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         *,
         error: str | None = None,
@@ -262,11 +281,11 @@ class Agent(AgentPaths, AgentMail):
         """Give messages back for replay (their delivery count stays)."""
         from broker import inbox
 
-        return inbox.release(self.store, self.identity, token, ids, error=error, tx=tx)
+        return inbox.release(self.store, self.identity, lease_token, ids, error=error, tx=tx)
 
     def extend(
         self,
-        token: str,
+        lease_token: str,
         seconds: float | None = None,
         ids: Iterable[str] | None = None,
         *,
@@ -275,11 +294,11 @@ class Agent(AgentPaths, AgentMail):
         """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
         from broker import inbox
 
-        return inbox.extend(self.store, self.identity, token, seconds, ids, tx=tx)
+        return inbox.extend(self.store, self.identity, lease_token, seconds, ids, tx=tx)
 
     def quarantine(
         self,
-        token: str,
+        lease_token: str,
         message_id: str,
         reason: str,
         *,
@@ -289,11 +308,13 @@ class Agent(AgentPaths, AgentMail):
         """Set a bad message aside with its evidence; the queue goes on."""
         from broker import inbox
 
-        inbox.quarantine(self.store, self.identity, token, message_id, reason, error=error, tx=tx)
+        inbox.quarantine(
+            self.store, self.identity, lease_token, message_id, reason, error=error, tx=tx
+        )
 
     def ack_and_claim(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         limit: int = 1,
         lease: float | None = None,
@@ -304,7 +325,14 @@ class Agent(AgentPaths, AgentMail):
         from broker import inbox
 
         return inbox.ack_and_claim(
-            self.store, self.identity, token, ids, limit, lease, process=self._process(), tx=tx
+            self.store,
+            self.identity,
+            lease_token,
+            ids,
+            limit,
+            lease,
+            process=self._process(),
+            tx=tx,
         )
 
     # --- turns (S17-S19) -----------------------------------------------------------

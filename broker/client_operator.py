@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     from broker.records import Purged
 
 
-
 @checked
 class Operator(OperatorPaths, OperatorMail):
     """The human running the swarm. ``via`` names the surface (S9).
@@ -161,9 +160,9 @@ class Operator(OperatorPaths, OperatorMail):
 
     def quarantined(self, space: str) -> list[QuarantinedDelivery]:
         """Quarantined deliveries of a space, with their evidence."""
-        from broker import inbox
+        from broker import inbox_view
 
-        return inbox.quarantined(self.store, space)
+        return inbox_view.quarantined(self.store, space)
 
     def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
@@ -307,23 +306,23 @@ class Operator(OperatorPaths, OperatorMail):
 
     def claims(self, space: str) -> list[ClaimGrant]:
         """The live board claims of a space (held and not expired), by key."""
-        from broker import board
+        from broker import claims
 
-        return board.claims(self.store, space)
+        return claims.live(self.store, space)
 
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first; path
         reservations' lines have the key ``path <pattern>`` (S37)."""
-        from broker import board, reservations
+        from broker import claims, reservations
 
         reservations.expire(self.store, space)
-        return board.journal(self.store, space, key=key)
+        return claims.journal(self.store, space, key=key)
 
     def queue_stats(self, space: str) -> QueueStats:
         """A space's deliveries by state and the redeliveries they took (S13-S15)."""
-        from broker import inbox
+        from broker import inbox_view
 
-        return inbox.stats(self.store, space)
+        return inbox_view.stats(self.store, space)
 
     # --- files: export, import and retention (docs/export.md) ------------------------
     # Restoring rows from files and deleting a space are operator actions (S29):

@@ -98,7 +98,7 @@ def worker(ctx: TeammateContext, turn: Turn) -> None:
         except errors.ClaimHeld:
             continue
         if n in _done(me.board_read(limit=1000)):  # finished while we were looking
-            me.release_key(f"task-{n}", grant.token)
+            me.release_key(f"task-{n}", grant.fence)
             continue
         result = _work(n)
         time.sleep(WORK_S)
@@ -106,7 +106,7 @@ def worker(ctx: TeammateContext, turn: Turn) -> None:
         me.send("lead", f"result {n} = {result} {flags}")
         me.post(f"done {n}")
         with contextlib.suppress(errors.BrokerError):
-            me.release_key(f"task-{n}", grant.token)
+            me.release_key(f"task-{n}", grant.fence)
         me.send(me.address, NEXT)  # keep going: the next task is another turn
         return
 

@@ -1,5 +1,6 @@
 """Inboxes as transactional queues (S13-S16, S32): claim, ack, release, extend,
-quarantine, restart recovery. The only writer of ``deliveries``.
+quarantine, requeue, restart recovery. The only writer of ``deliveries``
+(the operator's read-only views of them are ``broker.inbox_view``).
 
 Every inbox is the set of ``deliveries`` rows of one recipient, moving
 ready -> processing -> done | quarantine. A claim is ONE statement inside
@@ -51,7 +52,7 @@ from broker import auth, bounds, errors, procs, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_token, parse_ts, ts_after
-from broker.records import Delivery, Lease, QuarantinedDelivery, QueueStats
+from broker.records import Delivery, Lease
 from broker.spaces import resolve_id
 from broker.sql import stmt
 
@@ -73,9 +74,7 @@ _BY_MESSAGE_IDS = stmt("inbox.by_message_ids")
 _BY_TOKEN = stmt("inbox.by_token")
 _LEASE_PROCESSES = stmt("inbox.lease_processes")
 _RECOVER = stmt("inbox.recover")
-_QUARANTINED = stmt("inbox.quarantined")
 _REQUEUE = stmt("inbox.requeue")
-_STATS = stmt("inbox.stats")
 
 # What a delivery row holds when the writer leaves a column out (a new send).
 _DEFAULTS: dict[str, Any] = {
@@ -252,7 +251,7 @@ def _claim_once(
             process,
         )
         expiry = next_expiry(t, ident.participant_id) if want_expiry and not got else None
-    return Lease(token=token, owner=owner, expires_at=expires, deliveries=got), expiry
+    return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
 
 
 def claim(
@@ -314,7 +313,7 @@ def _lost(token: str, lost: list[tuple[str, str]]) -> errors.LeaseLost:
     parts = ", ".join(f"{mid} ({why.get(state, state)})" for mid, state in lost)
     return errors.LeaseLost(
         f"lease {token[:8]}... no longer holds {parts}: do not ack; the messages were redelivered",
-        lease=token,
+        lease_token=token,
         lost=[mid for mid, _ in lost],
     )
 
@@ -363,7 +362,7 @@ def settle(
         raise errors.LeaseLost(
             f"lease {token[:8]}... holds nothing in the inbox of {ident.address}: it expired "
             "and its messages were claimed again, or the token is wrong",
-            lease=token,
+            lease_token=token,
             lost=[],
         )
     lost = [(r["message_id"], r["state"]) for r in rows if r["state"] != settled_state]
@@ -557,30 +556,7 @@ def recover_on_connect(store: Store, participant_id: str) -> int:
         return recover(t, participant_id, store.now_ts())
 
 
-# --- the operator's view -------------------------------------------------------------------
-def quarantined(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[QuarantinedDelivery]:
-    """Every quarantined delivery of a space, oldest first, with its evidence."""
-    with store.read(tx) as t:
-        space_id = resolve_id(t, space_ref)
-        rows = t.all(_QUARANTINED, {"space_id": space_id})
-    return [
-        QuarantinedDelivery(
-            delivery_id=r["delivery_id"],
-            id=r["message_id"],
-            recipient=r["recipient"],
-            kind=r["kind"],
-            sender=r["sender"],
-            body=r["body"],
-            created_at_utc=r["created_at_utc"],
-            deliveries=r["attempts"],
-            reason=r["quarantine_reason"],
-            last_error=r["last_error"],
-            lease_owner=r["lease_owner"],
-        )
-        for r in rows
-    ]
-
-
+# --- the operator's write (its read-only views are broker.inbox_view) ----------------------
 def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
     """Put quarantined deliveries back to ready with a fresh delivery count.
 
@@ -602,17 +578,3 @@ def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None =
         woken = sorted({r["recipient_id"] for r in rows})
         t.after_commit(lambda: wake.ring(store, space_id, woken))
     return len(rows)
-
-
-def stats(store: Store, space_ref: str, *, tx: Tx | None = None) -> QueueStats:
-    """A space's deliveries by state, and the redeliveries they took."""
-    with store.read(tx) as t:
-        space_id = resolve_id(t, space_ref)
-        r = t.one(_STATS, {"space_id": space_id})
-    return QueueStats(
-        ready=r["ready"],
-        processing=r["processing"],
-        done=r["done"],
-        quarantine=r["quarantine"],
-        redeliveries=r["redeliveries"],
-    )

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from broker import board, bounds, errors, globs, tools
+from broker import bounds, claims, errors, globs, tools
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, ts_after
@@ -35,7 +35,7 @@ from broker.records import JournalEntry, PathCheck, Reservation
 from broker.spaces import resolve_id
 from broker.sql import stmt
 
-DEFAULT_TTL = board.DEFAULT_TTL
+DEFAULT_TTL = claims.DEFAULT_TTL
 MAX_PATTERNS = 100  # per reserve call
 MAX_PATHS = 10000  # per check (a large commit)
 REASON_MAX = 500
@@ -115,7 +115,7 @@ def _journal(
         "lease_expires_at": expires,
         "at_utc": at,
     }
-    board.insert_journal(t, [row])
+    claims.insert_journal(t, [row])
     return jid
 
 
@@ -166,7 +166,7 @@ def reserve(
     wanted = _patterns(patterns)
     if not isinstance(shared, bool):
         raise errors.InvalidInput(f"bad shared {shared!r}: true or false", field="shared")
-    ttl = board.validate_ttl(ttl)
+    ttl = claims.validate_ttl(ttl)
     if reason is not None:
         reason = bounds.text(reason, "reason", REASON_MAX)
     mode = "shared" if shared else "exclusive"
@@ -211,8 +211,8 @@ def _held(t: Tx, ident: Identity, token: int, at: str, verb: str) -> Any:
     """The caller's live grant with ``token``, or ``LeaseLost`` saying why not."""
     r = t.one(_ROW, {"space_id": ident.space_id, "token": token})
     if r is None:
-        raise errors.LeaseLost(f"cannot {verb}: no reservation has fence {token}", token=token)
-    fields = {"token": token, "pattern": r["pattern"]}
+        raise errors.LeaseLost(f"cannot {verb}: no reservation has fence {token}", fence=token)
+    fields = {"fence": token, "pattern": r["pattern"]}
     if r["holder"] != ident.address:
         raise errors.LeaseLost(
             f"cannot {verb} fence {token}: it is {r['holder']}'s reservation of {r['pattern']!r}",
@@ -229,7 +229,7 @@ def _held(t: Tx, ident: Identity, token: int, at: str, verb: str) -> Any:
         raise errors.LeaseLost(
             f"cannot {verb} fence {token}: your reservation of {r['pattern']!r} expired at "
             f"{r['lease_expires_at']}; reserve it again",
-            lease_expires_at=r["lease_expires_at"],
+            expires_at=r["lease_expires_at"],
             **fields,
         )
     return r
@@ -252,8 +252,8 @@ def release(store: Store, ident: Identity, token: int, *, tx: Tx | None = None) 
             key=journal_key(r["pattern"]),
             event="released",
             owner=ident.address,
-            token=token,
-            lease_expires_at=expires,
+            fence=token,
+            expires_at=expires,
             at_utc=at,
         )
 
@@ -265,7 +265,7 @@ def renew(
 ) -> Reservation:
     """The caller's live reservation ``token`` now expires ``ttl`` seconds from now."""
     token = _token(token)
-    ttl = board.validate_ttl(ttl)
+    ttl = claims.validate_ttl(ttl)
 
     def run(t: Tx, _row: Caller) -> Reservation:
         now = store.now()

@@ -51,7 +51,9 @@ def worker(
         if not got.deliveries:
             continue
         ids = [d.id for d in got.deliveries]
-        os.write(fd, "".join(f"C {i} {got.token} {me} {got.expires_at}\n" for i in ids).encode())
+        os.write(
+            fd, "".join(f"C {i} {got.lease_token} {me} {got.expires_at}\n" for i in ids).encode()
+        )
         os.fsync(fd)  # the record is durable before the ack can commit
         # "Work"; now and then longer than the lease, so leases also expire under a
         # live holder (its ack is then refused with LeaseLost).
@@ -59,15 +61,15 @@ def worker(
         time.sleep(float(lease) * 1.5 if slow else rng.random() * 0.01)
         batches += 1
         try:
-            inbox.ack(store, ident, got.token, ids)
-            os.write(fd, f"A {got.token}\n".encode())
+            inbox.ack(store, ident, got.lease_token, ids)
+            os.write(fd, f"A {got.lease_token}\n".encode())
         except errors.LeaseLost as exc:
             lost = list(exc.fields.get("lost", []))
-            os.write(fd, f"L {got.token} {' '.join(lost)}\n".encode())
+            os.write(fd, f"L {got.lease_token} {' '.join(lost)}\n".encode())
             held = [i for i in ids if i not in lost]
             if held:
-                inbox.ack(store, ident, got.token, held)
-                os.write(fd, f"A {got.token}\n".encode())
+                inbox.ack(store, ident, got.lease_token, held)
+                os.write(fd, f"A {got.lease_token}\n".encode())
 
 
 def holder(url: str, space: str, address: str, token: str, go: str, lease: str) -> None:
@@ -76,11 +78,11 @@ def holder(url: str, space: str, address: str, token: str, go: str, lease: str) 
     store = Store(url)
     ident = participants.authenticate(store, space, address, token)
     got = inbox.claim(store, ident, limit=1, lease=float(lease))
-    print(json.dumps({"id": got.deliveries[0].id, "token": got.token}), flush=True)
+    print(json.dumps({"id": got.deliveries[0].id, "token": got.lease_token}), flush=True)
     while not os.path.exists(go):
         time.sleep(0.005)
     try:
-        inbox.ack(store, ident, got.token)
+        inbox.ack(store, ident, got.lease_token)
         print("ok", flush=True)
     except errors.LeaseLost:
         print("lease_lost", flush=True)

@@ -97,19 +97,19 @@ def populate(store: Store, say: Callable[[str], str] = plain) -> Populated:
     lead.retract(gone)
 
     # board claims: one live, one released (journal: claimed, released)
-    out.fence = otter.claim_key("build/lock", 600).token
+    out.fence = otter.claim_key("build/lock", 600).fence
     done = lynx.claim_key("task-1", 600)
-    lynx.release_key("task-1", done.token)
+    lynx.release_key("task-1", done.fence)
     lynx.claim_key("task-2", 600)
 
     # quarantine with evidence: released once with an error, then set aside
     poison = lead.send("otter#1", say("poison"))
     first = otter.claim(limit=10)
-    otter.release(first.token, error=say("parse error"))
+    otter.release(first.lease_token, error=say("parse error"))
     again = otter.claim(limit=10)
-    otter.quarantine(again.token, poison.id, say("cannot parse"))
+    otter.quarantine(again.lease_token, poison.id, say("cannot parse"))
     out.quarantined_id = poison.id
-    otter.ack(again.token)
+    otter.ack(again.lease_token)
 
     # turns: lynx confirmed two; the lead has one open
     for n in range(2):
@@ -126,7 +126,7 @@ def populate(store: Store, say: Callable[[str], str] = plain) -> Populated:
     msg = lead.send("lynx#1", say("take this"))
     lease = lynx.claim(limit=1, lease=600)
     assert [d.id for d in lease.deliveries] == [msg.id]
-    out.lease_token, out.leased_id = lease.token, msg.id
+    out.lease_token, out.leased_id = lease.lease_token, msg.id
     return out
 
 

@@ -80,8 +80,10 @@ def _public(obj: object) -> set[str]:
     return {n for n in dir(obj) if not n.startswith("_")}
 
 
-# Names only the async twins have: the sync handle, a wrapper, the log follower.
-ASYNC_ONLY = {"sync", "wrap"}
+# Names only the async twins have: the sync handle, a wrapper, and the inbox's
+# doorbell (a front end's watcher awaits it without a thread; a sync caller
+# waits through claim(wait=...) or next_turn(wait=...)).
+ASYNC_ONLY = {"sync", "wrap", "doorbell"}
 
 
 def test_async_twins_have_the_sync_handles_methods_as_coroutines(
@@ -118,13 +120,13 @@ def test_S10_async_agent_sends_as_itself_and_reads_what_it_sent(store: Store, sp
         assert sent.reached == ["b"]
         lease = await b.claim()
         assert [(d.sender, d.body) for d in lease.deliveries] == [("a", "hello")]
-        assert await b.ack(lease.token) == 1
+        assert await b.ack(lease.lease_token) == 1
         await a.post("on the board")
         assert [e.body for e in await b.board_read()] == ["on the board"]
         grant = await a.claim_key("files/x")
         with pytest.raises(errors.ClaimHeld):
             await b.claim_key("files/x")
-        await a.release_key("files/x", grant.token)
+        await a.release_key("files/x", grant.fence)
         op = AsyncOperator(store, via="mcp")
         await op.send(space, "from the human", to=["b"])
         log = await op.log(space)
@@ -347,7 +349,7 @@ def test_S16_cancelling_1000_waiting_claims_loses_and_doubles_no_message(
         outcomes["completed"] += 1
         completed.update(d.id for d in lease.deliveries)
         if lease.deliveries:
-            await b.ack(lease.token)
+            await b.ack(lease.lease_token)
 
     async def main() -> None:
         sem = asyncio.Semaphore(24)
@@ -364,7 +366,7 @@ def test_S16_cancelling_1000_waiting_claims_loses_and_doubles_no_message(
             if not lease.deliveries:
                 break
             completed.update(d.id for d in lease.deliveries)
-            await b.ack(lease.token)
+            await b.ack(lease.lease_token)
 
     arun(main())
     out, err = proc.communicate(timeout=60)

@@ -17,7 +17,7 @@ import pytest
 import trusted
 from conftest import Clock
 
-from broker import Agent, Operator, Store, board, errors
+from broker import Agent, Operator, Store, board, claims, errors
 from broker.ids import fmt_ts
 from broker.records import to_dict
 
@@ -61,7 +61,7 @@ def directives_for(store: Store, agent: Agent) -> list[str]:
 
 
 def journal_events(store: Store, space: str, key: str | None = None) -> list[tuple[Any, ...]]:
-    return [(j.event, j.key, j.owner, j.token) for j in board.journal(store, space, key=key)]
+    return [(j.event, j.key, j.owner, j.fence) for j in claims.journal(store, space, key=key)]
 
 
 # --- S21: posts ---------------------------------------------------------------------------
@@ -332,10 +332,10 @@ def test_S22_claim_returns_a_fencing_token_that_grows_with_every_grant(
     for who in (lynx, otter, lynx, otter):
         g = who.claim_key("task/42", ttl=60)
         assert g.holder == who.address and g.key == "task/42"
-        tokens.append(g.token)
-        who.release_key("task/42", g.token)
+        tokens.append(g.fence)
+        who.release_key("task/42", g.fence)
     assert tokens == [1, 2, 3, 4]
-    assert lynx.claim_key("task/43", ttl=60).token == 1  # per key
+    assert lynx.claim_key("task/43", ttl=60).fence == 1  # per key
 
 
 def test_S22_a_conflicting_claim_is_refused_with_holder_and_expiry(
@@ -348,9 +348,9 @@ def test_S22_a_conflicting_claim_is_refused_with_holder_and_expiry(
     assert info.value.fields == {
         "key": "db/migrate",
         "holder": "lynx",
-        "lease_expires_at": g.lease_expires_at,
+        "expires_at": g.expires_at,
     }
-    assert "held by lynx until " + g.lease_expires_at in str(info.value)
+    assert "held by lynx until " + g.expires_at in str(info.value)
     assert info.value.exit_code == 5
 
 
@@ -360,21 +360,21 @@ def test_S22_release_and_renew_need_the_holders_current_token(
     lynx, otter = join("lynx"), join("otter")
     g = lynx.claim_key("k", ttl=10)
     with pytest.raises(errors.LeaseLost, match="held by lynx"):
-        otter.release_key("k", g.token)  # right token, wrong participant
+        otter.release_key("k", g.fence)  # right token, wrong participant
     with pytest.raises(errors.LeaseLost, match="stale"):
-        lynx.release_key("k", g.token + 1)
+        lynx.release_key("k", g.fence + 1)
     clock.advance(5)
-    renewed = lynx.renew_key("k", g.token, ttl=10)
-    assert renewed.token == g.token and renewed.lease_expires_at > g.lease_expires_at
+    renewed = lynx.renew_key("k", g.fence, ttl=10)
+    assert renewed.fence == g.fence and renewed.expires_at > g.expires_at
     assert renewed.claimed_at_utc == g.claimed_at_utc
     clock.advance(9)  # past the first lease, inside the renewed one
     with pytest.raises(errors.ClaimHeld):
         otter.claim_key("k")
-    lynx.release_key("k", g.token)
+    lynx.release_key("k", g.fence)
     with pytest.raises(errors.LeaseLost, match="nobody holds it"):
-        lynx.release_key("k", g.token)
+        lynx.release_key("k", g.fence)
     with pytest.raises(errors.LeaseLost):
-        lynx.renew_key("k", g.token)
+        lynx.renew_key("k", g.fence)
 
 
 def test_S22_a_stale_token_cannot_release_or_renew_after_expiry(
@@ -384,16 +384,16 @@ def test_S22_a_stale_token_cannot_release_or_renew_after_expiry(
     old = lynx.claim_key("k", ttl=10)
     clock.advance(10)  # the lease ends at exactly this instant
     with pytest.raises(errors.LeaseLost, match="expired"):
-        lynx.renew_key("k", old.token)
+        lynx.renew_key("k", old.fence)
     with pytest.raises(errors.LeaseLost, match="expired"):
-        lynx.release_key("k", old.token)
+        lynx.release_key("k", old.fence)
     new = otter.claim_key("k", ttl=10)
-    assert new.token == old.token + 1
+    assert new.fence == old.fence + 1
     with pytest.raises(errors.LeaseLost, match="held by otter"):
-        lynx.release_key("k", old.token)
+        lynx.release_key("k", old.fence)
     with pytest.raises(errors.LeaseLost, match="held by otter"):
-        lynx.renew_key("k", old.token)
-    otter.release_key("k", new.token)
+        lynx.renew_key("k", old.fence)
+    otter.release_key("k", new.fence)
 
 
 def test_S22_an_expired_claim_is_expired_lazily_and_journaled_once(
@@ -402,20 +402,20 @@ def test_S22_an_expired_claim_is_expired_lazily_and_journaled_once(
     lynx, otter, heron = join("lynx"), join("otter"), join("heron")
     g = lynx.claim_key("k", ttl=10)
     clock.advance(11)
-    assert board.claims(store, space) == []  # listing hides it and writes nothing
+    assert claims.live(store, space) == []  # listing hides it and writes nothing
     with store.read() as t:
         assert [tuple(r) for r in t.all("SELECT event FROM claim_journal")] == [("claimed",)]
     g2 = otter.claim_key("k", ttl=10)  # the claim expires it, then grants
     events = journal_events(store, space, "k")
     assert events == [
-        ("claimed", "k", "lynx", g.token),
-        ("expired", "k", "lynx", g.token),
-        ("claimed", "k", "otter", g2.token),
+        ("claimed", "k", "lynx", g.fence),
+        ("expired", "k", "lynx", g.fence),
+        ("claimed", "k", "otter", g2.fence),
     ]
     clock.advance(11)
     # The sweep (run by the journal view) expires it once; nothing expires twice.
-    assert board.expire_claims(store, space) == 1
-    assert board.expire_claims(store, space) == 0
+    assert claims.expire_claims(store, space) == 1
+    assert claims.expire_claims(store, space) == 0
     heron.claim_key("k", ttl=10)
     assert [e[0] for e in journal_events(store, space, "k")] == [
         "claimed",
@@ -432,10 +432,10 @@ def test_S22_the_holder_claiming_again_gets_a_new_token_and_fences_the_old_one(
     lynx = join("lynx")
     first = lynx.claim_key("k", ttl=10)
     second = lynx.claim_key("k", ttl=10)
-    assert second.token == first.token + 1
+    assert second.fence == first.fence + 1
     with pytest.raises(errors.LeaseLost, match="stale"):
-        lynx.release_key("k", first.token)
-    lynx.release_key("k", second.token)
+        lynx.release_key("k", first.fence)
+    lynx.release_key("k", second.fence)
     assert [e[0] for e in journal_events(store, space, "k")] == [
         "claimed",
         "released",
@@ -451,11 +451,11 @@ def test_S22_claims_lists_only_live_claims(
     lynx.claim_key("a", ttl=5)
     g = otter.claim_key("b", ttl=50)
     c = lynx.claim_key("c", ttl=50)
-    lynx.release_key("c", c.token)
+    lynx.release_key("c", c.fence)
     clock.advance(6)
-    live = board.claims(store, space)
-    assert [(x.key, x.holder, x.token, x.lease_expires_at) for x in live] == [
-        ("b", "otter", g.token, g.lease_expires_at)
+    live = claims.live(store, space)
+    assert [(x.key, x.holder, x.fence, x.expires_at) for x in live] == [
+        ("b", "otter", g.fence, g.expires_at)
     ]
 
 
@@ -503,7 +503,7 @@ def test_S22_a_claim_joins_the_callers_transaction(
     with pytest.raises(Boom), store.transaction() as tx:
         lynx.claim_key("k", tx=tx)
         raise Boom
-    assert board.claims(store, space) == [] and journal_events(store, space) == []
+    assert claims.live(store, space) == [] and journal_events(store, space) == []
     # A refused claim inside a transaction writes nothing; the caller may go on.
     otter = join("otter")
     otter.claim_key("k")
@@ -551,7 +551,7 @@ def _racer(
         except errors.BrokerError as exc:
             unexpected.append(f"claim: {exc!r}")
             continue
-        rec = {"key": key, "token": g.token, "holder": g.holder, "stalled": False}
+        rec = {"key": key, "token": g.fence, "holder": g.holder, "stalled": False}
         grants.append(rec)
         roll = rnd.random()
         try:
@@ -559,16 +559,16 @@ def _racer(
                 rec["stalled"] = True
                 time.sleep(RACE_TTL + 0.05)  # hold past the lease: it must be fenced off
                 try:
-                    me.release_key(key, g.token)
-                    stale_accepted.append(f"release after expiry {key}#{g.token}")
+                    me.release_key(key, g.fence)
+                    stale_accepted.append(f"release after expiry {key}#{g.fence}")
                 except errors.LeaseLost:
                     pass
                 continue
             if roll < 0.4:
                 time.sleep(0.001)
-                me.renew_key(key, g.token, RACE_TTL)
+                me.renew_key(key, g.fence, RACE_TTL)
                 rec["renewed"] = True
-            me.release_key(key, g.token)
+            me.release_key(key, g.fence)
             rec["released"] = True
         except errors.LeaseLost:
             rec["lost"] = True  # descheduled past the lease: legitimate, the journal says so
@@ -577,8 +577,8 @@ def _racer(
         # The token is stale now, whatever happened: it must never work again.
         for attempt in (me.release_key, me.renew_key):
             try:
-                attempt(key, g.token)
-                stale_accepted.append(f"{attempt.__name__} with stale {key}#{g.token}")
+                attempt(key, g.fence)
+                stale_accepted.append(f"{attempt.__name__} with stale {key}#{g.fence}")
             except errors.LeaseLost:
                 pass
             except errors.BrokerError as exc:
@@ -606,7 +606,7 @@ def test_S22_16_processes_racing_for_the_same_keys_hold_them_one_at_a_time(
             p.join(timeout=30)
             assert p.exitcode == 0
         time.sleep(RACE_TTL + 0.05)  # let every lease end, then sweep the rest into the journal
-        journal = board.journal(real, space)
+        journal = claims.journal(real, space)
     finally:
         real.close()
 
@@ -619,24 +619,24 @@ def test_S22_16_processes_racing_for_the_same_keys_hold_them_one_at_a_time(
     by_key: dict[str, list[Any]] = defaultdict(list)
     for j in journal:
         by_key[j.key].append(j)
-    claimed = {(j.key, j.token): j.owner for j in journal if j.event == "claimed"}
+    claimed = {(j.key, j.fence): j.owner for j in journal if j.event == "claimed"}
     # Every grant a process got is journaled with its owner, and nothing else was granted.
     assert claimed == {k: g["holder"] for k, g in grants.items()}
 
     for key, events in by_key.items():
         # Tokens are granted 1, 2, 3... in time order: strictly increasing.
-        grant_tokens = [e.token for e in events if e.event == "claimed"]
+        grant_tokens = [e.fence for e in events if e.event == "claimed"]
         assert grant_tokens == list(range(1, len(grant_tokens) + 1)), key
         life: dict[int, list[Any]] = defaultdict(list)
         for e in events:
-            life[e.token].append(e)
+            life[e.fence].append(e)
         for tok, evs in life.items():
             kinds = [e.event for e in evs]
             # claimed, renewed*, then exactly one end: released or expired (journaled once).
             assert kinds[0] == "claimed" and kinds[-1] in ("released", "expired"), (key, kinds)
             assert set(kinds[1:-1]) <= {"renewed"}, (key, kinds)
             end = evs[-1]
-            lease_end = evs[-2].lease_expires_at if len(evs) > 1 else evs[0].lease_expires_at
+            lease_end = evs[-2].expires_at if len(evs) > 1 else evs[0].expires_at
             if end.event == "released":
                 assert end.at_utc < lease_end  # released while its lease still held
             if grants[(key, tok)]["stalled"]:
@@ -666,24 +666,26 @@ def test_S23_the_journal_records_each_claim_event_with_key_owner_time_expiry_and
     t0 = fmt_ts(clock.now)
     g1 = lynx.claim_key("k", ttl=10)
     clock.advance(1)
-    r1 = lynx.renew_key("k", g1.token, ttl=10)
+    r1 = lynx.renew_key("k", g1.fence, ttl=10)
     clock.advance(1)
-    lynx.release_key("k", g1.token)
+    lynx.release_key("k", g1.fence)
     g2 = otter.claim_key("k", ttl=5)
     clock.advance(6)
-    rows = [{k: v for k, v in to_dict(j).items() if k != "id"} for j in board.journal(store, space)]
+    rows = [
+        {k: v for k, v in to_dict(j).items() if k != "id"} for j in claims.journal(store, space)
+    ]
     t1, t2, t3 = (fmt_ts(datetime.fromisoformat(t0) + timedelta(seconds=s)) for s in (1, 2, 8))
     assert rows == [
-        {"key": "k", "event": "claimed", "owner": "lynx", "token": 1, "at_utc": t0,
-         "lease_expires_at": g1.lease_expires_at},
-        {"key": "k", "event": "renewed", "owner": "lynx", "token": 1, "at_utc": t1,
-         "lease_expires_at": r1.lease_expires_at},
-        {"key": "k", "event": "released", "owner": "lynx", "token": 1, "at_utc": t2,
-         "lease_expires_at": r1.lease_expires_at},
-        {"key": "k", "event": "claimed", "owner": "otter", "token": 2, "at_utc": t2,
-         "lease_expires_at": g2.lease_expires_at},
-        {"key": "k", "event": "expired", "owner": "otter", "token": 2, "at_utc": t3,
-         "lease_expires_at": g2.lease_expires_at},
+        {"key": "k", "event": "claimed", "owner": "lynx", "fence": 1, "at_utc": t0,
+         "expires_at": g1.expires_at},
+        {"key": "k", "event": "renewed", "owner": "lynx", "fence": 1, "at_utc": t1,
+         "expires_at": r1.expires_at},
+        {"key": "k", "event": "released", "owner": "lynx", "fence": 1, "at_utc": t2,
+         "expires_at": r1.expires_at},
+        {"key": "k", "event": "claimed", "owner": "otter", "fence": 2, "at_utc": t2,
+         "expires_at": g2.expires_at},
+        {"key": "k", "event": "expired", "owner": "otter", "fence": 2, "at_utc": t3,
+         "expires_at": g2.expires_at},
     ]  # fmt: skip
 
 
@@ -695,7 +697,7 @@ def test_S23_the_journal_and_the_log_refuse_update_and_delete(
 ) -> None:
     lynx = join("lynx")
     g = lynx.claim_key("k")
-    lynx.release_key("k", g.token)
+    lynx.release_key("k", g.fence)
     lynx.post("on the log")
     with store.read() as t:
         before = t.all(f"SELECT * FROM {table}")

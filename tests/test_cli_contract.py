@@ -28,7 +28,6 @@ from click.testing import CliRunner
 from broker import Store, records
 from broker.cli import main
 from broker.cli._common import Seconds
-from broker.cli._output import PENDING_RENAMES
 
 
 def walk(
@@ -242,19 +241,24 @@ INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}
 
 
 def fields_of(record: type) -> set[str]:
-    names = {f.name for f in dataclasses.fields(record)}
-    renames = PENDING_RENAMES.get(record.__name__, {})
-    return {renames.get(n, n) for n in names}
+    return {f.name for f in dataclasses.fields(record)}
 
 
-def test_cli_pending_renames_name_real_record_fields() -> None:
-    # When broker/records.py renames a field, its entry here must go (and the
-    # CLI then prints the record's own name).
-    for record_name, renames in PENDING_RENAMES.items():
-        record = getattr(records, record_name)
-        names = {f.name for f in dataclasses.fields(record)}
-        assert set(renames) <= names, record_name
-        assert not set(renames.values()) & names, record_name
+# One name per concept (README "The CLI's vocabulary"): ``token`` is only ever a
+# participant's secret, a fencing token is ``fence``, an inbox lease's token
+# ``lease_token``, and an expiry ``expires_at``, in every record the CLI prints.
+OLD_NAMES = {"lease_expires_at", "lease"}
+
+
+def test_cli_records_use_one_name_per_concept() -> None:
+    for name in dir(records):
+        record = getattr(records, name)
+        if not (isinstance(record, type) and dataclasses.is_dataclass(record)):
+            continue
+        names = fields_of(record)
+        assert not names & OLD_NAMES, (name, names & OLD_NAMES)
+        if "token" in names:  # the secret: only what a join returns
+            assert record is records.Joined, name
 
 
 def test_cli_every_command_has_a_json_shape() -> None:

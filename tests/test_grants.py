@@ -124,6 +124,31 @@ def test_S24_narrowed_tools_grant_only_what_is_named(
     assert [n[0] for n in notices(store, reader)] == ["tool_unavailable"] * 3
 
 
+def test_S24_an_agent_reads_its_own_grant_and_row_through_the_library(
+    join: Callable[..., Agent],
+) -> None:
+    # What the MCP server offers (Agent.granted) and its inbox resource counts
+    # (Agent.me().waiting): the library's answers, not a front end's own query.
+    reader, lead, otter = (
+        join("reader", tools=["board.read"]),
+        join("lead", lead=True),
+        join("otter"),
+    )
+    assert reader.granted() == ["board.read"]
+    assert lead.granted() == sorted(DEFAULT | AUTHORITY)
+    assert otter.granted() == sorted(DEFAULT)
+    lead.send("otter", "one")
+    lead.send("otter", "two")
+    me = otter.me()
+    assert (me.address, me.status, me.waiting) == ("otter", "running", 2)
+    otter.leave()
+    assert otter.me().status == "left"  # its own row, still readable
+    with pytest.raises(errors.ParticipantLeft):
+        otter.granted()
+    with pytest.raises(errors.InvalidInput, match="bad call to me"):
+        otter.me("lynx")  # type: ignore[misc]  # its own row only: no address to pass
+
+
 def test_S24_messaging_off_naming_a_tool_is_refused_at_join(store: Store, space: str) -> None:
     with pytest.raises(errors.InvalidInput, match="contradict"):
         trusted.join(store, space, "lynx", messaging=False, tools=["msg.send"])

@@ -15,7 +15,7 @@ import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
 
-from broker import Agent, Operator, Store, errors, inbox
+from broker import Agent, Operator, Store, errors, inbox, inbox_view
 from broker.ids import parse_ts
 from broker.records import to_dict
 from broker.sql import stmt
@@ -78,7 +78,7 @@ def test_S13_claim_moves_the_oldest_ready_deliveries_to_processing_under_a_lease
     for mid in ids[:2]:
         r = delivery(store, mid)
         assert r["state"] == "processing"
-        assert r["lease_token"] == lease.token
+        assert r["lease_token"] == lease.lease_token
         assert r["lease_owner"] == lease.owner
         assert r["lease_expires_at"] == lease.expires_at
         assert r["attempts"] == 1
@@ -202,7 +202,7 @@ def test_S13_an_empty_inbox_gives_an_empty_lease(store: Store) -> None:
     _, _, b = pair(store)
     lease = b.claim(limit=5)
     assert lease.deliveries == []
-    assert lease.token
+    assert lease.lease_token
 
 
 def test_S13_claim_refuses_bad_limits_and_leases(store: Store) -> None:
@@ -228,10 +228,10 @@ def test_S14_ack_moves_processing_to_done_and_is_idempotent_for_the_holder(store
     _, a, b = pair(store)
     ids = send_n(a, 2)
     lease = b.claim(limit=2)
-    assert b.ack(lease.token, [ids[0]]) == 1
-    assert b.ack(lease.token, [ids[0]]) == 0  # a repeat: no error, nothing new
-    assert b.ack(lease.token) == 1  # the rest of the lease
-    assert b.ack(lease.token) == 0
+    assert b.ack(lease.lease_token, [ids[0]]) == 1
+    assert b.ack(lease.lease_token, [ids[0]]) == 0  # a repeat: no error, nothing new
+    assert b.ack(lease.lease_token) == 1  # the rest of the lease
+    assert b.ack(lease.lease_token) == 0
     for mid in ids:
         r = delivery(store, mid)
         assert r["state"] == "done"
@@ -249,17 +249,17 @@ def test_S14_a_stale_ack_after_the_lease_was_reclaimed_is_refused_with_lease_los
     second = Agent(cstore, b.identity).claim(lease=10)
     assert [d.id for d in second.deliveries] == [mid]
     with pytest.raises(errors.LeaseLost) as info:
-        b.ack(first.token, [mid])
+        b.ack(first.lease_token, [mid])
     assert mid in str(info.value)
     assert info.value.fields["lost"] == [mid]
     with pytest.raises(errors.LeaseLost):
-        b.ack(first.token)  # the whole (lost) lease
+        b.ack(first.lease_token)  # the whole (lost) lease
     with pytest.raises(errors.LeaseLost):
-        b.extend(first.token, 30)
+        b.extend(first.lease_token, 30)
     with pytest.raises(errors.LeaseLost):
-        b.release(first.token)
+        b.release(first.lease_token)
     assert delivery(cstore, mid)["state"] == "processing"
-    assert b.ack(second.token) == 1
+    assert b.ack(second.lease_token) == 1
 
 
 def test_S14_ack_of_an_expired_lease_that_nobody_reclaimed_still_succeeds(
@@ -269,7 +269,7 @@ def test_S14_ack_of_an_expired_lease_that_nobody_reclaimed_still_succeeds(
     (mid,) = send_n(a, 1)
     lease = b.claim(lease=10)
     clock.advance(60)
-    assert b.ack(lease.token) == 1  # stale = expired AND claimed by someone else
+    assert b.ack(lease.lease_token) == 1  # stale = expired AND claimed by someone else
     assert delivery(cstore, mid)["state"] == "done"
 
 
@@ -278,15 +278,15 @@ def test_S14_a_lost_id_in_a_batch_ack_acks_nothing(cstore: Store, clock: Clock) 
     ids = send_n(a, 2)
     lease = b.claim(limit=2, lease=10)
     clock.advance(5)
-    b.extend(lease.token, 30, [ids[0]])  # only the first is kept
+    b.extend(lease.lease_token, 30, [ids[0]])  # only the first is kept
     clock.advance(10)
     other = Agent(cstore, b.identity).claim(limit=2)
     assert [d.id for d in other.deliveries] == [ids[1]]
     with pytest.raises(errors.LeaseLost) as info:
-        b.ack(lease.token, ids)
+        b.ack(lease.lease_token, ids)
     assert info.value.fields["lost"] == [ids[1]]
     assert delivery(cstore, ids[0])["state"] == "processing"  # all or nothing
-    assert b.ack(lease.token, [ids[0]]) == 1
+    assert b.ack(lease.lease_token, [ids[0]]) == 1
 
 
 def test_S14_ack_of_an_id_not_in_the_inbox_is_not_found(store: Store) -> None:
@@ -294,7 +294,7 @@ def test_S14_ack_of_an_id_not_in_the_inbox_is_not_found(store: Store) -> None:
     send_n(a, 1)
     lease = b.claim()
     with pytest.raises(errors.MessageNotFound):
-        b.ack(lease.token, ["01NOTAMESSAGE0000000000000"])
+        b.ack(lease.lease_token, ["01NOTAMESSAGE0000000000000"])
 
 
 def test_S14_another_participant_cannot_ack_my_lease(store: Store) -> None:
@@ -302,23 +302,23 @@ def test_S14_another_participant_cannot_ack_my_lease(store: Store) -> None:
     send_n(a, 1)
     lease = b.claim()
     with pytest.raises(errors.LeaseLost):
-        a.ack(lease.token)
-    assert b.ack(lease.token) == 1
+        a.ack(lease.lease_token)
+    assert b.ack(lease.lease_token) == 1
 
 
 def test_S14_release_puts_messages_back_for_replay(store: Store) -> None:
     _, a, b = pair(store)
     ids = send_n(a, 2)
     lease = b.claim(limit=2)
-    assert b.release(lease.token, [ids[0]], error="tool crashed") == 1
-    assert b.release(lease.token, [ids[0]]) == 0  # idempotent for the holder
+    assert b.release(lease.lease_token, [ids[0]], error="tool crashed") == 1
+    assert b.release(lease.lease_token, [ids[0]]) == 0  # idempotent for the holder
     r = delivery(store, ids[0])
     assert (r["state"], r["lease_expires_at"], r["last_error"]) == ("ready", None, "tool crashed")
     replay = b.claim()
     assert [(d.id, d.deliveries) for d in replay.deliveries] == [(ids[0], 2)]
     with pytest.raises(errors.LeaseLost):
-        b.ack(lease.token, [ids[0]])  # released, then claimed again
-    assert b.ack(lease.token, [ids[1]]) == 1
+        b.ack(lease.lease_token, [ids[0]])  # released, then claimed again
+    assert b.ack(lease.lease_token, [ids[1]]) == 1
 
 
 def test_S14_extend_keeps_a_lease_past_its_first_expiry(cstore: Store, clock: Clock) -> None:
@@ -326,11 +326,11 @@ def test_S14_extend_keeps_a_lease_past_its_first_expiry(cstore: Store, clock: Cl
     (mid,) = send_n(a, 1)
     lease = b.claim(lease=10)
     clock.advance(8)
-    new_expiry = b.extend(lease.token, 30)
+    new_expiry = b.extend(lease.lease_token, 30)
     assert parse_ts(new_expiry) == clock.now + timedelta(seconds=30)
     clock.advance(20)  # past the first expiry, inside the extension
     assert Agent(cstore, b.identity).claim().deliveries == []
-    assert b.ack(lease.token) == 1
+    assert b.ack(lease.lease_token) == 1
 
 
 # --- S15: expiry, quarantine ----------------------------------------------------------------
@@ -369,7 +369,7 @@ def test_S15_a_poison_message_is_quarantined_after_exactly_max_deliveries(
     assert "expired" in (q[0].last_error or "")
     assert delivery(cstore, poison)["state"] == "quarantine"
     with pytest.raises(errors.LeaseLost):
-        b.ack(lease.token)  # the last holder's token no longer holds it
+        b.ack(lease.lease_token)  # the last holder's token no longer holds it
 
 
 def test_S15_a_released_message_also_quarantines_after_max_deliveries(store: Store) -> None:
@@ -377,7 +377,7 @@ def test_S15_a_released_message_also_quarantines_after_max_deliveries(store: Sto
     (mid,) = send_n(a, 1)
     for _ in range(2):
         lease = b.claim()
-        b.release(lease.token, error="cannot parse")
+        b.release(lease.lease_token, error="cannot parse")
     assert b.claim().deliveries == []
     (q,) = Operator(store).quarantined(sid)
     assert (q.id, q.deliveries, q.reason, q.last_error) == (
@@ -392,8 +392,8 @@ def test_S15_quarantine_keeps_evidence_and_does_not_block_later_messages(store: 
     sid, a, b = pair(store)
     bad, good = send_n(a, 2)
     lease = b.claim()
-    b.quarantine(lease.token, bad, "schema mismatch", error="KeyError: 'x'")
-    b.quarantine(lease.token, bad, "schema mismatch")  # idempotent for the holder
+    b.quarantine(lease.lease_token, bad, "schema mismatch", error="KeyError: 'x'")
+    b.quarantine(lease.lease_token, bad, "schema mismatch")  # idempotent for the holder
     assert [d.id for d in b.claim().deliveries] == [good]
     (q,) = Operator(store).quarantined(sid)
     assert (q.id, q.reason, q.last_error, q.deliveries) == (
@@ -409,7 +409,7 @@ def test_S15_quarantined_deliveries_can_be_requeued(store: Store) -> None:
     sid, a, b = pair(store, max_deliveries=1)
     (mid,) = send_n(a, 1)
     lease = b.claim()
-    b.quarantine(lease.token, mid, "bad")
+    b.quarantine(lease.lease_token, mid, "bad")
     op = Operator(store)
     with pytest.raises(errors.MessageNotFound):
         op.requeue(sid, ["nothing-like-that"])
@@ -425,12 +425,12 @@ def test_S13_batch_claim_n_ack_n_and_ack_and_claim_next(store: Store) -> None:
     ids = send_n(a, 7)
     first = b.claim(limit=3)
     assert [d.id for d in first.deliveries] == ids[:3]
-    nxt = b.ack_and_claim(first.token, limit=3)
+    nxt = b.ack_and_claim(first.lease_token, limit=3)
     assert [d.id for d in nxt.deliveries] == ids[3:6]
     assert all(delivery(store, m)["state"] == "done" for m in ids[:3])
-    last = b.ack_and_claim(nxt.token, [d.id for d in nxt.deliveries], limit=3)
+    last = b.ack_and_claim(nxt.lease_token, [d.id for d in nxt.deliveries], limit=3)
     assert [d.id for d in last.deliveries] == ids[6:]
-    assert b.ack(last.token, ids[6:]) == 1
+    assert b.ack(last.lease_token, ids[6:]) == 1
 
 
 def test_S13_ack_and_claim_with_a_lost_lease_claims_nothing(cstore: Store, clock: Clock) -> None:
@@ -440,7 +440,7 @@ def test_S13_ack_and_claim_with_a_lost_lease_claims_nothing(cstore: Store, clock
     clock.advance(6)
     Agent(cstore, b.identity).claim(lease=60)  # takes ids[0] back
     with pytest.raises(errors.LeaseLost):
-        b.ack_and_claim(old.token)
+        b.ack_and_claim(old.lease_token)
     assert delivery(cstore, ids[1])["state"] == "ready"  # the claim rolled back with the ack
 
 
@@ -459,8 +459,10 @@ def test_S16_history_first_then_ack_commit_or_fail_together(cstore: Store, clock
         with cstore.transaction() as t:
             for d in lease.deliveries:
                 # De-duplicate by the stable message id (S16).
-                t.execute("INSERT INTO work_log VALUES (?, ?) ON CONFLICT DO NOTHING", (d.id, d.body))
-            agent.ack(lease.token, [d.id for d in lease.deliveries], tx=t)
+                t.execute(
+                    "INSERT INTO work_log VALUES (?, ?) ON CONFLICT DO NOTHING", (d.id, d.body)
+                )
+            agent.ack(lease.lease_token, [d.id for d in lease.deliveries], tx=t)
 
     lease = b.claim(lease=5)
     consume(b, lease)
@@ -611,7 +613,7 @@ def _poison(b: Agent, n: int) -> None:
     each is poison now (delivered max_deliveries times)."""
     lease = b.claim(limit=n)
     assert len(lease.deliveries) == n
-    assert b.release(lease.token) == n
+    assert b.release(lease.lease_token) == n
 
 
 def _statements(store: Store, fn: Callable[[], Any]) -> tuple[Any, int]:
@@ -654,7 +656,7 @@ def test_S15_a_claim_reaches_good_messages_behind_any_amount_of_poison(
     # The poison was quarantined on the way, in windows that double: a handful
     # of statements, not one round per poison message.
     assert statements < 30
-    quarantined = inbox.quarantined(store, sid)
+    quarantined = inbox_view.quarantined(store, sid)
     assert len(quarantined) == poisoned
     assert {(q.reason, q.deliveries) for q in quarantined} == {("max_deliveries", 1)}
 
@@ -666,7 +668,7 @@ def test_S15_expired_poison_leases_do_not_hide_a_good_message(cstore: Store, clo
     clock.advance(5)  # every lease ran out: processing, expired, handed out once
     good = a.send("b", "good").id
     assert [d.id for d in b.claim().deliveries] == [good]
-    quarantined = inbox.quarantined(cstore, sid)
+    quarantined = inbox_view.quarantined(cstore, sid)
     assert len(quarantined) == 70
     assert all("expired" in (q.last_error or "") for q in quarantined)
 
@@ -677,9 +679,9 @@ def test_S15_poison_between_good_messages_keeps_fifo_and_fills_the_batch(store: 
     assert b.claim(limit=2).deliveries
     send_n(a, 40)
     middle = b.claim(limit=40)
-    b.release(middle.token)  # 40 poison behind ...
+    b.release(middle.lease_token)  # 40 poison behind ...
     later = send_n(a, 3)  # ... and good ones after them
     got = b.claim(limit=3)
     assert [d.id for d in got.deliveries] == later
-    assert len(inbox.quarantined(store, sid)) == 40
+    assert len(inbox_view.quarantined(store, sid)) == 40
     assert [delivery(store, m)["state"] for m in first] == ["processing", "processing"]

@@ -53,8 +53,8 @@ def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> 
         with pytest.raises(errors.InvalidInput, match=f"^bad lease .*: {week}"):
             b.claim(lease=bad)
         with pytest.raises(errors.InvalidInput, match=f"^bad seconds .*: {week}"):
-            b.extend(lease.token, bad)
-    assert b.extend(lease.token, WEEK_S) >= lease.expires_at  # accepted at the bound
+            b.extend(lease.lease_token, bad)
+    assert b.extend(lease.lease_token, WEEK_S) >= lease.expires_at  # accepted at the bound
 
 
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:

@@ -218,7 +218,7 @@ def test_S30_one_sender_holds_at_most_its_share_of_an_inbox(
     ]
     # once b drains a's messages, a is below its share again
     lease = b.claim(limit=3)
-    b.ack(lease.token)
+    b.ack(lease.lease_token)
     a.send("b", "a again")
 
 

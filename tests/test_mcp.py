@@ -17,7 +17,7 @@ import pytest
 import trusted
 from mcphelp import agent_session, doorbell_waiters, env_for, text
 
-from broker import Agent, Operator, Store, board
+from broker import Agent, Operator, Store, claims
 
 pytest.importorskip("mcp")
 
@@ -337,14 +337,14 @@ def test_S10_a_token_for_one_space_cannot_touch_another(store: Store, space: str
             assert reach.is_error and text(reach).startswith("not_delivered: ")
             seen = await s.call("inbox_seen", turn_id=turn.id)
             assert seen.is_error and text(seen).startswith("not_found: ")
-            release = await s.call("board_release", key="lock", fence=grant.token)
+            release = await s.call("board_release", key="lock", fence=grant.fence)
             assert release.is_error and text(release).startswith("lease_lost: ")
             board = await s.ok("board_read")
             assert board["entries"] == []
 
     arun(main())
     assert [e.body for e in op.log(other)] == ["private"]  # nothing reached the other space
-    assert [(c.key, c.holder) for c in board.claims(store, other)] == [("lock", "b")]
+    assert [(c.key, c.holder) for c in claims.live(store, other)] == [("lock", "b")]
 
 
 def test_S10_print_config_is_an_entry_a_client_can_start_as_is(store: Store, space: str) -> None:

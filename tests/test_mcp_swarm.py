@@ -13,7 +13,7 @@ import pytest
 import trusted
 from mcphelp import Session, agent_session, text
 
-from broker import Operator, Store, board
+from broker import Operator, Store, claims
 
 pytest.importorskip("mcp")
 
@@ -96,9 +96,9 @@ def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
     assert stats["held"] == AGENTS * CLAIMS_PER_AGENT
     # The journal agrees: per key, claimed/released alternate, fences grow.
     for key in KEYS:
-        lines = board.journal(store, space, key=key)
+        lines = claims.journal(store, space, key=key)
         assert [j.event for j in lines] == ["claimed", "released"] * (len(lines) // 2), key
-        fences = [j.token for j in lines if j.event == "claimed"]
+        fences = [j.fence for j in lines if j.event == "claimed"]
         assert fences == sorted(fences) and len(set(fences)) == len(fences), key
     log: list[Any] = Operator(store).log(space, kinds=["direct"])
     assert len(log) == AGENTS * PER_AGENT

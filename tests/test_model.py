@@ -95,19 +95,17 @@ class QueueModel(RuleBasedStateMachine):
         lease = self.consumer.claim(limit=limit, lease=LEASE)
         assert [d.id for d in lease.deliveries] == [m.id for m in expected]  # S13: FIFO, disjoint
         for m, d in zip(expected, lease.deliveries, strict=True):
-            m.state, m.token, m.attempts = "processing", lease.token, m.attempts + 1
+            m.state, m.token, m.attempts = "processing", lease.lease_token, m.attempts + 1
             m.expires = self.now + timedelta(seconds=LEASE)
             assert d.deliveries == m.attempts  # S15: the count grows with each delivery
         if expected:
-            self.leases[lease.token] = [m.id for m in expected]
+            self.leases[lease.lease_token] = [m.id for m in expected]
 
     def _held(self, token: str) -> list[Msg]:
         return [self.msgs[i] for i in self.leases[token] if self.msgs[i].token == token]
 
     @precondition(lambda self: bool(self.leases))
-    @rule(
-        data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans()
-    )
+    @rule(data=st.data(), settle=st.sampled_from(["ack", "release"]), by_id=st.booleans())
     def settle_lease(self, data: st.DataObject, settle: str, by_id: bool) -> None:
         token = data.draw(st.sampled_from(list(self.leases)))  # insertion order: tokens are random
         mine = [self.msgs[i] for i in self.leases[token]]

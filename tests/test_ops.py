@@ -154,7 +154,7 @@ def test_doctor_counts_quarantine_and_expired_leases(
         for i in range(3):
             sender.send("worker", f"job {i}")
         bad = worker.claim(limit=1)
-        worker.quarantine(bad.token, bad.deliveries[0].id, "cannot parse")
+        worker.quarantine(bad.lease_token, bad.deliveries[0].id, "cannot parse")
         worker.claim(limit=1, lease=5)  # never settled
         clock.advance(10)
         findings = Operator.doctor(store)

@@ -180,7 +180,7 @@ def _claimer(url: str, ident: Any, out: Any) -> None:
                 continue
             idle = 0
             got.extend(d.id for d in lease.deliveries)
-            agent.ack(lease.token)
+            agent.ack(lease.lease_token)
         out.put(got)
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         out.put(repr(exc))
@@ -232,7 +232,7 @@ def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:
                 return
             with lock:
                 got.extend(d.id for d in lease.deliveries)
-            b.ack(lease.token)
+            b.ack(lease.lease_token)
 
     threads = [threading.Thread(target=work) for _ in range(8)]
     for th in threads:

@@ -86,16 +86,16 @@ def test_S33_settling_refuses_bad_tokens_ids_texts_and_seconds(
     mid = lease.deliveries[0].id
     for token in (5, "", None, "\ud800"):
         refused(store, lambda t=token: b.ack(t))
-    refused(store, lambda: b.ack(lease.token, ["\ud800"]))
-    refused(store, lambda: b.ack(lease.token, [5]))  # type: ignore[list-item]
-    refused(store, lambda: b.release(lease.token, error="\ud800"))
-    refused(store, lambda: b.quarantine(lease.token, mid, "   "))
-    refused(store, lambda: b.quarantine(lease.token, mid, "\udfff"))
+    refused(store, lambda: b.ack(lease.lease_token, ["\ud800"]))
+    refused(store, lambda: b.ack(lease.lease_token, [5]))  # type: ignore[list-item]
+    refused(store, lambda: b.release(lease.lease_token, error="\ud800"))
+    refused(store, lambda: b.quarantine(lease.lease_token, mid, "   "))
+    refused(store, lambda: b.quarantine(lease.lease_token, mid, "\udfff"))
     refused(store, lambda: b.claim(owner="\ud800"))
     refused(store, lambda: b.claim(owner="x" * 201))
     for seconds in (math.nan, math.inf, 0, -5, 1e300):
-        refused(store, lambda s=seconds: b.extend(lease.token, s), "seconds")
-    assert b.ack(lease.token) == 1  # the lease was never touched by the refusals
+        refused(store, lambda s=seconds: b.extend(lease.lease_token, s), "seconds")
+    assert b.ack(lease.lease_token) == 1  # the lease was never touched by the refusals
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, 0, -1, 1e300, 2**70, "60", True])
@@ -105,7 +105,7 @@ def test_S33_board_claim_and_renew_refuse_a_bad_ttl(
     _, a, _ = crew
     refused(store, lambda: a.claim_key("k", ttl=value), "ttl")
     grant = a.claim_key("k", ttl=60)
-    refused(store, lambda: a.renew_key("k", grant.token, ttl=value), "ttl")
+    refused(store, lambda: a.renew_key("k", grant.fence, ttl=value), "ttl")
 
 
 def test_S33_board_refuses_bad_fences_and_read_limits(

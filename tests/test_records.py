@@ -47,9 +47,9 @@ def test_records_are_frozen_and_slotted(join: Callable[..., Agent]) -> None:
     a.send("b", "hi")
     lease = b.claim(limit=1, lease=60)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        lease.token = "forged"  # type: ignore[misc]
+        lease.lease_token = "forged"  # type: ignore[misc]
     assert not hasattr(lease, "__dict__") and not hasattr(lease.deliveries[0], "__dict__")
-    assert dataclasses.replace(lease, token="t2").token == "t2"
+    assert dataclasses.replace(lease, lease_token="t2").lease_token == "t2"
 
 
 def test_S13_to_dict_of_a_lease_nests_its_deliveries(
@@ -63,7 +63,7 @@ def test_S13_to_dict_of_a_lease_nests_its_deliveries(
     rows = _delivery_rows(store, "b")
     data = to_dict(lease)
     assert data == {
-        "token": lease.token,
+        "lease_token": lease.lease_token,
         "owner": lease.owner,
         "expires_at": lease.expires_at,
         "deliveries": [
@@ -168,7 +168,9 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
         for c in vars(records).values()
         if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == records.__name__
     ]
-    assert len(classes) == 35  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37)
+    assert (
+        len(classes) == 35
+    )  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37)
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls

@@ -53,7 +53,7 @@ CONSUMER = textwrap.dedent(
     else:
         claim = me.claim(limit=100, lease=float(os.environ["LEASE"]))
         got = [[d.id, d.deliveries] for d in claim.deliveries]
-        lease = claim.token
+        lease = claim.lease_token
     done = time.perf_counter()
     print(json.dumps({
         "pid": os.getpid(), "token": token, "got": got, "lease": lease,

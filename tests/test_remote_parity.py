@@ -314,9 +314,9 @@ def test_served_remote_agent_batches_acks_and_claims_and_sets_its_status(
     otter.send("lynx2", "second")
     first = me.claim()
     assert [d.body for d in first.deliveries] == ["first"]
-    second = me.ack_and_claim(first.token)
+    second = me.ack_and_claim(first.lease_token)
     assert [d.body for d in second.deliveries] == ["second"]
-    assert me.ack(second.token) == 1
+    assert me.ack(second.lease_token) == 1
     me.set_status("idle")
     assert Operator(store).participant(sw.space, "lynx2").status == "idle"
     with pytest.raises(errors.InvalidInput):

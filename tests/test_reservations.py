@@ -96,7 +96,7 @@ def test_S37_fences_grow_over_the_whole_space_and_a_regrant_stales_the_old_one(
     with pytest.raises(errors.LeaseLost):
         lynx.renew_reservation(99)  # none
     released = lynx.release_reservation(2)
-    assert (released.key, released.event, released.token) == ("path b/**", "released", 2)
+    assert (released.key, released.event, released.fence) == ("path b/**", "released", 2)
     with pytest.raises(errors.LeaseLost):
         lynx.renew_reservation(2)  # released: stale
     assert [(r.fence, r.pattern) for r in operator.reservations(space)] == [
@@ -120,7 +120,7 @@ def test_S37_expiry_is_lazy_journaled_once_and_renew_extends_with_the_same_fence
     with pytest.raises(errors.LeaseLost, match="expired"):
         lynx.renew_reservation(a.fence)
     assert otter.reserve("src/x.py")[0].fence == 3  # the expired grant is no obstacle
-    journal = [(j.key, j.event, j.token) for j in operator.claim_journal(space)]
+    journal = [(j.key, j.event, j.fence) for j in operator.claim_journal(space)]
     assert journal == [
         ("path src/**", "claimed", 1),
         ("path docs/**", "claimed", 2),
@@ -315,14 +315,14 @@ def test_S37_16_processes_racing_for_overlapping_patterns_never_overlap_exclusiv
     assert len(grants) == 16 * RACE_GRANTS
 
     claimed = [j for j in journal if j.event == "claimed"]
-    assert [j.token for j in claimed] == sorted(j.token for j in claimed)  # in time order
-    assert len({j.token for j in claimed}) == len(claimed)
-    assert {j.token: j.owner for j in claimed} == {t: g["holder"] for t, g in grants.items()}
-    start = {j.token: j.at_utc for j in claimed}
-    ends = {j.token: j for j in journal if j.event in ("released", "expired")}
+    assert [j.fence for j in claimed] == sorted(j.fence for j in claimed)  # in time order
+    assert len({j.fence for j in claimed}) == len(claimed)
+    assert {j.fence: j.owner for j in claimed} == {t: g["holder"] for t, g in grants.items()}
+    start = {j.fence: j.at_utc for j in claimed}
+    ends = {j.fence: j for j in journal if j.event in ("released", "expired")}
     assert set(ends) == set(start)  # every hold ended exactly once
     # An expired hold lasted until its lease, a released one until its release.
-    stop = {t: (e.lease_expires_at if e.event == "expired" else e.at_utc) for t, e in ends.items()}
+    stop = {t: (e.expires_at if e.event == "expired" else e.at_utc) for t, e in ends.items()}
     holds = sorted(grants.values(), key=lambda g: g["token"])
     overlaps = 0
     for i, a in enumerate(holds):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, directory, errors, inbox, participants
+from broker import Agent, Operator, Store, directory, errors, inbox_view, participants
 from broker.records import Turn
 from broker.runtime import Team, TeammateContext
 
@@ -117,7 +117,7 @@ def test_S26_handler_failure_quarantines_input_marks_failed_and_tells_the_lead(
         and "carol failed" in reports[0]
         and "ValueError: cannot do it" in reports[0]
     )
-    quarantined = inbox.quarantined(store, lead.space_id)
+    quarantined = inbox_view.quarantined(store, lead.space_id)
     assert [(q.recipient, q.body) for q in quarantined] == [("carol", "poison task")]
     assert "cannot do it" in (quarantined[0].reason or "")
 
@@ -457,7 +457,7 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
     assert directory.show(store, lead.space_id, "failing").status == "failed"
     reports = lead_messages(lead, 1)
     assert "exited 7" in reports[0] and "about to fail" in reports[0]
-    assert [q.body for q in inbox.quarantined(store, lead.space_id)] == ["try"]
+    assert [q.body for q in inbox_view.quarantined(store, lead.space_id)] == ["try"]
 
 
 def _join(name: str) -> Any:

@@ -204,7 +204,7 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         # the queue: claim, extend, release, claim again, ack
         lease = w.post(p("/inbox/claim"), json={"limit": 5}).json()
         assert [x["body"] for x in lease["deliveries"]] == ["task 1"]
-        tok = lease["token"]
+        tok = lease["lease_token"]
         assert (
             "expires_at"
             in w.post(p("/inbox/extend"), json={"lease_token": tok, "seconds": 60}).json()
@@ -215,14 +215,14 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         r = w.post(p("/inbox/ack"), json={"lease_token": tok})
         assert (r.status_code, r.json()["error"]) == (409, "lease_lost")
         lease = w.post(p("/inbox/claim"), json={}).json()
-        assert w.post(p("/inbox/ack"), json={"lease_token": lease["token"]}).json() == {"count": 1}
+        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {"count": 1}
         # quarantine, then the operator requeues it
         lead.post(p("/send"), json={"to": ["lynx"], "text": "poison"})
         lease = w.post(p("/inbox/claim"), json={}).json()
         mid = lease["deliveries"][0]["id"]
         q = w.post(
             p("/inbox/quarantine"),
-            json={"lease_token": lease["token"], "message_id": mid, "reason": "bad"},
+            json={"lease_token": lease["lease_token"], "message_id": mid, "reason": "bad"},
         )
         assert q.json() == {"ok": True}
         held = op.get(f"/api/runs/{sid}/quarantine").json()
@@ -245,9 +245,9 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         assert (r.status_code, r.json()["error"]) == (409, "claim_held")
         assert op.get(f"/api/runs/{sid}/claims").json()[0]["holder"] == "lynx"
         renewed = w.post(
-            p("/board/renew"), json={"key": "src/app.py", "fence": grant["token"], "ttl": 30}
+            p("/board/renew"), json={"key": "src/app.py", "fence": grant["fence"], "ttl": 30}
         ).json()
-        r = w.post(p("/board/release"), json={"key": "src/app.py", "fence": renewed["token"]})
+        r = w.post(p("/board/release"), json={"key": "src/app.py", "fence": renewed["fence"]})
         assert r.json()["event"] == "released"
         journal = op.get(f"/api/runs/{sid}/claims/journal", params={"key": "src/app.py"}).json()
         assert [j["event"] for j in journal] == ["claimed", "renewed", "released"]

@@ -56,49 +56,49 @@ def _state(store: Store, mid: str) -> tuple[str, str]:
 def test_S14_a_stale_ack_naming_a_message_the_reclaimer_acked_is_lease_lost_naming_it(
     cstore: Store, stale: Stale
 ) -> None:
-    assert stale.b.ack(stale.new.token) == 1  # the reclaimer finished it
+    assert stale.b.ack(stale.new.lease_token) == 1  # the reclaimer finished it
     with pytest.raises(errors.LeaseLost, match=f"{stale.mid} \\(acked under another lease\\)") as e:
-        stale.b.ack(stale.old.token, [stale.mid])
+        stale.b.ack(stale.old.lease_token, [stale.mid])
     assert e.value.fields["lost"] == [stale.mid]
-    assert e.value.fields["lease"] == stale.old.token
-    assert _state(cstore, stale.mid) == ("done", stale.new.token)
+    assert e.value.fields["lease_token"] == stale.old.lease_token
+    assert _state(cstore, stale.mid) == ("done", stale.new.lease_token)
 
 
 def test_S14_a_stale_ack_of_the_whole_lease_after_the_reclaimer_acked_is_lease_lost(
     cstore: Store, stale: Stale
 ) -> None:
-    assert stale.b.ack(stale.new.token) == 1
+    assert stale.b.ack(stale.new.lease_token) == 1
     with pytest.raises(errors.LeaseLost, match="holds nothing"):
-        stale.b.ack(stale.old.token)
-    assert _state(cstore, stale.mid) == ("done", stale.new.token)
+        stale.b.ack(stale.old.lease_token)
+    assert _state(cstore, stale.mid) == ("done", stale.new.lease_token)
 
 
 def test_S14_a_stale_release_or_extend_after_the_reclaimer_acked_is_lease_lost(
     cstore: Store, stale: Stale
 ) -> None:
-    assert stale.b.ack(stale.new.token, [stale.mid]) == 1
+    assert stale.b.ack(stale.new.lease_token, [stale.mid]) == 1
     with pytest.raises(errors.LeaseLost) as e:
-        stale.b.release(stale.old.token, [stale.mid])
+        stale.b.release(stale.old.lease_token, [stale.mid])
     assert e.value.fields["lost"] == [stale.mid]
     with pytest.raises(errors.LeaseLost) as e:
-        stale.b.extend(stale.old.token, 30, [stale.mid])
+        stale.b.extend(stale.old.lease_token, 30, [stale.mid])
     assert e.value.fields["lost"] == [stale.mid]
-    assert _state(cstore, stale.mid) == ("done", stale.new.token)
+    assert _state(cstore, stale.mid) == ("done", stale.new.lease_token)
 
 
 def test_S14_a_stale_ack_while_the_reclaimer_still_holds_it_is_lease_lost(
     cstore: Store, stale: Stale
 ) -> None:
     with pytest.raises(errors.LeaseLost, match="claimed again under another lease") as e:
-        stale.b.ack(stale.old.token, [stale.mid])
+        stale.b.ack(stale.old.lease_token, [stale.mid])
     assert e.value.fields["lost"] == [stale.mid]
-    assert _state(cstore, stale.mid) == ("processing", stale.new.token)
-    assert stale.b.ack(stale.new.token, [stale.mid]) == 1  # the reclaimer is unaffected
+    assert _state(cstore, stale.mid) == ("processing", stale.new.lease_token)
+    assert stale.b.ack(stale.new.lease_token, [stale.mid]) == 1  # the reclaimer is unaffected
 
 
 def test_S14_the_holders_own_repeat_ack_naming_the_message_is_idempotent(
     cstore: Store, stale: Stale
 ) -> None:
-    assert stale.b.ack(stale.new.token, [stale.mid]) == 1
-    assert stale.b.ack(stale.new.token, [stale.mid]) == 0
-    assert stale.b.ack(stale.new.token) == 0
+    assert stale.b.ack(stale.new.lease_token, [stale.mid]) == 1
+    assert stale.b.ack(stale.new.lease_token, [stale.mid]) == 0
+    assert stale.b.ack(stale.new.lease_token) == 0

@@ -3,7 +3,8 @@
 Builds the wheel from a copy of the sources, installs it into a fresh virtual
 environment (its runtime dependencies come from the package index, as for a
 user), and from a folder outside the checkout runs the installed ``broker``:
-``db upgrade`` on a new database file, then ``db current --json``. Nothing of
+``db upgrade`` on a new database file, ``db current --json``, then ``doctor
+--json`` (clean: no warning, no error). Nothing of
 the checkout is importable there (no PYTHONPATH), so a file missing from the
 wheel fails here.
 """
@@ -133,9 +134,18 @@ def test_wheel_installs_in_a_fresh_venv_and_migrates_a_new_database(tmp_path: Pa
         "up_to_date": True,
     }
 
-    # 5. TODO(doctor): once `broker doctor` lands (issue 11 item 10), run
-    #    `broker doctor --json` here on the same store and assert it reports no
-    #    finding (the acceptance's "broker doctor clean"). Not faked until then.
+    # 5. `broker doctor` on the same store is clean (the acceptance's "broker doctor
+    #    clean"): exit 0, and every finding (JSON Lines) ok or informational, the
+    #    schema at the head the wheel shipped.
+    doc = run([broker_cmd, "doctor", "--json"], cwd=elsewhere, env=benv)
+    findings = [json.loads(line) for line in doc.stdout.splitlines()]
+    assert findings, "doctor printed no finding"
+    not_clean = [f for f in findings if f["severity"] not in ("ok", "info")]
+    assert not_clean == [], f"doctor on a fresh store: {not_clean}"
+    checks = {f["check"] for f in findings}
+    assert {"sqlite", "schema", "integrity", "file"} <= checks, checks
+    schema = next(f for f in findings if f["check"] == "schema")
+    assert schema["severity"] == "ok" and HEAD in schema["message"], schema
 
     # The commands wrote nothing into the folder they ran in: the store is in BROKER_HOME.
     assert list(elsewhere.iterdir()) == []

@@ -71,7 +71,7 @@ class BrokerPgQueue:
         lease = self.claim(limit=k)
         if not lease.deliveries:
             return []
-        self.ack(lease.token)
+        self.ack(lease.lease_token)
         return [d.body for d in lease.deliveries]
 
     def close(self) -> None:

@@ -99,14 +99,14 @@ class BrokerQueue:
         lease = self.claim(limit=1)
         if not lease.deliveries:
             return []
-        self.ack(lease.token)
+        self.ack(lease.lease_token)
         return [d.body for d in lease.deliveries]
 
     def claim_ack_many(self, k: int) -> list[str]:
         lease = self.claim(limit=k)
         if not lease.deliveries:
             return []
-        self.ack(lease.token)
+        self.ack(lease.lease_token)
         return [d.body for d in lease.deliveries]
 
     def close(self) -> None:

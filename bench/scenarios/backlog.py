@@ -45,7 +45,7 @@ def backlog(ctx: Ctx) -> Scenario:
                     s = now_ns()
                     lease = q.claim(limit=1)
                     m = now_ns()
-                    q.ack(lease.token)
+                    q.ack(lease.lease_token)
                     e = now_ns()
                     lat[BROKER].append(m - s)
                     ack[BROKER].append(e - m)

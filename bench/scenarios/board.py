@@ -67,7 +67,7 @@ class _Broker:
 
         def try_claim(key: str) -> int | None:
             try:
-                return int(claim(key, TTL).token)
+                return int(claim(key, TTL).fence)
             except errors.ClaimHeld:
                 return None
 

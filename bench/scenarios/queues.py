@@ -96,7 +96,7 @@ def op_ack_and_claim(lane: Lane) -> list[str]:
     q = lane.q
     if lane.system == BROKER:
         lease = q.claim(limit=1) if lane.state is None else q.ack_and_claim(lane.state, limit=1)
-        lane.state = lease.token if lease.deliveries else None
+        lane.state = lease.lease_token if lease.deliveries else None
         return [d.body for d in lease.deliveries]
     if lane.system == RAW_SAME:
         token, bodies = q.claim(1) if lane.state is None else q.ack_and_claim(lane.state, 1)
@@ -333,7 +333,7 @@ def ack_and_claim(ctx: Ctx) -> Scenario:
             BROKER,
             BROKER,
             op_ack_and_claim,
-            how="lease = claim(limit=1), then lease = ack_and_claim(lease.token, limit=1) per message",
+            how="lease = claim(limit=1), then lease = ack_and_claim(lease.lease_token, limit=1) per message",
         ),
         Lane("broker_single", BROKER, op_claim, how="claim(limit=1) then ack(token): two calls"),
         Lane(

@@ -175,7 +175,7 @@ def _drain(agents: list[Any]) -> None:
             lease = a.claim(limit=1000)
             if not lease.deliveries:
                 break
-            a.ack(lease.token)
+            a.ack(lease.lease_token)
 
 
 def _ids(path: Any, space: str) -> set[str]:

@@ -87,7 +87,7 @@ class _Broker:
                 lease = agent.claim(limit=DRAIN, wait=wait)
                 t = time.monotonic_ns()
                 if lease.deliveries:
-                    agent.ack(lease.token)
+                    agent.ack(lease.lease_token)
                 return [str(d.body) for d in lease.deliveries], t
 
             def close(self) -> None:

@@ -79,7 +79,7 @@ class _BrokerPair:
         t = time.time_ns()
         if not lease.deliveries:
             return None
-        self._api(agent, "ack")(lease.token)
+        self._api(agent, "ack")(lease.lease_token)
         return str(lease.deliveries[0].body), t
 
     def close(self) -> None:

@@ -107,29 +107,13 @@ def emit_json_lines(items: Iterable[Any]) -> None:
         click.echo(dumps(to_jsonable(item)))
 
 
-# Record fields whose names still carry the old vocabulary (API.md: ``token``
-# is only ever a secret, a fencing token is ``fence``, a lease token
-# ``lease_token``, an expiry ``expires_at``). The CLI prints the new names;
-# once broker/records.py renames the fields this table is empty (the contract
-# test in tests/test_cli_contract.py checks both sides).
-PENDING_RENAMES: dict[str, dict[str, str]] = {
-    "ClaimGrant": {"token": "fence", "lease_expires_at": "expires_at"},
-    "JournalEntry": {"token": "fence", "lease_expires_at": "expires_at"},
-    "Lease": {"token": "lease_token"},
-}
-
-
 def to_jsonable(data: Any) -> Any:
     """Records (broker.records) and models as JSON-ready values, field names as
     the records name them."""
     if hasattr(type(data), "__dataclass_fields__"):
         from broker.records import to_dict
 
-        out = to_dict(data)
-        renames = PENDING_RENAMES.get(type(data).__name__)
-        if renames:
-            out = {renames.get(k, k): v for k, v in out.items()}
-        return out
+        return to_dict(data)
     if hasattr(data, "model_dump"):  # a pydantic model (not imported here: start-up time)
         return data.model_dump(mode="json", by_alias=True)
     if isinstance(data, list | tuple):

@@ -30,7 +30,7 @@ from broker.cli.message import TO_HELP, run_send
 if TYPE_CHECKING:
     from broker.records import BoardEntry, ClaimGrant, PathCheck, Reservation
 
-DEFAULT_TTL = 300.0  # keep equal to broker.board.DEFAULT_TTL (not imported: CLI start-up)
+DEFAULT_TTL = 300.0  # keep equal to broker.claims.DEFAULT_TTL (not imported: CLI start-up)
 READ_LIMIT = click.IntRange(1, 1000)
 
 fence_option = click.option(
@@ -184,7 +184,7 @@ def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
     if as_json:
         emit_json(grant)
     else:
-        click.echo(f"{verb} {safe(grant.key)} fence {grant.token} until {grant.lease_expires_at}")
+        click.echo(f"{verb} {safe(grant.key)} fence {grant.fence} until {grant.expires_at}")
 
 
 @board.command("claim")
@@ -221,7 +221,7 @@ def release(
     if as_json:
         emit_json(entry)
     else:
-        click.echo(f"released {safe(entry.key)} fence {entry.token}")
+        click.echo(f"released {safe(entry.key)} fence {entry.fence}")
 
 
 @board.command("renew")
@@ -257,10 +257,7 @@ def claims(run_id: str, as_json: bool) -> None:
         emit_json_lines([*items, *paths])
         return
     table(
-        [
-            (c.key, c.holder, c.token, when(c.claimed_at_utc), when(c.lease_expires_at))
-            for c in items
-        ],
+        [(c.key, c.holder, c.fence, when(c.claimed_at_utc), when(c.expires_at)) for c in items],
         ["key", "holder", "fence", "claimed", "expires"],
         shrink=(0, 1),
         empty="(no key claims)" if paths else "(none)",
@@ -352,7 +349,7 @@ def unreserve(
     if as_json:
         emit_json(entry)
     else:
-        click.echo(f"released {safe(entry.key.removeprefix('path '))} fence {entry.token}")
+        click.echo(f"released {safe(entry.key.removeprefix('path '))} fence {entry.fence}")
 
 
 @board.command("renew-reservation")
@@ -389,10 +386,7 @@ def journal(run_id: str, key: str | None, as_json: bool) -> None:
         emit_json_lines(items)
         return
     table(
-        [
-            (when(j.at_utc), j.event, j.key, j.owner, j.token, when(j.lease_expires_at))
-            for j in items
-        ],
+        [(when(j.at_utc), j.event, j.key, j.owner, j.fence, when(j.expires_at)) for j in items],
         ["at", "event", "key", "owner", "fence", "expires"],
         shrink=(2, 3),
     )

@@ -73,7 +73,7 @@ def claim(
     if not got.deliveries:
         click.echo("(no message)")
         return
-    lines = [f"lease token {got.token} until {got.expires_at}"]
+    lines = [f"lease token {got.lease_token} until {got.expires_at}"]
     for d in got.deliveries:
         urgent = " URGENT" if d.urgent else ""
         lines.append(f"{d.id} {d.kind}{urgent} from {safe(d.sender)} (delivery {d.deliveries}):")

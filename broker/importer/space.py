@@ -49,7 +49,7 @@ from broker.importer.lines import Insert, Inserter, read_lines
 from broker.importer.report import BadLine, ImportSummary, Run
 from broker.importer.tree import SYMLINK, Refused, Tree
 from broker.importer.write import (
-    board,
+    claims,
     history,
     inbox,
     messages,
@@ -135,7 +135,7 @@ class SpaceImport:
         self.keys()
         self.reservations()
         self.summary.journal += self.append_only(
-            JOURNAL, board.insert_journal, "board", "claims.jsonl"
+            JOURNAL, claims.insert_journal, "board", "claims.jsonl"
         )
         boxes = [n for n, k in self.tree.listing(*self.folder, "mailboxes") if k == "dir"]
         for name in boxes:
@@ -236,7 +236,7 @@ class SpaceImport:
                 self.run.bad(rel, no, str(exc))
                 continue
             latest[values["key"]] = (no, {**values, "space_id": self.space_id})
-        ins = Inserter(self.t, self.run, board.insert_claims, rel)
+        ins = Inserter(self.t, self.run, claims.insert_claims, rel)
         for no, values in latest.values():
             ins.add(no, values)
         ins.flush()

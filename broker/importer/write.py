@@ -3,7 +3,7 @@
 Each class below stands in for the module that owns the table and is named
 like it, with the owner's function names: ``spaces.insert_rows(t, rows)``,
 ``participants.insert_rows`` and ``insert_events``, ``messages.insert_rows``,
-``inbox.insert_rows``, ``board.insert_claims`` and ``insert_journal``, ``reservations.insert_rows``,
+``inbox.insert_rows``, ``claims.insert_claims`` and ``insert_journal``, ``reservations.insert_rows``,
 ``turns.insert_rows``, ``transcript.insert_rows``, ``history.insert_rows``.
 The tables whose owners have those functions are re-exported from the owners;
 the others still use ``broker/sql/importer.sql`` until their owner lands them. ``rows`` are
@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 # Tables whose owners have their insert functions: used as they are.
-from broker import board, history, inbox, participants, reservations, spaces, transcript, turns
+from broker import claims, history, inbox, participants, reservations, spaces, transcript, turns
 from broker.db import Tx
 from broker.sql import stmt
 
 __all__ = [
-    "board",
+    "claims",
     "history",
     "inbox",
     "messages",

@@ -12,8 +12,7 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
-from broker import auth
-from broker.aio import AsyncAgent, run
+from broker.aio import AsyncAgent
 from broker.mcp import inputs
 from broker.mcp.core import Output, ToolSpec, data
 from broker.records import Turn, to_dict
@@ -35,14 +34,6 @@ _READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 _IDEMPOTENT = ToolAnnotations(
     readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
 )
-
-
-def _fenced(out: Output) -> Output:
-    """Board claims call their fencing token ``fence`` (API.md: ``token`` is a secret)."""
-    if out.data is not None and "token" in out.data and "fence" not in out.data:
-        body = {("fence" if k == "token" else k): v for k, v in out.data.items()}
-        return data(body)
-    return out
 
 
 async def _send(agent: AsyncAgent, a: inputs.SendInput) -> Output:
@@ -88,15 +79,15 @@ async def _read(agent: AsyncAgent, a: inputs.BoardReadInput) -> Output:
 
 
 async def _claim(agent: AsyncAgent, a: inputs.KeyClaimInput) -> Output:
-    return _fenced(data(await agent.claim_key(a.key, a.ttl)))
+    return data(await agent.claim_key(a.key, a.ttl))
 
 
 async def _release(agent: AsyncAgent, a: inputs.KeyReleaseInput) -> Output:
-    return _fenced(data(await agent.release_key(a.key, a.fence)))
+    return data(await agent.release_key(a.key, a.fence))
 
 
 async def _renew(agent: AsyncAgent, a: inputs.KeyRenewInput) -> Output:
-    return _fenced(data(await agent.renew_key(a.key, a.fence, a.ttl)))
+    return data(await agent.renew_key(a.key, a.fence, a.ttl))
 
 
 async def _reserve(agent: AsyncAgent, a: inputs.ReserveInput) -> Output:
@@ -105,7 +96,7 @@ async def _reserve(agent: AsyncAgent, a: inputs.ReserveInput) -> Output:
 
 
 async def _unreserve(agent: AsyncAgent, a: inputs.UnreserveInput) -> Output:
-    return _fenced(data(await agent.release_reservation(a.fence)))
+    return data(await agent.release_reservation(a.fence))
 
 
 async def _check(agent: AsyncAgent, a: inputs.CheckPathsInput) -> Output:
@@ -412,12 +403,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
 
 async def granted(agent: AsyncAgent) -> frozenset[str]:
     """The broker tools (S24) this agent holds now, re-read from its row."""
-
-    def read() -> frozenset[str]:
-        with agent.store.read() as t:
-            return auth.caller(t, agent.identity).granted
-
-    return await run(read)
+    return frozenset(await agent.granted())
 
 
 def instructions(agent: AsyncAgent) -> str:

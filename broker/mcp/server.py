@@ -23,8 +23,7 @@ import anyio
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
-from broker import participants, wake
-from broker.aio import AsyncAgent, AsyncOperator, Doorbell, run
+from broker.aio import AsyncAgent, AsyncOperator
 from broker.mcp import agent as agent_tools
 from broker.mcp import operator as operator_tools
 from broker.mcp.core import BrokerMCP
@@ -77,9 +76,7 @@ class AgentServer(BrokerMCP[AsyncAgent]):
 
     # --- resources -----------------------------------------------------------------
     async def _waiting(self) -> int:
-        agent = self.caller
-        me = await run(participants.get, agent.store, agent.space_id, agent.address)
-        return me.waiting
+        return (await self.caller.me()).waiting
 
     async def _inbox(self) -> str:
         waiting = await self._waiting()
@@ -124,9 +121,7 @@ class AgentServer(BrokerMCP[AsyncAgent]):
         mail committed in between is still seen."""
         agent = self.caller
         seen = -1
-        async with Doorbell(
-            agent.store, [wake.participant_key(agent.identity.participant_id)]
-        ) as bell:
+        async with agent.doorbell() as bell:
             while True:
                 waiting = await self._waiting()
                 if waiting > 0 and waiting != seen:

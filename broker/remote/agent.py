@@ -17,6 +17,7 @@ from broker.records import (
     HistoryEntry,
     JournalEntry,
     Lease,
+    Participant,
     SearchHit,
     SendResult,
     Turn,
@@ -217,12 +218,12 @@ class RemoteAgent(RemoteAgentPaths):
         data = self._call("POST", "/board/claim", {"key": key, "ttl": ttl})
         return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
-    def release_key(self, key: str, token: int) -> JournalEntry:
-        data = self._call("POST", "/board/release", {"key": key, "fence": token})
+    def release_key(self, key: str, fence: int) -> JournalEntry:
+        data = self._call("POST", "/board/release", {"key": key, "fence": fence})
         return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
 
-    def renew_key(self, key: str, token: int, ttl: float = 300.0) -> ClaimGrant:
-        data = self._call("POST", "/board/renew", {"key": key, "fence": token, "ttl": ttl})
+    def renew_key(self, key: str, fence: int, ttl: float = 300.0) -> ClaimGrant:
+        data = self._call("POST", "/board/renew", {"key": key, "fence": fence, "ttl": ttl})
         return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
     def claim(
@@ -241,37 +242,42 @@ class RemoteAgent(RemoteAgentPaths):
         # gets its own work back at once (S32).
         return f"{self.address}:{os.getpid()}"
 
-    def ack(self, token: str, ids: Iterable[str] | None = None) -> int:
-        data = self._call("POST", "/inbox/ack", {"lease_token": token, "ids": _ids(ids)})
+    def ack(self, lease_token: str, ids: Iterable[str] | None = None) -> int:
+        data = self._call("POST", "/inbox/ack", {"lease_token": lease_token, "ids": _ids(ids)})
         return int(data["count"])
 
     def release(
-        self, token: str, ids: Iterable[str] | None = None, *, error: str | None = None
+        self, lease_token: str, ids: Iterable[str] | None = None, *, error: str | None = None
     ) -> int:
-        body = {"lease_token": token, "ids": _ids(ids), "error": error}
+        body = {"lease_token": lease_token, "ids": _ids(ids), "error": error}
         return int(self._call("POST", "/inbox/release", body)["count"])
 
     def ack_and_claim(
         self,
-        token: str,
+        lease_token: str,
         ids: Iterable[str] | None = None,
         limit: int = 1,
         lease: float | None = None,
     ) -> Lease:
         """Ack and claim the next ``limit`` in one transaction."""
-        body = {"lease_token": token, "ids": _ids(ids), "limit": limit, "lease": lease}
+        body = {"lease_token": lease_token, "ids": _ids(ids), "limit": limit, "lease": lease}
         return from_dict(Lease, self._call("POST", "/inbox/ack-and-claim", body))  # type: ignore[no-any-return]
 
     def extend(
-        self, token: str, seconds: float | None = None, ids: Iterable[str] | None = None
+        self, lease_token: str, seconds: float | None = None, ids: Iterable[str] | None = None
     ) -> str:
-        body = {"lease_token": token, "seconds": seconds, "ids": _ids(ids)}
+        body = {"lease_token": lease_token, "seconds": seconds, "ids": _ids(ids)}
         return str(self._call("POST", "/inbox/extend", body)["expires_at"])
 
     def quarantine(
-        self, token: str, message_id: str, reason: str, *, error: str | None = None
+        self, lease_token: str, message_id: str, reason: str, *, error: str | None = None
     ) -> None:
-        body = {"lease_token": token, "message_id": message_id, "reason": reason, "error": error}
+        body = {
+            "lease_token": lease_token,
+            "message_id": message_id,
+            "reason": reason,
+            "error": error,
+        }
         self._call("POST", "/inbox/quarantine", body)
 
     def next_turn(
@@ -292,6 +298,14 @@ class RemoteAgent(RemoteAgentPaths):
     def history(self) -> list[HistoryEntry]:
         """This agent's history, oldest first."""
         return list_of(HistoryEntry, self._call("GET", "/history"))
+
+    def me(self) -> Participant:
+        """This participant's own directory row (status, grant, ``waiting``)."""
+        return from_dict(Participant, self._call("GET", "/me"))  # type: ignore[no-any-return]
+
+    def granted(self) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted."""
+        return [str(name) for name in self._call("GET", "/granted")]
 
 
 def _poll_timeout(wait: float) -> float | None:

@@ -21,6 +21,7 @@ from broker.records import (
     HistoryEntry,
     JournalEntry,
     Lease,
+    Participant,
     PathCheck,
     Reservation,
     SearchHit,
@@ -237,6 +238,16 @@ async def history(call: Call) -> Any:
     return await call.state.run(a.history)
 
 
+async def own_row(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(a.me)
+
+
+async def granted(call: Call) -> Any:
+    a = _me(call)
+    return await call.state.run(a.granted)
+
+
 async def leave(call: Call) -> Any:
     a = _me(call)
     await call.state.write(lambda tx: a.leave(tx=tx))
@@ -320,5 +331,9 @@ def endpoints() -> list[Endpoint]:
            body=bodies.StatusBody, returns=Done),
         ep("GET", "/history", history, "Your history (S16), oldest first",
            returns=list[HistoryEntry]),
+        ep("GET", "/me", own_row, "Your own directory row (status, grant, waiting)",
+           returns=Participant),
+        ep("GET", "/granted", granted, "The broker tools you hold now (S24), sorted",
+           returns=list[str]),
         ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip
