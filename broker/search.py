@@ -54,8 +54,22 @@ def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, st
     return query, json.dumps(kind_list) if kind_list else None
 
 
+def _fts5_parse(query: str) -> None:
+    """PostgreSQL: refuse what FTS5 refuses, so a query is invalid input on
+    both backends alike (an in-memory FTS5 table parses it; the PostgreSQL
+    statement then reads it as ``websearch_to_tsquery`` syntax)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE q USING fts5(body, thread)")
+        conn.execute("SELECT rowid FROM q WHERE q MATCH ?", (query,)).fetchall()
+    finally:
+        conn.close()
+
+
 def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
     try:
+        if t.store.dialect == "postgresql":
+            _fts5_parse(str(params["query"]))
         rows = t.all(_QUERY, params)
         snips = (
             dict(

@@ -67,6 +67,20 @@ PG_CONTRACT = {
     "test_participants",
     "test_spaces",
     "test_log",
+    "test_send_many",
+    "test_stale_lease",
+    "test_grants",
+    "test_limits",
+    "test_mail",
+    "test_reservations",
+    "test_records",
+    "test_directory",
+    "test_inbox_edges",
+    "test_queue_edges",
+    "test_purge",
+    "test_views",
+    "test_export",
+    "test_import",
 }
 
 
