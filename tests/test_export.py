@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-import os
 import re
 import signal
 import subprocess

@@ -66,8 +66,8 @@ def test_pg_migration_upgrade_head_equals_the_metadata() -> None:
                         "compare_server_default": False,
                         # The search's GIN index and the rowid columns are not
                         # metadata (as FTS5 and rowids on SQLite): tests below.
-                        "include_name": lambda name, kind, parents: not pg_hidden(
-                            name, kind, parents
+                        "include_name": lambda name, kind, parents: (
+                            not pg_hidden(name, kind, parents)
                         ),
                     },
                 )

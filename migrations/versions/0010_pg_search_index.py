@@ -40,7 +40,14 @@ SEARCH_INDEX = (
 )
 
 
-ROWID_TABLES = ("participant_events", "claim_journal", "deliveries", "turns", "transcript", "history")
+ROWID_TABLES = (
+    "participant_events",
+    "claim_journal",
+    "deliveries",
+    "turns",
+    "transcript",
+    "history",
+)
 
 
 def _v_threads(senders: str) -> str:
@@ -57,7 +64,9 @@ def _v_threads(senders: str) -> str:
     )
 
 
-COMPACT_SENDERS = "'[' || coalesce(string_agg(to_json(w.sender)::text, ',' ORDER BY w.first), '') || ']'"
+COMPACT_SENDERS = (
+    "'[' || coalesce(string_agg(to_json(w.sender)::text, ',' ORDER BY w.first), '') || ']'"
+)
 SPACED_SENDERS = "COALESCE(json_agg(w.sender ORDER BY w.first), '[]')::text"  # revision 0008's
 
 
