@@ -30,6 +30,7 @@ PERSIST_QUEUE = "persist_queue"
 LITEQUEUE = "litequeue"
 REDIS = "redis"
 BROKER_PG = "broker_pg"
+RAW_PG = "raw_pg"
 SYSTEM_TITLES = {
     BROKER: "broker",
     RAW_SAME: "raw sqlite3, same statements",
@@ -39,6 +40,7 @@ SYSTEM_TITLES = {
     LITEQUEUE: "litequeue",
     REDIS: "Redis Streams",
     BROKER_PG: "broker on PostgreSQL",
+    RAW_PG: "raw psycopg, same statements (PostgreSQL)",
 }
 
 
