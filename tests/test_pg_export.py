@@ -73,3 +73,45 @@ def test_pg_S23_a_space_written_on_postgresql_moves_to_sqlite_byte_identical(
         finally:
             again.close()
     lite.close()
+
+
+def test_pg_cli_migrate_store_copies_every_space_to_postgresql_identically(
+    tmp_path: Path,
+) -> None:
+    """``broker migrate-store --to URL``: every space of a SQLite store into an
+    empty PostgreSQL database, checked byte-identical; a second run refuses
+    (the target has those spaces), one line, and writes nothing."""
+    import json
+    import subprocess
+    import sys
+
+    lite = spacegen.fresh_store(tmp_path / "home")
+    built = spacegen.rich_space(lite)
+    other = spacegen.rich_space(lite, kind="session")
+    lite.close()
+    env = pgtest.process_env(tmp_path / "home", lite.url)
+    with pgtest.database() as url:
+
+        def run() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "broker", "migrate-store", "--to", url, "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
+            )
+
+        first = run()
+        assert first.returncode == 0, first.stderr
+        copied = json.loads(first.stdout)
+        assert copied["identical"] is True and copied["files"] > 10
+        assert sorted(copied["spaces"]) == sorted([built.space, other.space])
+        again = run()
+        assert again.returncode != 0
+        assert len(again.stderr.strip().splitlines()) == 1 and "Traceback" not in again.stderr
+        pg = Store(url)
+        try:
+            with pg.read() as t:
+                assert t.one("SELECT count(*) FROM spaces")[0] == 2
+        finally:
+            pg.close()
