@@ -31,6 +31,7 @@ LITEQUEUE = "litequeue"
 REDIS = "redis"
 BROKER_PG = "broker_pg"
 RAW_PG = "raw_pg"
+PGQUEUER = "pgqueuer"
 SYSTEM_TITLES = {
     BROKER: "broker",
     RAW_SAME: "raw sqlite3, same statements",
@@ -41,6 +42,7 @@ SYSTEM_TITLES = {
     REDIS: "Redis Streams",
     BROKER_PG: "broker on PostgreSQL",
     RAW_PG: "raw psycopg, same statements (PostgreSQL)",
+    PGQUEUER: "pgqueuer (PostgreSQL)",
 }
 
 

@@ -79,6 +79,10 @@ def factories(systems: list[str]) -> dict[str, QueueFactory]:
             from bench.peers.raw_pg import RawPgSame
 
             out[name] = RawPgSame
+        elif name == "pgqueuer":
+            from bench.peers.pgqueuer_pg import PgQueuerPeer
+
+            out[name] = PgQueuerPeer
         elif name == "redis":
             from bench.peers.redis_streams import RedisStreams
 
