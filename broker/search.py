@@ -27,6 +27,8 @@ _QUERY = stmt("search.query")
 _SNIPPETS = stmt("search.snippets")
 _INDEX_SIZE = stmt("search.index_size")
 _INTEGRITY = stmt("search.integrity")
+_PARSE_TABLE = stmt("search.parse_table")
+_PARSE_QUERY = stmt("search.parse_query")
 MAX_LIMIT = 1000
 MAX_QUERY = 1000
 DEFAULT_LIMIT = 20
@@ -60,8 +62,8 @@ def _fts5_parse(query: str) -> None:
     statement then reads it as ``websearch_to_tsquery`` syntax)."""
     conn = sqlite3.connect(":memory:")
     try:
-        conn.execute("CREATE VIRTUAL TABLE q USING fts5(body, thread)")
-        conn.execute("SELECT rowid FROM q WHERE q MATCH ?", (query,)).fetchall()
+        conn.execute(_PARSE_TABLE)
+        conn.execute(_PARSE_QUERY, {"query": query}).fetchall()
     finally:
         conn.close()
 

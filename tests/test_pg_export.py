@@ -78,7 +78,7 @@ def test_pg_S23_a_space_written_on_postgresql_moves_to_sqlite_byte_identical(
 def test_pg_cli_migrate_store_copies_every_space_to_postgresql_identically(
     tmp_path: Path,
 ) -> None:
-    """``broker migrate-store --to URL``: every space of a SQLite store into an
+    """``broker migrate-store --into URL``: every space of a SQLite store into an
     empty PostgreSQL database, checked byte-identical; a second run refuses
     (the target has those spaces), one line, and writes nothing."""
     import json
@@ -94,7 +94,7 @@ def test_pg_cli_migrate_store_copies_every_space_to_postgresql_identically(
 
         def run() -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [sys.executable, "-m", "broker", "migrate-store", "--to", url, "--json"],
+                [sys.executable, "-m", "broker", "migrate-store", "--into", url, "--json"],
                 capture_output=True,
                 text=True,
                 env=env,

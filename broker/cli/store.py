@@ -51,14 +51,15 @@ def current(as_json: bool) -> None:
 
 @main.command("migrate-store")
 @click.option(
-    "--to",
+    "--into",
     "to",
     required=True,
+    metavar="URL",
     help="URL of the store to copy every space into (postgresql+psycopg://... or sqlite:///PATH).",
 )
 @json_option
 def migrate_store(to: str, as_json: bool) -> None:
-    """Copy every space of this store into the store at --to (e.g. SQLite to
+    """Copy every space of this store into the store at --into (e.g. SQLite to
     PostgreSQL), through the JSONL export layout, in one import transaction;
     then check the copy exports byte-identically. Agents re-join on the target
     (tokens are never exported)."""

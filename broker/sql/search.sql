@@ -68,3 +68,13 @@ INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)
 -- Nothing to check: PostgreSQL keeps the GIN index in step with the log inside
 -- each transaction (amcheck's GIN checks are an extension, not installed here).
 SELECT 1
+
+-- name: parse_table
+-- PostgreSQL stores check a query with FTS5's own parser, on an empty table of
+-- the same shape in a private in-memory SQLite database (broker.search): the
+-- same queries are invalid input on both backends. Never run on the store.
+CREATE VIRTUAL TABLE messages_fts USING fts5(body, thread)
+
+-- name: parse_query
+-- The parse itself (on that empty table: it matches nothing, FTS5 parses it).
+SELECT rowid FROM messages_fts WHERE messages_fts MATCH :query
