@@ -30,6 +30,8 @@ PERSIST_QUEUE = "persist_queue"
 LITEQUEUE = "litequeue"
 REDIS = "redis"
 BROKER_PG = "broker_pg"
+RAW_PG = "raw_pg"
+PGQUEUER = "pgqueuer"
 SYSTEM_TITLES = {
     BROKER: "broker",
     RAW_SAME: "raw sqlite3, same statements",
@@ -39,6 +41,8 @@ SYSTEM_TITLES = {
     LITEQUEUE: "litequeue",
     REDIS: "Redis Streams",
     BROKER_PG: "broker on PostgreSQL",
+    RAW_PG: "raw psycopg, same statements (PostgreSQL)",
+    PGQUEUER: "pgqueuer (PostgreSQL)",
 }
 
 

@@ -220,7 +220,7 @@ class Doorbell:
                     loop.remove_reader(s.fileno())
             if rung:
                 return self.waiter.woken("rung")  # drained, marker re-read
-            if self.waiter.changed():
+            if self.waiter.ticked():
                 return self.waiter.woken("tick")  # a commit rang nobody: re-check
             if left > tick:
                 await self._checkpoint_when_idle()

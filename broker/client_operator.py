@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     from broker.export import ExportSummary, Progress
     from broker.importer import ImportSummary
     from broker.records import Purged
+    from broker.storecopy import StoreCopy
 
 
 @checked
@@ -394,6 +395,14 @@ class Operator(OperatorPaths, OperatorMail):
         from broker.purge import purge_space
 
         return purge_space(self.store, space, export_dir, via=self.via, progress=progress)
+
+    def migrate_store(self, to: str) -> StoreCopy:
+        """Copy every space into the store at URL ``to`` (SQLite <-> PostgreSQL)
+        through the JSONL layout, in one import transaction, then check the
+        target's export is byte-identical to the source's (``identical``)."""
+        from broker.storecopy import migrate_store
+
+        return migrate_store(self.store, to)
 
 
 def _cursor(after: str | int | None) -> tuple[str | None, int | None]:

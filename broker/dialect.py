@@ -217,9 +217,38 @@ def drop_sender_usage_ddl(dialect: str) -> list[str]:
 FTS_TABLE = "messages_fts"
 
 
+# PostgreSQL's search index (revision 0010): a GIN index on the expression the
+# search statement matches (broker/sql/search.sql), so the planner uses it.
+# Like the FTS5 table it is not SQLAlchemy metadata (an expression index).
+PG_SEARCH_INDEX = "ix_messages_search"
+PG_SEARCH_VECTOR = "to_tsvector('simple', body || ' ' || coalesce(thread, ''))"
+
+
+# SQLite's implicit rowid, made an explicit identity column on PostgreSQL
+# (revision 0010) on the tables the exporter reads in the order written and
+# follows by position (broker/sql/export.sql). Not metadata, as on SQLite.
+PG_ROWID = "rowid"
+PG_ROWID_TABLES = frozenset(
+    ("participant_events", "claim_journal", "deliveries", "turns", "transcript", "history")
+)
+
+
+def pg_hidden(name: str | None, kind: str, parents: dict[str, str | None]) -> bool:
+    """What a PostgreSQL store holds beyond the metadata, as SQLite holds FTS5
+    and rowids: the search index, the rowid columns and their indexes
+    (alembic's ``include_name`` hook inverts this)."""
+    if kind == "column":
+        return name == PG_ROWID and parents.get("table_name") in PG_ROWID_TABLES
+    if kind == "index":
+        return name == PG_SEARCH_INDEX or (name or "").endswith(f"_{PG_ROWID}")
+    return False
+
+
 def search_ddl(dialect: str) -> list[str]:
-    if dialect != "sqlite":
-        return []  # PostgreSQL: tsvector/GIN comes with that backend (issue "PostgreSQL")
+    if dialect == "postgresql":
+        return [
+            f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON messages USING gin ({PG_SEARCH_VECTOR})"
+        ]
     return [
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, thread, "
         "content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2')",
@@ -234,8 +263,8 @@ def search_ddl(dialect: str) -> list[str]:
 
 
 def drop_search_ddl(dialect: str) -> list[str]:
-    if dialect != "sqlite":
-        return []
+    if dialect == "postgresql":
+        return [f"DROP INDEX IF EXISTS {PG_SEARCH_INDEX}"]
     return [
         "DROP TRIGGER IF EXISTS messages_fts_insert",
         "DROP TRIGGER IF EXISTS messages_fts_delete",

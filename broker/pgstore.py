@@ -169,14 +169,24 @@ class PgConn:
         self.writer_lock = None
         self.locked: set[str] = set()  # spaces whose row this transaction holds
 
+    # A refused statement is a broker error here, at once, as sqlite3's is one
+    # by the time it leaves ``Tx`` on the other dialect: callers that handle a
+    # refusal inside the transaction (the importer's row-by-row retry) catch
+    # ``StoreError`` on both backends.
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         cur = self.conn.cursor(row_factory=_row_factory)
-        cur.execute(to_pg(sql), params or None)
+        try:
+            cur.execute(to_pg(sql), params or None)
+        except psycopg.Error as exc:
+            raise wrap_pg_error(exc) from exc
         return cur
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         with self.conn.cursor() as cur:
-            cur.executemany(to_pg(sql), rows)
+            try:
+                cur.executemany(to_pg(sql), rows)
+            except psycopg.Error as exc:
+                raise wrap_pg_error(exc) from exc
 
     @property
     def in_transaction(self) -> bool:

@@ -27,6 +27,8 @@ _QUERY = stmt("search.query")
 _SNIPPETS = stmt("search.snippets")
 _INDEX_SIZE = stmt("search.index_size")
 _INTEGRITY = stmt("search.integrity")
+_PARSE_TABLE = stmt("search.parse_table")
+_PARSE_QUERY = stmt("search.parse_query")
 MAX_LIMIT = 1000
 MAX_QUERY = 1000
 DEFAULT_LIMIT = 20
@@ -54,8 +56,22 @@ def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, st
     return query, json.dumps(kind_list) if kind_list else None
 
 
+def _fts5_parse(query: str) -> None:
+    """PostgreSQL: refuse what FTS5 refuses, so a query is invalid input on
+    both backends alike (an in-memory FTS5 table parses it; the PostgreSQL
+    statement then reads it as ``websearch_to_tsquery`` syntax)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(_PARSE_TABLE)
+        conn.execute(_PARSE_QUERY, {"query": query}).fetchall()
+    finally:
+        conn.close()
+
+
 def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
     try:
+        if t.store.dialect == "postgresql":
+            _fts5_parse(str(params["query"]))
         rows = t.all(_QUERY, params)
         snips = (
             dict(

@@ -71,7 +71,8 @@ _NOW = {
 # A JSON list of the senders of a thread, in order of their first message.
 _SENDERS = {
     "sqlite": "json_group_array(w.sender)",  # the subquery is ordered; 3.40 has no ORDER BY here
-    "postgresql": "COALESCE(json_agg(w.sender ORDER BY w.first), '[]')::text",
+    # Compact JSON like SQLite's (json_agg's text has a space after each comma).
+    "postgresql": "'[' || coalesce(string_agg(to_json(w.sender)::text, ',' ORDER BY w.first), '') || ']'",
 }
 
 VIEWS: tuple[View, ...] = (

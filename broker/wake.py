@@ -388,6 +388,13 @@ class Waiter:
         self._marker = now
         return changed
 
+    def ticked(self) -> bool:
+        """At a safety tick: whether a commit may have rung nobody. SQLite reads
+        its change marker; PostgreSQL has none, so every tick re-checks (one
+        query per waiter per ``SAFETY_S``): a writer killed between its COMMIT
+        and its NOTIFY is seen there, not only at the wait's timeout."""
+        return self.changed() or self.store.dialect != "sqlite"
+
     def _drain(self) -> None:
         for s in self.socks:
             with contextlib.suppress(OSError):  # BlockingIOError once empty
@@ -460,7 +467,7 @@ class Waiter:
             ready, _, _ = select.select(self.socks, [], [], min(left, tick))
             if ready:
                 return self.woken("rung")
-            if self.changed():
+            if self.ticked():
                 return self.woken("tick")  # a commit rang nobody: re-check
             if left > tick:
                 with contextlib.suppress(Exception):

@@ -67,6 +67,17 @@ PG_CONTRACT = {
     "test_participants",
     "test_spaces",
     "test_log",
+    "test_send_many",
+    "test_grants",
+    "test_limits",
+    "test_mail",
+    "test_reservations",
+    "test_records",
+    "test_inbox_edges",
+    "test_queue_edges",
+    "test_purge",
+    "test_export",
+    "test_import",
 }
 
 

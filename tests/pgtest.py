@@ -134,3 +134,15 @@ def operator_key() -> str:
     """The operator key of every migrated database of this session."""
     _template()
     return str(_state["key"])
+
+
+def process_env(home: Path, url: str) -> dict[str, str]:
+    """The environment of a broker process a test starts itself: this one's
+    without BROKER_*, BROKER_HOME at ``home``, and on PostgreSQL the store's URL
+    and operator key (no file in ``home`` names that store)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["BROKER_HOME"] = str(home)
+    if url.startswith("postgresql"):
+        env["BROKER_URL"] = url
+        env["BROKER_OPERATOR_KEY"] = operator_key()
+    return env

@@ -106,12 +106,13 @@ def run_chaos(
     lease: float = 1.0,
     batch: int = 5,
     hang_guard_s: float = 240.0,
+    url: str | None = None,
 ) -> Accounting:
     """Workers drain ``messages``; ``kills`` times, as the work passes another
     equal share, a worker holding a lease is SIGKILLed and replaced. Worker 0
     of the first generation is never killed and always outlives the lease of
     its second batch. At the end the workers finish their batches and exit."""
-    url = f"sqlite:///{tmp_path / 'chaos.db'}"
+    url = url or f"sqlite:///{tmp_path / 'chaos.db'}"  # or a PostgreSQL one (test_pg_net)
     store = Store(url)
     sid = (
         Operator(store)

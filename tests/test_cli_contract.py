@@ -63,6 +63,7 @@ STORE_LEVEL = {
     ("space", "create"), ("space", "list"), ("db", "upgrade"), ("db", "current"),
     ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",), ("serve",),
     ("guard", "install"), ("guard", "uninstall"),  # a git repository's hook, not a space
+    ("migrate-store",),  # every space into another store (test_pg_export)
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
 GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
@@ -231,6 +232,7 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
 # S38: test_mail.py checks their --json shapes).
 ELSEWHERE = {
     ("agent", "run"), ("demo",), ("export",), ("import",), ("serve",), ("mcp",),
+    ("migrate-store",),
     ("guard", "install"), ("guard", "uninstall"), ("guard", "pre-commit"),
     ("message", "threads"), ("message", "search"), ("message", "status"),
     ("msg", "status"), ("msg", "search"), ("msg", "policy"),

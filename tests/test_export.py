@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-import os
 import re
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pgtest
 import pytest
 import spacegen
 import sqlrows
@@ -362,9 +362,8 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) ->
         time.sleep(0.02)
 
 
-def _follow(home: Path, space: str, root: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
-    env["BROKER_HOME"] = str(home)
+def _follow(home: Path, space: str, root: Path, url: str) -> subprocess.Popen[str]:
+    env = pgtest.process_env(home, url)
     return subprocess.Popen(
         [
             sys.executable,
@@ -390,7 +389,7 @@ def test_follow_appends_while_a_writer_process_sends_and_ends_equal_to_the_datab
     reader = join("flow/reader", agent="reader")
     reader.send("operator", "before the exporter started")
     root = tmp_path / "follow"
-    proc = _follow(tmp_path / "home", space, root)
+    proc = _follow(tmp_path / "home", space, root, store.url)
     folder = root / "runs" / space / "messages"
     _wait_for(folder / "log.jsonl.lock", proc)
     writer = FORK.Process(target=_writer, args=(store.url, space, 120))
@@ -398,7 +397,7 @@ def test_follow_appends_while_a_writer_process_sends_and_ends_equal_to_the_datab
     rid = reader.identity.participant_id
     while writer.is_alive():  # meanwhile the reader's queue moves
         ready = sqlrows.deliveries(store, rid, state="ready")
-        if ready:
+        if len(ready) > 3:  # a few stay ready for the moves below (a fast server keeps up)
             sqlrows.set_delivery(store, ready[0], "done")
         time.sleep(0.01)
     writer.join()
@@ -463,7 +462,7 @@ def test_follow_appends_while_a_writer_process_sends_and_ends_equal_to_the_datab
 
 def test_follow_ends_cleanly_on_sigterm(store: Store, space: str, tmp_path: Path) -> None:
     root = tmp_path / "follow"
-    proc = _follow(tmp_path / "home", space, root)
+    proc = _follow(tmp_path / "home", space, root, store.url)
     _wait_for(root / "runs" / space / "messages" / "log.jsonl.lock", proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)

@@ -8,7 +8,6 @@ Real SQLite files; the flood attacks (one agent filling the log, or the lead's i
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -103,10 +102,8 @@ def test_S33_settings_stored_before_the_bounds_are_clamped_and_sends_and_claims_
     work, and `space set` rewrites them to the values in effect."""
     sid = operator.create_space("workflow").id
     bad = {"lease_seconds": 1e12, "inbox_cap": -5, "body_max_bytes": "abc", "junk": 1}
-    conn = sqlite3.connect(store.path)
-    conn.execute("UPDATE spaces SET settings = ? WHERE id = ?", (json.dumps(bad), sid))
-    conn.commit()
-    conn.close()
+    with store.write() as t:  # by hand, past the library's checks
+        t.execute("UPDATE spaces SET settings = ? WHERE id = ?", (json.dumps(bad), sid))
     a, b = agents(store, sid, "a", "b")
     a.send("b", "still works")
     lease = b.claim()

@@ -291,6 +291,7 @@ def test_S36_a_query_fts5_cannot_parse_is_invalid_input(
         operator.search(corpus["space"], query)
 
 
+@pytest.mark.sqlite_only  # FTS5's shadow tables and VACUUM; PostgreSQL's GIN: tests/test_pg.py
 def test_S36_the_index_follows_a_purge_and_stays_consistent(
     corpus: dict[str, Any], operator: Operator, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from broker import Agent, Operator, Store, errors
-from broker.dialect import compare_type
+from broker.dialect import PG_SEARCH_INDEX, compare_type, pg_hidden
 from broker.migrate import HEAD, upgrade
 from broker.tables import metadata
 from broker.vocab import APPEND_ONLY
@@ -60,12 +60,57 @@ def test_pg_migration_upgrade_head_equals_the_metadata() -> None:
             assert s.schema_version() == HEAD
             with s.engine.connect() as conn:
                 ctx = MigrationContext.configure(
-                    conn, opts={"compare_type": compare_type, "compare_server_default": False}
+                    conn,
+                    opts={
+                        "compare_type": compare_type,
+                        "compare_server_default": False,
+                        # The search's GIN index and the rowid columns are not
+                        # metadata (as FTS5 and rowids on SQLite): tests below.
+                        "include_name": lambda name, kind, parents: (
+                            not pg_hidden(name, kind, parents)
+                        ),
+                    },
                 )
                 diffs = [d for d in compare_metadata(ctx, metadata) if not _comment_only(d)]
             assert diffs == []
         finally:
             s.close()
+
+
+def test_pg_S36_search_reads_its_gin_index(pg: Store) -> None:
+    """Revision 0010: the GIN index exists, is the one ``search_ddl`` describes,
+    and the search statement's plan reads it (the same tsvector expression)."""
+    from broker import sql
+
+    sid = Operator(pg).create_space("workflow", inbox_cap=5000).id
+    a, _ = trusted.join(pg, sid, "a")
+    trusted.join(pg, sid, "b")
+    with pg.transaction() as t:  # a space where one message in 1500 matches
+        for i in range(1500):
+            a.send("b", "hello there" if i == 700 else f"filler {i}", tx=t)
+    raw = pg.connect()
+    try:
+        raw.conn.execute("ANALYZE messages")
+        found = raw.conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (PG_SEARCH_INDEX,)
+        ).fetchone()
+        assert found is not None and "USING gin" in found[0]
+        query = sql.stmt("search.query").postgresql
+        params = {
+            "query": "hello",
+            "space_id": sid,
+            "sender": None,
+            "since": None,
+            "kinds": None,
+            "to": None,
+            "viewer": None,
+            "window": 100,
+            "n": 10,
+        }
+        plan = "\n".join(r[0] for r in raw.conn.execute("EXPLAIN " + query, params).fetchall())
+    finally:
+        raw.close()
+    assert PG_SEARCH_INDEX in plan, plan
 
 
 def _comment_only(diff: Any) -> bool:
@@ -243,10 +288,9 @@ def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:
 
 
 # Statements that cannot run on PostgreSQL by nature (SQLite's pragmas, VACUUM,
-# its JSON probe) and the export area, whose rowid cursors are not ported yet
-# (export/import across backends is open work: README "Backends").
-SQLITE_ONLY_AREAS = {"export"}
-SQLITE_ONLY = {"store.json_probe"}
+# its JSON probe, FTS5's query parser run in memory by broker.search).
+SQLITE_ONLY_AREAS: set[str] = set()
+SQLITE_ONLY = {"store.json_probe", "search.parse_table", "search.parse_query"}
 
 
 def test_pg_every_catalogue_statement_prepares_on_postgresql(pg: Store) -> None:

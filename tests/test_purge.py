@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pgtest
 import pytest
 import spacegen
 
@@ -278,9 +279,10 @@ def test_cli_space_purge_needs_yes_without_a_terminal_and_prints_json(
     assert space not in cli("space", "list").out
 
 
-def _purge_at_a_terminal(home: Path, space: str, export: Path, answer: bytes) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
-    env["BROKER_HOME"] = str(home)
+def _purge_at_a_terminal(
+    home: Path, space: str, export: Path, answer: bytes, url: str
+) -> tuple[int, str]:
+    env = pgtest.process_env(home, url)
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker", "space", "purge", space, "--export", str(export)],
@@ -320,13 +322,15 @@ def _purge_at_a_terminal(home: Path, space: str, export: Path, answer: bytes) ->
     return code, out.decode(errors="replace")
 
 
-def test_cli_space_purge_asks_at_a_terminal(cli: Callable[..., Any], tmp_path: Path) -> None:
+def test_cli_space_purge_asks_at_a_terminal(
+    cli: Callable[..., Any], tmp_path: Path, db_url: str
+) -> None:
     space = cli("space", "create", "--kind", "run", "--json").json()["id"]
     assert cli("space", "archive", space, "--yes").code == 0
-    code, out = _purge_at_a_terminal(tmp_path / "home", space, tmp_path / "x", b"n")
+    code, out = _purge_at_a_terminal(tmp_path / "home", space, tmp_path / "x", b"n", db_url)
     assert code == 2 and "not confirmed" in out
     assert space in cli("space", "list").out
-    code, out = _purge_at_a_terminal(tmp_path / "home", space, tmp_path / "x", b"y")
+    code, out = _purge_at_a_terminal(tmp_path / "home", space, tmp_path / "x", b"y", db_url)
     assert code == 0, out
     assert space not in cli("space", "list").out
     assert (

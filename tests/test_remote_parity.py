@@ -50,6 +50,7 @@ NOT_SERVED = {
     "Operator.export_mailbox",
     "Operator.import_dir",  # reads files from a folder on that host
     "Operator.purge_space",  # exports to a folder on that host, then deletes
+    "Operator.migrate_store",  # opens another store from that host
 }
 # Parameters no served call takes: a served call is its own transaction (the
 # server group-commits it with its neighbours), so ``tx`` has no meaning there.

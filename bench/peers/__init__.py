@@ -75,6 +75,14 @@ def factories(systems: list[str]) -> dict[str, QueueFactory]:
             from bench.peers.broker_pg import BrokerPgQueue
 
             out[name] = BrokerPgQueue
+        elif name == "raw_pg":
+            from bench.peers.raw_pg import RawPgSame
+
+            out[name] = RawPgSame
+        elif name == "pgqueuer":
+            from bench.peers.pgqueuer_pg import PgQueuerPeer
+
+            out[name] = PgQueuerPeer
         elif name == "redis":
             from bench.peers.redis_streams import RedisStreams
 

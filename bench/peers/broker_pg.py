@@ -49,8 +49,8 @@ class BrokerPgQueue:
         self.store = Store(f"{base}/{self.db}")
         op = Operator(self.store)
         self.space = op.create_space("workflow", **LIMITS).id
-        self.sender, _ = op.join(self.space, "sender")
-        self.worker, _ = op.join(self.space, "worker")
+        self.sender, self.sender_joined = op.join(self.space, "sender")
+        self.worker, self.worker_joined = op.join(self.space, "worker")
         self.claim = api(self.worker, "claim")
         self.ack = api(self.worker, "ack")
 

@@ -24,7 +24,9 @@ from bench.core import (
     FILE_MAILBOX,
     LITEQUEUE,
     PERSIST_QUEUE,
+    PGQUEUER,
     RAW_FLOOR,
+    RAW_PG,
     RAW_SAME,
     REDIS,
     Ctx,
@@ -40,7 +42,7 @@ from bench.peers import Unavailable, factories
 # The broker on PostgreSQL joins when a server is named (BENCH_PG_URL): it is
 # the same API over the network and fsync, far slower than every local lane.
 ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDIS] + (
-    [BROKER_PG] if os.environ.get("BENCH_PG_URL") else []
+    [BROKER_PG, RAW_PG, PGQUEUER] if os.environ.get("BENCH_PG_URL") else []
 )
 BASELINES = ALL[1:]
 ROUNDS = 10

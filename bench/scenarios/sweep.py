@@ -9,18 +9,34 @@ caller, ``database is locked`` counted apart) are reported per point.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
-from bench.core import BROKER, RAW_SAME, Ctx, Row, Scenario, accounting, body, pct, run_workers
-from bench.peers.broker_queue import BrokerQueue
-from bench.peers.raw_sqlite import RawSame
+from bench.core import (
+    BROKER,
+    BROKER_PG,
+    RAW_PG,
+    RAW_SAME,
+    Ctx,
+    Row,
+    Scenario,
+    accounting,
+    body,
+    pct,
+    run_workers,
+)
+from bench.peers import factories
+
+# The broker on PostgreSQL and raw psycopg with its statements join the sweep
+# when a server is named (BENCH_PG_URL), as in the queue scenarios.
+SYSTEMS = (BROKER, RAW_SAME) + ((BROKER_PG, RAW_PG) if os.environ.get("BENCH_PG_URL") else ())
 
 MAX_CONSECUTIVE_ERRORS = 200
 
 
 def _worker(barrier: Any, q: Any, system: str) -> dict[str, Any]:
-    if system == RAW_SAME:
+    if system in (RAW_SAME, RAW_PG):
         q.after_fork()
     got: list[str] = []
     lat: list[int] = []
@@ -70,9 +86,9 @@ def sweep(ctx: Ctx) -> Scenario:
     sc.params = {"messages_per_point": n, "processes": list(ctx.sizes.procs), "inboxes": 1}
     texts = [body(i) for i in range(n)]
     for procs in ctx.sizes.procs:
-        for system in (BROKER, RAW_SAME):
+        for system in SYSTEMS:
             folder = ctx.scratch(f"sweep-{system}-{procs}")
-            q: Any = BrokerQueue(folder) if system == BROKER else RawSame(folder)
+            q: Any = factories([system])[system](folder)
             try:
                 q.preload(texts)
                 res = run_workers(_worker, [(q, system)] * procs, timeout=300)
@@ -110,6 +126,8 @@ def sweep(ctx: Ctx) -> Scenario:
     lo, hi = min(ps), max(ps)
     for p in ps:
         sc.ratio(BROKER, RAW_SAME, point=p)
+        if RAW_PG in SYSTEMS:
+            sc.ratio(BROKER_PG, RAW_PG, point=p)
     r = sc.ratio(BROKER, BROKER, num_point=hi, den_point=lo, label=f"broker x{hi} / broker x{lo}")
     sc.ratio(RAW_SAME, RAW_SAME, num_point=hi, den_point=lo, label=f"raw x{hi} / raw x{lo}")
     sc.target(f"{hi} processes: aggregate >= 0.9x one process", r, ">=", 0.9)

@@ -34,6 +34,7 @@ from typing import Any
 
 from bench.core import (
     BROKER,
+    BROKER_PG,
     FILE_MAILBOX,
     REDIS,
     Ctx,
@@ -91,6 +92,27 @@ class _BrokerPair:
         # store's doorbell folder (the next ring would clean them up anyway).
         shutil.rmtree(wake.root_path(self.store), ignore_errors=True)
         self.store.close()
+
+
+class _BrokerPgPair(_BrokerPair):
+    how = (
+        "broker on PostgreSQL: waiter claim(limit=1, wait=5) (LISTEN/NOTIFY, one listening "
+        "connection per process); sender: Agent.send, stamped after COMMIT, before the NOTIFY"
+    )
+
+    def __init__(self, folder: Path, waiters: int = 1) -> None:
+        from bench.peers.broker_pg import BrokerPgQueue
+        from bench.peers.broker_queue import api
+        from broker import Operator
+
+        self.owner = BrokerPgQueue(folder)  # a fresh database on the server, dropped at close
+        self.store, self.space = self.owner.store, self.owner.space
+        self.sender = self.owner.sender
+        self.waiters = [Operator(self.store).join(self.space, f"w{i}")[0] for i in range(waiters)]
+        self._api = api
+
+    def close(self) -> None:
+        self.owner.close()
 
 
 class _PollPair:
@@ -223,6 +245,8 @@ PAIRS: dict[str, Any] = {
     FILE_MAILBOX: _FilePair,
     REDIS: _RedisPair,
 }
+if os.environ.get("BENCH_PG_URL"):  # as in the queue scenarios: a server is named
+    PAIRS[BROKER_PG] = _BrokerPgPair
 
 
 # --- wake latency ---------------------------------------------------------------------------

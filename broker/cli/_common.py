@@ -76,6 +76,7 @@ COMMANDS = {
     "leave": "participant",
     "mcp": "mcp",
     "message": "message",
+    "migrate-store": "store",
     "msg": "message",
     "queue": "inbox",
     "serve": "serve",

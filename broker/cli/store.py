@@ -47,3 +47,29 @@ def current(as_json: bool) -> None:
     else:
         up = ", up to date" if rev == SCHEMA_HEAD else ""
         click.echo(f"{s.url}: {rev or 'empty'} (head {SCHEMA_HEAD}{up})")
+
+
+@main.command("migrate-store")
+@click.option(
+    "--into",
+    "to",
+    required=True,
+    metavar="URL",
+    help="URL of the store to copy every space into (postgresql+psycopg://... or sqlite:///PATH).",
+)
+@json_option
+def migrate_store(to: str, as_json: bool) -> None:
+    """Copy every space of this store into the store at --into (e.g. SQLite to
+    PostgreSQL), through the JSONL export layout, in one import transaction;
+    then check the copy exports byte-identically. Agents re-join on the target
+    (tokens are never exported)."""
+    from broker.client import Operator
+
+    copy = Operator(store()).migrate_store(to)
+    if as_json:
+        emit_json(copy.as_dict())
+        return
+    state = "identical" if copy.identical else "DIFFERENT"
+    click.echo(f"{len(copy.spaces)} spaces -> {copy.to}: {copy.files} files, {state}")
+    if not copy.identical:
+        raise SystemExit(1)

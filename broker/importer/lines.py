@@ -52,9 +52,9 @@ def read_lines(
 def friendly(exc: Exception) -> str:
     """A database refusal of one row, in words."""
     text = str(exc)
-    if "FOREIGN KEY" in text:
+    if "FOREIGN KEY" in text.upper():  # SQLite says FOREIGN KEY, PostgreSQL foreign key
         return "refers to a participant, message or space that is not in the import"
-    if "UNIQUE" in text:
+    if "UNIQUE" in text.upper():
         return f"duplicate: {text.split(':', 1)[-1].strip()} already exists"
     return f"refused by the database: {text}"
 
@@ -88,11 +88,16 @@ class Inserter:
         except (sqlite3.Error, errors.StoreError):
             t.rollback_to_savepoint()
             for no, row, rel in self.pending:
+                # A savepoint per row: PostgreSQL aborts the whole transaction
+                # on a refused statement unless it is rolled back to one.
+                t.savepoint()
                 try:
-                    self.insert(t, [row])  # one statement: a refusal undoes only itself
+                    self.insert(t, [row])
                 except (sqlite3.Error, errors.StoreError) as exc:
+                    t.rollback_to_savepoint()
                     self.run.bad(rel, no, friendly(exc))
                 else:
+                    t.release_savepoint()
                     self.count += 1
         else:
             t.release_savepoint()

@@ -110,6 +110,17 @@ FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
 ORDER BY d.recipient_id, d.created_at_utc, d.id
+-- postgresql:
+SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
+       p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
+       d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
+       d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
+       d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
+       d.lease_process AS lease_process, d.rowid AS _rowid
+FROM deliveries d JOIN messages m ON m.id = d.message_id
+JOIN participants p ON p.id = d.recipient_id
+WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
+ORDER BY d.recipient_id, d.created_at_utc, d.id
 
 -- name: turns
 -- mailboxes/<address>/turns.jsonl: every turn, by participant, oldest first.
@@ -132,6 +143,13 @@ SELECT u.id AS id, u.participant_id AS participant_id, u.lease_token AS lease_to
        u.expires_at AS expires_at, u.seen_at_utc AS seen_at_utc,
        u.lease_process AS lease_process, u.bcast_from AS bcast_from, u.rowid AS _rowid
 FROM turns u WHERE u.rowid IN (SELECT value FROM json_each(:rowids)) ORDER BY u.rowid
+-- postgresql:
+SELECT u.id AS id, u.participant_id AS participant_id, u.lease_token AS lease_token,
+       u.bcast_upto AS bcast_upto, u.state AS state, u.created_at_utc AS created_at_utc,
+       u.expires_at AS expires_at, u.seen_at_utc AS seen_at_utc,
+       u.lease_process AS lease_process, u.bcast_from AS bcast_from, u.rowid AS _rowid
+FROM turns u WHERE u.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
+ORDER BY u.rowid
 
 -- name: transcript
 -- mailboxes/<address>/transcript.jsonl: by participant, in the order written.
@@ -201,6 +219,24 @@ SELECT owner, folder, COUNT(*) AS n FROM (
    WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached LIKE '%"operator"%'
      AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
 ) GROUP BY owner, folder
+-- postgresql:
+-- The same counts (a subquery in FROM needs its alias; the JSON array as rows).
+SELECT owner, folder, COUNT(*) AS n FROM (
+  SELECT p.address AS owner,
+         CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
+              ELSE 'inbox' END AS folder
+    FROM deliveries d JOIN participants p ON p.id = d.recipient_id
+   WHERE d.space_id = :space
+  UNION ALL
+  SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
+    FROM messages m CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
+    JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
+   WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
+  UNION ALL
+  SELECT 'operator', 'inbox'
+    FROM messages m
+   WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached::jsonb ? 'operator'
+) c GROUP BY owner, folder
 
 -- name: mail_rows
 -- One row per mail file, in (owner, folder, FIFO) order: deliveries by state,
@@ -224,6 +260,26 @@ SELECT 'operator', 'inbox', m.created_at_utc, m.id, m.sender, m.body, m.urgent
   FROM messages m
  WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached LIKE '%"operator"%'
    AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
+ORDER BY 1, 2, 3, 4
+-- postgresql:
+SELECT p.address AS owner,
+       CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
+            ELSE 'inbox' END AS folder,
+       d.created_at_utc AS at, d.id AS uid, m.sender AS sender, m.body AS body,
+       m.urgent AS urgent
+  FROM deliveries d JOIN messages m ON m.id = d.message_id
+  JOIN participants p ON p.id = d.recipient_id
+ WHERE d.space_id = :space
+UNION ALL
+SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
+       m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent
+  FROM messages m CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
+  JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
+ WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
+UNION ALL
+SELECT 'operator', 'inbox', m.created_at_utc, m.id, m.sender, m.body, m.urgent
+  FROM messages m
+ WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached::jsonb ? 'operator'
 ORDER BY 1, 2, 3, 4
 
 -- name: message_count

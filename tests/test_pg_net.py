@@ -1,0 +1,122 @@
+"""PostgreSQL over the network (issue 15): hosts simulated by processes that
+reach the server over TCP (127.0.0.1:5432; no network namespaces here).
+
+- SIGKILLed workers: the chaos run of tests/test_chaos.py on PostgreSQL,
+  0 lost, every duplicate a killed or an expired lease (S14, S16).
+- A network cut mid-transaction: the server drops the worker's connection
+  (``pg_terminate_backend``) while its claim is applied but not committed; the
+  transaction rolls back (no half-applied lease), the broken connection leaves
+  the pool, and the next call succeeds.
+- A writer killed between its COMMIT and its NOTIFY rings nobody: the waiter
+  still sees the message at its safety tick (S20).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pgtest
+import pytest
+import trusted
+from test_chaos import _check, run_chaos
+
+from broker import Agent, Operator, Store, errors, wake
+
+FORK = mp.get_context("fork")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with pgtest.database() as url:
+        yield url
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Store]:
+    s = Store(pg_url)
+    yield s
+    s.close()
+
+
+def _admin(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+
+
+def test_pg_S16_chaos_kill9_workers_over_tcp_lose_nothing(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acc = run_chaos(tmp_path, messages=1000, workers=4, kills=4, url=pg_url)
+    with capsys.disabled():
+        print("\nPostgreSQL " + acc.line())
+    # A kill waits for a worker holding a lease at that instant; a fast server
+    # may drain the last share first, so the kills made are the ones counted.
+    assert acc.kills >= 2
+    _check(acc, kills=acc.kills)
+
+
+def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_succeeds(
+    pg: Store, pg_url: str
+) -> None:
+    sid = Operator(pg).create_space("workflow").id
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
+    sent = a.send("b", "survives the cut").id
+    with _admin(pg_url) as admin:
+        with pytest.raises(errors.StoreError, match="cannot reach the database"), pg.write() as t:
+            backend = t.one("SELECT pg_backend_pid()")[0]
+            lease = b.claim(tx=t)
+            assert [d.id for d in lease.deliveries] != []  # applied, not committed
+            # The cut, from the server's side, while the transaction is open.
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        gone = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)
+        ).fetchone()
+        assert gone is not None and gone[0] == 0
+    with pg.read() as t:
+        row = t.one("SELECT state, attempts, lease_token FROM deliveries")
+    assert (row["state"], row["attempts"], row["lease_token"]) == ("ready", 0, None)
+    lease = b.claim()  # a pooled connection that works: the broken one was discarded
+    assert [d.body for d in lease.deliveries] == ["survives the cut"]
+    assert lease.deliveries[0].id == sent
+    b.ack(lease.token)
+    with pg.read() as t:
+        assert t.one("SELECT state FROM deliveries")[0] == "done"
+
+
+def _send_then_die_before_notify(url: str, ident: Any) -> None:
+    from broker import pgwake
+
+    def killed(store: Any, keys: Any) -> int:  # the hook: right after the COMMIT
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0
+
+    pgwake.notify = killed  # type: ignore[assignment]
+    store = Store(url)
+    Agent(store, ident).send("b", "committed, never rung")
+
+
+def test_pg_S20_a_writer_killed_between_commit_and_notify_is_seen_at_the_safety_tick(
+    pg: Store, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = Operator(pg).create_space("workflow").id
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
+    monkeypatch.setattr(wake, "SAFETY_S", 0.2)
+    with wake.Waiter(pg, [wake.participant_key(b.identity.participant_id)]) as waiter:
+        assert b.claim().deliveries == []
+        writer = FORK.Process(target=_send_then_die_before_notify, args=(pg_url, a.identity))
+        writer.start()
+        writer.join(60)
+        assert writer.exitcode == -signal.SIGKILL
+        with pg.read() as t:  # committed before the kill
+            assert t.one("SELECT count(*) FROM deliveries")[0] == 1
+        assert waiter.wait(60) is True
+        assert waiter.woke == "tick"  # nobody rang: the tick re-checked
+    assert [d.body for d in b.claim().deliveries] == ["committed, never rung"]
