@@ -35,7 +35,7 @@ from broker.sql import stmt
 
 DEFAULT_READ_LIMIT = 100
 MAX_READ_LIMIT = 1000
-_CURSOR_SEQ = stmt("board.cursor_seq")
+_CURSOR_SEQ = stmt("messages.seq_of")
 _READ_KIND = stmt("board.read_kind")
 _MESSAGE_HEAD = stmt("board.message_head")
 _RETRACTED_BY = stmt("board.retracted_by")

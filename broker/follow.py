@@ -18,7 +18,7 @@ from broker.sql import stmt
 
 # The log position of a message id: the board's cursor statement is that very
 # statement (one text, one name in the catalogue).
-_SEQ_OF = stmt("board.cursor_seq")
+_SEQ_OF = stmt("messages.seq_of")
 
 FOREVER_S = 3600.0  # one wait without an idle timeout; the loop waits again
 BATCH = 256  # entries per read: short read snapshots never pin the WAL, bounded memory

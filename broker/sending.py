@@ -10,6 +10,7 @@ outside a send: receipts, imports).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -373,7 +374,7 @@ class Batch:
             self.stored = counters
         if not self.messages:
             return
-        _insert_messages(t, self.messages)
+        insert_rows(t, self.messages)
         inbox.insert_rows(t, self.deliveries)  # the one writer of deliveries
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
@@ -403,7 +404,8 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
-def _insert_messages(t: Tx, rows: list[dict[str, Any]]) -> None:
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """The one writer of ``messages``: a send's rows, and the importer's."""
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
     if len(rows) == 1:
         t.execute(_INSERT_MESSAGE, rows[0])

@@ -2,10 +2,6 @@
 -- `claim_journal`. Posts, directives and retractions are log rows (written by
 -- broker.messages); the board reads them.
 
--- name: cursor_seq
--- The log position of a board cursor (any message id of the space).
-SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
-
 -- name: read_kind
 -- One kind of board entry after :after, in log order: one range of the
 -- partial index per kind (its predicate is repeated verbatim so SQLite uses

@@ -68,6 +68,7 @@ WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sen
 ORDER BY joined_at_utc, id
 
 -- name: seq_of
+-- The log position of a message id of the space (a cursor: --after, the board).
 SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
 
 -- name: log
