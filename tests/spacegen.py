@@ -48,7 +48,15 @@ _TEMPLATES: dict[str, Path] = {}
 
 
 def fresh_store(folder: Path, name: str = "broker.db") -> Store:
-    """A migrated store in ``folder``, copied from a template (migrating is slow).
+    """A migrated store in ``folder``, copied from a template (migrating is slow)."""
+    target = folder / name
+    copy_template(target)
+    return Store(f"sqlite:///{target}", clock=StepClock())
+
+
+def copy_template(target: Path) -> None:
+    """Make ``target`` (and its operator key file) a copy of a freshly migrated
+    store: what ``Store(url)`` would make there, without migrating again.
 
     The template is keyed on every file that can shape the schema (the whole
     ``broker`` package, its SQL and the migrations) and SQLite's version, so a
@@ -75,14 +83,14 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
             Path(f"{tmp}.operator-key").replace(f"{template}.operator-key")
             tmp.replace(template)  # atomic: a concurrent run sees all of it or nothing
         _TEMPLATES[key] = template
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = folder / name
+    if not target.parent.exists():  # as the store makes its folder: 0700 whatever the umask
+        target.parent.mkdir(parents=True, mode=0o700)
+        target.parent.chmod(0o700)
     shutil.copyfile(template, target)
     target.chmod(0o600)
-    key = Path(f"{target}.operator-key")
-    shutil.copyfile(f"{template}.operator-key", key)
-    key.chmod(0o600)
-    return Store(f"sqlite:///{target}", clock=StepClock())
+    key_file = Path(f"{target}.operator-key")
+    shutil.copyfile(f"{template}.operator-key", key_file)
+    key_file.chmod(0o600)
 
 
 def schema_sources() -> list[Path]:
