@@ -57,6 +57,23 @@ def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> 
     assert b.extend(lease.token, WEEK_S) >= lease.expires_at  # accepted at the bound
 
 
+def test_S33_a_lease_owner_is_text_of_at_most_200_characters_exactly(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim(owner="o" * 200)
+    assert lease.owner == "o" * 200 and len(lease.deliveries) == 1
+    too_long = "^owner is 201 characters; at most 200$"
+    with pytest.raises(errors.InvalidInput, match=too_long):
+        b.claim(owner="o" * 201)
+    # The same bound when acking and claiming at once; the refusal acks nothing.
+    with pytest.raises(errors.InvalidInput, match=too_long):
+        inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 201)
+    following = inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 200)
+    assert following.owner == "p" * 200
+    assert [d.body for d in following.deliveries] == ["two"]
+
+
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:
     a, b = pair(store)
     mid = a.send("b", "one").id
