@@ -6,6 +6,10 @@ to a folder of this session, and with ``PYTEST_BROKER_SESSION`` in its
 environment, which every process it starts inherits; at the end of the session
 any process still carrying the mark (or still a child of pytest) is reported
 and killed, and anything left in the session's temp folder is reported.
+
+With pytest-xdist (``-n 2``, the README's command) every worker is a session of
+its own: its own mark, temp folder, PostgreSQL template and check, reported as
+an error of that worker's last test.
 """
 
 from __future__ import annotations
