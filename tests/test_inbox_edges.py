@@ -74,6 +74,26 @@ def test_S33_a_lease_owner_is_text_of_at_most_200_characters_exactly(store: Stor
     assert [d.body for d in following.deliveries] == ["two"]
 
 
+def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    lease = b.claim()
+    mid = lease.deliveries[0].id
+    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+        b.release(lease.token, error="e" * 8001)
+    assert b.release(lease.token, error="e" * 8000) == 1
+    lease = b.claim()
+    with pytest.raises(errors.InvalidInput, match="^reason is 8001 characters; at most 8000$"):
+        b.quarantine(lease.token, mid, "r" * 8001)
+    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+        b.quarantine(lease.token, mid, "r", error="e" * 8001)
+    b.quarantine(lease.token, mid, "r" * 8000, error="f" * 8000)
+    [q] = Operator(store).quarantined(b.identity.space_id)
+    assert (q.id, q.reason, q.last_error) == (mid, "r" * 8000, "f" * 8000)
+
+
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:
     a, b = pair(store)
     mid = a.send("b", "one").id
