@@ -27,7 +27,7 @@ case "$module" in
   wake)  # the doorbell tests, and the S20 tests of the inbox and turns
     tests="tests/test_wake.py tests/test_doorbell_files.py tests/test_inbox.py tests/test_turns.py -k '(S20 or S7 or S33 or private_files) and not postgresql'" ;;
   inbox)
-    tests="tests/test_stale_lease.py tests/test_inbox_edges.py tests/test_inbox.py tests/test_model.py -k 'not cli and not postgresql'" ;;
+    tests="tests/test_stale_lease.py tests/test_inbox_edges.py tests/test_inbox.py tests/test_model.py tests/test_recovery.py -k 'not cli and not postgresql'" ;;
   messages)
     tests="tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_inbox.py tests/test_concurrency.py -k 'not postgresql'" ;;
   board)
