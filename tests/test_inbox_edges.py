@@ -16,6 +16,7 @@ import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox, wake
+from broker.records import QueueStats
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -92,6 +93,28 @@ def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
     b.quarantine(lease.token, mid, "r" * 8000, error="f" * 8000)
     [q] = Operator(store).quarantined(b.identity.space_id)
     assert (q.id, q.reason, q.last_error) == (mid, "r" * 8000, "f" * 8000)
+
+
+def test_S13_queue_stats_count_deliveries_by_state_and_the_redeliveries(store: Store) -> None:
+    a, b = pair(store)
+    for body in ("one", "two", "three", "four"):
+        a.send("b", body)
+    op = Operator(store)
+    space = b.identity.space_id
+    assert op.queue_stats(space) == QueueStats(
+        ready=4, processing=0, done=0, quarantine=0, redeliveries=0
+    )
+    first = b.claim(limit=2)
+    assert [d.body for d in first.deliveries] == ["one", "two"]
+    b.release(first.token, [first.deliveries[1].id])  # "two" goes back
+    b.ack(first.token, [first.deliveries[0].id])  # "one" is done
+    again = b.claim()
+    assert [d.body for d in again.deliveries] == ["two"]  # its second delivery
+    b.quarantine(again.token, again.deliveries[0].id, "bad")
+    b.claim()  # "three" in processing; "four" still ready
+    assert op.queue_stats(space) == QueueStats(
+        ready=1, processing=1, done=1, quarantine=1, redeliveries=1
+    )
 
 
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:
