@@ -117,6 +117,29 @@ def test_S13_queue_stats_count_deliveries_by_state_and_the_redeliveries(store: S
     )
 
 
+def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    lease = b.claim()
+    with pytest.raises(errors.InvalidInput, match="^bad lease token '': the token the claim"):
+        b.ack("")
+    with pytest.raises(errors.InvalidInput, match="^lease_token is 101 characters; at most 100$"):
+        b.ack("x" * 101)
+    with pytest.raises(errors.InvalidInput, match="^bad lease token 7: the token the claim"):
+        inbox.ack(store, b.identity, 7)  # type: ignore[arg-type]  # below the API's own check
+    with pytest.raises(errors.LeaseLost):  # well-formed, but no lease of this recipient's
+        b.ack("x" * 100)
+    assert b.ack(lease.token) == 1
+
+
+def test_S33_a_wait_is_0_to_one_day_and_a_bad_one_is_named_wait(store: Store) -> None:
+    a, b = pair(store)
+    assert inbox.check_wait(0) == 0.0  # 0: do not wait
+    for bad in (-1, 86_401):
+        with pytest.raises(errors.InvalidInput, match=f"^bad wait {bad}: "):
+            b.claim(wait=bad)
+
+
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:
     a, b = pair(store)
     mid = a.send("b", "one").id
