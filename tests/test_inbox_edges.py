@@ -121,8 +121,9 @@ def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
     a, b = pair(store)
     a.send("b", "one")
     lease = b.claim()
-    with pytest.raises(errors.InvalidInput, match="^bad lease token '': the token the claim"):
+    with pytest.raises(errors.InvalidInput, match="^bad lease token '': the token the claim") as e:
         b.ack("")
+    assert e.value.fields == {"field": "lease_token"}
     with pytest.raises(errors.InvalidInput, match="^lease_token is 101 characters; at most 100$"):
         b.ack("x" * 101)
     with pytest.raises(errors.InvalidInput, match="^bad lease token 7: the token the claim"):
@@ -130,6 +131,23 @@ def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
     with pytest.raises(errors.LeaseLost):  # well-formed, but no lease of this recipient's
         b.ack("x" * 100)
     assert b.ack(lease.token) == 1
+
+
+def test_S33_message_ids_are_one_id_or_a_list_and_never_an_empty_one(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim(limit=2)
+    first, second = (d.id for d in lease.deliveries)
+    empty = r"^no message ids given \(omit them to mean the whole lease\)$"
+    with pytest.raises(errors.InvalidInput, match=empty) as e:
+        b.ack(lease.token, [])
+    assert e.value.fields == {"field": "ids"}
+    with pytest.raises(errors.InvalidInput, match="^message id is 101 characters; at most 100$"):
+        b.ack(lease.token, ["x" * 101])
+    # One id as a plain string (the API's own check wants a list; the module takes both).
+    assert inbox.ack(store, b.identity, lease.token, first) == 1
+    assert b.ack(lease.token, [second, second]) == 1  # a repeated id counts once
 
 
 def test_S33_a_wait_is_0_to_one_day_and_a_bad_one_is_named_wait(store: Store) -> None:
