@@ -6,6 +6,10 @@ to a folder of this session, and with ``PYTEST_BROKER_SESSION`` in its
 environment, which every process it starts inherits; at the end of the session
 any process still carrying the mark (or still a child of pytest) is reported
 and killed, and anything left in the session's temp folder is reported.
+
+With pytest-xdist (``-n 2``, the README's command) every worker is a session of
+its own: its own mark, temp folder, PostgreSQL template and check, reported as
+an error of that worker's last test.
 """
 
 from __future__ import annotations
@@ -118,9 +122,25 @@ def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
     yield f"sqlite:///{tmp_path / 'clocked.db'}"
 
 
+def open_store(url: str, **kw: Any) -> Store:
+    """``Store(url, **kw)``; a SQLite file not made yet is first copied from the
+    session's migrated template (tests/spacegen.py): migrating costs about half
+    a second a store, and hundreds of tests each open a new one. The copy is
+    what ``Store(url)`` would have made there (schema, operator key file,
+    modes), so only tests of the first open itself (tests/test_first_open.py,
+    test_migrations.py, test_store.py) call ``Store`` on a missing file."""
+    if url.startswith("sqlite:///"):
+        import spacegen
+
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            spacegen.copy_template(path)
+    return Store(url, **kw)
+
+
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    s = Store(db_url)
+    s = open_store(db_url)
     yield s
     s.close()
 
@@ -312,6 +332,7 @@ def session_processes(token: str) -> dict[int, str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    import pgtest
     import spacegen
 
     tmp_path_factory.getbasetemp()  # pytest's own folders stay where pytest keeps them
@@ -328,6 +349,7 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     try:
         yield
     finally:
+        pgtest.close()
         tempfile.tempdir = saved_tempdir
         for k, v in saved_env.items():
             if v is None:
@@ -359,9 +381,14 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    import pgtest
-
-    if pgtest.skipped:
-        terminalreporter.write_sep(
-            "!", f"NOTICE: POSTGRESQL TESTS SKIPPED: {pgtest.skipped[0]}", red=True, bold=True
-        )
+    # Read from the skip reports, not from pgtest.skipped: with pytest-xdist the
+    # tests (and their skips) run in worker processes, the summary in this one.
+    marker = "NO POSTGRESQL: "
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if marker in reason:
+            why = reason.split(marker, 1)[1]
+            terminalreporter.write_sep(
+                "!", f"NOTICE: POSTGRESQL TESTS SKIPPED: {why}", red=True, bold=True
+            )
+            return

@@ -91,6 +91,14 @@ def _template() -> str:
     return name
 
 
+def close() -> None:
+    """Drop this session's template (conftest calls it at the session's end; the
+    atexit hook is the fallback, which pytest-xdist's workers may never reach)."""
+    name = _state.pop("template", None)
+    if isinstance(name, str):
+        _drop(name)
+
+
 def _drop(name: str) -> None:
     with contextlib.suppress(Exception), _admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -48,7 +48,15 @@ _TEMPLATES: dict[str, Path] = {}
 
 
 def fresh_store(folder: Path, name: str = "broker.db") -> Store:
-    """A migrated store in ``folder``, copied from a template (migrating is slow).
+    """A migrated store in ``folder``, copied from a template (migrating is slow)."""
+    target = folder / name
+    copy_template(target)
+    return Store(f"sqlite:///{target}", clock=StepClock())
+
+
+def copy_template(target: Path) -> None:
+    """Make ``target`` (and its operator key file) a copy of a freshly migrated
+    store: what ``Store(url)`` would make there, without migrating again.
 
     The template is keyed on every file that can shape the schema (the whole
     ``broker`` package, its SQL and the migrations) and SQLite's version, so a
@@ -57,32 +65,49 @@ def fresh_store(folder: Path, name: str = "broker.db") -> Store:
     key = schema_digest()
     template = _TEMPLATES.get(key)
     if template is None or not template.exists():
-        if TEMPLATE_DIR is None:
-            raise RuntimeError("spacegen.TEMPLATE_DIR is not set (tests/conftest.py sets it)")
-        TEMPLATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
-        template = TEMPLATE_DIR / f"template-{key}.db"
-        if not template.exists():
-            tmp = TEMPLATE_DIR / f"building-{os.getpid()}-{threading.get_ident()}.db"
-            s = Store(f"sqlite:///{tmp}")
-            raw = s.connect()
-            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            raw.close()
-            s.close()
-            for suffix in ("-wal", "-shm", ".lock"):
-                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-            # The operator key is made with the store (S29): each copy gets the
-            # template's key file beside it, as `broker backup` copies it.
-            Path(f"{tmp}.operator-key").replace(f"{template}.operator-key")
-            tmp.replace(template)  # atomic: a concurrent run sees all of it or nothing
+        template = _build_template(key)
         _TEMPLATES[key] = template
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = folder / name
+    if not target.parent.exists():  # as the store makes its folder: 0700 whatever the umask
+        target.parent.mkdir(parents=True, mode=0o700)
+        target.parent.chmod(0o700)
     shutil.copyfile(template, target)
     target.chmod(0o600)
-    key = Path(f"{target}.operator-key")
-    shutil.copyfile(f"{template}.operator-key", key)
-    key.chmod(0o600)
-    return Store(f"sqlite:///{target}", clock=StepClock())
+    key_file = Path(f"{target}.operator-key")
+    shutil.copyfile(f"{template}.operator-key", key_file)
+    key_file.chmod(0o600)
+
+
+def _build_template(key: str) -> Path:
+    """The template store of ``key``: made once, shared by the runs and the
+    pytest-xdist workers that use the same TEMPLATE_DIR."""
+    if TEMPLATE_DIR is None:
+        raise RuntimeError("spacegen.TEMPLATE_DIR is not set (tests/conftest.py sets it)")
+    TEMPLATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = TEMPLATE_DIR / f"template-{key}"
+    template = folder / "broker.db"
+    if template.exists():
+        return template
+    # Built in a folder of its own and renamed into place whole: the database
+    # and its operator key file appear together, and a concurrent builder that
+    # loses the race keeps the winner's pair (never its key with our database).
+    building = TEMPLATE_DIR / f"building-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(mode=0o700)
+    tmp = building / "broker.db"
+    s = Store(f"sqlite:///{tmp}")
+    raw = s.connect()
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw.close()
+    s.close()
+    for suffix in ("-wal", "-shm", ".lock"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    # The operator key is made with the store (S29): each copy gets the
+    # template's key file beside it, as `broker backup` copies it.
+    try:
+        building.rename(folder)
+    except OSError:  # another process made it first: use theirs
+        shutil.rmtree(building, ignore_errors=True)
+    return template
 
 
 def schema_sources() -> list[Path]:

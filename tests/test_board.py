@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import trusted
-from conftest import Clock
+from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, board, claims, errors
 from broker.ids import fmt_ts
@@ -26,7 +26,7 @@ FORK = mp.get_context("fork")
 
 @pytest.fixture
 def store(db_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store(db_url, clock=clock)
+    s = open_store(db_url, clock=clock)
     yield s
     s.close()
 

@@ -200,6 +200,10 @@ def test_cli_commands_on_a_missing_store_say_so_and_create_nothing(
 
 
 # --- SIGINT, SIGPIPE, file system errors, bugs ------------------------------------------------
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> None:
     sid = Operator(store).create_space("workflow").id
     lynx, _ = trusted.join(store, sid, "flow/lynx")
@@ -210,6 +214,10 @@ def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
         env=broker_env(tmp_path / "home"),
+        # As a shell starts a command in the foreground: a suite started in the
+        # background (`pytest &`, nohup) hands its children SIGINT ignored, and
+        # Python then never raises KeyboardInterrupt.
+        preexec_fn=_default_sigint,
     )
     try:
         assert follower.stdout is not None

@@ -25,6 +25,7 @@ import click
 import pytest
 from cli_space import Populated, count_rows, populate
 from click.testing import CliRunner
+from conftest import open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli_contract import COMMANDS
@@ -267,7 +268,7 @@ def test_S33_fuzz_export_and_import_with_a_root_of_their_own(
 ) -> None:
     folder = tmp_path_factory.mktemp("fuzz-export")
     url = f"sqlite:///{folder / 'broker.db'}"
-    store = Store(url)
+    store = open_store(url)  # a new store per example: a copy of the migrated template
     try:
         p = populate(store)
         root = str(folder / "out")

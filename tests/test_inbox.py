@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trusted
-from conftest import Clock
+from conftest import Clock, open_store
 from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors, inbox, inbox_view
@@ -25,7 +25,7 @@ FORK = mp.get_context("fork")
 
 @pytest.fixture
 def cstore(clocked_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store(clocked_url, clock=clock)
+    s = open_store(clocked_url, clock=clock)
     yield s
     s.close()
 

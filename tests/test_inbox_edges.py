@@ -16,6 +16,7 @@ import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox, wake
+from broker.records import QueueStats
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -55,6 +56,106 @@ def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> 
         with pytest.raises(errors.InvalidInput, match=f"^bad seconds .*: {week}"):
             b.extend(lease.lease_token, bad)
     assert b.extend(lease.lease_token, WEEK_S) >= lease.expires_at  # accepted at the bound
+
+
+def test_S33_a_lease_owner_is_text_of_at_most_200_characters_exactly(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim(owner="o" * 200)
+    assert lease.owner == "o" * 200 and len(lease.deliveries) == 1
+    too_long = "^owner is 201 characters; at most 200$"
+    with pytest.raises(errors.InvalidInput, match=too_long):
+        b.claim(owner="o" * 201)
+    # The same bound when acking and claiming at once; the refusal acks nothing.
+    with pytest.raises(errors.InvalidInput, match=too_long):
+        inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 201)
+    following = inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 200)
+    assert following.owner == "p" * 200
+    assert [d.body for d in following.deliveries] == ["two"]
+
+
+def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    lease = b.claim()
+    mid = lease.deliveries[0].id
+    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+        b.release(lease.token, error="e" * 8001)
+    assert b.release(lease.token, error="e" * 8000) == 1
+    lease = b.claim()
+    with pytest.raises(errors.InvalidInput, match="^reason is 8001 characters; at most 8000$"):
+        b.quarantine(lease.token, mid, "r" * 8001)
+    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+        b.quarantine(lease.token, mid, "r", error="e" * 8001)
+    b.quarantine(lease.token, mid, "r" * 8000, error="f" * 8000)
+    [q] = Operator(store).quarantined(b.identity.space_id)
+    assert (q.id, q.reason, q.last_error) == (mid, "r" * 8000, "f" * 8000)
+
+
+def test_S13_queue_stats_count_deliveries_by_state_and_the_redeliveries(store: Store) -> None:
+    a, b = pair(store)
+    for body in ("one", "two", "three", "four"):
+        a.send("b", body)
+    op = Operator(store)
+    space = b.identity.space_id
+    assert op.queue_stats(space) == QueueStats(
+        ready=4, processing=0, done=0, quarantine=0, redeliveries=0
+    )
+    first = b.claim(limit=2)
+    assert [d.body for d in first.deliveries] == ["one", "two"]
+    b.release(first.token, [first.deliveries[1].id])  # "two" goes back
+    b.ack(first.token, [first.deliveries[0].id])  # "one" is done
+    again = b.claim()
+    assert [d.body for d in again.deliveries] == ["two"]  # its second delivery
+    b.quarantine(again.token, again.deliveries[0].id, "bad")
+    b.claim()  # "three" in processing; "four" still ready
+    assert op.queue_stats(space) == QueueStats(
+        ready=1, processing=1, done=1, quarantine=1, redeliveries=1
+    )
+
+
+def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    lease = b.claim()
+    with pytest.raises(errors.InvalidInput, match="^bad lease token '': the token the claim") as e:
+        b.ack("")
+    assert e.value.fields == {"field": "lease_token"}
+    with pytest.raises(errors.InvalidInput, match="^lease_token is 101 characters; at most 100$"):
+        b.ack("x" * 101)
+    with pytest.raises(errors.InvalidInput, match="^bad lease token 7: the token the claim"):
+        inbox.ack(store, b.identity, 7)  # type: ignore[arg-type]  # below the API's own check
+    with pytest.raises(errors.LeaseLost):  # well-formed, but no lease of this recipient's
+        b.ack("x" * 100)
+    assert b.ack(lease.token) == 1
+
+
+def test_S33_message_ids_are_one_id_or_a_list_and_never_an_empty_one(store: Store) -> None:
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim(limit=2)
+    first, second = (d.id for d in lease.deliveries)
+    empty = r"^no message ids given \(omit them to mean the whole lease\)$"
+    with pytest.raises(errors.InvalidInput, match=empty) as e:
+        b.ack(lease.token, [])
+    assert e.value.fields == {"field": "ids"}
+    with pytest.raises(errors.InvalidInput, match="^message id is 101 characters; at most 100$"):
+        b.ack(lease.token, ["x" * 101])
+    # One id as a plain string (the API's own check wants a list; the module takes both).
+    assert inbox.ack(store, b.identity, lease.token, first) == 1
+    assert b.ack(lease.token, [second, second]) == 1  # a repeated id counts once
+
+
+def test_S33_a_wait_is_0_to_one_day_and_a_bad_one_is_named_wait(store: Store) -> None:
+    a, b = pair(store)
+    assert inbox.check_wait(0) == 0.0  # 0: do not wait
+    for bad in (-1, 86_401):
+        with pytest.raises(errors.InvalidInput, match=f"^bad wait {bad}: "):
+            b.claim(wait=bad)
 
 
 def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> None:

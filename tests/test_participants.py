@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import trusted
+from conftest import open_store
 
 from broker import Agent, Operator, Store, errors, messages, participants
 from broker.addressing import address_of
@@ -255,7 +256,7 @@ def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
 def clocked(clocked_url: str) -> Iterator[tuple[Store, list[datetime]]]:
     """A store whose clock the test moves."""
     now = [datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)]
-    s = Store(clocked_url, clock=lambda: now[0])
+    s = open_store(clocked_url, clock=lambda: now[0])
     yield s, now
     s.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import trusted
-from conftest import Clock
+from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors, globs
 from broker.records import to_dict
@@ -23,7 +23,7 @@ FORK = mp.get_context("fork")
 
 @pytest.fixture
 def store(db_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store(db_url, clock=clock)
+    s = open_store(db_url, clock=clock)
     yield s
     s.close()
 

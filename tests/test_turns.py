@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trusted
-from conftest import Clock
+from conftest import Clock, open_store
 from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors, transcript, turns
@@ -21,7 +21,7 @@ from broker.records import Turn
 
 @pytest.fixture
 def cstore(clocked_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store(clocked_url, clock=clock)
+    s = open_store(clocked_url, clock=clock)
     yield s
     s.close()
 

@@ -17,8 +17,10 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +29,7 @@ from typing import Any
 
 import pytest
 import trusted
+from conftest import open_store
 
 from broker import Agent, Operator, Store, errors, spaces, wake
 from broker.follow import follow_log
@@ -76,12 +79,15 @@ def killed_writer(url: str, pair: Pair, body: str) -> None:
 class WaiterProcess:
     """``tests/wake_waiter.py waiter ...`` with its hook events read line by line."""
 
-    def __init__(self, mode: str, url: str, pair: Pair, wait: float = 30.0) -> None:
+    def __init__(
+        self, mode: str, url: str, pair: Pair, wait: float = 30.0, cwd: Path | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, HELPER, "waiter", mode, url, pair.space, "b", pair.b_token, str(wait)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            cwd=cwd,
         )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -128,8 +134,8 @@ class WaiterProcess:
 def waiter_process(db_url: str) -> Iterator[Callable[..., WaiterProcess]]:
     started: list[WaiterProcess] = []
 
-    def start(mode: str, pair: Pair, wait: float = 30.0) -> WaiterProcess:
-        w = WaiterProcess(mode, db_url, pair, wait)
+    def start(mode: str, pair: Pair, wait: float = 30.0, cwd: Path | None = None) -> WaiterProcess:
+        w = WaiterProcess(mode, db_url, pair, wait, cwd)
         started.append(w)
         return w
 
@@ -159,6 +165,30 @@ def test_S20_claim_wait_in_another_process_is_woken_by_the_doorbell_of_a_send(
     assert w.result() == ["ring"]
     with capsys.disabled():
         print(f"\nS20 claim wake: {ms:.2f} ms from before the send to the waiter's return")
+
+
+def test_S20_a_waiter_in_another_working_folder_is_rung_all_the_same(tmp_path: Path) -> None:
+    # The doorbell folder is found from the database's absolute path, never
+    # from the working folder: an agent started elsewhere still hears the ring.
+    # A short store path, so the folder is the one beside the database (a
+    # test's usual tmp_path is too long for that: the per-user folder is used).
+    short = Path(tempfile.mkdtemp(prefix="w"))
+    store = open_store(f"sqlite:///{short / 'b.db'}")
+    try:
+        assert wake.root_path(store).startswith(f"{os.path.realpath(short)}/")
+        pair = Pair(store)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        assert Path.cwd() != elsewhere
+        w = WaiterProcess("claim", f"sqlite:///{short / 'b.db'}", pair, cwd=elsewhere)
+        try:
+            _woken_by_the_doorbell(w, lambda: pair.a.send("b", "ring"))
+            assert w.result() == ["ring"]
+        finally:
+            w.close()
+    finally:
+        store.close()
+        shutil.rmtree(short)
 
 
 def test_S20_next_turn_wait_in_another_process_is_woken_by_the_doorbell_of_a_broadcast(
