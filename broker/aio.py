@@ -501,6 +501,7 @@ class AsyncOperator:
     export_mailbox = _in_thread(Operator.export_mailbox)
     import_dir = _in_thread(Operator.import_dir)
     purge_space = _in_thread(Operator.purge_space)
+    migrate_store = _in_thread(Operator.migrate_store)
     rotate_join_key = _in_thread(Operator.rotate_join_key)
 
     @classmethod
