@@ -69,8 +69,8 @@ def test_S33_a_lease_owner_is_text_of_at_most_200_characters_exactly(store: Stor
         b.claim(owner="o" * 201)
     # The same bound when acking and claiming at once; the refusal acks nothing.
     with pytest.raises(errors.InvalidInput, match=too_long):
-        inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 201)
-    following = inbox.ack_and_claim(store, b.identity, lease.token, None, 1, None, "p" * 200)
+        inbox.ack_and_claim(store, b.identity, lease.lease_token, None, 1, None, "p" * 201)
+    following = inbox.ack_and_claim(store, b.identity, lease.lease_token, None, 1, None, "p" * 200)
     assert following.owner == "p" * 200
     assert [d.body for d in following.deliveries] == ["two"]
 
@@ -83,14 +83,14 @@ def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
     lease = b.claim()
     mid = lease.deliveries[0].id
     with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
-        b.release(lease.token, error="e" * 8001)
-    assert b.release(lease.token, error="e" * 8000) == 1
+        b.release(lease.lease_token, error="e" * 8001)
+    assert b.release(lease.lease_token, error="e" * 8000) == 1
     lease = b.claim()
     with pytest.raises(errors.InvalidInput, match="^reason is 8001 characters; at most 8000$"):
-        b.quarantine(lease.token, mid, "r" * 8001)
+        b.quarantine(lease.lease_token, mid, "r" * 8001)
     with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
-        b.quarantine(lease.token, mid, "r", error="e" * 8001)
-    b.quarantine(lease.token, mid, "r" * 8000, error="f" * 8000)
+        b.quarantine(lease.lease_token, mid, "r", error="e" * 8001)
+    b.quarantine(lease.lease_token, mid, "r" * 8000, error="f" * 8000)
     [q] = Operator(store).quarantined(b.identity.space_id)
     assert (q.id, q.reason, q.last_error) == (mid, "r" * 8000, "f" * 8000)
 
@@ -106,11 +106,11 @@ def test_S13_queue_stats_count_deliveries_by_state_and_the_redeliveries(store: S
     )
     first = b.claim(limit=2)
     assert [d.body for d in first.deliveries] == ["one", "two"]
-    b.release(first.token, [first.deliveries[1].id])  # "two" goes back
-    b.ack(first.token, [first.deliveries[0].id])  # "one" is done
+    b.release(first.lease_token, [first.deliveries[1].id])  # "two" goes back
+    b.ack(first.lease_token, [first.deliveries[0].id])  # "one" is done
     again = b.claim()
     assert [d.body for d in again.deliveries] == ["two"]  # its second delivery
-    b.quarantine(again.token, again.deliveries[0].id, "bad")
+    b.quarantine(again.lease_token, again.deliveries[0].id, "bad")
     b.claim()  # "three" in processing; "four" still ready
     assert op.queue_stats(space) == QueueStats(
         ready=1, processing=1, done=1, quarantine=1, redeliveries=1
@@ -130,7 +130,7 @@ def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
         inbox.ack(store, b.identity, 7)  # type: ignore[arg-type]  # below the API's own check
     with pytest.raises(errors.LeaseLost):  # well-formed, but no lease of this recipient's
         b.ack("x" * 100)
-    assert b.ack(lease.token) == 1
+    assert b.ack(lease.lease_token) == 1
 
 
 def test_S33_message_ids_are_one_id_or_a_list_and_never_an_empty_one(store: Store) -> None:
@@ -141,13 +141,13 @@ def test_S33_message_ids_are_one_id_or_a_list_and_never_an_empty_one(store: Stor
     first, second = (d.id for d in lease.deliveries)
     empty = r"^no message ids given \(omit them to mean the whole lease\)$"
     with pytest.raises(errors.InvalidInput, match=empty) as e:
-        b.ack(lease.token, [])
+        b.ack(lease.lease_token, [])
     assert e.value.fields == {"field": "ids"}
     with pytest.raises(errors.InvalidInput, match="^message id is 101 characters; at most 100$"):
-        b.ack(lease.token, ["x" * 101])
+        b.ack(lease.lease_token, ["x" * 101])
     # One id as a plain string (the API's own check wants a list; the module takes both).
-    assert inbox.ack(store, b.identity, lease.token, first) == 1
-    assert b.ack(lease.token, [second, second]) == 1  # a repeated id counts once
+    assert inbox.ack(store, b.identity, lease.lease_token, first) == 1
+    assert b.ack(lease.lease_token, [second, second]) == 1  # a repeated id counts once
 
 
 def test_S33_a_wait_is_0_to_one_day_and_a_bad_one_is_named_wait(store: Store) -> None:
