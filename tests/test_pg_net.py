@@ -85,7 +85,7 @@ def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_su
     lease = b.claim()  # a pooled connection that works: the broken one was discarded
     assert [d.body for d in lease.deliveries] == ["survives the cut"]
     assert lease.deliveries[0].id == sent
-    b.ack(lease.token)
+    b.ack(lease.lease_token)
     with pg.read() as t:
         assert t.one("SELECT state FROM deliveries")[0] == "done"
 
