@@ -75,6 +75,11 @@ def copy_template(target: Path) -> None:
     key_file = Path(f"{target}.operator-key")
     shutil.copyfile(f"{template}.operator-key", key_file)
     key_file.chmod(0o600)
+    # And the writer lock file (empty, 0600) that the migration's writes make
+    # beside a new store: the template's own is not kept (it is per store).
+    lock = Path(f"{target}.lock")
+    lock.touch(mode=0o600)
+    lock.chmod(0o600)
 
 
 def _build_template(key: str) -> Path:
