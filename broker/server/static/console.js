@@ -190,8 +190,8 @@ async function loadParticipants() {
 async function loadBoard() {
   const [claims, journal, board] = await Promise.all([
     api("GET", base() + "/claims"), api("GET", base() + "/claims/journal"), api("GET", base() + "/board")]);
-  table($("claims"), ["key", "holder", "fence", "expires"], claims.map((c) => [c.key, c.holder, c.token, c.lease_expires_at]));
-  table($("journal"), ["time", "event", "key", "owner", "fence"], journal.map((j) => [j.at_utc, j.event, j.key, j.owner, j.token]));
+  table($("claims"), ["key", "holder", "fence", "expires"], claims.map((c) => [c.key, c.holder, c.fence, c.expires_at]));
+  table($("journal"), ["time", "event", "key", "owner", "fence"], journal.map((j) => [j.at_utc, j.event, j.key, j.owner, j.fence]));
   $("board").replaceChildren(...board.map(entryNode));
 }
 
