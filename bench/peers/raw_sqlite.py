@@ -79,11 +79,6 @@ CLAIM = broker_sql(
     ") ORDER BY created_at_utc, id LIMIT :limit) "
     "RETURNING id, message_id, state, attempts, created_at_utc",
 )
-SEL_BODIES = broker_sql(
-    "messages.bodies",
-    "SELECT id, kind, sender, body, urgent FROM messages "
-    "WHERE id IN (SELECT value FROM json_each(:ids))",
-)
 ACK = broker_sql(
     "inbox.ack",
     "UPDATE deliveries SET state = 'done', acked_at_utc = :now WHERE lease_token = :token "
@@ -206,20 +201,9 @@ class RawSame:
         rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
         if not rows:
             return token, []
-        # sqlite3.Row: `in` tests values, not names (hence keys()).
-        if "body" in rows[0].keys():  # noqa: SIM118 - the claim returns the bodies itself
-            rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
-            return token, [r["body"] for r in rows if r["state"] == "processing"]
-        ids = [r["message_id"] for r in rows]
-        found = {
-            m["id"]: m["body"]
-            for m in c.execute(SEL_BODIES, bind(SEL_BODIES, {"ids": json.dumps(ids)})).fetchall()
-        }
-        if len(rows) > 1:
-            rows.sort(
-                key=lambda r: (r["created_at_utc"], r["id"])
-            )  # FIFO, as the broker returns them
-        return token, [found[r["message_id"]] for r in rows]
+        # The broker's claim returns the bodies itself, in one statement.
+        rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
+        return token, [r["body"] for r in rows if r["state"] == "processing"]
 
     def claim(self, k: int) -> tuple[str, list[str]]:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
