@@ -3,7 +3,9 @@ makes constraint names stable across SQLite and PostgreSQL) and column sizes."""
 
 from __future__ import annotations
 
-from sqlalchemy import MetaData
+from typing import Any
+
+from sqlalchemy import Index, MetaData, text
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -22,3 +24,10 @@ def in_(column: str, values: tuple[str, ...]) -> str:
 
 ID = 26  # ULID length
 TS = 27  # len("2026-11-30T02:54:03.123456Z")
+
+
+def partial_index(name: str, *columns: str, where: str, **kw: Any) -> Index:
+    """An index over the rows that match ``where``: each engine spells a partial
+    index its own way, and this is the one place that knows both."""
+    clause = text(where)
+    return Index(name, *columns, sqlite_where=clause, postgresql_where=clause, **kw)

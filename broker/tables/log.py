@@ -16,7 +16,7 @@ from sqlalchemy import (
     text,
 )
 
-from broker.tables.base import ID, TS, in_, metadata
+from broker.tables.base import ID, TS, in_, metadata, partial_index
 from broker.vocab import (
     DELIVERY_STATES,
     MESSAGE_KINDS,
@@ -72,42 +72,37 @@ messages = Table(
     Column("importance", String(8), comment="low | high | urgent; NULL = normal"),
     Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
     UniqueConstraint("space_id", "seq"),
-    Index(
+    partial_index(
         "ix_messages_space_id_idempotency_key",
         "space_id",
         "idempotency_key",
         unique=True,
-        sqlite_where=text("idempotency_key IS NOT NULL"),
-        postgresql_where=text("idempotency_key IS NOT NULL"),
+        where="idempotency_key IS NOT NULL",
     ),
-    Index(
+    partial_index(
         "ix_messages_space_id_bcast_no",
         "space_id",
         "bcast_no",
-        sqlite_where=text("bcast_no IS NOT NULL"),
-        postgresql_where=text("bcast_no IS NOT NULL"),
+        where="bcast_no IS NOT NULL",
     ),
-    Index(
+    partial_index(
         "ix_messages_space_id_kind_seq",
         "space_id",
         "kind",
         "seq",
-        sqlite_where=text("kind IN ('post', 'directive', 'retract')"),
-        postgresql_where=text("kind IN ('post', 'directive', 'retract')"),
+        where="kind IN ('post', 'directive', 'retract')",
     ),
-    Index(
+    partial_index(
         "ix_messages_space_id_thread_seq",
         "space_id",
         "thread",
         "seq",
-        sqlite_where=text("thread IS NOT NULL"),
-        postgresql_where=text("thread IS NOT NULL"),
+        where="thread IS NOT NULL",
     ),
-    Index(
+    partial_index(
         "ix_messages_ref",
         "ref",
-        sqlite_where=text("ref IS NOT NULL"),
-        postgresql_where=text("ref IS NOT NULL"),
+        where="ref IS NOT NULL",
     ),
     CheckConstraint(in_("kind", MESSAGE_KINDS), name="kind"),
     comment="The append-only log (S7, S11).",
@@ -149,34 +144,30 @@ deliveries = Table(
         comment="process holding the lease (host:pid:start), for restart recovery (S32); "
         "NULL when the claimer was transient (a CLI call)",
     ),
-    Index(
+    partial_index(
         "ix_deliveries_ready",
         "recipient_id",
         "created_at_utc",
         "id",
-        sqlite_where=text("state = 'ready'"),
-        postgresql_where=text("state = 'ready'"),
+        where="state = 'ready'",
     ),
-    Index(
+    partial_index(
         "ix_deliveries_leased",
         "recipient_id",
         "lease_expires_at",
-        sqlite_where=text("state = 'processing'"),
-        postgresql_where=text("state = 'processing'"),
+        where="state = 'processing'",
     ),
-    Index(
+    partial_index(
         "ix_deliveries_lease_token",
         "lease_token",
         # Not only while processing: the token stays on settled rows, so a repeated
         # ack is recognised (idempotent) and a lost lease is named (S14).
-        sqlite_where=text("lease_token IS NOT NULL"),
-        postgresql_where=text("lease_token IS NOT NULL"),
+        where="lease_token IS NOT NULL",
     ),
-    Index(
+    partial_index(
         "ix_deliveries_quarantine",
         "space_id",
-        sqlite_where=text("state = 'quarantine'"),
-        postgresql_where=text("state = 'quarantine'"),
+        where="state = 'quarantine'",
     ),
     Index("ix_deliveries_message_id", "message_id"),
     CheckConstraint(in_("state", DELIVERY_STATES), name="state"),

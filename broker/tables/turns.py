@@ -12,10 +12,9 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    text,
 )
 
-from broker.tables.base import ID, TS, in_, metadata
+from broker.tables.base import ID, TS, in_, metadata, partial_index
 from broker.vocab import (
     TRANSCRIPT_DIRECTIONS,
 )
@@ -46,12 +45,11 @@ turns = Table(
         "NULL for turns older than revision 0004",
     ),
     Index("ix_turns_participant_id_created_at_utc", "participant_id", "created_at_utc"),
-    Index(
+    partial_index(
         "ix_turns_open",
         "participant_id",
         "expires_at",
-        sqlite_where=text("state = 'open'"),
-        postgresql_where=text("state = 'open'"),
+        where="state = 'open'",
     ),
     comment="Turns: what a participant was shown before one model call (S17-S18).",
 )
@@ -72,12 +70,11 @@ transcript = Table(
     Column("content", Text, nullable=False, comment="text as rendered for the model"),
     Column("at_utc", String(TS), nullable=False),
     Index("ix_transcript_participant_id_at_utc", "participant_id", "at_utc"),
-    Index(
+    partial_index(
         "ix_transcript_participant_id_message_id",
         "participant_id",
         "message_id",
-        sqlite_where=text("message_id IS NOT NULL"),
-        postgresql_where=text("message_id IS NOT NULL"),
+        where="message_id IS NOT NULL",
     ),
     CheckConstraint(in_("direction", TRANSCRIPT_DIRECTIONS), name="direction"),
     comment="Per-participant transcript, turn by turn (S19). Append-only.",
