@@ -18,6 +18,7 @@ set -euo pipefail
 
 module=${1:?usage: scripts/mutation.sh MODULE [WORKDIR]}
 src=$(cd "$(dirname "$0")/.." && pwd)
+paths=""  # the files to mutate: broker/MODULE.py unless the selection names more
 
 case "$module" in
   # SQLite only (-k 'not postgresql'): the PostgreSQL halves of the contract
@@ -28,9 +29,11 @@ case "$module" in
     tests="tests/test_wake.py tests/test_doorbell_files.py tests/test_inbox.py tests/test_turns.py -k '(S20 or S7 or S33 or private_files) and not postgresql'" ;;
   inbox)
     tests="tests/test_stale_lease.py tests/test_inbox_edges.py tests/test_inbox.py tests/test_model.py tests/test_recovery.py -k 'not cli and not postgresql'" ;;
-  messages)
+  messages)  # the log's reads, the send path and the recipient resolution
+    paths="broker/messages.py,broker/sending.py,broker/recipients.py"
     tests="tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_inbox.py tests/test_concurrency.py -k 'not postgresql'" ;;
-  board)
+  board)  # board.py and claims.py (the key claims moved out of board.py)
+    paths="broker/board.py,broker/claims.py"
     tests="tests/test_board.py tests/test_grants.py -k 'not postgresql'" ;;
   turns)
     tests="tests/test_turns.py tests/test_runtime.py -k 'not postgresql'" ;;
@@ -40,6 +43,7 @@ case "$module" in
     echo "no test selection for module '$module': add one to $0" >&2
     exit 2 ;;
 esac
+paths=${paths:-broker/$module.py}
 
 work=${2:-$(mktemp -d "${TMPDIR:-/tmp}/broker-mutation-$module-XXXXXX")}
 mkdir -p "$work"
@@ -52,13 +56,30 @@ else
 fi
 cd "$work"
 export PYTHONPATH="$work"
-echo "mutating broker/$module.py in $work; tests: $tests" >&2
+echo "mutating $paths in $work; tests: $tests" >&2
+
+# Which tests run each line (scripts/mutation_map.py), built once on the
+# unmutated copy: each mutant then runs only the tests that reach its line,
+# fastest first, and the whole selection if those pass (--rerun-all).
+export MUTATION_MAP="$work/map.json"
+if [[ ! -e "$MUTATION_MAP" ]]; then
+  eval "python scripts/mutation_map.py '$MUTATION_MAP' '$paths' $tests"
+fi
+cp scripts/mutmut_config.py mutmut_config.py
+# A warm pytest (scripts/mutation_forkserver.py) forks a child per test run.
+export MUTATION_FORKSERVER="$work/fork.sock"
+rm -f "$MUTATION_FORKSERVER"
+python scripts/mutation_forkserver.py "$MUTATION_FORKSERVER" "$MUTATION_MAP" > forkserver.log 2>&1 &
+forkserver=$!
+trap 'kill "$forkserver" 2>/dev/null || true' EXIT
+for _ in $(seq 600); do [[ -S "$MUTATION_FORKSERVER" ]] && break; sleep 0.1; done
 
 set +e
 mutmut run \
-  --paths-to-mutate "broker/$module.py" \
+  --paths-to-mutate "$paths" \
   --tests-dir tests \
   --runner "python scripts/mutation_runner.py -x -q -p no:cacheprovider $tests" \
+  --rerun-all \
   --simple-output --no-progress
 status=$?
 set -e

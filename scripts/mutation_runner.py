@@ -13,14 +13,37 @@ every failure counts as a kill and a hang cannot stall the run.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
 
+def _forked(path: str, args: list[str], timeout: float) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        conn.sendall(json.dumps(args).encode() + b"\n")
+        replies = conn.makefile("rb")
+        pid = int(replies.readline())
+        conn.settimeout(timeout)
+        try:
+            code = int(replies.readline() or 1)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            print(f"mutation runner: the tests ran past {timeout:.0f} s: killed", flush=True)
+            return 1
+    return 0 if code == 0 else 1
+
+
 def main(args: list[str]) -> int:
     timeout = float(os.environ.get("MUTATION_TEST_TIMEOUT", "240"))
+    server = os.environ.get("MUTATION_FORKSERVER")
+    if server and os.path.exists(server):
+        return _forked(server, args, timeout)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], start_new_session=True)
     try:
         code = proc.wait(timeout)
