@@ -58,9 +58,9 @@ cd "$work"
 export PYTHONPATH="$work"
 echo "mutating $paths in $work; tests: $tests" >&2
 
-# Which tests run each line (scripts/mutation_map.py), built once on the
-# unmutated copy: each mutant then runs only the tests that reach its line,
-# fastest first, and the whole selection if those pass (--rerun-all).
+# Which tests run each line, in the test process or in one it starts
+# (scripts/mutation_map.py), built once on the unmutated copy: each mutant
+# then runs only the tests that reach its line, fastest first.
 export MUTATION_MAP="$work/map.json"
 if [[ ! -e "$MUTATION_MAP" ]]; then
   eval "python scripts/mutation_map.py '$MUTATION_MAP' '$paths' $tests"
@@ -79,7 +79,6 @@ mutmut run \
   --paths-to-mutate "$paths" \
   --tests-dir tests \
   --runner "python scripts/mutation_runner.py -x -q -p no:cacheprovider $tests" \
-  --rerun-all \
   --simple-output --no-progress
 status=$?
 set -e

@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 
@@ -70,6 +71,7 @@ def serve(path: str, preload: list[str]) -> None:
                 args = json.loads(request)
             except ValueError:
                 continue
+            start = time.monotonic()
             pid = os.fork()
             if pid == 0:
                 server.close()
@@ -78,8 +80,13 @@ def serve(path: str, preload: list[str]) -> None:
             with contextlib.suppress(OSError):
                 conn.sendall(f"{pid}\n".encode())
             _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            print(
+                f"mutation forkserver: exit {code} after {time.monotonic() - start:.1f} s",
+                flush=True,
+            )
             with contextlib.suppress(OSError):
-                conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                conn.sendall(f"{code}\n".encode())
 
 
 if __name__ == "__main__":

@@ -12,17 +12,23 @@ one coverage context per test (the test's node id), and writes
 - ``preload``: the modules the run imported that are neither the broker nor
   the tests (for scripts/mutation_forkserver.py to import once).
 
-A line run only at import (module constants, ``def`` lines) or only in a
-subprocess a test starts (CLI calls, forked workers) has no test in the map:
-its mutants run the whole selection, as without the map. A mutant that
-survives its mapped tests runs the whole selection again (``--rerun-all``),
-so the map can make a run faster but never turns a kill into a survival.
+Python processes the tests start (CLI calls, helper scripts, multiprocessing
+workers) are measured too: coverage.py's ``.pth`` hook starts coverage in
+each of them (``COVERAGE_PROCESS_START``), with the node id of the test that
+was running when they started as their context (``MUTATION_TEST``). A line
+run only at import (module constants, ``def`` lines) has no test in the map:
+its mutants run the whole selection. What the map can miss (a process killed
+by SIGKILL before it saved its data; a process started by one test and
+serving later ones) can only make a mutant look like a survivor, never like
+a kill; every survivor is then looked at by hand.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +48,7 @@ class _PerTest:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         self.cov.switch_context(item.nodeid)
+        os.environ["MUTATION_TEST"] = item.nodeid  # the context of the processes it starts
         start = time.perf_counter()
         yield
         self.seconds[item.nodeid] = time.perf_counter() - start
@@ -55,22 +62,45 @@ class _PerTest:
 def main(argv: list[str]) -> int:
     out, files, args = Path(argv[0]), argv[1].split(","), argv[2:]
     root = Path.cwd()
-    cov = coverage.Coverage(data_file=None, include=[str(root / f) for f in files], branch=False)
+    include = [str(root / f) for f in files]
+    sub = Path(tempfile.mkdtemp(prefix="mutation-map-"))
+    rc = sub / "coveragerc"
+    rc.write_text(
+        "[run]\n"
+        f"data_file = {sub / 'sub'}\n"
+        "parallel = True\n"
+        f"include = {','.join(include)}\n"
+        "context = ${MUTATION_TEST}\n"
+    )
+    os.environ["COVERAGE_PROCESS_START"] = str(rc)
+    os.environ["MUTATION_TEST"] = ""
+    cov = coverage.Coverage(data_file=None, include=include, branch=False)
     cov.start()
     plugin = _PerTest(cov)
     code = pytest.main(["-q", "-p", "no:cacheprovider", *args], plugins=[plugin])
     cov.stop()
+    del os.environ["COVERAGE_PROCESS_START"]
     if code != 0 or plugin.failed:
         print(f"mutation map: the selection does not pass ({code}): no map", file=sys.stderr)
         return 1
-    data = cov.get_data()
-    lines: dict[str, dict[str, list[str]]] = {}
-    for measured in data.measured_files():
-        rel = str(Path(measured).relative_to(root))
-        by_line = data.contexts_by_lineno(measured)
-        lines[rel] = {
-            str(n): sorted(c for c in ctxs if c) for n, ctxs in by_line.items() if any(ctxs)
-        }
+    children = coverage.Coverage(data_file=str(sub / "sub"))  # combines sub.*
+    children.combine([str(sub)], keep=False)
+    tests: dict[str, dict[str, set[str]]] = {}
+    at_import: set[tuple[str, str]] = set()
+    for data, here in ((cov.get_data(), True), (children.get_data(), False)):
+        for measured in data.measured_files():
+            rel = str(Path(measured).relative_to(root))
+            per_line = tests.setdefault(rel, {})
+            for n, ctxs in data.contexts_by_lineno(measured).items():
+                per_line.setdefault(str(n), set()).update(c for c in ctxs if c)
+                if here and "" in ctxs:
+                    # Run by the test process outside any test (at import, at
+                    # collection): every test depends on it, so no narrowing.
+                    at_import.add((rel, str(n)))
+    lines = {
+        f: {n: sorted(t) for n, t in ls.items() if t and (f, n) not in at_import}
+        for f, ls in tests.items()
+    }
     preload = sorted(
         name
         for name in sys.modules

@@ -2,10 +2,11 @@
 
 Before each mutant, narrow the test command to the tests that ran the mutated
 line in the unmutated code (``MUTATION_MAP``, written by
-scripts/mutation_map.py), fastest first. A line with no test in the map
-keeps the whole selection. mutmut runs with ``--rerun-all``, so a mutant that
-survives its narrowed tests runs the whole selection before it is counted as
-a survivor: the map saves time on kills and changes no verdict.
+scripts/mutation_map.py), in the test process or in one a test started,
+fastest first. A line with no test in the map (run only at import) keeps the
+whole selection. Tests that never run a line cannot see its mutant, so the
+map only saves time; what it can miss makes survivors, never kills, and every
+survivor is looked at by hand.
 """
 
 from __future__ import annotations
