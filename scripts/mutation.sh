@@ -56,6 +56,12 @@ else
 fi
 cd "$work"
 export PYTHONPATH="$work"
+# Bytecode for every module, checked against its source's hash at each import
+# (not its mtime, which a quick succession of mutants of one size can repeat),
+# and none written during the run: unchanged modules load from .pyc in every
+# process the tests start, and the mutant is always compiled from its source.
+python -m compileall -q --invalidation-mode checked-hash broker tests scripts > /dev/null
+export PYTHONDONTWRITEBYTECODE=1
 echo "mutating $paths in $work; tests: $tests" >&2
 
 # Which tests run each line, in the test process or in one it starts
