@@ -65,6 +65,7 @@ EVIDENCE_MAX = 8000
 _INSERT = stmt("inbox.insert")
 _CLAIM = stmt("inbox.claim")
 _QUARANTINE_HEAD = stmt("inbox.quarantine_head")
+_CLAIMABLE = stmt("inbox.claimable")
 _NEXT_EXPIRY = stmt("inbox.next_expiry")
 _ACK = stmt("inbox.ack")
 _RELEASE = stmt("inbox.release")
@@ -236,6 +237,16 @@ def _claim_once(
     now_dt = store.now()
     now = fmt_ts(now_dt)
     token = new_token()
+    if tx is None and not auth.beat_due(store, ident, now):
+        # A snapshot first: an inbox with nothing to claim (most claims of a
+        # busy swarm) is answered without the write lock; the caller is
+        # re-checked there all the same (S10). The claim below re-checks both.
+        with store.read() as t:
+            limits = auth.caller(t, ident).limits
+            if not t.one(_CLAIMABLE, {"recipient_id": ident.participant_id, "now": now})[0]:
+                expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
+                expiry = next_expiry(t, ident.participant_id) if want_expiry else None
+                return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=[]), expiry
     with store.write(tx) as t:
         limits = auth.caller(t, ident, now).limits
         expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)

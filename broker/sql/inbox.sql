@@ -118,6 +118,15 @@ UPDATE deliveries d SET
 FROM candidates c WHERE d.id = c.id AND d.attempts >= :max_deliveries
 RETURNING d.id
 
+-- name: claimable
+-- Whether a claim would find anything (S13, S15): a ready row or an expired
+-- lease in the inbox, each one probe of its partial index. Read in a snapshot
+-- before the claim, so a claim of an empty inbox (most claims of a busy
+-- swarm) takes no write lock and writes nothing.
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id AND state = 'ready')
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+    AND state = 'processing' AND lease_expires_at < :now) AS claimable
+
 -- name: next_expiry
 -- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
 -- no doorbell).
