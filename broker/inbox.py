@@ -246,7 +246,9 @@ def _claim_once(
             if not t.one(_CLAIMABLE, {"recipient_id": ident.participant_id, "now": now})[0]:
                 expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
                 expiry = next_expiry(t, ident.participant_id) if want_expiry else None
-                return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=[]), expiry
+                return Lease(
+                    lease_token=token, owner=owner, expires_at=expires, deliveries=[]
+                ), expiry
     with store.write(tx) as t:
         limits = auth.caller(t, ident, now).limits
         expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
