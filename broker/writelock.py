@@ -232,6 +232,20 @@ class WriterLock:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def count_commit(self) -> int:
+        """While the lock is held: one more commit in the store's commit count,
+        kept in the lock file's first 8 bytes (only ever changed under the
+        lock, so every writer of every process counts in one sequence);
+        returns it. The store runs its WAL checkpoint by this count, outside
+        the lock (``broker.db``)."""
+        fd = self._fd
+        if fd is None:
+            return 0
+        got = os.pread(fd, 8, 0)
+        n = (int.from_bytes(got, "little") + 1) % (1 << 63) if len(got) == 8 else 1
+        os.pwrite(fd, n.to_bytes(8, "little"), 0)
+        return n
+
     def close(self) -> None:
         """Close the file description (which drops the lock) and stop the helper."""
         if self._jobs is not None:

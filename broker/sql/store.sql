@@ -65,6 +65,13 @@ PRAGMA foreign_keys = ON
 -- triggers unless this is on, which would let REPLACE rewrite the append-only log.
 PRAGMA recursive_triggers = ON
 
+-- name: wal_autocheckpoint
+-- SQLite's automatic checkpoint, inside a COMMIT (so under the writer lock),
+-- only as a backstop for writers without the lock file: the broker's writers
+-- checkpoint every CHECKPOINT_EVERY commits after letting the lock go
+-- (broker.db), long before the WAL holds this many pages.
+PRAGMA wal_autocheckpoint = 4000
+
 -- name: journal_size_limit
 -- Bound the WAL on disk after checkpoints (64 MiB).
 PRAGMA journal_size_limit = 67108864
