@@ -183,18 +183,19 @@ def claim_rows(
         poison = 0
         for r in rows:
             if r["state"] == "processing":
+                kind, sender, body, urgent, thread, importance = json.loads(r["message"])
                 out.append(
                     Delivery(
                         id=r["message_id"],
                         delivery_id=r["delivery_id"],
-                        kind=r["kind"],
-                        sender=r["sender"],
-                        body=r["body"],
-                        urgent=bool(r["urgent"]),
+                        kind=kind,
+                        sender=sender,
+                        body=body,
+                        urgent=bool(urgent),
                         created_at_utc=r["created_at_utc"],
                         deliveries=r["attempts"],
-                        thread=r["thread"],
-                        importance=r["importance"] or "normal",
+                        thread=thread,
+                        importance=importance or "normal",
                     )
                 )
             else:
