@@ -77,6 +77,8 @@ _LEASE_PROCESSES = stmt("inbox.lease_processes")
 _RECOVER = stmt("inbox.recover")
 _REQUEUE = stmt("inbox.requeue")
 
+_filled: dict[tuple[int, str], bool] = {}  # (store, participant): last claim filled its limit
+
 # What a delivery row holds when the writer leaves a column out (a new send).
 _DEFAULTS: dict[str, Any] = {
     "state": "ready",
@@ -238,10 +240,11 @@ def _claim_once(
     now_dt = store.now()
     now = fmt_ts(now_dt)
     token = new_token()
-    if tx is None and not auth.beat_due(store, ident, now):
-        # A snapshot first: an inbox with nothing to claim (most claims of a
-        # busy swarm) is answered without the write lock; the caller is
-        # re-checked there all the same (S10). The claim below re-checks both.
+    key = (id(store), ident.participant_id)
+    if tx is None and not _filled.get(key) and not auth.beat_due(store, ident, now):
+        # A snapshot first: an inbox with nothing to claim (most claims of a busy
+        # swarm) is answered without the write lock, the caller re-checked (S10).
+        # Not after a claim that filled its limit (a backlog: no extra read).
         with store.read() as t:
             limits = auth.caller(t, ident).limits
             if not t.one(_CLAIMABLE, {"recipient_id": ident.participant_id, "now": now})[0]:
@@ -265,6 +268,9 @@ def _claim_once(
             process,
         )
         expiry = next_expiry(t, ident.participant_id) if want_expiry and not got else None
+    _filled[key] = len(got) >= limit  # a path choice only, never an answer
+    if len(_filled) > 4096:
+        _filled.clear()
     return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
 
 

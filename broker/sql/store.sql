@@ -66,11 +66,11 @@ PRAGMA foreign_keys = ON
 PRAGMA recursive_triggers = ON
 
 -- name: wal_autocheckpoint
--- SQLite's automatic checkpoint, inside a COMMIT (so under the writer lock),
--- only as a backstop for writers without the lock file: the broker's writers
--- checkpoint every CHECKPOINT_EVERY commits after letting the lock go
--- (broker.db), long before the WAL holds this many pages.
-PRAGMA wal_autocheckpoint = 4000
+-- SQLite's automatic checkpoint (its default, said out loud), inside a COMMIT
+-- so under the writer lock: a backstop for writers without the lock file. The
+-- broker's writers checkpoint every ~900 pages after letting the lock go
+-- (broker.db), before the WAL holds this many.
+PRAGMA wal_autocheckpoint = 1000
 
 -- name: journal_size_limit
 -- Bound the WAL on disk after checkpoints (64 MiB).
