@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from broker import errors, grants
-from broker.db import Tx
+from broker.db import Store, Tx
 from broker.ids import parse_ts, ts_after
 from broker.settings import Limits
 from broker.spaces import limits_of
@@ -125,6 +125,13 @@ def caller(
         stored=stored,
         recipient=recipient,
     )
+
+
+def beat_due(store: Store, ident: Identity, now: str) -> bool:
+    """Whether a write by ``ident`` at ``now`` would refresh its heartbeat
+    (``caller(t, ident, now)``): a read-only path must not skip one that is due."""
+    due = _beats.get((id(store), ident.participant_id))
+    return due is None or now >= due
 
 
 def _caller_send(

@@ -29,6 +29,7 @@ Driver errors are wrapped once, here, into ``broker.errors`` classes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -53,6 +54,15 @@ Params = Sequence[Any] | dict[str, Any]
 Row = sqlite3.Row  # read by name: row["address"]
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
+# The WAL is checkpointed about every CHECKPOINT_FRAMES pages written (just
+# before SQLite's automatic checkpoint at 1,000 would run), counted in commits of the store (all processes, under the writer
+# lock): by the writer whose commit is due, after it let go of the lock (see
+# Store._transaction). Commits per checkpoint start at CHECKPOINT_EVERY and
+# follow the pages per commit each checkpoint measures (a send writes ~11, an
+# ack ~3), between the two bounds.
+CHECKPOINT_FRAMES = 900
+CHECKPOINT_EVERY = 64
+CHECKPOINT_EVERY_BOUNDS = (8, 1000)
 
 _BEGIN_WRITE = stmt("store.begin_write")
 _BEGIN_READ = stmt("store.begin_read")
@@ -66,6 +76,7 @@ _CHECKPOINT = stmt("store.checkpoint_passive")
 _SCHEMA_VERSION = stmt("store.schema_version")
 _PRAGMAS = [
     stmt("store.wal"),
+    stmt("store.wal_autocheckpoint"),
     stmt("store.foreign_keys"),
     stmt("store.recursive_triggers"),
     stmt("store.journal_size_limit"),
@@ -240,6 +251,7 @@ class Store:
             self._check_schema()
 
     def _reset_connections(self) -> None:
+        self._checkpoint_every = CHECKPOINT_EVERY
         self._lock = threading.Lock()  # a fork may have copied it held by another thread
         self._local = threading.local()
         self._spare: list[Connection] = []
@@ -459,6 +471,7 @@ class Store:
         committed: Tx | None = None
         tx: Tx | None = None
         lock: WriterLock | None = None
+        since = 0  # commits since the last checkpoint, when this one is due
         try:
             if write and self._migrating != threading.get_ident():
                 lock = raw.writer_lock
@@ -490,6 +503,8 @@ class Store:
                 self._rollback(tx)
                 raise wrap_db_error(exc) from exc
             committed = tx
+            if lock is not None:
+                since = lock.count_commit(self._checkpoint_every)
         finally:
             if lock is not None:
                 lock.release()  # right after COMMIT / ROLLBACK: the next writer goes
@@ -498,6 +513,20 @@ class Store:
             self._checkin(raw, held)
         for fn in committed._after_commit:
             fn()
+        if since:
+            # SQLite's own checkpoint runs inside a COMMIT, so under the writer
+            # lock, and waits for two fsyncs: ~5 ms on a busy disk, every
+            # writer queued behind it. Run here instead, after the lock is free
+            # and the wake-ups are out, it holds up only this caller (PASSIVE:
+            # never waits for readers or other writers). SQLite's automatic one
+            # stays, just past it, for writers without the lock file.
+            with contextlib.suppress(errors.BrokerError, sqlite3.Error):
+                frames = self.checkpoint()[1]  # the WAL's pages since it restarted
+                low, high = CHECKPOINT_EVERY_BOUNDS
+                per_commit = max(1.0, frames / since)  # more if a reader held the WAL
+                every = int(CHECKPOINT_FRAMES / per_commit)
+                now = self._checkpoint_every  # at most halved or doubled at a time
+                self._checkpoint_every = min(high, 2 * now, max(low, now // 2, every))
 
     @staticmethod
     def _rollback(tx: Tx) -> None:

@@ -1,7 +1,11 @@
 """Full-text search over the log (S36).
 
 SQLite: an FTS5 external-content index on ``messages`` (body and thread),
-kept by triggers, ranked by ``bm25`` with highlighted snippets. The operator
+kept by triggers in batches (``broker.dialect.FTS_BATCH``), ranked by ``bm25``
+with highlighted snippets. A search first indexes the rows still waiting for
+their batch, so it finds every sent message; one that cannot write (a
+read-only store, a caller's read transaction) matches those few rows on a
+private TEMP index instead. The operator
 searches one whole space; an agent only what it sent or what reached it. The
 space is a condition of the one statement, so no search returns another
 space's text. Query syntax is FTS5's: words (all must match), ``"a phrase"``,
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 from broker import errors
 from broker.auth import Identity, caller
@@ -29,6 +34,11 @@ _INDEX_SIZE = stmt("search.index_size")
 _INTEGRITY = stmt("search.integrity")
 _PARSE_TABLE = stmt("search.parse_table")
 _PARSE_QUERY = stmt("search.parse_query")
+_PENDING = stmt("search.pending")
+_INDEX_PENDING = stmt("search.index_pending")
+_TAIL_INDEX = stmt("search.tail_index")
+_TAIL_FILL = stmt("search.tail_fill")
+_TAIL_DROP = stmt("search.tail_drop")
 MAX_LIMIT = 1000
 MAX_QUERY = 1000
 DEFAULT_LIMIT = 20
@@ -68,21 +78,33 @@ def _fts5_parse(query: str) -> None:
         conn.close()
 
 
+def _matches(t: Tx, params: dict[str, object]) -> tuple[list[Any], dict[Any, str]]:
+    """The query's best rows and their snippets, on the index the names resolve to."""
+    rows = t.all(_QUERY, params)
+    if not rows:
+        return rows, {}
+    rowids = json.dumps([r["rid"] for r in rows])
+    return rows, dict(t.all(_SNIPPETS, {"query": params["query"], "rowids": rowids}))
+
+
 def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
     try:
         if t.store.dialect == "postgresql":
             _fts5_parse(str(params["query"]))
-        rows = t.all(_QUERY, params)
-        snips = (
-            dict(
-                t.all(
-                    _SNIPPETS,
-                    {"query": params["query"], "rowids": json.dumps([r["rid"] for r in rows])},
-                )
-            )
-            if rows
-            else {}
-        )
+        rows, snips = _matches(t, params)
+        if t.store.dialect == "sqlite" and t.one(_PENDING)[0]:
+            # Rows this search could not index (see index_pending): matched on
+            # a TEMP index of this connection, ranked there, merged by rank.
+            t.execute(_TAIL_INDEX)
+            try:
+                t.execute(_TAIL_FILL)
+                more, more_snips = _matches(t, params)
+            finally:
+                t.execute(_TAIL_DROP)
+            rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[
+                : int(str(params["n"]))
+            ]
+            snips.update(more_snips)
     except sqlite3.OperationalError as exc:
         # FTS5 reports a query it cannot parse as an OperationalError ("fts5:
         # syntax error near", "no such column" for an unknown `col:` prefix).
@@ -120,6 +142,7 @@ def search(
 ) -> list[SearchHit]:
     """The operator's search of one whole space (S36), best match first."""
     query, kind_json = _check(query, kinds, limit)
+    index_pending(store, tx)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         return _run(t, _params(space_id, query, sender, to, kind_json, since, limit, None))
@@ -139,6 +162,7 @@ def agent_search(
 ) -> list[SearchHit]:
     """An agent's search: only messages it sent or that reached it (S36)."""
     query, kind_json = _check(query, kinds, limit)
+    index_pending(store, tx)
     with store.read(tx) as t:
         caller(t, ident)
         params = _params(ident.space_id, query, sender, to, kind_json, since, limit, ident.address)
@@ -168,6 +192,27 @@ def _params(
     }
 
 
+def index_pending(store: Store, tx: Tx | None = None) -> None:
+    """Index the log rows the insert trigger has not batched yet (S36), if any
+    and if this process may write: in ``tx`` when it is a write transaction,
+    else in a short write transaction of its own (a read finds out first, so a
+    search of an indexed log takes no write lock). A search that cannot write
+    here matches those rows on its own TEMP index (``_run``)."""
+    if store.dialect != "sqlite":
+        return  # PostgreSQL's GIN index is never behind
+    if tx is not None:
+        if tx.write:
+            tx.execute(_INDEX_PENDING)
+        return
+    if store.read_only is not None:
+        return
+    with store.read() as t:
+        if not t.one(_PENDING)[0]:
+            return
+    with store.write() as t:
+        t.execute(_INDEX_PENDING)
+
+
 def index_bytes(store: Store) -> int:
     """Bytes the search index takes in the store file (its text is the log's)."""
     with store.read() as t:
@@ -175,6 +220,8 @@ def index_bytes(store: Store) -> int:
 
 
 def integrity_check(store: Store) -> None:
-    """FTS5 ``integrity-check``: raises ``StoreError`` if the index and the log differ."""
+    """FTS5 ``integrity-check``: raises ``StoreError`` if the index and the log
+    differ (the rows waiting for their batch are indexed first)."""
     with store.write() as t:
+        t.execute(_INDEX_PENDING)
         t.execute(_INTEGRITY)

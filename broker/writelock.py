@@ -38,6 +38,7 @@ import errno
 import fcntl
 import os
 import queue
+import struct
 import threading
 import weakref
 from typing import Final
@@ -51,6 +52,7 @@ _FAILED: Final = 3
 # A file system without flock (some network and FUSE ones): order writers with
 # SQLite's busy handler alone rather than fail every write.
 _NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+_COUNTERS = struct.Struct("<QQQ")  # the lock file's commit counters (count_commit)
 
 
 class _Job:
@@ -231,6 +233,27 @@ class WriterLock:
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def count_commit(self, every: int) -> int:
+        """While the lock is held: count one more commit of the store in the
+        lock file, which holds three counters (little-endian u64: commits, the
+        commit at which the next checkpoint is due, the commit of the last one)
+        only ever changed under the lock, so every writer of every process
+        counts in one sequence. When this commit is due, the next is set
+        ``every`` commits on and the number of commits since the last one is
+        returned (0 otherwise): the store then checkpoints the WAL, outside the
+        lock (``broker.db``)."""
+        fd = self._fd
+        if fd is None:
+            return 0
+        got = os.pread(fd, _COUNTERS.size, 0)
+        n, due, last = _COUNTERS.unpack(got) if len(got) == _COUNTERS.size else (0, 0, 0)
+        n += 1
+        since = 0
+        if n >= due:
+            since, due, last = n - last, n + every, n
+        os.pwrite(fd, _COUNTERS.pack(n, due, last), 0)
+        return since
 
     def close(self) -> None:
         """Close the file description (which drops the lock) and stop the helper."""

@@ -27,6 +27,7 @@ import pytest
 import trusted
 
 from broker import Operator, Store, errors
+from broker.db import CHECKPOINT_FRAMES
 
 HOLDER = """
 import sys
@@ -415,15 +416,18 @@ def test_storage_the_first_open_migration_uses_the_writer_lock_file(tmp_path: Pa
 
 
 def test_storage_the_wal_stays_bounded_under_the_writer_lock(store: Store) -> None:
-    """SQLite's automatic checkpoint folds the WAL back as writes go through the
-    writer lock; the broker never opens SQLite's -shm itself (closing such a
-    descriptor would drop SQLite's own POSIX locks on it)."""
+    """The writers fold the WAL back about every CHECKPOINT_FRAMES pages,
+    counted in commits under the writer lock, after letting it go (SQLite's
+    automatic checkpoint, inside a COMMIT, stays as a backstop just past it);
+    the broker never opens SQLite's -shm itself (closing such a descriptor
+    would drop SQLite's own POSIX locks on it)."""
 
     space = Operator(store).create_space("workflow", inbox_cap=10**9).id
     a, _ = trusted.join(store, space, "a")
     trusted.join(store, space, "b")
     with store.read() as t:
         assert t.one("PRAGMA wal_autocheckpoint")[0] == 1000
+    assert CHECKPOINT_FRAMES < 1000
     wal_sizes = []
     for i in range(3000):
         a.send("b", "x" * 2000)

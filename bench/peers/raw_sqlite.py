@@ -201,9 +201,10 @@ class RawSame:
         rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
         if not rows:
             return token, []
-        # The broker's claim returns the bodies itself, in one statement.
+        # The broker's claim returns the messages itself, in one statement (a
+        # JSON array each: [kind, sender, body, urgent, thread, importance]).
         rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
-        return token, [r["body"] for r in rows if r["state"] == "processing"]
+        return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
 
     def claim(self, k: int) -> tuple[str, list[str]]:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]

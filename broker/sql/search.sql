@@ -78,3 +78,37 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(body, thread)
 -- name: parse_query
 -- The parse itself (on that empty table: it matches nothing, FTS5 parses it).
 SELECT rowid FROM messages_fts WHERE messages_fts MATCH :query
+
+-- name: pending
+-- Whether log rows wait for the index (S36): the insert trigger indexes them
+-- in batches (broker.dialect.FTS_BATCH), a search indexes the rest first.
+-- Two rowid maxima, no scan. PostgreSQL's index is never behind.
+SELECT (SELECT coalesce(max(rowid), 0) FROM messages)
+  > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize) AS pending
+-- postgresql:
+SELECT 0 AS pending
+
+-- name: index_pending
+-- Index every log row past the index's last one (those the insert trigger has
+-- not batched yet): a search runs it first, so it finds every sent message.
+INSERT INTO messages_fts (rowid, body, thread)
+SELECT rowid, body, thread FROM messages
+WHERE rowid > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)
+-- postgresql:
+SELECT 0 AS pending
+
+-- name: tail_index
+-- A search that cannot write (a read-only store, a caller's read transaction)
+-- matches the rows waiting for the index on a private index of its own: a
+-- TEMP table of this connection with the index's name, which the search
+-- statements then read instead (temp names come first). Dropped right after.
+CREATE VIRTUAL TABLE temp.messages_fts USING fts5(body, thread,
+  tokenize='unicode61 remove_diacritics 2')
+
+-- name: tail_fill
+INSERT INTO temp.messages_fts (rowid, body, thread)
+SELECT rowid, body, thread FROM main.messages
+WHERE rowid > (SELECT coalesce(max(id), 0) FROM main.messages_fts_docsize)
+
+-- name: tail_drop
+DROP TABLE temp.messages_fts

@@ -65,6 +65,13 @@ PRAGMA foreign_keys = ON
 -- triggers unless this is on, which would let REPLACE rewrite the append-only log.
 PRAGMA recursive_triggers = ON
 
+-- name: wal_autocheckpoint
+-- SQLite's automatic checkpoint (its default, said out loud), inside a COMMIT
+-- so under the writer lock: a backstop for writers without the lock file. The
+-- broker's writers checkpoint every ~900 pages after letting the lock go
+-- (broker.db), before the WAL holds this many.
+PRAGMA wal_autocheckpoint = 1000
+
 -- name: journal_size_limit
 -- Bound the WAL on disk after checkpoints (64 MiB).
 PRAGMA journal_size_limit = 67108864

@@ -1,0 +1,89 @@
+"""S36 on SQLite: the search index takes the log in batches (revision 0011).
+
+The insert trigger indexes the rows waiting for the index once
+``FTS_BATCH`` of them wait; a search indexes the rest first, or, when it
+cannot write (a caller's read transaction), matches them on a private TEMP
+index. Either way every sent message is found, and the index holds exactly
+the log's rows up to its last one (``integrity-check``, after a purge too)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from broker import spaces
+from broker.client import Agent, Operator, Store
+from broker.dialect import FTS_BATCH
+from broker.search import agent_search, integrity_check, search
+
+pytestmark = pytest.mark.sqlite_only
+
+
+def indexed(store: Store) -> tuple[int, int]:
+    """(rows in the index, rows in the log), read from the file as it is."""
+    raw = sqlite3.connect(store.path)
+    try:
+        got = raw.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
+        logged = raw.execute("SELECT count(*) FROM messages").fetchone()[0]
+    finally:
+        raw.close()
+    return int(got), int(logged)
+
+
+def test_S36_sends_are_indexed_in_batches_and_a_search_finds_the_rest(
+    store: Store, space: str, operator: Operator, join: Callable[..., Agent]
+) -> None:
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    base = indexed(store)[1]
+    sent = [lynx.send("otter", f"batch word{i} common").id for i in range(FTS_BATCH + 3)]
+    got, logged = indexed(store)
+    assert logged == base + len(sent)
+    assert 0 < logged - got < FTS_BATCH  # one batch indexed by a send, the rest waiting
+    # The newest message, still waiting for its batch, is found all the same...
+    assert [h.id for h in operator.search(space, f"word{FTS_BATCH + 2}")] == [sent[-1]]
+    assert [h.id for h in lynx.search(f"word{FTS_BATCH + 1}")] == [sent[-2]]
+    # ... because the search indexed it first: the index now holds the whole log.
+    assert indexed(store)[0] == indexed(store)[1]
+    assert {h.id for h in operator.search(space, "common", limit=100)} == set(sent)
+    integrity_check(store)
+
+
+def test_S36_a_search_that_cannot_write_matches_the_waiting_rows_on_its_own_index(
+    store: Store, space: str, operator: Operator, join: Callable[..., Agent]
+) -> None:
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    old = lynx.send("otter", "parser tokens dropped").id
+    integrity_check(store)  # everything so far indexed
+    new = [lynx.send("otter", f"parser regression {i}").id for i in range(3)]
+    assert indexed(store)[1] - indexed(store)[0] == 3
+    with store.read() as t:  # a caller's read transaction: no index write possible
+        hits = search(store, space, "parser", tx=t)
+        mine = agent_search(store, lynx.identity, "regression", tx=t)
+    assert {h.id for h in hits} == {old, *new}
+    assert all(h.snippet.count("[parser]") == 1 for h in hits)
+    assert {h.id for h in mine} == set(new)
+    assert indexed(store)[1] - indexed(store)[0] == 3  # nothing was written
+    with store.read() as t:  # the private index is gone with its search
+        assert t.all("SELECT name FROM sqlite_temp_master") == []
+    integrity_check(store)
+
+
+def test_S36_a_purge_with_rows_waiting_keeps_the_index_consistent(
+    store: Store, operator: Operator, join: Callable[..., Agent], tmp_path: Path
+) -> None:
+    doomed = operator.create_space("workflow").id
+    keep = operator.create_space("workflow").id
+    a, _ = operator.join(doomed, "flow/a")
+    b, _ = operator.join(keep, "flow/b")
+    for i in range(FTS_BATCH + 5):  # interleaved, some indexed, some waiting
+        a.send("operator", f"doomed tokenizer {i}")
+        b.send("operator", f"kept tokenizer {i}")
+    spaces.archive(store, doomed)
+    operator.purge_space(doomed, tmp_path / "archive")
+    integrity_check(store)  # raises if the purge left the index out of step
+    hits = operator.search(keep, "tokenizer", limit=100)
+    assert len(hits) == FTS_BATCH + 5
+    assert indexed(store)[0] == indexed(store)[1]
