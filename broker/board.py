@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import heapq
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from broker import bounds, errors, messages, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
+from broker.record_type import record
 from broker.records import BoardEntry, SendResult, to_dict
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -117,7 +117,7 @@ def _entry(r: Any) -> BoardEntry:
 
 
 # --- directives -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Directive:
     id: str
     seq: int

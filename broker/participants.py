@@ -7,7 +7,6 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import auth, errors, grants, inbox, procs, trust
@@ -15,6 +14,7 @@ from broker.addressing import address_of
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
+from broker.record_type import record
 from broker.records import Joined, Participant, ParticipantEvent
 
 # The row mapper and writers live in broker.roster (below spaces); re-exported
@@ -47,7 +47,7 @@ _EVENTS = stmt("participants.events")
 LIVE = ("running", "idle")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Credential:
     """What a joiner presents (S27): exactly one of the space's join key, the
     store's operator key or, for a child, its parent's token; and ``token``,
@@ -200,7 +200,7 @@ def join(
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Parent:
     address: str
     granted: frozenset[str]

@@ -15,17 +15,17 @@ message is ``sender``, a fencing token ``fence``, an inbox lease's token
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from broker.record_json import to_dict as to_dict  # records as JSON: part of this surface
+from broker.record_type import record
 from broker.vocab import Reason, SpaceKind, SpaceState, Status, TurnGroup
 
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
 _DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Space:
     id: str
     kind: SpaceKind
@@ -35,7 +35,7 @@ class Space:
     updated_at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CreatedSpace(Space):
     """A space as its creator gets it: with its join key (S27), shown this once."""
 
@@ -45,7 +45,7 @@ class CreatedSpace(Space):
     """secret: joins the space (``broker join --join-key``); stored only as a hash"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JoinKey:
     """A space's new join key (``rotate_join_key``): the old one no longer works."""
 
@@ -56,7 +56,7 @@ class JoinKey:
     """secret: shown once, stored only as a hash"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Participant:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -83,7 +83,7 @@ class Participant:
     """deliveries ready or being processed"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Joined:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -94,13 +94,13 @@ class Joined:
     """secret; shown once, stored only as a hash"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NotReached:
     address: str
     reason: Reason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendResult:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -113,7 +113,7 @@ class SendResult:
     """an idempotent repeat: nothing new was written"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogEntry:
     id: str
     space_id: str
@@ -139,7 +139,7 @@ class LogEntry:
     """its sender asks who has seen it (``msg status``)"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Thread:
     """One thread of a space (S35), as the ``v_threads`` view sums it up."""
 
@@ -153,7 +153,7 @@ class Thread:
     senders: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SearchHit:
     """One message found by search (S36), best first."""
 
@@ -170,7 +170,7 @@ class SearchHit:
     """bm25 score: lower is a better match"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContactPolicy:
     """Who may message a participant directly (S38); ``allow``: the addresses a
     ``listed`` policy lets in."""
@@ -179,7 +179,7 @@ class ContactPolicy:
     allow: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AckStatus:
     """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
 
@@ -202,7 +202,7 @@ def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str 
     return since is None or entry.created_at_utc >= since
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParticipantEvent:
     event: Literal["joined", "left"]
     address: str
@@ -216,7 +216,7 @@ class ParticipantEvent:
 
 
 # --- the board (S21-S23) -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class BoardEntry:
     """One item of the board, as ``board.read`` returns it (a log row)."""
 
@@ -237,7 +237,7 @@ class BoardEntry:
     created_at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ClaimGrant:
     """A claim on a board key: who holds it, until when, and its fencing token
     (what ``board.claim`` and ``board.renew`` return, and live claims list)."""
@@ -250,7 +250,7 @@ class ClaimGrant:
     expires_at: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JournalEntry:
     """One line of the claim journal (S23)."""
 
@@ -264,7 +264,7 @@ class JournalEntry:
     at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reservation:
     """A grant of a path pattern (S37): exclusive or shared, who holds it, until
     when, and its fencing token (larger than every earlier grant of the space).
@@ -279,7 +279,7 @@ class Reservation:
     expires_at: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PathCheck:
     """Who holds what covers one path (S37): the live reservations whose
     pattern matches it, by token; ``blocked`` when one of them is exclusive and
@@ -291,7 +291,7 @@ class PathCheck:
 
 
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Delivery:
     """One claimed message of an inbox. ``id`` is the MESSAGE id: the stable id
     consumers de-duplicate by (S16); ``delivery_id`` names the inbox row."""
@@ -313,7 +313,7 @@ class Delivery:
     """low | normal | high, as its sender marked it"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lease:
     """A claim on some deliveries: present ``lease_token`` to ack, release, extend."""
 
@@ -323,7 +323,7 @@ class Lease:
     deliveries: list[Delivery]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuarantinedDelivery:
     """A delivery set aside with its evidence (S15)."""
 
@@ -340,7 +340,7 @@ class QuarantinedDelivery:
     lease_owner: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueStats:
     """A space's deliveries by state (S13-S15), for the operator."""
 
@@ -354,7 +354,7 @@ class QueueStats:
     """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HistoryEntry:
     """One message of a teammate's canonical history (S16, S26): each handled
     message once, appended before the turn's ack."""
@@ -367,7 +367,7 @@ class HistoryEntry:
     at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnItem:
     """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
 
@@ -387,7 +387,7 @@ class TurnItem:
     """written to the transcript in this turn (a re-shown directive is not)"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Turn:
     """What a participant is shown before one model call. ``id`` is None when
     nothing new arrived (only standing directives, re-shown): nothing to confirm."""
@@ -403,7 +403,7 @@ class Turn:
         return "\n\n".join(item.content for item in self.items)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnSeen:
     turn_id: str
     receipt_id: str
@@ -411,7 +411,7 @@ class TurnSeen:
     message_ids: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TranscriptEntry:
     direction: Literal["sent", "received", "injected", "notice"]
     at_utc: str
@@ -422,7 +422,7 @@ class TranscriptEntry:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnRecord:
     """One turn of a rebuilt transcript (S19): what was received and injected,
     in the order the model saw it, then what the participant sent and the
@@ -439,7 +439,7 @@ class TurnRecord:
 
 
 # --- operations (broker doctor / backup / vacuum) -------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     """One check of ``broker doctor``."""
 
@@ -457,7 +457,7 @@ class Finding:
     """the measured values behind the message"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BackupResult:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -472,7 +472,7 @@ class BackupResult:
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VacuumResult:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -483,7 +483,7 @@ class VacuumResult:
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Purged:
     """A purged space (retention): its rows deleted after a verified export."""
 
@@ -503,7 +503,7 @@ class Purged:
     at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SenderUse:
     """One sender's part of a space's log (S30)."""
 
@@ -516,7 +516,7 @@ class SenderUse:
     """its part of ``log_max_mb`` (the operator has no cap: it is listed all the same)"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InboxUse:
     """One participant's inbox against ``inbox_cap`` (S30)."""
 
@@ -529,7 +529,7 @@ class InboxUse:
     cap: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpaceUsage:
     """A space's limits in effect and how much of them is used (S30)."""
 

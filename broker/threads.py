@@ -9,11 +9,11 @@ id: the parent is listed with it (``log``), and the next reply joins the same.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from broker import errors
 from broker.db import Store, Tx
+from broker.record_type import record
 from broker.records import LogEntry, NotReached, Thread
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -23,7 +23,7 @@ _LOG = stmt("threads.log")
 _LIST = stmt("threads.list")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mail:
     """What a send carries beyond its text (S35, importance, ack-required)."""
 
