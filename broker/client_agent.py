@@ -17,7 +17,6 @@ from broker.mail import AgentMail
 from broker.records import (
     BoardEntry,
     ClaimGrant,
-    HistoryEntry,
     Joined,
     JournalEntry,
     Lease,
@@ -29,8 +28,8 @@ from broker.records import (
 
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
-if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
-    pass
+if TYPE_CHECKING:  # annotations only: built where the call runs
+    from broker.records import HistoryEntry
 
 
 @checked

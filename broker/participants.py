@@ -15,7 +15,7 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
-from broker.records import Joined, Participant, ParticipantEvent
+from broker.records import Joined, Participant
 
 # The row mapper and writers live in broker.roster (below spaces); re-exported
 # here, the participants' public module.
@@ -31,6 +31,7 @@ from broker.transcript import notice
 
 if TYPE_CHECKING:
     from broker.models import JoinInput  # pydantic: not loaded by the send path
+    from broker.records import ParticipantEvent
 
 _IDENTIFY = stmt("auth.identify")
 _SPACE = stmt("spaces.get")
@@ -344,6 +345,8 @@ def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Parti
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         rows = t.rows(_EVENTS, {"space_id": space_id})
+    from broker.records import ParticipantEvent  # built on first use (records_more)
+
     return [ParticipantEvent(**r) for r in rows]
 
 

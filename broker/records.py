@@ -7,6 +7,11 @@ inputs. A server can still derive JSON schemas from these classes
 (``pydantic.TypeAdapter(Lease)``): the field descriptions are attribute
 docstrings, and ``__pydantic_config__`` (a plain dict) asks for them.
 
+The records of calls off an agent's hot path (search, reservations, history,
+transcripts, the operator's views, ``doctor`` and the like) are defined in
+``broker.records_more`` and load on first use of their name here: a CLI call
+builds only the classes it can return.
+
 ``to_dict`` (from ``broker.record_json``) turns a record into what
 ``json.dumps`` takes. One name per concept, in every record: the sender of a
 message is ``sender``, a fencing token ``fence``, an inbox lease's token
@@ -15,11 +20,70 @@ message is ``sender``, a fencing token ``fence``, an inbox lease's token
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from broker.record_json import to_dict as to_dict  # records as JSON: part of this surface
 from broker.record_type import record
 from broker.vocab import Reason, SpaceKind, SpaceState, Status, TurnGroup
+
+if TYPE_CHECKING:
+    from broker.records_more import AckStatus as AckStatus
+    from broker.records_more import BackupResult as BackupResult
+    from broker.records_more import ContactPolicy as ContactPolicy
+    from broker.records_more import Finding as Finding
+    from broker.records_more import HistoryEntry as HistoryEntry
+    from broker.records_more import InboxUse as InboxUse
+    from broker.records_more import ParticipantEvent as ParticipantEvent
+    from broker.records_more import PathCheck as PathCheck
+    from broker.records_more import Purged as Purged
+    from broker.records_more import QuarantinedDelivery as QuarantinedDelivery
+    from broker.records_more import QueueStats as QueueStats
+    from broker.records_more import Reservation as Reservation
+    from broker.records_more import SearchHit as SearchHit
+    from broker.records_more import SenderUse as SenderUse
+    from broker.records_more import SpaceUsage as SpaceUsage
+    from broker.records_more import TranscriptEntry as TranscriptEntry
+    from broker.records_more import TurnRecord as TurnRecord
+    from broker.records_more import VacuumResult as VacuumResult
+
+# Records of the calls off the hot path: built on first use (see broker.records_more).
+_MORE = frozenset(
+    {
+        "AckStatus",
+        "BackupResult",
+        "ContactPolicy",
+        "Finding",
+        "HistoryEntry",
+        "InboxUse",
+        "ParticipantEvent",
+        "PathCheck",
+        "Purged",
+        "QuarantinedDelivery",
+        "QueueStats",
+        "Reservation",
+        "SearchHit",
+        "SenderUse",
+        "SpaceUsage",
+        "TranscriptEntry",
+        "TurnRecord",
+        "VacuumResult",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MORE:
+        from broker import records_more
+
+        value = getattr(records_more, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MORE})
+
 
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
 _DOCSTRINGS = {"use_attribute_docstrings": True}
@@ -153,43 +217,6 @@ class Thread:
     senders: list[str]
 
 
-@record
-class SearchHit:
-    """One message found by search (S36), best first."""
-
-    id: str
-    seq: int
-    kind: str
-    sender: str
-    to: list[str]
-    thread: str | None
-    created_at_utc: str
-    snippet: str
-    """the matching words between ``[`` and ``]``, ``…`` where text was cut"""
-    rank: float
-    """bm25 score: lower is a better match"""
-
-
-@record
-class ContactPolicy:
-    """Who may message a participant directly (S38); ``allow``: the addresses a
-    ``listed`` policy lets in."""
-
-    policy: str
-    allow: list[str]
-
-
-@record
-class AckStatus:
-    """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
-
-    id: str
-    ack_required: bool
-    reached: list[str]
-    seen: list[str]
-    not_seen: list[str]
-
-
 def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
     """The log filters of ``Operator.log`` / ``follow`` beyond the kinds (one
     predicate for the library and the served client): ``sender`` an exact
@@ -200,19 +227,6 @@ def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str 
     if to is not None and to not in entry.to and to not in entry.reached:
         return False
     return since is None or entry.created_at_utc >= since
-
-
-@record
-class ParticipantEvent:
-    event: Literal["joined", "left"]
-    address: str
-    codename: str
-    agent: str
-    run_id: str
-    step: str | None
-    parent: str | None
-    reason: str | None
-    at_utc: str
 
 
 # --- the board (S21-S23) -------------------------------------------------------------
@@ -264,32 +278,6 @@ class JournalEntry:
     at_utc: str
 
 
-@record
-class Reservation:
-    """A grant of a path pattern (S37): exclusive or shared, who holds it, until
-    when, and its fencing token (larger than every earlier grant of the space).
-    Named in the new vocabulary (``fence``, ``expires_at``) from the start."""
-
-    fence: int
-    pattern: str
-    mode: Literal["exclusive", "shared"]
-    holder: str
-    reason: str | None
-    claimed_at_utc: str
-    expires_at: str
-
-
-@record
-class PathCheck:
-    """Who holds what covers one path (S37): the live reservations whose
-    pattern matches it, by token; ``blocked`` when one of them is exclusive and
-    held by someone other than the caller (always false for nobody's)."""
-
-    path: str
-    held_by: list[Reservation]
-    blocked: bool
-
-
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
 @record
 class Delivery:
@@ -321,50 +309,6 @@ class Lease:
     owner: str
     expires_at: str
     deliveries: list[Delivery]
-
-
-@record
-class QuarantinedDelivery:
-    """A delivery set aside with its evidence (S15)."""
-
-    delivery_id: str
-    id: str
-    recipient: str
-    kind: str
-    sender: str
-    body: str
-    created_at_utc: str
-    deliveries: int
-    reason: str | None
-    last_error: str | None
-    lease_owner: str | None
-
-
-@record
-class QueueStats:
-    """A space's deliveries by state (S13-S15), for the operator."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    ready: int
-    processing: int
-    done: int
-    quarantine: int
-    redeliveries: int
-    """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
-
-
-@record
-class HistoryEntry:
-    """One message of a teammate's canonical history (S16, S26): each handled
-    message once, appended before the turn's ack."""
-
-    message_id: str
-    turn_id: str | None
-    kind: str
-    sender: str
-    body: str
-    at_utc: str
 
 
 @record
@@ -409,144 +353,3 @@ class TurnSeen:
     receipt_id: str
     acked: int
     message_ids: list[str]
-
-
-@record
-class TranscriptEntry:
-    direction: Literal["sent", "received", "injected", "notice"]
-    at_utc: str
-    turn_id: str | None
-    position: int
-    message_id: str | None
-    kind: str
-    content: str
-
-
-@record
-class TurnRecord:
-    """One turn of a rebuilt transcript (S19): what was received and injected,
-    in the order the model saw it, then what the participant sent and the
-    notices it got before its next turn. ``turn_id`` None: before the first turn."""
-
-    turn_id: str | None
-    at_utc: str | None
-    state: str | None
-    seen_at_utc: str | None
-    received: list[TranscriptEntry]
-    injected: list[TranscriptEntry]
-    sent: list[TranscriptEntry]
-    notices: list[TranscriptEntry]
-
-
-# --- operations (broker doctor / backup / vacuum) -------------------------------------
-@record
-class Finding:
-    """One check of ``broker doctor``."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    check: str
-    """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
-    quarantine, size, settings"""
-    severity: Literal["ok", "info", "warning", "error"]
-    message: str
-    fix: str | None
-    """the command (or step) that fixes it; None when there is nothing to fix"""
-    path: str | None = None
-    data: dict[str, Any] | None = None
-    """the measured values behind the message"""
-
-
-@record
-class BackupResult:
-    __pydantic_config__ = _DOCSTRINGS
-
-    path: str
-    bytes: int
-    pages: int
-    schema: str | None
-    integrity: str
-    """the copy's integrity check: "ok" (a copy that fails it is never kept)"""
-    key_file: str | None
-    """where the operator key file was copied beside the backup, if the store has one"""
-    seconds: float
-
-
-@record
-class VacuumResult:
-    __pydantic_config__ = _DOCSTRINGS
-
-    path: str
-    bytes_before: int
-    """database + WAL, before"""
-    bytes_after: int
-    seconds: float
-
-
-@record
-class Purged:
-    """A purged space (retention): its rows deleted after a verified export."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    """the purge's row in the store-level journal ``purges``"""
-    space_id: str
-    kind: SpaceKind
-    export_dir: str
-    """the space's folder in the export: import it to get the space back"""
-    digest: str
-    """SHA-256 over each exported file's SHA-256 and line count"""
-    files: int
-    counts: dict[str, int]
-    """rows deleted, per table"""
-    at_utc: str
-
-
-@record
-class SenderUse:
-    """One sender's part of a space's log (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    sender: str
-    log_bytes: int
-    messages: int
-    share: float
-    """its part of ``log_max_mb`` (the operator has no cap: it is listed all the same)"""
-
-
-@record
-class InboxUse:
-    """One participant's inbox against ``inbox_cap`` (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    address: str
-    status: Status
-    waiting: int
-    """deliveries ready or being processed"""
-    cap: int
-
-
-@record
-class SpaceUsage:
-    """A space's limits in effect and how much of them is used (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    state: SpaceState
-    limits: dict[str, Any]
-    """every setting in effect (the space's overrides over the defaults)"""
-    settings: dict[str, Any]
-    """the space's own overrides, as stored"""
-    log_bytes: int
-    log_cap_bytes: int
-    sender_log_cap_bytes: int
-    """what one agent may hold of the log (``sender_share`` of ``log_max_mb``)"""
-    sender_inbox_cap: int
-    """deliveries one sender may have waiting in another's inbox"""
-    messages: int
-    top_senders: list[SenderUse]
-    inboxes: list[InboxUse]
