@@ -24,7 +24,7 @@ import heapq
 import json
 from typing import Any
 
-from broker import bounds, errors, messages, tools
+from broker import bounds, errors, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
@@ -143,6 +143,7 @@ def directive(
     A directive that reaches nobody now is logged and stays in force (a role,
     step, bare name or broadcast form also applies to participants that join
     later), and it is an error to its sender (S8): ``NotDelivered``."""
+    from broker import messages  # sending's modules: not loaded by turns reading directives
     from broker.models import DirectiveInput, parse_input  # pydantic: off the claim path
 
     inp = parse_input(
@@ -191,6 +192,8 @@ def retract(
     store: Store, ident: Identity, directive_id: str, *, tx: Tx | None = None
 ) -> SendResult:
     """``board.retract``: lift a directive. Only its author may, once."""
+    from broker import messages
+
     if not isinstance(directive_id, str) or not directive_id.strip():
         raise errors.InvalidInput("retract needs the id of a directive")
     did = directive_id.strip()

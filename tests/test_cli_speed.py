@@ -38,6 +38,15 @@ NOT_HOT = {
     "broker.client_operator",
     "broker.records_more",
 }
+# Sending's modules: only the commands that send (msg send) or write the log
+# (inbox seen's receipt) load them; claims, acks, turns and board claims do not.
+SENDING = {
+    "broker.messages",
+    "broker.sending",
+    "broker.recipients",
+    "broker.threads",
+    "broker.validate",
+}
 # The library's own hot path still loads these (broker.client -> messages ->
 # models; db -> settings): engineers "send" and "queue" are making it
 # pydantic-free. The lead empties this at merge; it may only shrink.
@@ -123,6 +132,8 @@ def test_cli_hot_commands_import_neither_sqlalchemy_nor_pydantic(
         heavy = mods & HEAVY
         assert heavy <= LIBRARY_PENDING, f"broker {' '.join(argv)} imports {heavy}"
         assert not every & NOT_HOT, f"broker {' '.join(argv)} imports {every & NOT_HOT}"
+        if argv[:2] != ["msg", "send"]:
+            assert not every & SENDING, f"broker {' '.join(argv)} imports {every & SENDING}"
         seen_pending |= heavy
     turn = json.loads(out)  # the last one: otter's turn
     every, _ = loaded_modules(["inbox", "seen", turn["id"]], {**env, **p.env["otter#1"]})
