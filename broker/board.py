@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import heapq
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import bounds, errors, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.record_type import record
-from broker.records import BoardEntry, SendResult, to_dict
+from broker.records import SendResult, to_dict
 from broker.spaces import resolve_id
 from broker.sql import stmt
+
+if TYPE_CHECKING:
+    from broker.records import BoardEntry
 
 DEFAULT_READ_LIMIT = 100
 MAX_READ_LIMIT = 1000
@@ -102,6 +105,8 @@ def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntr
 
 
 def _entry(r: Any) -> BoardEntry:
+    from broker.records import BoardEntry  # built on first use (records_space)
+
     return BoardEntry(
         id=r["id"],
         seq=r["seq"],

@@ -15,12 +15,9 @@ from broker.db import Store as Store
 from broker.db import Tx
 from broker.mail import AgentMail
 from broker.records import (
-    BoardEntry,
     ClaimGrant,
-    Joined,
     JournalEntry,
     Lease,
-    Participant,
     SendResult,
     Turn,
     TurnSeen,
@@ -29,7 +26,7 @@ from broker.records import (
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
 if TYPE_CHECKING:  # annotations only: built where the call runs
-    from broker.records import HistoryEntry
+    from broker.records import BoardEntry, HistoryEntry, Joined, Participant
 
 
 @checked

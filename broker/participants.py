@@ -15,7 +15,6 @@ from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
-from broker.records import Joined, Participant
 
 # The row mapper and writers live in broker.roster (below spaces); re-exported
 # here, the participants' public module.
@@ -31,7 +30,7 @@ from broker.transcript import notice
 
 if TYPE_CHECKING:
     from broker.models import JoinInput  # pydantic: not loaded by the send path
-    from broker.records import ParticipantEvent
+    from broker.records import Joined, Participant, ParticipantEvent
 
 _IDENTIFY = stmt("auth.identify")
 _SPACE = stmt("spaces.get")
@@ -198,6 +197,8 @@ def join(
                 f"{address} cannot use {', '.join(tools)}: messaging is off, inherited from "
                 f"its parent {parent_addr} (receive-only)",
             )
+    from broker.records import Joined  # built on first use (records_space)
+
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 

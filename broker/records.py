@@ -7,10 +7,11 @@ inputs. A server can still derive JSON schemas from these classes
 (``pydantic.TypeAdapter(Lease)``): the field descriptions are attribute
 docstrings, and ``__pydantic_config__`` (a plain dict) asks for them.
 
-The records of calls off an agent's hot path (search, reservations, history,
-transcripts, the operator's views, ``doctor`` and the like) are defined in
-``broker.records_more`` and load on first use of their name here: a CLI call
-builds only the classes it can return.
+Defined here: what an agent's hot calls return (a send, a claim, a turn, a
+board claim). The others load on first use of their name here, so a CLI call
+builds only the classes it can return: ``broker.records_space`` (a space, its
+roster, threads and board) and ``broker.records_more`` (search, reservations,
+history, transcripts, the operator's views, ``doctor`` and the like).
 
 ``to_dict`` (from ``broker.record_json``) turns a record into what
 ``json.dumps`` takes. One name per concept, in every record: the sender of a
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from broker.record_json import to_dict as to_dict  # records as JSON: part of this surface
 from broker.record_type import record
-from broker.vocab import Reason, SpaceKind, SpaceState, Status, TurnGroup
+from broker.vocab import Reason, TurnGroup
 
 if TYPE_CHECKING:
     from broker.records_more import AckStatus as AckStatus
@@ -45,117 +46,66 @@ if TYPE_CHECKING:
     from broker.records_more import TranscriptEntry as TranscriptEntry
     from broker.records_more import TurnRecord as TurnRecord
     from broker.records_more import VacuumResult as VacuumResult
+    from broker.records_space import BoardEntry as BoardEntry
+    from broker.records_space import CreatedSpace as CreatedSpace
+    from broker.records_space import Joined as Joined
+    from broker.records_space import JoinKey as JoinKey
+    from broker.records_space import Participant as Participant
+    from broker.records_space import Space as Space
+    from broker.records_space import Thread as Thread
 
-# Records of the calls off the hot path: built on first use (see broker.records_more).
-_MORE = frozenset(
-    {
-        "AckStatus",
-        "BackupResult",
-        "ContactPolicy",
-        "Finding",
-        "HistoryEntry",
-        "InboxUse",
-        "ParticipantEvent",
-        "PathCheck",
-        "Purged",
-        "QuarantinedDelivery",
-        "QueueStats",
-        "Reservation",
-        "SearchHit",
-        "SenderUse",
-        "SpaceUsage",
-        "TranscriptEntry",
-        "TurnRecord",
-        "VacuumResult",
-    }
-)
+# The records built on first use: name -> module (broker.records_<module>).
+_LATER = {
+    "AckStatus": "more",
+    "BackupResult": "more",
+    "BoardEntry": "space",
+    "ContactPolicy": "more",
+    "CreatedSpace": "space",
+    "Finding": "more",
+    "HistoryEntry": "more",
+    "InboxUse": "more",
+    "JoinKey": "space",
+    "Joined": "space",
+    "Participant": "space",
+    "ParticipantEvent": "more",
+    "PathCheck": "more",
+    "Purged": "more",
+    "QuarantinedDelivery": "more",
+    "QueueStats": "more",
+    "Reservation": "more",
+    "SearchHit": "more",
+    "SenderUse": "more",
+    "Space": "space",
+    "SpaceUsage": "more",
+    "Thread": "space",
+    "TranscriptEntry": "more",
+    "TurnRecord": "more",
+    "VacuumResult": "more",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MORE:
+    where = _LATER.get(name)
+    if where == "more":
         from broker import records_more
 
         value = getattr(records_more, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    elif where == "space":
+        from broker import records_space
+
+        value = getattr(records_space, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_MORE})
+    return sorted({*globals(), *_LATER})
 
 
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
 _DOCSTRINGS = {"use_attribute_docstrings": True}
-
-
-@record
-class Space:
-    id: str
-    kind: SpaceKind
-    state: SpaceState
-    settings: dict[str, Any]
-    created_at_utc: str
-    updated_at_utc: str
-
-
-@record
-class CreatedSpace(Space):
-    """A space as its creator gets it: with its join key (S27), shown this once."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    join_key: str
-    """secret: joins the space (``broker join --join-key``); stored only as a hash"""
-
-
-@record
-class JoinKey:
-    """A space's new join key (``rotate_join_key``): the old one no longer works."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    join_key: str
-    """secret: shown once, stored only as a hash"""
-
-
-@record
-class Participant:
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    space_id: str
-    address: str
-    codename: str
-    agent: str
-    run_id: str
-    step: str | None
-    parent: str | None
-    role: str | None
-    archetype: str | None
-    task: str | None
-    is_lead: bool
-    messaging: bool
-    tools: list[str] | None
-    status: Status
-    pid: int | None
-    joined_at_utc: str
-    left_at_utc: str | None
-    last_seen_utc: str
-    waiting: int = 0
-    """deliveries ready or being processed"""
-
-
-@record
-class Joined:
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    participant_id: str
-    address: str
-    token: str
-    """secret; shown once, stored only as a hash"""
 
 
 @record
@@ -203,20 +153,6 @@ class LogEntry:
     """its sender asks who has seen it (``msg status``)"""
 
 
-@record
-class Thread:
-    """One thread of a space (S35), as the ``v_threads`` view sums it up."""
-
-    thread: str
-    messages: int
-    first_id: str
-    first_at: str
-    last_id: str
-    last_at: str
-    participants: int
-    senders: list[str]
-
-
 def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
     """The log filters of ``Operator.log`` / ``follow`` beyond the kinds (one
     predicate for the library and the served client): ``sender`` an exact
@@ -230,27 +166,6 @@ def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str 
 
 
 # --- the board (S21-S23) -------------------------------------------------------------
-@record
-class BoardEntry:
-    """One item of the board, as ``board.read`` returns it (a log row)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    seq: int
-    kind: Literal["post", "directive", "retract"]
-    sender: str
-    to: list[str]
-    """post: addressees (empty = channel); directive: its to forms"""
-    body: str
-    ref: str | None
-    """retract: the directive it lifts"""
-    reached: list[str]
-    in_force: bool | None
-    """directive: not retracted yet; None otherwise"""
-    created_at_utc: str
-
-
 @record
 class ClaimGrant:
     """A claim on a board key: who holds it, until when, and its fencing token

@@ -27,16 +27,17 @@ HEAVY = {"sqlalchemy", "alembic", "pydantic", "pydantic_core"}
 # Lighter, but still milliseconds each on every agent tool call: no hot command
 # loads them. The standard library's: strptime's (``_strptime``, ``calendar``),
 # ``secrets`` (with ``random``), ``socket``. The broker's: the operator's
-# handle and the records of other calls (``broker.records_more``).
+# handle and the records of other calls (``broker.records_more``,
+# ``broker.records_space``).
 NOT_HOT = {
     "_strptime",
     "calendar",
     "secrets",
     "random",
     "socket",
-    "broker.client",
     "broker.client_operator",
     "broker.records_more",
+    "broker.records_space",
 }
 # Sending's modules: only the commands that send (msg send) or write the log
 # (inbox seen's receipt) load them; claims, acks, turns and board claims do not.

@@ -180,19 +180,27 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
 
 def test_records_of_other_calls_load_on_first_use() -> None:
     # A fresh interpreter: importing broker.records builds only the hot path's
-    # classes; the others (broker.records_more) come with the first use of a name.
+    # classes; the others (broker.records_space, broker.records_more) come with
+    # the first use of one of their names, and are the same classes either way.
     code = (
         "import sys, pickle, broker.records as r\n"
-        "print('broker.records_more' in sys.modules)\n"
-        "f = r.Finding('sqlite', 'ok', 'fine', None)\n"
-        "print('broker.records_more' in sys.modules, 'Finding' in dir(r))\n"
-        "print(pickle.loads(pickle.dumps(f)) == f, r.Finding is sys.modules['broker.records_more'].Finding)\n"
+        "later = ('broker.records_more', 'broker.records_space')\n"
+        "print([m in sys.modules for m in later])\n"
+        "f, s = r.Finding('sqlite', 'ok', 'fine', None), r.JoinKey('s', 'k')\n"
+        "print([m in sys.modules for m in later], 'Finding' in dir(r), 'Space' in dir(r))\n"
+        "print(pickle.loads(pickle.dumps(f)) == f, pickle.loads(pickle.dumps(s)) == s)\n"
+        "print(r.Finding is sys.modules[later[0]].Finding, r.Space is sys.modules[later[1]].Space)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False", "True", "True", "True", "True"]
+    assert proc.stdout.splitlines() == [
+        "[False, False]",
+        "[True, True] True True",
+        "True True",
+        "True True",
+    ]
     with pytest.raises(AttributeError):
         _ = records.NoSuchRecord  # type: ignore[attr-defined]
 

@@ -295,7 +295,7 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
-        from broker.db import Store  # not broker.client: an agent's call skips the Operator
+        from broker.client import Store
 
         obj["store"] = opened = Store(obj.get("url"), migrate=migrate, create=create)
         root.obj = obj
@@ -359,7 +359,7 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
         return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
     if not space:
         raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
-    from broker.client_agent import Agent  # not broker.client: no Operator to import
+    from broker.client import Agent  # not the Operator: broker.client loads it on first use
 
     return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
 
