@@ -10,10 +10,10 @@ index and stays. An agentiflow's lead has the address ``lead``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from broker.errors import InvalidInput
+from broker.record_type import record
 
 RESERVED = frozenset({"operator", "broadcast", "parent", "lead"})
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(#[0-9]+)?$")
@@ -23,7 +23,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,199}$")
 TargetKind = Literal["address", "name", "role", "step", "parent", "lead", "operator", "broadcast"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Target:
     kind: TargetKind
     value: str  # the address, agent name or step name; empty for the fixed forms

@@ -107,9 +107,10 @@ class _Plan:
     ``*args`` / ``**kwargs`` catch-alls are not checked: settings and fields are
     checked by name, with their bounds, inside)."""
 
-    __slots__ = ("by_keyword", "checks", "positional", "required", "simple", "var_keyword")
+    __slots__ = ("by_keyword", "checks", "positional", "required", "sig", "simple", "var_keyword")
 
     def __init__(self, sig: inspect.Signature, hints: dict[str, Any]) -> None:
+        self.sig = sig
         params = list(sig.parameters.values())
         kind = inspect.Parameter
         self.positional = [
@@ -150,18 +151,19 @@ class _Plan:
 
 
 def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    sig = inspect.signature(fn)
+    # The signature too is worked out on the first call, not at import: the
+    # handles have ~150 public methods and a CLI call uses one or two.
     state: dict[str, _Plan] = {}
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plan = state.get("plan")
         if plan is None:
-            plan = state["plan"] = _Plan(sig, _hints(fn))
+            plan = state["plan"] = _Plan(inspect.signature(fn), _hints(fn))
         given = plan.given(args, kwargs)
         if given is None:
             try:
-                given = sig.bind(*args, **kwargs).arguments
+                given = plan.sig.bind(*args, **kwargs).arguments
             except TypeError as exc:
                 raise errors.InvalidInput(f"bad call to {fn.__name__}: {exc}") from None
         checks = plan.checks

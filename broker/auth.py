@@ -11,13 +11,13 @@ further read to know what it may do.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from broker import errors, grants
 from broker.db import Store, Tx
 from broker.ids import parse_ts, ts_after
+from broker.record_type import record
 from broker.settings import Limits
 from broker.spaces import limits_of
 from broker.sql import stmt
@@ -30,7 +30,7 @@ HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Identity:
     """Who is calling: built only from a verified token (S10)."""
 
@@ -40,7 +40,7 @@ class Identity:
     token_hash: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Caller:
     """The caller's row as of this transaction."""
 

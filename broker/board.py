@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import heapq
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker import bounds, errors, messages, tools
+from broker import bounds, errors, tools
 from broker.addressing import Target, parse_target
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
-from broker.records import BoardEntry, SendResult, to_dict
+from broker.record_type import record
+from broker.records import SendResult, to_dict
 from broker.spaces import resolve_id
 from broker.sql import stmt
+
+if TYPE_CHECKING:
+    from broker.records import BoardEntry
 
 DEFAULT_READ_LIMIT = 100
 MAX_READ_LIMIT = 1000
@@ -102,6 +105,8 @@ def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntr
 
 
 def _entry(r: Any) -> BoardEntry:
+    from broker.records import BoardEntry  # built on first use (records_space)
+
     return BoardEntry(
         id=r["id"],
         seq=r["seq"],
@@ -117,7 +122,7 @@ def _entry(r: Any) -> BoardEntry:
 
 
 # --- directives -----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Directive:
     id: str
     seq: int
@@ -143,6 +148,7 @@ def directive(
     A directive that reaches nobody now is logged and stays in force (a role,
     step, bare name or broadcast form also applies to participants that join
     later), and it is an error to its sender (S8): ``NotDelivered``."""
+    from broker import messages  # sending's modules: not loaded by turns reading directives
     from broker.models import DirectiveInput, parse_input  # pydantic: off the claim path
 
     inp = parse_input(
@@ -191,6 +197,8 @@ def retract(
     store: Store, ident: Identity, directive_id: str, *, tx: Tx | None = None
 ) -> SendResult:
     """``board.retract``: lift a directive. Only its author may, once."""
+    from broker import messages
+
     if not isinstance(directive_id, str) or not directive_id.strip():
         raise errors.InvalidInput("retract needs the id of a directive")
     did = directive_id.strip()

@@ -9,15 +9,29 @@ tool) construct it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from broker.client_agent import Agent, TeammateStatus
-from broker.client_operator import Operator
 from broker.db import Store as Store
 from broker.db import Tx
 from broker.migrate import HEAD
-from broker.records import Finding
+
+if TYPE_CHECKING:
+    from broker.client_operator import Operator as Operator
+    from broker.records import Finding
 
 __all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
+
+
+def __getattr__(name: str) -> Any:
+    # The Operator loads on first use: an agent's CLI call (one per tool call)
+    # imports this module for Agent and Store only.
+    if name == "Operator":
+        from broker.client_operator import Operator
+
+        globals()["Operator"] = Operator
+        return Operator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SCHEMA_HEAD = HEAD
 """The newest schema revision this broker knows (``broker db current``)."""

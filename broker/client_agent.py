@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from broker import errors, messages, participants, procs
+from broker import errors, participants, procs
 from broker.apicheck import checked
 from broker.auth import Identity
 from broker.client_paths import AgentPaths
@@ -15,13 +15,9 @@ from broker.db import Store as Store
 from broker.db import Tx
 from broker.mail import AgentMail
 from broker.records import (
-    BoardEntry,
     ClaimGrant,
-    HistoryEntry,
-    Joined,
     JournalEntry,
     Lease,
-    Participant,
     SendResult,
     Turn,
     TurnSeen,
@@ -29,8 +25,8 @@ from broker.records import (
 
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
-if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
-    pass
+if TYPE_CHECKING:  # annotations only: built where the call runs
+    from broker.records import BoardEntry, HistoryEntry, Joined, Participant
 
 
 @checked
@@ -133,6 +129,8 @@ class Agent(AgentPaths, AgentMail):
         """``msg.send``. ``reply_to`` (a message id) or ``thread`` (a short name)
         put it in a thread (S35); ``importance`` is low, normal or high;
         ``ack_required`` lets ``status`` say who has seen it."""
+        from broker import messages  # sending's modules: only for the calls that send
+
         return messages.send(
             self.store,
             self.identity,
@@ -150,6 +148,8 @@ class Agent(AgentPaths, AgentMail):
         self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
     ) -> list[SendResult]:
         """Many ``{"to", "text", "idempotency_key"}`` in one transaction (see messages.send_many)."""
+        from broker import messages
+
         return messages.send_many(self.store, self.identity, items, tx=tx)
 
     def post(
@@ -160,6 +160,8 @@ class Agent(AgentPaths, AgentMail):
         idempotency_key: str | None = None,
         tx: Tx | None = None,
     ) -> SendResult:
+        from broker import messages
+
         return messages.post(
             self.store,
             self.identity,

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.apicheck import checked
-from broker.records import JournalEntry, PathCheck, Reservation
 
 if TYPE_CHECKING:
     from broker.auth import Identity
     from broker.db import Store, Tx
+    from broker.records import JournalEntry, PathCheck, Reservation
 
 
 @checked

@@ -8,9 +8,9 @@ fixed width, so string comparison in SQL is time comparison.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +37,18 @@ def fmt_ts(dt: datetime) -> str:
 
 
 def parse_ts(text: str) -> datetime:
+    if (
+        len(text) == 27
+        and text.isascii()
+        and text[10] == "T"
+        and text[19] == "."
+        and text[20:26].isdigit()
+        and text[26] == "Z"
+    ):
+        # What fmt_ts writes (every stored time): fromisoformat reads it ~10x
+        # faster than strptime, which also costs ~5 ms of imports (_strptime,
+        # calendar, locale) and regex compiles in every CLI process.
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
@@ -87,8 +99,15 @@ def new_id(at: datetime | None = None) -> str:
     )
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def new_token() -> str:
-    return secrets.token_urlsafe(24)
+    """192 random bits, URL-safe base64 (32 characters): ``secrets.token_urlsafe(24)``
+    spelled out, without importing ``secrets`` (which loads ``random``, ``hmac``
+    and ``base64``) on every CLI call."""
+    raw = binascii.b2a_base64(os.urandom(24), newline=False)
+    return raw.translate(_URLSAFE).decode("ascii")
 
 
 def hash_token(token: str) -> str:

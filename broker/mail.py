@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from broker.apicheck import checked
 from broker.db import Tx
-from broker.records import AckStatus, ContactPolicy, SearchHit, Thread
 
 if TYPE_CHECKING:
     from broker.auth import Identity
     from broker.db import Store
+    from broker.records import AckStatus, ContactPolicy, SearchHit, Thread
 
 
 @checked

@@ -7,7 +7,6 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import auth, errors, grants, inbox, procs, trust
@@ -15,7 +14,7 @@ from broker.addressing import address_of
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import hash_token, new_id, new_token, parse_ts
-from broker.records import Joined, Participant, ParticipantEvent
+from broker.record_type import record
 
 # The row mapper and writers live in broker.roster (below spaces); re-exported
 # here, the participants' public module.
@@ -31,6 +30,7 @@ from broker.transcript import notice
 
 if TYPE_CHECKING:
     from broker.models import JoinInput  # pydantic: not loaded by the send path
+    from broker.records import Joined, Participant, ParticipantEvent
 
 _IDENTIFY = stmt("auth.identify")
 _SPACE = stmt("spaces.get")
@@ -47,7 +47,7 @@ _EVENTS = stmt("participants.events")
 LIVE = ("running", "idle")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Credential:
     """What a joiner presents (S27): exactly one of the space's join key, the
     store's operator key or, for a child, its parent's token; and ``token``,
@@ -197,10 +197,12 @@ def join(
                 f"{address} cannot use {', '.join(tools)}: messaging is off, inherited from "
                 f"its parent {parent_addr} (receive-only)",
             )
+    from broker.records import Joined  # built on first use (records_space)
+
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Parent:
     address: str
     granted: frozenset[str]
@@ -344,6 +346,8 @@ def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Parti
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         rows = t.rows(_EVENTS, {"space_id": space_id})
+    from broker.records import ParticipantEvent  # built on first use (records_more)
+
     return [ParticipantEvent(**r) for r in rows]
 
 

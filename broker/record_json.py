@@ -15,7 +15,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 # Modules whose annotations are written in the forms ``_expr`` reads.
-RECORD_MODULES = frozenset({"broker.records"})
+RECORD_MODULES = frozenset({"broker.records", "broker.records_more", "broker.records_space"})
 
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -7,6 +7,12 @@ inputs. A server can still derive JSON schemas from these classes
 (``pydantic.TypeAdapter(Lease)``): the field descriptions are attribute
 docstrings, and ``__pydantic_config__`` (a plain dict) asks for them.
 
+Defined here: what an agent's hot calls return (a send, a claim, a turn, a
+board claim). The others load on first use of their name here, so a CLI call
+builds only the classes it can return: ``broker.records_space`` (a space, its
+roster, threads and board) and ``broker.records_more`` (search, reservations,
+history, transcripts, the operator's views, ``doctor`` and the like).
+
 ``to_dict`` (from ``broker.record_json``) turns a record into what
 ``json.dumps`` takes. One name per concept, in every record: the sender of a
 message is ``sender``, a fencing token ``fence``, an inbox lease's token
@@ -15,92 +21,100 @@ message is ``sender``, a fencing token ``fence``, an inbox lease's token
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from broker.record_json import to_dict as to_dict  # records as JSON: part of this surface
-from broker.vocab import Reason, SpaceKind, SpaceState, Status, TurnGroup
+from broker.record_type import record
+from broker.vocab import Reason, TurnGroup
+
+if TYPE_CHECKING:
+    from broker.records_more import AckStatus as AckStatus
+    from broker.records_more import BackupResult as BackupResult
+    from broker.records_more import ContactPolicy as ContactPolicy
+    from broker.records_more import Finding as Finding
+    from broker.records_more import HistoryEntry as HistoryEntry
+    from broker.records_more import InboxUse as InboxUse
+    from broker.records_more import ParticipantEvent as ParticipantEvent
+    from broker.records_more import PathCheck as PathCheck
+    from broker.records_more import Purged as Purged
+    from broker.records_more import QuarantinedDelivery as QuarantinedDelivery
+    from broker.records_more import QueueStats as QueueStats
+    from broker.records_more import Reservation as Reservation
+    from broker.records_more import SearchHit as SearchHit
+    from broker.records_more import SenderUse as SenderUse
+    from broker.records_more import SpaceUsage as SpaceUsage
+    from broker.records_more import TranscriptEntry as TranscriptEntry
+    from broker.records_more import TurnRecord as TurnRecord
+    from broker.records_more import VacuumResult as VacuumResult
+    from broker.records_space import BoardEntry as BoardEntry
+    from broker.records_space import CreatedSpace as CreatedSpace
+    from broker.records_space import Joined as Joined
+    from broker.records_space import JoinKey as JoinKey
+    from broker.records_space import Participant as Participant
+    from broker.records_space import Space as Space
+    from broker.records_space import Thread as Thread
+
+# The records built on first use: name -> module (broker.records_<module>).
+_LATER = {
+    "AckStatus": "more",
+    "BackupResult": "more",
+    "BoardEntry": "space",
+    "ContactPolicy": "more",
+    "CreatedSpace": "space",
+    "Finding": "more",
+    "HistoryEntry": "more",
+    "InboxUse": "more",
+    "JoinKey": "space",
+    "Joined": "space",
+    "Participant": "space",
+    "ParticipantEvent": "more",
+    "PathCheck": "more",
+    "Purged": "more",
+    "QuarantinedDelivery": "more",
+    "QueueStats": "more",
+    "Reservation": "more",
+    "SearchHit": "more",
+    "SenderUse": "more",
+    "Space": "space",
+    "SpaceUsage": "more",
+    "Thread": "space",
+    "TranscriptEntry": "more",
+    "TurnRecord": "more",
+    "VacuumResult": "more",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LATER.get(name)
+    if where == "more":
+        from broker import records_more
+
+        value = getattr(records_more, name)
+    elif where == "space":
+        from broker import records_space
+
+        value = getattr(records_space, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LATER})
+
 
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
 _DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
-@dataclass(frozen=True, slots=True)
-class Space:
-    id: str
-    kind: SpaceKind
-    state: SpaceState
-    settings: dict[str, Any]
-    created_at_utc: str
-    updated_at_utc: str
-
-
-@dataclass(frozen=True, slots=True)
-class CreatedSpace(Space):
-    """A space as its creator gets it: with its join key (S27), shown this once."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    join_key: str
-    """secret: joins the space (``broker join --join-key``); stored only as a hash"""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinKey:
-    """A space's new join key (``rotate_join_key``): the old one no longer works."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    join_key: str
-    """secret: shown once, stored only as a hash"""
-
-
-@dataclass(frozen=True, slots=True)
-class Participant:
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    space_id: str
-    address: str
-    codename: str
-    agent: str
-    run_id: str
-    step: str | None
-    parent: str | None
-    role: str | None
-    archetype: str | None
-    task: str | None
-    is_lead: bool
-    messaging: bool
-    tools: list[str] | None
-    status: Status
-    pid: int | None
-    joined_at_utc: str
-    left_at_utc: str | None
-    last_seen_utc: str
-    waiting: int = 0
-    """deliveries ready or being processed"""
-
-
-@dataclass(frozen=True, slots=True)
-class Joined:
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    participant_id: str
-    address: str
-    token: str
-    """secret; shown once, stored only as a hash"""
-
-
-@dataclass(frozen=True, slots=True)
+@record
 class NotReached:
     address: str
     reason: Reason
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendResult:
     __pydantic_config__ = _DOCSTRINGS
 
@@ -113,7 +127,7 @@ class SendResult:
     """an idempotent repeat: nothing new was written"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogEntry:
     id: str
     space_id: str
@@ -139,57 +153,6 @@ class LogEntry:
     """its sender asks who has seen it (``msg status``)"""
 
 
-@dataclass(frozen=True, slots=True)
-class Thread:
-    """One thread of a space (S35), as the ``v_threads`` view sums it up."""
-
-    thread: str
-    messages: int
-    first_id: str
-    first_at: str
-    last_id: str
-    last_at: str
-    participants: int
-    senders: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One message found by search (S36), best first."""
-
-    id: str
-    seq: int
-    kind: str
-    sender: str
-    to: list[str]
-    thread: str | None
-    created_at_utc: str
-    snippet: str
-    """the matching words between ``[`` and ``]``, ``…`` where text was cut"""
-    rank: float
-    """bm25 score: lower is a better match"""
-
-
-@dataclass(frozen=True, slots=True)
-class ContactPolicy:
-    """Who may message a participant directly (S38); ``allow``: the addresses a
-    ``listed`` policy lets in."""
-
-    policy: str
-    allow: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class AckStatus:
-    """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
-
-    id: str
-    ack_required: bool
-    reached: list[str]
-    seen: list[str]
-    not_seen: list[str]
-
-
 def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str | None) -> bool:
     """The log filters of ``Operator.log`` / ``follow`` beyond the kinds (one
     predicate for the library and the served client): ``sender`` an exact
@@ -202,42 +165,8 @@ def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str 
     return since is None or entry.created_at_utc >= since
 
 
-@dataclass(frozen=True, slots=True)
-class ParticipantEvent:
-    event: Literal["joined", "left"]
-    address: str
-    codename: str
-    agent: str
-    run_id: str
-    step: str | None
-    parent: str | None
-    reason: str | None
-    at_utc: str
-
-
 # --- the board (S21-S23) -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class BoardEntry:
-    """One item of the board, as ``board.read`` returns it (a log row)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    seq: int
-    kind: Literal["post", "directive", "retract"]
-    sender: str
-    to: list[str]
-    """post: addressees (empty = channel); directive: its to forms"""
-    body: str
-    ref: str | None
-    """retract: the directive it lifts"""
-    reached: list[str]
-    in_force: bool | None
-    """directive: not retracted yet; None otherwise"""
-    created_at_utc: str
-
-
-@dataclass(frozen=True, slots=True)
+@record
 class ClaimGrant:
     """A claim on a board key: who holds it, until when, and its fencing token
     (what ``board.claim`` and ``board.renew`` return, and live claims list)."""
@@ -250,7 +179,7 @@ class ClaimGrant:
     expires_at: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JournalEntry:
     """One line of the claim journal (S23)."""
 
@@ -264,34 +193,8 @@ class JournalEntry:
     at_utc: str
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """A grant of a path pattern (S37): exclusive or shared, who holds it, until
-    when, and its fencing token (larger than every earlier grant of the space).
-    Named in the new vocabulary (``fence``, ``expires_at``) from the start."""
-
-    fence: int
-    pattern: str
-    mode: Literal["exclusive", "shared"]
-    holder: str
-    reason: str | None
-    claimed_at_utc: str
-    expires_at: str
-
-
-@dataclass(frozen=True, slots=True)
-class PathCheck:
-    """Who holds what covers one path (S37): the live reservations whose
-    pattern matches it, by token; ``blocked`` when one of them is exclusive and
-    held by someone other than the caller (always false for nobody's)."""
-
-    path: str
-    held_by: list[Reservation]
-    blocked: bool
-
-
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Delivery:
     """One claimed message of an inbox. ``id`` is the MESSAGE id: the stable id
     consumers de-duplicate by (S16); ``delivery_id`` names the inbox row."""
@@ -313,7 +216,7 @@ class Delivery:
     """low | normal | high, as its sender marked it"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lease:
     """A claim on some deliveries: present ``lease_token`` to ack, release, extend."""
 
@@ -323,51 +226,7 @@ class Lease:
     deliveries: list[Delivery]
 
 
-@dataclass(frozen=True, slots=True)
-class QuarantinedDelivery:
-    """A delivery set aside with its evidence (S15)."""
-
-    delivery_id: str
-    id: str
-    recipient: str
-    kind: str
-    sender: str
-    body: str
-    created_at_utc: str
-    deliveries: int
-    reason: str | None
-    last_error: str | None
-    lease_owner: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """A space's deliveries by state (S13-S15), for the operator."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    ready: int
-    processing: int
-    done: int
-    quarantine: int
-    redeliveries: int
-    """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    """One message of a teammate's canonical history (S16, S26): each handled
-    message once, appended before the turn's ack."""
-
-    message_id: str
-    turn_id: str | None
-    kind: str
-    sender: str
-    body: str
-    at_utc: str
-
-
-@dataclass(frozen=True, slots=True)
+@record
 class TurnItem:
     """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
 
@@ -387,7 +246,7 @@ class TurnItem:
     """written to the transcript in this turn (a re-shown directive is not)"""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Turn:
     """What a participant is shown before one model call. ``id`` is None when
     nothing new arrived (only standing directives, re-shown): nothing to confirm."""
@@ -403,150 +262,9 @@ class Turn:
         return "\n\n".join(item.content for item in self.items)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TurnSeen:
     turn_id: str
     receipt_id: str
     acked: int
     message_ids: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptEntry:
-    direction: Literal["sent", "received", "injected", "notice"]
-    at_utc: str
-    turn_id: str | None
-    position: int
-    message_id: str | None
-    kind: str
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """One turn of a rebuilt transcript (S19): what was received and injected,
-    in the order the model saw it, then what the participant sent and the
-    notices it got before its next turn. ``turn_id`` None: before the first turn."""
-
-    turn_id: str | None
-    at_utc: str | None
-    state: str | None
-    seen_at_utc: str | None
-    received: list[TranscriptEntry]
-    injected: list[TranscriptEntry]
-    sent: list[TranscriptEntry]
-    notices: list[TranscriptEntry]
-
-
-# --- operations (broker doctor / backup / vacuum) -------------------------------------
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One check of ``broker doctor``."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    check: str
-    """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
-    quarantine, size, settings"""
-    severity: Literal["ok", "info", "warning", "error"]
-    message: str
-    fix: str | None
-    """the command (or step) that fixes it; None when there is nothing to fix"""
-    path: str | None = None
-    data: dict[str, Any] | None = None
-    """the measured values behind the message"""
-
-
-@dataclass(frozen=True, slots=True)
-class BackupResult:
-    __pydantic_config__ = _DOCSTRINGS
-
-    path: str
-    bytes: int
-    pages: int
-    schema: str | None
-    integrity: str
-    """the copy's integrity check: "ok" (a copy that fails it is never kept)"""
-    key_file: str | None
-    """where the operator key file was copied beside the backup, if the store has one"""
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class VacuumResult:
-    __pydantic_config__ = _DOCSTRINGS
-
-    path: str
-    bytes_before: int
-    """database + WAL, before"""
-    bytes_after: int
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Purged:
-    """A purged space (retention): its rows deleted after a verified export."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    id: str
-    """the purge's row in the store-level journal ``purges``"""
-    space_id: str
-    kind: SpaceKind
-    export_dir: str
-    """the space's folder in the export: import it to get the space back"""
-    digest: str
-    """SHA-256 over each exported file's SHA-256 and line count"""
-    files: int
-    counts: dict[str, int]
-    """rows deleted, per table"""
-    at_utc: str
-
-
-@dataclass(frozen=True, slots=True)
-class SenderUse:
-    """One sender's part of a space's log (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    sender: str
-    log_bytes: int
-    messages: int
-    share: float
-    """its part of ``log_max_mb`` (the operator has no cap: it is listed all the same)"""
-
-
-@dataclass(frozen=True, slots=True)
-class InboxUse:
-    """One participant's inbox against ``inbox_cap`` (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    address: str
-    status: Status
-    waiting: int
-    """deliveries ready or being processed"""
-    cap: int
-
-
-@dataclass(frozen=True, slots=True)
-class SpaceUsage:
-    """A space's limits in effect and how much of them is used (S30)."""
-
-    __pydantic_config__ = _DOCSTRINGS
-
-    space_id: str
-    state: SpaceState
-    limits: dict[str, Any]
-    """every setting in effect (the space's overrides over the defaults)"""
-    settings: dict[str, Any]
-    """the space's own overrides, as stored"""
-    log_bytes: int
-    log_cap_bytes: int
-    sender_log_cap_bytes: int
-    """what one agent may hold of the log (``sender_share`` of ``log_max_mb``)"""
-    sender_inbox_cap: int
-    """deliveries one sender may have waiting in another's inbox"""
-    messages: int
-    top_senders: list[SenderUse]
-    inboxes: list[InboxUse]

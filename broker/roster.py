@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.records import Participant
 from broker.sql import stmt
+
+if TYPE_CHECKING:
+    from broker.records import Participant
 
 _INSERT = stmt("participants.insert")
 _INSERT_EVENT = stmt("participants.insert_event")
@@ -29,6 +31,8 @@ Rows = Sequence[dict[str, Any]]
 
 def to_model(row: Mapping[str, Any]) -> Participant:
     """The one participant row mapper: a row of ``list_all``/``list_present``/``by_address``."""
+    from broker.records import Participant  # built on first use (records_space)
+
     return Participant(
         id=row["id"],
         space_id=row["space_id"],

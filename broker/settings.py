@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from broker.record_type import record
 from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
 
 DB_FILENAME = "broker.db"
@@ -27,7 +28,7 @@ _ABOVE_LOW = ABOVE_LOW
 INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Limits:
     """Per-space limits (S7, S10, S11, S15, S30) in effect: the defaults below,
     overridden per space. A plain record, not a pydantic model: every send and

@@ -6,17 +6,19 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import errors, trust, wake
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.records import CreatedSpace, JoinKey, Space
 from broker.roster import leave_all
 from broker.settings import BOUNDS, Limits
 from broker.sql import stmt
 from broker.vocab import SpaceKind
 from broker.vocab import describe_setting as describe
+
+if TYPE_CHECKING:
+    from broker.records import CreatedSpace, JoinKey, Space
 
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
@@ -33,6 +35,8 @@ _SET_STATE = stmt("spaces.set_state")
 
 def to_model(row: Mapping[str, Any]) -> Space:
     """The one space row mapper: a row of ``spaces.get``/``list_all``/``list_in_state``."""
+    from broker.records import Space  # built on first use (records_space)
+
     return Space(
         id=row["id"],
         kind=row["kind"],
@@ -108,6 +112,8 @@ def rotate_join_key(store: Store, space_ref: str, *, tx: Tx | None = None) -> Jo
     in keep their tokens."""
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
+        from broker.records import JoinKey
+
         return JoinKey(space_id=space_id, join_key=_new_join_key(store, t, space_id))
 
 
@@ -138,6 +144,8 @@ def create(
         }
         insert_rows(t, [row])
         join_key = _new_join_key(store, t, sid)
+    from broker.records import CreatedSpace
+
     return CreatedSpace(
         join_key=join_key,
         id=sid,

@@ -9,21 +9,24 @@ id: the parent is listed with it (``log``), and the next reply joins the same.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.db import Store, Tx
-from broker.records import LogEntry, NotReached, Thread
+from broker.record_type import record
+from broker.records import LogEntry, NotReached
 from broker.spaces import resolve_id
 from broker.sql import stmt
+
+if TYPE_CHECKING:
+    from broker.records import Thread
 
 _PARENT = stmt("threads.parent")
 _LOG = stmt("threads.log")
 _LIST = stmt("threads.list")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mail:
     """What a send carries beyond its text (S35, importance, ack-required)."""
 
@@ -98,6 +101,8 @@ def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Threa
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         rows = t.all(_LIST, {"space_id": space_id})
+    from broker.records import Thread  # built on first use (records_space)
+
     return [
         Thread(
             thread=r["thread"],

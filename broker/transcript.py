@@ -12,14 +12,16 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.records import TranscriptEntry, TurnRecord
 from broker.spaces import resolve_id
 from broker.sql import stmt
+
+if TYPE_CHECKING:
+    from broker.records import TranscriptEntry, TurnRecord
 
 _INSERT = stmt("transcript.insert")
 _PARTICIPANT = stmt("transcript.participant")
@@ -64,6 +66,9 @@ def rebuild(
     and what was injected, in the order the model saw it; then what it sent (from
     the log) and the notices it got until its next turn. The first record
     (``turn_id`` None) holds what came before its first turn, if anything."""
+    # Built on first use (records_more): every call that notices loads this module.
+    from broker.records import TranscriptEntry, TurnRecord
+
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         me = t.one(_PARTICIPANT, {"space_id": space_id, "address": address})

@@ -21,7 +21,6 @@ import errno
 import hashlib
 import hmac
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +49,8 @@ def matches(secret: str, stored: str | None) -> bool:
 
 
 def new_key() -> str:
+    import secrets  # keys are made by operator commands: agents' CLI calls skip random & co
+
     return secrets.token_urlsafe(32)
 
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import auth, board, errors, inbox, messages, procs, transcript, wake
+from broker import auth, board, errors, inbox, procs, transcript, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
@@ -410,6 +410,8 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
     Confirming twice returns the first receipt. If the turn's lease expired and
     its deliveries were claimed again (a later turn), raises ``LeaseLost`` and
     changes nothing: that later turn carries them now."""
+    from broker.sending import append_receipt  # the log's writer: not loaded to read a turn
+
     if not isinstance(turn_id, str) or not turn_id:
         raise errors.InvalidInput(f"bad turn id {turn_id!r}", field="turn_id")
     pid = ident.participant_id
@@ -449,7 +451,7 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         upto = _cursor_after(turn, others)
         if upto > turn["bcast_seen"]:
             t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": upto})
-        receipt_id = messages.append_receipt(
+        receipt_id = append_receipt(
             store, t, ident.space_id, ident.address, turn_id, shown
         )
         t.execute(_MARK_SEEN, {"turn_id": turn_id, "now": now})

@@ -16,10 +16,10 @@ exactly as it always has; pydantic is imported only then.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from broker.errors import InvalidInput
+from broker.record_type import record
 
 TARGET_MAX = 400
 TARGETS_MAX = 64
@@ -31,7 +31,7 @@ _THREAD_PATTERN = r"^[\w.:#@/+-]{1,64}$"
 _MESSAGE_ID_PATTERN = r"^[0-9A-Za-z]{26}$"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SendArgs:
     """``msg.send``'s checked input (``broker.models.SendInput``'s fields)."""
 
@@ -44,7 +44,7 @@ class SendArgs:
     ack_required: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PostArgs:
     """``board.post``'s checked input (``broker.models.PostInput``'s fields)."""
 

@@ -37,13 +37,15 @@ import contextlib
 import errno
 import fcntl
 import os
-import queue
 import struct
 import threading
 import weakref
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from broker import errors, runfiles
+
+if TYPE_CHECKING:
+    import queue
 
 _WAITING: Final = 0
 _GOT: Final = 1
@@ -209,6 +211,8 @@ class WriterLock:
         job = _Job(fd)
         jobs = self._jobs
         if jobs is None:
+            import queue  # only a contended lock needs the helper (and queue's imports)
+
             jobs = self._jobs = queue.SimpleQueue()
             threading.Thread(
                 target=_helper_loop, args=(jobs,), name="broker-writer-lock", daemon=True

@@ -24,6 +24,30 @@ from broker import Store
 from broker.cli import COMMANDS
 
 HEAVY = {"sqlalchemy", "alembic", "pydantic", "pydantic_core"}
+# Lighter, but still milliseconds each on every agent tool call: no hot command
+# loads them. The standard library's: strptime's (``_strptime``, ``calendar``),
+# ``secrets`` (with ``random``), ``socket``. The broker's: the operator's
+# handle and the records of other calls (``broker.records_more``,
+# ``broker.records_space``).
+NOT_HOT = {
+    "_strptime",
+    "calendar",
+    "secrets",
+    "random",
+    "socket",
+    "broker.client_operator",
+    "broker.records_more",
+    "broker.records_space",
+}
+# Sending's modules: only the commands that send (msg send) or write the log
+# (inbox seen's receipt) load them; claims, acks, turns and board claims do not.
+SENDING = {
+    "broker.messages",
+    "broker.sending",
+    "broker.recipients",
+    "broker.threads",
+    "broker.validate",
+}
 # The library's own hot path still loads these (broker.client -> messages ->
 # models; db -> settings): engineers "send" and "queue" are making it
 # pydantic-free. The lead empties this at merge; it may only shrink.
@@ -40,15 +64,21 @@ main()
 """
 
 
-def loaded(argv: list[str], env: dict[str, str]) -> tuple[set[str], str]:
-    """Run ``broker ARGV`` in a fresh interpreter (it must succeed); the
-    top-level packages it had imported when it exited, and its stdout."""
+def loaded_modules(argv: list[str], env: dict[str, str]) -> tuple[set[str], str]:
+    """Run ``broker ARGV`` in a fresh interpreter (it must succeed); every
+    module it had imported when it exited, and its stdout."""
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=env, timeout=60
     )
     head, _, tail = proc.stderr.rpartition("\nMODULES ")
     assert proc.returncode == 0, (argv, head)
-    return {m.split(".")[0] for m in tail.split()}, proc.stdout
+    return set(tail.split()), proc.stdout
+
+
+def loaded(argv: list[str], env: dict[str, str]) -> tuple[set[str], str]:
+    """The top-level packages ``broker ARGV`` imports (see ``loaded_modules``), and its stdout."""
+    mods, out = loaded_modules(argv, env)
+    return {m.split(".")[0] for m in mods}, out
 
 
 def test_cli_modules_themselves_import_nothing_heavy() -> None:
@@ -98,11 +128,16 @@ def test_cli_hot_commands_import_neither_sqlalchemy_nor_pydantic(
     ]
     seen_pending: set[str] = set()
     for argv, run_env in runs:
-        mods, out = loaded(argv, run_env)
+        every, out = loaded_modules(argv, run_env)
+        mods = {m.split(".")[0] for m in every}
         heavy = mods & HEAVY
         assert heavy <= LIBRARY_PENDING, f"broker {' '.join(argv)} imports {heavy}"
+        assert not every & NOT_HOT, f"broker {' '.join(argv)} imports {every & NOT_HOT}"
+        if argv[:2] != ["msg", "send"]:
+            assert not every & SENDING, f"broker {' '.join(argv)} imports {every & SENDING}"
         seen_pending |= heavy
     turn = json.loads(out)  # the last one: otter's turn
-    mods, _ = loaded(["inbox", "seen", turn["id"]], {**env, **p.env["otter#1"]})
-    assert mods & HEAVY <= LIBRARY_PENDING
+    every, _ = loaded_modules(["inbox", "seen", turn["id"]], {**env, **p.env["otter#1"]})
+    assert {m.split(".")[0] for m in every} & HEAVY <= LIBRARY_PENDING
+    assert not every & NOT_HOT, f"broker inbox seen imports {every & NOT_HOT}"
     assert seen_pending == LIBRARY_PENDING, "the library no longer loads these: shrink the list"

@@ -14,6 +14,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from broker import Agent, Operator, Store, records, turns
+from broker.record_json import RECORD_MODULES
 from broker.records import Lease, to_dict
 
 
@@ -163,10 +164,11 @@ def test_a_schema_derived_from_a_record_agrees_with_to_dict(
 
 
 def test_no_record_has_a_second_name_for_the_sender() -> None:
+    # dir(records) names the records of broker.records_more too (built on first use).
     classes = [
         c
-        for c in vars(records).values()
-        if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == records.__name__
+        for c in (getattr(records, name) for name in dir(records))
+        if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ in RECORD_MODULES
     ]
     assert (
         len(classes) == 35
@@ -174,3 +176,52 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls
+
+
+def test_records_of_other_calls_load_on_first_use() -> None:
+    # A fresh interpreter: importing broker.records builds only the hot path's
+    # classes; the others (broker.records_space, broker.records_more) come with
+    # the first use of one of their names, and are the same classes either way.
+    code = (
+        "import sys, pickle, broker.records as r\n"
+        "later = ('broker.records_more', 'broker.records_space')\n"
+        "print([m in sys.modules for m in later])\n"
+        "f, s = r.Finding('sqlite', 'ok', 'fine', None), r.JoinKey('s', 'k')\n"
+        "print([m in sys.modules for m in later], 'Finding' in dir(r), 'Space' in dir(r))\n"
+        "print(pickle.loads(pickle.dumps(f)) == f, pickle.loads(pickle.dumps(s)) == s)\n"
+        "print(r.Finding is sys.modules[later[0]].Finding, r.Space is sys.modules[later[1]].Space)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[False, False]",
+        "[True, True] True True",
+        "True True",
+        "True True",
+    ]
+    with pytest.raises(AttributeError):
+        _ = records.NoSuchRecord  # type: ignore[attr-defined]
+
+
+def test_record_behaves_as_a_frozen_slotted_dataclass() -> None:
+    # broker.record_type builds __repr__/__eq__/__hash__ without compiling them:
+    # the results are dataclasses' own.
+    ours = records.NotReached("bob", "inbox_full")
+    assert repr(ours) == "NotReached(address='bob', reason='inbox_full')"
+    assert ours == records.NotReached("bob", "inbox_full")
+    assert ours != records.NotReached("bob", "sender_share")
+    assert hash(ours) == hash(("bob", "inbox_full"))
+    assert ours.__eq__(("bob", "inbox_full")) is NotImplemented
+    params = type(ours).__dataclass_params__  # type: ignore[attr-defined]
+    assert params.eq and params.repr and params.frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ours.address = "eve"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del ours.address  # type: ignore[misc]
+    lease = records.Lease("t", "o", "e", [])
+    lease.deliveries.append(lease)  # type: ignore[arg-type]
+    assert repr(lease) == "Lease(lease_token='t', owner='o', expires_at='e', deliveries=[...])"
+    with pytest.raises(TypeError):
+        hash(lease)  # a list field: unhashable, as a dataclass's

@@ -359,7 +359,7 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
         return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
     if not space:
         raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
-    from broker.client import Agent
+    from broker.client import Agent  # not the Operator: broker.client loads it on first use
 
     return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
 

@@ -14,11 +14,16 @@ result one object; tables fit the terminal (80 columns when it is not one).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from broker import errors
+
+if TYPE_CHECKING:
+    from broker.records import SendResult
 
 # Characters a terminal acts on, or that reorder what a person sees:
 # C0 controls, DEL, C1 controls (0x80-0x9f: 0x9b is a one-byte CSI), the bidi
@@ -181,3 +186,33 @@ def keyvals(pairs: Sequence[tuple[str, Any]]) -> None:
     """``key  value`` lines, values safe."""
     w = max(len(k) for k, _ in pairs)
     click.echo("\n".join(f"{k.ljust(w)}  {safe(v)}".rstrip() for k, v in pairs))
+
+
+# --- a send's outcome (msg send, board post|directive): here, so that the board's
+# commands do not load the message commands' module
+def print_result(result: SendResult | dict[str, Any], as_json: bool) -> None:
+    """A send's outcome: who it reached, and why not for each it did not (S7).
+    ``result`` is the record, or its dict as ``NotDelivered`` carries it."""
+    data = result if isinstance(result, dict) else to_jsonable(result)
+    if as_json:
+        emit_json(data)
+        return
+    line = f"{data['id']} seq {data['seq']}"
+    if data["reached"]:
+        line += f": delivered to {safe(', '.join(data['reached']))}"
+    click.echo(line + (" (duplicate: nothing new written)" if data.get("duplicate") else ""))
+    for nr in data["not_reached"]:
+        click.echo(f"not delivered to {safe(nr['address'])}: {safe(nr['reason'])}")
+
+
+def run_send(fn: Callable[[], SendResult], as_json: bool) -> None:
+    """Print the outcome; a send that reached nobody prints it too, then exits 1 (S8)."""
+    try:
+        result = fn()
+    except errors.NotDelivered as exc:
+        print_result(exc.fields["result"], as_json)
+        raise click.exceptions.Exit(exc.exit_code) from None
+    print_result(result, as_json)
+
+
+TO_HELP = "Address, role:NAME, step:NAME, parent, lead, operator or broadcast (repeatable)."

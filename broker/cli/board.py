@@ -24,8 +24,7 @@ from broker.cli._common import (
     text_arg,
     ttl_option,
 )
-from broker.cli._output import safe, when
-from broker.cli.message import TO_HELP, run_send
+from broker.cli._output import TO_HELP, run_send, safe, when
 
 if TYPE_CHECKING:
     from broker.records import BoardEntry, ClaimGrant, PathCheck, Reservation

@@ -22,38 +22,10 @@ from broker.cli._common import (
     operator,
     text_arg,
 )
-from broker.cli._output import safe, to_jsonable
+from broker.cli._output import TO_HELP, run_send, safe
 
 if TYPE_CHECKING:
-    from broker.records import AckStatus, LogEntry, SearchHit, SendResult
-
-
-def print_result(result: SendResult | dict[str, Any], as_json: bool) -> None:
-    """A send's outcome: who it reached, and why not for each it did not (S7).
-    ``result`` is the record, or its dict as ``NotDelivered`` carries it."""
-    data = result if isinstance(result, dict) else to_jsonable(result)
-    if as_json:
-        emit_json(data)
-        return
-    line = f"{data['id']} seq {data['seq']}"
-    if data["reached"]:
-        line += f": delivered to {safe(', '.join(data['reached']))}"
-    click.echo(line + (" (duplicate: nothing new written)" if data.get("duplicate") else ""))
-    for nr in data["not_reached"]:
-        click.echo(f"not delivered to {safe(nr['address'])}: {safe(nr['reason'])}")
-
-
-def run_send(fn: Callable[[], SendResult], as_json: bool) -> None:
-    """Print the outcome; a send that reached nobody prints it too, then exits 1 (S8)."""
-    try:
-        result = fn()
-    except errors.NotDelivered as exc:
-        print_result(exc.fields["result"], as_json)
-        raise click.exceptions.Exit(exc.exit_code) from None
-    print_result(result, as_json)
-
-
-TO_HELP = "Address, role:NAME, step:NAME, parent, lead, operator or broadcast (repeatable)."
+    from broker.records import AckStatus, LogEntry, SearchHit
 
 
 @main.group()
