@@ -247,6 +247,9 @@ def _edit_line(path: Path, n: int, edit: Callable[[dict[str, Any]], Any]) -> Non
         ("log.jsonl", "size_bytes", -1, "size_bytes must be between 0 and"),
         ("log.jsonl", "body", "\ud800", "body is not valid UTF-8 text (a lone surrogate)"),
         ("log.jsonl", "to", ["ok", "\udfff"], "to[1] is not valid UTF-8 text"),
+        # A form no send accepts (S6): a directive holding one broke every turn.
+        ("log.jsonl", "to", ["lynx", "not a form!"], "to: bad address 'not a form!'"),
+        ("log.jsonl", "to", ["role:two words"], "to: bad role name in 'role:two words'"),
         ("log.jsonl", "created_at_utc", "2026-02-30T00:00:00.000000Z", "must be a UTC time"),
         ("log.jsonl", "id", "../../etc", "id must be a ULID"),
         ("log.jsonl", "kind", "operator ", "kind must be one of"),

@@ -19,9 +19,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
-from broker import errors
+from broker import addressing, errors
 from broker.export.lines import (
     ADDRESS,
     BOOL,
@@ -277,6 +278,23 @@ def check_message(values: dict[str, Any]) -> None:
         raise BadLine("only an operator message can be urgent")
     if values["via"] is not None and not operator_kind:
         raise BadLine("via names an operator surface: only an operator message has one")
+    if values["recipients"] != "[]":
+        for form in json.loads(values["recipients"]):
+            problem = _form_problem(form)
+            if problem:
+                # Turns parse a directive's forms every turn: one that cannot
+                # parse would break every turn of the space, not just this line.
+                raise BadLine(f"to: {problem}")
+
+
+@lru_cache(maxsize=4096)  # a log repeats a few forms many times
+def _form_problem(form: str) -> str | None:
+    """Why a ``to`` form is not one a send accepts (S6), or None."""
+    try:
+        addressing.parse_target(form)
+    except errors.InvalidInput as exc:
+        return exc.message
+    return None
 
 
 def check_participant_address(address: str) -> None:
