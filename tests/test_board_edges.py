@@ -1,0 +1,292 @@
+"""The board's edges (S21, S9, S8, S33): the read bounds at and past the limit on
+every surface, readers that never take the writer lock, the exact texts an
+agent is shown when a board call is refused, and the directive forms whose
+matching the main module (tests/test_board.py) does not pin. Written from the
+survivors of the mutation run of broker/board.py (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterator
+
+import pytest
+import trusted
+from click.testing import CliRunner
+from conftest import open_store
+
+from broker import Agent, Operator, Store, board, errors
+
+
+def board_of(store: Store, agent: Agent) -> list[str]:
+    """The bodies of the directives in force for ``agent`` now (what its turn shows)."""
+    with store.read() as t:
+        me = t.one(
+            "SELECT address, agent, step FROM participants WHERE id = ?",
+            (agent.identity.participant_id,),
+        )
+        return [
+            d.body
+            for d in board.active_directives(
+                t,
+                agent.space_id,
+                agent.identity.participant_id,
+                me["address"],
+                me["agent"],
+                me["step"],
+            )
+        ]
+
+
+# --- S21: the read bounds -------------------------------------------------------------------
+@pytest.fixture
+def full_board(join: Callable[..., Agent], store: Store) -> Iterator[tuple[Agent, str]]:
+    """A board of 1001 posts (one past the largest page), written in one transaction."""
+    lynx = join("lynx")
+    with store.write() as t:
+        for i in range(1001):
+            lynx.post(f"post {i}", tx=t)
+    yield lynx, lynx.space_id
+
+
+def test_S21_a_read_returns_100_entries_by_default_on_the_library_and_the_operator_view(
+    full_board: tuple[Agent, str], store: Store
+) -> None:
+    lynx, space = full_board
+    operator = Operator(store)
+    first_100 = [f"post {i}" for i in range(100)]
+    assert [e.body for e in board.read(store, lynx.identity)] == first_100
+    assert [e.body for e in board.view(store, space)] == first_100
+    assert [e.body for e in lynx.board_read()] == first_100
+    assert [e.body for e in operator.board(space)] == first_100
+
+
+def test_S21_S33_a_read_takes_a_limit_of_exactly_1000_and_refuses_1001_naming_the_field(
+    full_board: tuple[Agent, str], store: Store
+) -> None:
+    lynx, space = full_board
+    operator = Operator(store)
+    assert len(lynx.board_read(limit=1000)) == 1000
+    assert [e.body for e in operator.board(space, limit=1000)][-1] == "post 999"
+    for read in (
+        lambda n: lynx.board_read(limit=n),
+        lambda n: operator.board(space, limit=n),
+    ):
+        for bad in (1001, 0):
+            with pytest.raises(errors.InvalidInput) as info:
+                read(bad)
+            assert info.value.message == f"bad limit {bad}: 1 to 1000"
+            assert info.value.fields == {"field": "limit"}
+
+
+def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
+    from broker.client_agent import Agent as LibraryAgent
+    from broker.client_operator import Operator as LibraryOperator
+    from broker.mcp.inputs import BoardReadInput
+    from broker.remote.agent import RemoteAgent
+
+    default, top = board.DEFAULT_READ_LIMIT, board.MAX_READ_LIMIT
+    assert (default, top) == (100, 1000)  # S21: default 100, at most 1000
+    for fn in (LibraryAgent.board_read, LibraryOperator.board, RemoteAgent.board_read):
+        assert inspect.signature(fn).parameters["limit"].default == default, fn
+    field = BoardReadInput.model_fields["limit"]
+    bounds = {type(m).__name__: m for m in field.metadata}
+    assert (field.default, bounds["Ge"].ge, bounds["Le"].le) == (default, 1, top)
+    from broker.cli import main
+
+    runner = CliRunner()
+    for command in (["board", "read"], ["board", "view", "RUN"]):
+        shown = " ".join(runner.invoke(main, [*command, "--help"]).output.split())
+        assert f"[default: {default}; 1<=x<={top}]" in shown, command
+        past = runner.invoke(main, [*command, "--limit", str(top + 1)])
+        assert past.exit_code == 2 and f"{top + 1} is not in the range 1<=x<={top}" in past.output
+
+
+# --- S21: the cursor --------------------------------------------------------------------------
+def test_S21_S33_a_cursor_that_is_not_a_message_id_of_the_space_is_refused_in_plain_words(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    lynx = join("lynx")
+    lynx.post("hello")
+    for read in (
+        lambda after: lynx.board_read(after=after),
+        lambda after: Operator(store).board(lynx.space_id, after=after),
+    ):
+        with pytest.raises(errors.InvalidInput) as info:  # checked at the edge (apicheck)
+            read(7)
+        assert (info.value.message, info.value.fields) == (
+            "bad after 7: text, not int",
+            {"field": "after"},
+        )
+        with pytest.raises(errors.MessageNotFound) as missing:
+            read("01NOSUCHMESSAGE0000000000")
+        assert missing.value.message == (
+            "no message '01NOSUCHMESSAGE0000000000' in this space: "
+            "--after takes the id of a board entry you read"
+        )
+
+
+# --- storage: the board is read from a snapshot --------------------------------------------
+def test_S21_reading_the_board_never_waits_for_a_writer(
+    join: Callable[..., Agent], store: Store, space: str
+) -> None:
+    """Readers never take the writer lock (spec §Writer lock): a board read
+    while another connection holds a write transaction returns at once. The
+    reader's store waits at most 50 ms for a lock, so a read that took it
+    would fail with store_busy instead of hanging."""
+    lynx = join("lynx")
+    lynx.post("before the writer")
+    impatient = open_store(
+        store.url, settings=dataclasses.replace(store.settings, busy_timeout_ms=50)
+    )
+    try:
+        reader, _ = trusted.join(impatient, space, "otter")
+        with store.write() as t:
+            lynx.post("not committed yet", tx=t)
+            assert [e.body for e in reader.board_read()] == ["before the writer"]
+            assert [e.body for e in board.view(impatient, space)] == ["before the writer"]
+    finally:
+        impatient.close()
+
+
+def test_S21_a_board_read_joins_the_callers_read_transaction(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    lynx = join("lynx")
+    lynx.post("one")
+    with store.read() as t:  # one snapshot for the caller's own reads and the board
+        assert [e.body for e in lynx.board_read(tx=t)] == ["one"]
+
+
+# --- S9 / S8: directives ----------------------------------------------------------------------
+def test_S9_directive_input_is_refused_with_plain_words(join: Callable[..., Agent]) -> None:
+    boss = join("boss", lead=True)
+    refusals = {
+        ("lynx", "   "): "a directive needs text",
+        ("operator", "x"): "a directive cannot be addressed to the operator",
+        (("lynx", "broadcast"), "x"): "'broadcast' cannot be combined with other addresses",
+    }
+    for (to, text), message in refusals.items():
+        with pytest.raises(errors.InvalidInput) as info:
+            boss.directive(to, text)  # type: ignore[arg-type]
+        assert info.value.message == message
+    assert boss.board_read() == []
+
+
+def test_S9_a_directive_may_name_several_addressees(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    boss = join("boss", lead=True)
+    w1, w2, w3 = join("w1"), join("w2"), join("w3")
+    result = boss.directive(["w1", "w2"], "pair on the parser")
+    assert sorted(result.reached) == ["w1", "w2"] and result.not_reached == []
+    assert board_of(store, w1) == board_of(store, w2) == ["pair on the parser"]
+    assert board_of(store, w3) == []
+
+
+def test_S8_a_directive_that_reaches_some_addressees_is_no_error(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    boss = join("boss", lead=True)
+    w1 = join("w1")
+    result = boss.directive(["w1", "ghost#1"], "rebase on main")
+    assert result.reached == ["w1"]
+    assert [(n.address, n.reason) for n in result.not_reached] == [
+        ("ghost#1", "unknown_participant")
+    ]
+    assert board_of(store, w1) == ["rebase on main"]
+
+
+def test_S8_a_directive_that_reaches_nobody_names_each_reason_in_its_error(
+    join: Callable[..., Agent],
+) -> None:
+    boss = join("boss", lead=True)
+    with pytest.raises(errors.NotDelivered) as info:
+        boss.directive(["ghost#1", "role:reviewer"], "review everything")
+    result = info.value.fields["result"]
+    assert info.value.message == (
+        f"directive {result['id']} reached nobody (ghost#1: unknown_participant, "
+        "role:reviewer: no_live_participant); it is logged and stays in force until retracted"
+    )
+
+
+def test_S9_a_bare_name_nobody_holds_is_every_runner_of_that_agent(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    boss = join("boss", lead=True, agent="worker")
+    w1, scout = join("w1", agent="worker"), join("s1", agent="scout")
+    boss.directive("worker", "log every decision")  # no participant is called "worker"
+    late = join("w2", agent="worker")
+    assert board_of(store, w1) == board_of(store, late) == ["log every decision"]
+    assert board_of(store, scout) == []
+    assert board_of(store, boss) == []  # like role:worker, never its own sender
+
+
+def test_S9_a_step_directive_applies_only_to_that_step_and_never_to_its_sender(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    boss = join("boss", lead=True, step="scan")
+    scanner, builder = join("w1", step="scan"), join("w2", step="build")
+    boss.directive("step:scan", "skip vendored code")
+    assert board_of(store, scanner) == ["skip vendored code"]
+    assert board_of(store, builder) == []
+    assert board_of(store, boss) == []
+
+
+def test_S9_a_directive_to_a_full_address_applies_to_its_holder(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    boss = join("boss", lead=True)
+    w1, w2 = join("flow/w1@1"), join("flow/w2@1")
+    result = boss.directive("flow/w1@1", "you own the parser")  # S3: the address is w1
+    assert result.reached == ["w1"]
+    assert board_of(store, w1) == ["you own the parser"]
+    assert board_of(store, w2) == []
+
+
+# --- S9: retraction ---------------------------------------------------------------------------
+def test_S9_retract_refusals_say_why_in_plain_words(join: Callable[..., Agent]) -> None:
+    boss = join("boss", lead=True)
+    deputy = join("deputy", tools=["board.*"])  # holds board.retract, is not the author
+    join("w1", agent="worker")
+    d = boss.directive("role:worker", "stay in src/")
+    for blank in ("", "   "):
+        with pytest.raises(errors.InvalidInput) as bad:
+            boss.retract(blank)
+        assert bad.value.message == "retract needs the id of a directive"
+    with pytest.raises(errors.InvalidInput) as bad:  # checked at the edge (apicheck)
+        boss.retract(7)  # type: ignore[arg-type]
+    assert (bad.value.message, bad.value.fields) == (
+        "bad directive_id 7: text, not int",
+        {"field": "directive_id"},
+    )
+    with pytest.raises(errors.DirectiveNotFound) as missing:
+        boss.retract(" 01NOSUCHDIRECTIVE00000000 ")
+    assert missing.value.message == "no directive '01NOSUCHDIRECTIVE00000000' in this space"
+    with pytest.raises(errors.NotAuthor) as not_author:
+        deputy.retract(d.id)
+    assert not_author.value.message == (
+        f"only the author of directive {d.id} (lead) may retract it, not deputy"
+    )
+    lifted = boss.retract(d.id)
+    with pytest.raises(errors.AlreadyRetracted) as again:
+        boss.retract(d.id)
+    assert again.value.message == f"directive {d.id} was already retracted (by {lifted.id})"
+    assert again.value.fields == {"directive_id": d.id, "retract_id": lifted.id}
+
+
+def test_S21_a_retraction_on_the_board_says_which_directive_it_lifts(
+    join: Callable[..., Agent],
+) -> None:
+    boss = join("boss", lead=True)
+    reader = join("w1", agent="worker")
+    d = boss.directive("role:worker", "freeze the API")
+    lifted = boss.retract(d.id)
+    assert (lifted.reached, lifted.not_reached) == ([], [])
+    (_, retraction) = reader.board_read()
+    assert (retraction.kind, retraction.body, retraction.ref, retraction.to) == (
+        "retract",
+        f"retracts directive {d.id}",
+        d.id,
+        [],
+    )
