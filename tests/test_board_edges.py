@@ -9,13 +9,22 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 import trusted
 from click.testing import CliRunner
-from conftest import open_store
+from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, board, errors
+from broker import Agent, Operator, Store, board, claims, errors
+from broker.ids import parse_ts
+
+
+@pytest.fixture
+def store(db_url: str, clock: Clock) -> Iterator[Store]:
+    s = open_store(db_url, clock=clock)
+    yield s
+    s.close()
 
 
 def board_of(store: Store, agent: Agent) -> list[str]:
@@ -127,6 +136,7 @@ def test_S21_S33_a_cursor_that_is_not_a_message_id_of_the_space_is_refused_in_pl
 
 
 # --- storage: the board is read from a snapshot --------------------------------------------
+@pytest.mark.sqlite_only  # the writer lock is a file lock (spec §Writer lock)
 def test_S21_reading_the_board_never_waits_for_a_writer(
     join: Callable[..., Agent], store: Store, space: str
 ) -> None:
@@ -290,3 +300,89 @@ def test_S21_a_retraction_on_the_board_says_which_directive_it_lifts(
         d.id,
         [],
     )
+
+
+# --- S22: claim inputs ------------------------------------------------------------------------
+def test_S22_a_claim_and_a_renewal_last_300_seconds_by_default(
+    join: Callable[..., Agent], store: Store, clock: Clock
+) -> None:
+    lynx = join("lynx")
+    claimed = (lynx.claim_key("a"), claims.claim(store, lynx.identity, "b"))
+    clock.advance(60)
+    renewed = (lynx.renew_key("a", 1), claims.renew(store, lynx.identity, "b", 1))
+    for grants, at in ((claimed, clock.now - timedelta(seconds=60)), (renewed, clock.now)):
+        for grant in grants:
+            assert parse_ts(grant.expires_at) - at == timedelta(seconds=300), grant
+
+
+def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None:
+    from broker.cli import board as cli_board
+    from broker.client_agent import Agent as LibraryAgent
+    from broker.mcp.inputs import KeyClaimInput, KeyRenewInput
+    from broker.remote.agent import RemoteAgent
+
+    assert (claims.DEFAULT_TTL, claims.MAX_TTL) == (300.0, 86400.0)  # S22
+    for fn in (
+        LibraryAgent.claim_key,
+        LibraryAgent.renew_key,
+        RemoteAgent.claim_key,
+        RemoteAgent.renew_key,
+    ):
+        assert inspect.signature(fn).parameters["ttl"].default == claims.DEFAULT_TTL, fn
+    for model in (KeyClaimInput, KeyRenewInput):
+        assert model.model_fields["ttl"].default == claims.DEFAULT_TTL, model
+    assert cli_board.DEFAULT_TTL == claims.DEFAULT_TTL
+
+
+def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[..., Agent]) -> None:
+    lynx = join("lynx")
+    assert lynx.claim_key("k" * 200).key == "k" * 200  # exactly the bound
+    refusals = {
+        "": ("a claim key is empty", {}),
+        "k" * 201: ("claim key is 201 characters long; at most 200", {"key": "k" * 200}),
+        "a b": ("claim key 'a b' has ' ': use letters, digits and . _ : / -", {"key": "a b"}),
+        "a/../b": ("claim key 'a/../b' contains '..'", {"key": "a/../b"}),
+    }
+    for key, (message, fields) in refusals.items():
+        for call in (
+            lambda: lynx.claim_key(key),
+            lambda: lynx.release_key(key, 1),
+            lambda: lynx.renew_key(key, 1),
+        ):
+            with pytest.raises(errors.InvalidInput) as info:
+                call()
+            assert (info.value.message, info.value.fields) == (message, fields), key
+
+
+def test_S22_S33_ttl_and_fence_refusals_name_the_field(join: Callable[..., Agent]) -> None:
+    lynx = join("lynx")
+    assert lynx.claim_key("k", 86400).fence == 1  # exactly the bound
+    for call in (lambda: lynx.claim_key("k", 86400.5), lambda: lynx.renew_key("k", 1, 0)):
+        with pytest.raises(errors.InvalidInput) as info:
+            call()
+        assert info.value.fields == {"field": "ttl"}
+        assert info.value.message.endswith(": more than 0 and at most 86400 seconds")
+    for call in (lambda: lynx.release_key("k", 0), lambda: lynx.renew_key("k", 0)):
+        with pytest.raises(errors.InvalidInput) as info:
+            call()
+        assert (info.value.message, info.value.fields) == (
+            "bad fence 0: the fencing token the claim returned",
+            {"field": "fence"},
+        )
+
+
+def test_S22_the_largest_fence_is_a_stale_token_and_one_past_it_is_invalid_input(
+    join: Callable[..., Agent],
+) -> None:
+    lynx = join("lynx")
+    lynx.claim_key("k")
+    top = 2**63 - 1  # SQLite's largest integer (the CLI's --fence says the same)
+    with pytest.raises(errors.LeaseLost, match=f"token {top} is stale"):
+        lynx.release_key("k", top)
+    with pytest.raises(errors.LeaseLost, match=f"token {top} is stale"):
+        lynx.renew_key("k", top)
+    for bad in (top + 1, True):
+        with pytest.raises(errors.InvalidInput) as info:
+            lynx.release_key("k", bad)
+        assert info.value.fields == {"field": "fence"}
+    assert lynx.release_key("k", 1).fence == 1
