@@ -222,10 +222,9 @@ def retract(
             ident.space_id,
             sender,
             "retract",
-            [],
+            [],  # addressed to nobody: nothing to deliver (the board shows it)
             f"retracts directive {did}",
             ref=did,
-            deliver=False,
         )
 
     return tools.call(store, ident, "board.retract", run, tx=tx)

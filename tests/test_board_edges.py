@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+import spacegen
 import trusted
 from click.testing import CliRunner
 from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, board, claims, errors
+from broker.export import LOG, export_space
 from broker.ids import parse_ts
+from broker.importer import import_dir
 
 
 @pytest.fixture
@@ -252,6 +257,31 @@ def test_S9_a_directive_to_a_full_address_applies_to_its_holder(
     assert result.reached == ["w1"]
     assert board_of(store, w1) == ["you own the parser"]
     assert board_of(store, w2) == []
+
+
+def test_S9_an_imported_directive_addressed_to_the_operator_applies_to_nobody(
+    tmp_path: Path,
+) -> None:
+    """Issuing one is refused (above), but an import checks only that ``to`` is
+    a list of text: the turns of the importing store must still show it to nobody."""
+    store = spacegen.fresh_store(tmp_path / "a")
+    space = Operator(store).create_space("workflow").id
+    boss, _ = trusted.join(store, space, "boss", lead=True)
+    trusted.join(store, space, "w1", agent="worker")
+    d = boss.directive("role:worker", "obey the operator")
+    export_space(store, space, tmp_path / "out")
+    log = next((tmp_path / "out").rglob(LOG.file))
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        if line["id"] == d.id:
+            line["to"] = ["operator"]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    other = spacegen.fresh_store(tmp_path / "b")
+    import_dir(other, tmp_path / "out")
+    w2 = trusted.join(other, space, "w2", agent="worker")[0]
+    scout = trusted.join(other, space, "s1", agent="scout")[0]
+    assert board_of(other, w2) == board_of(other, scout) == []
+    assert [e.to for e in Operator(other).board(space)] == [["operator"]]
 
 
 # --- S9: retraction ---------------------------------------------------------------------------
