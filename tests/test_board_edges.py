@@ -412,3 +412,71 @@ def test_S22_the_largest_fence_is_a_stale_token_and_one_past_it_is_invalid_input
             lynx.release_key("k", bad)
         assert info.value.fields == {"field": "fence"}
     assert lynx.release_key("k", 1).fence == 1
+
+
+# --- S22: refusals of claim, release and renew ------------------------------------------------
+def test_S22_a_held_key_is_refused_with_its_holder_and_expiry(join: Callable[..., Agent]) -> None:
+    lynx, otter = join("lynx"), join("otter")
+    g = lynx.claim_key("build/lock", ttl=10)
+    with pytest.raises(errors.ClaimHeld) as info:
+        otter.claim_key("build/lock")
+    assert info.value.message == f"key 'build/lock' is held by lynx until {g.expires_at}"
+    assert info.value.fields == {"key": "build/lock", "holder": "lynx", "expires_at": g.expires_at}
+
+
+def test_S22_lease_lost_says_why_the_token_no_longer_holds_the_key(
+    join: Callable[..., Agent], clock: Clock
+) -> None:
+    lynx, otter = join("lynx"), join("otter")
+    g = lynx.claim_key("k", ttl=10)
+    lynx.claim_key("free")
+    lynx.release_key("free", 1)
+    cases = [
+        (otter, "k", 1, "it is held by lynx now (your token 1 is stale)", {"holder": "lynx"}),
+        (lynx, "k", 2, "token 2 is stale (your current grant has token 1)", {}),
+        (lynx, "free", 1, "nobody holds it (token 1 is stale)", {}),
+    ]
+    for who, key, fence, why, extra in cases:
+        for verb, call in (("release", who.release_key), ("renew", who.renew_key)):
+            with pytest.raises(errors.LeaseLost) as info:
+                call(key, fence)
+            assert info.value.message == f"cannot {verb} key {key!r}: {why}"
+            assert info.value.fields == {"key": key, "fence": fence, **extra}
+    clock.advance(10)  # the lease ends at exactly this instant
+    for verb, call in (("release", lynx.release_key), ("renew", lynx.renew_key)):
+        with pytest.raises(errors.LeaseLost) as info:
+            call("k", g.fence)
+        assert info.value.message == (
+            f"cannot {verb} key 'k': your claim expired at {g.expires_at}; claim it again"
+        )
+        assert info.value.fields == {"key": "k", "fence": 1, "expires_at": g.expires_at}
+
+
+def test_S23_release_returns_its_journal_line(
+    join: Callable[..., Agent], store: Store, clock: Clock
+) -> None:
+    lynx = join("lynx")
+    g = lynx.claim_key("k", ttl=10)
+    clock.advance(1)
+    line = lynx.release_key("k", g.fence)
+    assert (line.key, line.event, line.owner, line.fence, line.expires_at) == (
+        "k",
+        "released",
+        "lynx",
+        g.fence,
+        g.expires_at,
+    )
+    assert Operator(store).claim_journal(lynx.space_id, key="k")[-1] == line
+
+
+def test_S37_the_claim_journal_of_one_path_reservation_is_asked_for_by_its_path_key(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    lynx = join("lynx")
+    lynx.reserve("src/*.py")
+    operator = Operator(store)
+    lines = operator.claim_journal(lynx.space_id, key="path src/*.py")
+    assert [(j.key, j.event, j.owner) for j in lines] == [("path src/*.py", "claimed", "lynx")]
+    assert operator.claim_journal(lynx.space_id, key="path s") == []  # a one-letter pattern
+    with pytest.raises(errors.InvalidInput, match="no leading '/'"):
+        operator.claim_journal(lynx.space_id, key="path /etc")
