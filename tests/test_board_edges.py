@@ -1,8 +1,9 @@
-"""The board's edges (S21, S9, S8, S33): the read bounds at and past the limit on
-every surface, readers that never take the writer lock, the exact texts an
-agent is shown when a board call is refused, and the directive forms whose
-matching the main module (tests/test_board.py) does not pin. Written from the
-survivors of the mutation run of broker/board.py (docs/mutation.md)."""
+"""The board's edges (S21, S9, S8, S22, S37, S33): the read bounds and claim
+defaults at and past the limit on every surface, readers that never take the
+writer lock, the exact texts and fields an agent is shown when a board call
+is refused, and the directive forms whose matching tests/test_board.py does
+not pin. Written from the survivors of the mutation run of broker/board.py and
+broker/claims.py (docs/mutation.md); a contract module (both backends)."""
 
 from __future__ import annotations
 
