@@ -57,7 +57,8 @@ def read(
 ) -> list[BoardEntry]:
     """``board.read``: posts, directives and retractions after the cursor ``after``
     (a message id), oldest first, at most ``limit``."""
-    limit, after = _check_read(limit, after)
+    # The types of limit and after are checked at the edge (broker.apicheck); the bound is ours.
+    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
 
     def run(t: Tx, _row: Caller) -> list[BoardEntry]:
         return _read(t, ident.space_id, after, limit)
@@ -74,16 +75,9 @@ def view(
     tx: Tx | None = None,
 ) -> list[BoardEntry]:
     """The operator's ``board.view``: what ``read`` returns, without an agent's identity."""
-    limit, after = _check_read(limit, after)
+    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
     with store.read(tx) as t:
         return _read(t, resolve_id(t, space_ref), after, limit)
-
-
-def _check_read(limit: object, after: object) -> tuple[int, str | None]:
-    checked = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
-    if after is not None and not isinstance(after, str):
-        raise errors.InvalidInput(f"bad after {after!r}: a message id", field="after")
-    return checked, after
 
 
 def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntry]:
@@ -199,7 +193,7 @@ def retract(
     """``board.retract``: lift a directive. Only its author may, once."""
     from broker import messages
 
-    if not isinstance(directive_id, str) or not directive_id.strip():
+    if not directive_id.strip():  # its type is checked at the edge (broker.apicheck)
         raise errors.InvalidInput("retract needs the id of a directive")
     did = directive_id.strip()
 
@@ -228,10 +222,9 @@ def retract(
             ident.space_id,
             sender,
             "retract",
-            [],
+            [],  # addressed to nobody: nothing to deliver (the board shows it)
             f"retracts directive {did}",
             ref=did,
-            deliver=False,
         )
 
     return tools.call(store, ident, "board.retract", run, tx=tx)

@@ -78,6 +78,7 @@ PG_CONTRACT = {
     "test_reservations",
     "test_records",
     "test_inbox_edges",
+    "test_board_edges",
     "test_queue_edges",
     "test_purge",
     "test_export",
