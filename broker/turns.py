@@ -193,7 +193,13 @@ def _broadcasts(t: Tx, ident: Identity, cur: _Cursor, cap: int) -> tuple[list[Tu
             created_at_utc=r["created_at_utc"],
             deliveries=None,
             content=render_agent(
-                r["sender"], "broadcast", r["id"], r["created_at_utc"], r["body"], r["thread"]
+                r["sender"],
+                "broadcast",
+                r["id"],
+                r["created_at_utc"],
+                r["body"],
+                r["thread"],
+                r["importance"] or "normal",  # NULL is normal (log.py)
             ),
             recorded=True,
         )
