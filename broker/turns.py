@@ -383,11 +383,13 @@ def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
     (S15, S26), in one transaction; broadcasts and directives are not inbox
     rows and stay as they are. Returns how many were quarantined (those
     claimed again meanwhile by a later turn are left to it)."""
+    # The reason is checked first (S33): a blank one is refused even when the
+    # turn has nothing from the inbox to set aside.
+    if not reason.strip():
+        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     ids = [i.id for i in turn.items if i.deliveries is not None]
     if turn.id is None or not ids:
         return 0
-    if not reason.strip():
-        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     with store.write() as t:
         auth.caller(t, ident)
         row = t.one(_LEASE_TOKEN, {"turn_id": turn.id, "participant_id": ident.participant_id})

@@ -394,6 +394,52 @@ def test_S26_quarantining_a_failed_turn_leaves_what_a_later_turn_took(
     ]
 
 
+def test_S26_quarantining_a_turn_needs_a_reason_and_takes_only_the_takers_inbox(
+    crew: Crew,
+) -> None:
+    a, b, c, store = crew.a, crew.b, crew.c, crew.store
+    d = a.send("b", "poison").id
+    turn = b.next_turn()
+    for blank in ("", "   "):
+        with pytest.raises(errors.InvalidInput) as info:
+            turns.quarantine(store, b.identity, turn, blank)
+        assert (info.value.message, info.value.fields) == (
+            "a quarantine needs a reason",
+            {"field": "reason"},
+        )
+    assert turns.quarantine(store, c.identity, turn, "not mine") == 0  # another's turn
+    assert state_of(store, d, b) == "processing"
+    a.send("broadcast", "news")
+    only_broadcast = b.next_turn()  # the first turn still holds the message
+    assert only_broadcast.id is not None and only_broadcast.items[0].deliveries is None
+    assert turns.quarantine(store, b.identity, only_broadcast, "failed") == 0
+    with pytest.raises(errors.InvalidInput):
+        turns.quarantine(store, b.identity, only_broadcast, " ")
+    assert turns.quarantine(store, b.identity, turn, "failed") == 1
+    assert state_of(store, d, b) == "quarantine"
+
+
+def test_S18_confirming_the_first_of_three_open_turns_moves_the_cursor_past_it_only(
+    crew: Crew,
+) -> None:
+    a, b = crew.a, crew.b
+    opened = []
+    for n in range(3):
+        a.send("broadcast", f"b{n}")
+        opened.append(b.next_turn())
+    assert [len(t.items) for t in opened] == [1, 1, 1]
+    first = opened[0].id
+    assert first is not None
+    b.seen(first)
+    assert bcast_seen(crew.store, b) == 1  # the second turn still holds b1
+
+
+def test_S18_seen_refuses_an_empty_turn_id(crew: Crew) -> None:
+    with pytest.raises(errors.InvalidInput) as info:
+        crew.b.seen("")
+    assert (info.value.message, info.value.fields) == ("bad turn id ''", {"field": "turn_id"})
+
+
 def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:
     crew.a.send("b", "hello")
     turn = crew.b.next_turn()
@@ -492,9 +538,13 @@ def test_S20_next_turn_wait_wakes_on_a_broadcast(
     assert probe.woke == ["rung"]  # the doorbell woke it, not the safety tick
 
 
-def test_S20_next_turn_wait_times_out_with_nothing_new(crew: Crew) -> None:
+def test_S20_next_turn_wait_times_out_with_nothing_new(
+    crew: Crew, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = WakeProbe.install(monkeypatch)
     turn = crew.b.next_turn(wait=0.05)
     assert turn.id is None and turn.items == []
+    assert probe.asleep.is_set()  # it slept on the doorbell for its wait, however short
 
 
 # --- CLI -------------------------------------------------------------------------------------
