@@ -442,11 +442,10 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         rest = [m for m in shown if m not in acked]
         if rest:
             found = inbox.where_now(t, pid, rest)
-            lost = [
-                m
-                for m, (state, held_by) in found.items()
-                if not (state == "done" and held_by == token)
-            ]
+            # In the order the turn showed them (``found`` comes in no set order).
+            # Done under this very token: a concurrent confirmation of this
+            # turn acked it first (PostgreSQL, READ COMMITTED): not lost.
+            lost = [m for m in rest if m in found and found[m] != ("done", token)]
             if lost:
                 raise errors.LeaseLost(
                     f"turn {turn_id} was not confirmed before its lease expired and "

@@ -239,7 +239,8 @@ def test_S18_seen_acks_the_deliveries_advances_the_cursor_and_logs_one_receipt(c
     assert bcast_seen(store, b) == 1
     receipts = crew.op.log(sid, kinds=["seen"])
     assert [(r.sender, r.ref, json.loads(r.body)) for r in receipts] == [("b", turn.id, [d, bc])]
-    assert b.seen(turn.id).receipt_id == result.receipt_id  # confirming twice: same receipt
+    again = b.seen(turn.id)  # confirming twice: the same receipt, nothing acked again
+    assert (again.receipt_id, again.acked, again.message_ids) == (result.receipt_id, 0, [d, bc])
     assert len(crew.op.log(sid, kinds=["seen"])) == 1
     nothing = b.next_turn()
     assert nothing.id is None and nothing.items == []
@@ -263,6 +264,27 @@ def test_S18_an_unconfirmed_turn_is_redelivered_after_its_lease(ccrew: Crew, clo
     assert info.value.fields["lost"] == [d]
     assert b.seen(second.id).acked == 1
     assert state_of(store, d, b) == "done"
+
+
+def test_S18_a_redelivered_turn_stays_lease_lost_naming_what_moved_on(
+    ccrew: Crew, clock: Clock
+) -> None:
+    a, b = ccrew.a, ccrew.b
+    d1 = a.send("b", "one").id
+    d2 = a.send("b", "two").id
+    first = b.next_turn(lease=30)
+    clock.advance(31)
+    second = b.next_turn(lease=30)
+    assert [i.id for i in second.items] == [d1, d2]
+    assert first.id is not None and second.id is not None
+    b.seen(second.id)  # the later turn acked them: the first still lost them
+    with pytest.raises(errors.LeaseLost) as info:
+        b.seen(first.id)
+    assert (info.value.message, info.value.fields) == (
+        f"turn {first.id} was not confirmed before its lease expired and {d1}, {d2} "
+        "were delivered again in a later turn: confirm that one",
+        {"turn_id": first.id, "lost": [d1, d2]},
+    )
 
 
 def test_S18_a_late_confirmation_nobody_overtook_still_counts(ccrew: Crew, clock: Clock) -> None:
@@ -444,8 +466,12 @@ def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:
     crew.a.send("b", "hello")
     turn = crew.b.next_turn()
     assert turn.id is not None
-    with pytest.raises(errors.NotFound):
+    with pytest.raises(errors.NotFound) as info:
         crew.c.seen(turn.id)
+    assert (info.value.message, info.value.fields) == (
+        f"no turn {turn.id!r} of c",
+        {"turn_id": turn.id},
+    )
 
 
 # --- S19: transcript ---------------------------------------------------------------------------
