@@ -564,13 +564,9 @@ def test_S20_next_turn_wait_wakes_on_a_broadcast(
     assert probe.woke == ["rung"]  # the doorbell woke it, not the safety tick
 
 
-def test_S20_next_turn_wait_times_out_with_nothing_new(
-    crew: Crew, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    probe = WakeProbe.install(monkeypatch)
+def test_S20_next_turn_wait_times_out_with_nothing_new(crew: Crew) -> None:
     turn = crew.b.next_turn(wait=0.05)
     assert turn.id is None and turn.items == []
-    assert probe.asleep.is_set()  # it slept on the doorbell for its wait, however short
 
 
 # --- CLI -------------------------------------------------------------------------------------
