@@ -35,8 +35,8 @@ case "$module" in
   board)  # board.py and claims.py (the key claims moved out of board.py)
     paths="broker/board.py,broker/claims.py"
     tests="tests/test_board.py tests/test_grants.py -k 'not postgresql'" ;;
-  turns)
-    tests="tests/test_turns.py tests/test_runtime.py -k 'not postgresql'" ;;
+  turns)  # and the S33/S16 edge tests of next_turn's wait, limit and transaction
+    tests="tests/test_turns.py tests/test_runtime.py tests/test_queue_edges.py tests/test_inbox_edges.py -k 'not postgresql'" ;;
   participants)
     tests="tests/test_participants.py tests/test_grants.py tests/test_cli_core.py -k 'not postgresql'" ;;
   *)
