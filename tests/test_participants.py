@@ -4,12 +4,13 @@ the identity every agent call is checked against (S10)."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import trusted
-from conftest import open_store
+from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors, messages, participants, transcript
 from broker.addressing import address_of
@@ -368,7 +369,7 @@ def test_S5_participant_status_running_idle_failed_shutdown_and_left(
         assert participants.get(store, space, "lynx").status == status
     with pytest.raises(errors.InvalidInput):
         participants.set_status(store, pid, "left")  # only leave() records left
-    with pytest.raises(errors.InvalidInput):
+    with pytest.raises(errors.InvalidInput, match="^bad status 'sleeping'$"):
         participants.set_status(store, pid, "sleeping")
     lynx.leave()
     participants.set_status(store, pid, "running")  # a left participant stays left
@@ -392,8 +393,12 @@ def test_S5_list_participants_in_join_order_with_and_without_left(
         "lynx",
         "heron",
     ]
-    with pytest.raises(errors.ParticipantNotFound):
+    with pytest.raises(errors.ParticipantNotFound) as info:
         participants.get(store, space, "nobody")
+    assert (info.value.message, info.value.fields) == (
+        f"no participant 'nobody' in space {space}",
+        {"address": "nobody"},
+    )
 
 
 # --- S10: identity ---------------------------------------------------------------------------
@@ -404,17 +409,18 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
     _, otter = trusted.join(store, space, "flow/otter")
     join("flow/heron")
     before = all_rows(store)
-    for address, token in [
-        ("lynx", "not-a-token"),  # wrong
-        ("lynx", None),  # missing
-        ("lynx", ""),  # missing
-        ("lynx", otter.token),  # someone else's
-        ("nobody", lynx.token),  # unknown address
-        ("", lynx.token),  # no address
+    no_token = "no token: pass --token or set BROKER_TOKEN (join prints it once)"
+    for address, token, why in [
+        ("lynx", "not-a-token", f"token does not match participant 'lynx' in space {space}"),
+        ("lynx", None, no_token),  # missing
+        ("lynx", "", no_token),  # missing
+        ("lynx", otter.token, f"token does not match participant 'lynx' in space {space}"),
+        ("nobody", lynx.token, f"token does not match participant 'nobody' in space {space}"),
+        ("", lynx.token, "no address: pass --as or set BROKER_AS"),
     ]:
         with pytest.raises(errors.AuthError) as info:
             Agent.connect(store, space, address, token)
-        assert info.value.exit_code == 4
+        assert info.value.exit_code == 4 and info.value.message == why
         assert lynx.token not in str(info.value) and otter.token not in str(info.value)
     # A forged identity (someone else's token hash under my id) fails inside the send.
     forged = Identity(
@@ -513,7 +519,9 @@ def test_S28_a_child_joins_with_its_parents_token_bounded_by_its_grant(
 ) -> None:
     space, key = keyed
     Credential = participants.Credential
-    lynx = join_with(store, space, "flow/lynx", Credential(join_key=key), tools=["msg.send"])
+    lynx = join_with(
+        store, space, "flow/lynx", Credential(join_key=key), tools=["msg.send", "board.post"]
+    )
     by_lynx = Credential(parent_token=lynx.token)
     other = operator.create_space("workflow").id
     stranger = trusted.join(store, other, "flow/stranger")[1]  # a token of another space
@@ -528,7 +536,10 @@ def test_S28_a_child_joins_with_its_parents_token_bounded_by_its_grant(
     assert refusal(
         errors.Forbidden,
         lambda: join_with(store, space, "flow/kid", by_lynx, tools=["board.directive"]),
-    ) == ("cannot grant board.directive: more than its parent lynx has (msg.send)", {})
+    ) == (
+        "cannot grant board.directive: more than its parent lynx has (board.post, msg.send)",
+        {},
+    )
     for token in ("forged", stranger.token):
         assert refusal(
             errors.AuthError,
@@ -565,6 +576,15 @@ def test_S28_a_rejoin_with_the_join_key_never_widens_what_the_address_held(
         {},
     )
     assert join_with(store, space, "flow/lynx@2", again, tools=["msg.send"]).address == "lynx"
+    quiet = join_with(
+        store, space, "flow/quiet", participants.Credential(join_key=key), messaging=False
+    )
+    on_again = participants.Credential(join_key=key, token=quiet.token)
+    assert refusal(errors.Forbidden, lambda: join_with(store, space, "flow/quiet@2", on_again)) == (
+        "cannot grant board.claim, board.post, board.read, board.release, msg.send: more than "
+        "what quiet held before (a re-join never widens) has (none: messaging off)",
+        {},
+    )
 
 
 def test_S24_S28_a_child_of_a_receive_only_parent_is_told_its_tools_are_off(
@@ -598,10 +618,30 @@ def test_S27_an_idle_holder_is_live_and_a_stopped_space_takes_no_join(
     store: Store, operator: Operator, keyed: tuple[str, str]
 ) -> None:
     space, key = keyed
-    lynx = join_with(store, space, "flow/lynx", participants.Credential(join_key=key))
+    Credential = participants.Credential
+    lynx = join_with(store, space, "flow/lynx", Credential(join_key=key))
     participants.set_status(store, lynx.participant_id, "idle")  # between turns: still live
-    with pytest.raises(errors.Conflict, match=r"^lynx is held by 'flow/lynx' \(its heartbeat"):
-        join_with(store, space, "flow/lynx@2", participants.Credential(join_key=key))
+    assert refusal(
+        errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", Credential(join_key=key))
+    ) == (
+        "lynx is held by 'flow/lynx' (its heartbeat is fresh): a re-join presents its token "
+        "(--token), or waits until it has left or its heartbeat is older than 30 s",
+        {},
+    )
+    otter = join_with(store, space, "flow/otter", Credential(join_key=key), pid=os.getpid())
+    not_its = Credential(join_key=key, token=otter.token)
+    assert refusal(errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", not_its)) == (
+        "lynx is held by 'flow/lynx' (its heartbeat is fresh) and the token given is not its "
+        "token: nothing was changed",
+        {},
+    )
+    assert refusal(
+        errors.Conflict, lambda: join_with(store, space, "flow/otter@2", Credential(join_key=key))
+    ) == (
+        f"otter is held by 'flow/otter' (its process {os.getpid()} is alive): a re-join presents "
+        "its token (--token), or waits until it has left or its heartbeat is older than 30 s",
+        {},
+    )
     operator.stop_space(space)
     assert refusal(
         errors.SpaceNotRunning,
@@ -613,10 +653,31 @@ def test_S10_a_token_alone_names_its_holder(store: Store, space: str) -> None:
     """Served mode's Bearer token: ``authenticate_token`` finds the holder in any space."""
     agent, joined = trusted.join(store, space, "flow/lynx")
     assert participants.authenticate_token(store, joined.token) == agent.identity
-    for token in ("not-a-token", ""):
-        with pytest.raises(errors.AuthError):
-            participants.authenticate_token(store, token)
-    assert refusal(errors.AuthError, lambda: participants.authenticate_token(store, "x")) == (
-        "token does not match any participant",
-        {},
-    )
+    for token, why in [
+        ("not-a-token", "token does not match any participant"),
+        ("", "no token: pass --token or set BROKER_TOKEN (join prints it once)"),
+    ]:
+        assert refusal(
+            errors.AuthError, lambda t=token: participants.authenticate_token(store, t)
+        ) == (
+            why,
+            {},
+        )
+
+
+def test_S27_a_holder_whose_heartbeat_is_a_lease_old_may_be_replaced(
+    clocked_url: str, clock: Clock
+) -> None:
+    store = open_store(clocked_url, clock=clock)
+    try:
+        created = Operator(store).create_space("workflow")  # lease_seconds 30
+        key = participants.Credential(join_key=created.join_key)
+        first = join_with(store, created.id, "flow/lynx", key)
+        clock.advance(29)
+        with pytest.raises(errors.Conflict):
+            join_with(store, created.id, "flow/lynx@2", key)
+        clock.advance(1)  # its heartbeat is exactly one lease old: gone
+        second = join_with(store, created.id, "flow/lynx@2", key)
+        assert (second.address, second.participant_id) == ("lynx", first.participant_id)
+    finally:
+        store.close()
