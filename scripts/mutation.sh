@@ -94,11 +94,16 @@ with open("summary.txt", "w") as out:
     print("generated", sum(n for _, n in rows), file=out)
     for status, n in sorted(rows):
         print(status, n, file=out)
+# Read the ids first and close: an open cursor keeps a read lock on the cache,
+# and `mutmut show` writes to it (pony creates its tables), so every show
+# failed with "database is locked" and left an empty diff.
+survivors = db.execute(
+    "SELECT id, status FROM Mutant WHERE status NOT IN ('ok_killed', 'untested', 'skipped') "
+    "ORDER BY id"
+).fetchall()
+db.close()
 with open("survivors.diff", "w") as out:
-    for (mid, status) in db.execute(
-        "SELECT id, status FROM Mutant WHERE status NOT IN ('ok_killed', 'untested', 'skipped') "
-        "ORDER BY id"
-    ):
+    for (mid, status) in survivors:
         diff = subprocess.run(["mutmut", "show", str(mid)], capture_output=True, text=True).stdout
         out.write(f"### mutant {mid}: {status}\n{diff}\n")
 EOF2
