@@ -193,7 +193,13 @@ def _broadcasts(t: Tx, ident: Identity, cur: _Cursor, cap: int) -> tuple[list[Tu
             created_at_utc=r["created_at_utc"],
             deliveries=None,
             content=render_agent(
-                r["sender"], "broadcast", r["id"], r["created_at_utc"], r["body"], r["thread"]
+                r["sender"],
+                "broadcast",
+                r["id"],
+                r["created_at_utc"],
+                r["body"],
+                r["thread"],
+                r["importance"] or "normal",  # NULL is normal (log.py)
             ),
             recorded=True,
         )
@@ -377,11 +383,13 @@ def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
     (S15, S26), in one transaction; broadcasts and directives are not inbox
     rows and stay as they are. Returns how many were quarantined (those
     claimed again meanwhile by a later turn are left to it)."""
+    # The reason is checked first (S33): a blank one is refused even when the
+    # turn has nothing from the inbox to set aside.
+    if not reason.strip():
+        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     ids = [i.id for i in turn.items if i.deliveries is not None]
     if turn.id is None or not ids:
         return 0
-    if not reason.strip():
-        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     with store.write() as t:
         auth.caller(t, ident)
         row = t.one(_LEASE_TOKEN, {"turn_id": turn.id, "participant_id": ident.participant_id})
@@ -436,11 +444,10 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         rest = [m for m in shown if m not in acked]
         if rest:
             found = inbox.where_now(t, pid, rest)
-            lost = [
-                m
-                for m, (state, held_by) in found.items()
-                if not (state == "done" and held_by == token)
-            ]
+            # In the order the turn showed them (``found`` comes in no set order).
+            # Done under this very token: a concurrent confirmation of this
+            # turn acked it first (PostgreSQL, READ COMMITTED): not lost.
+            lost = [m for m in rest if m in found and found[m] != ("done", token)]
             if lost:
                 raise errors.LeaseLost(
                     f"turn {turn_id} was not confirmed before its lease expired and "

@@ -35,8 +35,8 @@ case "$module" in
   board)  # board.py and claims.py (the key claims moved out of board.py)
     paths="broker/board.py,broker/claims.py"
     tests="tests/test_board.py tests/test_grants.py -k 'not postgresql'" ;;
-  turns)
-    tests="tests/test_turns.py tests/test_runtime.py -k 'not postgresql'" ;;
+  turns)  # and the S33/S16 edge tests of next_turn's wait, limit and transaction
+    tests="tests/test_turns.py tests/test_runtime.py tests/test_queue_edges.py tests/test_inbox_edges.py -k 'not postgresql'" ;;
   participants)
     tests="tests/test_participants.py tests/test_grants.py tests/test_cli_core.py -k 'not postgresql'" ;;
   *)
@@ -100,11 +100,16 @@ with open("summary.txt", "w") as out:
     print("generated", sum(n for _, n in rows), file=out)
     for status, n in sorted(rows):
         print(status, n, file=out)
+# Read the ids first and close: an open cursor keeps a read lock on the cache,
+# and `mutmut show` writes to it (pony creates its tables), so every show
+# failed with "database is locked" and left an empty diff.
+survivors = db.execute(
+    "SELECT id, status FROM Mutant WHERE status NOT IN ('ok_killed', 'untested', 'skipped') "
+    "ORDER BY id"
+).fetchall()
+db.close()
 with open("survivors.diff", "w") as out:
-    for (mid, status) in db.execute(
-        "SELECT id, status FROM Mutant WHERE status NOT IN ('ok_killed', 'untested', 'skipped') "
-        "ORDER BY id"
-    ):
+    for (mid, status) in survivors:
         diff = subprocess.run(["mutmut", "show", str(mid)], capture_output=True, text=True).stdout
         out.write(f"### mutant {mid}: {status}\n{diff}\n")
 EOF2

@@ -4,19 +4,20 @@ the identity every agent call is checked against (S10)."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import trusted
-from conftest import open_store
+from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, messages, participants
+from broker import Agent, Operator, Store, errors, messages, participants, transcript
 from broker.addressing import address_of
 from broker.auth import Identity
 from broker.ids import fmt_ts, parse_ts
 from broker.models import JoinInput, parse_input
-from broker.records import to_dict
+from broker.records import Joined, to_dict
 
 
 def count(store: Store, table: str, where: str = "1 = 1", params: tuple[object, ...] = ()) -> int:
@@ -368,7 +369,7 @@ def test_S5_participant_status_running_idle_failed_shutdown_and_left(
         assert participants.get(store, space, "lynx").status == status
     with pytest.raises(errors.InvalidInput):
         participants.set_status(store, pid, "left")  # only leave() records left
-    with pytest.raises(errors.InvalidInput):
+    with pytest.raises(errors.InvalidInput, match="^bad status 'sleeping'$"):
         participants.set_status(store, pid, "sleeping")
     lynx.leave()
     participants.set_status(store, pid, "running")  # a left participant stays left
@@ -392,8 +393,12 @@ def test_S5_list_participants_in_join_order_with_and_without_left(
         "lynx",
         "heron",
     ]
-    with pytest.raises(errors.ParticipantNotFound):
+    with pytest.raises(errors.ParticipantNotFound) as info:
         participants.get(store, space, "nobody")
+    assert (info.value.message, info.value.fields) == (
+        f"no participant 'nobody' in space {space}",
+        {"address": "nobody"},
+    )
 
 
 # --- S10: identity ---------------------------------------------------------------------------
@@ -404,17 +409,18 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
     _, otter = trusted.join(store, space, "flow/otter")
     join("flow/heron")
     before = all_rows(store)
-    for address, token in [
-        ("lynx", "not-a-token"),  # wrong
-        ("lynx", None),  # missing
-        ("lynx", ""),  # missing
-        ("lynx", otter.token),  # someone else's
-        ("nobody", lynx.token),  # unknown address
-        ("", lynx.token),  # no address
+    no_token = "no token: pass --token or set BROKER_TOKEN (join prints it once)"
+    for address, token, why in [
+        ("lynx", "not-a-token", f"token does not match participant 'lynx' in space {space}"),
+        ("lynx", None, no_token),  # missing
+        ("lynx", "", no_token),  # missing
+        ("lynx", otter.token, f"token does not match participant 'lynx' in space {space}"),
+        ("nobody", lynx.token, f"token does not match participant 'nobody' in space {space}"),
+        ("", lynx.token, "no address: pass --as or set BROKER_AS"),
     ]:
         with pytest.raises(errors.AuthError) as info:
             Agent.connect(store, space, address, token)
-        assert info.value.exit_code == 4
+        assert info.value.exit_code == 4 and info.value.message == why
         assert lynx.token not in str(info.value) and otter.token not in str(info.value)
     # A forged identity (someone else's token hash under my id) fails inside the send.
     forged = Identity(
@@ -450,3 +456,228 @@ def test_S10_sender_of_every_send_is_the_callers_own_address(
         ("lynx", "direct"),
         ("lynx", "post"),
     ]
+
+
+# --- S27, S28 at the library's edge (the CLI's attacks are in tests/test_trust.py) -----------
+@pytest.fixture
+def keyed(operator: Operator) -> tuple[str, str]:
+    """A running workflow space's id and its join key."""
+    created = operator.create_space("workflow")
+    return created.id, created.join_key
+
+
+def join_with(
+    store: Store, space: str, codename: str, credential: participants.Credential, **fields: object
+) -> Joined:
+    inp = parse_input(JoinInput, {"codename": codename, **fields})
+    return participants.join(store, space, inp, credential=credential)
+
+
+def refusal(error: type[errors.BrokerError], call: Callable[[], object]) -> tuple[str, dict]:
+    with pytest.raises(error) as info:
+        call()
+    return info.value.message, info.value.fields
+
+
+def test_S27_a_credential_is_exactly_one_non_empty_string(
+    store: Store, keyed: tuple[str, str]
+) -> None:
+    space, key = keyed
+    Credential = participants.Credential
+    for name in ("join_key", "operator_key", "parent_token", "token"):
+        bad = Credential(**{"join_key": key, name: ""})
+        assert refusal(errors.InvalidInput, bad.check) == (
+            f"{name} must be a non-empty string",
+            {"field": name},
+        )
+    assert refusal(errors.AuthError, Credential().check) == (
+        "joining needs a credential: the space's join key (--join-key or BROKER_JOIN_KEY), "
+        "the operator key, or a parent's token (--parent-token)",
+        {},
+    )
+    assert refusal(errors.InvalidInput, Credential(key, "op").check) == (
+        "give one credential to join, not join_key and operator_key",
+        {"field": "operator_key"},
+    )
+    assert refusal(errors.InvalidInput, Credential(key, "op", "parent").check) == (
+        "give one credential to join, not join_key and operator_key and parent_token",
+        {"field": "operator_key"},
+    )
+    # Each one alone is enough: the fields left out default to "not given".
+    lynx = join_with(store, space, "flow/lynx", Credential(join_key=key))
+    join_with(store, space, "flow/otter", trusted.credential(store))
+    join_with(store, space, "flow/kid", Credential(parent_token=lynx.token))
+    assert [p.address for p in participants.list_participants(store, space)] == [
+        "lynx",
+        "otter",
+        "kid",
+    ]
+
+
+def test_S28_a_child_joins_with_its_parents_token_bounded_by_its_grant(
+    store: Store, operator: Operator, keyed: tuple[str, str]
+) -> None:
+    space, key = keyed
+    Credential = participants.Credential
+    lynx = join_with(
+        store, space, "flow/lynx", Credential(join_key=key), tools=["msg.send", "board.post"]
+    )
+    by_lynx = Credential(parent_token=lynx.token)
+    other = operator.create_space("workflow").id
+    stranger = trusted.join(store, other, "flow/stranger")[1]  # a token of another space
+    before = all_rows(store)
+    assert refusal(
+        errors.InvalidInput, lambda: join_with(store, space, "flow/kid", by_lynx, parent="otter")
+    ) == (
+        "parent 'otter' is not the holder of the parent token ('lynx'): "
+        "leave --parent out or name that one",
+        {"field": "parent"},
+    )
+    assert refusal(
+        errors.Forbidden,
+        lambda: join_with(store, space, "flow/kid", by_lynx, tools=["board.directive"]),
+    ) == (
+        "cannot grant board.directive: more than its parent lynx has (board.post, msg.send)",
+        {},
+    )
+    for token in ("forged", stranger.token):
+        assert refusal(
+            errors.AuthError,
+            lambda t=token: join_with(store, space, "flow/kid", Credential(parent_token=t)),
+        ) == (f"the parent token does not belong to a participant present in space {space}", {})
+    assert all_rows(store) == before
+    kid = join_with(store, space, "flow/kid", by_lynx, tools=["msg.send"])
+    named = join_with(store, space, "flow/pup", by_lynx, parent="lynx", tools=["msg.send"])
+    assert [participants.get(store, space, j.address).parent for j in (kid, named)] == [
+        "lynx",
+        "lynx",
+    ]
+    participants.leave(store, participants.authenticate(store, space, "lynx", lynx.token))
+    assert refusal(errors.AuthError, lambda: join_with(store, space, "flow/late", by_lynx)) == (
+        f"the parent token does not belong to a participant present in space {space}",
+        {},
+    )
+
+
+def test_S28_a_rejoin_with_the_join_key_never_widens_what_the_address_held(
+    store: Store, keyed: tuple[str, str]
+) -> None:
+    space, key = keyed
+    lynx = join_with(
+        store, space, "flow/lynx", participants.Credential(join_key=key), tools=["msg.send"]
+    )
+    again = participants.Credential(join_key=key, token=lynx.token)
+    assert refusal(
+        errors.Forbidden,
+        lambda: join_with(store, space, "flow/lynx@2", again, tools=["msg.send", "board.post"]),
+    ) == (
+        "cannot grant board.post: more than what lynx held before (a re-join never widens) "
+        "has (msg.send)",
+        {},
+    )
+    assert join_with(store, space, "flow/lynx@2", again, tools=["msg.send"]).address == "lynx"
+    quiet = join_with(
+        store, space, "flow/quiet", participants.Credential(join_key=key), messaging=False
+    )
+    on_again = participants.Credential(join_key=key, token=quiet.token)
+    assert refusal(errors.Forbidden, lambda: join_with(store, space, "flow/quiet@2", on_again)) == (
+        "cannot grant board.claim, board.post, board.read, board.release, msg.send: more than "
+        "what quiet held before (a re-join never widens) has (none: messaging off)",
+        {},
+    )
+
+
+def test_S24_S28_a_child_of_a_receive_only_parent_is_told_its_tools_are_off(
+    store: Store, keyed: tuple[str, str]
+) -> None:
+    space, key = keyed
+    Credential = participants.Credential
+    assert refusal(
+        errors.InvalidInput,
+        lambda: join_with(
+            store, space, "flow/x", Credential(join_key=key), messaging=False, tools=["msg.send"]
+        ),
+    ) == ("messaging is off but messaging tools are named: the two contradict, pick one", {})
+    quiet = join_with(store, space, "flow/quiet", Credential(join_key=key), messaging=False)
+    join_with(
+        store,
+        space,
+        "flow/kid",
+        Credential(parent_token=quiet.token),
+        tools=["msg.send", "board.post"],
+    )
+    (notice,) = transcript.rebuild(store, space, "kid")[0].notices
+    assert (notice.kind, notice.content) == (
+        "tool_unavailable",
+        "kid cannot use msg.send, board.post: messaging is off, inherited from its parent "
+        "quiet (receive-only)",
+    )
+
+
+def test_S27_an_idle_holder_is_live_and_a_stopped_space_takes_no_join(
+    store: Store, operator: Operator, keyed: tuple[str, str]
+) -> None:
+    space, key = keyed
+    Credential = participants.Credential
+    lynx = join_with(store, space, "flow/lynx", Credential(join_key=key))
+    participants.set_status(store, lynx.participant_id, "idle")  # between turns: still live
+    assert refusal(
+        errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", Credential(join_key=key))
+    ) == (
+        "lynx is held by 'flow/lynx' (its heartbeat is fresh): a re-join presents its token "
+        "(--token), or waits until it has left or its heartbeat is older than 30 s",
+        {},
+    )
+    otter = join_with(store, space, "flow/otter", Credential(join_key=key), pid=os.getpid())
+    not_its = Credential(join_key=key, token=otter.token)
+    assert refusal(errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", not_its)) == (
+        "lynx is held by 'flow/lynx' (its heartbeat is fresh) and the token given is not its "
+        "token: nothing was changed",
+        {},
+    )
+    assert refusal(
+        errors.Conflict, lambda: join_with(store, space, "flow/otter@2", Credential(join_key=key))
+    ) == (
+        f"otter is held by 'flow/otter' (its process {os.getpid()} is alive): a re-join presents "
+        "its token (--token), or waits until it has left or its heartbeat is older than 30 s",
+        {},
+    )
+    operator.stop_space(space)
+    assert refusal(
+        errors.SpaceNotRunning,
+        lambda: join_with(store, space, "flow/otter", participants.Credential(join_key=key)),
+    ) == (f"space {space} is stopped: nobody can join it", {"space_id": space})
+
+
+def test_S10_a_token_alone_names_its_holder(store: Store, space: str) -> None:
+    """Served mode's Bearer token: ``authenticate_token`` finds the holder in any space."""
+    agent, joined = trusted.join(store, space, "flow/lynx")
+    assert participants.authenticate_token(store, joined.token) == agent.identity
+    for token, why in [
+        ("not-a-token", "token does not match any participant"),
+        ("", "no token: pass --token or set BROKER_TOKEN (join prints it once)"),
+    ]:
+        assert refusal(
+            errors.AuthError, lambda t=token: participants.authenticate_token(store, t)
+        ) == (
+            why,
+            {},
+        )
+
+
+def test_S27_a_holder_whose_heartbeat_is_a_lease_old_may_be_replaced(
+    clocked_url: str, clock: Clock
+) -> None:
+    store = open_store(clocked_url, clock=clock)
+    try:
+        created = Operator(store).create_space("workflow")  # lease_seconds 30
+        key = participants.Credential(join_key=created.join_key)
+        first = join_with(store, created.id, "flow/lynx", key)
+        clock.advance(29)
+        with pytest.raises(errors.Conflict):
+            join_with(store, created.id, "flow/lynx@2", key)
+        clock.advance(1)  # its heartbeat is exactly one lease old: gone
+        second = join_with(store, created.id, "flow/lynx@2", key)
+        assert (second.address, second.participant_id) == ("lynx", first.participant_id)
+    finally:
+        store.close()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, directory, errors
+from broker import Agent, Operator, Store, directory, errors, inbox, turns
 
 BAD_SECONDS: list[Any] = [math.nan, math.inf, -math.inf, -1, 1e300, 2**70, "30", True, None]
 BAD_COUNTS: list[Any] = [0, -1, 2**70, 2.5, "3", True, math.nan, None]
@@ -66,6 +66,17 @@ def test_S33_claim_refuses_a_bad_wait_or_lease(
         refused(store, lambda: b.claim(lease=value), "lease")
         refused(store, lambda: b.next_turn(wait=value), "wait")
         refused(store, lambda: b.next_turn(lease=value), "lease")
+
+
+def test_S33_the_modules_refuse_a_bool_wait_without_the_handles_check(
+    store: Store, crew: tuple[str, Agent, Agent]
+) -> None:
+    """``turns.next_turn`` and ``inbox.claim`` check a wait themselves (callers
+    inside the broker have no handle's type check in front): False equals 0 but
+    is not a number of seconds."""
+    _, _, b = crew
+    refused(store, lambda: turns.next_turn(store, b.identity, wait=False), "wait")
+    refused(store, lambda: inbox.claim(store, b.identity, wait=False), "wait")
 
 
 @pytest.mark.parametrize("value", BAD_COUNTS)

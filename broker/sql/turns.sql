@@ -26,8 +26,9 @@ FROM participants p JOIN spaces s ON s.id = p.space_id
 WHERE p.id = :participant_id
 
 -- name: broadcasts
--- The broadcasts after the cursor, in log order, at most :n.
-SELECT id, sender, body, created_at_utc, bcast_no, thread FROM messages
+-- The broadcasts after the cursor, in log order, at most :n, with what their
+-- framing shows (thread and importance, S35).
+SELECT id, sender, body, created_at_utc, bcast_no, thread, importance FROM messages
 WHERE space_id = :space_id AND bcast_no > :after AND bcast_no <= :last
 ORDER BY bcast_no LIMIT :n
 
