@@ -76,6 +76,13 @@ def fence(body: str) -> str:
     return _FENCE.sub("<\\\\", body)
 
 
+def _name(value: str) -> str:
+    """A sender's name on a line of its own (the note, the directive's title):
+    on one line, and unable to open a frame. Names the broker makes never need
+    it; an imported log's sender is any string (S17 holds for it too)."""
+    return fence(" ".join(value.splitlines()))
+
+
 def _attr(value: str) -> str:
     clean = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
     return '"' + fence(clean).replace(">", "\\>") + '"'
@@ -95,7 +102,7 @@ def render_agent(
     extra = f" thread={_attr(thread)}" if thread else ""
     extra += f" importance={_attr(importance)}" if importance != "normal" else ""
     head = f"<<<message from={_attr(sender)} kind={_attr(kind)} id={_attr(message_id)} at={_attr(at)}{extra}>>>"
-    note = _AGENT_NOTE.get(kind, _DEFAULT_NOTE).format(sender=sender)
+    note = _AGENT_NOTE.get(kind, _DEFAULT_NOTE).format(sender=_name(sender))
     return f"{head}\n{fence(body)}\n<<<end message>>>\n{note}"
 
 
@@ -107,7 +114,7 @@ def render_operator(body: str, urgent: bool) -> str:
 def render_directive(sender: str, message_id: str, at: str, body: str) -> str:
     """A standing directive, re-shown every turn until its author lifts it."""
     return (
-        f"Standing directive from {sender} (until lifted)\n"
+        f"Standing directive from {_name(sender)} (until lifted)\n"
         f"<<<directive from={_attr(sender)} id={_attr(message_id)} at={_attr(at)}>>>\n"
         f"{fence(body)}\n<<<end directive>>>"
     )
