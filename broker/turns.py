@@ -431,6 +431,10 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         raise errors.InvalidInput(f"bad turn id {turn_id!r}", field="turn_id")
     pid = ident.participant_id
     with store.write(tx) as t:
+        # First, as every write of a space: on PostgreSQL two confirmations of
+        # one turn then queue here, and the second reads the turn as seen and
+        # returns the first receipt instead of logging another (S18).
+        store.lock_space(t, ident.space_id)
         now = store.now_ts()
         auth.caller(t, ident, now)
         rows = t.all(_FOR_SEEN, {"turn_id": turn_id, "participant_id": pid, "now": now})

@@ -243,6 +243,30 @@ def test_S17_a_senders_name_on_its_own_line_cannot_open_a_frame_or_break_the_lin
 
 
 # --- S18: confirming, redelivery ----------------------------------------------------------------
+def test_S18_two_confirmations_of_one_turn_at_once_log_one_receipt(crew: Crew) -> None:
+    """Two threads confirm the same turn at the same moment, ten times: both
+    get the one receipt, and the log holds one receipt per turn."""
+    a, b = crew.a, crew.b
+    for i in range(10):
+        a.send("b", f"m{i}")
+        turn = b.next_turn()
+        assert turn.id is not None
+        start = threading.Barrier(2)
+        got: list[str] = []
+
+        def confirm(turn_id: str = turn.id) -> None:
+            start.wait()
+            got.append(b.seen(turn_id).receipt_id)
+
+        threads = [threading.Thread(target=confirm) for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len(got) == 2 and got[0] == got[1] and got[0]
+    assert len(crew.op.log(crew.sid, kinds=["seen"])) == 10
+
+
 def test_S18_seen_acks_the_deliveries_advances_the_cursor_and_logs_one_receipt(crew: Crew) -> None:
     a, b, store, sid = crew.a, crew.b, crew.store, crew.sid
     d = a.send("b", "hello").id
