@@ -254,11 +254,13 @@ def test_S18_two_confirmations_of_one_turn_at_once_log_one_receipt(crew: Crew) -
         start = threading.Barrier(2)
         got: list[str] = []
 
-        def confirm(turn_id: str = turn.id) -> None:
+        def confirm(turn_id: str, start: threading.Barrier, got: list[str]) -> None:
             start.wait()
             got.append(b.seen(turn_id).receipt_id)
 
-        threads = [threading.Thread(target=confirm) for _ in range(2)]
+        threads = [
+            threading.Thread(target=confirm, args=(turn.id, start, got)) for _ in range(2)
+        ]
         for th in threads:
             th.start()
         for th in threads:
