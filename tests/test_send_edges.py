@@ -1,0 +1,191 @@
+"""Edges of sending (S6, S8, S9, S33) that mutation testing found unpinned:
+the exact one-line refusal each bad send gets and that it wrote nothing, the
+kinds a batch logs, the defaults of ``messages.send``, and the operator's send
+to participants that all left (S8's one exception). test_send.py holds the
+rules themselves; this module holds their exact edges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from broker import Agent, Operator, Store, errors, messages
+
+
+def all_rows(store: Store) -> tuple[Any, ...]:
+    """Every row a send could write, and the space counters it could move."""
+    with store.read() as t:
+        counts = tuple(
+            t.one(f"SELECT count(*) FROM {table}")[0]
+            for table in ("messages", "deliveries", "transcript", "participant_events")
+        )
+        counters = t.one("SELECT sum(last_seq), sum(last_bcast), sum(log_bytes) FROM spaces")
+    return counts + tuple(counters)
+
+
+def refused(store: Store, call: Callable[[], object], message: str) -> None:
+    """S33: ``call`` is invalid input with exactly ``message``, and wrote nothing."""
+    before = all_rows(store)
+    with pytest.raises(errors.InvalidInput) as info:
+        call()
+    assert str(info.value) == message
+    assert info.value.to_dict()["error"] == "invalid_input"
+    assert all_rows(store) == before
+
+
+@pytest.fixture
+def pair(join: Callable[..., Agent]) -> tuple[Agent, Agent]:
+    return join("flow/lynx", agent="scanner"), join("flow/otter", agent="scanner")
+
+
+# --- S6: broadcast is an address of its own ---------------------------------------------------
+def test_S6_broadcast_with_other_addresses_is_refused_in_one_exact_line(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    for to in (["broadcast", "otter"], ["otter", "broadcast"]):
+        refused(
+            store,
+            lambda to=to: lynx.send(to, "x"),
+            "'broadcast' cannot be combined with other addresses",
+        )
+
+
+def test_S6_a_batch_item_with_broadcast_and_another_address_is_refused_naming_the_item(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    # Two addresses are enough: the rule is "broadcast and anything else".
+    refused(
+        store,
+        lambda: lynx.send_many(
+            [{"to": "otter", "text": "fine"}, {"to": ["otter", "broadcast"], "text": "x"}]
+        ),
+        "item 1: 'broadcast' cannot be combined with other addresses",
+    )
+
+
+def test_S9_a_batch_logs_each_item_with_its_own_kind(
+    store: Store, space: str, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    results = lynx.send_many(
+        [
+            {"to": "otter", "text": "direct"},
+            {"to": "broadcast", "text": "to all"},
+            {"to": ["role:scanner"], "text": "by role"},
+        ]
+    )
+    assert [r.kind for r in results] == ["direct", "broadcast", "direct"]
+    assert [r.reached for r in results] == [["otter"]] * 3
+    log = Operator(store).log(space)
+    assert [(e.kind, e.body) for e in log] == [
+        ("direct", "direct"),
+        ("broadcast", "to all"),
+        ("direct", "by role"),
+    ]
+
+
+def test_S9_a_post_addressed_to_broadcast_is_refused_in_one_exact_line(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    for to in (["broadcast"], ["otter", "broadcast"]):
+        refused(
+            store,
+            lambda to=to: lynx.post("everyone", addressed_to=to),
+            "a post cannot be addressed to 'broadcast': an unaddressed post is the channel",
+        )
+
+
+# --- S33: a bad batch item is named by its position ------------------------------------------
+def test_S33_a_bad_batch_item_is_refused_in_one_line_naming_its_position(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    ok = {"to": "otter", "text": "fine"}
+    refused(
+        store,
+        lambda: lynx.send_many([ok, {"to": "otter", "text": "x", "from": "lead"}]),
+        "item 1: unknown field 'from': this tool does not take it",
+    )
+    refused(
+        store,
+        lambda: lynx.send_many([{"to": "otter", "text": "  "}, ok]),
+        "item 0: bad text: Value error, message text is empty",
+    )
+
+
+# --- S9: the operator's refusals ---------------------------------------------------------------
+def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_line(
+    store: Store, space: str, pair: tuple[Agent, Agent]
+) -> None:
+    # A handle made with a bad via is refused at its first send.
+    refused(
+        store,
+        lambda: Operator(store, via="sms").send(space, "x", to=["lynx"]),  # type: ignore[arg-type]
+        "bad via 'sms': cli, cp or mcp",
+    )
+    # The handle checks urgent's type at the API's edge (broker.apicheck) ...
+    refused(
+        store,
+        lambda: Operator(store).send(space, "x", to=["lynx"], urgent="yes"),  # type: ignore[arg-type]
+        "bad urgent 'yes': true or false, not str",
+    )
+    # ... and the library call under it checks it again, for any other caller.
+    refused(
+        store,
+        lambda: messages.operator_send(store, space, "x", urgent="yes", via="cli"),  # type: ignore[arg-type]
+        "bad urgent 'yes': true or false",
+    )
+    for to in ("parent", "operator"):
+        refused(
+            store,
+            lambda to=to: Operator(store).send(space, "x", to=["lynx", to]),
+            f"the operator cannot send to {to!r}",
+        )
+
+
+# --- S8: the operator's one exception ----------------------------------------------------------
+def test_S8_an_operator_send_whose_only_misses_left_succeeds_and_is_logged(
+    store: Store, space: str, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, otter = pair
+    lynx.leave()
+    otter.leave()
+    op = Operator(store)
+    r = op.send(space, "are you there?", to=["lynx", "otter"])
+    assert r.reached == []
+    assert [(n.address, n.reason) for n in r.not_reached] == [
+        ("lynx", "participant_left"),
+        ("otter", "participant_left"),
+    ]
+    entry = op.log(space)[-1]
+    assert (entry.id, entry.sender, entry.not_reached) == (r.id, "operator", r.not_reached)
+    # A miss of another kind beside them is an error, as for any sender.
+    before = all_rows(store)
+    with pytest.raises(errors.NotDelivered) as info:
+        op.send(space, "anyone?", to=["lynx", "nobody#9"])
+    assert str(info.value) == (
+        "not delivered to lynx: participant_left, nobody#9: unknown_participant"
+    )
+    assert all_rows(store)[0] == before[0] + 1  # logged all the same
+
+
+# --- the library call's defaults ------------------------------------------------------------------
+def test_S9_messages_send_defaults_to_a_plain_message_that_asks_for_no_ack(
+    store: Store, space: str, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    r = messages.send(store, lynx.identity, "otter", "plain")
+    entry = Operator(store).log(space)[-1]
+    assert entry.id == r.id and r.kind == "direct"
+    assert (entry.thread, entry.reply_to, entry.importance, entry.ack_required) == (
+        None,
+        None,
+        "normal",
+        False,
+    )
+    assert (entry.urgent, entry.via) == (False, None)
