@@ -184,6 +184,32 @@ def test_S11_messaging_full_is_per_space(store: Store, operator: Operator) -> No
     assert b.send("operator", "x").reached == ["operator"]
 
 
+def test_S11_log_max_mb_is_counted_in_mebibytes_to_the_byte(
+    store: Store, operator: Operator
+) -> None:
+    # 2**-9 MB is 2048 bytes exactly: a log of 2047 bytes takes one more send, 2048 none.
+    def log_bytes(sid: str) -> int:
+        with store.read() as t:
+            return int(t.one("SELECT log_bytes FROM spaces WHERE id = ?", (sid,))[0])
+
+    for size, full in ((2047, False), (2048, True)):
+        sid = operator.create_space("workflow", log_max_mb=2**-9, sender_share=1).id
+        a, _ = trusted.join(store, sid, "flow/a")
+        trusted.join(store, sid, "flow/b")
+        row = len('["b"]') * 2 + len("[]")  # recipients, reached, not_reached
+        a.send("b", "x" * (size - log_bytes(sid) - row))
+        assert log_bytes(sid) == size
+        if not full:
+            assert a.send("b", "x").reached == ["b"]
+            continue
+        with pytest.raises(errors.MessagingFull) as info:
+            a.send("b", "x")
+        assert str(info.value) == (
+            f"the log of space {sid} passed log_max_mb (0.00195312 MB): sends are refused"
+        )
+        assert log_bytes(sid) == size
+
+
 # --- reading the log ----------------------------------------------------------------------------
 def test_S7_log_entries_carry_the_whole_row(
     store: Store, space: str, join: Callable[..., Agent]
@@ -251,3 +277,27 @@ def test_S7_message_ids_are_time_ordered_like_seq(
     log = Operator(store).log(space)
     assert [e.id for e in log] == sorted(e.id for e in log)
     assert [e.created_at_utc for e in log] == sorted(e.created_at_utc for e in log)
+
+
+def test_S7_a_log_cursor_from_another_space_is_message_not_found_in_one_exact_line(
+    store: Store, operator: Operator, space: str, join: Callable[..., Agent]
+) -> None:
+    join("flow/lynx").send("operator", "here")
+    other = operator.create_space("workflow").id
+    elsewhere = trusted.join(store, other, "flow/otter")[0].send("operator", "there").id
+    with pytest.raises(errors.MessageNotFound) as info:
+        operator.log(space, after=elsewhere)
+    assert str(info.value) == f"no message {elsewhere!r} in space {space}"
+    assert (info.value.code, info.value.exit_code) == ("message_not_found", 3)
+
+
+def test_S7_messages_log_reads_at_most_limit_rows_after_the_cursor(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    # The batched readers (follow, the thread cursor) page the log with ``limit``.
+    lynx = join("flow/lynx")
+    for i in range(5):
+        lynx.send("operator", f"m{i}")
+    assert [e.seq for e in messages.log(store, space, after_seq=1, limit=2)] == [2, 3]
+    assert [e.seq for e in messages.log(store, space, after_seq=3, limit=9)] == [4, 5]
+    assert [e.seq for e in messages.log(store, space, after_seq=1)] == [2, 3, 4, 5]
