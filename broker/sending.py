@@ -285,7 +285,9 @@ class Batch:
             row = self.t.one(
                 _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
             )
-            self.sender_bytes = int(row[0]) if row else 0
+            # This batch's rows (all this sender's) are not in the table yet.
+            pending = sum(m["size_bytes"] for m in self.messages)
+            self.sender_bytes = (int(row[0]) if row else 0) + pending
         if self.sender_bytes >= share:
             raise errors.MessagingFull(
                 f"{self.sender.address} holds {self.sender_bytes / MB:.1f} MB of the log of space "
