@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trusted
 
 from broker import Agent, Operator, Store, errors, messages
 
@@ -189,3 +190,70 @@ def test_S9_messages_send_defaults_to_a_plain_message_that_asks_for_no_ack(
         False,
     )
     assert (entry.urgent, entry.via) == (False, None)
+
+
+# --- S30: a sender's share of the log, to the byte ---------------------------------------------
+# 2**-9 MB is 2048 bytes exactly, so a sender_share of 0.5 is 1024 of them.
+TINY_LOG = {"log_max_mb": 2**-9, "sender_share": 0.5}
+ROW = len('["c"]') * 2 + len("[]")  # a row to c, beside its body: recipients, reached, not_reached
+
+
+def held(store: Store, sid: str, sender: str) -> int:
+    with store.read() as t:
+        return int(
+            t.one(
+                "SELECT coalesce(sum(size_bytes), 0) FROM messages WHERE space_id = ? AND sender = ?",
+                (sid, sender),
+            )[0]
+        )
+
+
+def share_refusal(sid: str) -> str:
+    return (
+        f"a holds 0.0 MB of the log of space {sid}: its sender_share (0.5 of log_max_mb "
+        "0.00195312 MB) is used up; sends from it are refused"
+    )
+
+
+def test_S30_a_sender_holding_exactly_its_share_of_the_log_is_refused_in_one_exact_line(
+    store: Store, operator: Operator
+) -> None:
+    for mine, refused_now in ((1023, False), (1024, True)):
+        sid = operator.create_space("workflow", **TINY_LOG).id
+        a, _ = trusted.join(store, sid, "flow/a")
+        c, _ = trusted.join(store, sid, "flow/c")
+        c.send("a", "the log passes the share only with a's bytes")
+        a.send("c", "x" * (mine - ROW))
+        assert held(store, sid, "a") == mine
+        if not refused_now:
+            assert a.send("c", "x").reached == ["c"]
+            continue
+        before = all_rows(store)
+        with pytest.raises(errors.MessagingFull) as info:
+            a.send("c", "x")
+        assert str(info.value) == share_refusal(sid)
+        assert info.value.fields == {"space_id": sid, "sender": "a", "reason": "sender_share"}
+        assert all_rows(store)[:2] == before[:2]  # no message, no delivery (a notice is kept)
+        assert c.send("a", "another sender is still heard").reached == ["a"]
+
+
+def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", **TINY_LOG).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    c, _ = trusted.join(store, sid, "flow/c")
+    item = {"to": "c", "text": "x" * (200 - ROW)}  # 200 bytes a row
+    # Ten rows would be 2000 bytes of a 2048-byte log: past a's share at the sixth.
+    with pytest.raises(errors.MessagingFull) as info:
+        a.send_many([item] * 10)
+    assert str(info.value) == share_refusal(sid)
+    assert held(store, sid, "a") == 0  # the whole batch is refused
+    # With another sender's 300 bytes in, the log passes the share at a's fifth
+    # row: a's bytes are read then (800, this batch's) and kept up to date row by row.
+    c.send("a", "y" * (300 - ROW))
+    with pytest.raises(errors.MessagingFull) as info:
+        a.send_many([item] * 7)  # the seventh finds a at 1200 bytes, the log at 1500
+    assert info.value.fields["reason"] == "sender_share"
+    assert a.send_many([item] * 6)[-1].reached == ["c"]  # the sixth finds a at 1000
+    assert held(store, sid, "a") == 1200
