@@ -82,10 +82,10 @@ def test_S9_a_batch_logs_each_item_with_its_own_kind(
     assert [r.kind for r in results] == ["direct", "broadcast", "direct"]
     assert [r.reached for r in results] == [["otter"]] * 3
     log = Operator(store).log(space)
-    assert [(e.kind, e.body) for e in log] == [
-        ("direct", "direct"),
-        ("broadcast", "to all"),
-        ("direct", "by role"),
+    assert [(e.kind, e.body, e.urgent) for e in log] == [
+        ("direct", "direct", False),  # urgent is the operator's (S17), never an agent's
+        ("broadcast", "to all", False),
+        ("direct", "by role", False),
     ]
 
 
