@@ -257,3 +257,20 @@ def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     assert info.value.fields["reason"] == "sender_share"
     assert a.send_many([item] * 6)[-1].reached == ["c"]  # the sixth finds a at 1000
     assert held(store, sid, "a") == 1200
+
+
+def test_S30_a_batch_keeps_counting_its_deliveries_toward_the_share_of_an_inbox(
+    store: Store, operator: Operator
+) -> None:
+    # inbox_cap 8 at 0.25: one sender holds at most 2 of b's waiting deliveries.
+    sid = operator.create_space("workflow", inbox_cap=8, sender_share=0.25).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    b, _ = trusted.join(store, sid, "flow/b")
+    c, _ = trusted.join(store, sid, "flow/c")
+    c.send_many([{"to": "b", "text": "c"}] * 2)  # b's inbox now holds a share: a's is read
+    results = a.send_many([{"to": "b", "text": str(i)} for i in range(4)])
+    assert [r.reached for r in results] == [["b"], ["b"], [], []]
+    assert [[(n.address, n.reason) for n in r.not_reached] for r in results[2:]] == [
+        [("b", "sender_share")]
+    ] * 2
+    assert [d.body for d in b.claim(limit=8).deliveries] == ["c", "c", "0", "1"]
