@@ -274,3 +274,19 @@ def test_S30_a_batch_keeps_counting_its_deliveries_toward_the_share_of_an_inbox(
         [("b", "sender_share")]
     ] * 2
     assert [d.body for d in b.claim(limit=8).deliveries] == ["c", "c", "0", "1"]
+
+
+def test_S30_a_batch_reading_the_share_of_an_inbox_counts_its_own_deliveries_there_only(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", inbox_cap=8, sender_share=0.25).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    for name in ("b", "d"):
+        trusted.join(store, sid, f"flow/{name}")
+    trusted.join(store, sid, "flow/e")[0].send("b", "from e")
+    # b holds 2 (a share) at a's fourth item: a's one delivery to b in this batch
+    # counts, its two to d do not.
+    items = [{"to": to, "text": to} for to in ("b", "d", "d", "b", "b")]
+    results = a.send_many(items)
+    assert [r.reached for r in results] == [["b"], ["d"], ["d"], ["b"], []]
+    assert [(n.address, n.reason) for n in results[4].not_reached] == [("b", "sender_share")]
