@@ -290,3 +290,46 @@ def test_S30_a_batch_reading_the_share_of_an_inbox_counts_its_own_deliveries_the
     results = a.send_many(items)
     assert [r.reached for r in results] == [["b"], ["d"], ["d"], ["b"], []]
     assert [(n.address, n.reason) for n in results[4].not_reached] == [("b", "sender_share")]
+
+
+# --- S10, S7: refusals inside the send transaction ------------------------------------------------
+def test_S10_a_body_over_the_cap_is_refused_in_one_exact_line_on_every_path(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", body_max_bytes=10).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    trusted.join(store, sid, "flow/b")
+    big = "0123456789é"  # 12 bytes: the cap counts UTF-8 bytes, not characters
+    for call in (
+        lambda: a.send("b", big),
+        lambda: a.post(big),
+        lambda: a.send_many([{"to": "b", "text": "fits"}, {"to": "b", "text": big}]),
+        lambda: operator.send(sid, big, to=["b"]),
+    ):
+        before = all_rows(store)
+        with pytest.raises(errors.BodyTooLarge) as info:
+            call()
+        assert str(info.value) == "message body is 12 bytes; the cap is 10"
+        assert info.value.fields == {"size": 12, "cap": 10}
+        assert all_rows(store) == before
+
+
+def test_S7_a_send_into_a_stopped_space_is_refused_in_one_exact_line_on_every_path(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow").id
+    a, _ = trusted.join(store, sid, "flow/a")
+    trusted.join(store, sid, "flow/b")
+    operator.stop_space(sid)
+    for call in (
+        lambda: a.send("b", "x"),
+        lambda: a.post("x"),
+        lambda: a.send_many([{"to": "b", "text": "x"}]),
+        lambda: operator.send(sid, "x", to=["b"]),
+    ):
+        before = all_rows(store)
+        with pytest.raises(errors.SpaceNotRunning) as info:
+            call()
+        assert str(info.value) == f"space {sid} is stopped: it takes no message"
+        assert info.value.fields == {"space_id": sid}
+        assert all_rows(store)[:2] == before[:2]  # no message, no delivery
