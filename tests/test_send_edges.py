@@ -218,13 +218,16 @@ def share_refusal(sid: str) -> str:
 def test_S30_a_sender_holding_exactly_its_share_of_the_log_is_refused_in_one_exact_line(
     store: Store, operator: Operator
 ) -> None:
-    for mine, refused_now in ((1023, False), (1024, True)):
+    # (a's bytes, c's bytes): a at 1023 passes; a at 1024 is refused, whether the
+    # log holds more than the share or exactly it.
+    for mine, other, refused_now in ((1023, 200, False), (1024, 200, True), (1024, 0, True)):
         sid = operator.create_space("workflow", **TINY_LOG).id
         a, _ = trusted.join(store, sid, "flow/a")
         c, _ = trusted.join(store, sid, "flow/c")
-        c.send("a", "the log passes the share only with a's bytes")
+        if other:
+            c.send("a", "y" * (other - ROW))
         a.send("c", "x" * (mine - ROW))
-        assert held(store, sid, "a") == mine
+        assert (held(store, sid, "a"), held(store, sid, "c")) == (mine, other)
         if not refused_now:
             assert a.send("c", "x").reached == ["c"]
             continue
