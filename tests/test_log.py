@@ -301,3 +301,33 @@ def test_S7_messages_log_reads_at_most_limit_rows_after_the_cursor(
     assert [e.seq for e in messages.log(store, space, after_seq=1, limit=2)] == [2, 3]
     assert [e.seq for e in messages.log(store, space, after_seq=3, limit=9)] == [4, 5]
     assert [e.seq for e in messages.log(store, space, after_seq=1)] == [2, 3, 4, 5]
+
+
+def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx, otter = join("flow/lynx"), join("flow/otter")
+    sent = lynx.send("otter", "hello").id
+    turn = otter.next_turn()
+    assert turn.id is not None
+    seen = otter.seen(turn.id)
+    receipt = to_dict(Operator(store).log(space)[-1])
+    assert receipt.pop("created_at_utc") and receipt.pop("space_id") == space
+    assert receipt == {
+        "id": seen.receipt_id,
+        "seq": 2,
+        "kind": "seen",
+        "sender": "otter",
+        "to": [],
+        "body": json.dumps([sent]),
+        "urgent": False,
+        "via": None,
+        "ref": turn.id,
+        "reached": [],
+        "not_reached": [],
+        "idempotency_key": None,
+        "thread": None,
+        "reply_to": None,
+        "importance": "normal",
+        "ack_required": False,
+    }
