@@ -310,7 +310,17 @@ def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
     sent = lynx.send("otter", "hello").id
     turn = otter.next_turn()
     assert turn.id is not None
+    counters = "SELECT last_seq, last_bcast, log_bytes FROM spaces WHERE id = ?"
+    with store.read() as t:
+        before = tuple(t.one(counters, (space,)))
     seen = otter.seen(turn.id)
+    with store.read() as t:
+        after = tuple(t.one(counters, (space,)))
+        size = t.one("SELECT size_bytes FROM messages WHERE id = ?", (seen.receipt_id,))[0]
+    body = json.dumps([sent])
+    assert size == len(body) + len("[]") * 3  # the body, no to, reached or not_reached
+    # One more row and its bytes; no broadcast number (a receipt is no broadcast).
+    assert after == (before[0] + 1, before[1], before[2] + size)
     receipt = to_dict(Operator(store).log(space)[-1])
     assert receipt.pop("created_at_utc") and receipt.pop("space_id") == space
     assert receipt == {
@@ -319,7 +329,7 @@ def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
         "kind": "seen",
         "sender": "otter",
         "to": [],
-        "body": json.dumps([sent]),
+        "body": body,
         "urgent": False,
         "via": None,
         "ref": turn.id,
