@@ -336,3 +336,20 @@ def test_S7_a_send_into_a_stopped_space_is_refused_in_one_exact_line_on_every_pa
         assert str(info.value) == f"space {sid} is stopped: it takes no message"
         assert info.value.fields == {"space_id": sid}
         assert all_rows(store)[:2] == before[:2]  # no message, no delivery
+
+
+# --- S9: a directive to broadcast is no broadcast ----------------------------------------------
+def test_S9_a_directive_to_broadcast_reaches_everyone_without_the_broadcast_log(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", broadcast_cap=1).id
+    a, _ = trusted.join(store, sid, "flow/a", tools=["msg.send", "board.directive"])
+    trusted.join(store, sid, "flow/b")
+    trusted.join(store, sid, "flow/c")
+    a.send("broadcast", "fills the broadcast log's cap of 1 for b and c")
+    r = a.directive("broadcast", "everyone: tests first")
+    assert sorted(r.reached) == ["b", "c"]  # past the broadcast cap: it is no broadcast
+    with store.read() as t:
+        assert t.one("SELECT bcast_no FROM messages WHERE id = ?", (r.id,))[0] is None
+        assert t.one("SELECT last_bcast FROM spaces WHERE id = ?", (sid,))[0] == 1
+        assert t.one("SELECT count(*) FROM deliveries WHERE message_id = ?", (r.id,))[0] == 0
