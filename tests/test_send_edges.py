@@ -353,3 +353,15 @@ def test_S9_a_directive_to_broadcast_reaches_everyone_without_the_broadcast_log(
         assert t.one("SELECT bcast_no FROM messages WHERE id = ?", (r.id,))[0] is None
         assert t.one("SELECT last_bcast FROM spaces WHERE id = ?", (sid,))[0] == 1
         assert t.one("SELECT count(*) FROM deliveries WHERE message_id = ?", (r.id,))[0] == 0
+
+
+def test_S12_a_key_another_sender_used_is_refused_in_one_exact_line(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, otter = pair
+    lynx.send("otter", "first", idempotency_key="k1")
+    before = all_rows(store)
+    with pytest.raises(errors.Conflict) as info:
+        otter.send("lynx", "mine?", idempotency_key="k1")
+    assert str(info.value) == "idempotency key 'k1' was already used by lynx in this space"
+    assert all_rows(store)[:2] == before[:2]
