@@ -167,12 +167,14 @@ def operator_send(
     text: str,
     *,
     to: Iterable[str] | None = None,
-    urgent: bool = False,
-    via: Via = "cli",
+    urgent: bool,
+    via: Via,
     idempotency_key: str | None = None,
     tx: Tx | None = None,
 ) -> SendResult:
-    """A message from the operator (S9). Only operator surfaces call this.
+    """A message from the operator (S9). Only operator surfaces call this, and
+    each says which it is (``via``) and whether the message is urgent: neither
+    has a default, so no surface can log the wrong one by leaving it out.
 
     Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere.
     The text is checked like an agent's (never empty, S33) before anything is

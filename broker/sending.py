@@ -19,7 +19,7 @@ from broker import errors, inbox, wake
 from broker.addressing import Target
 from broker.db import Store, Tx
 from broker.ids import new_id
-from broker.recipients import OPERATOR, Outcome, Sender, blocks, resolve
+from broker.recipients import Outcome, Sender, blocks, resolve
 from broker.records import NotReached, SendResult
 from broker.settings import Limits
 from broker.spaces import limits_of
@@ -111,7 +111,8 @@ class Batch:
         self.deliveries: list[dict[str, Any]] = []
         self.woken: set[str] = set()
         # S30: the operator passes every space cap; agents are held to their share.
-        self.exempt = sender.participant_id is None and sender.address == OPERATOR
+        # The operator is the one sender without a participant (Sender(OPERATOR, None)).
+        self.exempt = sender.participant_id is None
         self.sender_bytes: int | None = None  # this sender's log bytes, read when needed
         self.held: dict[str, int] = {}  # recipient -> this sender's deliveries waiting there
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
@@ -285,7 +286,9 @@ class Batch:
             row = self.t.one(
                 _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
             )
-            self.sender_bytes = int(row[0]) if row else 0
+            # This batch's rows (all this sender's) are not in the table yet.
+            pending = sum(m["size_bytes"] for m in self.messages)
+            self.sender_bytes = (int(row[0]) if row else 0) + pending
         if self.sender_bytes >= share:
             raise errors.MessagingFull(
                 f"{self.sender.address} holds {self.sender_bytes / MB:.1f} MB of the log of space "

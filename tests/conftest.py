@@ -72,6 +72,7 @@ PG_CONTRACT = {
     "test_spaces",
     "test_log",
     "test_send_many",
+    "test_send_edges",
     "test_grants",
     "test_limits",
     "test_mail",

@@ -184,6 +184,32 @@ def test_S11_messaging_full_is_per_space(store: Store, operator: Operator) -> No
     assert b.send("operator", "x").reached == ["operator"]
 
 
+def test_S11_log_max_mb_is_counted_in_mebibytes_to_the_byte(
+    store: Store, operator: Operator
+) -> None:
+    # 2**-9 MB is 2048 bytes exactly: a log of 2047 bytes takes one more send, 2048 none.
+    def log_bytes(sid: str) -> int:
+        with store.read() as t:
+            return int(t.one("SELECT log_bytes FROM spaces WHERE id = ?", (sid,))[0])
+
+    for size, full in ((2047, False), (2048, True)):
+        sid = operator.create_space("workflow", log_max_mb=2**-9, sender_share=1).id
+        a, _ = trusted.join(store, sid, "flow/a")
+        trusted.join(store, sid, "flow/b")
+        row = len('["b"]') * 2 + len("[]")  # recipients, reached, not_reached
+        a.send("b", "x" * (size - log_bytes(sid) - row))
+        assert log_bytes(sid) == size
+        if not full:
+            assert a.send("b", "x").reached == ["b"]
+            continue
+        with pytest.raises(errors.MessagingFull) as info:
+            a.send("b", "x")
+        assert str(info.value) == (
+            f"the log of space {sid} passed log_max_mb (0.00195312 MB): sends are refused"
+        )
+        assert log_bytes(sid) == size
+
+
 # --- reading the log ----------------------------------------------------------------------------
 def test_S7_log_entries_carry_the_whole_row(
     store: Store, space: str, join: Callable[..., Agent]
@@ -251,3 +277,67 @@ def test_S7_message_ids_are_time_ordered_like_seq(
     log = Operator(store).log(space)
     assert [e.id for e in log] == sorted(e.id for e in log)
     assert [e.created_at_utc for e in log] == sorted(e.created_at_utc for e in log)
+
+
+def test_S7_a_log_cursor_from_another_space_is_message_not_found_in_one_exact_line(
+    store: Store, operator: Operator, space: str, join: Callable[..., Agent]
+) -> None:
+    join("flow/lynx").send("operator", "here")
+    other = operator.create_space("workflow").id
+    elsewhere = trusted.join(store, other, "flow/otter")[0].send("operator", "there").id
+    with pytest.raises(errors.MessageNotFound) as info:
+        operator.log(space, after=elsewhere)
+    assert str(info.value) == f"no message {elsewhere!r} in space {space}"
+    assert (info.value.code, info.value.exit_code) == ("message_not_found", 3)
+
+
+def test_S7_messages_log_reads_at_most_limit_rows_after_the_cursor(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    # The batched readers (follow, the thread cursor) page the log with ``limit``.
+    lynx = join("flow/lynx")
+    for i in range(5):
+        lynx.send("operator", f"m{i}")
+    assert [e.seq for e in messages.log(store, space, after_seq=1, limit=2)] == [2, 3]
+    assert [e.seq for e in messages.log(store, space, after_seq=3, limit=9)] == [4, 5]
+    assert [e.seq for e in messages.log(store, space, after_seq=1)] == [2, 3, 4, 5]
+
+
+def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx, otter = join("flow/lynx"), join("flow/otter")
+    sent = lynx.send("otter", "hello").id
+    turn = otter.next_turn()
+    assert turn.id is not None
+    counters = "SELECT last_seq, last_bcast, log_bytes FROM spaces WHERE id = ?"
+    with store.read() as t:
+        before = tuple(t.one(counters, (space,)))
+    seen = otter.seen(turn.id)
+    with store.read() as t:
+        after = tuple(t.one(counters, (space,)))
+        size = t.one("SELECT size_bytes FROM messages WHERE id = ?", (seen.receipt_id,))[0]
+    body = json.dumps([sent])
+    assert size == len(body) + len("[]") * 3  # the body, no to, reached or not_reached
+    # One more row and its bytes; no broadcast number (a receipt is no broadcast).
+    assert after == (before[0] + 1, before[1], before[2] + size)
+    receipt = to_dict(Operator(store).log(space)[-1])
+    assert receipt.pop("created_at_utc") and receipt.pop("space_id") == space
+    assert receipt == {
+        "id": seen.receipt_id,
+        "seq": 2,
+        "kind": "seen",
+        "sender": "otter",
+        "to": [],
+        "body": body,
+        "urgent": False,
+        "via": None,
+        "ref": turn.id,
+        "reached": [],
+        "not_reached": [],
+        "idempotency_key": None,
+        "thread": None,
+        "reply_to": None,
+        "importance": "normal",
+        "ack_required": False,
+    }

@@ -78,11 +78,12 @@ def agents(store: Store) -> tuple[str, Agent, Agent]:
     return sid, lynx, otter
 
 
-def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]]) -> None:
+@pytest.mark.parametrize("to", ["otter", "swarm/otter"])  # a bare name; a full codename
+def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]], to: str) -> None:
     store, seen = traced
     sid, lynx, otter = agents(store)
     seen.clear()
-    result = lynx.send("otter", "hello")
+    result = lynx.send(to, "hello")
     ran = statements(seen)
     assert len(ran) <= 5, "\n".join(ran)
     assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT"
