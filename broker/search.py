@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from broker import errors
 from broker.auth import Identity, caller
@@ -63,19 +63,32 @@ def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, st
     for k in kind_list:
         if k not in MESSAGE_KINDS or k == "seen":
             raise errors.InvalidInput(f"bad kind {k!r}: one of {', '.join(MESSAGE_KINDS[:-1])}")
+    _fts5_parse(query)
     return query, json.dumps(kind_list) if kind_list else None
 
 
 def _fts5_parse(query: str) -> None:
-    """PostgreSQL: refuse what FTS5 refuses, so a query is invalid input on
-    both backends alike (an in-memory FTS5 table parses it; the PostgreSQL
-    statement then reads it as ``websearch_to_tsquery`` syntax)."""
+    """Refuse what FTS5 refuses before anything is read or written (S33: a
+    refused search writes nothing, not even the index's waiting rows), and
+    alike on both backends: an in-memory FTS5 table parses it; the PostgreSQL
+    statement then reads it as ``websearch_to_tsquery`` syntax."""
     conn = sqlite3.connect(":memory:")
     try:
         conn.execute(_PARSE_TABLE)
         conn.execute(_PARSE_QUERY, {"query": query}).fetchall()
+    except sqlite3.OperationalError as exc:
+        _refuse(query, exc)
     finally:
         conn.close()
+
+
+def _refuse(query: object, exc: sqlite3.OperationalError) -> NoReturn:
+    # FTS5 reports a query it cannot parse as an OperationalError ("fts5:
+    # syntax error near", "no such column" for an unknown `col:` prefix).
+    text = str(exc)
+    if any(w in text for w in _SYNTAX):
+        raise errors.InvalidInput(f"bad query {query!r}: {text}") from None
+    raise exc
 
 
 def _matches(t: Tx, params: dict[str, object]) -> tuple[list[Any], dict[Any, str]]:
@@ -89,8 +102,6 @@ def _matches(t: Tx, params: dict[str, object]) -> tuple[list[Any], dict[Any, str
 
 def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
     try:
-        if t.store.dialect == "postgresql":
-            _fts5_parse(str(params["query"]))
         rows, snips = _matches(t, params)
         if t.store.dialect == "sqlite" and t.one(_PENDING)[0]:
             # Rows this search could not index (see index_pending): matched on
@@ -106,12 +117,7 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
             ]
             snips.update(more_snips)
     except sqlite3.OperationalError as exc:
-        # FTS5 reports a query it cannot parse as an OperationalError ("fts5:
-        # syntax error near", "no such column" for an unknown `col:` prefix).
-        text = str(exc)
-        if any(w in text for w in _SYNTAX):
-            raise errors.InvalidInput(f"bad query {params['query']!r}: {text}") from None
-        raise
+        _refuse(params["query"], exc)
     return [
         SearchHit(
             id=r["id"],
@@ -142,9 +148,10 @@ def search(
 ) -> list[SearchHit]:
     """The operator's search of one whole space (S36), best match first."""
     query, kind_json = _check(query, kinds, limit)
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)  # refused before the index is touched (S33)
     index_pending(store, tx)
     with store.read(tx) as t:
-        space_id = resolve_id(t, space_ref)
         return _run(t, _params(space_id, query, sender, to, kind_json, since, limit, None))
 
 
@@ -162,6 +169,8 @@ def agent_search(
 ) -> list[SearchHit]:
     """An agent's search: only messages it sent or that reached it (S36)."""
     query, kind_json = _check(query, kinds, limit)
+    with store.read(tx) as t:
+        caller(t, ident)  # refused before the index is touched (S33)
     index_pending(store, tx)
     with store.read(tx) as t:
         caller(t, ident)

@@ -8,6 +8,7 @@ the log's rows up to its last one (``integrity-check``, after a purge too)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from broker import spaces
 from broker.client import Agent, Operator, Store
 from broker.dialect import FTS_BATCH
+from broker.errors import BrokerError, InvalidInput
 from broker.search import agent_search, integrity_check, search
 
 pytestmark = pytest.mark.sqlite_only
@@ -87,3 +89,27 @@ def test_S36_a_purge_with_rows_waiting_keeps_the_index_consistent(
     hits = operator.search(keep, "tokenizer", limit=100)
     assert len(hits) == FTS_BATCH + 5
     assert indexed(store)[0] == indexed(store)[1]
+
+
+def test_S33_S36_a_refused_search_indexes_nothing_either(
+    store: Store, space: str, operator: Operator, join: Callable[..., Agent]
+) -> None:
+    """A query FTS5 cannot parse is refused before the search indexes the
+    waiting rows: bad input writes nothing (found by the CLI fuzzer)."""
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    for i in range(3):
+        lynx.send("otter", f"waiting {i}")
+    before = indexed(store)
+    assert before[0] < before[1]  # rows wait for their batch
+    for call in (lambda: operator.search(space, "5.5"), lambda: lynx.search('"open')):
+        with pytest.raises(InvalidInput, match="bad query"):
+            call()
+        assert indexed(store) == before
+    # Nor does a search of a space that does not exist, or by a wrong token.
+    with pytest.raises(BrokerError):
+        operator.search("run_nosuchspace", "waiting")
+    assert indexed(store) == before
+    with pytest.raises(BrokerError):
+        forged = dataclasses.replace(lynx.identity, token_hash="0" * 64)  # a token since rotated
+        Agent(store, forged).search("waiting")
+    assert indexed(store) == before
