@@ -37,7 +37,12 @@ def _fields_of(names: tuple[str, ...]) -> Any:
 def record(cls: type[T]) -> type[T]:
     """A frozen, slotted dataclass, equal in behaviour to ``@dataclass(frozen=True, slots=True)``."""
     made: Any = dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
-    names = tuple(f.name for f in fields(made))
+    declared = fields(made)
+    if any(not f.compare or not f.repr or f.hash is not None for f in declared):
+        # The closures below compare, hash and show every field: a field
+        # option saying otherwise would be silently ignored.
+        raise TypeError(f"{cls.__qualname__}: @record takes no compare/repr/hash field options")
+    names = tuple(f.name for f in declared)
     values = _fields_of(names)
 
     def __eq__(self: Any, other: Any) -> Any:  # noqa: N807 - the method itself

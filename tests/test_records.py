@@ -225,3 +225,15 @@ def test_record_behaves_as_a_frozen_slotted_dataclass() -> None:
     assert repr(lease) == "Lease(lease_token='t', owner='o', expires_at='e', deliveries=[...])"
     with pytest.raises(TypeError):
         hash(lease)  # a list field: unhashable, as a dataclass's
+
+
+@pytest.mark.parametrize("option", [{"compare": False}, {"repr": False}, {"hash": False}])
+def test_record_refuses_field_options_its_methods_would_ignore(option: dict[str, bool]) -> None:
+    from broker.record_type import record
+
+    with pytest.raises(TypeError, match="no compare/repr/hash field options"):
+
+        @record
+        class Bad:
+            a: int
+            b: int = dataclasses.field(default=0, **option)  # type: ignore[call-overload]
