@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, Store, errors, inbox, wake
+from broker.ids import fmt_ts
 from broker.records import QueueStats
 
 WEEK_S = 7 * 24 * 3600.0
@@ -197,12 +199,29 @@ def test_S13_inbox_claim_defaults_to_one_message_and_no_waiting(
     assert events == []
 
 
-def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(store: Store) -> None:
+def test_S13_an_empty_claim_says_when_its_lease_would_end(cstore: Store, clock: Clock) -> None:
+    """An empty inbox answers with an empty lease whose expiry is what a full
+    one's would be, on the first claim (a write: the heartbeat is due) and on
+    the next (a read-only snapshot)."""
+    _, b = pair(cstore)
+    for _ in range(2):
+        got = b.claim(lease=45)
+        assert got.deliveries == []
+        assert got.expires_at == fmt_ts(clock.now + timedelta(seconds=45))
+        assert b.claim().expires_at == fmt_ts(clock.now + timedelta(seconds=30))  # lease_seconds
+
+
+@pytest.mark.parametrize("first_limit", [1, 2])  # filled: the next claim writes; not: it reads first
+def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch, first_limit: int
+) -> None:
     """Nobody commits when a lease expires: the waiter sleeps just until the
-    inbox's next expiry. Its wait is an hour, so only that can end it here."""
+    inbox's next expiry. Its wait is an hour and the safety tick too, so only
+    that can end it here (on the write path and on the read-only snapshot)."""
+    monkeypatch.setattr(wake, "SAFETY_S", 3600.0)
     a, b = pair(store)
     mid = a.send("b", "job").id
-    b.claim(lease=0.3)  # the holder goes silent
+    b.claim(limit=first_limit, lease=0.3)  # the holder goes silent
     got: list[Any] = []
     th = threading.Thread(target=lambda: got.append(b.claim(wait=3600)), daemon=True)
     th.start()
