@@ -19,6 +19,7 @@ import spacegen
 import trusted
 from click.testing import CliRunner
 from conftest import Clock, open_store
+from test_board import directives_for
 
 from broker import Agent, Operator, Store, board, claims, errors
 from broker.export import LOG, export_space
@@ -31,26 +32,6 @@ def store(db_url: str, clock: Clock) -> Iterator[Store]:
     s = open_store(db_url, clock=clock)
     yield s
     s.close()
-
-
-def board_of(store: Store, agent: Agent) -> list[str]:
-    """The bodies of the directives in force for ``agent`` now (what its turn shows)."""
-    with store.read() as t:
-        me = t.one(
-            "SELECT address, agent, step FROM participants WHERE id = ?",
-            (agent.identity.participant_id,),
-        )
-        return [
-            d.body
-            for d in board.active_directives(
-                t,
-                agent.space_id,
-                agent.identity.participant_id,
-                me["address"],
-                me["agent"],
-                me["step"],
-            )
-        ]
 
 
 # --- S21: the read bounds -------------------------------------------------------------------
@@ -184,8 +165,8 @@ def test_S9_a_directive_may_name_several_addressees(
     w1, w2, w3 = join("w1"), join("w2"), join("w3")
     result = boss.directive(["w1", "w2"], "pair on the parser")
     assert sorted(result.reached) == ["w1", "w2"] and result.not_reached == []
-    assert board_of(store, w1) == board_of(store, w2) == ["pair on the parser"]
-    assert board_of(store, w3) == []
+    assert directives_for(store, w1) == directives_for(store, w2) == ["pair on the parser"]
+    assert directives_for(store, w3) == []
 
 
 def test_S8_a_directive_that_reaches_some_addressees_is_no_error(
@@ -198,7 +179,7 @@ def test_S8_a_directive_that_reaches_some_addressees_is_no_error(
     assert [(n.address, n.reason) for n in result.not_reached] == [
         ("ghost#1", "unknown_participant")
     ]
-    assert board_of(store, w1) == ["rebase on main"]
+    assert directives_for(store, w1) == ["rebase on main"]
 
 
 def test_S8_a_directive_that_reaches_nobody_names_each_reason_in_its_error(
@@ -221,9 +202,9 @@ def test_S9_a_bare_name_nobody_holds_is_every_runner_of_that_agent(
     w1, scout = join("w1", agent="worker"), join("s1", agent="scout")
     boss.directive("worker", "log every decision")  # no participant is called "worker"
     late = join("w2", agent="worker")
-    assert board_of(store, w1) == board_of(store, late) == ["log every decision"]
-    assert board_of(store, scout) == []
-    assert board_of(store, boss) == []  # like role:worker, never its own sender
+    assert directives_for(store, w1) == directives_for(store, late) == ["log every decision"]
+    assert directives_for(store, scout) == []
+    assert directives_for(store, boss) == []  # like role:worker, never its own sender
 
 
 def test_S9_a_step_directive_applies_only_to_that_step_and_never_to_its_sender(
@@ -232,9 +213,9 @@ def test_S9_a_step_directive_applies_only_to_that_step_and_never_to_its_sender(
     boss = join("boss", lead=True, step="scan")
     scanner, builder = join("w1", step="scan"), join("w2", step="build")
     boss.directive("step:scan", "skip vendored code")
-    assert board_of(store, scanner) == ["skip vendored code"]
-    assert board_of(store, builder) == []
-    assert board_of(store, boss) == []
+    assert directives_for(store, scanner) == ["skip vendored code"]
+    assert directives_for(store, builder) == []
+    assert directives_for(store, boss) == []
 
 
 def test_S9_a_directive_to_a_full_address_applies_to_its_holder(
@@ -244,8 +225,8 @@ def test_S9_a_directive_to_a_full_address_applies_to_its_holder(
     w1, w2 = join("flow/w1@1"), join("flow/w2@1")
     result = boss.directive("flow/w1@1", "you own the parser")  # S3: the address is w1
     assert result.reached == ["w1"]
-    assert board_of(store, w1) == ["you own the parser"]
-    assert board_of(store, w2) == []
+    assert directives_for(store, w1) == ["you own the parser"]
+    assert directives_for(store, w2) == []
 
 
 def test_S9_an_imported_directive_addressed_to_the_operator_applies_to_nobody(
@@ -269,7 +250,7 @@ def test_S9_an_imported_directive_addressed_to_the_operator_applies_to_nobody(
     import_dir(other, tmp_path / "out")
     w2 = trusted.join(other, space, "w2", agent="worker")[0]
     scout = trusted.join(other, space, "s1", agent="scout")[0]
-    assert board_of(other, w2) == board_of(other, scout) == []
+    assert directives_for(other, w2) == directives_for(other, scout) == []
     assert [e.to for e in Operator(other).board(space)] == [["operator"]]
 
 
