@@ -31,14 +31,14 @@ case "$module" in
     tests="tests/test_stale_lease.py tests/test_inbox_edges.py tests/test_inbox.py tests/test_model.py tests/test_recovery.py -k 'not cli and not postgresql'" ;;
   messages)  # the log's reads, the send path and the recipient resolution
     paths="broker/messages.py,broker/sending.py,broker/recipients.py"
-    tests="tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_inbox.py tests/test_concurrency.py -k 'not postgresql'" ;;
+    tests="tests/test_send_edges.py tests/test_send_statements.py tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_limits.py tests/test_mail.py tests/test_inbox.py tests/test_concurrency.py -k 'not postgresql and not mcp'" ;;
   board)  # board.py and claims.py (the key claims moved out of board.py)
     paths="broker/board.py,broker/claims.py"
     tests="tests/test_board.py tests/test_grants.py -k 'not postgresql'" ;;
   turns)  # and the S33/S16 edge tests of next_turn's wait, limit and transaction
     tests="tests/test_turns.py tests/test_runtime.py tests/test_queue_edges.py tests/test_inbox_edges.py -k 'not postgresql'" ;;
   participants)
-    tests="tests/test_participants.py tests/test_grants.py tests/test_cli_core.py -k 'not postgresql'" ;;
+    tests="tests/test_participants.py tests/test_grants.py tests/test_mail.py tests/test_cli_core.py -k 'not postgresql and not mcp'" ;;
   *)
     echo "no test selection for module '$module': add one to $0" >&2
     exit 2 ;;
