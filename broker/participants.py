@@ -136,7 +136,7 @@ def join(
                     json.loads(holder["tools"]) if holder["tools"] is not None else None,
                     bool(holder["is_lead"]),
                 )
-                _bounded(wanted, before, f"what {address} held before (a re-join never widens)")
+                _bounded(wanted, before, address, rejoin=True)
         row = {
             "address": address,
             "codename": inp.codename,
@@ -229,11 +229,21 @@ def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
     return _Parent(row["address"], granted)
 
 
-def _bounded(wanted: frozenset[str], allowed: frozenset[str], whom: str) -> None:
+def _bounded(
+    wanted: frozenset[str], allowed: frozenset[str], whom: str, *, rejoin: bool = False
+) -> None:
     extra = sorted(wanted - allowed)
-    if extra:
-        have = ", ".join(sorted(allowed)) or "none: messaging off"
-        raise errors.Forbidden(f"cannot grant {', '.join(extra)}: more than {whom} has ({have})")
+    if not extra:
+        return
+    asked = ", ".join(extra)
+    if rejoin:
+        held = f"only {', '.join(sorted(allowed))}" if allowed else "nothing (messaging off)"
+        raise errors.Forbidden(
+            f"cannot grant {asked}: a re-join never widens a grant, and {whom} held {held} before",
+            tools=extra,
+        )
+    have = ", ".join(sorted(allowed)) or "none: messaging off"
+    raise errors.Forbidden(f"cannot grant {asked}: more than {whom} has ({have})", tools=extra)
 
 
 def _may_replace(
