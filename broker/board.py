@@ -25,19 +25,19 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from broker import bounds, errors, tools
-from broker.addressing import Target, parse_target
+from broker.addressing import Target, parse_target, parse_targets
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.record_type import record
 from broker.records import SendResult, to_dict
 from broker.spaces import resolve_id
 from broker.sql import stmt
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
     from broker.records import BoardEntry
 
-DEFAULT_READ_LIMIT = 100
-MAX_READ_LIMIT = 1000
+DEFAULT_READ_LIMIT, MAX_READ_LIMIT = BOARD_READ_DEFAULT, BOARD_READ_MAX
 _CURSOR_SEQ = stmt("messages.seq_of")
 _READ_KIND = stmt("board.read_kind")
 _MESSAGE_HEAD = stmt("board.message_head")
@@ -154,13 +154,10 @@ def directive(
         },
     )
     if not inp.text.strip():
-        raise errors.InvalidInput("a directive needs text")
-    targets = [parse_target(x) for x in inp.to]
-    for tg in targets:
-        if tg.kind == "operator":
-            raise errors.InvalidInput("a directive cannot be addressed to the operator")
-    if any(tg.kind == "broadcast" for tg in targets) and len(targets) > 1:
-        raise errors.InvalidInput("'broadcast' cannot be combined with other addresses")
+        raise errors.InvalidInput("a directive needs text", field="text")
+    targets, _ = parse_targets(inp.to)
+    if any(tg.kind == "operator" for tg in targets):
+        raise errors.InvalidInput("a directive cannot be addressed to the operator", field="to")
 
     def run(t: Tx, row: Caller) -> SendResult:
         sender = messages.Sender(ident.address, ident.participant_id, row.parent)

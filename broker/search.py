@@ -26,7 +26,7 @@ from broker.db import Store, Tx
 from broker.records import SearchHit
 from broker.spaces import resolve_id
 from broker.sql import stmt
-from broker.vocab import MESSAGE_KINDS
+from broker.vocab import MESSAGE_KINDS, SEARCH_DEFAULT, SEARCH_MAX
 
 _QUERY = stmt("search.query")
 _SNIPPETS = stmt("search.snippets")
@@ -39,9 +39,8 @@ _INDEX_PENDING = stmt("search.index_pending")
 _TAIL_INDEX = stmt("search.tail_index")
 _TAIL_FILL = stmt("search.tail_fill")
 _TAIL_DROP = stmt("search.tail_drop")
-MAX_LIMIT = 1000
+MAX_LIMIT, DEFAULT_LIMIT = SEARCH_MAX, SEARCH_DEFAULT
 MAX_QUERY = 1000
-DEFAULT_LIMIT = 20
 # Matches ranked per query: the newest this many (S36). Rare words are ranked
 # in full; a word in most of a huge log costs this many bm25 scores, not one
 # per message (100,000-message bench: spec §Targets, 50 ms p95).

@@ -36,6 +36,11 @@ Reason = Literal[
 ]
 TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
 
+# How many entries one read returns, by default and at most (S33): the library,
+# the CLI's options, the HTTP queries and the MCP tools all take these.
+BOARD_READ_DEFAULT, BOARD_READ_MAX = 100, 1000
+SEARCH_DEFAULT, SEARCH_MAX = 20, 1000
+
 
 # The documented bounds of every per-space setting (S33), ``(low, high)``, both
 # inclusive except where ``_ABOVE_LOW`` says the low end is excluded. They are

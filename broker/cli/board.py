@@ -25,12 +25,13 @@ from broker.cli._common import (
     ttl_option,
 )
 from broker.cli._output import TO_HELP, run_send, safe, when
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
     from broker.records import BoardEntry, ClaimGrant, PathCheck, Reservation
 
 DEFAULT_TTL = 300.0  # keep equal to broker.claims.DEFAULT_TTL (not imported: CLI start-up)
-READ_LIMIT = click.IntRange(1, 1000)
+READ_LIMIT = click.IntRange(1, BOARD_READ_MAX)
 
 fence_option = click.option(
     "--fence",
@@ -101,7 +102,7 @@ def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool
     "--limit",
     type=READ_LIMIT,
     metavar="N",
-    default=100,
+    default=BOARD_READ_DEFAULT,
     show_default=True,
     help="At most this many entries.",
 )
@@ -128,7 +129,7 @@ def read(
     "--limit",
     type=READ_LIMIT,
     metavar="N",
-    default=100,
+    default=BOARD_READ_DEFAULT,
     show_default=True,
     help="At most this many entries.",
 )

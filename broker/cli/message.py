@@ -23,6 +23,7 @@ from broker.cli._common import (
     text_arg,
 )
 from broker.cli._output import TO_HELP, run_send, safe
+from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX
 
 if TYPE_CHECKING:
     from broker.records import AckStatus, LogEntry, SearchHit
@@ -179,8 +180,8 @@ def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--limit",
-                type=click.IntRange(1, 1000),
-                default=20,
+                type=click.IntRange(1, SEARCH_MAX),
+                default=SEARCH_DEFAULT,
                 show_default=True,
                 metavar="N",
                 help="At most N results, best first.",

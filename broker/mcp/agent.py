@@ -16,6 +16,7 @@ from broker.aio import AsyncAgent
 from broker.mcp import inputs
 from broker.mcp.core import Output, ToolSpec, data
 from broker.records import Turn, to_dict
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
 
 TO_FORMS = (
     "Recipients, each one of: an address (e.g. 'lynx'); 'role:NAME' (every live agent named "
@@ -183,7 +184,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
             "kinds": "Optional: only these kinds (direct, broadcast, post, operator, ...).",
             "since": "Optional: only messages logged at or after this UTC time "
             "(2026-11-30T03:52:00.000000Z).",
-            "limit": "At most this many results (1-1000, default 20).",
+            "limit": f"At most this many results (1-{SEARCH_MAX}, default {SEARCH_DEFAULT}).",
         },
         annotations=_READ,
     ),
@@ -233,7 +234,8 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
         fields={
             "after": "Optional: the id of the last entry you read (the 'cursor' of the "
             "previous call).",
-            "limit": "At most this many entries (1-1000, default 100).",
+            "limit": f"At most this many entries (1-{BOARD_READ_MAX}, "
+            f"default {BOARD_READ_DEFAULT}).",
         },
         annotations=_READ,
     ),

@@ -16,6 +16,7 @@ from broker.models import Body, Target
 from broker.models import DirectiveInput as DirectiveInput
 from broker.models import PostInput as PostInput
 from broker.models import SendInput as SendInput
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
 
 MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
@@ -40,7 +41,7 @@ class SearchInput(_In):
         default_factory=list, max_length=8
     )
     since: Annotated[str, StringConstraints(max_length=40)] | None = None
-    limit: int = Field(20, ge=1, le=1000)
+    limit: int = Field(SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
 
 
 class StatusInput(_In):
@@ -53,7 +54,7 @@ class BoardReadInput(_In):
     """``board.read``."""
 
     after: MessageId | None = None
-    limit: int = Field(100, ge=1, le=1000)
+    limit: int = Field(BOARD_READ_DEFAULT, ge=1, le=BOARD_READ_MAX)
 
 
 class KeyClaimInput(_In):

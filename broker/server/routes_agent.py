@@ -32,6 +32,7 @@ from broker.records import (
 from broker.server import bodies
 from broker.server.api import Call, Endpoint, Query
 from broker.server.results import Count, Done, Expiry, Me
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
 
 
 def _me(call: Call) -> Agent:
@@ -187,7 +188,7 @@ async def seen(call: Call) -> Any:
 
 async def board_read(call: Call) -> Any:
     a, q = _me(call), call.query
-    return await call.state.run(lambda: a.board_read(after=q["after"], limit=q["limit"] or 100))
+    return await call.state.run(lambda: a.board_read(after=q["after"], limit=q["limit"] or BOARD_READ_DEFAULT))
 
 
 async def key_claim(call: Call) -> Any:
@@ -262,7 +263,7 @@ SEARCH_QUERY = (
     Query("to", "str", "only messages addressed to, or that reached, this address"),
     Query("kind", "list", "only these kinds (repeatable)"),
     Query("since", "str", "only messages logged at or after this UTC time"),
-    Query("limit", "int", "at most this many (default 20)", 1, 1000),
+    Query("limit", "int", f"at most this many (default {SEARCH_DEFAULT})", 1, SEARCH_MAX),
 )
 
 
@@ -310,7 +311,8 @@ def endpoints() -> list[Endpoint]:
            path_params={"turn_id": "the turn's id"}),
         ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
            query=(Query("after", "str", "cursor: a message id"),
-                  Query("limit", "int", "at most this many (default 100)", 1, 1000)),
+                  Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",
+                        1, BOARD_READ_MAX)),
            returns=list[BoardEntry]),
         ep("POST", "/board/claim", key_claim, "board.claim: an exclusive lease on a key",
            body=bodies.KeyClaimBody, returns=ClaimGrant),
