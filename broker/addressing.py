@@ -74,6 +74,16 @@ def same_run(a: str, b: str) -> bool:
     return _ATTEMPT.sub("", a.strip()) == _ATTEMPT.sub("", b.strip())
 
 
+def parse_targets(forms: list[str]) -> tuple[list[Target], bool]:
+    """Parse every ``to`` form (S6); also whether they are ``broadcast``, which
+    is an address of its own and never combined with another."""
+    targets = [parse_target(t) for t in forms]
+    bcast = any(t.kind == "broadcast" for t in targets)
+    if bcast and len(targets) > 1:
+        raise InvalidInput("'broadcast' cannot be combined with other addresses", field="to")
+    return targets, bcast
+
+
 def parse_target(text: str) -> Target:
     """Parse one ``to`` form (S6). Resolution against the space happens at send."""
     t = text.strip()

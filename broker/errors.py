@@ -25,6 +25,14 @@ class BrokerError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message, **self.fields}
 
+    def in_item(self, n: int) -> BrokerError:
+        """The same refusal, naming the batch item it is about (``item N: ...``
+        and an ``item`` field): a batch refused as a whole says which item."""
+        self.message = f"item {n}: {self.message}"
+        self.args = (self.message,)
+        self.fields = {**self.fields, "item": n}
+        return self
+
 
 # --- caller mistakes (exit 2) -------------------------------------------------
 class InvalidInput(BrokerError):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker import errors, tools
-from broker.addressing import Target, parse_target
+from broker.addressing import Target, parse_target, parse_targets
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.recipients import OPERATOR, Sender
@@ -65,10 +65,7 @@ def send(
             "ack_required": ack_required,
         },
     )
-    targets = [parse_target(t) for t in inp.to]
-    is_bcast = any(t.kind == "broadcast" for t in targets)
-    if is_bcast and len(targets) > 1:
-        raise errors.InvalidInput("'broadcast' cannot be combined with other addresses")
+    targets, is_bcast = parse_targets(inp.to)
     return _send_as(
         store,
         ident,
@@ -102,14 +99,9 @@ def send_many(
             data["to"] = [data["to"]]
         try:
             inp = send_args(data)
+            targets, bcast = parse_targets(inp.to)
         except errors.InvalidInput as exc:
-            raise errors.InvalidInput(f"item {n}: {exc.message}") from None
-        targets = [parse_target(x) for x in inp.to]
-        bcast = any(tg.kind == "broadcast" for tg in targets)
-        if bcast and len(targets) > 1:
-            raise errors.InvalidInput(
-                f"item {n}: 'broadcast' cannot be combined with other addresses"
-            )
+            raise exc.in_item(n) from None
         prepared.append(
             (
                 "broadcast" if bcast else "direct",
@@ -130,10 +122,15 @@ def send_many(
             Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
             space=(row.space_state, row.settings, *row.counters),
         )
-        results = [
-            batch.add(kind, targets, text, key=key, mail=m)
-            for kind, targets, text, key, m in prepared
-        ]
+        results = []
+        for n, (kind, targets, text, key, m) in enumerate(prepared):
+            try:
+                results.append(batch.add(kind, targets, text, key=key, mail=m))
+            except errors.BrokerError as exc:
+                # Refused inside the transaction (the body cap, the log's
+                # shares, a reused key, a contact policy...): the whole batch
+                # rolls back, and the refusal names the item that caused it.
+                raise exc.in_item(n) from None
         batch.flush()
         return results
 
@@ -188,14 +185,15 @@ def operator_send(
     inp = send_args(
         {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key},
     )
+    targets = parse_targets(inp.to)[0] if given else []
+    for tg in targets:
+        if tg.kind in ("parent", "operator"):
+            raise errors.InvalidInput(f"the operator cannot send to {tg.text!r}", field="to")
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
-        kind_row = t.one(_SPACE_KIND, {"space_id": space_id})
-        names = list(inp.to) if given else ["lead" if kind_row[0] == "agentiflow" else "broadcast"]
-        targets = [parse_target(n) for n in names]
-        for tg in targets:
-            if tg.kind in ("parent", "operator"):
-                raise errors.InvalidInput(f"the operator cannot send to {tg.text!r}")
+        if not given:  # the default target depends on the space's kind
+            kind_row = t.one(_SPACE_KIND, {"space_id": space_id})
+            targets = [parse_target("lead" if kind_row[0] == "agentiflow" else "broadcast")]
         result = send_in_tx(
             store,
             t,

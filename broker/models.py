@@ -102,14 +102,20 @@ class DirectiveInput(_In):
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
 
 
-def validation_error(exc: ValidationError) -> InvalidInput:
+def validation_error(
+    exc: ValidationError, taker: str = "tool", whole: str = "input"
+) -> InvalidInput:
     """One ``invalid_input`` line for a pydantic refusal: the first field, and
-    an unknown field named as such (S10, S33)."""
+    an unknown field named as such (S10, S33); ``field`` names the argument
+    (``to`` for ``to.3``). ``taker`` is what refuses it (a tool, an endpoint),
+    ``whole`` what an error of no one field is about (the input, a body)."""
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "input"
+    loc = first["loc"]
+    where = ".".join(str(p) for p in loc) or whole
+    field = str(loc[0]) if loc else whole
     if first["type"] == "extra_forbidden":
-        return InvalidInput(f"unknown field {where!r}: this tool does not take it")
-    return InvalidInput(f"bad {where}: {first['msg']}")
+        return InvalidInput(f"unknown field {where!r}: this {taker} does not take it", field=field)
+    return InvalidInput(f"bad {where}: {first['msg']}", field=field)
 
 
 def parse_input(model: type[Any], data: dict[str, Any]) -> Any:

@@ -84,7 +84,9 @@ def _send(data: dict[str, Any]) -> SendArgs:
     if importance not in IMPORTANCE or type(importance) is not str:
         if type(importance) is not str and importance is not None:
             raise _Defer
-        raise InvalidInput("bad importance: Input should be 'low', 'normal' or 'high'")
+        raise InvalidInput(
+            "bad importance: Input should be 'low', 'normal' or 'high'", field="importance"
+        )
     ack = data.get("ack_required", False)
     if type(ack) is not bool:
         raise _Defer
@@ -110,13 +112,13 @@ def _unknown_last(data: dict[str, Any], fields: dict[str, Any]) -> None:
     # pydantic reports an unknown field after every error of a known one.
     for name in data:
         if name not in fields:
-            raise InvalidInput(f"unknown field {name!r}: this tool does not take it")
+            raise InvalidInput(f"unknown field {name!r}: this tool does not take it", field=name)
 
 
 def _targets(data: dict[str, Any], name: str, *, required: bool) -> list[str]:
     if name not in data:
         if required:
-            raise InvalidInput(f"bad {name}: Field required")
+            raise InvalidInput(f"bad {name}: Field required", field=name)
         return []
     given = data[name]
     if type(given) is not list:
@@ -126,34 +128,39 @@ def _targets(data: dict[str, Any], name: str, *, required: bool) -> list[str]:
         if n == TARGETS_MAX:  # pydantic stops at the first item past the cap
             raise InvalidInput(
                 f"bad {name}: List should have at most {TARGETS_MAX} items after validation, "
-                f"not {len(given)}"
+                f"not {len(given)}",
+                field=name,
             )
         if type(item) is not str or not _encodable(item):
             raise _Defer
         item = item.strip()
         if not item:
-            raise InvalidInput(f"bad {name}.{n}: String should have at least 1 character")
+            raise InvalidInput(
+                f"bad {name}.{n}: String should have at least 1 character", field=name
+            )
         if len(item) > TARGET_MAX:
             raise InvalidInput(
-                f"bad {name}.{n}: String should have at most {TARGET_MAX} characters"
+                f"bad {name}.{n}: String should have at most {TARGET_MAX} characters", field=name
             )
         out.append(item)
     if required and not out:
-        raise InvalidInput(f"bad {name}: List should have at least 1 item after validation, not 0")
+        raise InvalidInput(
+            f"bad {name}: List should have at least 1 item after validation, not 0", field=name
+        )
     return out
 
 
 def _text(data: dict[str, Any]) -> str:
     if "text" not in data:
-        raise InvalidInput("bad text: Field required")
+        raise InvalidInput("bad text: Field required", field="text")
     text = data["text"]
     if type(text) is not str:
         raise _Defer
     if not text.strip():
-        raise InvalidInput("bad text: Value error, message text is empty")
+        raise InvalidInput("bad text: Value error, message text is empty", field="text")
     if not _encodable(text):  # S33: it could never be stored or printed
         raise InvalidInput(
-            "bad text: Value error, message text is not valid text (a lone surrogate)"
+            "bad text: Value error, message text is not valid text (a lone surrogate)", field="text"
         )
     return text
 
@@ -165,9 +172,14 @@ def _key(data: dict[str, Any]) -> str | None:
     if type(key) is not str or not _encodable(key):
         raise _Defer
     if not key:
-        raise InvalidInput("bad idempotency_key: String should have at least 1 character")
+        raise InvalidInput(
+            "bad idempotency_key: String should have at least 1 character", field="idempotency_key"
+        )
     if len(key) > KEY_MAX:
-        raise InvalidInput(f"bad idempotency_key: String should have at most {KEY_MAX} characters")
+        raise InvalidInput(
+            f"bad idempotency_key: String should have at most {KEY_MAX} characters",
+            field="idempotency_key",
+        )
     return key
 
 
@@ -178,7 +190,7 @@ def _pattern(data: dict[str, Any], name: str, rx: re.Pattern[str], shown: str) -
     if type(value) is not str or not value.isascii():
         raise _Defer  # \w beyond ASCII: pydantic's (Rust) regex decides
     if rx.fullmatch(value) is None:
-        raise InvalidInput(f"bad {name}: String should match pattern '{shown}'")
+        raise InvalidInput(f"bad {name}: String should match pattern '{shown}'", field=name)
     return value
 
 

@@ -129,6 +129,7 @@ def test_S10_an_unknown_argument_is_refused_and_nothing_is_written(
                 assert result.structured_content == {
                     "error": "invalid_input",
                     "message": f"unknown field {field!r}: this tool does not take it",
+                    "field": field,
                 }
 
     arun(main())

@@ -47,11 +47,12 @@ def test_S6_broadcast_with_other_addresses_is_refused_in_one_exact_line(
 ) -> None:
     lynx, _ = pair
     for to in (["broadcast", "otter"], ["otter", "broadcast"]):
-        refused(
-            store,
+        for call in (
             lambda to=to: lynx.send(to, "x"),
-            "'broadcast' cannot be combined with other addresses",
-        )
+            lambda to=to: lynx.directive(to, "x"),
+            lambda to=to: Operator(store).send(lynx.identity.space_id, "x", to=to),
+        ):
+            refused(store, call, "'broadcast' cannot be combined with other addresses")
 
 
 def test_S6_a_batch_item_with_broadcast_and_another_address_is_refused_naming_the_item(
@@ -250,7 +251,7 @@ def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     # Ten rows would be 2000 bytes of a 2048-byte log: past a's share at the sixth.
     with pytest.raises(errors.MessagingFull) as info:
         a.send_many([item] * 10)
-    assert str(info.value) == share_refusal(sid)
+    assert str(info.value) == "item 6: " + share_refusal(sid)  # the seventh, counted from 0
     assert held(store, sid, "a") == 0  # the whole batch is refused
     # With another sender's 300 bytes in, the log passes the share at a's fifth
     # row: a's bytes are read then (800, this batch's) and kept up to date row by row.
@@ -258,6 +259,7 @@ def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     with pytest.raises(errors.MessagingFull) as info:
         a.send_many([item] * 7)  # the seventh finds a at 1200 bytes, the log at 1500
     assert info.value.fields["reason"] == "sender_share"
+    assert info.value.fields["item"] == 6
     assert a.send_many([item] * 6)[-1].reached == ["c"]  # the sixth finds a at 1000
     assert held(store, sid, "a") == 1200
 
@@ -303,17 +305,19 @@ def test_S10_a_body_over_the_cap_is_refused_in_one_exact_line_on_every_path(
     a, _ = trusted.join(store, sid, "flow/a")
     trusted.join(store, sid, "flow/b")
     big = "0123456789é"  # 12 bytes: the cap counts UTF-8 bytes, not characters
-    for call in (
-        lambda: a.send("b", big),
-        lambda: a.post(big),
-        lambda: a.send_many([{"to": "b", "text": "fits"}, {"to": "b", "text": big}]),
-        lambda: operator.send(sid, big, to=["b"]),
+    for call, item in (
+        (lambda: a.send("b", big), {}),
+        (lambda: a.post(big), {}),
+        # A batch is refused as a whole, naming the item (counted from 0).
+        (lambda: a.send_many([{"to": "b", "text": "fits"}, {"to": "b", "text": big}]), {"item": 1}),
+        (lambda: operator.send(sid, big, to=["b"]), {}),
     ):
         before = all_rows(store)
         with pytest.raises(errors.BodyTooLarge) as info:
             call()
-        assert str(info.value) == "message body is 12 bytes; the cap is 10"
-        assert info.value.fields == {"size": 12, "cap": 10}
+        prefix = "item 1: " if item else ""
+        assert str(info.value) == prefix + "message body is 12 bytes; the cap is 10"
+        assert info.value.fields == {"size": 12, "cap": 10, **item}
         assert all_rows(store) == before
 
 
@@ -365,3 +369,26 @@ def test_S12_a_key_another_sender_used_is_refused_in_one_exact_line(
         otter.send("lynx", "mine?", idempotency_key="k1")
     assert str(info.value) == "idempotency key 'k1' was already used by lynx in this space"
     assert all_rows(store)[:2] == before[:2]
+    # In a batch, the refusal names the item, and the items before it roll back.
+    with pytest.raises(errors.Conflict) as info:
+        otter.send_many([{"to": "lynx", "text": "a"}, {"to": "lynx", "text": "b", "idempotency_key": "k1"}])
+    assert str(info.value) == (
+        "item 1: idempotency key 'k1' was already used by lynx in this space"
+    )
+    assert info.value.fields["item"] == 1
+    assert all_rows(store)[:2] == before[:2]
+
+
+def test_S33_a_batch_item_with_a_bad_address_is_refused_naming_the_item(
+    store: Store, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    with pytest.raises(errors.InvalidInput) as info:
+        lynx.send_many([{"to": "otter", "text": "a"}, {"to": "bad address!", "text": "b"}])
+    assert str(info.value) == "item 1: bad address 'bad address!'"
+    assert info.value.fields == {"item": 1}
+    # A refusal's own fields are kept beside the item's position.
+    with pytest.raises(errors.InvalidInput) as info:
+        lynx.send_many([{"to": "otter", "text": "a", "importance": "loud"}])
+    assert str(info.value).startswith("item 0: bad importance: ")
+    assert info.value.fields == {"field": "importance", "item": 0}

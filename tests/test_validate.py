@@ -53,7 +53,7 @@ def _answer(fn: Any, *args: Any) -> tuple[str, Any]:
     try:
         got = fn(*args)
     except errors.InvalidInput as exc:
-        return "error", exc.message
+        return "error", exc.to_dict()  # the line and its fields (S33)
     return "ok", got
 
 

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from broker import errors
+from broker.models import validation_error
 from broker.records import to_dict
 
 Auth = Literal["operator", "agent", "none"]
@@ -82,12 +83,10 @@ class Call:
 def invalid(exc: ValidationError) -> errors.InvalidInput:
     """A pydantic refusal as ``invalid_input`` naming the field (S10, S33)."""
     first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "body"
-    if first["type"] == "extra_forbidden":
-        return errors.InvalidInput(f"unknown field {where!r}: this endpoint does not take it")
-    if first["type"] == "missing":
-        return errors.InvalidInput(f"missing field {where!r}")
-    return errors.InvalidInput(f"bad {where}: {first['msg']}")
+    if first["type"] == "missing" and first["loc"]:
+        where = ".".join(str(p) for p in first["loc"])
+        return errors.InvalidInput(f"missing field {where!r}", field=str(first["loc"][0]))
+    return validation_error(exc, "endpoint", "body")
 
 
 def parse_body(model: type[BaseModel], raw: bytes) -> Any:
