@@ -182,7 +182,7 @@ def claim_rows(
     window = limit
     while True:
         rows = t.all(_CLAIM, params)
-        poison = 0
+        met_poison = False
         for r in rows:
             if r["state"] == "processing":
                 kind, sender, body, urgent, thread, importance = json.loads(r["message"])
@@ -200,9 +200,9 @@ def claim_rows(
                         importance=importance or "normal",
                     )
                 )
-            else:
-                poison += 1
-        if not poison or len(rows) < params["n"]:
+            else:  # quarantined by the statement: it was handed out max_deliveries times
+                met_poison = True
+        if not met_poison or len(rows) < params["n"]:
             break  # no poison met, or the inbox has nothing more to offer
         params["n"] = want = limit - len(out)
         sweep: dict[str, Any] = {

@@ -6,6 +6,7 @@ wake-up at a lease expiry that nobody rings.
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -184,6 +185,71 @@ def test_S15_poison_at_the_head_is_quarantined_and_the_claim_still_returns_its_l
         states = {r[0]: r[1] for r in t.all("SELECT message_id, state FROM deliveries")}
     assert [states[m] for m in poison] == ["quarantine", "quarantine"]
     assert [states[m] for m in good] == ["processing"] * 3 + ["ready"] * 2
+
+
+def _claim_against_the_model(store: Store, layout: str, limit: int) -> None:
+    """S15 on one inbox: ``layout`` is the inbox oldest first, ``P`` a poison
+    message (handed out max_deliveries times) and ``G`` a good one. A claim of
+    ``limit`` returns the oldest ``limit`` good ones in order, quarantines the
+    poison among the candidates it passed (and possibly more, never a good
+    one), and leaves every other good message ready and untouched."""
+    a, b = pair(store, max_deliveries=1, inbox_cap=5000)
+    with store.transaction() as t:
+        ids = [a.send("b", f"{kind}{i}", tx=t).id for i, kind in enumerate(layout)]
+    poison = [m for m, kind in zip(ids, layout, strict=True) if kind == "P"]
+    good = [m for m, kind in zip(ids, layout, strict=True) if kind == "G"]
+    with store.transaction() as t:  # handed out once already: poison at max_deliveries=1
+        for m in poison:
+            t.execute("UPDATE deliveries SET attempts = 1 WHERE message_id = ?", (m,))
+    got = [d.id for d in b.claim(limit=limit).deliveries]
+    assert got == good[:limit], layout
+    with store.read() as t:
+        state = {r[0]: r[1] for r in t.all("SELECT message_id, state FROM deliveries")}
+    passed = ids[: ids.index(got[-1])] if len(got) == limit and got else ids
+    assert all(state[m] == "quarantine" for m in poison if m in passed), layout
+    assert all(state[m] in ("quarantine", "ready") for m in poison), layout
+    assert all(state[m] == "ready" for m in good[limit:]), layout
+
+
+@pytest.mark.parametrize(
+    ("layout", "limit"),
+    [
+        # Poison fills the first claim, the sweep reaches one good message, and the
+        # next claim meets poison again: the window grows on from where it was.
+        ("PPPP" + "G" + "P" * 7 + "GGG" + "PPPPP" + "G", 4),
+        ("P" * 9 + "G" + "P" * 20 + "GG", 3),
+        ("GPGPPGPPPGPPPPG", 5),
+        ("G" * 3 + "P" * 40, 4),  # fewer good messages than the limit
+        ("P" * 33, 2),  # nothing good at all
+    ],
+)
+def test_S15_a_claim_through_poison_laid_out_any_way_returns_the_oldest_good_messages(
+    store: Store, layout: str, limit: int
+) -> None:
+    _claim_against_the_model(store, layout, limit)
+
+
+def test_S15_random_layouts_of_poison_and_good_messages_agree_with_the_model(store: Store) -> None:
+    rnd = random.Random(1715)
+    for _ in range(12):
+        n = rnd.randrange(1, 60)
+        share = rnd.choice((0.3, 0.7, 0.95))
+        layout = "".join("P" if rnd.random() < share else "G" for _ in range(n))
+        _claim_against_the_model(store, layout, rnd.randrange(1, 8))
+
+
+def test_S13_a_claim_hands_out_each_message_with_its_importance_normal_by_default(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    ids = {
+        a.send("b", "plain").id: "normal",  # stored as NULL: normal is the default (S35)
+        a.send("b", "low", importance="low").id: "low",
+        a.send("b", "normal", importance="normal").id: "normal",
+        a.send("b", "high", importance="high").id: "high",
+    }
+    got = b.claim(limit=10).deliveries
+    assert {d.id: d.importance for d in got} == ids
 
 
 def test_S13_inbox_claim_defaults_to_one_message_and_no_waiting(
