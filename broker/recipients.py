@@ -45,12 +45,16 @@ class Outcome:
     not_reached: list[dict[str, Any]] = field(default_factory=list)
     ring: list[str] = field(default_factory=list)  # broadcast readers to wake
     bcast: bool = False
+    # The broadcast cursor of the live reader furthest behind (set with bcast:
+    # the readers' rows carry it, so broadcast_cap needs no second read).
+    slowest: int = 0
 
     def merge(self, other: Outcome) -> None:
         self.reached += other.reached
         self.not_reached += other.not_reached
         self.ring += other.ring
-        self.bcast = self.bcast or other.bcast
+        if other.bcast:
+            self.bcast, self.slowest = True, other.slowest
         for pid, hit in other.deliver.items():
             self.deliver.setdefault(pid, hit)
 
@@ -157,6 +161,7 @@ def _broadcast(t: Tx, space_id: str, sender: Sender, kind: str, out: Outcome) ->
             out.deliver.setdefault(pid, (address, waiting, None))
         return
     out.bcast = True  # the broadcast log's cap is checked by the Batch, which counts
+    out.slowest = min(seen for _, _, seen, _ in rows)
     for pid, address, _, _ in rows:
         out.reached.append(address)
         out.ring.append(pid)  # no delivery rows: they read the broadcast log by cursor

@@ -32,7 +32,6 @@ _SET_COUNTERS = stmt("messages.set_counters")
 _BUMP_COUNTERS = stmt("messages.bump_counters")
 _INSERT_MESSAGE = stmt("messages.insert_message")
 _LOGGED_KEY = stmt("messages.logged_key")
-_SLOWEST_READER = stmt("messages.slowest_reader")
 _SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
 _SENDER_WAITING = stmt("usage.sender_waiting")
 
@@ -203,7 +202,7 @@ class Batch:
                 if pid in self.held:
                     self.held[pid] += 1
         if out.bcast:
-            if not self.exempt and self.bcast_no - self._slowest_reader() >= limits.broadcast_cap:
+            if not self.exempt and self.bcast_no - out.slowest >= limits.broadcast_cap:
                 out.bcast, out.reached, out.ring = False, [], []
                 out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
             else:
@@ -351,12 +350,6 @@ class Batch:
                 self.t, self.space_id, self.sender, kind, target, known
             )
         return out
-
-    def _slowest_reader(self) -> int:
-        row = self.t.one(
-            _SLOWEST_READER, {"space_id": self.space_id, "sender": self.sender.address}
-        )
-        return int(row[0] if row and row[0] is not None else self.bcast_no)
 
     # --- the writes -----------------------------------------------------------------------
     def flush(self) -> None:

@@ -376,6 +376,27 @@ def test_S7_broadcast_full_when_a_live_participant_is_cap_behind(
     assert a.send("broadcast", "read up").reached == ["b"]
 
 
+def test_S7_the_reader_furthest_behind_decides_whether_the_broadcast_log_is_full(
+    store: Store, operator: Operator
+) -> None:
+    sid = operator.create_space("workflow", broadcast_cap=3).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    for name in ("flow/b", "flow/c", "flow/d"):
+        trusted.join(store, sid, name)
+    for i in range(3):
+        a.send("broadcast", f"b{i}")
+    # c and d have read every broadcast; b has read one: it is two behind.
+    with store.write() as t:
+        t.execute(
+            "UPDATE participants SET bcast_seen = CASE address WHEN 'b' THEN 1 ELSE 3 END "
+            "WHERE space_id = ? AND address IN ('b', 'c', 'd')",
+            (sid,),
+        )
+    assert a.send("broadcast", "b3").reached == ["b", "c", "d"]  # b is now 3 behind
+    r = undelivered(lambda: a.send("broadcast", "one too many for b"))
+    assert not_reached(r) == [("broadcast", "broadcast_full")]
+
+
 def test_S7_broadcast_full_at_the_default_cap(
     store: Store, space: str, crew: dict[str, Agent]
 ) -> None:

@@ -241,6 +241,40 @@ def test_S30_a_sender_holding_exactly_its_share_of_the_log_is_refused_in_one_exa
         assert c.send("a", "another sender is still heard").reached == ["a"]
 
 
+def test_S30_a_sender_new_to_the_log_fills_its_share_to_the_last_byte_in_one_batch(
+    store: Store, operator: Operator
+) -> None:
+    # 4096 bytes of log, a share of 2048: c holds exactly 2048, so the log is at
+    # the share and a's bytes are read (a has sent nothing: no usage row, 0).
+    sid = operator.create_space("workflow", log_max_mb=2**-8, sender_share=0.5).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    c, _ = trusted.join(store, sid, "flow/c")
+    c.send_many([{"to": "a", "text": "y" * (256 - ROW)}] * 8)
+    assert held(store, sid, "c") == 2048
+    # a's first row takes it to 2047 bytes, one under the share: its second row
+    # is still taken (the log is then at 4095 of 4096).
+    results = a.send_many([{"to": "c", "text": "x" * (2047 - ROW)}, {"to": "c", "text": "z"}])
+    assert [r.reached for r in results] == [["c"], ["c"]]
+    assert held(store, sid, "a") == 2047 + ROW + 1
+    with pytest.raises(errors.MessagingFull):  # and now it holds its share
+        a.send("c", "more")
+
+
+def test_S7_a_broadcast_with_no_other_live_reader_is_logged_and_never_counted_as_full(
+    store: Store, operator: Operator
+) -> None:
+    # No other live reader: no cursor is behind, so broadcast_cap cannot refuse.
+    sid = operator.create_space("workflow", broadcast_cap=1).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    for n in (1, 2):
+        with pytest.raises(errors.NotDelivered) as info:
+            a.send("broadcast", f"anyone? {n}")
+        assert info.value.fields["result"]["not_reached"] == [
+            {"address": "broadcast", "reason": "no_live_participant"}
+        ]
+        assert info.value.fields["result"]["seq"] == n
+
+
 def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     store: Store, operator: Operator
 ) -> None:

@@ -37,11 +37,6 @@ VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via,
 SELECT id, seq, kind, sender, reached, not_reached FROM messages
 WHERE space_id = :space_id AND idempotency_key = :key
 
--- name: slowest_reader
--- The broadcast cursor of the live reader furthest behind (broadcast_cap, S7).
-SELECT min(bcast_seen) FROM participants
-WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sender
-
 -- name: at_address
 -- A recipient by address, with its contact policy (S38): a direct send needs no
 -- other read to know whether it may reach it.
@@ -63,6 +58,8 @@ WHERE space_id = :space_id AND step = :value AND status IN ('running', 'idle')
 ORDER BY joined_at_utc, id
 
 -- name: broadcast_readers
+-- The live readers of a broadcast, with their cursors: the one furthest
+-- behind is what broadcast_cap counts from (S7).
 SELECT id, address, bcast_seen, waiting FROM participants
 WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sender
 ORDER BY joined_at_utc, id
