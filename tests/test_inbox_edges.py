@@ -47,6 +47,29 @@ def test_S33_claim_limit_is_1_to_10000_exactly(store: Store) -> None:
             b.claim(limit=bad)
 
 
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"limit": True}, "bad limit True: a whole number is needed"),
+        ({"limit": "2"}, "bad limit '2': a whole number is needed"),
+        ({"limit": 2.0}, "bad limit 2.0: a whole number is needed"),
+        ({"wait": True}, "bad wait True: a number of seconds is needed"),
+        ({"wait": "1"}, "bad wait '1': a number of seconds is needed"),
+    ],
+)
+def test_S33_the_library_claim_under_the_handle_refuses_a_limit_or_wait_of_another_type(
+    store: Store, kw: dict[str, Any], message: str
+) -> None:
+    # The Agent handle checks types at its edge (broker.apicheck); the library
+    # call checks them again for any other caller, before anything is claimed.
+    a, b = pair(store)
+    a.send("b", "x")
+    with pytest.raises(errors.InvalidInput) as info:
+        inbox.claim(store, b.identity, **kw)
+    assert (str(info.value), info.value.fields) == (message, {"field": next(iter(kw))})
+    assert len(b.claim().deliveries) == 1  # nothing was claimed
+
+
 def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> None:
     a, b = pair(store)
     a.send("b", "one")
