@@ -303,6 +303,26 @@ def test_S7_messages_log_reads_at_most_limit_rows_after_the_cursor(
     assert [e.seq for e in messages.log(store, space, after_seq=1)] == [2, 3, 4, 5]
 
 
+def test_S11_a_broadcast_row_appended_outside_a_send_moves_the_broadcast_counter_by_one(
+    store: Store, space: str
+) -> None:
+    # The log's other writer (receipts; the rows the export and view tests lay
+    # down, tests/sqlrows.py) keeps the space's counters those of its log.
+    import sqlrows
+
+    counters = "SELECT last_seq, last_bcast, log_bytes FROM spaces WHERE id = ?"
+    for n in (1, 2):
+        mid = sqlrows.message(store, space, "lynx", f"all hands {n}", to=["broadcast"], bcast=True)
+        with store.read() as t:
+            seq, bcast_no, size = t.one(
+                "SELECT seq, bcast_no, size_bytes FROM messages WHERE id = ?", (mid,)
+            )
+            last_seq, last_bcast, log_bytes = t.one(counters, (space,))
+            total = t.one("SELECT sum(size_bytes) FROM messages WHERE space_id = ?", (space,))[0]
+        assert (seq, bcast_no) == (last_seq, last_bcast) == (n, n)
+        assert log_bytes == total and size > 0
+
+
 def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
