@@ -207,6 +207,18 @@ def test_S20_a_log_follower_in_another_process_is_woken_by_the_doorbell_of_its_s
     assert w.result() == ["logged"]
 
 
+def test_S20_a_log_follower_is_woken_by_the_doorbell_of_a_seen_receipt(
+    two: Pair, waiter_process: Callable[..., WaiterProcess]
+) -> None:
+    # A receipt is a log row like any other (S18): its commit rings the space.
+    sent = two.a.send("b", "read me").id
+    turn = two.b.next_turn()
+    assert turn.id is not None
+    w = waiter_process("follow", two)  # its cursor is past "read me"
+    _woken_by_the_doorbell(w, lambda: two.b.seen(turn.id))
+    assert w.result() == [json.dumps([sent])]
+
+
 def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(
     store: Store, two: Pair
 ) -> None:
