@@ -22,6 +22,7 @@ from broker.records import (
     Turn,
     TurnSeen,
 )
+from broker.vocab import BOARD_READ_DEFAULT
 
 TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
 
@@ -193,7 +194,7 @@ class Agent(AgentPaths, AgentMail):
 
     # --- the board (S21-S24) -------------------------------------------------------
     def board_read(
-        self, *, after: str | None = None, limit: int = 100, tx: Tx | None = None
+        self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT, tx: Tx | None = None
     ) -> list[BoardEntry]:
         """``board.read``: posts, directives and retractions after the cursor ``after``."""
         from broker import board

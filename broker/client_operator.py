@@ -35,7 +35,7 @@ from broker.records import (
     VacuumResult,
     log_matches,
 )
-from broker.vocab import SpaceKind, SpaceState, Via
+from broker.vocab import BOARD_READ_DEFAULT, SpaceKind, SpaceState, Via
 
 if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
     import threading
@@ -298,7 +298,9 @@ class Operator(OperatorPaths, OperatorMail):
             self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
         )
 
-    def board(self, space: str, *, after: str | None = None, limit: int = 100) -> list[BoardEntry]:
+    def board(
+        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
         """The operator's ``board.view``: posts, directives and retractions after
         the cursor ``after`` (a message id), oldest first, at most ``limit``."""
         from broker import board

@@ -32,6 +32,7 @@ from broker import errors
 from broker.client import Operator, Store
 from broker.records import Turn
 from broker.runtime import Team, TeammateContext
+from broker.vocab import BOARD_READ_MAX
 
 TASK = re.compile(r"^task (\d+): ")
 RESULT = re.compile(r"^result (\d+) = (\d+) \[directive:(yes|no) urgent:(yes|no)\]")
@@ -86,7 +87,7 @@ def worker(ctx: TeammateContext, turn: Turn) -> None:
         state["urgent"] = True
     if not any(i.group in ("message", "urgent") for i in turn.items):
         return
-    posts = me.board_read(limit=1000)
+    posts = me.board_read(limit=BOARD_READ_MAX)
     done = _done(posts)
     for entry in posts:
         m = TASK.match(entry.body) if entry.kind == "post" else None
@@ -97,7 +98,7 @@ def worker(ctx: TeammateContext, turn: Turn) -> None:
             grant = me.claim_key(f"task-{n}", ttl=3.0)
         except errors.ClaimHeld:
             continue
-        if n in _done(me.board_read(limit=1000)):  # finished while we were looking
+        if n in _done(me.board_read(limit=BOARD_READ_MAX)):  # finished while we were looking
             me.release_key(f"task-{n}", grant.fence)
             continue
         result = _work(n)

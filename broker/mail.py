@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from broker.apicheck import checked
 from broker.db import Tx
+from broker.vocab import SEARCH_DEFAULT
 
 if TYPE_CHECKING:
     from broker.auth import Identity
@@ -38,7 +39,7 @@ class AgentMail:
         to: str | None = None,
         kinds: Iterable[str] | None = None,
         since: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_DEFAULT,
         tx: Tx | None = None,
     ) -> list[SearchHit]:
         """Full-text search of what this agent sent or received (S36), best first."""
@@ -93,7 +94,7 @@ class OperatorMail:
         to: str | None = None,
         kinds: Iterable[str] | None = None,
         since: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_DEFAULT,
     ) -> list[SearchHit]:
         """Full-text search of one whole space (S36), best first, with snippets."""
         from broker import search

@@ -126,10 +126,12 @@ def send_many(
         for n, (kind, targets, text, key, m) in enumerate(prepared):
             try:
                 results.append(batch.add(kind, targets, text, key=key, mail=m))
+            except errors.StoreError:
+                raise  # the database's trouble, not the item's
             except errors.BrokerError as exc:
                 # Refused inside the transaction (the body cap, the log's
-                # shares, a reused key, a contact policy...): the whole batch
-                # rolls back, and the refusal names the item that caused it.
+                # shares, a reused key...): the whole batch rolls back, and
+                # the refusal names the item that caused it.
                 raise exc.in_item(n) from None
         batch.flush()
         return results

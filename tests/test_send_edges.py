@@ -405,7 +405,9 @@ def test_S12_a_key_another_sender_used_is_refused_in_one_exact_line(
     assert all_rows(store)[:2] == before[:2]
     # In a batch, the refusal names the item, and the items before it roll back.
     with pytest.raises(errors.Conflict) as info:
-        otter.send_many([{"to": "lynx", "text": "a"}, {"to": "lynx", "text": "b", "idempotency_key": "k1"}])
+        otter.send_many(
+            [{"to": "lynx", "text": "a"}, {"to": "lynx", "text": "b", "idempotency_key": "k1"}]
+        )
     assert str(info.value) == (
         "item 1: idempotency key 'k1' was already used by lynx in this space"
     )

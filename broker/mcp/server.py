@@ -28,6 +28,7 @@ from broker.mcp import agent as agent_tools
 from broker.mcp import operator as operator_tools
 from broker.mcp.core import BrokerMCP
 from broker.records import to_dict
+from broker.vocab import BOARD_READ_MAX
 
 log = logging.getLogger("broker.mcp")
 
@@ -90,7 +91,7 @@ class AgentServer(BrokerMCP[AsyncAgent]):
         )
 
     async def _board(self) -> str:
-        entries = await self.caller.board_read(limit=1000)
+        entries = await self.caller.board_read(limit=BOARD_READ_MAX)
         latest = entries[-BOARD_RESOURCE_LIMIT:]
         return json.dumps({"entries": [to_dict(e) for e in latest]}, ensure_ascii=False)
 

@@ -26,6 +26,7 @@ from broker.records import (
 from broker.remote.codec import from_dict, list_of
 from broker.remote.paths import RemoteAgentPaths
 from broker.remote.wire import TIMEOUT_S, Connection, space_path
+from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
 
 def search_query(
@@ -164,7 +165,7 @@ class RemoteAgent(RemoteAgentPaths):
         to: str | None = None,
         kinds: Iterable[str] | None = None,
         since: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_DEFAULT,
     ) -> list[SearchHit]:
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(SearchHit, self._call("GET", "/search", query=q))
@@ -209,7 +210,9 @@ class RemoteAgent(RemoteAgentPaths):
     def leave(self) -> None:
         self._call("POST", "/leave")
 
-    def board_read(self, *, after: str | None = None, limit: int = 100) -> list[BoardEntry]:
+    def board_read(
+        self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
         return list_of(
             BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
         )

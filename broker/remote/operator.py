@@ -36,6 +36,7 @@ from broker.remote.agent import RemoteAgent, search_query
 from broker.remote.codec import error_from, from_dict, list_of
 from broker.remote.paths import RemoteOperatorPaths
 from broker.remote.wire import Connection, events, json_or_none, space_path
+from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
 
 # --- the operator ------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class RemoteOperator(RemoteOperatorPaths):
         to: str | None = None,
         kinds: Iterable[str] | None = None,
         since: str | None = None,
-        limit: int = 20,
+        limit: int = SEARCH_DEFAULT,
     ) -> list[SearchHit]:
         """Full-text search of the space's log (S36)."""
         q = search_query(query, sender, to, kinds, since, limit)
@@ -304,7 +305,9 @@ class RemoteOperator(RemoteOperatorPaths):
         path = f"{space_path(space)}/participants/{quote(address, safe='')}/transcript"
         return list_of(TurnRecord, self._call("GET", path))
 
-    def board(self, space: str, *, after: str | None = None, limit: int = 100) -> list[BoardEntry]:
+    def board(
+        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
         """``board.view``: posts, directives and retractions after ``after``."""
         query = {"after": after, "limit": limit}
         return list_of(

@@ -188,7 +188,8 @@ async def seen(call: Call) -> Any:
 
 async def board_read(call: Call) -> Any:
     a, q = _me(call), call.query
-    return await call.state.run(lambda: a.board_read(after=q["after"], limit=q["limit"] or BOARD_READ_DEFAULT))
+    limit = q["limit"] or BOARD_READ_DEFAULT
+    return await call.state.run(lambda: a.board_read(after=q["after"], limit=limit))
 
 
 async def key_claim(call: Call) -> Any:
