@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import trusted
 from conftest import Clock
+from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors, inbox, wake
 from broker.ids import fmt_ts
@@ -326,3 +328,136 @@ def test_S16_waiting_inside_a_transaction_is_refused_saying_why(store: Store) ->
         b.claim(wait=1, tx=t)
     with pytest.raises(errors.InvalidInput, match=why), store.transaction() as t:
         b.next_turn(wait=1, tx=t)
+
+
+# --- S14: what a lost lease says -------------------------------------------------------------
+def test_S14_a_lost_lease_names_each_message_and_what_became_of_it_in_one_exact_line(
+    cstore: Store, clock: Clock
+) -> None:
+    a, b = pair(cstore)
+    ids = [a.send("b", f"m{i}").id for i in range(4)]
+    held = b.claim(limit=4, lease=10)
+    # Each message moves on a different way under the holder's feet.
+    b.release(held.lease_token, [ids[1]])  # ready again: released for replay
+    b.quarantine(held.lease_token, ids[2], "bad input")  # set aside
+    clock.advance(11)  # the lease runs out ...
+    other = b.claim(limit=4, lease=60)  # ... and another lease takes 0, 1 and 3
+    assert {d.id for d in other.deliveries} == {ids[0], ids[1], ids[3]}
+    b.ack(other.lease_token, [ids[3]])  # done, under the other lease
+    with pytest.raises(errors.LeaseLost) as info:
+        b.ack(held.lease_token, ids)
+    token = held.lease_token
+    assert str(info.value) == (
+        f"lease {token[:8]}... no longer holds {ids[0]} (claimed again under another lease), "
+        f"{ids[1]} (claimed again under another lease), {ids[2]} (quarantined), "
+        f"{ids[3]} (acked under another lease): do not ack; the messages were redelivered"
+    )
+    assert info.value.fields == {"lease_token": token, "lost": ids}
+    # Released by its holder and not claimed again: "released for replay".
+    b.release(other.lease_token, [ids[0]])
+    with pytest.raises(errors.LeaseLost) as info:
+        b.ack(other.lease_token, [ids[0]])
+    assert str(info.value) == (
+        f"lease {other.lease_token[:8]}... no longer holds {ids[0]} (released for replay): "
+        "do not ack; the messages were redelivered"
+    )
+
+
+def test_S14_a_lease_that_holds_nothing_and_ids_that_are_not_in_the_inbox_say_so_exactly(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    mid = a.send("b", "m").id
+    lease = b.claim()
+    with pytest.raises(errors.MessageNotFound) as nf:
+        b.ack(lease.lease_token, [mid, "0" * 26, "1" * 26])
+    assert str(nf.value) == f"no delivery of {'0' * 26}, {'1' * 26} in the inbox of b"
+    assert nf.value.fields == {"ids": ["0" * 26, "1" * 26]}
+    wrong = "w" * 32
+    with pytest.raises(errors.LeaseLost) as lost:
+        b.ack(wrong)
+    assert str(lost.value) == (
+        "lease wwwwwwww... holds nothing in the inbox of b: it expired and its messages "
+        "were claimed again, or the token is wrong"
+    )
+    assert lost.value.fields == {"lease_token": wrong, "lost": []}
+    assert b.ack(lease.lease_token) == 1  # the refusals wrote nothing
+
+
+# --- S15: quarantine takes one message, for a reason -------------------------------------------
+def test_S15_a_quarantine_sets_aside_only_the_message_it_names_and_needs_a_reason(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    first, second = a.send("b", "bad").id, a.send("b", "good").id
+    lease = b.claim(limit=2)
+    for blank in ("", "   "):
+        with pytest.raises(errors.InvalidInput) as info:
+            b.quarantine(lease.lease_token, first, blank)
+        assert (str(info.value), info.value.fields) == (
+            "a quarantine needs a reason",
+            {"field": "reason"},
+        )
+    b.quarantine(lease.lease_token, first, "cannot parse")
+    with store.read() as t:
+        states = dict(t.all("SELECT message_id, state FROM deliveries"))
+    assert states == {first: "quarantine", second: "processing"}
+    assert b.ack(lease.lease_token, [second]) == 1  # the rest of the lease is still held
+
+
+# --- S13: extend ---------------------------------------------------------------------------
+def test_S13_extend_without_seconds_pushes_the_lease_to_lease_seconds_from_now(
+    cstore: Store, clock: Clock
+) -> None:
+    a, b = pair(cstore, lease_seconds=45)
+    a.send("b", "m")
+    lease = b.claim(lease=5)
+    clock.advance(3)
+    expected = fmt_ts(clock.now + timedelta(seconds=45))
+    assert b.extend(lease.lease_token) == expected
+    with cstore.read() as t:
+        assert t.one("SELECT lease_expires_at FROM deliveries")[0] == expected
+
+
+# --- S20: waiting ---------------------------------------------------------------------------
+def test_S20_a_release_wakes_a_claim_waiting_on_the_same_inbox(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The wait and the safety tick are an hour: only the release's ring can end it.
+    monkeypatch.setattr(wake, "SAFETY_S", 3600.0)
+    probe = WakeProbe.install(monkeypatch)
+    a, b = pair(store)
+    mid = a.send("b", "job").id
+    held = b.claim(lease=3600)
+    got: list[Any] = []
+    th = threading.Thread(target=lambda: got.append(b.claim(wait=3600)), daemon=True)
+    th.start()
+    assert probe.asleep.wait(60), "the waiter never went to sleep"
+    b.release(held.lease_token)
+    th.join(60)
+    assert not th.is_alive(), "a release rang nobody"
+    assert [d.id for d in got[0].deliveries] == [mid]
+    assert "rung" in probe.woke
+
+
+def test_S20_a_claim_that_waits_for_nothing_returns_no_sooner_than_its_wait(store: Store) -> None:
+    # A lower bound only (the loop ends when its deadline has passed): never early.
+    _, b = pair(store)
+    for wait in (0.3, 1.2):
+        t0 = time.monotonic()
+        assert b.claim(wait=wait).deliveries == []
+        assert time.monotonic() - t0 >= wait
+        t0 = time.monotonic()
+        assert b.next_turn(wait=wait).id is None
+        assert time.monotonic() - t0 >= wait
+
+
+def test_S20_a_waiter_sleeps_until_its_wait_ends_or_just_past_the_next_lease_expiry(
+    cstore: Store, clock: Clock
+) -> None:
+    in_10s = fmt_ts(clock.now + timedelta(seconds=10))
+    assert inbox.until(cstore, None, 7.5) == 7.5  # no lease running: the whole wait
+    assert inbox.until(cstore, in_10s, 60.0) == pytest.approx(10.001)  # just past the expiry
+    assert inbox.until(cstore, in_10s, 4.0) == 4.0  # the wait ends first
+    long_ago = fmt_ts(clock.now - timedelta(seconds=30))
+    assert inbox.until(cstore, long_ago, 60.0) == 0.001  # already expired: at once, not negative
