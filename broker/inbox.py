@@ -500,13 +500,14 @@ def quarantine_held(
     t: Tx, recipient_id: str, token: str, ids: Sequence[str], reason: str
 ) -> list[str]:
     """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a
-    failed turn's input, S26); the ids moved. Ids claimed again meanwhile are
-    left to the lease that holds them now."""
+    failed turn's input, S26; ``reason`` checked by the caller, before its
+    transaction); the ids moved. Ids claimed again meanwhile are left to the
+    lease that holds them now."""
     params = {
         "token": token,
         "recipient_id": recipient_id,
         "ids": json.dumps(list(ids)),
-        "reason": bounds.text(reason, "reason", EVIDENCE_MAX),
+        "reason": reason,
         "error": None,
     }
     return [r["message_id"] for r in t.all(_QUARANTINE, params)]

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import auth, board, errors, inbox, procs, transcript, wake
+from broker import auth, board, bounds, errors, inbox, procs, transcript, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
@@ -390,8 +390,9 @@ def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
     (S15, S26), in one transaction; broadcasts and directives are not inbox
     rows and stay as they are. Returns how many were quarantined (those
     claimed again meanwhile by a later turn are left to it)."""
-    # The reason is checked first (S33): a blank one is refused even when the
-    # turn has nothing from the inbox to set aside.
+    # The reason is checked first (S33): a blank or over-long one is refused
+    # even when the turn has nothing from the inbox to set aside.
+    reason = bounds.text(reason, "reason", inbox.EVIDENCE_MAX)
     if not reason.strip():
         raise errors.InvalidInput("a quarantine needs a reason", field="reason")
     ids = [i.id for i in turn.items if i.deliveries is not None]

@@ -461,3 +461,68 @@ def test_S20_a_waiter_sleeps_until_its_wait_ends_or_just_past_the_next_lease_exp
     assert inbox.until(cstore, in_10s, 4.0) == 4.0  # the wait ends first
     long_ago = fmt_ts(clock.now - timedelta(seconds=30))
     assert inbox.until(cstore, long_ago, 60.0) == 0.001  # already expired: at once, not negative
+
+
+# --- S13: ack_and_claim acks what it names, once ---------------------------------------------
+def test_S13_ack_and_claim_acks_only_the_ids_named_and_a_repeat_is_no_lost_lease(
+    store: Store,
+) -> None:
+    a, b = pair(store)
+    ids = [a.send("b", f"m{i}").id for i in range(4)]
+    first = b.claim(limit=2)
+    nxt = b.ack_and_claim(first.lease_token, [ids[0]], limit=1)
+    assert [d.id for d in nxt.deliveries] == [ids[2]]
+    with store.read() as t:
+        states = dict(t.all("SELECT message_id, state FROM deliveries"))
+    assert [states[m] for m in ids] == ["done", "processing", "processing", "ready"]
+    # The holder repeating itself: the ack is already done under its token.
+    again = b.ack_and_claim(first.lease_token, [ids[0]], limit=1)
+    assert [d.id for d in again.deliveries] == [ids[3]]
+    assert b.ack(first.lease_token, [ids[1]]) == 1  # the rest of the first lease held on
+
+
+# --- S15: requeue, the operator's way back from quarantine -------------------------------------
+def test_S15_requeue_refusals_say_why_in_one_exact_line_and_write_nothing(
+    store: Store, operator: Operator
+) -> None:
+    a, b = pair(store)
+    sid = a.identity.space_id
+    mid = a.send("b", "bad").id
+    lease = b.claim()
+    b.quarantine(lease.lease_token, mid, "cannot parse")
+    cases: list[tuple[list[str], type[errors.BrokerError], str, dict[str, Any]]] = [
+        ([], errors.InvalidInput, "no ids given", {"field": "ids"}),
+        (["x" * 101], errors.InvalidInput, "id is 101 characters; at most 100", {"field": "id"}),
+        (
+            [mid, "y" * 100, "z"],
+            errors.MessageNotFound,
+            f"not quarantined in space {sid}: {'y' * 100}, z",
+            {"ids": ["y" * 100, "z"]},
+        ),
+    ]
+    for ids, cls, message, fields in cases:
+        with pytest.raises(cls) as info:
+            operator.requeue(sid, ids)
+        assert (str(info.value), info.value.fields) == (message, fields)
+    with store.read() as t:
+        assert t.one("SELECT state FROM deliveries WHERE message_id = ?", (mid,))[0] == "quarantine"
+
+
+def test_S20_a_requeue_wakes_a_claim_waiting_on_the_inbox(
+    store: Store, operator: Operator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wake, "SAFETY_S", 3600.0)
+    probe = WakeProbe.install(monkeypatch)
+    a, b = pair(store)
+    mid = a.send("b", "bad").id
+    lease = b.claim()
+    b.quarantine(lease.lease_token, mid, "cannot parse")
+    got: list[Any] = []
+    th = threading.Thread(target=lambda: got.append(b.claim(wait=3600)), daemon=True)
+    th.start()
+    assert probe.asleep.wait(60), "the waiter never went to sleep"
+    assert operator.requeue(a.identity.space_id, [mid]) == 1
+    th.join(60)
+    assert not th.is_alive(), "a requeue rang nobody"
+    assert [(d.id, d.deliveries) for d in got[0].deliveries] == [(mid, 1)]  # a fresh count
+    assert "rung" in probe.woke

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, procs
+from broker import Agent, Operator, Store, inbox, procs
 from broker.sql import stmt
 
 LEASE_S = 30.0
@@ -312,3 +312,33 @@ def test_S32_recovery_reads_once_and_writes_nothing_when_nothing_is_dead(
         assert t.one("PRAGMA data_version")[0] == before  # no write transaction committed
     probe.close()
     assert "ix_deliveries_leased" in plan
+
+
+def test_S32_recovery_counts_what_came_back_and_nothing_when_no_holder_is_gone(
+    store: Store, setup: tuple[str, Agent, Consumers]
+) -> None:
+    space, sender, _ = setup
+    worker, _ = trusted.join(store, space, "worker", pid=None)
+    pid = worker.identity.participant_id
+    ids = [sender.send("worker", f"job {i}").id for i in range(3)]
+    assert inbox.recover_on_connect(store, pid) == 0  # nothing held
+    with store.write() as t:
+        assert inbox.recover(t, pid, store.now_ts()) == 0
+    # Two leases held by a process that has exited (its pid reaped: gone).
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = f"{procs.host()}:{int(done.stdout)}:1"
+    assert procs.gone(dead)
+    held = inbox.claim(store, worker.identity, limit=2, process=dead)
+    assert [d.id for d in held.deliveries] == ids[:2]
+    mine = inbox.claim(store, worker.identity, process=procs.this_process())  # live: kept
+    assert inbox.recover_on_connect(store, pid) == 2
+    assert inbox.recover_on_connect(store, pid) == 0  # once
+    assert {m: s for m, (s, _) in states(store, space).items()} == {
+        ids[0]: "ready", ids[1]: "ready", ids[2]: "processing"
+    }
+    assert mine.deliveries[0].id == ids[2]

@@ -481,7 +481,16 @@ def test_S26_quarantining_a_turn_needs_a_reason_and_takes_only_the_takers_inbox(
     assert turns.quarantine(store, b.identity, only_broadcast, "failed") == 0
     with pytest.raises(errors.InvalidInput):
         turns.quarantine(store, b.identity, only_broadcast, " ")
-    assert turns.quarantine(store, b.identity, turn, "failed") == 1
+    # The reason is evidence: at most 8000 characters, refused before anything moves.
+    for call_turn in (only_broadcast, turn):
+        with pytest.raises(errors.InvalidInput) as info:
+            turns.quarantine(store, b.identity, call_turn, "r" * 8001)
+        assert (info.value.message, info.value.fields) == (
+            "reason is 8001 characters; at most 8000",
+            {"field": "reason"},
+        )
+    assert state_of(store, d, b) == "processing"
+    assert turns.quarantine(store, b.identity, turn, "r" * 8000) == 1
     assert state_of(store, d, b) == "quarantine"
 
 
