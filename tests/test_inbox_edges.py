@@ -526,3 +526,18 @@ def test_S20_a_requeue_wakes_a_claim_waiting_on_the_inbox(
     assert not th.is_alive(), "a requeue rang nobody"
     assert [(d.id, d.deliveries) for d in got[0].deliveries] == [(mid, 1)]  # a fresh count
     assert "rung" in probe.woke
+
+
+def test_S13_ack_and_claim_takes_one_by_default_and_the_lease_it_is_given(
+    cstore: Store, clock: Clock
+) -> None:
+    a, b = pair(cstore, lease_seconds=30)
+    ids = [a.send("b", f"m{i}").id for i in range(3)]
+    first = b.claim()
+    # The library call under the handle: one message unless told, for `lease` seconds.
+    nxt = inbox.ack_and_claim(cstore, b.identity, first.lease_token, lease=45)
+    assert [d.id for d in nxt.deliveries] == [ids[1]]
+    assert nxt.expires_at == fmt_ts(clock.now + timedelta(seconds=45))
+    last = inbox.ack_and_claim(cstore, b.identity, nxt.lease_token, owner="night shift")
+    assert last.owner == "night shift"
+    assert last.expires_at == fmt_ts(clock.now + timedelta(seconds=30))  # lease_seconds
