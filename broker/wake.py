@@ -426,8 +426,7 @@ class Waiter:
             # A change left here stays unread, so the first tick takes it.
             self._marker = now
             self._drain()  # rings of what the caller is about to see: not a next wake
-            self._return("changed", True)
-            return True
+            return self._return("changed", True)
         return False
 
     def sleeping(self) -> None:
