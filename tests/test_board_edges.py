@@ -147,14 +147,14 @@ def test_S21_a_board_read_joins_the_callers_read_transaction(
 def test_S9_directive_input_is_refused_with_plain_words(join: Callable[..., Agent]) -> None:
     boss = join("boss", lead=True)
     refusals = {
-        ("lynx", "   "): "a directive needs text",
-        ("operator", "x"): "a directive cannot be addressed to the operator",
-        (("lynx", "broadcast"), "x"): "'broadcast' cannot be combined with other addresses",
+        ("lynx", "   "): ("a directive needs text", "text"),
+        ("operator", "x"): ("a directive cannot be addressed to the operator", "to"),
+        (("lynx", "broadcast"), "x"): ("'broadcast' cannot be combined with other addresses", "to"),
     }
-    for (to, text), message in refusals.items():
+    for (to, text), (message, field) in refusals.items():
         with pytest.raises(errors.InvalidInput) as info:
             boss.directive(to, text)  # type: ignore[arg-type]
-        assert info.value.message == message
+        assert (info.value.message, info.value.fields) == (message, {"field": field})
     assert boss.board_read() == []
 
 

@@ -26,13 +26,18 @@ def all_rows(store: Store) -> tuple[Any, ...]:
     return counts + tuple(counters)
 
 
-def refused(store: Store, call: Callable[[], object], message: str) -> None:
-    """S33: ``call`` is invalid input with exactly ``message``, and wrote nothing."""
+def refused(
+    store: Store, call: Callable[[], object], message: str, fields: dict[str, Any] | None = None
+) -> None:
+    """S33: ``call`` is invalid input with exactly ``message`` (and ``fields``,
+    when given), and wrote nothing."""
     before = all_rows(store)
     with pytest.raises(errors.InvalidInput) as info:
         call()
     assert str(info.value) == message
     assert info.value.to_dict()["error"] == "invalid_input"
+    if fields is not None:
+        assert info.value.fields == fields
     assert all_rows(store) == before
 
 
@@ -52,7 +57,9 @@ def test_S6_broadcast_with_other_addresses_is_refused_in_one_exact_line(
             lambda to=to: lynx.directive(to, "x"),
             lambda to=to: Operator(store).send(lynx.identity.space_id, "x", to=to),
         ):
-            refused(store, call, "'broadcast' cannot be combined with other addresses")
+            refused(
+                store, call, "'broadcast' cannot be combined with other addresses", {"field": "to"}
+            )
 
 
 def test_S6_a_batch_item_with_broadcast_and_another_address_is_refused_naming_the_item(
@@ -147,6 +154,7 @@ def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_li
             store,
             lambda to=to: Operator(store).send(space, "x", to=["lynx", to]),
             f"the operator cannot send to {to!r}",
+            {"field": "to"},
         )
 
 
