@@ -333,3 +333,29 @@ def test_pg_every_catalogue_statement_prepares_on_postgresql(pg: Store) -> None:
     finally:
         raw.close()
     assert checked > 60
+
+
+def test_pg_S20_a_waiter_that_cannot_listen_polls_every_PG_POLL_S_and_says_so(
+    pg: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without its LISTEN connection a PostgreSQL waiter has no change marker:
+    it returns "polled" every PG_POLL_S so its caller re-checks, and a claim
+    that waits still gets what is sent meanwhile."""
+    from broker import pgwake, wake
+
+    def no_listener(store: Store) -> Any:
+        raise OSError("the server cannot be listened to")
+
+    monkeypatch.setattr(pgwake, "listener", no_listener)
+    sid = Operator(pg).create_space("workflow").id
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
+    with wake.Waiter(pg, [wake.participant_key(b.identity.participant_id)]) as waiter:
+        assert waiter.polling
+        assert waiter.wait(30) is True and waiter.woke == "polled"
+    got: list[Any] = []
+    th = threading.Thread(target=lambda: got.append(b.claim(wait=30)), daemon=True)
+    th.start()
+    a.send("b", "polled for")
+    th.join(30)
+    assert not th.is_alive() and [d.body for d in got[0].deliveries] == ["polled for"]
