@@ -359,3 +359,17 @@ def test_pg_S20_a_waiter_that_cannot_listen_polls_every_PG_POLL_S_and_says_so(
     a.send("b", "polled for")
     th.join(30)
     assert not th.is_alive() and [d.body for d in got[0].deliveries] == ["polled for"]
+
+
+def test_pg_S20_a_closed_waiter_leaves_no_subscription_on_the_listener(pg: Store) -> None:
+    """Each waiter subscribes a socket pair on the process's one LISTEN
+    connection; closing the waiter takes it off, so a long-lived process does
+    not ring (and keep) the sockets of every waiter it ever had."""
+    from broker import pgwake, wake
+
+    keys = [wake.space_key("s1"), wake.participant_key("p1")]
+    listener = pgwake.listener(pg)
+    before = {k: set(v) for k, v in listener.subs.items()}
+    with wake.Waiter(pg, keys):
+        assert all(len(listener.subs[k]) == len(before.get(k, ())) + 1 for k in keys)
+    assert {k: set(v) for k, v in listener.subs.items()} == before
