@@ -33,6 +33,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -263,9 +264,31 @@ class Store:
         conn.isolation_level = None  # we emit BEGIN ourselves
         conn.row_factory = sqlite3.Row
         # busy_timeout comes from sqlite3.connect(timeout=...).
-        for pragma in _PRAGMAS if self.read_only is None else _PRAGMAS[1:]:
+        if self.read_only is None:
+            self._to_wal(conn)
+        for pragma in _PRAGMAS[1:]:
             conn.execute(pragma)
         conn.execute(_SYNCHRONOUS[self.settings.synchronous])
+
+    def _to_wal(self, conn: sqlite3.Connection) -> None:
+        """``journal_mode = WAL``, retried while another connection holds the
+        file. Turning a new file to WAL escalates a read lock to an exclusive
+        one, and SQLite answers that with SQLITE_BUSY at once, without its busy
+        handler (waiting could deadlock): two processes opening one new file
+        together would see "database is locked" before either migrated. The
+        loser retries until the winner's conversion is done (then it is a
+        no-op), up to the busy timeout."""
+        deadline = time.monotonic() + self.settings.busy_timeout_ms / 1000
+        pause = 0.001
+        while True:
+            try:
+                conn.execute(_PRAGMAS[0])
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def connect(self) -> Connection:
         """A new configured DBAPI connection (the caller closes it)."""

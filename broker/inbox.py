@@ -499,10 +499,9 @@ def quarantine(
 def quarantine_held(
     t: Tx, recipient_id: str, token: str, ids: Sequence[str], reason: str
 ) -> list[str]:
-    """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a
-    failed turn's input, S26; ``reason`` checked by the caller, before its
-    transaction); the ids moved. Ids claimed again meanwhile are left to the
-    lease that holds them now."""
+    """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a failed
+    turn's input, S26; ``reason`` checked by the caller); the ids moved. Ids
+    claimed again meanwhile are left to the lease that holds them now."""
     params = {
         "token": token,
         "recipient_id": recipient_id,

@@ -493,11 +493,12 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
 
 def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
     """spec §Module layout: the runtime and the demo import the library surface
-    (broker.client, records, errors, models) and nothing below it, and run no SQL."""
+    (broker.client, records, errors, models; vocab, the fixed vocabularies and
+    bounds) and nothing below it, and run no SQL."""
     import ast
 
     root = Path(__file__).resolve().parent.parent / "broker"
-    allowed = {"broker.client", "broker.records", "broker.errors", "broker.models"}
+    allowed = {"broker.client", "broker.records", "broker.errors", "broker.models", "broker.vocab"}
     for name, extra in (("runtime.py", set()), ("demo.py", {"broker.runtime"})):
         tree = ast.parse((root / name).read_text(encoding="utf-8"))
         used: set[str] = set()
