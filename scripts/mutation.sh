@@ -72,6 +72,9 @@ if [[ ! -e "$MUTATION_MAP" ]]; then
   eval "python scripts/mutation_map.py '$MUTATION_MAP' '$paths' $tests"
 fi
 cp scripts/mutmut_config.py mutmut_config.py
+# A mutant that survives its narrowed tests runs the whole selection too
+# (scripts/mutation_runner.py), with the same arguments as the baseline.
+export MUTATION_SELECTION="-x -q -p no:cacheprovider $tests"
 # A warm pytest (scripts/mutation_forkserver.py) forks a child per test run.
 export MUTATION_FORKSERVER="$work/fork.sock"
 rm -f "$MUTATION_FORKSERVER"

@@ -7,8 +7,13 @@ every failure counts as a kill and a hang cannot stall the run.
 - A mutant can make a wait endless. mutmut then kills the process it started,
   but not that process's children, which keep its terminal open and stall
   mutmut. So pytest runs in its own process group, which is killed whole after
-  MUTATION_TEST_TIMEOUT seconds (default 240, below mutmut's own limit of ten
+  MUTATION_TEST_TIMEOUT seconds (default 120, below mutmut's own limit of ten
   times the baseline); a hang counts as a kill.
+- A mutant that passes the tests the coverage map chose for its line
+  (scripts/mutmut_config.py) runs the whole selection (MUTATION_SELECTION)
+  before it counts as a survivor: the map attributes a line that runs once
+  per process (a cache filled on first use) to the first test that ran it,
+  so the narrowed tests can miss a mutant the selection kills.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -40,7 +46,15 @@ def _forked(path: str, args: list[str], timeout: float) -> int:
 
 
 def main(args: list[str]) -> int:
-    timeout = float(os.environ.get("MUTATION_TEST_TIMEOUT", "240"))
+    code = _run(args)
+    selection = shlex.split(os.environ.get("MUTATION_SELECTION", ""))
+    if code == 0 and selection and args != selection:
+        code = _run(selection)  # survived its narrowed tests: the whole selection decides
+    return code
+
+
+def _run(args: list[str]) -> int:
+    timeout = float(os.environ.get("MUTATION_TEST_TIMEOUT", "120"))
     server = os.environ.get("MUTATION_FORKSERVER")
     if server and os.path.exists(server):
         return _forked(server, args, timeout)
