@@ -76,8 +76,13 @@ def same_run(a: str, b: str) -> bool:
 
 def parse_targets(forms: list[str]) -> tuple[list[Target], bool]:
     """Parse every ``to`` form (S6); also whether they are ``broadcast``, which
-    is an address of its own and never combined with another."""
-    targets = [parse_target(t) for t in forms]
+    is an address of its own and never combined with another. A refusal names
+    the field: ``to``."""
+    try:
+        targets = [parse_target(t) for t in forms]
+    except InvalidInput as exc:
+        exc.fields.setdefault("field", "to")
+        raise
     bcast = any(t.kind == "broadcast" for t in targets)
     if bcast and len(targets) > 1:
         raise InvalidInput("'broadcast' cannot be combined with other addresses", field="to")

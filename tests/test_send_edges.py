@@ -51,6 +51,13 @@ def test_S6_broadcast_with_other_addresses_is_refused_in_one_exact_line(
     store: Store, pair: tuple[Agent, Agent]
 ) -> None:
     lynx, _ = pair
+    # A form that does not parse names the field too, on every path.
+    for call in (
+        lambda: lynx.send(["otter", "bad address!"], "x"),
+        lambda: lynx.directive(["bad address!"], "x"),
+        lambda: Operator(store).send(lynx.identity.space_id, "x", to=["bad address!"]),
+    ):
+        refused(store, call, "bad address 'bad address!'", {"field": "to"})
     for to in (["broadcast", "otter"], ["otter", "broadcast"]):
         for call in (
             lambda to=to: lynx.send(to, "x"),
@@ -430,7 +437,7 @@ def test_S33_a_batch_item_with_a_bad_address_is_refused_naming_the_item(
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many([{"to": "otter", "text": "a"}, {"to": "bad address!", "text": "b"}])
     assert str(info.value) == "item 1: bad address 'bad address!'"
-    assert info.value.fields == {"item": 1}
+    assert info.value.fields == {"field": "to", "item": 1}
     # A refusal's own fields are kept beside the item's position.
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many([{"to": "otter", "text": "a", "importance": "loud"}])
