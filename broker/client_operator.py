@@ -133,7 +133,7 @@ class Operator(OperatorPaths, OperatorMail):
             if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
                 from broker import errors
 
-                raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1")
+                raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)
         by_id, by_seq = _cursor(after)
         if thread is not None:  # one indexed range of the log (S35), then the same filters
             from broker import threads
@@ -414,5 +414,5 @@ def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
     if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
         from broker import errors
 
-        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq")
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq", field="after")
     return (None, after) if isinstance(after, int) else (after, None)

@@ -51,17 +51,22 @@ _SYNTAX = ("fts5", "syntax error", "no such column", "unterminated", "unrecogniz
 
 def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, str | None]:
     if not isinstance(query, str) or not query.strip():
-        raise errors.InvalidInput("bad query: empty")
+        raise errors.InvalidInput("bad query: empty", field="query")
     if len(query) > MAX_QUERY or not query.isprintable():
         raise errors.InvalidInput(
-            f"bad query: at most {MAX_QUERY} printable characters (no control characters)"
+            f"bad query: at most {MAX_QUERY} printable characters (no control characters)",
+            field="query",
         )
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise errors.InvalidInput(f"bad limit {limit!r}: a whole number from 1 to {MAX_LIMIT}")
+        raise errors.InvalidInput(
+            f"bad limit {limit!r}: a whole number from 1 to {MAX_LIMIT}", field="limit"
+        )
     kind_list = list(kinds or [])
     for k in kind_list:
         if k not in MESSAGE_KINDS or k == "seen":
-            raise errors.InvalidInput(f"bad kind {k!r}: one of {', '.join(MESSAGE_KINDS[:-1])}")
+            raise errors.InvalidInput(
+                f"bad kind {k!r}: one of {', '.join(MESSAGE_KINDS[:-1])}", field="kinds"
+            )
     _fts5_parse(query)
     return query, json.dumps(kind_list) if kind_list else None
 
@@ -86,7 +91,7 @@ def _refuse(query: object, exc: sqlite3.OperationalError) -> NoReturn:
     # syntax error near", "no such column" for an unknown `col:` prefix).
     text = str(exc)
     if any(w in text for w in _SYNTAX):
-        raise errors.InvalidInput(f"bad query {query!r}: {text}") from None
+        raise errors.InvalidInput(f"bad query {query!r}: {text}", field="query") from None
     raise exc
 
 

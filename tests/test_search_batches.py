@@ -12,6 +12,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,21 @@ def test_S33_S36_a_refused_search_indexes_nothing_either(
         forged = dataclasses.replace(lynx.identity, token_hash="0" * 64)  # a token since rotated
         Agent(store, forged).search("waiting")
     assert indexed(store) == before
+
+
+def test_S33_each_search_refusal_names_its_field(
+    store: Store, space: str, operator: Operator, join: Callable[..., Agent]
+) -> None:
+    lynx = join("flow/lynx")
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: lynx.search("   "), "query"),
+        (lambda: lynx.search("x" * 1001), "query"),
+        (lambda: lynx.search('"open'), "query"),  # FTS5 cannot parse it
+        (lambda: lynx.search("ok", limit=0), "limit"),
+        (lambda: operator.search(space, "ok", limit=1001), "limit"),
+        (lambda: lynx.search("ok", kinds=["seen"]), "kinds"),
+    ]
+    for call, field in cases:
+        with pytest.raises(InvalidInput) as info:
+            call()
+        assert info.value.fields == {"field": field}, str(info.value)

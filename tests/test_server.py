@@ -708,3 +708,25 @@ def test_served_mcp_is_mounted_at_slash_mcp_with_the_bearer_identity(
     assert "msg_send" in tools and "board_directive" not in tools
     assert not sent.is_error
     assert [(e["sender"], e["body"]) for e in log_of(srv, sid)] == [("lynx", "over /mcp")]
+
+
+def test_S33_a_bad_query_parameter_is_422_naming_the_field(srv: Server, store: Store) -> None:
+    sid = new_space(srv, "workflow")
+    _, token = join(store, sid, "lynx")
+    board = agent_path(sid, "/board")
+    with srv.client(token) as c:
+        cases = [
+            ({"limit": "0"}, "bad limit 0: 1 to 1000", "limit"),
+            ({"limit": "ten"}, "bad limit 'ten': a whole number", "limit"),
+            (
+                [("limit", "5"), ("limit", "6")],
+                "query parameter 'limit' given more than once",
+                "limit",
+            ),
+            ({"colour": "red"}, "unknown query parameter 'colour'", "colour"),
+            ({"after": "a\x00b"}, "bad after: contains a NUL character", "after"),
+        ]
+        for params, message, field in cases:
+            r = c.get(board, params=params)
+            assert r.status_code == 422, r.text
+            assert r.json() == {"error": "invalid_input", "message": message, "field": field}

@@ -105,42 +105,52 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
     known = {q.name for q in spec}
     for name in request.query_params:
         if name not in known:
-            raise errors.InvalidInput(f"unknown query parameter {name!r}")
+            raise errors.InvalidInput(f"unknown query parameter {name!r}", field=name)
     for q in spec:
         values = request.query_params.getlist(q.name)
         if q.type == "list":
             for v in values:
                 _check_text(q.name, v)
                 if q.choices is not None and v not in q.choices:
-                    raise errors.InvalidInput(f"bad {q.name} {v!r}: one of {', '.join(q.choices)}")
+                    raise errors.InvalidInput(
+                        f"bad {q.name} {v!r}: one of {', '.join(q.choices)}", field=q.name
+                    )
             out[q.name] = values
             continue
         if not values:
             out[q.name] = None
             continue
         if len(values) > 1:
-            raise errors.InvalidInput(f"query parameter {q.name!r} given more than once")
+            raise errors.InvalidInput(
+                f"query parameter {q.name!r} given more than once", field=q.name
+            )
         value = values[0]
         _check_text(q.name, value)
         if q.type == "int":
             try:
                 number = int(value)
             except ValueError:
-                raise errors.InvalidInput(f"bad {q.name} {value!r}: a whole number") from None
+                raise errors.InvalidInput(
+                    f"bad {q.name} {value!r}: a whole number", field=q.name
+                ) from None
             if (q.minimum is not None and number < q.minimum) or (
                 q.maximum is not None and number > q.maximum
             ):
-                raise errors.InvalidInput(f"bad {q.name} {number}: {q.minimum} to {q.maximum}")
+                raise errors.InvalidInput(
+                    f"bad {q.name} {number}: {q.minimum} to {q.maximum}", field=q.name
+                )
             out[q.name] = number
         elif q.type == "bool":
             if value not in ("true", "false"):
-                raise errors.InvalidInput(f"bad {q.name} {value!r}: true or false")
+                raise errors.InvalidInput(f"bad {q.name} {value!r}: true or false", field=q.name)
             out[q.name] = value == "true"
         else:
             if q.choices is not None and value not in q.choices:
-                raise errors.InvalidInput(f"bad {q.name} {value!r}: one of {', '.join(q.choices)}")
+                raise errors.InvalidInput(
+                    f"bad {q.name} {value!r}: one of {', '.join(q.choices)}", field=q.name
+                )
             if not value or len(value) > 400:
-                raise errors.InvalidInput(f"bad {q.name}: 1 to 400 characters")
+                raise errors.InvalidInput(f"bad {q.name}: 1 to 400 characters", field=q.name)
             out[q.name] = value
     return out
 
@@ -149,9 +159,9 @@ def _check_text(name: str, value: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise errors.InvalidInput(f"bad {name}: not valid UTF-8") from None
+        raise errors.InvalidInput(f"bad {name}: not valid UTF-8", field=name) from None
     if "\x00" in value:
-        raise errors.InvalidInput(f"bad {name}: contains a NUL character")
+        raise errors.InvalidInput(f"bad {name}: contains a NUL character", field=name)
 
 
 def to_json(value: Any) -> Any:
