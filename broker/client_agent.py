@@ -360,7 +360,7 @@ class Agent(AgentPaths, AgentMail):
 
         return turns.seen(self.store, self.identity, turn_id, tx=tx)
 
-    # --- added by engineer "queue": what the teammates runtime needs (S16, S26) -------
+    # --- what the teammates runtime needs (S16, S26) -----------------------------------
     def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
         """This agent's own status (S5, S26: the teammate runtime sets it),
         refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""

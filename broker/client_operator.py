@@ -122,9 +122,9 @@ class Operator(OperatorPaths, OperatorMail):
         ``to`` keeps entries whose ``to`` forms name it or that reached it;
         ``since`` an ISO-8601 UTC time (``created_at_utc >= since``); ``limit``
         keeps the first N, ``tail`` the last N (not both)."""
-        # Stopgap by engineer "cli" (what the CLI needs from the client): the
-        # filters beyond kinds run in Python over the log; "send" moves them
-        # into the statement catalogue.
+        # The cursor, the kinds and the thread are read by index; the other
+        # filters run in Python over those rows (the operator's read of a log
+        # it browses, not a hot path).
         if limit is not None and tail is not None:
             from broker import errors
 
@@ -215,8 +215,7 @@ class Operator(OperatorPaths, OperatorMail):
 
         return ops.vacuum(self.store)
 
-    # --- stopgaps by engineer "cli": what the CLI needed that the client lacked -------------
-    # What the CLI needs that the client lacked; "send" may replace any of them.
+    # --- following, spaces, the board and claims, export and import, purge, migration -------
     def follow(
         self,
         space: str,

@@ -129,8 +129,8 @@ class Tx:
         elif rows:
             self.raw.executemany(sql, rows)
 
-    # TODO(one-shape): tighten to ``Row | None`` / ``list[Row]`` once every module
-    # reads rows by name from catalogue statements.
+    # Typed ``Any``: a few aggregate reads still take columns by position
+    # (``row[0]`` of a ``count(*)``); named reads go through ``row``/``rows``.
     def one(self, sql: str, params: Params = ()) -> Any:
         return self.raw.execute(sql, params).fetchone()
 
