@@ -237,7 +237,7 @@ ELSEWHERE = {
     ("message", "threads"), ("message", "search"), ("message", "status"),
     ("msg", "status"), ("msg", "search"), ("msg", "policy"),
 }  # fmt: skip
-# Commands other engineers add this round, with their own tests (test_ops.py,
+# Operations commands, tested in depth by their own modules (test_ops.py,
 # the purge tests): doctor prints a list (JSON Lines), the others one record.
 INCOMING = {("doctor",), ("backup",), ("vacuum",), ("space", "purge")}
 
