@@ -237,12 +237,13 @@ def _bounded(
         return
     asked = ", ".join(extra)
     if rejoin:
-        held = f"only {', '.join(sorted(allowed))}" if allowed else "nothing (messaging off)"
+        held = f"only {', '.join(sorted(allowed))}" if allowed else "no tool"
         raise errors.Forbidden(
             f"cannot grant {asked}: a re-join never widens a grant, and {whom} held {held} before",
             tools=extra,
         )
-    have = ", ".join(sorted(allowed)) or "none: messaging off"
+    # No tool: messaging off, or an empty grant with messaging on.
+    have = ", ".join(sorted(allowed)) or "no tool"
     raise errors.Forbidden(f"cannot grant {asked}: more than {whom} has ({have})", tools=extra)
 
 

@@ -514,6 +514,24 @@ def test_S27_a_credential_is_exactly_one_non_empty_string(
     ]
 
 
+def test_S28_a_child_of_a_parent_with_no_tool_is_told_so_in_one_line(
+    store: Store, keyed: tuple[str, str]
+) -> None:
+    # Messaging on, an empty grant: the parent has no tool (messaging is not off).
+    space, key = keyed
+    bare = join_with(store, space, "flow/bare", participants.Credential(join_key=key), tools=[])
+    assert refusal(
+        errors.Forbidden,
+        lambda: join_with(
+            store,
+            space,
+            "flow/bare>kid",
+            participants.Credential(parent_token=bare.token),
+            tools=["msg.send"],
+        ),
+    ) == ("cannot grant msg.send: more than its parent bare has (no tool)", {"tools": ["msg.send"]})
+
+
 def test_S28_a_child_joins_with_its_parents_token_bounded_by_its_grant(
     store: Store, operator: Operator, keyed: tuple[str, str]
 ) -> None:
@@ -576,13 +594,34 @@ def test_S28_a_rejoin_with_the_join_key_never_widens_what_the_address_held(
         {"tools": ["board.post"]},
     )
     assert join_with(store, space, "flow/lynx@2", again, tools=["msg.send"]).address == "lynx"
+    pair = join_with(
+        store,
+        space,
+        "flow/pair",
+        participants.Credential(join_key=key),
+        tools=["msg.send", "board.post"],
+    )
+    assert refusal(
+        errors.Forbidden,
+        lambda: join_with(
+            store,
+            space,
+            "flow/pair@2",
+            participants.Credential(join_key=key, token=pair.token),
+            tools=["board.claim"],
+        ),
+    ) == (
+        "cannot grant board.claim: a re-join never widens a grant, and pair held only "
+        "board.post, msg.send before",
+        {"tools": ["board.claim"]},
+    )
     quiet = join_with(
         store, space, "flow/quiet", participants.Credential(join_key=key), messaging=False
     )
     on_again = participants.Credential(join_key=key, token=quiet.token)
     assert refusal(errors.Forbidden, lambda: join_with(store, space, "flow/quiet@2", on_again)) == (
         "cannot grant board.claim, board.post, board.read, board.release, msg.send: a re-join "
-        "never widens a grant, and quiet held nothing (messaging off) before",
+        "never widens a grant, and quiet held no tool before",
         {"tools": ["board.claim", "board.post", "board.read", "board.release", "msg.send"]},
     )
 

@@ -240,7 +240,7 @@ def test_S28_a_receive_only_participant_cannot_drop_its_off(cli: Cli, store: Sto
     res = cli("join", space, "flow/heron>quiet#1@2", "--join-key", key, "--token", quiet["token"])
     line = one_line(res, 4)
     assert "forbidden" in line and "a re-join never widens a grant" in line
-    assert "quiet#1 held nothing (messaging off) before" in line
+    assert "quiet#1 held no tool before" in line
     assert count_rows(store) == before and not row(store, space, "quiet#1")["messaging"]
     # Narrower is fine: a re-join may keep off (and a lead may narrow itself).
     again = join(
