@@ -111,7 +111,12 @@ def run_chaos(
     """Workers drain ``messages``; ``kills`` times, as the work passes another
     equal share, a worker holding a lease is SIGKILLed and replaced. Worker 0
     of the first generation is never killed and always outlives the lease of
-    its second batch. At the end the workers finish their batches and exit."""
+    its second batch. At the end the workers finish their batches and exit.
+
+    The last share is held back until every kill has happened, so the work
+    cannot run out before them however fast the workers drain it (a kill needs
+    a worker holding a lease): if the rest is drained first, the held-back
+    messages go out ten at a time until the kills are done."""
     url = url or f"sqlite:///{tmp_path / 'chaos.db'}"  # or a PostgreSQL one (test_pg_net)
     store = Store(url)
     sid = (
@@ -122,8 +127,9 @@ def run_chaos(
     producer, _ = trusted.join(store, sid, "producer")
     pool, joined = trusted.join(store, sid, "pool")
     inbox_id = pool.identity.participant_id
+    held_back = list(range(messages - messages // (kills + 1), messages))
     with store.transaction() as t:
-        sent = {producer.send("pool", f"job {i}", tx=t).id for i in range(messages)}
+        sent = {producer.send("pool", f"job {i}", tx=t).id for i in range(held_back[0])}
 
     out_dir = tmp_path / "records"
     out_dir.mkdir()
@@ -139,7 +145,7 @@ def run_chaos(
     procs = [spawn(i, slow_at=1 if i == 0 else -1) for i in range(workers)]
     everyone = list(procs)
     protected = procs[0].pid
-    kill_at = [messages * k // (kills + 1) for k in range(1, kills + 1)]
+    kill_at = [len(sent) * k // (kills + 1) for k in range(1, kills + 1)]
     end = time.monotonic() + hang_guard_s
     try:
         while (done := _done(store, inbox_id)) < messages:
@@ -162,6 +168,11 @@ def run_chaos(
                     kill_at.pop(0)
                     procs[slot] = spawn(slot)
                     everyone.append(procs[slot])
+            if held_back and (not kill_at or done >= len(sent)):
+                n = len(held_back) if not kill_at else 10
+                with store.transaction() as t:
+                    sent |= {producer.send("pool", f"job {i}", tx=t).id for i in held_back[:n]}
+                del held_back[:n]
             time.sleep(0.02)
         stop.touch()  # the live workers finish what they hold (acks included) and exit
         for p in procs:
