@@ -204,6 +204,8 @@ def wrap_pg_error(exc: BaseException) -> errors.BrokerError:
         return errors.AppendOnly(text)
     if isinstance(orig, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
         return errors.StoreBusy(f"database stayed locked: {text}")
+    if (getattr(orig, "sqlstate", None) or "").startswith("40"):  # deadlock, serialization
+        return errors.StoreBusy(f"the database rolled the transaction back, retry it: {text}")
     if isinstance(orig, psycopg.IntegrityError):
         return errors.StoreError(f"integrity error: {text}")
     if isinstance(orig, psycopg.OperationalError):

@@ -373,3 +373,57 @@ def test_pg_S20_a_closed_waiter_leaves_no_subscription_on_the_listener(pg: Store
     with wake.Waiter(pg, keys):
         assert all(len(listener.subs[k]) == len(before.get(k, ())) + 1 for k in keys)
     assert {k: set(v) for k, v in listener.subs.items()} == before
+
+
+def test_pg_S14_acks_and_sends_into_one_inbox_at_once_never_deadlock(pg: Store) -> None:
+    """An ack of several messages updates its inbox's participant row once per
+    message, and from the second update on PostgreSQL re-checks that row's key
+    to its space; a send holds the space's row while it waits for that
+    participant row. The space lock must not block the key check (it is FOR NO
+    KEY UPDATE): with FOR UPDATE the two deadlocked within a few rounds."""
+    sid = Operator(pg).create_space("workflow", inbox_cap=100_000).id
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
+    for i in range(20):
+        a.send("b", f"seed {i}")
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            n = 0
+            while not stop.is_set():
+                a.send("b", f"m{n}")
+                n += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        for _ in range(150):
+            lease = b.claim(limit=5)
+            ids = [d.id for d in lease.deliveries]
+            if ids:
+                assert b.ack(lease.lease_token, ids) == len(ids)
+    finally:
+        stop.set()
+        sender.join(30)
+    assert failures == []
+
+
+def test_pg_a_rolled_back_transaction_is_store_busy_saying_retry_not_unreachable() -> None:
+    import psycopg
+
+    from broker.pgstore import wrap_pg_error
+
+    for exc in (
+        psycopg.errors.DeadlockDetected("deadlock detected"),
+        psycopg.errors.SerializationFailure("could not serialize access"),
+    ):
+        err = wrap_pg_error(exc)
+        assert isinstance(err, errors.StoreBusy)
+        assert str(err).startswith("the database rolled the transaction back, retry it: ")
+    assert "cannot reach the database" in str(
+        wrap_pg_error(psycopg.OperationalError("connection refused"))
+    )

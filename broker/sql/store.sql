@@ -16,10 +16,15 @@ BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
 -- name: lock_space
 -- The writers of one space queue here (broker.db Store.lock_space). Only the
 -- PostgreSQL store runs it: on SQLite BEGIN IMMEDIATE already serialises every
--- writer of the file.
+-- writer of the file. FOR NO KEY UPDATE, not FOR UPDATE: it queues the space's
+-- writers behind each other all the same, but lets a foreign-key check take
+-- its KEY SHARE lock on the row. An ack updating its inbox's participant row
+-- twice in one statement re-checks that row's key to its space; under FOR
+-- UPDATE that check waited for a sender holding the space while the sender
+-- waited for the participant row: a deadlock.
 SELECT id FROM spaces WHERE id = :space_id
 -- postgresql:
-SELECT id FROM spaces WHERE id = :space_id FOR UPDATE
+SELECT id FROM spaces WHERE id = :space_id FOR NO KEY UPDATE
 
 -- name: migrate_lock
 -- PostgreSQL only (broker.pgstore): concurrent first opens of one database
