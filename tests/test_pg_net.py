@@ -55,10 +55,9 @@ def test_pg_S16_chaos_kill9_workers_over_tcp_lose_nothing(
     acc = run_chaos(tmp_path, messages=1000, workers=4, kills=4, url=pg_url)
     with capsys.disabled():
         print("\nPostgreSQL " + acc.line())
-    # A kill waits for a worker holding a lease at that instant; a fast server
-    # may drain the last share first, so the kills made are the ones counted.
-    assert acc.kills >= 2
-    _check(acc, kills=acc.kills)
+    # Every planned kill happens: the last share of the work is held back until
+    # they have (run_chaos), however fast the server drains the rest.
+    _check(acc, kills=4)
 
 
 def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_succeeds(
