@@ -37,7 +37,6 @@ from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 if TYPE_CHECKING:
     from broker.records import BoardEntry
 
-DEFAULT_READ_LIMIT, MAX_READ_LIMIT = BOARD_READ_DEFAULT, BOARD_READ_MAX
 _CURSOR_SEQ = stmt("messages.seq_of")
 _READ_KIND = stmt("board.read_kind")
 _MESSAGE_HEAD = stmt("board.message_head")
@@ -52,13 +51,13 @@ def read(
     ident: Identity,
     *,
     after: str | None = None,
-    limit: int = DEFAULT_READ_LIMIT,
+    limit: int = BOARD_READ_DEFAULT,
     tx: Tx | None = None,
 ) -> list[BoardEntry]:
     """``board.read``: posts, directives and retractions after the cursor ``after``
     (a message id), oldest first, at most ``limit``."""
     # The types of limit and after are checked at the edge (broker.apicheck); the bound is ours.
-    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
+    limit = bounds.count(limit, "limit", top=BOARD_READ_MAX)
 
     def run(t: Tx, _row: Caller) -> list[BoardEntry]:
         return _read(t, ident.space_id, after, limit)
@@ -71,11 +70,11 @@ def view(
     space_ref: str,
     *,
     after: str | None = None,
-    limit: int = DEFAULT_READ_LIMIT,
+    limit: int = BOARD_READ_DEFAULT,
     tx: Tx | None = None,
 ) -> list[BoardEntry]:
     """The operator's ``board.view``: what ``read`` returns, without an agent's identity."""
-    limit = bounds.count(limit, "limit", top=MAX_READ_LIMIT)
+    limit = bounds.count(limit, "limit", top=BOARD_READ_MAX)
     with store.read(tx) as t:
         return _read(t, resolve_id(t, space_ref), after, limit)
 

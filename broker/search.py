@@ -39,7 +39,6 @@ _INDEX_PENDING = stmt("search.index_pending")
 _TAIL_INDEX = stmt("search.tail_index")
 _TAIL_FILL = stmt("search.tail_fill")
 _TAIL_DROP = stmt("search.tail_drop")
-MAX_LIMIT, DEFAULT_LIMIT = SEARCH_MAX, SEARCH_DEFAULT
 MAX_QUERY = 1000
 # Matches ranked per query: the newest this many (S36). Rare words are ranked
 # in full; a word in most of a huge log costs this many bm25 scores, not one
@@ -57,9 +56,9 @@ def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, st
             f"bad query: at most {MAX_QUERY} printable characters (no control characters)",
             field="query",
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SEARCH_MAX:
         raise errors.InvalidInput(
-            f"bad limit {limit!r}: a whole number from 1 to {MAX_LIMIT}", field="limit"
+            f"bad limit {limit!r}: a whole number from 1 to {SEARCH_MAX}", field="limit"
         )
     kind_list = list(kinds or [])
     for k in kind_list:
@@ -147,7 +146,7 @@ def search(
     to: str | None = None,
     kinds: Iterable[str] | None = None,
     since: str | None = None,
-    limit: int = DEFAULT_LIMIT,
+    limit: int = SEARCH_DEFAULT,
     tx: Tx | None = None,
 ) -> list[SearchHit]:
     """The operator's search of one whole space (S36), best match first."""
@@ -168,7 +167,7 @@ def agent_search(
     to: str | None = None,
     kinds: Iterable[str] | None = None,
     since: str | None = None,
-    limit: int = DEFAULT_LIMIT,
+    limit: int = SEARCH_DEFAULT,
     tx: Tx | None = None,
 ) -> list[SearchHit]:
     """An agent's search: only messages it sent or that reached it (S36)."""

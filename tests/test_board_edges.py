@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import Clock, open_store
 from test_board import directives_for
 
-from broker import Agent, Operator, Store, board, claims, errors
+from broker import Agent, Operator, Store, board, claims, errors, vocab
 from broker.export import LOG, export_space
 from broker.ids import parse_ts
 from broker.importer import import_dir
@@ -69,7 +69,7 @@ def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
     from broker.mcp.inputs import BoardReadInput
     from broker.remote.agent import RemoteAgent
 
-    default, top = board.DEFAULT_READ_LIMIT, board.MAX_READ_LIMIT
+    default, top = vocab.BOARD_READ_DEFAULT, vocab.BOARD_READ_MAX
     assert (default, top) == (100, 1000)  # S21: default 100, at most 1000
     for fn in (LibraryAgent.board_read, LibraryOperator.board, RemoteAgent.board_read):
         assert inspect.signature(fn).parameters["limit"].default == default, fn
