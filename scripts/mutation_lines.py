@@ -10,14 +10,13 @@ the file restored. Prints each mutant's verdict and the totals.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from mutmut import Context, list_mutations, mutate
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutation_show import ROOT, try_mutant  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -33,26 +32,12 @@ def main(argv: list[str]) -> int:
         for m in list_mutations(Context(source=src, filename=filename))
         if m.line_number + 1 in lines
     ]
-    env = dict(os.environ, PYTHONPATH=copy)
-    path = Path(copy) / filename
     survived = 0
     for mid in ids:
         new = str(mutate(Context(source=src, mutation_id=mid, filename=filename))[0])
-        path.write_text(new)
-        try:
-            run = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args],
-                cwd=copy,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        finally:
-            path.write_text(src)
+        alive, _ = try_mutant(copy, filename, new, args)
         changed = [x for x in new.splitlines() if x not in src.splitlines()]
         shown = changed[0].strip() if changed else "(line removed)"
-        alive = run.returncode == 0
         survived += alive
         print(
             f"{'SURVIVED' if alive else 'killed  '} line {mid.line_number + 1}: {shown}", flush=True

@@ -11,13 +11,11 @@ survivors against more tests than the run's narrowed ones (docs/mutation.md).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_show import mutants, mutated, source_at  # noqa: E402
+from mutation_show import mutants, mutated, source_at, try_mutant  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -25,29 +23,11 @@ def main(argv: list[str]) -> int:
     sep = argv.index("--")
     ids = [int(x) for x in argv[4:sep]]
     args = argv[sep + 1 :]
-    env = dict(os.environ, PYTHONPATH=copy)
     with open(out, "a") as log:
         for mid, _, line, index, line_number, filename in mutants(work, ids, []):
             new = mutated(source_at(commit, filename), line, index, line_number, filename)
-            path = Path(copy) / filename
-            original = path.read_text()
-            path.write_text(new)
-            try:
-                run = subprocess.run(
-                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args],
-                    cwd=copy,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=900,
-                )
-                verdict = "survived" if run.returncode == 0 else "killed"
-                last = (run.stdout.strip().splitlines() or [""])[-1]
-            except subprocess.TimeoutExpired:
-                verdict, last = "killed", "timeout"
-            finally:
-                path.write_text(original)
-            print(mid, verdict, last[:200], file=log, flush=True)
+            alive, last = try_mutant(copy, filename, new, args)
+            print(mid, "survived" if alive else "killed", last[:200], file=log, flush=True)
     return 0
 
 

@@ -14,6 +14,7 @@ the hung and the slow ones.
 from __future__ import annotations
 
 import difflib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -54,6 +55,29 @@ def mutants(work: str, ids: list[int] | None, statuses: list[str]) -> list[tuple
 def mutated(source: str, line: str, index: int, line_number: int, filename: str) -> str:
     mid = RelativeMutationID(line=line, index=index, line_number=line_number)
     return str(mutate(Context(source=source, mutation_id=mid, filename=filename))[0])
+
+
+def try_mutant(copy: str, filename: str, source: str, args: list[str]) -> tuple[bool, str]:
+    """Write ``source`` (a mutant) as ``filename`` in the scratch checkout
+    ``copy``, run pytest there on ``args``, put the file back: (whether the
+    tests passed, that is the mutant survived; pytest's last line)."""
+    path = Path(copy) / filename
+    original = path.read_text()
+    path.write_text(source)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args],
+            cwd=copy,
+            env=dict(os.environ, PYTHONPATH=copy),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except subprocess.TimeoutExpired:
+        return False, "timeout"  # a hang is a kill
+    finally:
+        path.write_text(original)
+    return run.returncode == 0, (run.stdout.strip().splitlines() or [""])[-1]
 
 
 def main(argv: list[str]) -> int:
