@@ -24,6 +24,7 @@ EXTRA_TITLES = {
     "raw_busy": "raw sqlite3, minimal queue, SQLite busy handler",
     "raw_flock": "raw sqlite3, minimal queue, flock writer lock",
     "raw_flock_nockpt": "raw sqlite3 + flock, no checkpoint in commits",
+    "raw_same_flock": "raw sqlite3, the broker's statements, flock writer lock",
 }
 # Stats shown as columns when a scenario's rows have them: key -> header.
 STAT_COLUMNS = [
@@ -159,7 +160,8 @@ def markdown(results: dict[str, Any]) -> str:
             else:
                 lines += [
                     "",
-                    f"statement check (one operation traced): broker and raw_same "
+                    f"statement check ({st.get('traced', 'one operation traced')}): "
+                    f"broker and raw_same "
                     f"{'run the same statements' if st['match'] else '**differ**'}: "
                     f"broker `{' ; '.join(st['broker'])}`"
                     + ("" if st["match"] else f" vs raw `{' ; '.join(st['raw_same'])}`"),

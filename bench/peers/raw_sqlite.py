@@ -132,30 +132,7 @@ class RawSame:
 
     # -- send ----------------------------------------------------------------------
     def _send(self, c: sqlite3.Connection, text: str) -> None:
-        now_dt = self.store.now()
-        now = fmt_ts(now_dt)
-        recipients = json.dumps(["worker"])
-        reached = recipients
-        size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
-        sent, sp = self.sender.check_send(c, now_dt, now, "worker", size)
-        if sent is not None:  # auth.caller_send: counters bumped, recipient read
-            seq, recipient_id = sent
-        else:  # the heartbeat's call (it reads the counters): recipient read, counters written
-            rc = c.execute(
-                SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": self.space, "address": "worker"})
-            ).fetchone()
-            seq, recipient_id = sp["last_seq"] + 1, rc["id"]
-            counters = {
-                "space_id": self.space,
-                "last_seq": seq,
-                "log_bytes": sp["log_bytes"] + size,
-                "last_bcast": sp["last_bcast"],
-            }
-            c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
-        mid = new_id()
-        row = message_row(mid, self.space, seq, "sender", text, reached, size, now)
-        c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
-        c.execute(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(self.space, mid, recipient_id, now)))
+        send_statements(c, self.store, self.space, self.sender, "sender", "worker", text)
 
     def _in_tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         c = self.conn
@@ -284,6 +261,43 @@ class _Caller:
         if row is None or row["status"] == "left" or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
         return row
+
+
+def send_statements(
+    c: sqlite3.Connection,
+    store: Store,
+    space: str,
+    caller: _Caller,
+    sender: str,
+    to: str,
+    text: str,
+) -> None:
+    """One direct send of ``text`` from ``sender`` to the address ``to``, as the
+    broker's statements, inside the caller's write transaction on ``c``."""
+    now_dt = store.now()
+    now = fmt_ts(now_dt)
+    recipients = json.dumps([to])
+    reached = recipients
+    size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
+    sent, sp = caller.check_send(c, now_dt, now, to, size)
+    if sent is not None:  # auth.caller_send: counters bumped, recipient read
+        seq, recipient_id = sent
+    else:  # the heartbeat's call (it reads the counters): recipient read, counters written
+        rc = c.execute(
+            SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": space, "address": to})
+        ).fetchone()
+        seq, recipient_id = sp["last_seq"] + 1, rc["id"]
+        counters = {
+            "space_id": space,
+            "last_seq": seq,
+            "log_bytes": sp["log_bytes"] + size,
+            "last_bcast": sp["last_bcast"],
+        }
+        c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
+    mid = new_id()
+    row = message_row(mid, space, seq, sender, text, reached, size, now)
+    c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
+    c.execute(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, mid, recipient_id, now)))
 
 
 def message_row(

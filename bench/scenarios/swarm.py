@@ -46,6 +46,7 @@ from bench.core import BROKER, REDIS, Ctx, Row, Scenario, accounting, pct, run_w
 RAW_BUSY = "raw_busy"
 RAW_FLOCK = "raw_flock"
 RAW_FLOCK_NOCKPT = "raw_flock_nockpt"
+RAW_SAME_FLOCK = "raw_same_flock"
 DRAIN = 32
 BODY_BYTES = 64
 MAX_WAIT_S = 1.0  # one blocking claim, once an agent has sent its share
@@ -91,6 +92,55 @@ class _Broker:
                 return [str(d.body) for d in lease.deliveries], t
 
             def close(self) -> None:
+                store.close()
+
+        return Endpoint()
+
+    def close(self) -> None:
+        pass
+
+
+class _RawSame:
+    system = RAW_SAME_FLOCK
+    how = (
+        "sqlite3 on a broker-migrated database with the broker's pragmas, running the "
+        "broker's own statements by name (bench.peers.raw_same_swarm.SameAgent): send = "
+        "auth.caller_send, the log row, the delivery; claim = a snapshot read "
+        "(auth.caller, inbox.claimable) unless the last claim filled its limit, then "
+        "auth.caller and inbox.claim; ack = inbox.ack; each write its own BEGIN IMMEDIATE "
+        "transaction under a blocking flock; waiting for mail: PRAGMA data_version polled "
+        "every 1 ms. The broker's semantics without its Python library: the floor of "
+        "what the broker's statements allow"
+    )
+
+    def __init__(self, folder: Path, procs: int) -> None:
+        from bench.peers.broker_queue import join_agent, open_space
+
+        store, self.space = open_space(folder)
+        self.url = str(store.url)
+        self.joined = [join_agent(store, self.space, f"a{i}") for i in range(procs)]
+        store.close()  # no connection crosses the fork
+
+    def endpoint(self, i: int) -> Any:
+        from bench.peers.raw_same_swarm import SameAgent
+        from broker import Store
+
+        store = Store(self.url)
+        agent = SameAgent(store, self.space, self.joined[i], [j.address for j in self.joined])
+
+        class Endpoint:
+            def send(self, to: int, text: str) -> None:
+                agent.send(to, text)
+
+            def drain(self, wait: float) -> tuple[list[str], int]:
+                token, bodies = agent.claim(DRAIN, wait)
+                t = time.monotonic_ns()
+                if bodies:
+                    agent.ack(token)
+                return bodies, t
+
+            def close(self) -> None:
+                agent.close()
                 store.close()
 
         return Endpoint()
@@ -181,6 +231,40 @@ class _Redis:
 
     def close(self) -> None:
         self.streams.drop()
+
+
+def _statement_check(ctx: Ctx, sc: Scenario) -> None:
+    """Trace one swarm step of the broker and of raw_same_flock (a frozen clock:
+    the heartbeat does not recur); record both sequences for the report."""
+    from datetime import UTC, datetime
+
+    from bench.peers.raw_same_swarm import swarm_statements
+    from broker import Store
+
+    frozen = datetime.now(UTC)
+    stores = [
+        Store(f"sqlite:///{ctx.scratch(f'swarm-trace-{side}') / 'broker.db'}", clock=lambda: frozen)
+        for side in ("broker", "same")
+    ]
+    try:
+        seen = swarm_statements(*stores)
+    except Exception as exc:  # noqa: BLE001 - the check is informative
+        sc.params["statements"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return
+    finally:
+        for store in stores:
+            store.close()
+    match = seen["broker"] == seen["raw_same"]
+    sc.params["statements"] = {
+        **seen,
+        "match": match,
+        "traced": "one swarm step traced: a send, a claim with mail and its ack, an empty claim",
+    }
+    if not match:
+        sc.notes.append(
+            "raw_same_flock does not run exactly the broker's statements (see "
+            "params.statements): update bench/peers/raw_same_swarm.py to follow the broker."
+        )
 
 
 # --- one agent process ------------------------------------------------------------------
@@ -309,7 +393,11 @@ def swarm(ctx: Ctx) -> Scenario:
         x_label="agent processes",
     )
     timeout = 120.0 if ctx.quick else 600.0
-    systems = [BROKER, RAW_BUSY, RAW_FLOCK] + ([] if ctx.quick else [RAW_FLOCK_NOCKPT]) + [REDIS]
+    systems = (
+        [BROKER, RAW_SAME_FLOCK, RAW_BUSY, RAW_FLOCK]
+        + ([] if ctx.quick else [RAW_FLOCK_NOCKPT])
+        + [REDIS]
+    )
     sc.params = {
         "processes": list(procs_list),
         "messages_per_point": total,
@@ -338,6 +426,8 @@ def swarm(ctx: Ctx) -> Scenario:
                 system: Any
                 if name == BROKER:
                     system = _Broker(folder, procs)
+                elif name == RAW_SAME_FLOCK:
+                    system = _RawSame(folder, procs)
                 elif name == REDIS:
                     system = _Redis(url, where, procs)
                 else:
@@ -349,6 +439,7 @@ def swarm(ctx: Ctx) -> Scenario:
                     _run_point(ctx, sc, system, procs, m, timeout)
                 finally:
                     system.close()
+    _statement_check(ctx, sc)
     for procs in procs_list:
         b, f = sc.get(BROKER, procs), sc.get(RAW_FLOCK, procs)
         p99 = None
@@ -361,8 +452,11 @@ def swarm(ctx: Ctx) -> Scenario:
             ">=",
             0.5,
         )
-        for other in (RAW_BUSY, REDIS):
+        for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS):
             sc.ratio(BROKER, other, point=procs)
+        # How much of the gap is the broker's statements themselves (its
+        # semantics) rather than its Python: the same statements, no library.
+        sc.ratio(RAW_SAME_FLOCK, RAW_FLOCK, point=procs)
     ok = [r for r in sc.rows if r.system == BROKER and r.status == "ok"]
     if ok:
         sc.target("swarm: 0 lost", float(sum(r.stats["lost"] for r in ok)), "==", 0.0)
