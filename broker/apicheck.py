@@ -136,6 +136,19 @@ class _Plan:
             p.kind in (kind.POSITIONAL_ONLY, kind.VAR_POSITIONAL) for p in params
         )
 
+    def culprit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The argument a call that does not bind is wrong about, when it is one
+        name: a keyword the method does not take, else a required one missing.
+        None for a call wrong as a whole (too many positional arguments)."""
+        if not self.var_keyword:
+            unknown = [name for name in kwargs if name not in self.by_keyword]
+            if unknown:
+                return unknown[0]
+        named = set(self.positional[: len(args)]) | kwargs.keys()
+        missing = [name for name in self.positional if name in self.required - named]
+        missing += sorted(self.required - named - set(self.positional))
+        return next((m for m in missing if m not in ("self", "cls")), None)
+
     def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         """The arguments by name, as ``Signature.bind`` would bind them; None
         when the call is not a plain one (too many, repeated, unknown or
@@ -165,7 +178,10 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 given = plan.sig.bind(*args, **kwargs).arguments
             except TypeError as exc:
-                raise errors.InvalidInput(f"bad call to {fn.__name__}: {exc}") from None
+                where = plan.culprit(args, kwargs)
+                raise errors.InvalidInput(
+                    f"bad call to {fn.__name__}: {exc}", **({"field": where} if where else {})
+                ) from None
         checks = plan.checks
         for name, value in given.items():
             hint = checks.get(name, _UNCHECKED)

@@ -190,7 +190,7 @@ def retract(
     from broker import messages
 
     if not directive_id.strip():  # its type is checked at the edge (broker.apicheck)
-        raise errors.InvalidInput("retract needs the id of a directive")
+        raise errors.InvalidInput("retract needs the id of a directive", field="directive_id")
     did = directive_id.strip()
 
     def run(t: Tx, row: Caller) -> SendResult:

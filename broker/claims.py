@@ -62,18 +62,22 @@ def insert_journal(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
 def validate_key(key: object) -> str:
     """A claim key: 1-200 characters of letters, digits and . _ : / -, no '..'."""
     if not isinstance(key, str) or not key:
-        raise errors.InvalidInput("a claim key is empty")
+        raise errors.InvalidInput("a claim key is empty", field="key")
     if len(key) > KEY_MAX:
         raise errors.InvalidInput(
-            f"claim key is {len(key)} characters long; at most {KEY_MAX}", key=key[:KEY_MAX]
+            f"claim key is {len(key)} characters long; at most {KEY_MAX}",
+            field="key",
+            key=key[:KEY_MAX],
         )
     if not _KEY.fullmatch(key):
         bad = next(c for c in key if not _KEY.fullmatch(c))
         raise errors.InvalidInput(
-            f"claim key {key!r} has {bad!r}: use letters, digits and . _ : / -", key=key
+            f"claim key {key!r} has {bad!r}: use letters, digits and . _ : / -",
+            field="key",
+            key=key,
         )
     if ".." in key:
-        raise errors.InvalidInput(f"claim key {key!r} contains '..'", key=key)
+        raise errors.InvalidInput(f"claim key {key!r} contains '..'", field="key", key=key)
     return key
 
 

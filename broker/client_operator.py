@@ -128,7 +128,7 @@ class Operator(OperatorPaths, OperatorMail):
         if limit is not None and tail is not None:
             from broker import errors
 
-            raise errors.InvalidInput("limit and tail exclude each other")
+            raise errors.InvalidInput("limit and tail exclude each other", field="tail")
         for name, n in (("limit", limit), ("tail", tail)):
             if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
                 from broker import errors

@@ -26,15 +26,17 @@ MAX_LISTED = 256
 def check(policy: str, allow: list[str] | None) -> ContactPolicy:
     """Validate a policy at the edge (S33)."""
     if policy not in POLICIES:
-        raise errors.InvalidInput(f"bad policy {policy!r}: use {', '.join(POLICIES)}")
+        raise errors.InvalidInput(
+            f"bad policy {policy!r}: use {', '.join(POLICIES)}", field="policy"
+        )
     names = list(dict.fromkeys(allow or []))
     if names and policy != "listed":
-        raise errors.InvalidInput("an allow list goes with the 'listed' policy only")
+        raise errors.InvalidInput("an allow list goes with the 'listed' policy only", field="allow")
     if len(names) > MAX_LISTED:
-        raise errors.InvalidInput(f"bad allow list: at most {MAX_LISTED} addresses")
+        raise errors.InvalidInput(f"bad allow list: at most {MAX_LISTED} addresses", field="allow")
     for name in names:
         if not isinstance(name, str) or not 0 < len(name) <= 200 or not name.isprintable():
-            raise errors.InvalidInput(f"bad address {name!r} in the allow list")
+            raise errors.InvalidInput(f"bad address {name!r} in the allow list", field="allow")
     return ContactPolicy(policy, names)
 
 

@@ -41,7 +41,8 @@ def follow_log(
     entry (entries of other kinds, or of other spaces, do not count)."""
     if idle_timeout is not None and not (math.isfinite(idle_timeout) and idle_timeout >= 0):
         raise errors.InvalidInput(
-            f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}"
+            f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}",
+            field="idle_timeout",
         )
     space = spaces.get(store, space_ref)
     kind_list = list(kinds)

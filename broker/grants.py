@@ -25,7 +25,8 @@ def validate(tools: Iterable[str]) -> list[str]:
     for name in tools:
         if name not in ALL and name not in WILDCARDS:
             raise InvalidInput(
-                f"unknown messaging tool {name!r}: use board.* / msg.* tools ({', '.join(sorted(ALL))})"
+                f"unknown messaging tool {name!r}: use board.* / msg.* tools ({', '.join(sorted(ALL))})",
+                field="tools",
             )
         if name not in out:
             out.append(name)

@@ -152,10 +152,15 @@ def post(
     inp = post_args(
         {"text": text, "addressed_to": list(addressed_to), "idempotency_key": idempotency_key},
     )
-    targets = [parse_target(t) for t in inp.addressed_to]
+    try:
+        targets = [parse_target(t) for t in inp.addressed_to]
+    except errors.InvalidInput as exc:
+        exc.fields.setdefault("field", "addressed_to")
+        raise
     if any(t.kind == "broadcast" for t in targets):
         raise errors.InvalidInput(
-            "a post cannot be addressed to 'broadcast': an unaddressed post is the channel"
+            "a post cannot be addressed to 'broadcast': an unaddressed post is the channel",
+            field="addressed_to",
         )
     return _send_as(store, ident, "board.post", "post", targets, inp.text, inp.idempotency_key, tx)
 
@@ -180,9 +185,9 @@ def operator_send(
     written. A send whose every recipient has left is not an error (S8's one
     exception): it is logged with ``participant_left`` for each and returned."""
     if via not in ("cli", "cp", "mcp"):
-        raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp")
+        raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp", field="via")
     if not isinstance(urgent, bool):
-        raise errors.InvalidInput(f"bad urgent {urgent!r}: true or false")
+        raise errors.InvalidInput(f"bad urgent {urgent!r}: true or false", field="urgent")
     given = [to] if isinstance(to, str) else (list(to) if to else [])
     inp = send_args(
         {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key},

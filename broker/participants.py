@@ -92,7 +92,8 @@ def join(
     tools = grants.validate(inp.tools) if inp.tools is not None else None
     if not inp.messaging and tools:
         raise errors.InvalidInput(
-            "messaging is off but messaging tools are named: the two contradict, pick one"
+            "messaging is off but messaging tools are named: the two contradict, pick one",
+            field="tools",
         )
     token = new_token()
     token_hash = hash_token(token)
@@ -113,7 +114,11 @@ def join(
                     field="parent",
                 )
             parent_addr = parent_grant.address
-        address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
+        try:
+            address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
+        except errors.InvalidInput as exc:
+            exc.fields.setdefault("field", "codename")
+            raise
         if state != "running":
             raise errors.SpaceNotRunning(
                 f"space {space_id} is {state}: nobody can join it", space_id=space_id
@@ -328,7 +333,7 @@ def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None
 
 def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None = None) -> None:
     if status not in ("running", "idle", "failed", "shutdown"):
-        raise errors.InvalidInput(f"bad status {status!r}")
+        raise errors.InvalidInput(f"bad status {status!r}", field="status")
     with store.write(tx) as t:
         t.execute(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
 

@@ -56,7 +56,9 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Check overrides against ``Limits`` and return them normalised."""
     if not isinstance(settings, dict):
-        raise errors.InvalidInput(f"bad space settings {settings!r}: a mapping of KEY to VALUE")
+        raise errors.InvalidInput(
+            f"bad space settings {settings!r}: a mapping of KEY to VALUE", field="settings"
+        )
     for key in settings:
         if key not in BOUNDS:
             raise errors.InvalidInput(
@@ -126,7 +128,9 @@ def create(
 ) -> CreatedSpace:
     """A new running space and its join key (S27: shown this once, stored hashed)."""
     if kind not in PREFIX:
-        raise errors.InvalidInput(f"unknown space kind {kind!r}: use one of {', '.join(PREFIX)}")
+        raise errors.InvalidInput(
+            f"unknown space kind {kind!r}: use one of {', '.join(PREFIX)}", field="kind"
+        )
     overrides = validate_settings(settings or {})
     now = store.now_ts()
     sid = PREFIX[kind] + new_id().lower()
@@ -164,7 +168,9 @@ def set_settings(
     bounds like at create, then merged over the stored ones. Returns the space
     id with the overrides before and after; ``broker.usage.set_space`` logs it."""
     if not settings:
-        raise errors.InvalidInput("no setting given: use KEY=VALUE, e.g. inbox_cap=512")
+        raise errors.InvalidInput(
+            "no setting given: use KEY=VALUE, e.g. inbox_cap=512", field="settings"
+        )
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
@@ -188,9 +194,11 @@ def resolve_id(tx: Tx, ref: str) -> str:
     """A run id as full id, compact form (no kind prefix) or unique prefix (S1)."""
     text = ref.strip().lower()
     if not text:
-        raise errors.InvalidInput("run id is empty")
+        raise errors.InvalidInput("run id is empty", field="run_id")
     if not _REF.fullmatch(text):
-        raise errors.InvalidInput(f"bad run id {ref!r}: letters, digits and '_' only")
+        raise errors.InvalidInput(
+            f"bad run id {ref!r}: letters, digits and '_' only", field="run_id"
+        )
     row = tx.one(_EXACT_ID, {"id": text})
     if row:
         return str(row["id"])

@@ -59,7 +59,8 @@ def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
     inherited = row["thread"] or m.reply_to
     if m.thread is not None and m.thread != inherited:
         raise errors.InvalidInput(
-            f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})"
+            f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})",
+            field="thread",
         )
     return Mail(inherited, m.reply_to, m.importance, m.ack_required)
 

@@ -84,6 +84,7 @@ PG_CONTRACT = {
     "test_purge",
     "test_export",
     "test_import",
+    "test_refusal_fields",
 }
 
 

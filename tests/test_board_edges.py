@@ -338,10 +338,16 @@ def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[...,
     lynx = join("lynx")
     assert lynx.claim_key("k" * 200).key == "k" * 200  # exactly the bound
     refusals = {
-        "": ("a claim key is empty", {}),
-        "k" * 201: ("claim key is 201 characters long; at most 200", {"key": "k" * 200}),
-        "a b": ("claim key 'a b' has ' ': use letters, digits and . _ : / -", {"key": "a b"}),
-        "a/../b": ("claim key 'a/../b' contains '..'", {"key": "a/../b"}),
+        "": ("a claim key is empty", {"field": "key"}),
+        "k" * 201: (
+            "claim key is 201 characters long; at most 200",
+            {"field": "key", "key": "k" * 200},
+        ),
+        "a b": (
+            "claim key 'a b' has ' ': use letters, digits and . _ : / -",
+            {"field": "key", "key": "a b"},
+        ),
+        "a/../b": ("claim key 'a/../b' contains '..'", {"field": "key", "key": "a/../b"}),
     }
     for key, (message, fields) in refusals.items():
         for call, args in ((lynx.claim_key, ()), (lynx.release_key, (1,)), (lynx.renew_key, (1,))):

@@ -636,7 +636,10 @@ def test_S24_S28_a_child_of_a_receive_only_parent_is_told_its_tools_are_off(
         lambda: join_with(
             store, space, "flow/x", Credential(join_key=key), messaging=False, tools=["msg.send"]
         ),
-    ) == ("messaging is off but messaging tools are named: the two contradict, pick one", {})
+    ) == (
+        "messaging is off but messaging tools are named: the two contradict, pick one",
+        {"field": "tools"},
+    )
     quiet = join_with(store, space, "flow/quiet", Credential(join_key=key), messaging=False)
     join_with(
         store,

@@ -95,7 +95,7 @@ def export_cmd(
     progress = _Bar(not quiet)
     if layout == "mailbox":
         if follow:
-            raise errors.InvalidInput("--follow works with the space layout only")
+            raise errors.InvalidInput("--follow works with the space layout only", field="follow")
         summary = operator.export_mailbox(run_id, root, progress=progress)
     elif follow:
         stop = threading.Event()

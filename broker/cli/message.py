@@ -139,7 +139,7 @@ def msg_policy(
     me = agent(space, as_, token)
     if policy is None:
         if allow:
-            raise errors.InvalidInput("--allow goes with the 'listed' policy")
+            raise errors.InvalidInput("--allow goes with the 'listed' policy", field="allow")
         got = me.contact_policy()
     else:
         got = me.set_contact_policy(policy, list(allow))
@@ -269,7 +269,9 @@ def _kinds(value: str | None) -> list[str] | None:
     kinds = [k.strip() for k in value.split(",") if k.strip()]
     for k in kinds:
         if k not in MESSAGE_KINDS:
-            raise errors.InvalidInput(f"unknown kind {k!r}: use {', '.join(MESSAGE_KINDS)}")
+            raise errors.InvalidInput(
+                f"unknown kind {k!r}: use {', '.join(MESSAGE_KINDS)}", field="kind"
+            )
     return kinds
 
 
@@ -298,17 +300,20 @@ def _since(value: str | None) -> str | None:
     if ago:
         seconds = float(ago.group(1)) * _UNIT[ago.group(2)]
         if seconds > 100 * 365 * 86400:
-            raise errors.InvalidInput(f"bad --since {value!r}: at most 100 years ago")
+            raise errors.InvalidInput(
+                f"bad --since {value!r}: at most 100 years ago", field="since"
+            )
         moment = datetime.now(UTC) - timedelta(seconds=seconds)
     elif re.fullmatch(_ISO, value.strip()):
         try:
             moment = datetime.fromisoformat(value.strip().replace(" ", "T").removesuffix("Z"))
         except ValueError:
-            raise errors.InvalidInput(f"bad --since {value!r}: not a date") from None
+            raise errors.InvalidInput(f"bad --since {value!r}: not a date", field="since") from None
         moment = moment.replace(tzinfo=UTC)
     else:
         raise errors.InvalidInput(
-            f"bad --since {value!r}: a UTC time (2026-11-30T03:52:00Z) or an age (10m, 2h, 1d)"
+            f"bad --since {value!r}: a UTC time (2026-11-30T03:52:00Z) or an age (10m, 2h, 1d)",
+            field="since",
         )
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -368,9 +373,9 @@ def message_list(
     """Print the log of RUN_ID, oldest first: '#SEQ ID TIME KIND SENDER -> REACHED: BODY'
     (--json: one object per line)."""
     if limit is not None and tail is not None:
-        raise errors.InvalidInput("--limit and --tail exclude each other")
+        raise errors.InvalidInput("--limit and --tail exclude each other", field="tail")
     if thread is not None and follow:
-        raise errors.InvalidInput("--thread and --follow exclude each other")
+        raise errors.InvalidInput("--thread and --follow exclude each other", field="follow")
     filters: dict[str, Any] = {
         "kinds": _kinds(kind),
         "sender": sender,

@@ -38,7 +38,9 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise errors.InvalidInput(f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512")
+            raise errors.InvalidInput(
+                f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="setting"
+            )
         out[key.strip()] = value.strip()
     return out
 

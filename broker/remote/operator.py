@@ -205,7 +205,8 @@ class RemoteOperator(RemoteOperatorPaths):
         after ``idle_timeout`` seconds without a byte from the server."""
         if idle_timeout is not None and not (math.isfinite(idle_timeout) and idle_timeout >= 0):
             raise errors.InvalidInput(
-                f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}"
+                f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}",
+                field="idle_timeout",
             )
         wanted = set(kinds or ())
         pos = self._seq_before(space, after)
@@ -341,7 +342,7 @@ def _cursor(after: str | int | None) -> dict[str, Any]:
     if after is None:
         return {"after": None, "after_seq": None}
     if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
-        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq")
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq", field="after")
     if isinstance(after, int):
         return {"after": None, "after_seq": after}
     return {"after": after, "after_seq": None}
@@ -350,7 +351,7 @@ def _cursor(after: str | int | None) -> dict[str, Any]:
 def _check_count(*, limit: int | None, tail: int | None) -> None:
     """``limit`` and ``tail`` as ``Operator.log`` checks them (paging needs them sound)."""
     if limit is not None and tail is not None:
-        raise errors.InvalidInput("limit and tail exclude each other")
+        raise errors.InvalidInput("limit and tail exclude each other", field="tail")
     for name, n in (("limit", limit), ("tail", tail)):
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1")
+            raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)

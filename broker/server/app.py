@@ -146,7 +146,9 @@ class ServerState:
         header = call.request.headers.get("last-event-id")
         if header is not None:
             if not header.isdigit() or len(header) > 18:
-                raise errors.InvalidInput(f"bad Last-Event-ID {header[:40]!r}: a seq number")
+                raise errors.InvalidInput(
+                    f"bad Last-Event-ID {header[:40]!r}: a seq number", field="Last-Event-ID"
+                )
             return int(header)
         after: int | None = call.query.get("after_seq")
         return after or 0

@@ -99,7 +99,9 @@ async def list_messages(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
     if q["after"] is not None and q["after_seq"] is not None:
-        raise errors.InvalidInput("after and after_seq exclude each other: one cursor")
+        raise errors.InvalidInput(
+            "after and after_seq exclude each other: one cursor", field="after_seq"
+        )
     # Without limit or tail, one page of 1000 (the client pages on); with both
     # the library refuses them (they exclude each other).
     limit = q["limit"] if q["limit"] is not None or q["tail"] is not None else 1000
