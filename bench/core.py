@@ -23,6 +23,7 @@ from typing import Any
 
 # Systems, in the order the report lists them.
 BROKER = "broker"
+BROKER_NOLOCK = "broker_nolock"
 RAW_SAME = "raw_same"
 RAW_FLOOR = "raw_floor"
 FILE_MAILBOX = "file_mailbox"
@@ -34,6 +35,7 @@ RAW_PG = "raw_pg"
 PGQUEUER = "pgqueuer"
 SYSTEM_TITLES = {
     BROKER: "broker",
+    BROKER_NOLOCK: "broker, writer lock off (BROKER_WRITER_LOCK=off)",
     RAW_SAME: "raw sqlite3, same statements",
     RAW_FLOOR: "raw sqlite3, one statement per tx",
     FILE_MAILBOX: "file mailbox (mailbox protocol)",

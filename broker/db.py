@@ -496,7 +496,7 @@ class Store:
         lock: WriterLock | None = None
         since = 0  # commits since the last checkpoint, when this one is due
         try:
-            if write and self._migrating != threading.get_ident():
+            if write and self.settings.writer_lock and self._migrating != threading.get_ident():
                 lock = raw.writer_lock
                 if lock is None:
                     lock = raw.writer_lock = WriterLock(self.lock_path, create=self.create)

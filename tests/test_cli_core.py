@@ -511,6 +511,9 @@ def test_cli_broker_url_and_url_option_override_broker_home(
     one_error_line(
         cli("space", "list", env={"BROKER_SYNCHRONOUS": "sometimes"}), errors.InvalidInput.exit_code
     )
+    one_error_line(
+        cli("space", "list", env={"BROKER_WRITER_LOCK": "sometimes"}), errors.InvalidInput.exit_code
+    )
 
 
 def test_cli_default_home_is_xdg_data_home(cli: Cli, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ Real processes hold the lock; who holds and who waits is read from the kernel
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import shutil
 import signal
@@ -28,6 +29,7 @@ import trusted
 
 from broker import Operator, Store, errors
 from broker.db import CHECKPOINT_FRAMES
+from broker.settings import StoreSettings
 
 HOLDER = """
 import sys
@@ -435,3 +437,40 @@ def test_storage_the_wal_stays_bounded_under_the_writer_lock(store: Store) -> No
             wal_sizes.append(os.path.getsize(f"{store.path}-wal"))
     # ~6 MB of log went through; 1,000 pages (4 MB) of WAL at most, plus a transaction.
     assert max(wal_sizes) < 5 * 1024 * 1024, wal_sizes
+
+
+def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BROKER_WRITER_LOCK=off: a write transaction never takes the writer lock
+    (SQLite's busy handler alone orders writers: more throughput, a longer
+    tail, bench/README). Shown by another holder of the lock file: with the
+    lock on, a write waits for it (store_busy after the timeout); off, it goes
+    at once, and the kernel never sees it queue."""
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "off")
+    assert StoreSettings.from_env(store.url).writer_lock is False
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "ON")  # either case
+    assert StoreSettings.from_env(store.url).writer_lock is True
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "maybe")
+    with pytest.raises(errors.InvalidInput, match="^BROKER_WRITER_LOCK must be on or off"):
+        Store(store.url)
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "off")
+    off = Store(
+        store.url,
+        settings=dataclasses.replace(StoreSettings.from_env(store.url), busy_timeout_ms=200),
+    )
+    on = with_timeout(store, 200)
+    lock = lock_of(store)
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # someone else holds the writer lock
+        Operator(off).create_space("workflow")  # no wait: it does not take the lock
+        assert flocks(lock) == [(os.getpid(), False)]  # only the holder, nobody queued
+        assert space_count(store) == 1
+        with pytest.raises(errors.StoreBusy, match="writer lock stayed taken"):
+            Operator(on).create_space("workflow")  # the lock on: it waits, then gives up
+        assert space_count(store) == 1
+    finally:
+        os.close(fd)
+        on.close()
+        off.close()

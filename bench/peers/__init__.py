@@ -51,6 +51,10 @@ def factories(systems: list[str]) -> dict[str, QueueFactory]:
             from bench.peers.broker_queue import BrokerQueue
 
             out[name] = BrokerQueue
+        elif name == "broker_nolock":
+            from bench.peers.broker_queue import BrokerNoLockQueue
+
+            out[name] = BrokerNoLockQueue
         elif name == "raw_same":
             from bench.peers.raw_sqlite import RawSame
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from importlib import import_module
@@ -11,6 +12,7 @@ from typing import Any
 from broker import Agent, Operator, Store
 from broker.ids import new_id
 from broker.records import Joined
+from broker.settings import StoreSettings
 
 # Caps out of the way: the bench measures speed, not the inbox_full / log_max_mb rules.
 LIMITS: dict[str, Any] = {
@@ -54,9 +56,16 @@ def url_of(folder: Path) -> str:
     return f"sqlite:///{folder / 'broker.db'}"
 
 
-def open_space(folder: Path) -> tuple[Store, str]:
+def store_settings(folder: Path, *, writer_lock: bool = True) -> StoreSettings:
+    """The settings of the bench's store in ``folder``: the environment's, with
+    the writer lock on (the default) or off (``BROKER_WRITER_LOCK=off``)."""
+    url = url_of(folder)
+    return dataclasses.replace(StoreSettings.from_env(url), writer_lock=writer_lock)
+
+
+def open_space(folder: Path, *, writer_lock: bool = True) -> tuple[Store, str]:
     """A fresh store in ``folder`` with one running workflow space, caps lifted."""
-    store = Store(url_of(folder))
+    store = Store(settings=store_settings(folder, writer_lock=writer_lock))
     space = Operator(store).create_space("workflow", **LIMITS).id
     return store, space
 
@@ -77,9 +86,11 @@ class BrokerQueue:
         "Agent.claim(limit=100) then one Agent.ack(token)"
     )
 
+    writer_lock = True
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.store, self.space = open_space(folder)
+        self.store, self.space = open_space(folder, writer_lock=self.writer_lock)
         self.sender, self.sender_joined = Operator(self.store).join(self.space, "sender")
         self.worker, self.worker_joined = Operator(self.store).join(self.space, "worker")
         self.claim = api(self.worker, "claim")
@@ -111,6 +122,15 @@ class BrokerQueue:
 
     def close(self) -> None:
         self.store.close()
+
+
+class BrokerNoLockQueue(BrokerQueue):
+    """The broker with ``BROKER_WRITER_LOCK=off``: SQLite's busy handler alone
+    orders its writers (what the writer lock costs and buys, side by side)."""
+
+    system = "broker_nolock"
+    how = BrokerQueue.how + "; BROKER_WRITER_LOCK=off (SQLite's busy handler alone)"
+    writer_lock = False
 
 
 def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: list[str]) -> None:

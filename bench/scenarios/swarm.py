@@ -23,6 +23,10 @@ Systems, same loop, same body, fresh store each:
 
 - broker: the public Python API (``Agent.send`` to the neighbour's address;
   ``Agent.claim(limit=32, wait=...)`` then ``Agent.ack(token)``);
+  ``broker_nolock`` the same with ``BROKER_WRITER_LOCK=off`` (full runs only):
+  what the writer lock costs in rate and buys in the tail;
+- raw_same_flock: the broker's own statements with no library
+  (``bench.peers.raw_same_swarm``), each write under a blocking ``flock``;
 - raw sqlite3, minimal queue (``bench.peers.mini_queue``), waiting for the
   write lock with SQLite's busy handler (``raw_busy``) or with a blocking
   ``flock`` writer lock (``raw_flock``); when it must wait for mail it polls
@@ -41,7 +45,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.core import BROKER, REDIS, Ctx, Row, Scenario, accounting, pct, run_workers
+from bench.core import (
+    BROKER,
+    BROKER_NOLOCK,
+    REDIS,
+    Ctx,
+    Row,
+    Scenario,
+    accounting,
+    pct,
+    run_workers,
+)
 
 RAW_BUSY = "raw_busy"
 RAW_FLOCK = "raw_flock"
@@ -65,18 +79,21 @@ class _Broker:
         "Agent.claim(limit=32, wait=0 while sending, else up to 1 s) then Agent.ack(token)"
     )
 
-    def __init__(self, folder: Path, procs: int) -> None:
-        from bench.peers.broker_queue import join_agent, open_space
+    def __init__(self, folder: Path, procs: int, *, writer_lock: bool = True) -> None:
+        from bench.peers.broker_queue import join_agent, open_space, store_settings
 
-        self.store, self.space = open_space(folder)
-        self.url = str(self.store.url)
+        self.settings = store_settings(folder, writer_lock=writer_lock)
+        if not writer_lock:
+            self.system = BROKER_NOLOCK
+            self.how += "; BROKER_WRITER_LOCK=off (SQLite's busy handler alone)"
+        self.store, self.space = open_space(folder, writer_lock=writer_lock)
         self.joined = [join_agent(self.store, self.space, f"a{i}") for i in range(procs)]
         self.store.close()  # no connection crosses the fork
 
     def endpoint(self, i: int) -> Any:
         from broker import Agent, Store
 
-        store = Store(self.url)
+        store = Store(settings=self.settings)
         agent = Agent.connect(store, self.space, self.joined[i].address, self.joined[i].token)
         addresses = [j.address for j in self.joined]
 
@@ -395,7 +412,7 @@ def swarm(ctx: Ctx) -> Scenario:
     timeout = 120.0 if ctx.quick else 600.0
     systems = (
         [BROKER, RAW_SAME_FLOCK, RAW_BUSY, RAW_FLOCK]
-        + ([] if ctx.quick else [RAW_FLOCK_NOCKPT])
+        + ([] if ctx.quick else [BROKER_NOLOCK, RAW_FLOCK_NOCKPT])
         + [REDIS]
     )
     sc.params = {
@@ -424,8 +441,8 @@ def swarm(ctx: Ctx) -> Scenario:
                     continue
                 folder = ctx.scratch(f"swarm-{name}-{procs}")
                 system: Any
-                if name == BROKER:
-                    system = _Broker(folder, procs)
+                if name in (BROKER, BROKER_NOLOCK):
+                    system = _Broker(folder, procs, writer_lock=name == BROKER)
                 elif name == RAW_SAME_FLOCK:
                     system = _RawSame(folder, procs)
                 elif name == REDIS:
@@ -452,7 +469,7 @@ def swarm(ctx: Ctx) -> Scenario:
             ">=",
             0.5,
         )
-        for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS):
+        for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS, BROKER_NOLOCK):
             sc.ratio(BROKER, other, point=procs)
         # How much of the gap is the broker's statements themselves (its
         # semantics) rather than its Python: the same statements, no library.

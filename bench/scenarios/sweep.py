@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.core import (
     BROKER,
+    BROKER_NOLOCK,
     BROKER_PG,
     RAW_PG,
     RAW_SAME,
@@ -85,8 +86,11 @@ def sweep(ctx: Ctx) -> Scenario:
     )
     sc.params = {"messages_per_point": n, "processes": list(ctx.sizes.procs), "inboxes": 1}
     texts = [body(i) for i in range(n)]
+    # Full runs add the broker with its writer lock off: what the lock costs
+    # in rate here, where every process writes all the time.
+    systems = SYSTEMS + (() if ctx.quick else (BROKER_NOLOCK,))
     for procs in ctx.sizes.procs:
-        for system in SYSTEMS:
+        for system in systems:
             folder = ctx.scratch(f"sweep-{system}-{procs}")
             q: Any = factories([system])[system](folder)
             try:
@@ -126,6 +130,8 @@ def sweep(ctx: Ctx) -> Scenario:
     lo, hi = min(ps), max(ps)
     for p in ps:
         sc.ratio(BROKER, RAW_SAME, point=p)
+        if BROKER_NOLOCK in systems:
+            sc.ratio(BROKER, BROKER_NOLOCK, point=p)
         if RAW_PG in SYSTEMS:
             sc.ratio(BROKER_PG, RAW_PG, point=p)
     r = sc.ratio(BROKER, BROKER, num_point=hi, den_point=lo, label=f"broker x{hi} / broker x{lo}")
