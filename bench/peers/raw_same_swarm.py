@@ -12,7 +12,6 @@ and ``tests/test_bench_same.py`` compare them.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sqlite3
 import time
@@ -21,19 +20,17 @@ from typing import Any
 
 from bench.peers.broker_queue import LIMITS, join_agent
 from bench.peers.raw_sqlite import (
-    ACK,
-    CLAIM,
-    LEASE_S,
-    MAX_DELIVERIES,
     _Caller,
-    bind,
+    ack_statements,
     broker_connection,
     broker_sql,
+    claim_statements,
+    in_write_tx,
     send_statements,
     trace,
 )
 from broker import Agent, Joined, Operator, Store
-from broker.ids import fmt_ts, new_token, ts_after
+from broker.ids import fmt_ts
 
 CLAIMABLE = broker_sql("inbox.claimable", "")
 
@@ -63,15 +60,7 @@ class SameAgent:
     def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
         try:
-            c = self.conn
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(c)
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            c.execute("COMMIT")
-            return out
+            return in_write_tx(self.conn, fn)
         finally:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
@@ -97,38 +86,14 @@ class SameAgent:
         return bool(got)
 
     def _claim_now(self, limit: int) -> tuple[str, list[str]]:
-        def run(c: sqlite3.Connection) -> tuple[str, list[str]]:
-            now_dt = self.store.now()
-            now = fmt_ts(now_dt)
-            self.caller.check(c, now_dt, now)
-            token = new_token()
-            values = {
-                "recipient_id": self.me,
-                "n": limit,
-                "now": now,
-                "max_deliveries": MAX_DELIVERIES,
-                "token": token,
-                "owner": self.address,
-                "process": None,
-                "expires": ts_after(now_dt, LEASE_S),
-            }
-            rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
-            rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
-            return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
-
-        token, bodies = self._write(run)
+        token, bodies = self._write(
+            lambda c: claim_statements(c, self.store, self.caller, self.me, self.address, limit)
+        )
         self.filled = len(bodies) >= limit
         return token, bodies
 
     def ack(self, token: str) -> None:
-        values = {
-            "now": self.store.now_ts(),
-            "token": token,
-            "recipient_id": self.me,
-            "ids": None,
-            "error": None,
-        }
-        self._write(lambda c: c.execute(ACK, bind(ACK, values)).fetchall())
+        self._write(lambda c: ack_statements(c, self.store, self.me, token))
 
     def claim(self, limit: int, wait: float) -> tuple[str, list[str]]:
         """(lease token, bodies): up to ``limit``, waiting up to ``wait`` s for mail."""

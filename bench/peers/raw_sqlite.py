@@ -135,15 +135,7 @@ class RawSame:
         send_statements(c, self.store, self.space, self.sender, "sender", "worker", text)
 
     def _in_tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            out = fn(c)
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
-        c.execute("COMMIT")
-        return out
+        return in_write_tx(self.conn, fn)
 
     def put(self, text: str) -> None:
         self._in_tx(lambda c: self._send(c, text))
@@ -160,41 +152,13 @@ class RawSame:
 
     # -- claim + ack -------------------------------------------------------------------
     def _claim(self, c: sqlite3.Connection, k: int) -> tuple[str, list[str]]:
-        now_dt = self.store.now()
-        now = fmt_ts(now_dt)
-        self.worker.check(c, now_dt, now)
-        token = new_token()
-        values = {
-            "recipient_id": self.worker_id,
-            "limit": k,
-            "n": k,
-            "now": now,
-            "max_deliveries": MAX_DELIVERIES,
-            "token": token,
-            "owner": "worker",
-            "process": None,
-            "expires": ts_after(now_dt, LEASE_S),
-        }
-        rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
-        if not rows:
-            return token, []
-        # The broker's claim returns the messages itself, in one statement (a
-        # JSON array each: [kind, sender, body, urgent, thread, importance]).
-        rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
-        return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
+        return claim_statements(c, self.store, self.worker, self.worker_id, "worker", k)
 
     def claim(self, k: int) -> tuple[str, list[str]]:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
 
     def _ack(self, c: sqlite3.Connection, token: str) -> None:
-        values = {
-            "now": self.store.now_ts(),
-            "token": token,
-            "recipient_id": self.worker_id,
-            "ids": None,
-            "error": None,
-        }
-        c.execute(ACK, bind(ACK, values)).fetchall()
+        ack_statements(c, self.store, self.worker_id, token)
 
     def ack(self, token: str) -> None:
         self._in_tx(lambda c: self._ack(c, token))
@@ -261,6 +225,57 @@ class _Caller:
         if row is None or row["status"] == "left" or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
         return row
+
+
+def in_write_tx(c: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    """``fn(c)`` in one ``BEGIN IMMEDIATE`` transaction, rolled back if it raises."""
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        out = fn(c)
+    except BaseException:
+        c.execute("ROLLBACK")
+        raise
+    c.execute("COMMIT")
+    return out
+
+
+def claim_statements(
+    c: sqlite3.Connection, store: Store, caller: _Caller, recipient_id: str, owner: str, k: int
+) -> tuple[str, list[str]]:
+    """One claim of up to ``k`` as the broker's statements (the caller check, the
+    claim), inside the caller's write transaction: (lease token, bodies)."""
+    now_dt = store.now()
+    now = fmt_ts(now_dt)
+    caller.check(c, now_dt, now)
+    token = new_token()
+    values = {
+        "recipient_id": recipient_id,
+        "limit": k,
+        "n": k,
+        "now": now,
+        "max_deliveries": MAX_DELIVERIES,
+        "token": token,
+        "owner": owner,
+        "process": None,
+        "expires": ts_after(now_dt, LEASE_S),
+    }
+    rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
+    # The broker's claim returns the messages itself, in one statement (a
+    # JSON array each: [kind, sender, body, urgent, thread, importance]).
+    rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
+    return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
+
+
+def ack_statements(c: sqlite3.Connection, store: Store, recipient_id: str, token: str) -> None:
+    """The ack of a whole lease as the broker's statement, inside ``c``'s transaction."""
+    values = {
+        "now": store.now_ts(),
+        "token": token,
+        "recipient_id": recipient_id,
+        "ids": None,
+        "error": None,
+    }
+    c.execute(ACK, bind(ACK, values)).fetchall()
 
 
 def send_statements(
