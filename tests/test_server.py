@@ -627,10 +627,12 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
     )
     assert r.returncode == 0, r.stderr
     assert log_of(srv, sid)[-1]["via"] == "cp"
-    # the client path imports no sqlite3, SQLAlchemy or pydantic
+    # the client path imports no sqlite3, SQLAlchemy or pydantic; an agent's
+    # call neither the operator's handle nor the records only other calls return
     probe = ("import sys\nfrom broker.cli import main\ntry:\n main(['msg','send','--to','otter','probe'])\n"
              "except SystemExit as e:\n assert e.code in (0, None), e.code\n"
              "bad = [m for m in sys.modules if m.split('.')[0] in ('sqlite3','_sqlite3','sqlalchemy','pydantic','broker.db')]\n"
+             "bad += [m for m in ('broker.remote.operator','broker.records_more','broker.records_space') if m in sys.modules]\n"
              "assert not bad, bad\nprint('clean')")  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60

@@ -15,9 +15,9 @@ with the server's message and fields.
 
 from __future__ import annotations
 
-from broker.remote.agent import RemoteAgent
+from typing import TYPE_CHECKING, Any
+
 from broker.remote.codec import error_from, from_dict
-from broker.remote.operator import RemoteOperator
 from broker.remote.wire import (
     SCHEMES,
     TIMEOUT_S,
@@ -43,3 +43,21 @@ __all__ = [
     "from_dict",
     "is_remote",
 ]
+
+if TYPE_CHECKING:
+    from broker.remote.agent import RemoteAgent
+    from broker.remote.operator import RemoteOperator
+
+
+def __getattr__(name: str) -> Any:
+    # Each handle is imported when first named: an agent's CLI call (the common
+    # one) never builds the operator's handle and the records only it returns.
+    if name == "RemoteAgent":
+        from broker.remote.agent import RemoteAgent
+
+        return RemoteAgent
+    if name == "RemoteOperator":
+        from broker.remote.operator import RemoteOperator
+
+        return RemoteOperator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

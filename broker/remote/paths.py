@@ -5,11 +5,15 @@ over HTTP."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from broker import records
 from broker.apicheck import checked
-from broker.records import JournalEntry, PathCheck, Reservation
+from broker.records import JournalEntry
+
+if TYPE_CHECKING:  # built on first use (broker.records loads them lazily)
+    from broker.records import PathCheck, Reservation
 
 
 class _Host:
@@ -39,7 +43,7 @@ class RemoteAgentPaths(_Host):
     ) -> list[Reservation]:
         items = [patterns] if isinstance(patterns, str) else list(patterns)
         body = {"patterns": items, "shared": shared, "ttl": ttl, "reason": reason}
-        return self._many(Reservation, self._call("POST", "/board/reserve", body))
+        return self._many(records.Reservation, self._call("POST", "/board/reserve", body))
 
     def release_reservation(self, fence: int) -> JournalEntry:
         data = self._call("POST", "/board/unreserve", {"fence": fence})
@@ -47,11 +51,11 @@ class RemoteAgentPaths(_Host):
 
     def renew_reservation(self, fence: int, ttl: float = 300.0) -> Reservation:
         data = self._call("POST", "/board/renew-reservation", {"fence": fence, "ttl": ttl})
-        return self._one(Reservation, data)  # type: ignore[no-any-return]
+        return self._one(records.Reservation, data)  # type: ignore[no-any-return]
 
     def check_paths(self, paths: str | Sequence[str]) -> list[PathCheck]:
         items = [paths] if isinstance(paths, str) else list(paths)
-        return self._many(PathCheck, self._call("POST", "/board/check", {"paths": items}))
+        return self._many(records.PathCheck, self._call("POST", "/board/check", {"paths": items}))
 
 
 @checked
@@ -60,10 +64,11 @@ class RemoteOperatorPaths(_Host):
 
     def reservations(self, space: str) -> list[Reservation]:
         return self._many(
-            Reservation, self._call("GET", f"/api/spaces/{quote(space, safe='')}" + "/reservations")
+            records.Reservation,
+            self._call("GET", f"/api/spaces/{quote(space, safe='')}" + "/reservations"),
         )
 
     def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
         items = [paths] if isinstance(paths, str) else list(paths)
         path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/check"
-        return self._many(PathCheck, self._call("POST", path, {"paths": items}))
+        return self._many(records.PathCheck, self._call("POST", path, {"paths": items}))
