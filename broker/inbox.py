@@ -4,40 +4,30 @@ quarantine, requeue, restart recovery. The only writer of ``deliveries``
 
 Every inbox is the set of ``deliveries`` rows of one recipient, moving
 ready -> processing -> done | quarantine. A claim is ONE statement inside
-``BEGIN IMMEDIATE`` (``inbox.claim`` in ``broker/sql/inbox.sql``)::
-
-    UPDATE deliveries SET state = 'processing', lease_token = :token, ...
-    WHERE id IN (SELECT id ... ORDER BY created_at_utc, id LIMIT :n)
-    RETURNING ..., (the message the row carries)
-
-whose candidates are the recipient's ready rows *and* its processing rows whose
-lease has expired (S15: expiry is taken back inside the claim predicate, no
-sweeper needed). Each branch is an index range (``ix_deliveries_ready``,
-``ix_deliveries_leased``) cut to ``LIMIT`` before the merge, so a claim reads
-``limit`` rows however long the backlog. A candidate already claimed
-``max_deliveries`` times goes to quarantine in the same statement (a ``CASE``)
-and is not handed out; when poison fills the head of the inbox, the claim
-quarantines it in windows that double (``inbox.quarantine_head``) until it
-reaches a good message, so a claim never comes back empty while something is
-claimable.
+``BEGIN IMMEDIATE`` (``inbox.claim``): an ``UPDATE ... RETURNING`` of the
+recipient's oldest ready rows *and* its processing rows whose lease has expired
+(S15: expiry is taken back inside the claim predicate, no sweeper needed), with
+the message each row carries. Each branch is an index range
+(``ix_deliveries_ready``, ``ix_deliveries_leased``) cut to ``LIMIT`` before the
+merge, so a claim reads ``limit`` rows however long the backlog. A candidate
+already claimed ``max_deliveries`` times goes to quarantine in the same
+statement and is not handed out; when poison fills the head of the inbox, the
+claim quarantines it in windows that double (``inbox.quarantine_head``), so a
+claim never comes back empty while something is claimable.
 
 Lease tokens: a claim takes a fresh random token; ack / release / extend /
 quarantine present it. A token holds a delivery while the row is processing
-under it, even past its expiry, until someone else claims the row (S14: "the
-lease expired and someone else claimed" is what makes a token stale). Then the
-token is refused with ``LeaseLost``, naming the message ids. The token stays on
-settled rows, so a second ack by the holder is recognised and returns 0.
+under it, even past its expiry, until someone else claims the row (S14). Then
+the token is refused with ``LeaseLost``, naming the message ids. The token
+stays on settled rows, so a second ack by the holder is recognised and
+returns 0.
 
-Restart recovery (S32): a lease taken by a long-lived process records it
-(``broker.procs``: host, pid and start time). When the participant re-joins or
-connects from a new process, ``recover`` returns the leases of its processes
-that are gone to ready at once instead of after the lease. A transient
-claimer (one CLI call) records no process: its leases end only by expiry.
+Restart recovery (S32): a lease of a long-lived process records it
+(``broker.procs``); ``recover`` returns those of dead processes to ready.
 
 Delivery is at-least-once (S16): a consumer de-duplicates by the message id
-(``Delivery.id``) and makes its own work and the ack one transaction, history
-first, ack second (``docs/delivery.md``); every write here takes ``tx=`` to
-join such a transaction.
+and makes its own work and the ack one transaction (``docs/delivery.md``);
+every write here takes ``tx=`` to join such a transaction.
 """
 
 from __future__ import annotations
@@ -160,8 +150,9 @@ def claim_rows(
     expires: str,
     max_deliveries: int,
     process: str | None = None,
-) -> list[Delivery]:
-    """The claim statement, inside ``t``: up to ``limit`` deliveries, oldest first.
+) -> list[Any]:
+    """The claim statement, inside ``t``: the rows of up to ``limit`` deliveries,
+    oldest first (``deliveries_of`` makes them records, off the writer lock).
 
     Candidates past ``max_deliveries`` are quarantined by the same statement and
     not returned. When that leaves the batch short, the poison at the head is
@@ -178,28 +169,14 @@ def claim_rows(
         "expires": expires,
         "process": process,
     }
-    out: list[Delivery] = []
+    out: list[Any] = []
     window = limit
     while True:
         rows = t.all(_CLAIM, params)
         met_poison = False
         for r in rows:
             if r["state"] == "processing":
-                kind, sender, body, urgent, thread, importance = json.loads(r["message"])
-                out.append(
-                    Delivery(
-                        id=r["message_id"],
-                        delivery_id=r["delivery_id"],
-                        kind=kind,
-                        sender=sender,
-                        body=body,
-                        urgent=bool(urgent),
-                        created_at_utc=r["created_at_utc"],
-                        deliveries=r["attempts"],
-                        thread=thread,
-                        importance=importance or "normal",
-                    )
-                )
+                out.append(r)
             else:  # quarantined by the statement: it was handed out max_deliveries times
                 met_poison = True
         if not met_poison or len(rows) < params["n"]:
@@ -217,7 +194,29 @@ def claim_rows(
                 break
         window = sweep["n"]
     if len(out) > 1:
-        out.sort(key=lambda d: (d.created_at_utc, d.delivery_id))
+        out.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
+    return out
+
+
+def deliveries_of(rows: list[Any]) -> list[Delivery]:
+    """Records of ``claim_rows``' rows (a row's message: one JSON array)."""
+    out: list[Delivery] = []
+    for r in rows:  # [kind, sender, body, urgent, thread, importance]
+        kind, sender, body, urgent, thread, importance = json.loads(r["message"])
+        out.append(
+            Delivery(
+                id=r["message_id"],
+                delivery_id=r["delivery_id"],
+                kind=kind,
+                sender=sender,
+                body=body,
+                urgent=bool(urgent),
+                created_at_utc=r["created_at_utc"],
+                deliveries=r["attempts"],
+                thread=thread,
+                importance=importance or "normal",
+            )
+        )
     return out
 
 
@@ -256,7 +255,7 @@ def _claim_once(
     with store.write(tx) as t:
         limits = auth.caller(t, ident, now).limits
         expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
-        got = claim_rows(
+        rows = claim_rows(
             t,
             ident.participant_id,
             limit,
@@ -267,7 +266,8 @@ def _claim_once(
             limits.max_deliveries,
             process,
         )
-        expiry = next_expiry(t, ident.participant_id) if want_expiry and not got else None
+        expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
+    got = deliveries_of(rows)  # after the commit: the writer lock is free
     _filled[key] = len(got) >= limit  # a path choice only, never an answer
     if len(_filled) > 4096:
         _filled.clear()

@@ -301,16 +301,18 @@ def _turn_once(
             # an urgent one past the cap must be in this turn, first.
             waiting = t.one(_WAITING, {"participant_id": pid})["waiting"]
             limit = min(inbox.MAX_LIMIT, max(limits.inbox_cap, waiting))
-        got = inbox.claim_rows(
-            t,
-            pid,
-            limit,
-            token,
-            inbox.default_owner(ident),
-            now,
-            expires,
-            limits.max_deliveries,
-            process,
+        got = inbox.deliveries_of(
+            inbox.claim_rows(
+                t,
+                pid,
+                limit,
+                token,
+                inbox.default_owner(ident),
+                now,
+                expires,
+                limits.max_deliveries,
+                process,
+            )
         )
         cur = _cursor(t, pid, now)
         bcasts, upto = _broadcasts(t, ident, cur, limits.broadcast_cap)

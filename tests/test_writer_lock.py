@@ -474,3 +474,28 @@ def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
         os.close(fd)
         on.close()
         off.close()
+
+
+def test_storage_a_claim_builds_its_records_after_letting_go_of_the_writer_lock(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim of many messages turns its rows into records after the commit:
+    the writer lock is not held while it does (the kernel shows no holder)."""
+    from broker import inbox
+
+    sid = Operator(store).create_space("workflow").id
+    lynx, _ = trusted.join(store, sid, "flow/lynx", pid=None)
+    for i in range(40):
+        lynx.send("lynx", f"m{i}")
+    lock = lock_of(store)
+    held: list[list[tuple[int, bool]]] = []
+    build = inbox.deliveries_of
+
+    def watched(rows: list[object]) -> list[object]:
+        held.append(flocks(lock))
+        return build(rows)  # type: ignore[arg-type, return-value]
+
+    monkeypatch.setattr(inbox, "deliveries_of", watched)
+    got = lynx.claim(limit=32).deliveries
+    assert [d.body for d in got] == [f"m{i}" for i in range(32)]
+    assert held == [[]]  # built once, with nobody holding the lock
