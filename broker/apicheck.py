@@ -137,17 +137,22 @@ class _Plan:
         )
 
     def culprit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-        """The argument a call that does not bind is wrong about, when it is one
-        name: a keyword the method does not take, else a required one missing.
-        None for a call wrong as a whole (too many positional arguments)."""
+        """The argument a call that does not bind is wrong about, found in the
+        order ``Signature.bind`` checks (so it is the one its message names):
+        one given twice or a required one missing, parameter by parameter, then
+        a keyword the method does not take. None for a call wrong as a whole
+        (too many positional arguments)."""
+        if not self.simple or len(args) > len(self.positional):
+            return None
+        by_position = set(self.positional[: len(args)])
+        for name in self.sig.parameters:
+            if name in by_position and name in kwargs:
+                return name  # "multiple values"
+            if name in self.required and name not in by_position and name not in kwargs:
+                return None if name in ("self", "cls") else name  # "missing"
         if not self.var_keyword:
-            unknown = [name for name in kwargs if name not in self.by_keyword]
-            if unknown:
-                return unknown[0]
-        named = set(self.positional[: len(args)]) | kwargs.keys()
-        missing = [name for name in self.positional if name in self.required - named]
-        missing += sorted(self.required - named - set(self.positional))
-        return next((m for m in missing if m not in ("self", "cls")), None)
+            return next((name for name in kwargs if name not in self.by_keyword), None)
+        return None
 
     def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         """The arguments by name, as ``Signature.bind`` would bind them; None

@@ -449,7 +449,8 @@ class Store:
     def exclusive(self) -> Iterator[Connection]:
         """A fresh connection, outside any transaction, with the writer lock held:
         for statements that cannot run inside one (``VACUUM``, a ``TRUNCATE``
-        checkpoint). Other writers wait on the lock meanwhile; readers go on."""
+        checkpoint), even with ``BROKER_WRITER_LOCK=off``: the writers that take the
+        lock wait on it meanwhile (the others, in SQLite's busy handler); readers go on."""
         if self.read_only is not None:
             raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
         conn = self.connect()

@@ -2,32 +2,32 @@
 quarantine, requeue, restart recovery. The only writer of ``deliveries``
 (the operator's read-only views of them are ``broker.inbox_view``).
 
-Every inbox is the set of ``deliveries`` rows of one recipient, moving
-ready -> processing -> done | quarantine. A claim is ONE statement inside
-``BEGIN IMMEDIATE`` (``inbox.claim``): an ``UPDATE ... RETURNING`` of the
-recipient's oldest ready rows *and* its processing rows whose lease has expired
-(S15: expiry is taken back inside the claim predicate, no sweeper needed), with
-the message each row carries. Each branch is an index range
-(``ix_deliveries_ready``, ``ix_deliveries_leased``) cut to ``LIMIT`` before the
-merge, so a claim reads ``limit`` rows however long the backlog. A candidate
-already claimed ``max_deliveries`` times goes to quarantine in the same
-statement and is not handed out; when poison fills the head of the inbox, the
-claim quarantines it in windows that double (``inbox.quarantine_head``), so a
-claim never comes back empty while something is claimable.
+An inbox is the ``deliveries`` rows of one recipient: ready -> processing ->
+done | quarantine. A claim is ONE statement in ``BEGIN IMMEDIATE``
+(``inbox.claim``): an ``UPDATE ... RETURNING`` of the oldest ready rows *and*
+processing rows whose lease expired (S15: no sweeper), with their messages.
+Each branch is an index range (``ix_deliveries_ready``, ``ix_deliveries_leased``)
+cut to ``LIMIT`` before the merge, so a claim reads ``limit`` rows whatever the
+backlog. A candidate claimed ``max_deliveries`` times goes to quarantine in the
+same statement; poison at the head is quarantined in windows that double
+(``inbox.quarantine_head``), so a claim never comes back empty while something
+is claimable.
 
 Lease tokens: a claim takes a fresh random token; ack / release / extend /
-quarantine present it. A token holds a delivery while the row is processing
-under it, even past its expiry, until someone else claims the row (S14). Then
-the token is refused with ``LeaseLost``, naming the message ids. The token
-stays on settled rows, so a second ack by the holder is recognised and
-returns 0.
+quarantine present it. A token holds a row while it is processing under it,
+even past its expiry, until someone else claims the row (S14); then it is
+refused with ``LeaseLost``, naming the message ids. It stays on settled rows,
+so a second ack by the holder is recognised and returns 0.
 
 Restart recovery (S32): a lease of a long-lived process records it
-(``broker.procs``); ``recover`` returns those of dead processes to ready.
+(``broker.procs``); ``recover`` returns those of dead processes to ready. A
+transient claimer (one CLI call) records none: its leases end by expiry.
 
-Delivery is at-least-once (S16): a consumer de-duplicates by the message id
-and makes its own work and the ack one transaction (``docs/delivery.md``);
-every write here takes ``tx=`` to join such a transaction.
+Delivery is at-least-once (S16): a consumer de-duplicates by ``Delivery.id``
+and makes its own work and the ack one transaction, history first, ack second
+(``docs/delivery.md``); every write here takes ``tx=`` to join one. A claim
+makes its records after its commit: a failure there (like a crash) leaves the
+rows to their lease's expiry.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def claim_rows(
     process: str | None = None,
 ) -> list[Any]:
     """The claim statement, inside ``t``: the rows of up to ``limit`` deliveries,
-    oldest first (``deliveries_of`` makes them records, off the writer lock).
+    oldest first (``deliveries_of`` makes them records; ``claim``, after its commit).
 
     Candidates past ``max_deliveries`` are quarantined by the same statement and
     not returned. When that leaves the batch short, the poison at the head is

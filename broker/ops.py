@@ -413,7 +413,7 @@ def _settings(store: Store) -> Iterator[Finding]:
         "url": s.url,
         "synchronous": s.synchronous,
         "busy_timeout_ms": s.busy_timeout_ms,
-        "writer_lock": s.writer_lock,
+        "writer_lock": s.writer_lock if store.dialect == "sqlite" else None,
         "lock_file": store.lock_path,
         "read_only": store.read_only,
         "env": {k: v for k, v in os.environ.items() if k.startswith("BROKER_") and k != KEY_ENV},
@@ -422,7 +422,8 @@ def _settings(store: Store) -> Iterator[Finding]:
         "settings",
         "info",
         f"synchronous={s.synchronous}, busy_timeout={s.busy_timeout_ms} ms, "
-        f"writer_lock={'on' if s.writer_lock else 'off'}, url={s.url}",
+        + (f"writer_lock={'on' if s.writer_lock else 'off'}, " if store.dialect == "sqlite" else "")
+        + f"url={s.url}",
         None,
         data=data,
     )

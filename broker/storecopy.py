@@ -52,12 +52,12 @@ def migrate_store(source: Store, to_url: str) -> StoreCopy:
     if not isinstance(to_url, str) or "://" not in to_url:
         raise errors.InvalidInput(
             f"bad --into {to_url!r}: a store URL (sqlite:///PATH or postgresql+psycopg://...)",
-            field="into",
+            field="to",
         )
     target = Store(to_url)  # created and migrated if it is empty
     try:
         if target.url == source.url:
-            raise errors.InvalidInput("--into names the store being copied", field="into")
+            raise errors.InvalidInput("--into names the store being copied", field="to")
         display = getattr(target, "display", target.url)
         ids = [s.id for s in list_spaces(source)]
         now = source.now_ts()  # one "now" for both exports: live claims read the same

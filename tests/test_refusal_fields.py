@@ -66,7 +66,11 @@ def test_S33_each_refusal_names_its_field_and_writes_nothing(
         (lambda: operator.log("bad id!"), "run_id", "bad run id"),
         (lambda: operator.log(space, limit=1, tail=1), "tail", "exclude"),
         (lambda: list(operator.follow(space, idle_timeout=-1.0)), "idle_timeout", "finite"),
-        (lambda: participants.set_status(store, lynx.identity.participant_id, "x"), "status", ""),
+        (
+            lambda: participants.set_status(store, lynx.identity.participant_id, "x"),
+            "status",
+            "bad status",
+        ),
     ]
     before = _written(store)
     for call, field, words in cases:
@@ -85,6 +89,9 @@ def test_S33_a_call_that_does_not_bind_names_the_argument_when_it_is_one(
         (lambda: lynx.send("lynx", "hi", priority="high"), "priority", "unexpected keyword"),
         (lambda: lynx.send("lynx"), "text", "missing"),
         (lambda: lynx.send(text="hi"), "to", "missing"),
+        # the one bind's own message names, when the call is wrong twice
+        (lambda: lynx.send(to="lynx", priority="high"), "text", "missing"),
+        (lambda: lynx.send("lynx", to="lynx", text="hi"), "to", "multiple values"),
         (lambda: lynx.post("hello", ["lynx"]), None, "too many positional"),  # the whole call
     ]
     for call, field, words in cases:

@@ -39,7 +39,7 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise errors.InvalidInput(
-                f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="setting"
+                f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="settings"
             )
         out[key.strip()] = value.strip()
     return out
