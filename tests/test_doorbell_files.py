@@ -108,7 +108,7 @@ class Victim:
         self.b, _ = trusted.join(self.store, space, "w/b")
         self.key = wake.participant_key(self.b.identity.participant_id)
 
-    def refuses(self, path: str, why: str) -> None:
+    def assert_refused(self, path: str, why: str) -> None:
         """Waiting is refused in one line naming ``path``; mail still flows."""
         with pytest.raises(errors.StoreError) as e:
             wake.Waiter(self.store, [self.key])
@@ -150,7 +150,7 @@ def test_private_files_a_doorbell_folder_another_user_planted_beside_the_databas
     attacker.must(f"mkdir -m 0777 {root} && ln -s {precious} {root}/slots")
     v = victim(db)
     assert wake.root_path(v.store) == root
-    v.refuses(root, f"belongs to uid {attacker.uid}")
+    v.assert_refused(root, f"belongs to uid {attacker.uid}")
     _untouched(precious)
 
 
@@ -162,7 +162,7 @@ def test_private_files_a_doorbell_folder_another_user_redirected_by_a_symlink_is
     root = f"{db}-wake"
     attacker.must(f"mkdir -m 0777 {shared}/elsewhere && ln -s {shared}/elsewhere {root}")
     v = victim(db)
-    v.refuses(root, "symbolic link")
+    v.assert_refused(root, "symbolic link")
     assert os.listdir(shared / "elsewhere") == []  # nothing created through the link
 
 
@@ -184,7 +184,7 @@ def test_private_files_the_per_user_fallback_folder_planted_by_another_user_is_r
     base = str(shared / f"broker-{os.getuid()}")
     assert os.path.dirname(root) == base
     attacker.must(f"mkdir -m 0777 {base} {root} && ln -s {precious} {root}/slots")
-    v.refuses(base, f"belongs to uid {attacker.uid}")
+    v.assert_refused(base, f"belongs to uid {attacker.uid}")
     _untouched(precious)
 
 
@@ -253,7 +253,7 @@ def test_private_files_a_doorbell_folder_writable_by_others_is_refused(
     root = wake.root_path(v.store)
     os.mkdir(root)
     os.chmod(root, 0o777)  # made by something of ours with a careless mode
-    v.refuses(root, "writable by group or others")
+    v.assert_refused(root, "writable by group or others")
 
 
 def test_private_files_a_slots_file_that_is_a_symlink_is_never_followed(
@@ -263,7 +263,7 @@ def test_private_files_a_slots_file_that_is_a_symlink_is_never_followed(
     root = wake.root_path(v.store)
     os.makedirs(root, mode=0o700)
     os.symlink(precious, os.path.join(root, "slots"))
-    v.refuses(os.path.join(root, "slots"), "symbolic link")
+    v.assert_refused(os.path.join(root, "slots"), "symbolic link")
     _untouched(precious)
 
 

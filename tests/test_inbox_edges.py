@@ -212,7 +212,7 @@ def test_S15_poison_at_the_head_is_quarantined_and_the_claim_still_returns_its_l
     assert [states[m] for m in good] == ["processing"] * 3 + ["ready"] * 2
 
 
-def _claim_against_the_model(store: Store, layout: str, limit: int) -> None:
+def assert_claim_agrees_with_the_model(store: Store, layout: str, limit: int) -> None:
     """S15 on one inbox: ``layout`` is the inbox oldest first, ``P`` a poison
     message (handed out max_deliveries times) and ``G`` a good one. A claim of
     ``limit`` returns the oldest ``limit`` good ones in order, quarantines the
@@ -251,7 +251,7 @@ def _claim_against_the_model(store: Store, layout: str, limit: int) -> None:
 def test_S15_a_claim_through_poison_laid_out_any_way_returns_the_oldest_good_messages(
     store: Store, layout: str, limit: int
 ) -> None:
-    _claim_against_the_model(store, layout, limit)
+    assert_claim_agrees_with_the_model(store, layout, limit)
 
 
 def test_S15_random_layouts_of_poison_and_good_messages_agree_with_the_model(store: Store) -> None:
@@ -260,7 +260,7 @@ def test_S15_random_layouts_of_poison_and_good_messages_agree_with_the_model(sto
         n = rnd.randrange(1, 60)
         share = rnd.choice((0.3, 0.7, 0.95))
         layout = "".join("P" if rnd.random() < share else "G" for _ in range(n))
-        _claim_against_the_model(store, layout, rnd.randrange(1, 8))
+        assert_claim_agrees_with_the_model(store, layout, rnd.randrange(1, 8))
 
 
 def test_S13_a_claim_hands_out_each_message_with_its_importance_normal_by_default(

@@ -44,7 +44,7 @@ def crew(store: Store) -> tuple[str, Agent, Agent]:
     return space, a, b
 
 
-def refused(store: Store, call: Callable[[], Any], field: str | None = None) -> None:
+def assert_refused(store: Store, call: Callable[[], Any], field: str | None = None) -> None:
     before = snapshot(store)
     started = time.monotonic()
     with pytest.raises(errors.InvalidInput) as info:
@@ -61,11 +61,11 @@ def test_S33_claim_refuses_a_bad_wait_or_lease(
     store: Store, crew: tuple[str, Agent, Agent], value: Any
 ) -> None:
     _, _, b = crew
-    refused(store, lambda: b.claim(wait=value), "wait" if value is not None else None)
+    assert_refused(store, lambda: b.claim(wait=value), "wait" if value is not None else None)
     if value is not None:
-        refused(store, lambda: b.claim(lease=value), "lease")
-        refused(store, lambda: b.next_turn(wait=value), "wait")
-        refused(store, lambda: b.next_turn(lease=value), "lease")
+        assert_refused(store, lambda: b.claim(lease=value), "lease")
+        assert_refused(store, lambda: b.next_turn(wait=value), "wait")
+        assert_refused(store, lambda: b.next_turn(lease=value), "lease")
 
 
 def test_S33_the_modules_refuse_a_bool_wait_without_the_handles_check(
@@ -75,8 +75,8 @@ def test_S33_the_modules_refuse_a_bool_wait_without_the_handles_check(
     inside the broker have no handle's type check in front): False equals 0 but
     is not a number of seconds."""
     _, _, b = crew
-    refused(store, lambda: turns.next_turn(store, b.identity, wait=False), "wait")
-    refused(store, lambda: inbox.claim(store, b.identity, wait=False), "wait")
+    assert_refused(store, lambda: turns.next_turn(store, b.identity, wait=False), "wait")
+    assert_refused(store, lambda: inbox.claim(store, b.identity, wait=False), "wait")
 
 
 @pytest.mark.parametrize("value", BAD_COUNTS)
@@ -84,9 +84,9 @@ def test_S33_claim_and_next_turn_refuse_a_bad_limit(
     store: Store, crew: tuple[str, Agent, Agent], value: Any
 ) -> None:
     _, _, b = crew
-    refused(store, lambda: b.claim(limit=value), "limit")
+    assert_refused(store, lambda: b.claim(limit=value), "limit")
     if value is not None:
-        refused(store, lambda: b.next_turn(limit=value), "limit")
+        assert_refused(store, lambda: b.next_turn(limit=value), "limit")
 
 
 def test_S33_settling_refuses_bad_tokens_ids_texts_and_seconds(
@@ -96,16 +96,16 @@ def test_S33_settling_refuses_bad_tokens_ids_texts_and_seconds(
     lease = b.claim(limit=1)
     mid = lease.deliveries[0].id
     for token in (5, "", None, "\ud800"):
-        refused(store, lambda t=token: b.ack(t))
-    refused(store, lambda: b.ack(lease.lease_token, ["\ud800"]))
-    refused(store, lambda: b.ack(lease.lease_token, [5]))  # type: ignore[list-item]
-    refused(store, lambda: b.release(lease.lease_token, error="\ud800"))
-    refused(store, lambda: b.quarantine(lease.lease_token, mid, "   "))
-    refused(store, lambda: b.quarantine(lease.lease_token, mid, "\udfff"))
-    refused(store, lambda: b.claim(owner="\ud800"))
-    refused(store, lambda: b.claim(owner="x" * 201))
+        assert_refused(store, lambda t=token: b.ack(t))
+    assert_refused(store, lambda: b.ack(lease.lease_token, ["\ud800"]))
+    assert_refused(store, lambda: b.ack(lease.lease_token, [5]))  # type: ignore[list-item]
+    assert_refused(store, lambda: b.release(lease.lease_token, error="\ud800"))
+    assert_refused(store, lambda: b.quarantine(lease.lease_token, mid, "   "))
+    assert_refused(store, lambda: b.quarantine(lease.lease_token, mid, "\udfff"))
+    assert_refused(store, lambda: b.claim(owner="\ud800"))
+    assert_refused(store, lambda: b.claim(owner="x" * 201))
     for seconds in (math.nan, math.inf, 0, -5, 1e300):
-        refused(store, lambda s=seconds: b.extend(lease.lease_token, s), "seconds")
+        assert_refused(store, lambda s=seconds: b.extend(lease.lease_token, s), "seconds")
     assert b.ack(lease.lease_token) == 1  # the lease was never touched by the refusals
 
 
@@ -114,9 +114,9 @@ def test_S33_board_claim_and_renew_refuse_a_bad_ttl(
     store: Store, crew: tuple[str, Agent, Agent], value: Any
 ) -> None:
     _, a, _ = crew
-    refused(store, lambda: a.claim_key("k", ttl=value), "ttl")
+    assert_refused(store, lambda: a.claim_key("k", ttl=value), "ttl")
     grant = a.claim_key("k", ttl=60)
-    refused(store, lambda: a.renew_key("k", grant.fence, ttl=value), "ttl")
+    assert_refused(store, lambda: a.renew_key("k", grant.fence, ttl=value), "ttl")
 
 
 def test_S33_board_refuses_bad_fences_and_read_limits(
@@ -125,9 +125,9 @@ def test_S33_board_refuses_bad_fences_and_read_limits(
     _, a, _ = crew
     a.claim_key("k", ttl=60)
     for fence in (2**70, -1, 0, True, "1", 1.5):
-        refused(store, lambda f=fence: a.release_key("k", f))
+        assert_refused(store, lambda f=fence: a.release_key("k", f))
     for limit in (0, 1001, math.nan, "5", True, 2**70):
-        refused(store, lambda n=limit: a.board_read(limit=n), "limit")
+        assert_refused(store, lambda n=limit: a.board_read(limit=n), "limit")
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1, 1e300, 2**70, "60", True])
@@ -135,7 +135,7 @@ def test_S33_directory_prune_refuses_a_bad_age(
     store: Store, crew: tuple[str, Agent, Agent], value: Any
 ) -> None:
     space, _, _ = crew
-    refused(store, lambda: directory.prune(store, space, older_than=value), "older_than")
+    assert_refused(store, lambda: directory.prune(store, space, older_than=value), "older_than")
 
 
 @pytest.mark.parametrize("pid", [2**70, -1, 0, True, "123", 1.5])
@@ -143,7 +143,7 @@ def test_S33_directory_register_refuses_a_bad_pid(
     store: Store, crew: tuple[str, Agent, Agent], pid: Any
 ) -> None:
     space, _, _ = crew
-    refused(
+    assert_refused(
         store,
         lambda: directory.register(
             store,

@@ -39,7 +39,7 @@ WRITER = textwrap.dedent(
 def test_crash_loop_sigkill_writer_keeps_integrity_and_every_committed_send(tmp_path: Path) -> None:
     """SIGKILL a writer at random points, again and again: integrity_check stays
     ok and every send that returned to its caller is in the log (no acked commit lost)."""
-    crash_loop(tmp_path)
+    assert_crash_loop_keeps_every_commit(tmp_path)
 
 
 def _lines(path: Path) -> int:
@@ -49,7 +49,7 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def crash_loop(tmp_path: Path, rounds: int = 12) -> None:
+def assert_crash_loop_keeps_every_commit(tmp_path: Path, rounds: int = 12) -> None:
     """One crash loop: each round starts a writer, lets it commit at least one
     send (a condition, so every round kills a writer in the middle of its work),
     then kills it after a random extra moment; asserts as it goes."""
@@ -199,7 +199,7 @@ def test_crash_loop_long(tmp_path: Path) -> None:
     for i in range(5):
         folder = tmp_path / str(i)
         folder.mkdir()
-        crash_loop(folder)
+        assert_crash_loop_keeps_every_commit(folder)
 
 
 def test_wal_checkpoint_folds_the_wal_back_when_idle(store: Store, space: str) -> None:

@@ -26,7 +26,7 @@ def all_rows(store: Store) -> tuple[Any, ...]:
     return counts + tuple(counters)
 
 
-def refused(
+def assert_refused(
     store: Store, call: Callable[[], object], message: str, fields: dict[str, Any] | None = None
 ) -> None:
     """S33: ``call`` is invalid input with exactly ``message`` (and ``fields``,
@@ -57,14 +57,14 @@ def test_S6_broadcast_with_other_addresses_is_refused_in_one_exact_line(
         lambda: lynx.directive(["bad address!"], "x"),
         lambda: Operator(store).send(lynx.identity.space_id, "x", to=["bad address!"]),
     ):
-        refused(store, call, "bad address 'bad address!'", {"field": "to"})
+        assert_refused(store, call, "bad address 'bad address!'", {"field": "to"})
     for to in (["broadcast", "otter"], ["otter", "broadcast"]):
         for call in (
             lambda to=to: lynx.send(to, "x"),
             lambda to=to: lynx.directive(to, "x"),
             lambda to=to: Operator(store).send(lynx.identity.space_id, "x", to=to),
         ):
-            refused(
+            assert_refused(
                 store, call, "'broadcast' cannot be combined with other addresses", {"field": "to"}
             )
 
@@ -74,7 +74,7 @@ def test_S6_a_batch_item_with_broadcast_and_another_address_is_refused_naming_th
 ) -> None:
     lynx, _ = pair
     # Two addresses are enough: the rule is "broadcast and anything else".
-    refused(
+    assert_refused(
         store,
         lambda: lynx.send_many(
             [{"to": "otter", "text": "fine"}, {"to": ["otter", "broadcast"], "text": "x"}]
@@ -109,7 +109,7 @@ def test_S9_a_post_addressed_to_broadcast_is_refused_in_one_exact_line(
 ) -> None:
     lynx, _ = pair
     for to in (["broadcast"], ["otter", "broadcast"]):
-        refused(
+        assert_refused(
             store,
             lambda to=to: lynx.post("everyone", addressed_to=to),
             "a post cannot be addressed to 'broadcast': an unaddressed post is the channel",
@@ -122,12 +122,12 @@ def test_S33_a_bad_batch_item_is_refused_in_one_line_naming_its_position(
 ) -> None:
     lynx, _ = pair
     ok = {"to": "otter", "text": "fine"}
-    refused(
+    assert_refused(
         store,
         lambda: lynx.send_many([ok, {"to": "otter", "text": "x", "from": "lead"}]),
         "item 1: unknown field 'from': this tool does not take it",
     )
-    refused(
+    assert_refused(
         store,
         lambda: lynx.send_many([{"to": "otter", "text": "  "}, ok]),
         "item 0: bad text: Value error, message text is empty",
@@ -139,25 +139,25 @@ def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_li
     store: Store, space: str, pair: tuple[Agent, Agent]
 ) -> None:
     # A handle made with a bad via is refused at its first send.
-    refused(
+    assert_refused(
         store,
         lambda: Operator(store, via="sms").send(space, "x", to=["lynx"]),  # type: ignore[arg-type]
         "bad via 'sms': cli, cp or mcp",
     )
     # The handle checks urgent's type at the API's edge (broker.apicheck) ...
-    refused(
+    assert_refused(
         store,
         lambda: Operator(store).send(space, "x", to=["lynx"], urgent="yes"),  # type: ignore[arg-type]
         "bad urgent 'yes': true or false, not str",
     )
     # ... and the library call under it checks it again, for any other caller.
-    refused(
+    assert_refused(
         store,
         lambda: messages.operator_send(store, space, "x", urgent="yes", via="cli"),  # type: ignore[arg-type]
         "bad urgent 'yes': true or false",
     )
     for to in ("parent", "operator"):
-        refused(
+        assert_refused(
             store,
             lambda to=to: Operator(store).send(space, "x", to=["lynx", to]),
             f"the operator cannot send to {to!r}",
