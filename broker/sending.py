@@ -105,7 +105,8 @@ class Batch:
         self.stored = stored or (self.seq, self.log_bytes, self.bcast_no)
         self.resolved: dict[tuple[str, str, str], Outcome] = {}
         self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
-        self.keys: dict[str, SendResult] = {}
+        # key -> (its first result, the log row it wrote), for a repeat in this batch
+        self.keys: dict[str, tuple[SendResult, dict[str, Any]]] = {}
         self.messages: list[dict[str, Any]] = []
         self.deliveries: list[dict[str, Any]] = []
         self.woken: set[str] = set()
@@ -130,9 +131,10 @@ class Batch:
         mail: Mail = PLAIN,
     ) -> SendResult:
         if key is not None:
-            dup = self.keys.get(key) or self._logged_key(key)
-            if dup is not None:
-                return dup  # S12: the first result, nothing written
+            first = self.keys.get(key) or self._logged_key(key)
+            if first is not None:
+                _same_send(key, first[1], kind, targets, text, urgent, mail)
+                return first[0]  # S12: the first result, nothing written
         body_bytes = self._check_body(text)
         if not self.exempt:
             self._check_log(self.limits)
@@ -155,7 +157,7 @@ class Batch:
             for pid in delivered
         ]
         if key is not None:
-            self.keys[key] = replace(result, duplicate=True)
+            self.keys[key] = (replace(result, duplicate=True), self.messages[-1])
         return result
 
     def _check_body(self, text: str) -> int:
@@ -322,23 +324,25 @@ class Batch:
                 del out.deliver[pid]
                 out.not_reached.append({"address": address, "reason": "contact_policy"})
 
-    def _logged_key(self, key: str) -> SendResult | None:
-        """The first result of an idempotency key already in the log (S12)."""
+    def _logged_key(self, key: str) -> tuple[SendResult, Any] | None:
+        """The first result of an idempotency key already in the log (S12), and its row."""
         dup = self.t.one(_LOGGED_KEY, {"space_id": self.space_id, "key": key})
         if dup is None:
             return None
-        if dup[3] != self.sender.address:
+        if dup["sender"] != self.sender.address:
             raise errors.Conflict(
-                f"idempotency key {key!r} was already used by {dup[3]} in this space"
+                f"idempotency key {key!r} was already used by {dup['sender']} in this space",
+                field="idempotency_key",
             )
-        return SendResult(
-            id=dup[0],
-            seq=dup[1],
-            kind=dup[2],
-            reached=json.loads(dup[4]),
-            not_reached=[NotReached(**n) for n in json.loads(dup[5])],
+        result = SendResult(
+            id=dup["id"],
+            seq=dup["seq"],
+            kind=dup["kind"],
+            reached=json.loads(dup["reached"]),
+            not_reached=[NotReached(**n) for n in json.loads(dup["not_reached"])],
             duplicate=True,
         )
+        return result, dup
 
     def _resolve(self, kind: str, target: Target) -> Outcome:
         """Resolve one ``to`` form once per batch (waiting counts are kept here)."""
@@ -376,6 +380,44 @@ class Batch:
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
         self.held = {}  # the flushed deliveries are in the table now
+
+
+def _same_send(
+    key: str,
+    first: Any,
+    kind: str,
+    targets: list[Target],
+    text: str,
+    urgent: bool,
+    mail: Mail,
+) -> None:
+    """S12: a key's repeat must be the same send (kind, recipients, text, mail
+    fields); the same key on a different message is a ``conflict``, not a
+    silent duplicate that would report another message's result. ``first`` is
+    the first send's log row (read by name). A reply's thread is compared only
+    when the repeat names one: the first row holds the one it inherited."""
+    thread, reply_to, importance, ack_required = mail.row()
+    differs = [
+        name
+        for name, same in (
+            ("kind", first["kind"] == kind),
+            ("to", first["recipients"] == _json_list(tuple(tg.text for tg in targets))),
+            ("text", first["body"] == text),
+            ("urgent", bool(first["urgent"]) == urgent),
+            ("reply_to", first["reply_to"] == reply_to),
+            ("thread", thread is None or first["thread"] == thread),
+            ("importance", first["importance"] == importance),
+            ("ack_required", bool(first["ack_required"]) == bool(ack_required)),
+        )
+        if not same
+    ]
+    if differs:
+        raise errors.Conflict(
+            f"idempotency key {key!r} was first used for a different message (its "
+            f"{', '.join(differs)} differ{'s' if len(differs) == 1 else ''}): a repeat "
+            "must be the same send; use a new key for a new message",
+            field="idempotency_key",
+        )
 
 
 def row_size(text: str, targets: list[Target], reached: list[str], not_reached: list[Any]) -> int:

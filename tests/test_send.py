@@ -699,6 +699,66 @@ def test_S12_the_same_key_from_another_sender_is_refused(
     assert all_rows(store) == before
 
 
+K = "k-1"
+
+
+@pytest.mark.parametrize(
+    ("repeat", "differs"),
+    [
+        (lambda a: a.send(["otter", "heron"], "twice", idempotency_key=K), "text"),
+        (lambda a: a.send(["otter"], "once", idempotency_key=K), "to"),
+        (lambda a: a.send(["heron", "otter"], "once", idempotency_key=K), "to"),
+        (lambda a: a.post("once", idempotency_key=K), "kind, to"),
+        (
+            lambda a: a.send(["otter", "heron"], "once", importance="high", idempotency_key=K),
+            "importance",
+        ),
+        (lambda a: a.send(["otter", "heron"], "once", thread="other", idempotency_key=K), "thread"),
+        (
+            lambda a: a.send(["otter", "heron"], "once", ack_required=True, idempotency_key=K),
+            "ack_required",
+        ),
+    ],
+    ids=["text", "fewer-recipients", "recipient-order", "post", "importance", "thread", "ack"],
+)
+def test_S12_the_same_key_on_a_different_message_is_a_conflict_naming_what_differs(
+    store: Store,
+    crew: dict[str, Agent],
+    repeat: Callable[[Agent], Any],
+    differs: str,
+) -> None:
+    """A repeat is the same send: a key reused for another message would
+    otherwise report the first message's result for a message never sent."""
+    crew["lynx"].send(["otter", "heron"], "once", idempotency_key=K)
+    before = all_rows(store)
+    with pytest.raises(errors.Conflict) as caught:
+        repeat(crew["lynx"])
+    assert caught.value.fields.get("field") == "idempotency_key"
+    assert f"its {differs} differ" in str(caught.value)
+    assert all_rows(store) == before
+
+
+def test_S12_a_repeat_inside_one_batch_must_be_the_same_send_too(
+    store: Store, crew: dict[str, Agent]
+) -> None:
+    before = all_rows(store)
+    with pytest.raises(errors.Conflict, match="its text differs"):
+        crew["lynx"].send_many(
+            [
+                {"to": "otter", "text": "one", "idempotency_key": "b-1"},
+                {"to": "otter", "text": "two", "idempotency_key": "b-1"},
+            ]
+        )
+    assert all_rows(store) == before
+    same = crew["lynx"].send_many(
+        [
+            {"to": "otter", "text": "one", "idempotency_key": "b-1"},
+            {"to": "otter", "text": "one", "idempotency_key": "b-1"},
+        ]
+    )
+    assert same[1].duplicate and same[1].id == same[0].id
+
+
 def test_S12_keys_are_per_space(store: Store, operator: Operator) -> None:
     one = operator.create_space("workflow").id
     two = operator.create_space("workflow").id
