@@ -60,6 +60,21 @@ def address_of(codename: str, *, lead: bool = False, agentiflow: bool = False) -
     return address
 
 
+def is_address(text: str) -> bool:
+    """Whether ``text`` is an address a join can give (S3): ``lead``, or
+    segments of letters, digits, '_', '.', '-' with an optional #N, joined by
+    '>', not a reserved name, at most 200 characters. The importer holds the
+    addresses it reads to this, so no imported participant has one a join
+    would refuse (control characters, spaces, ``role:`` forms)."""
+    if text == "lead":
+        return True
+    return (
+        0 < len(text) <= 200
+        and text not in RESERVED
+        and all(_SEGMENT.match(part) for part in text.split(">"))
+    )
+
+
 def agentiflow_address(codename: str) -> str:
     """The address of a full codename (``root/...``) in an agentiflow, where the
     root run is the lead: ``flow/heron`` is ``lead``, ``flow/heron>lynx#1`` is ``lynx#1``."""

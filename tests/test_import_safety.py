@@ -117,6 +117,41 @@ def test_S29_no_directory_entry_or_folder_takes_a_reserved_address(
     nothing_written(store)
 
 
+@pytest.mark.parametrize(
+    "folder",
+    ["al\x1b]0;T\x07\u202eX", "role:x", "a b", "@", "x>", "lynx@1", "a" * 201],
+    ids=["controls", "role-form", "space", "at", "empty-segment", "attempt", "too-long"],
+)
+def test_S3_an_imported_mailbox_folder_must_name_an_address_a_join_gives(
+    folder: str, tmp_path: Path
+) -> None:
+    """S3, S33: an import holds the addresses it reads to the join's rule, so no
+    participant comes in with one a join refuses (a terminal escape stored as
+    an address, a ``role:`` form no ``to`` can reach)."""
+    mail = _swarm(tmp_path / "swarm")
+    (mail / folder / "inbox").mkdir(parents=True)
+    store = spacegen.fresh_store(tmp_path / "a")
+    with pytest.raises(ImportFailed) as info:
+        import_dir(store, tmp_path / "swarm")
+    (problem,) = info.value.fields["problems"]
+    assert problem.startswith("mail/") and (
+        "is not one a join gives" in problem or "1 to 200 characters" in problem
+    )
+    nothing_written(store)
+
+
+@pytest.mark.parametrize("folder", ["lead", "lynx>otter#2", "w.x-y_z#10"])
+def test_S3_an_imported_mailbox_folder_may_name_any_address_a_join_gives(
+    folder: str, tmp_path: Path
+) -> None:
+    mail = _swarm(tmp_path / "swarm")
+    (mail / folder / "inbox").mkdir(parents=True)
+    store = spacegen.fresh_store(tmp_path / "a")
+    import_dir(store, tmp_path / "swarm")
+    with store.read() as t:
+        assert t.one("SELECT COUNT(*) FROM participants WHERE address = ?", (folder,))[0] == 1
+
+
 def test_S29_a_jsonl_log_line_cannot_dress_a_message_as_the_operators(
     tmp_path: Path,
 ) -> None:

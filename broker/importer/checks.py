@@ -301,3 +301,17 @@ def check_participant_address(address: str) -> None:
     """No participant may hold the operator's (or the broker's own) address (S29)."""
     if normal_address(address) in RESERVED_ADDRESSES:
         raise BadLine(f"address {address!r} is reserved: no participant can hold it")
+
+
+def check_mailbox_address(address: str) -> None:
+    """A file mailbox's folder or directory entry names its participant: it must
+    be an address a join gives (S3), so a folder name from another tool cannot
+    bring in one a join refuses (a terminal escape, a space, a ``role:`` form
+    no ``to`` can reach). The JSONL layout is the broker's own log and
+    restores its addresses as they were, held only to the reserved names."""
+    check_participant_address(address)
+    if not addressing.is_address(address):
+        raise BadLine(
+            f"address {address!r} is not one a join gives: segments of letters, digits, "
+            "'_', '.', '-' with an optional #N, joined by '>'"
+        )

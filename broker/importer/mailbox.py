@@ -29,7 +29,7 @@ from broker.db import Store, Tx
 from broker.export.lines import DIRECTORY
 from broker.export.mailbox import OPERATOR_FOLDER, MailFormatError, header_name, parse_mail
 from broker.ids import fmt_ts, hash_token, new_id, new_token
-from broker.importer.checks import MAX_TO, check_participant_address, is_time, normal_address
+from broker.importer.checks import MAX_TO, check_mailbox_address, is_time, normal_address
 from broker.importer.lines import Inserter
 from broker.importer.report import BadLine, ImportSummary, Run
 from broker.importer.tree import Refused, Tree
@@ -84,7 +84,7 @@ def _dir_entry(tree: Tree, parts: tuple[str, ...]) -> dict[str, str]:
         raise BadLine("no 'id:' line", 1)
     if len(entry["id"]) > 200:
         raise BadLine("id is longer than 200 characters", 1)
-    check_participant_address(entry["id"])
+    check_mailbox_address(entry["id"])
     if entry.get("archetype") and entry["archetype"] not in _ARCHETYPES:
         raise BadLine(f"archetype must be one of {', '.join(_ARCHETYPES)}", 1)
     if len(entry.get("role", "")) > 200:
@@ -143,7 +143,7 @@ class MailImport:
                         raise BadLine(
                             "a mailbox folder must name an address of 1 to 200 characters", 1
                         )
-                    check_participant_address(address)
+                    check_mailbox_address(address)
                 except BadLine as exc:
                     self.bad((*self.mail, folder), exc)
                     continue
