@@ -227,11 +227,72 @@ FTS_BATCH = 32  # log rows waiting for the index before a send indexes them all
 FTS_INDEXED = f"coalesce((SELECT max(id) FROM {FTS_TABLE}_docsize), 0)"
 
 
-# PostgreSQL's search index (revision 0010): a GIN index on the expression the
-# search statement matches (broker/sql/search.sql), so the planner uses it.
-# Like the FTS5 table it is not SQLAlchemy metadata (an expression index).
+# PostgreSQL's search index (revisions 0010, 0012): a GIN index on the
+# expression the search statement matches (broker/sql/search.sql), so the
+# planner uses it. Like the FTS5 table it is not SQLAlchemy metadata (an
+# expression index). The text is first split and folded as FTS5's unicode61
+# does (``broker_search_text``: diacritics and case by a fixed table, every
+# character that is not a letter or digit to a space), so the 'simple'
+# configuration then finds the very words FTS5 finds, whatever the database's
+# locale, with no extension (S36: the same results on both backends). Thread
+# words weigh 'A', body words 'D': a phrase stays inside one of them and
+# ``thread:`` reads the thread's words only (broker.search_query.tsquery).
 PG_SEARCH_INDEX = "ix_messages_search"
-PG_SEARCH_VECTOR = "to_tsvector('simple', body || ' ' || coalesce(thread, ''))"
+PG_SEARCH_TEXT = "broker_search_text"
+PG_SEARCH_VECTOR = (
+    f"(to_tsvector('simple', {PG_SEARCH_TEXT}(body)) || "
+    f"setweight(to_tsvector('simple', {PG_SEARCH_TEXT}(coalesce(thread, ''))), 'A'))"
+)
+
+
+# Where the fold table is cut for PostgreSQL: ``translate`` compares each
+# character of the text with every one it maps (~4 us a character for the
+# whole table, PostgreSQL 15), so each block is mapped only in a text that
+# holds one of its characters, and a text with none (most: ASCII) pays one
+# regular expression scan (~20 ns a character).
+PG_FOLD_BLOCKS = (
+    0x80, 0xE0, 0x100, 0x180, 0x370, 0x400, 0x430, 0x530, 0x1E00, 0x1F00, 0x2000, 0x110000
+)
+
+
+def pg_search_text_ddl() -> str:
+    """``broker_search_text(text)``, from broker.search_fold (revision 0012
+    holds this very text, frozen; tests/test_search_query.py compares them):
+    FTS5 unicode61's fold, then a space for every run of other characters."""
+    from broker.search_fold import DROPPED, FOLD_FROM, FOLD_TO, WORD
+
+    def esc(chars: str) -> str:  # every "-" of WORD joins a range (none is a word character)
+        return "".join(
+            c if c == "-" else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+            for c in chars
+        )
+
+    pairs = [*zip(FOLD_FROM, FOLD_TO, strict=True), *((c, "") for c in DROPPED)]
+    every = "".join(a for a, _ in pairs if ord(a) >= 0x80)
+    blocks = []
+    for low, high in zip(PG_FOLD_BLOCKS, PG_FOLD_BLOCKS[1:], strict=False):
+        # Mapped characters first, then the ones translate drops (no partner).
+        inside = sorted((p for p in pairs if low <= ord(p[0]) < high), key=lambda p: p[1] == "")
+        if inside:
+            keys = "".join(a for a, _ in inside)
+            blocks.append(
+                f"IF t ~ '[{esc(keys)}]' THEN t := pg_catalog.translate(t, "
+                f"E'{esc(keys)}', E'{esc(''.join(b for _, b in inside))}'); END IF;"
+            )
+    return "\n".join(
+        [
+            f"CREATE OR REPLACE FUNCTION {PG_SEARCH_TEXT}(t text) RETURNS text "
+            "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$ BEGIN",
+            # FTS5 folds ASCII as lower() in the "C" collation does, in any
+            # locale: A-Z only (tests/test_search_query.py).
+            't := pg_catalog.lower(t COLLATE "C");',
+            f"IF t ~ '[{esc(every)}]' THEN",
+            *blocks,
+            "END IF;",
+            f"RETURN pg_catalog.regexp_replace(t, '[^{esc(WORD)}]+', ' ', 'g');",
+            "END $$",
+        ]
+    )
 
 
 # SQLite's implicit rowid, made an explicit identity column on PostgreSQL
@@ -257,7 +318,8 @@ def pg_hidden(name: str | None, kind: str, parents: dict[str, str | None]) -> bo
 def search_ddl(dialect: str) -> list[str]:
     if dialect == "postgresql":
         return [
-            f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON messages USING gin ({PG_SEARCH_VECTOR})"
+            pg_search_text_ddl(),
+            f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON messages USING gin ({PG_SEARCH_VECTOR})",
         ]
     return [
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, thread, "
@@ -277,7 +339,7 @@ def search_ddl(dialect: str) -> list[str]:
 
 def drop_search_ddl(dialect: str) -> list[str]:
     if dialect == "postgresql":
-        return [f"DROP INDEX IF EXISTS {PG_SEARCH_INDEX}"]
+        return [f"DROP INDEX IF EXISTS {PG_SEARCH_INDEX}", f"DROP FUNCTION IF EXISTS {PG_SEARCH_TEXT}"]
     return [
         "DROP TRIGGER IF EXISTS messages_fts_insert",
         "DROP TRIGGER IF EXISTS messages_fts_delete",

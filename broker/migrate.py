@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-HEAD = "0011"
+HEAD = "0012"
 _PACKAGE = Path(__file__).resolve().parent
 
 

@@ -5,22 +5,28 @@ kept by triggers in batches (``broker.dialect.FTS_BATCH``), ranked by ``bm25``
 with highlighted snippets. A search first indexes the rows still waiting for
 their batch, so it finds every sent message; one that cannot write (a
 read-only store, a caller's read transaction) matches those few rows on a
-private TEMP index instead. The operator
+private TEMP index instead. PostgreSQL: a GIN index over the same words
+(``broker_search_text``, revision 0012), ranked by ``ts_rank``. The operator
 searches one whole space; an agent only what it sent or what reached it. The
 space is a condition of the one statement, so no search returns another
-space's text. Query syntax is FTS5's: words (all must match), ``"a phrase"``,
-``OR``, ``NOT``, ``prefix*``, ``thread:name``. A query FTS5 cannot parse is
-``invalid_input`` naming it, never a traceback.
+space's text.
+
+The query language is the broker's own, parsed here for both backends
+(``broker.search_query``): words (all must match), ``"a phrase"``, ``OR``,
+``NOT``/``-word``, ``prefix*``, ``thread:word``, parentheses. Case and
+diacritics never matter. The parsed query reaches the engine as a bound
+parameter with every word quoted, so the same query finds the same messages
+on both; a query outside the language is ``invalid_input`` (``field="query"``)
+before anything is read or written, never an engine's error.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any
 
-from broker import errors
+from broker import errors, search_query
 from broker.auth import Identity, caller
 from broker.db import Store, Tx
 from broker.records import SearchHit
@@ -32,8 +38,6 @@ _QUERY = stmt("search.query")
 _SNIPPETS = stmt("search.snippets")
 _INDEX_SIZE = stmt("search.index_size")
 _INTEGRITY = stmt("search.integrity")
-_PARSE_TABLE = stmt("search.parse_table")
-_PARSE_QUERY = stmt("search.parse_query")
 _PENDING = stmt("search.pending")
 _INDEX_PENDING = stmt("search.index_pending")
 _TAIL_INDEX = stmt("search.tail_index")
@@ -44,11 +48,13 @@ MAX_QUERY = 1000
 # in full; a word in most of a huge log costs this many bm25 scores, not one
 # per message (100,000-message bench: spec §Targets, 50 ms p95).
 RANK_WINDOW = 2000
-# How FTS5 words a query it cannot parse (an unknown `col:` prefix is "no such column").
-_SYNTAX = ("fts5", "syntax error", "no such column", "unterminated", "unrecognized", "MATCH")
 
 
-def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, str | None]:
+def _check(
+    store: Store, query: str, kinds: Iterable[str] | None, limit: int
+) -> tuple[str, str | None]:
+    """The engine's text of ``query`` and the kinds as JSON; refuses bad input
+    before anything is read or written (S33: not even the index's waiting rows)."""
     if not isinstance(query, str) or not query.strip():
         raise errors.InvalidInput("bad query: empty", field="query")
     if len(query) > MAX_QUERY or not query.isprintable():
@@ -66,32 +72,9 @@ def _check(query: str, kinds: Iterable[str] | None, limit: int) -> tuple[str, st
             raise errors.InvalidInput(
                 f"bad kind {k!r}: one of {', '.join(MESSAGE_KINDS[:-1])}", field="kinds"
             )
-    _fts5_parse(query)
-    return query, json.dumps(kind_list) if kind_list else None
-
-
-def _fts5_parse(query: str) -> None:
-    """Refuse what FTS5 refuses before anything is read or written (S33: a
-    refused search writes nothing, not even the index's waiting rows), and
-    alike on both backends: an in-memory FTS5 table parses it; the PostgreSQL
-    statement then reads it as ``websearch_to_tsquery`` syntax."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute(_PARSE_TABLE)
-        conn.execute(_PARSE_QUERY, {"query": query}).fetchall()
-    except sqlite3.OperationalError as exc:
-        _refuse(query, exc)
-    finally:
-        conn.close()
-
-
-def _refuse(query: object, exc: sqlite3.OperationalError) -> NoReturn:
-    # FTS5 reports a query it cannot parse as an OperationalError ("fts5:
-    # syntax error near", "no such column" for an unknown `col:` prefix).
-    text = str(exc)
-    if any(w in text for w in _SYNTAX):
-        raise errors.InvalidInput(f"bad query {query!r}: {text}", field="query") from None
-    raise exc
+    node = search_query.parse(query)
+    text = search_query.fts5(node) if store.dialect == "sqlite" else search_query.tsquery(node)
+    return text, json.dumps(kind_list) if kind_list else None
 
 
 def _matches(t: Tx, params: dict[str, object]) -> tuple[list[Any], dict[Any, str]]:
@@ -104,23 +87,22 @@ def _matches(t: Tx, params: dict[str, object]) -> tuple[list[Any], dict[Any, str
 
 
 def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
-    try:
-        rows, snips = _matches(t, params)
-        if t.store.dialect == "sqlite" and t.one(_PENDING)[0]:
-            # Rows this search could not index (see index_pending): matched on
-            # a TEMP index of this connection, ranked there, merged by rank.
-            t.execute(_TAIL_INDEX)
-            try:
-                t.execute(_TAIL_FILL)
-                more, more_snips = _matches(t, params)
-            finally:
-                t.execute(_TAIL_DROP)
-            rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[
-                : int(str(params["n"]))
-            ]
-            snips.update(more_snips)
-    except sqlite3.OperationalError as exc:
-        _refuse(params["query"], exc)
+    # The engine parses only what search_query wrote (every word quoted): an
+    # error here is the store's, which the transaction reports as a StoreError.
+    rows, snips = _matches(t, params)
+    if t.store.dialect == "sqlite" and t.one(_PENDING)[0]:
+        # Rows this search could not index (see index_pending): matched on
+        # a TEMP index of this connection, ranked there, merged by rank.
+        t.execute(_TAIL_INDEX)
+        try:
+            t.execute(_TAIL_FILL)
+            more, more_snips = _matches(t, params)
+        finally:
+            t.execute(_TAIL_DROP)
+        rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[
+            : int(str(params["n"]))
+        ]
+        snips.update(more_snips)
     return [
         SearchHit(
             id=r["id"],
@@ -150,7 +132,7 @@ def search(
     tx: Tx | None = None,
 ) -> list[SearchHit]:
     """The operator's search of one whole space (S36), best match first."""
-    query, kind_json = _check(query, kinds, limit)
+    query, kind_json = _check(store, query, kinds, limit)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)  # refused before the index is touched (S33)
     index_pending(store, tx)
@@ -171,7 +153,7 @@ def agent_search(
     tx: Tx | None = None,
 ) -> list[SearchHit]:
     """An agent's search: only messages it sent or that reached it (S36)."""
-    query, kind_json = _check(query, kinds, limit)
+    query, kind_json = _check(store, query, kinds, limit)
     with store.read(tx) as t:
         caller(t, ident)  # refused before the index is touched (S33)
     index_pending(store, tx)

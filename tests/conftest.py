@@ -85,6 +85,7 @@ PG_CONTRACT = {
     "test_export",
     "test_import",
     "test_refusal_fields",
+    "test_search_query",
 }
 
 

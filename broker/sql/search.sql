@@ -3,6 +3,7 @@
 
 -- name: query
 -- The best matches of :query in ONE space, best first (bm25: lower is better).
+-- :query is broker.search_query.fts5's text: every word quoted, never raw input.
 -- Ranking reads the newest :window matches that pass the filters (FTS5 hands
 -- matches out in rowid order, newest first here), so a word found in most of
 -- a huge log costs :window scores, not one per message. Receipts are left
@@ -25,13 +26,18 @@ JOIN messages m ON m.rowid = c.rid
 ORDER BY c.rank, m.seq LIMIT :n
 -- postgresql:
 -- The same window: the newest :window matches (by seq) are ranked, through the
--- GIN index on the matched tsvector (revision 0010).
+-- GIN index on the matched tsvector (revision 0012: the words FTS5 would find,
+-- thread words weighted A). :query is broker.search_query.tsquery's text; every
+-- weight counts alike in the rank (0.1, ts_rank's default for D).
 SELECT c.id, c.seq, c.kind, c.sender, c.recipients, c.thread, c.created_at_utc,
-  c.id AS rid, -ts_rank(c.v, c.q) AS rank
+  c.id AS rid, -ts_rank('{0.1, 0.1, 0.1, 0.1}', c.v, c.q) AS rank
 FROM (SELECT m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
-        to_tsvector('simple', m.body || ' ' || coalesce(m.thread, '')) AS v, q
-      FROM messages m, websearch_to_tsquery('simple', :query) q
-      WHERE to_tsvector('simple', m.body || ' ' || coalesce(m.thread, '')) @@ q
+        (to_tsvector('simple', broker_search_text(m.body))
+         || setweight(to_tsvector('simple', broker_search_text(coalesce(m.thread, ''))), 'A')) AS v,
+        q
+      FROM messages m, to_tsquery('simple', :query) q
+      WHERE (to_tsvector('simple', broker_search_text(m.body))
+             || setweight(to_tsvector('simple', broker_search_text(coalesce(m.thread, ''))), 'A')) @@ q
         AND m.space_id = :space_id AND m.kind <> 'seen'
         AND (:sender::text IS NULL OR m.sender = :sender)
         AND (:since::text IS NULL OR m.created_at_utc >= :since)
@@ -47,8 +53,10 @@ ORDER BY rank, c.seq LIMIT :n
 SELECT rowid, snippet(messages_fts, -1, '[', ']', '…', 12) FROM messages_fts
 WHERE messages_fts MATCH :query AND rowid IN (SELECT value FROM json_each(:rowids))
 -- postgresql:
--- The rows come by id (a search's rid on PostgreSQL), highlighted by ts_headline.
-SELECT m.id, ts_headline('simple', m.body, websearch_to_tsquery('simple', :query),
+-- The rows come by id (a search's rid on PostgreSQL), highlighted by ts_headline
+-- (on the body as written: a word PostgreSQL's parser keeps whole, `search.py`,
+-- or writes with a diacritic, `café`, is found but may go unhighlighted).
+SELECT m.id, ts_headline('simple', m.body, to_tsquery('simple', :query),
   'StartSel=[, StopSel=], MaxWords=12, MinWords=4, FragmentDelimiter=…, MaxFragments=1')
 FROM messages m WHERE m.id IN (SELECT jsonb_array_elements_text(:rowids::jsonb))
 
@@ -68,16 +76,6 @@ INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)
 -- Nothing to check: PostgreSQL keeps the GIN index in step with the log inside
 -- each transaction (amcheck's GIN checks are an extension, not installed here).
 SELECT 1
-
--- name: parse_table
--- PostgreSQL stores check a query with FTS5's own parser, on an empty table of
--- the same shape in a private in-memory SQLite database (broker.search): the
--- same queries are invalid input on both backends. Never run on the store.
-CREATE VIRTUAL TABLE messages_fts USING fts5(body, thread)
-
--- name: parse_query
--- The parse itself (on that empty table: it matches nothing, FTS5 parses it).
-SELECT rowid FROM messages_fts WHERE messages_fts MATCH :query
 
 -- name: pending
 -- Whether log rows wait for the index (S36): the insert trigger indexes them
