@@ -40,6 +40,12 @@ TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
 # the CLI's options, the HTTP queries and the MCP tools all take these.
 BOARD_READ_DEFAULT, BOARD_READ_MAX = 100, 1000
 SEARCH_DEFAULT, SEARCH_MAX = 20, 1000
+# The search query language in one line (S36, broker/search_query.py), for the
+# CLI's help, the HTTP API's description and the MCP tool's.
+SEARCH_SYNTAX = (
+    'all words must match; "a phrase"; a OR b; NOT x or -x; prefix*; '
+    'thread:WORD or thread:"a phrase"; (groups); case and accents never matter'
+)
 
 
 # The documented bounds of every per-space setting (S33), ``(low, high)``, both

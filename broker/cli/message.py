@@ -23,7 +23,7 @@ from broker.cli._common import (
     text_arg,
 )
 from broker.cli._output import TO_HELP, run_send, safe
-from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX
+from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX
 
 if TYPE_CHECKING:
     from broker.records import AckStatus, LogEntry, SearchHit
@@ -192,7 +192,7 @@ def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-SEARCH_HELP = """Words must all match; "a phrase", OR, NOT, prefix*, thread:NAME.
+SEARCH_HELP = f"""Query: {SEARCH_SYNTAX}.
 Best match first, matched words in [brackets]."""
 
 

@@ -32,7 +32,13 @@ from broker.records import (
 from broker.server import bodies
 from broker.server.api import Call, Endpoint, Query
 from broker.server.results import Count, Done, Expiry, Me
-from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
+from broker.vocab import (
+    BOARD_READ_DEFAULT,
+    BOARD_READ_MAX,
+    SEARCH_DEFAULT,
+    SEARCH_MAX,
+    SEARCH_SYNTAX,
+)
 
 
 def _me(call: Call) -> Agent:
@@ -259,7 +265,7 @@ async def leave(call: Call) -> Any:
 
 AGENT = "/api/{kind}/{id}/agent"
 SEARCH_QUERY = (
-    Query("query", "str", "the words to find (FTS5 syntax)"),
+    Query("query", "str", f"the words to find: {SEARCH_SYNTAX}"),
     Query("from", "str", "only messages this address sent"),
     Query("to", "str", "only messages addressed to, or that reached, this address"),
     Query("kind", "list", "only these kinds (repeatable)"),
