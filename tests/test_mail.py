@@ -284,11 +284,12 @@ def test_S36_an_agent_finds_only_what_it_sent_or_received_and_never_another_spac
 
 
 @pytest.mark.parametrize("query", ['"unbalanced', "AND", "nosuchcolumn:word", "a NEAR(", "   "])
-def test_S36_a_query_fts5_cannot_parse_is_invalid_input(
+def test_S36_a_query_outside_the_language_is_invalid_input_naming_the_query(
     corpus: dict[str, Any], operator: Operator, query: str
 ) -> None:
-    with pytest.raises(errors.InvalidInput):
+    with pytest.raises(errors.InvalidInput) as info:
         operator.search(corpus["space"], query)
+    assert info.value.fields == {"field": "query"}
 
 
 @pytest.mark.sqlite_only  # FTS5's shadow tables and VACUUM; PostgreSQL's GIN: tests/test_pg.py
