@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ValidationError
@@ -72,6 +73,18 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "__dataclass_fields__"):
         return to_dict(value)
     return value
+
+
+INVALID_PARAMS = -32602
+BROKER_REFUSED = -32000  # JSON-RPC's server-defined range: the broker refused (data says why)
+
+
+def rpc_error(exc: errors.BrokerError) -> MCPError:
+    """A refusal outside a tool call (``tools/list``, a resource read) as a
+    JSON-RPC error: the broker's code and reason in the message, its fields in
+    ``data``. An ordinary refusal, not a crash: nothing is logged."""
+    code = INVALID_PARAMS if isinstance(exc, errors.InvalidInput) else BROKER_REFUSED
+    return MCPError(code, f"{exc.code}: {exc.message}", _plain(exc.to_dict()))
 
 
 def failure(exc: errors.BrokerError) -> Output:
@@ -149,7 +162,10 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
         self._offered = offered
 
     async def list_tools(self) -> list[MCPTool]:
-        granted = await self._offered() if self._offered is not None else None
+        try:
+            granted = await self._offered() if self._offered is not None else None
+        except errors.BrokerError as exc:  # left, its space stopped, its token replaced
+            raise rpc_error(exc) from None
         return [
             spec.listing()
             for spec in self.specs.values()

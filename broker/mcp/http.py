@@ -5,10 +5,12 @@ agent's token serves that agent's tools, the operator key the operator's
 (S29). Each identity gets its own MCP server and session manager, so a
 session opened with one credential is unknown to every other: a request
 carrying another credential cannot reach it (the SDK answers 404 for a
-session it does not hold), and no tool takes an identity (S10). Every tool
-call re-checks the token inside its own transaction (``broker.auth``), so a
-re-join or a leave takes effect at once; a credential the library refuses
-drops the cached server.
+session it does not hold), and no tool takes an identity (S10). Every
+request re-checks its credential against the store before it reaches the
+session: a token the store no longer knows (re-joined, rotated) is 401 and
+its server and sessions are dropped at once; a participant that left keeps
+its session only to be told ``participant_left`` by each tool and resource
+(every tool call re-checks the token inside its own transaction too).
 
 The app needs no lifespan (Starlette does not run a mounted app's): each
 identity's session manager runs in a task started on its first request and
@@ -99,34 +101,61 @@ class MCPHttpApp:
             return
         await served.manager.handle_request(scope, receive, send)
 
+    async def _recheck(self, digest: str, served: _Served, secret: str) -> None:
+        """The credential of a cached server, checked against the store again:
+        ``auth_failed`` drops the server (and every session of it)."""
+        try:
+            if isinstance(served.server.caller, AsyncAgent):
+                # Left, or its space stopped: still this token's holder, and
+                # its tools and resources say so.
+                with contextlib.suppress(errors.ParticipantLeft, errors.SpaceNotRunning):
+                    await run(Agent.from_token, self.store, secret)
+            else:
+                await run(lambda: Operator(self.store, key=secret, via="mcp"))
+        except errors.AuthError:
+            if self._served.get(digest) is served:
+                del self._served[digest]
+            served.task.cancel()
+            raise errors.AuthError(
+                "send an agent's token or the operator key as 'Authorization: Bearer <secret>'"
+            ) from None
+
     async def _serve(self, secret: str) -> _Served:
         digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
         async with self._lock:
             served = self._served.get(digest)
-            if served is not None and not served.task.done():
+            cached = served is not None and not served.task.done()
+            if cached:
                 self._served.move_to_end(digest)
-                return served
-            caller = await run(identify, self.store, secret)
-            server: BrokerMCP[Any] = (
-                agent_server(caller) if isinstance(caller, AsyncAgent) else operator_server(caller)
-            )
-            # Bearer credentials, not cookies: a rebound DNS name gives a page
-            # nothing to act with, and the host may be a socket or a proxy.
-            server.streamable_http_app(
-                streamable_http_path="/",
-                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-                session_idle_timeout=3600,
-            )
-            manager = server.session_manager
-            ready = asyncio.Event()
-            task = asyncio.create_task(
-                _run_manager(manager, ready), name=f"broker-mcp-{digest[:8]}"
-            )
-            served = _Served(server, manager, task, ready)
-            self._served[digest] = served
-            while len(self._served) > MAX_IDENTITIES:
-                _, old = self._served.popitem(last=False)
-                old.task.cancel()
+        if cached:
+            assert served is not None
+            await self._recheck(digest, served, secret)  # off the lock: one read each
+            await served.ready.wait()
+            return served
+        async with self._lock:
+            served = self._served.get(digest)
+            if served is None or served.task.done():
+                caller = await run(identify, self.store, secret)
+                server: BrokerMCP[Any] = (
+                    agent_server(caller) if isinstance(caller, AsyncAgent) else operator_server(caller)
+                )
+                # Bearer credentials, not cookies: a rebound DNS name gives a page
+                # nothing to act with, and the host may be a socket or a proxy.
+                server.streamable_http_app(
+                    streamable_http_path="/",
+                    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+                    session_idle_timeout=3600,
+                )
+                manager = server.session_manager
+                ready = asyncio.Event()
+                task = asyncio.create_task(
+                    _run_manager(manager, ready), name=f"broker-mcp-{digest[:8]}"
+                )
+                served = _Served(server, manager, task, ready)
+                self._served[digest] = served
+                while len(self._served) > MAX_IDENTITIES:
+                    _, old = self._served.popitem(last=False)
+                    old.task.cancel()
         await served.ready.wait()
         return served
 

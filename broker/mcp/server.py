@@ -23,10 +23,11 @@ import anyio
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from broker import errors
 from broker.aio import AsyncAgent, AsyncOperator
 from broker.mcp import agent as agent_tools
 from broker.mcp import operator as operator_tools
-from broker.mcp.core import BrokerMCP
+from broker.mcp.core import BrokerMCP, rpc_error
 from broker.records import to_dict
 from broker.vocab import BOARD_READ_MAX
 
@@ -77,10 +78,16 @@ class AgentServer(BrokerMCP[AsyncAgent]):
 
     # --- resources -----------------------------------------------------------------
     async def _waiting(self) -> int:
+        # The token first: ``me()`` reads the row by address, so alone it
+        # would answer a left holder's old token with its successor's count.
+        await self.caller.granted()
         return (await self.caller.me()).waiting
 
     async def _inbox(self) -> str:
-        waiting = await self._waiting()
+        try:
+            waiting = await self._waiting()
+        except errors.BrokerError as exc:
+            raise rpc_error(exc) from None
         return json.dumps(
             {
                 "address": self.caller.address,
@@ -91,7 +98,10 @@ class AgentServer(BrokerMCP[AsyncAgent]):
         )
 
     async def _board(self) -> str:
-        entries = await self.caller.board_read(limit=BOARD_READ_MAX)
+        try:
+            entries = await self.caller.board_read(limit=BOARD_READ_MAX)
+        except errors.BrokerError as exc:
+            raise rpc_error(exc) from None
         latest = entries[-BOARD_RESOURCE_LIMIT:]
         return json.dumps({"entries": [to_dict(e) for e in latest]}, ensure_ascii=False)
 
@@ -145,6 +155,8 @@ async def _watching(server: Any) -> AsyncIterator[dict[str, Any]]:
 async def _watch_forever(server: AgentServer) -> None:
     try:
         await server.watch_inbox()
+    except errors.BrokerError as exc:  # the agent left, its token was replaced: nothing to watch
+        log.info("the inbox watcher of %s ended: %s", server.caller.address, exc.code)
     except Exception:  # noqa: BLE001 - notifications are a convenience: never kill the server
         log.exception("the inbox watcher stopped; clients will not be told of new mail")
 

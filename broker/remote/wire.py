@@ -29,6 +29,18 @@ class ProtocolError(OSError):
     """The server's answer was not the HTTP/1.1 this client speaks."""
 
 
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _number(text: bytes, what: str, base: int) -> int:
+    """A number of the response's framing, in ASCII digits only (``int`` also
+    reads '+5', ' 5', '0x5' and '1_0': not HTTP, and not this client's to guess)."""
+    digits = _HEX if base == 16 else frozenset(b"0123456789")
+    if not text or len(text) > 16 or not set(text) <= digits:
+        raise ProtocolError(f"bad {what} in the server's response: {text[:20]!r}")
+    return int(text, base)
+
+
 class Response:
     """One HTTP/1.1 response read from a socket: status, headers, and the body
     as bytes (``read``) or line by line (``readline``, for SSE), with chunked
@@ -41,7 +53,7 @@ class Response:
         parts = line.split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
             raise ProtocolError(f"not an HTTP response: {line[:80]!r}")
-        self.status = int(parts[1])
+        self.status = _number(parts[1], "status", 10)
         self.headers: dict[str, str] = {}
         while True:
             h = self._f.readline(65537)
@@ -50,7 +62,8 @@ class Response:
             name, _, value = h.decode("latin-1").partition(":")
             self.headers[name.strip().lower()] = value.strip()
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        self._left = int(self.headers.get("content-length", "0") or 0) if not self._chunked else 0
+        length = self.headers.get("content-length", "0") or "0"
+        self._left = _number(length.encode("latin-1"), "content-length", 10) if not self._chunked else 0
         self._buf = b""
         self._done = not self._chunked and self._left == 0
         self.will_close = self.headers.get("connection", "").lower() == "close"
@@ -70,7 +83,7 @@ class Response:
         size_line = self._f.readline(1026)
         if not size_line:
             raise ProtocolError("the connection closed inside a response")
-        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+        size = _number(size_line.split(b";", 1)[0].strip() or b"0", "chunk size", 16)
         if size == 0:
             while self._f.readline(65537) not in (b"\r\n", b"\n", b""):
                 pass  # trailers

@@ -78,6 +78,7 @@ class Call:
     query: dict[str, Any]
     params: dict[str, str]
     secret: str | None
+    caller: Any = None  # the Operator or Agent the credential is, checked before the body
 
 
 def invalid(exc: ValidationError) -> errors.InvalidInput:
@@ -105,7 +106,7 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
     known = {q.name for q in spec}
     for name in request.query_params:
         if name not in known:
-            raise errors.InvalidInput(f"unknown query parameter {name!r}", field=name)
+            raise errors.InvalidInput(f"unknown query parameter {echo(name)}", field=name)
     for q in spec:
         values = request.query_params.getlist(q.name)
         if q.type == "list":
@@ -113,7 +114,7 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
                 _check_text(q.name, v)
                 if q.choices is not None and v not in q.choices:
                     raise errors.InvalidInput(
-                        f"bad {q.name} {v!r}: one of {', '.join(q.choices)}", field=q.name
+                        f"bad {q.name} {echo(v)}: one of {', '.join(q.choices)}", field=q.name
                     )
             out[q.name] = values
             continue
@@ -127,32 +128,41 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
         value = values[0]
         _check_text(q.name, value)
         if q.type == "int":
-            try:
-                number = int(value)
-            except ValueError:
-                raise errors.InvalidInput(
-                    f"bad {q.name} {value!r}: a whole number", field=q.name
-                ) from None
-            if (q.minimum is not None and number < q.minimum) or (
-                q.maximum is not None and number > q.maximum
-            ):
-                raise errors.InvalidInput(
-                    f"bad {q.name} {number}: {q.minimum} to {q.maximum}", field=q.name
-                )
-            out[q.name] = number
+            out[q.name] = whole_number(q.name, value, q.minimum, q.maximum)
         elif q.type == "bool":
             if value not in ("true", "false"):
-                raise errors.InvalidInput(f"bad {q.name} {value!r}: true or false", field=q.name)
+                raise errors.InvalidInput(f"bad {q.name} {echo(value)}: true or false", field=q.name)
             out[q.name] = value == "true"
         else:
             if q.choices is not None and value not in q.choices:
                 raise errors.InvalidInput(
-                    f"bad {q.name} {value!r}: one of {', '.join(q.choices)}", field=q.name
+                    f"bad {q.name} {echo(value)}: one of {', '.join(q.choices)}", field=q.name
                 )
             if not value or len(value) > 400:
                 raise errors.InvalidInput(f"bad {q.name}: 1 to 400 characters", field=q.name)
             out[q.name] = value
     return out
+
+
+def whole_number(name: str, value: str, low: int | None, high: int | None) -> int:
+    """``value`` as a whole number in ``low..high``, written in ASCII digits only.
+
+    Not ``str.isdigit`` + ``int``: ``isdigit`` takes '²' (then ``int`` raises:
+    a 500), and ``int`` reads '٣', ' 3', '+3' and '1_000' as numbers."""
+    text = value[1:] if value.startswith("-") else value
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise errors.InvalidInput(f"bad {name} {echo(value)}: a whole number", field=name)
+    number = int(value)
+    if (low is not None and number < low) or (high is not None and number > high):
+        raise errors.InvalidInput(f"bad {name} {number}: {low} to {high}", field=name)
+    return number
+
+
+def echo(value: object, limit: int = 80) -> str:
+    """``value`` as an error message quotes it: repr, at most ``limit`` characters
+    (a message never carries a caller's megabyte back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _check_text(name: str, value: str) -> None:

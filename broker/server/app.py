@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
-import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from broker import __version__, aio, errors
 from broker.aio import AsyncAgent, AsyncOperator
@@ -38,19 +35,22 @@ from broker.server.api import (
     PREFIXES,
     Call,
     Endpoint,
+    echo,
     json_response,
     parse_body,
     parse_query,
+    whole_number,
 )
 from broker.server.auth import Credentials, bearer
 from broker.server.commit import Committer
 from broker.server.errors import error_response, plain
+from broker.server.middleware import AccessLog, BodyCap
+from broker.server.middleware import log_to_stderr as log_to_stderr  # the CLI imports it here
 from broker.server.results import Health
 from broker.server.sse import Hubs
 
 T = TypeVar("T")
 STATIC = Path(__file__).parent / "static"
-access = logging.getLogger("broker.access")
 log = logging.getLogger("broker.server")
 
 
@@ -61,6 +61,8 @@ class Options:
     stall_s: float = 10.0  # an SSE subscriber that takes no write this long is cut off
     max_batch: int = 64  # writes per group-commit transaction
     workers: int = 16  # threads for reads and other blocking library calls
+    body_timeout_s: float = 30.0  # a request body must arrive whole this soon (408 past it)
+    header_timeout_s: float = 10.0  # a request's head must arrive this soon (deadlines.py)
 
 
 class ServerState:
@@ -129,7 +131,7 @@ class ServerState:
 
     def agent_for(self, call: Call) -> Agent:
         """The caller as a participant; the path's space must be its own (401)."""
-        me = self.credentials.agent(call.secret)
+        me: Agent = call.caller
         kind, ref = call.params["kind"], call.params["id"].lower()
         sid = me.space_id
         if not sid.startswith(PREFIXES[kind]) or ref not in (sid, sid.split("_", 1)[1]):
@@ -145,11 +147,7 @@ class ServerState:
     def resume_point(call: Call) -> int:
         header = call.request.headers.get("last-event-id")
         if header is not None:
-            if not header.isdigit() or len(header) > 18:
-                raise errors.InvalidInput(
-                    f"bad Last-Event-ID {header[:40]!r}: a seq number", field="Last-Event-ID"
-                )
-            return int(header)
+            return whole_number("Last-Event-ID", header, 0, 2**62)
         after: int | None = call.query.get("after_seq")
         return after or 0
 
@@ -160,7 +158,14 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
         request.state.who = ep.auth
         try:
             if "kind" in request.path_params and request.path_params["kind"] not in KINDS:
-                raise errors.NotFound(f"no such collection {request.path_params['kind']!r}")
+                raise errors.NotFound(f"no such collection {echo(request.path_params['kind'])}")
+            # Who calls, before anything else is read: 401/403 first, and the
+            # store decides on every request (auth.py: no cached handle).
+            caller: Any = None
+            if ep.auth == "operator":
+                caller = state.credentials.operator(secret)
+            elif ep.auth == "agent":
+                caller = await state.run(state.credentials.agent, secret)
             body = None
             if ep.body is not None:
                 body = parse_body(ep.body, await request.body())
@@ -176,9 +181,8 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
                 query=parse_query(ep.query, request),
                 params=dict(request.path_params),
                 secret=secret,
+                caller=caller,
             )
-            if ep.auth == "operator":
-                state.credentials.operator(secret)  # before anything else: 401/403 first
             result = await ep.handler(call)
         except errors.BrokerError as exc:
             if isinstance(exc, errors.AuthError):
@@ -223,7 +227,7 @@ def create_app(
         name = request.path_params["name"]
         path = STATIC / name
         if name not in _ASSETS or not path.is_file():
-            return plain("not_found", f"no asset {name!r}", 404)
+            return plain("not_found", f"no asset {echo(name)}", 404)
         return FileResponse(path, headers=_CONSOLE_HEADERS)
 
     routes += [
@@ -259,7 +263,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.broker = state
-    return AccessLog(BodyCap(app, options.max_body))  # type: ignore[return-value]
+    capped = BodyCap(app, options.max_body, options.body_timeout_s)
+    return AccessLog(capped)  # type: ignore[return-value]
 
 
 _ASSETS = {"console.js", "console.css"}
@@ -272,105 +277,3 @@ _CONSOLE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-
-
-class BodyCap:
-    """413 for a request body past ``max_body`` bytes, before anything reads it."""
-
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
-        self.app = app
-        self.max_body = max_body
-        self.state = getattr(app, "state", None)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
-                await _too_large(self.max_body)(scope, receive, send)
-                return
-        seen = 0
-
-        async def capped() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, capped, send)
-        except _TooLarge:
-            await _too_large(self.max_body)(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _too_large(cap: int) -> Response:
-    return plain("body_too_large", f"request body over {cap} bytes", 413)
-
-
-class AccessLog:
-    """One JSON line per request on the ``broker.access`` logger: method, path,
-    status, bytes, duration and who (operator / agent / none). Never the
-    query's values beyond the path, never a header: no secret is logged."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.state = getattr(app, "state", None)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-        sent = 0
-
-        async def watch(message: Message) -> None:
-            nonlocal status, sent
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                sent += len(message.get("body", b""))
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            if access.isEnabledFor(logging.INFO):
-                access.info(
-                    json.dumps(
-                        {
-                            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                            "method": scope["method"],
-                            "path": scope["path"],
-                            "status": status,
-                            "bytes": sent,
-                            "ms": round((time.perf_counter() - started) * 1000, 2),
-                            "client": _client(scope),
-                        },
-                        ensure_ascii=True,
-                    )
-                )
-
-
-def _client(scope: Scope) -> str:
-    client = scope.get("client")
-    return f"{client[0]}:{client[1]}" if client else "unix"
-
-
-def log_to_stderr() -> None:
-    """Access lines and server errors as they are, one per line, on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("broker.access", "broker.server"):
-        logger = logging.getLogger(name)
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False

@@ -6,22 +6,24 @@ field, header or path part can name a sender. An agent token on an operator
 endpoint is ``forbidden`` (403), not ``auth_failed``: the caller is known, it
 is just not the operator.
 
-Verified handles are cached by a hash of the credential. The cache never
-decides alone: every agent operation re-checks its token inside its own
-transaction (``broker.auth.caller``), and a refusal evicts the entry.
+An agent token is checked against the store on every request, before the
+body is read (401/403 before 422): a re-join (new token) or a leave, by any
+process on the store, takes effect on the next request, ``GET /api/me``
+included. No handle is cached: a cache could answer for a token the store no
+longer knows. Every agent operation also re-checks its token inside its own
+transaction (``broker.auth.caller``). The operator key is re-verified every
+``OPERATOR_TTL_S`` (a rotated key takes effect within it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from typing import Any
 
 from broker import errors
 from broker.client import Agent, Operator
 
-AGENT_CACHE = 4096
 OPERATOR_TTL_S = 5.0  # re-verify the operator key this often (a rotated key takes effect)
 
 
@@ -46,7 +48,6 @@ class Credentials:
     def __init__(self, store: Any) -> None:
         self.store = store
         self._operators: dict[str, tuple[float, Operator]] = {}
-        self._agents: OrderedDict[str, Agent] = OrderedDict()
 
     # --- operator ------------------------------------------------------------------
     def operator(self, secret: str | None) -> Operator:
@@ -79,28 +80,18 @@ class Credentials:
             raise errors.AuthError(
                 "agent token required: send it as 'Authorization: Bearer <token>'"
             )
-        digest = _digest(secret)
-        me = self._agents.get(digest)
-        if me is not None:
-            self._agents.move_to_end(digest)
-            return me
         try:
-            me = Agent.from_token(self.store, secret)
+            return Agent.from_token(self.store, secret)
         except errors.AuthError:
             if self._is_operator(secret):
                 raise errors.Forbidden(
                     "the operator key is not an agent token: agent endpoints act as a participant"
                 ) from None
             raise
-        self._agents[digest] = me
-        if len(self._agents) > AGENT_CACHE:
-            self._agents.popitem(last=False)
-        return me
 
     def forget(self, secret: str | None) -> None:
         """Drop a cached handle whose credential the library just refused."""
         if secret:
-            self._agents.pop(_digest(secret), None)
             self._operators.pop(_digest(secret), None)
 
     def _is_agent(self, secret: str) -> bool:

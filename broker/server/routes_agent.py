@@ -47,7 +47,7 @@ def _me(call: Call) -> Agent:
 
 
 async def me(call: Call) -> Any:
-    agent: Agent = call.state.credentials.agent(call.secret)
+    agent: Agent = call.caller
     return Me(space_id=agent.space_id, address=agent.address)
 
 
@@ -259,7 +259,6 @@ async def granted(call: Call) -> Any:
 async def leave(call: Call) -> Any:
     a = _me(call)
     await call.state.write(lambda tx: a.leave(tx=tx))
-    call.state.credentials.forget(call.secret)
     return Done(True)
 
 

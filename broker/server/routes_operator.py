@@ -44,7 +44,7 @@ BOARD_KINDS = ["post", "directive", "retract"]
 
 
 def _op(call: Call) -> Operator:
-    op: Operator = call.state.credentials.operator(call.secret)
+    op: Operator = call.caller
     return op
 
 

@@ -1,0 +1,208 @@
+"""``broker serve`` at its edges (spec §Served mode, S33): what a hostile or
+careless client sends, on a real server process over real sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from broker import Store
+from tests.served import Server
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("edges") / "home")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def store(srv: Server) -> Iterator[Store]:
+    s = Store(srv.url)
+    yield s
+    s.close()
+
+
+def new_space(srv: Server, **settings: Any) -> str:
+    with srv.operator() as c:
+        r = c.post("/api/spaces", json={"kind": "session", "settings": settings})
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+
+def join(srv: Server, sid: str, codename: str) -> str:
+    with srv.operator() as c:
+        r = c.post(f"/api/sessions/{sid}/participants", json={"codename": codename})
+        assert r.status_code == 201, r.text
+        return str(r.json()["token"])
+
+
+def agent_path(sid: str, rest: str) -> str:
+    return f"/api/sessions/{sid}/agent{rest}"
+
+
+def log_of(srv: Server, sid: str) -> list[dict[str, Any]]:
+    with srv.operator() as c:
+        r = c.get(f"/api/sessions/{sid}/messages")
+        assert r.status_code == 200, r.text
+        return list(r.json())
+
+
+def assert_refused(r: httpx.Response, status: int, code: str, field: str | None = None) -> None:
+    assert (r.status_code, r.json()["error"]) == (status, code), r.text
+    if field is not None:
+        assert r.json()["field"] == field, r.text
+
+
+def assert_no_server_error(srv: Server) -> None:
+    out = srv.output()
+    assert "Traceback" not in out and '"status": 500' not in out, out[-3000:]
+
+
+def host_port(srv: Server) -> tuple[str, int]:
+    host, port = srv.base.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+# --- request bodies ------------------------------------------------------------------------
+def test_S33_a_chunked_body_over_the_cap_is_413_before_auth_and_the_connection_survives(
+    srv: Server,
+) -> None:
+    sid = new_space(srv)
+    big = b'{"text":"' + b"a" * (5 * 1024 * 1024) + b'"}'
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked
+        for i in range(0, len(big), 65536):
+            yield big[i : i + 65536]
+
+    with srv.client() as c:  # no credential at all
+        r = c.post(f"/api/sessions/{sid}/messages", content=chunks())
+        assert_refused(r, 413, "body_too_large")
+        assert c.get("/healthz").status_code == 200  # the same keep-alive connection
+    token = join(srv, sid, "lynx")
+    with srv.client(token) as c:
+        r = c.post("/mcp/", content=chunks(), headers={"accept": "application/json"})
+        assert_refused(r, 413, "body_too_large")
+    assert [e for e in log_of(srv, sid) if e["kind"] == "operator"] == []  # nothing written
+    assert_no_server_error(srv)
+
+
+def test_S33_numbers_in_headers_and_queries_are_ascii_digits_or_422(srv: Server) -> None:
+    sid = new_space(srv)
+    with srv.operator() as op:
+        for value in ["²", "³", "٣", "+3", "1_0"]:
+            header = value.encode("latin-1" if value in "²³" else "utf-8")  # '²' is byte 0xB2
+            r = op.get(f"/api/sessions/{sid}/messages/stream", headers={"Last-Event-ID": header})
+            assert_refused(r, 422, "invalid_input", "Last-Event-ID")
+            r = op.get(f"/api/sessions/{sid}/messages", params={"after_seq": value})
+            assert_refused(r, 422, "invalid_input", "after_seq")
+        r = op.get(f"/api/sessions/{sid}/messages", params={"after_seq": "0", "limit": "3"})
+        assert r.status_code == 200, r.text
+    assert_no_server_error(srv)
+
+
+# --- MCP over HTTP, raw (the JSON-RPC the SDK's clients send) ---------------------------------
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+
+
+def rpc_body(r: httpx.Response) -> Any:
+    """The JSON-RPC message of a response (plain JSON, or the first SSE ``data:``)."""
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in r.text.splitlines():
+            if line.startswith("data:"):
+                return json.loads(line[5:])
+        raise AssertionError(f"no data in {r.text!r}")
+    return r.json()
+
+
+def mcp_open(srv: Server, secret: str) -> str:
+    """An initialized MCP session for ``secret``: its id."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    with srv.client(secret, timeout=30) as c:
+        r = c.post("/mcp/", json=init, headers=MCP_HEADERS)
+        assert r.status_code == 200, r.text
+        sid = r.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        c.post("/mcp/", json=note, headers={**MCP_HEADERS, "mcp-session-id": sid})
+    return str(sid)
+
+
+def mcp(
+    srv: Server, secret: str, session: str, method: str, params: dict[str, Any], *,
+    raw: bytes | None = None,
+) -> httpx.Response:  # fmt: skip
+    payload = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    with srv.client(secret, timeout=30) as c:
+        return c.post(
+            "/mcp/",
+            content=raw if raw is not None else json.dumps(payload).encode(),
+            headers={**MCP_HEADERS, "mcp-session-id": session},
+        )
+
+
+# --- stale credentials ---------------------------------------------------------------------
+def test_S10_a_left_or_replaced_token_is_refused_on_every_request_api_me_included(
+    srv: Server, store: Store
+) -> None:
+    from broker import Agent
+
+    sid = new_space(srv)
+    old = join(srv, sid, "ghost")
+    with srv.client(old) as c:
+        assert c.get("/api/me").status_code == 200  # a server that caches would keep this
+        Agent.from_token(store, old).leave()  # another process leaves, on the store itself
+        assert_refused(c.get("/api/me"), 409, "participant_left")
+        new = join(srv, sid, "ghost")  # the address again, with a new token
+        for path in ["/api/me", agent_path(sid, "/me"), agent_path(sid, "/board")]:
+            assert_refused(c.get(path), 401, "auth_failed")
+        r = c.post(agent_path(sid, "/send"), json={"to": ["operator"], "text": "old token"})
+        assert_refused(r, 401, "auth_failed")
+    with srv.client(new) as c:
+        assert c.get("/api/me").json()["address"] == "ghost"
+    assert [e for e in log_of(srv, sid) if e["text"] == "old token"] == []
+
+
+def test_S10_an_open_mcp_session_of_a_replaced_token_reads_nothing(
+    srv: Server, store: Store
+) -> None:
+    from broker import Agent
+
+    sid = new_space(srv)
+    old = join(srv, sid, "leaver")
+    session = mcp_open(srv, old)
+    inbox = {"uri": "broker://inbox"}
+    assert "waiting" in rpc_body(mcp(srv, old, session, "resources/read", inbox))["result"][
+        "contents"][0]["text"]  # fmt: skip
+    Agent.from_token(store, old).leave()
+    for method, params in [("resources/read", inbox), ("resources/read", {"uri": "broker://board"}),
+                           ("tools/list", {})]:  # fmt: skip
+        error = rpc_body(mcp(srv, old, session, method, params))["error"]
+        assert error["code"] == -32000, error  # the broker's refusal, not a crash
+        assert error["message"].startswith("participant_left: "), error
+        assert error["data"]["error"] == "participant_left", error
+    new = join(srv, sid, "leaver")
+    sender = join(srv, sid, "x")
+    with srv.client(sender) as c:
+        r = c.post(agent_path(sid, "/send"), json={"to": ["leaver"], "text": "for the new one"})
+        assert r.status_code == 200, r.text
+    r = mcp(srv, old, session, "resources/read", inbox)
+    assert_refused(r, 401, "auth_failed")
+    assert mcp_open(srv, new)  # the new holder is served
+    assert_no_server_error(srv)
