@@ -206,3 +206,27 @@ def test_S10_an_open_mcp_session_of_a_replaced_token_reads_nothing(
     assert_refused(r, 401, "auth_failed")
     assert mcp_open(srv, new)  # the new holder is served
     assert_no_server_error(srv)
+
+
+# --- long-polls whose client left ----------------------------------------------------------
+@pytest.mark.parametrize("path", ["/inbox/claim", "/turn"])
+def test_S20_a_long_poll_whose_client_left_takes_nothing(srv: Server, path: str) -> None:
+    sid = new_space(srv)
+    waiter, sender = join(srv, sid, "waiter"), join(srv, sid, "sender")
+    with srv.client(waiter, timeout=1.0) as c, pytest.raises(httpx.ReadTimeout):
+        c.post(agent_path(sid, path), json={"wait": 20, "lease": 300})  # gives up after 1 s
+    time.sleep(0.5)  # the server sees the connection close
+    with srv.client(sender) as c:
+        r = c.post(agent_path(sid, "/send"), json={"to": ["waiter"], "text": "important"})
+        assert r.status_code == 200, r.text
+    time.sleep(0.5)  # a wait still parked would take it now
+    with srv.operator() as op:
+        queue = op.get(f"/api/sessions/{sid}/queue").json()
+    assert (queue["ready"], queue["processing"]) == (1, 0), queue
+    with srv.client(waiter) as c:
+        r = c.post(agent_path(sid, path), json={})
+        assert r.status_code == 200, r.text
+        got = r.json()["deliveries"] if path == "/inbox/claim" else r.json()["items"]
+        assert len(got) == 1 and "important" in json.dumps(got), r.text
+    assert '"status": 499' in srv.output()  # the access log says the client left
+    assert_no_server_error(srv)

@@ -109,25 +109,48 @@ class ServerState:
         return await self.committer.submit(fn)
 
     async def wait(
-        self, waiting: Callable[[float], Awaitable[T]], now: Callable[[], Awaitable[T]], wait: float
-    ) -> T:
+        self,
+        request: Request,
+        waiting: Callable[[float], Awaitable[T]],
+        now: Callable[[], Awaitable[T]],
+        wait: float,
+        undo: Callable[[T], Awaitable[Any]] | None = None,
+    ) -> T | Response:
         """A long-poll: ``waiting(wait)`` parks on the caller's doorbell (the
         asyncio API: no thread per waiter). On shutdown the wait is cut short
         and the caller gets what is there now (``now()``), so in-flight
-        requests finish instead of holding the process."""
+        requests finish instead of holding the process. When the client goes
+        away the wait is cancelled: the asyncio API gives back a claim that
+        already ran, and ``undo`` gives back what a finished wait took in the
+        same instant; nothing is taken for a client that is no longer there."""
         assert self.hubs is not None
         parked = asyncio.ensure_future(waiting(wait))
         stop = asyncio.ensure_future(self.hubs.shutdown.wait())
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            await asyncio.wait({parked, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({parked, stop, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
-        if parked.done():
+            gone.cancel()
+        left = gone.done() and not gone.cancelled()
+        if parked.done() and not left:
             return parked.result()
-        parked.cancel()  # a claim that ran is given back by the asyncio API
-        with contextlib.suppress(asyncio.CancelledError):
-            await parked
+        if parked.done():
+            if parked.exception() is None and undo is not None:
+                await undo(parked.result())
+        else:
+            parked.cancel()  # a claim that ran is given back by the asyncio API
+            with contextlib.suppress(asyncio.CancelledError):
+                await parked
+        if left:
+            return Response(status_code=499)  # nobody reads it: the access log says why
         return await now()
+
+    def twin(self, agent: Agent) -> AsyncAgent | None:
+        """The asyncio twin of ``agent`` if a long-poll made one: it may hold a
+        turn a cancelled wait took, which its next turn request returns."""
+        twin = self._twins.get(agent.identity.participant_id)
+        return twin if twin is not None and twin.identity == agent.identity else None
 
     def agent_for(self, call: Call) -> Agent:
         """The caller as a participant; the path's space must be its own (401)."""
@@ -150,6 +173,13 @@ class ServerState:
             return whole_number("Last-Event-ID", header, 0, 2**62)
         after: int | None = call.query.get("after_seq")
         return after or 0
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body was read whole before: only
+    ``http.disconnect`` comes after it)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:

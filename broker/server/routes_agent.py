@@ -131,10 +131,18 @@ async def claim(call: Call) -> Any:
         )
         return lease
 
+    async def give_back(lease: Lease) -> None:  # taken as the client left
+        if lease.deliveries:
+            await call.state.write(lambda tx: a.release(lease.lease_token, tx=tx))
+
     if b.wait > 0:
         waiting = call.state.aio(a)
         return await call.state.wait(
-            lambda w: waiting.claim(b.limit, b.lease, w, b.owner), now, b.wait
+            call.request,
+            lambda w: waiting.claim(b.limit, b.lease, w, b.owner),
+            now,
+            b.wait,
+            give_back,
         )
     return await now()
 
@@ -183,7 +191,12 @@ async def next_turn(call: Call) -> Any:
 
     if b.wait > 0:
         waiting = call.state.aio(a)
-        return await call.state.wait(lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait)
+        return await call.state.wait(
+            call.request, lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait
+        )
+    twin = call.state.twin(a)
+    if twin is not None:  # it may hold the turn of a wait its client left: that one first
+        return await twin.next_turn(0.0, b.lease, b.limit)
     return await now()
 
 
