@@ -230,3 +230,47 @@ def test_S20_a_long_poll_whose_client_left_takes_nothing(srv: Server, path: str)
         assert len(got) == 1 and "important" in json.dumps(got), r.text
     assert '"status": 499' in srv.output()  # the access log says the client left
     assert_no_server_error(srv)
+
+
+# --- methods -------------------------------------------------------------------------------
+def raw_exchange(srv: Server, request: bytes, wait: float = 0.5) -> bytes:
+    """Send ``request`` on a fresh socket, read what comes within ``wait`` s, close."""
+    with socket.create_connection(host_port(srv)) as s:
+        s.sendall(request)
+        s.settimeout(wait)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except TimeoutError:
+            pass
+    return out
+
+
+def subscribers(srv: Server) -> int:
+    with srv.client() as c:
+        return int(c.get("/healthz").json()["subscribers"])
+
+
+def test_S33_head_on_a_stream_is_405_and_holds_no_subscriber(srv: Server, store: Store) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    before = subscribers(srv)
+    stream = f"/api/sessions/{sid}/messages/stream"
+    for _ in range(5):  # HEAD, then a second request on the same connection, then gone
+        out = raw_exchange(srv, (
+            f"HEAD {stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {srv.key}\r\n\r\n"
+            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").encode())  # fmt: skip
+        assert out.startswith(b"HTTP/1.1 405 "), out[:200]
+        assert b"\r\nallow: get\r\n" in out.lower(), out[:400]
+        assert b"HTTP/1.1 200 " in out  # the connection went on to the next request
+    out = raw_exchange(srv, f"HEAD /mcp/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
+                            "\r\n\r\n".encode())  # fmt: skip
+    assert out.startswith(b"HTTP/1.1 405 ") and b"mcp-session-id" not in out.lower(), out[:400]
+    time.sleep(0.5)
+    assert subscribers(srv) == before
+    with srv.operator() as op:
+        r = op.delete("/api/spaces")
+        assert_refused(r, 405, "method_not_allowed")
+        assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    assert_no_server_error(srv)

@@ -36,6 +36,7 @@ from broker.client import Agent, Operator, Store
 from broker.mcp.core import BrokerMCP
 from broker.mcp.server import agent_server, operator_server
 
+_METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
 MAX_IDENTITIES = 1024  # servers kept warm; the least recently used is stopped past this
 
 Scope = dict[str, Any]
@@ -88,6 +89,11 @@ class MCPHttpApp:
             await self._lifespan(receive, send)
             return
         if scope["type"] != "http":
+            return
+        if scope["method"] not in _METHODS:  # HEAD would open a session the SDK never answers
+            await _send_json(send, 405, {"error": "method_not_allowed",
+                             "message": f"{scope['method']} is not allowed here"},
+                             [(b"allow", ", ".join(_METHODS).encode())])  # fmt: skip
             return
         secret = bearer(scope)
         try:
@@ -188,11 +194,16 @@ async def _run_manager(manager: StreamableHTTPSessionManager, ready: asyncio.Eve
 
 async def _error(send: Any, exc: errors.BrokerError) -> None:
     status = 401 if isinstance(exc, errors.AuthError) else 403
-    body = json.dumps({"error": exc.code, "message": exc.message}).encode()
+    extra = [(b"www-authenticate", b'Bearer realm="broker"')] if status == 401 else []
+    await _send_json(send, status, {"error": exc.code, "message": exc.message}, extra)
+
+
+async def _send_json(
+    send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]]
+) -> None:
+    body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="broker"'))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers + extra})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -175,6 +175,22 @@ class ServerState:
         return after or 0
 
 
+def _dispatch(handlers: dict[str, Callable[[Request], Any]]) -> Callable[[Request], Any]:
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        response: Response = await handlers[method](request)
+        return response
+
+    return dispatch
+
+
+def _not_allowed(request: Request, allow: str) -> Response:
+    """405 with the methods the path takes (RFC 9110: ``Allow`` is required)."""
+    response = plain("method_not_allowed", f"{request.method} is not allowed here", 405)
+    response.headers["Allow"] = allow
+    return response
+
+
 async def _disconnected(request: Request) -> None:
     """Returns when the client has gone (the body was read whole before: only
     ``http.disconnect`` comes after it)."""
@@ -186,6 +202,10 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
     async def handle(request: Request) -> Response:
         secret = bearer(request.headers)
         request.state.who = ep.auth
+        if ep.stream and request.method == "HEAD":
+            # Starlette answers HEAD for every GET route by running it: a
+            # stream's head would hold a subscriber that never ends.
+            return _not_allowed(request, "GET")
         try:
             if "kind" in request.path_params and request.path_params["kind"] not in KINDS:
                 raise errors.NotFound(f"no such collection {echo(request.path_params['kind'])}")
@@ -233,8 +253,12 @@ def create_app(
     state = ServerState(store, options)
     endpoints = routes_operator.endpoints() + routes_agent.endpoints()
     routes: list[Any] = []
+    # One route per path, whatever its methods: a 405's Allow lists them all.
+    by_path: dict[str, dict[str, Callable[[Request], Any]]] = {}
     for ep in endpoints:
-        routes.append(Route(ep.path, _handler(state, ep), methods=[ep.method]))
+        by_path.setdefault(ep.path, {})[ep.method] = _handler(state, ep)
+    for path, handlers in by_path.items():
+        routes.append(Route(path, _dispatch(handlers), methods=list(handlers)))
 
     async def healthz(request: Request) -> Response:
         s = state.committer.stats
@@ -273,7 +297,8 @@ def create_app(
         return plain("not_found", f"no endpoint {request.method} {request.url.path}", 404)
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
-        return plain("method_not_allowed", f"{request.method} is not allowed here", 405)
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
+        return _not_allowed(request, allow)
 
     async def crashed(request: Request, exc: Exception) -> Response:
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
