@@ -176,7 +176,7 @@ def test_S10_a_left_or_replaced_token_is_refused_on_every_request_api_me_include
         assert_refused(r, 401, "auth_failed")
     with srv.client(new) as c:
         assert c.get("/api/me").json()["address"] == "ghost"
-    assert [e for e in log_of(srv, sid) if e["text"] == "old token"] == []
+    assert [e for e in log_of(srv, sid) if e["body"] == "old token"] == []
 
 
 def test_S10_an_open_mcp_session_of_a_replaced_token_reads_nothing(
@@ -273,4 +273,95 @@ def test_S33_head_on_a_stream_is_405_and_holds_no_subscriber(srv: Server, store:
         r = op.delete("/api/spaces")
         assert_refused(r, 405, "method_not_allowed")
         assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    assert_no_server_error(srv)
+
+
+# --- JSON as sent: no repeated key, no conversion --------------------------------------------
+def test_S33_a_repeated_json_key_is_422_naming_it_on_http_and_mcp(srv: Server) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    join(srv, sid, "otter")
+    raw = b'{"to":["otter"],"text":"cancel the deploy","text":"run the deploy"}'
+    with srv.client(token) as c:
+        r = c.post(agent_path(sid, "/send"), content=raw)
+        assert_refused(r, 422, "invalid_input", "text")
+        r = c.post(agent_path(sid, "/inbox/claim"), content=b'{"limit":1,"limit":2}')
+        assert_refused(r, 422, "invalid_input", "limit")
+    with srv.operator() as op:
+        r = op.post(f"/api/sessions/{sid}/messages", content=b'{"text":"a","text":"b"}')
+        assert_refused(r, 422, "invalid_input", "text")
+    session = mcp_open(srv, token)
+    call = (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"msg_send",'
+            b'"arguments":{"to":["otter"],"text":"cancel the deploy","text":"run the deploy"}}}')
+    r = mcp(srv, token, session, "", {}, raw=call)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["data"] == {
+        "error": "invalid_input", "field": "text",
+        "message": "the key 'text' is given twice in one object: send it once"}  # fmt: skip
+    assert [e for e in log_of(srv, sid) if "deploy" in (e["body"] or "")] == []  # nothing written
+    assert_no_server_error(srv)
+
+
+def test_S33_wrong_json_types_are_422_not_converted_on_http_and_mcp(srv: Server) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    with srv.client(token) as c:
+        for body in [{"limit": True}, {"limit": "5"}, {"wait": "1"}, {"lease": False}]:
+            r = c.post(agent_path(sid, "/inbox/claim"), json=body)
+            assert_refused(r, 422, "invalid_input", next(iter(body)))
+        r = c.post(agent_path(sid, "/send"), json={"to": ["operator"], "text": "x",
+                                                   "ack_required": "yes"})  # fmt: skip
+        assert_refused(r, 422, "invalid_input", "ack_required")
+        r = c.post(agent_path(sid, "/send-many"), json={"items": [
+            {"to": "operator", "text": "fine"}, {"to": "operator", "text": 5}]})  # fmt: skip
+        assert_refused(r, 422, "invalid_input", "text")
+        assert r.json()["item"] == 1
+        r = c.post(agent_path(sid, "/inbox/claim"), json={"limit": 2, "wait": 0, "lease": 30})
+        assert r.status_code == 200, r.text  # an integer where a float is wanted is a number
+    with srv.operator() as op:
+        r = op.post(f"/api/sessions/{sid}/messages", json={"text": "x", "urgent": "yes"})
+        assert_refused(r, 422, "invalid_input", "urgent")
+        for value in [True, "100", None]:
+            r = op.patch(f"/api/sessions/{sid}/settings",
+                         json={"settings": {"body_max_bytes": value}})  # fmt: skip
+            assert_refused(r, 422, "invalid_input", "settings")
+        r = op.post("/api/spaces", json={"kind": "session", "settings": {"inbox_cap": True}})
+        assert_refused(r, 422, "invalid_input", "settings")
+        assert op.get(f"/api/sessions/{sid}").json()["settings"] == {}  # nothing written
+    assert [e for e in log_of(srv, sid) if e["sender"] == "operator"] == []
+    session = mcp_open(srv, token)
+    for name, args in [("board_read", {"limit": "5"}), ("board_read", {"limit": True}),
+                       ("inbox_next", {"wait": "1"}),
+                       ("msg_send", {"to": ["operator"], "text": "x", "ack_required": 1})]:
+        result = rpc_body(mcp(srv, token, session, "tools/call",
+                              {"name": name, "arguments": args}))["result"]  # fmt: skip
+        assert result["isError"] and result["structuredContent"]["error"] == "invalid_input"
+        assert result["structuredContent"]["field"] == next(iter(args.keys() - {"to", "text"}))
+    assert_no_server_error(srv)
+
+
+def test_S33_since_is_an_iso_utc_time_or_422_on_every_served_route(srv: Server) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    with srv.operator() as op:
+        r = op.post(f"/api/sessions/{sid}/messages", json={"text": "hello there"})
+        assert r.status_code == 200, r.text
+        logged = log_of(srv, sid)[-1]["created_at_utc"]
+    minute = logged[:16] + "Z"  # 2026-11-30T03:52Z: the row's own minute
+    routes = [(srv.operator, f"/api/sessions/{sid}/messages", {}),
+              (srv.operator, f"/api/sessions/{sid}/search", {"query": "hello"}),
+              (lambda: srv.client(token), agent_path(sid, "/search"), {"query": "hello"})]
+    for client, path, params in routes:
+        with client() as c:
+            for bad in ["garbage", "2026-13-01", "2026-11-30T25:00Z", "2026-11-30T03:52+02:00"]:
+                r = c.get(path, params={**params, "since": bad})
+                assert_refused(r, 422, "invalid_input", "since")
+            r = c.get(path, params={**params, "since": minute})
+            assert r.status_code == 200, (path, r.text)
+            if path.endswith("/messages"):
+                assert [e["body"] for e in r.json()] == ["hello there"], r.text
+    session = mcp_open(srv, token)
+    result = rpc_body(mcp(srv, token, session, "tools/call", {
+        "name": "msg_search", "arguments": {"query": "hello", "since": "garbage"}}))["result"]
+    assert result["structuredContent"]["field"] == "since", result
     assert_no_server_error(srv)

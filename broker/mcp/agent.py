@@ -16,6 +16,7 @@ from broker.aio import AsyncAgent
 from broker.mcp import inputs
 from broker.mcp.core import Output, ToolSpec, data
 from broker.records import Turn, to_dict
+from broker.server.edge import utc_time
 from broker.vocab import (
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
@@ -62,7 +63,7 @@ async def _search(agent: AsyncAgent, a: inputs.SearchInput) -> Output:
         sender=a.written_by,
         to=a.to,
         kinds=a.kinds or None,
-        since=a.since,
+        since=utc_time("since", a.since) if a.since is not None else None,
         limit=a.limit,
     )
     return data({"hits": hits})

@@ -185,8 +185,8 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
             known = ", ".join(sorted(self.specs))
             return failure(errors.NotFound(f"no tool {name!r}: the tools are {known}", tool=name))
         try:
-            try:
-                args = spec.model.model_validate(arguments or {})
+            try:  # as JSON, strictly: true is not 1, "5" not 5 (broker.server.edge)
+                args = spec.model.model_validate_json(json.dumps(arguments or {}), strict=True)
             except ValidationError as exc:
                 raise validation_error(exc) from None
             return await spec.run(self.caller, args)

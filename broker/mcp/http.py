@@ -33,9 +33,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from broker import errors
 from broker.aio import AsyncAgent, AsyncOperator, run
 from broker.client import Agent, Operator, Store
-from broker.mcp.core import BrokerMCP
+from broker.mcp.core import INVALID_PARAMS, BrokerMCP
 from broker.mcp.server import agent_server, operator_server
+from broker.server.edge import loads
 
+PARSE_ERROR = -32700
 _METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
 MAX_IDENTITIES = 1024  # servers kept warm; the least recently used is stopped past this
 
@@ -105,6 +107,18 @@ class MCPHttpApp:
         except errors.BrokerError as exc:
             await _error(send, exc)
             return
+        if scope["method"] == "POST":
+            # The SDK parses the body with pydantic, which keeps the last of a
+            # repeated key: look first, and refuse it naming the key (edge.py).
+            body, receive = await _read_body(receive)
+            try:
+                if body.strip():
+                    loads(body)
+            except errors.InvalidInput as exc:
+                await _send_json(send, 422, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": INVALID_PARAMS if exc.fields.get("field") else PARSE_ERROR,
+                    "message": f"{exc.code}: {exc.message}", "data": exc.to_dict()}}, [])  # fmt: skip
+                return
         await served.manager.handle_request(scope, receive, send)
 
     async def _recheck(self, digest: str, served: _Served, secret: str) -> None:
@@ -190,6 +204,29 @@ async def _run_manager(manager: StreamableHTTPSessionManager, ready: asyncio.Eve
     async with manager.run():
         ready.set()
         await asyncio.Event().wait()  # until cancelled
+
+
+async def _read_body(receive: Any) -> tuple[bytes, Any]:
+    """The request's body (``BodyCap`` capped it), and a ``receive`` that replays it."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", receive  # gone before its body: the SDK sees the disconnect
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
 
 
 async def _error(send: Any, exc: errors.BrokerError) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from broker.models import Body, Target
 from broker.models import DirectiveInput as DirectiveInput
 from broker.models import PostInput as PostInput
 from broker.models import SendInput as SendInput
+from broker.server.edge import Strict
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
 
 MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
@@ -27,8 +28,8 @@ MessageId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 SpaceRef = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+class _In(Strict):
+    """Closed and strict, the HTTP bodies' base (``broker.server.edge``)."""
 
 
 class SearchInput(_In):

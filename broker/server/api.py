@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from broker import errors
 from broker.models import validation_error
 from broker.records import to_dict
+from broker.server.edge import echo, loads, utc_time
 
 Auth = Literal["operator", "agent", "none"]
 # The collections of spec §Served mode, and ``spaces`` for any kind (clients that know only the id).
@@ -41,11 +42,11 @@ PREFIXES["spaces"] = PREFIXES["runs"] + PREFIXES["sessions"] + PREFIXES["agentif
 
 @dataclass(frozen=True)
 class Query:
-    """A query parameter: ``int`` (bounded), ``str``, ``bool`` (true|false)
-    or a repeated ``list``."""
+    """A query parameter: ``int`` (bounded), ``str``, ``bool`` (true|false),
+    ``time`` (ISO-8601 UTC, handed on in the store's form) or a repeated ``list``."""
 
     name: str
-    type: Literal["int", "str", "bool", "list"]
+    type: Literal["int", "str", "bool", "time", "list"]
     description: str
     minimum: int | None = None
     maximum: int | None = None
@@ -91,10 +92,13 @@ def invalid(exc: ValidationError) -> errors.InvalidInput:
 
 
 def parse_body(model: type[BaseModel], raw: bytes) -> Any:
+    """The body as ``model``: JSON with no key given twice, its types as sent
+    (strict: ``true`` is not 1, ``"5"`` not 5; ``edge.py``)."""
     if not raw.strip():
         raw = b"{}"
+    loads(raw)
     try:
-        return model.model_validate_json(raw)
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise errors.InvalidInput("the request body is not valid JSON") from None
@@ -133,6 +137,8 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
             if value not in ("true", "false"):
                 raise errors.InvalidInput(f"bad {q.name} {echo(value)}: true or false", field=q.name)
             out[q.name] = value == "true"
+        elif q.type == "time":
+            out[q.name] = utc_time(q.name, value)
         else:
             if q.choices is not None and value not in q.choices:
                 raise errors.InvalidInput(
@@ -156,13 +162,6 @@ def whole_number(name: str, value: str, low: int | None, high: int | None) -> in
     if (low is not None and number < low) or (high is not None and number > high):
         raise errors.InvalidInput(f"bad {name} {number}: {low} to {high}", field=name)
     return number
-
-
-def echo(value: object, limit: int = 80) -> str:
-    """``value`` as an error message quotes it: repr, at most ``limit`` characters
-    (a message never carries a caller's megabyte back)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _check_text(name: str, value: str) -> None:
@@ -193,4 +192,4 @@ def finite(value: float) -> bool:
     return math.isfinite(value)
 
 
-__all__ = ["Call", "Endpoint", "JSONResponse", "Query", "json_response", "parse_body"]
+__all__ = ["Call", "Endpoint", "JSONResponse", "Query", "echo", "json_response", "parse_body"]

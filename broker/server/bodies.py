@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from broker.models import DirectiveInput, PostInput, SendInput
+from broker.server.edge import Strict
 from broker.vocab import SpaceKind
 
 __all__ = [
@@ -56,8 +57,17 @@ Body = Annotated[str, StringConstraints(min_length=1)]
 IdList = Annotated[list[Id], Field(max_length=10_000)]
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"a number, not {type(value).__name__}")  # true is not 1 (strict)
+    return value
+
+
+Setting = Annotated[Any, AfterValidator(_number)]  # every limit is a number
+
+
+class _Body(Strict):
+    """Closed and strict (``edge.Strict``): the MCP tools' inputs share the base."""
 
 
 # --- operator ------------------------------------------------------------------------
@@ -80,12 +90,12 @@ class PolicyBody(_Body):
 
 class CreateSpaceBody(_Body):
     kind: SpaceKind
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Setting] = Field(default_factory=dict)
     """per-space limits (``space set`` names); unknown ones are refused"""
 
 
 class SettingsBody(_Body):
-    settings: dict[str, Any]
+    settings: dict[str, Setting]
     """the limits to change; unknown ones are refused"""
 
 

@@ -87,6 +87,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     schema["maximum"] = q.maximum
             elif q.type == "bool":
                 schema = {"type": "boolean"}
+            elif q.type == "time":
+                schema = {"type": "string", "maxLength": 40, "description": "ISO-8601, UTC"}
             elif q.type == "list":
                 item: dict[str, Any] = {"type": "string"}
                 if q.choices:

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+from pydantic import ValidationError
+
 from broker.client import Agent
+from broker.models import validation_error
 from broker.records import (
     AckStatus,
     BoardEntry,
@@ -98,6 +101,12 @@ async def set_policy(call: Call) -> Any:
 
 async def send_many(call: Call) -> Any:
     a, b = _me(call), call.body
+    for n, item in enumerate(b.items):  # each item's types as strict as a body's (edge.py)
+        data = {**item, "to": [item["to"]]} if isinstance(item.get("to"), str) else item
+        try:
+            bodies.SendInput.model_validate(data, strict=True)
+        except ValidationError as exc:
+            raise validation_error(exc, "endpoint", "item").in_item(n) from None
     return await call.state.write(lambda tx: a.send_many(b.items, tx=tx))
 
 
@@ -281,7 +290,7 @@ SEARCH_QUERY = (
     Query("from", "str", "only messages this address sent"),
     Query("to", "str", "only messages addressed to, or that reached, this address"),
     Query("kind", "list", "only these kinds (repeatable)"),
-    Query("since", "str", "only messages logged at or after this UTC time"),
+    Query("since", "time", "only messages logged at or after this UTC time"),
     Query("limit", "int", f"at most this many (default {SEARCH_DEFAULT})", 1, SEARCH_MAX),
 )
 

@@ -297,7 +297,7 @@ def endpoints() -> list[Endpoint]:
                               choices=MESSAGE_KINDS),
                         Query("sender", "str", "only rows from this exact sender address"),
                         Query("to", "str", "only rows addressed to or reaching this address"),
-                        Query("since", "str", "only rows created at or after this ISO-8601 "
+                        Query("since", "time", "only rows created at or after this ISO-8601 "
                               "UTC time"),
                         LIMIT,
                         Query("tail", "int", "only the last N rows (not with limit)", 1,

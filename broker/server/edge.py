@@ -1,0 +1,100 @@
+"""What every served surface (HTTP API, MCP over HTTP and stdio) checks at its
+edge, in one place: JSON without repeated keys, request models that take JSON
+types as they are, and times.
+
+- A repeated key (``{"text": "cancel", "text": "run"}``) is refused naming
+  it: JSON parsers disagree on which one wins (most keep the last, a proxy or
+  a logger in front may read the first), so either reading would be a guess.
+- Request models are strict (S33): ``true`` is not the number 1, ``"5"`` not
+  5, ``"yes"`` not a bool. Only an integer is taken where a float is wanted
+  (JSON has one number type).
+- A time (``since``) is an ISO-8601 UTC time, refused otherwise, and handed
+  on in the store's own form (``2026-11-30T03:52:00.000000Z``): the log
+  compares times as text, so ``2026-11-30T03:52Z`` as given would sort after
+  every row of that minute.
+
+Pure (pydantic and the standard library): ``broker mcp`` imports it without
+the server's packages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from broker import errors
+
+
+class Strict(BaseModel):
+    """The base of the served request models: closed (S10) and strict (S33)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, strict=True)
+
+
+def echo(value: object, limit: int = 80) -> str:
+    """``value`` as an error message quotes it: repr, at most ``limit`` characters
+    (a message never carries a caller's megabyte back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Repeated(ValueError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(key)
+        out[key] = value
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(raw: bytes | str) -> Any:
+    """``raw`` as JSON, refused (``invalid_input``) if it is not JSON or if an
+    object repeats a key (named, as the field)."""
+    try:
+        return json.loads(raw, object_pairs_hook=_object, parse_constant=_constant)
+    except _Repeated as exc:
+        raise errors.InvalidInput(
+            f"the key {echo(exc.key)} is given twice in one object: send it once",
+            field=exc.key[:80],
+        ) from None
+    except (ValueError, RecursionError):
+        raise errors.InvalidInput("the request body is not valid JSON") from None
+
+
+_TIME = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?)?(Z|\+00:?00)?",
+    re.ASCII,
+)
+
+
+def utc_time(name: str, value: str) -> str:
+    """``value`` (``2026-11-30``, ``2026-11-30T03:52Z``, ``...T03:52:00.5Z``, an
+    offset of +00:00 at most) in the store's form, or ``invalid_input`` naming
+    ``name``."""
+    found = _TIME.fullmatch(value)
+    if found is None:
+        raise errors.InvalidInput(
+            f"bad {name} {echo(value)}: an ISO-8601 UTC time (2026-11-30T03:52:00Z)", field=name
+        )
+    y, mo, d, h, mi, s, frac, _ = found.groups()
+    try:
+        when = datetime(
+            int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0),
+            int((frac or "0").ljust(6, "0")), tzinfo=UTC,
+        )  # fmt: skip
+    except ValueError:
+        raise errors.InvalidInput(f"bad {name} {echo(value)}: no such time", field=name) from None
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
