@@ -365,3 +365,73 @@ def test_S33_since_is_an_iso_utc_time_or_422_on_every_served_route(srv: Server) 
         "name": "msg_search", "arguments": {"query": "hello", "since": "garbage"}}))["result"]
     assert result["structuredContent"]["field"] == "since", result
     assert_no_server_error(srv)
+
+
+# --- slow clients ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with short head and body deadlines (1 s and 2 s)."""
+    server = Server(tmp_path_factory.mktemp("quick") / "home",
+                    "--header-timeout", "1", "--body-timeout", "2")  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def held(
+    srv: Server, first: bytes, drip: bytes, seconds: float, every: float = 0.2
+) -> tuple[bytes, float]:
+    """Send ``first``, then ``drip`` ``every`` s: what the server answered and
+    when it closed the connection (or ``seconds`` if it never did)."""
+    started = time.monotonic()
+    out = b""
+    with socket.create_connection(host_port(srv)) as s:
+        s.settimeout(every)
+        s.sendall(first)
+        while time.monotonic() - started < seconds:
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                try:
+                    s.sendall(drip)
+                except OSError:
+                    break
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out, time.monotonic() - started
+
+
+def test_S33_a_slow_request_head_is_408_and_closed(quick: Server) -> None:
+    out, took = held(quick, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ", b"a", 10)
+    assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
+    assert took < 4, took
+    out, took = held(quick, b"", b"", 10)  # connects and says nothing
+    assert took < 4 and out.startswith(b"HTTP/1.1 408 "), (took, out)
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-a: " + b"a" * 70_000 + b"\r\n\r\n"
+    out, took = held(quick, big, b"", 10)
+    assert out.startswith(b"HTTP/1.1 431 ") and took < 4, (took, out[:200])
+    with quick.client() as c:  # the server still answers everyone else
+        assert c.get("/healthz").status_code == 200
+
+
+def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
+    sid = new_space(quick)
+    token = join(quick, sid, "lynx")
+    path = agent_path(sid, "/inbox/claim").encode()
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
+    for framing, drip in [(b"\r\nContent-Length: 10\r\n\r\n{", b" "),
+                          (b"\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", b"1\r\n \r\n")]:
+        out, took = held(quick, head + framing, drip, 15, every=0.5)
+        assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
+        assert b"connection: close" in out.lower() and 1.5 < took < 6, (took, out)
+    with quick.client(token, timeout=30) as c:  # a long-poll outlives both deadlines
+        started = time.monotonic()
+        r = c.post(agent_path(sid, "/inbox/claim"), json={"wait": 3.5})
+        assert r.status_code == 200 and r.json()["deliveries"] == [], r.text
+        assert time.monotonic() - started > 3
+    assert_no_server_error(quick)

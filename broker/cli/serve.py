@@ -104,6 +104,9 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
 @click.option("--keepalive", type=SECONDS, metavar="SECONDS", default=15.0, hidden=True)
 @click.option("--stall-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
 @click.option("--max-batch", type=click.IntRange(1, 4096), default=64, hidden=True)
+# Seconds a request's head, and its body, may take to arrive (slow clients are cut off).
+@click.option("--header-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
+@click.option("--body-timeout", type=SECONDS, metavar="SECONDS", default=30.0, hidden=True)
 @click.option(
     "--grace",
     type=SECONDS,
@@ -123,6 +126,8 @@ def serve(
     keepalive: float,
     stall_timeout: float,
     max_batch: int,
+    header_timeout: float,
+    body_timeout: float,
     grace: float,
     quiet: bool,
     as_json: bool,
@@ -139,6 +144,7 @@ def serve(
         import uvicorn
 
         from broker.server.app import Options, create_app, log_to_stderr
+        from broker.server.deadlines import protocol
     except ImportError as exc:
         raise errors.BrokerError(
             f"broker serve needs the 'serve' extra: pip install 'swarm-broker[serve]' ({exc.name})"
@@ -147,6 +153,8 @@ def serve(
         ("--grace", grace, 0.0, 600.0),
         ("--keepalive", keepalive, 0.05, 300.0),
         ("--stall-timeout", stall_timeout, 0.05, 600.0),
+        ("--header-timeout", header_timeout, 0.05, 600.0),
+        ("--body-timeout", body_timeout, 0.05, 3600.0),
     ):
         if not low <= value <= high:
             raise errors.InvalidInput(f"bad {name} {value:g}: from {low:g} to {high:g} seconds")
@@ -159,7 +167,13 @@ def serve(
     sockets = [_unix_socket(sock_path)]
     if not no_tcp:
         sockets.append(_tcp_socket(host, port))
-    options = Options(keepalive_s=keepalive, stall_s=stall_timeout, max_batch=max_batch)
+    options = Options(
+        keepalive_s=keepalive,
+        stall_s=stall_timeout,
+        max_batch=max_batch,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+    )
     app = create_app(s, options, mcp=_mcp_app(s))
     if not quiet:
         log_to_stderr()
@@ -170,6 +184,7 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=round(grace),
         timeout_keep_alive=30,
+        http=protocol(options.header_timeout_s, options.body_timeout_s),
     )
     server = _Server(config, app)
     where = [f"unix://{sock_path}"]

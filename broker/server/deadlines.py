@@ -1,0 +1,125 @@
+"""Deadlines on a connection's request, below the app: uvicorn's HTTP protocol
+(httptools) with a head deadline, a head size cap and a body backstop.
+
+uvicorn times out only an idle keep-alive connection (``timeout_keep_alive``,
+armed after a response). A client that sends half a request head and then a
+byte now and then (slowloris) holds its connection, and a slot, for ever: the
+app never sees it, since it runs only once the head is whole. So:
+
+- The head of each request (request line and headers) must arrive whole
+  within ``header_timeout_s`` of its first byte (of the connection, for the
+  first request); past it the connection gets a 408 and is closed.
+- A head over ``MAX_HEAD`` bytes is a 431 and the connection is closed.
+- The body is the app's (``middleware.BodyCap``: 408 past ``body_timeout_s``);
+  here a backstop closes a connection whose body is still arriving
+  ``BACKSTOP_S`` later (one that goes on sending after the 413 of an
+  oversized body, which uvicorn reads and drops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+BACKSTOP_S = 5.0  # after the app's body deadline
+MAX_HEAD = 64 * 1024  # bytes of request line and headers
+
+
+def _base() -> Any:
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # pragma: no cover - httptools is in the serve extra
+        return None
+    return HttpToolsProtocol
+
+
+def protocol(header_timeout_s: float, body_timeout_s: float) -> Any:
+    """The HTTP protocol class for ``uvicorn.Config(http=...)``: uvicorn's
+    httptools protocol with the deadlines above, or ``"auto"`` without httptools
+    (then only uvicorn's own keep-alive timeout applies)."""
+    base = _base()
+    if base is None:  # pragma: no cover
+        return "auto"
+
+    class Deadlines(base):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self._head = 0
+            self._timer: asyncio.TimerHandle | None = None
+            self._refused = False
+            self._arm(header_timeout_s, self._head_late)  # the first head counts from connect
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if not self._refused:
+                super().data_received(data)
+
+        def _arm(self, seconds: float, then: Any) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(seconds, then)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        # --- the head -------------------------------------------------------------
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head = 0
+            if self._timer is None:  # a next request on a kept-alive connection
+                self._arm(header_timeout_s, self._head_late)
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def _count(self, n: int) -> None:
+            self._head += n
+            if self._head > MAX_HEAD and not self._refused:
+                self._refuse(431, "Request Header Fields Too Large", "request head too large")
+
+        def on_headers_complete(self) -> None:
+            if self._refused:
+                return
+            # From here the body's deadline is the app's; this one is a backstop.
+            self._arm(body_timeout_s + BACKSTOP_S, self._body_late)
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def _head_late(self) -> None:
+            self._timer = None
+            self._refuse(408, "Request Timeout", "request head not received in time")
+
+        def _body_late(self) -> None:
+            self._timer = None
+            self._refused = True
+            self.transport.close()
+
+        def _refuse(self, status: int, reason: str, message: str) -> None:
+            """Answer (unless a response is under way on this connection) and close."""
+            self._refused = True
+            self._disarm()
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:
+                body = f'{{"error":"request_timeout","message":"{message}"}}'
+                if status == 431:
+                    body = f'{{"error":"header_too_large","message":"{message}"}}'
+                self.transport.write(
+                    f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                    f"content-length: {len(body)}\r\nconnection: close\r\n\r\n{body}".encode()
+                )
+            self.transport.close()
+
+    return Deadlines
