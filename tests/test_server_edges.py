@@ -435,3 +435,27 @@ def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
         assert r.status_code == 200 and r.json()["deliveries"] == [], r.text
         assert time.monotonic() - started > 3
     assert_no_server_error(quick)
+
+
+# --- MCP sessions per credential -------------------------------------------------------------
+def test_S33_one_credential_holds_a_bounded_number_of_mcp_sessions(srv: Server) -> None:
+    from broker.mcp.http import MAX_SESSIONS
+
+    sid = new_space(srv)
+    token, other = join(srv, sid, "lynx"), join(srv, sid, "otter")
+    sessions = [mcp_open(srv, token) for _ in range(MAX_SESSIONS)]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    with srv.client(token) as c:
+        r = c.post("/mcp/", json=init, headers=MCP_HEADERS)
+        assert r.status_code == 503, r.text
+        assert "mcp-session-id" not in r.headers
+        assert r.json()["error"]["message"] == "Too many open sessions", r.text
+        r = c.delete("/mcp/", headers={**MCP_HEADERS, "mcp-session-id": sessions[0]})
+        assert r.status_code == 200, r.text
+    assert mcp_open(srv, token)  # a session ended: room for one more
+    assert mcp_open(srv, other)  # another credential has its own count
+    r = mcp(srv, token, sessions[1], "tools/list", {})  # the open ones still answer
+    assert "result" in rpc_body(r), r.text
+    assert_no_server_error(srv)

@@ -40,8 +40,16 @@ from broker.server.edge import loads
 PARSE_ERROR = -32700
 _METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
 MAX_IDENTITIES = 1024  # servers kept warm; the least recently used is stopped past this
+# One credential's live sessions: an agent needs one or two (a reconnect before
+# the old one idles out); the next initialize is 503 until one ends (DELETE)
+# or idles out. Without it one token could open sessions until memory ran out.
+MAX_SESSIONS = 32
+SESSION_IDLE_S = 600.0  # a session with no request in flight this long is closed
 
 Scope = dict[str, Any]
+# Bearer credentials, not cookies: a rebound DNS name gives a page nothing to
+# act with, and the host may be a socket or a proxy.
+_NO_REBINDING_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def bearer(scope: Scope) -> str | None:
@@ -159,12 +167,11 @@ class MCPHttpApp:
                 server: BrokerMCP[Any] = (
                     agent_server(caller) if isinstance(caller, AsyncAgent) else operator_server(caller)
                 )
-                # Bearer credentials, not cookies: a rebound DNS name gives a page
-                # nothing to act with, and the host may be a socket or a proxy.
                 server.streamable_http_app(
                     streamable_http_path="/",
-                    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-                    session_idle_timeout=3600,
+                    transport_security=_NO_REBINDING_CHECK,
+                    session_idle_timeout=SESSION_IDLE_S,
+                    max_sessions=MAX_SESSIONS,
                 )
                 manager = server.session_manager
                 ready = asyncio.Event()
