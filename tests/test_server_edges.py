@@ -459,3 +459,62 @@ def test_S33_one_credential_holds_a_bounded_number_of_mcp_sessions(srv: Server) 
     r = mcp(srv, token, sessions[1], "tools/list", {})  # the open ones still answer
     assert "result" in rpc_body(r), r.text
     assert_no_server_error(srv)
+
+
+# --- order and size of refusals ----------------------------------------------------------------
+def test_S29_credentials_are_checked_before_the_body(srv: Server) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    with srv.client() as c:
+        r = c.post(agent_path(sid, "/send"), content=b"{not json")
+        assert_refused(r, 401, "auth_failed")
+        r = c.post(f"/api/sessions/{sid}/messages", json={"text": 5, "bogus": 1})
+        assert_refused(r, 401, "auth_failed")
+    with srv.client(token) as c:  # an agent token on an operator endpoint, bad body: 403
+        r = c.post(f"/api/sessions/{sid}/messages", content=b"{not json")
+        assert_refused(r, 403, "forbidden")
+
+
+def test_S33_a_refusal_quotes_at_most_80_characters_of_the_input(srv: Server) -> None:
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    long = "t" * 5000
+    with srv.client(token) as c:
+        r = c.post(agent_path(sid, f"/turn/{long}/seen"))
+        assert r.status_code in (404, 422), r.text
+        assert len(r.text) < 800 and "t" * 80 not in r.json()["message"], r.text
+        assert "…" in r.json()["message"], r.text
+        r = c.post(agent_path(sid, "/send"), json={"to": ["operator"], "text": "x", long: 1})
+        assert_refused(r, 422, "invalid_input")
+        assert len(r.text) < 800, r.text
+    session = mcp_open(srv, token)
+    result = rpc_body(mcp(srv, token, session, "tools/call",
+                          {"name": "inbox_seen", "arguments": {"turn_id": long[:200]}}))["result"]  # fmt: skip
+    assert result["isError"] and "t" * 80 not in result["content"][0]["text"], result
+
+
+# --- the documentation -------------------------------------------------------------------------
+def test_served_docs_list_every_route_with_its_method() -> None:
+    """Each endpoint of the route table is in docs/served.md's tables: its
+    method and its path (below the space, or below ``/agent``) on one row."""
+    import re
+    from pathlib import Path
+
+    from broker.server import routes_agent, routes_operator
+
+    doc = (Path(__file__).parent.parent / "docs" / "served.md").read_text()
+    operator = doc.split("## Operator endpoints")[1].split("\n## ")[0]
+    agent = doc.split("## Agent endpoints")[1].split("\n## ")[0]
+    missing = []
+    for ep in routes_operator.endpoints() + routes_agent.endpoints():
+        section = agent if ep.auth == "agent" else operator  # /api/me heads the agent table
+        tail = ep.path
+        for prefix in (routes_agent.AGENT, routes_operator.SPACE):
+            if tail.startswith(prefix + "/"):
+                tail = tail[len(prefix) :]
+                break
+        rows = [line for line in section.splitlines() if line.startswith("|")]
+        pattern = re.compile(re.escape(tail) + r"(?=[`?, ]|$)")
+        if not any(ep.method in row and pattern.search(row) for row in rows):
+            missing.append(f"{ep.method} {ep.path}")
+    assert missing == []

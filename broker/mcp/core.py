@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from broker import __version__, errors
 from broker.models import validation_error
 from broker.records import to_dict
+from broker.server.edge import clipped
 
 log = logging.getLogger("broker.mcp")
 
@@ -84,12 +85,14 @@ def rpc_error(exc: errors.BrokerError) -> MCPError:
     JSON-RPC error: the broker's code and reason in the message, its fields in
     ``data``. An ordinary refusal, not a crash: nothing is logged."""
     code = INVALID_PARAMS if isinstance(exc, errors.InvalidInput) else BROKER_REFUSED
-    return MCPError(code, f"{exc.code}: {exc.message}", _plain(exc.to_dict()))
+    data = clipped(_plain(exc.to_dict()))
+    return MCPError(code, f"{exc.code}: {data['message']}", data)
 
 
 def failure(exc: errors.BrokerError) -> Output:
     """The broker's error as a tool error: code and one-line reason, fields beside."""
-    return Output(text=f"{exc.code}: {exc.message}", data=_plain(exc.to_dict()), error=True)
+    data = clipped(_plain(exc.to_dict()))  # quoted input cut short (broker.server.edge)
+    return Output(text=f"{exc.code}: {data['message']}", data=data, error=True)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,32 @@ class Strict(BaseModel):
 def echo(value: object, limit: int = 80) -> str:
     """``value`` as an error message quotes it: repr, at most ``limit`` characters
     (a message never carries a caller's megabyte back)."""
-    text = repr(value)
+    return clip(repr(value), limit)
+
+
+_QUOTED = re.compile("'[^']{80,}'|\"[^\"]{80,}\"")
+MESSAGE_MAX = 400
+FIELD_MAX = 200  # a field (a path, a key) may be long and legitimate; not a megabyte
+
+
+def clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clipped(error: dict[str, Any]) -> dict[str, Any]:
+    """A refusal as served: what it quotes of the caller's input cut to 80
+    characters in the message (a 5,000-character turn id comes back as its
+    first 79 and '…'), fields to ``FIELD_MAX``, the message to ``MESSAGE_MAX``. The library's messages quote input
+    whole; a server answering strangers does not echo megabytes back."""
+    out: dict[str, Any] = {}
+    for key, value in error.items():
+        if key == "message" and isinstance(value, str):
+            value = clip(_QUOTED.sub(lambda m: clip(m.group(0)[:-1]) + m.group(0)[-1], value),
+                         MESSAGE_MAX)  # fmt: skip
+        elif isinstance(value, str):
+            value = clip(value, FIELD_MAX)
+        out[key] = value
+    return out
 
 
 class _Repeated(ValueError):

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from broker import errors
+from broker.server.edge import clipped
 
 log = logging.getLogger("broker.server")
 
@@ -51,7 +52,7 @@ def status_of(exc: errors.BrokerError) -> int:
 def error_body(exc: errors.BrokerError) -> dict[str, Any]:
     body = exc.to_dict()
     body["message"] = str(exc.message)
-    return body
+    return clipped(body)
 
 
 def error_response(exc: errors.BrokerError) -> JSONResponse:
