@@ -6,6 +6,12 @@ read or written. A violation is ``InvalidInput`` naming the field; ``nan``,
 ``inf``, ``1e300``, a negative number, a bool or a string never reach a
 comparison or a ``timedelta`` (where they would spin, overflow or raise a
 ``TypeError`` traceback).
+
+Text that names or labels something (a pattern, a path, a reason, a lease
+owner, a participant's agent/role/step/task) goes through ``label``: one line
+of printable text, so no C0 control, DEL or C1 control (U+0080-U+009F: 0x9b
+is a one-byte CSI to a terminal, 0x85 a line break) is ever stored in it.
+Bodies and evidence keep theirs (they are escaped on display, S31).
 """
 
 from __future__ import annotations
@@ -65,4 +71,24 @@ def text(value: object, field: str, top: int) -> str:
         raise errors.InvalidInput(
             f"{field} is not valid text (a lone surrogate)", field=field
         ) from None
+    return value
+
+
+def control_char(value: str) -> str | None:
+    """The first C0 control, DEL, C1 control or lone surrogate in ``value``, if any."""
+    for c in value:
+        o = ord(c)
+        if o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF:
+            return c
+    return None
+
+
+def label(value: object, field: str, top: int) -> str:
+    """``text`` that is also one printable line: no C0, DEL or C1 control (S31, S33)."""
+    value = text(value, field, top)
+    bad = control_char(value)
+    if bad is not None:
+        raise errors.InvalidInput(
+            f"bad {field} {value[:80]!r}: it holds the control character {bad!r}", field=field
+        )
     return value

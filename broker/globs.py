@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from broker import errors
+from broker import bounds, errors
 
 PATTERN_MAX = 180  # characters; a journal key is "path " + the pattern (200 at most)
 # Wildcards (* ? [..] **) per pattern: bounds the overlap search, which runs
@@ -131,10 +131,9 @@ def _check_text(text: object, what: str, top: int) -> str:
         raise errors.InvalidInput(f"a {what} must be non-empty text", field=what)
     if len(text) > top:
         raise _bad(text[:40] + "...", f"{len(text)} characters; at most {top}", what)
-    for c in text:
-        o = ord(c)
-        if o < 0x20 or o == 0x7F or 0xD800 <= o <= 0xDFFF:
-            raise _bad(text, f"it holds the control or surrogate character {c!r}", what)
+    bad = bounds.control_char(text)  # C0, DEL, C1 (0x9b is a CSI), lone surrogates
+    if bad is not None:
+        raise _bad(text, f"it holds the control or surrogate character {bad!r}", what)
     if text.startswith("/"):
         raise _bad(text, "it must be relative to the repository (no leading '/')", what)
     for seg in text.split("/"):

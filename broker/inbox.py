@@ -298,7 +298,7 @@ def claim(
         lease = check_seconds(lease)
     if wait != 0 or type(wait) not in (int, float):
         wait = check_wait(wait)
-    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
+    owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     if tx is not None:
@@ -529,7 +529,7 @@ def ack_and_claim(
     limit = check_limit(limit)
     if lease is not None:
         lease = check_seconds(lease)
-    owner = default_owner(ident) if owner is None else bounds.text(owner, "owner", OWNER_MAX)
+    owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
         settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")

@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
+from broker.bounds import control_char
 from broker.errors import InvalidInput
 from broker.settings import Limits
 from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
@@ -79,15 +80,27 @@ class PostInput(_In):
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
 
 
+def _one_line(text: str) -> str:
+    bad = control_char(text)
+    if bad is not None:
+        raise ValueError(f"it holds the control character {bad!r}")
+    return text
+
+
+# A name or label a participant gives itself (shown in the directory, one per
+# line): no C0, DEL or C1 control is stored (S31, S33).
+Label = AfterValidator(_one_line)
+
+
 class JoinInput(_In):
     codename: Annotated[str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True)]
-    agent: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    run_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    step: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    parent: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    role: Annotated[str, StringConstraints(max_length=200)] | None = None
+    agent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
+    run_id: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
+    step: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
+    parent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
+    role: Annotated[str, StringConstraints(max_length=200), Label] | None = None
     archetype: Archetype | None = None
-    task: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    task: Annotated[str, StringConstraints(max_length=2000), Label] | None = None
     lead: bool = False
     messaging: bool = True
     tools: list[str] | None = None

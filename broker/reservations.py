@@ -168,7 +168,7 @@ def reserve(
         raise errors.InvalidInput(f"bad shared {shared!r}: true or false", field="shared")
     ttl = claims.validate_ttl(ttl)
     if reason is not None:
-        reason = bounds.text(reason, "reason", REASON_MAX)
+        reason = bounds.label(reason, "reason", REASON_MAX)
     mode = "shared" if shared else "exclusive"
 
     def run(t: Tx, _row: Caller) -> list[Reservation]:

@@ -1,0 +1,77 @@
+"""S33 with S31: a name or a label an agent or the operator gives is one
+printable line. C0 controls, DEL and C1 controls (U+0080-U+009F: 0x9b is a
+one-byte CSI, 0x85 a line break) are refused naming the field, and nothing
+is written; message bodies keep theirs (escaped when shown, not refused).
+Real SQLite files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trusted
+
+from broker import Agent, Operator, Store, errors, globs
+
+CONTROLS = ["\x01", "\n", "\x1b", "\x7f", "\x85", "\x9b", "\x9f"]
+
+
+def written(store: Store) -> list[tuple[Any, ...]]:
+    """Every row a refused call could have written."""
+    with store.read() as t:
+        return [
+            *(tuple(r) for r in t.all("SELECT * FROM reservations ORDER BY token")),
+            *(tuple(r) for r in t.all("SELECT * FROM claim_journal ORDER BY id")),
+            *(tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY id")),
+            *(tuple(r) for r in t.all("SELECT id, address, agent, role, task FROM participants")),
+            *(tuple(r) for r in t.all("SELECT count(*) FROM participant_events")),
+        ]
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
+    bad: str, store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    lynx = join("lynx")
+    lynx.reserve("keep/**")
+    Operator(store).send(space, "work", to=["lynx"])
+    op = Operator(store)
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: lynx.reserve(f"src/a{bad}b.py"), "pattern"),
+        (lambda: lynx.reserve("src/**", reason=f"why{bad}not"), "reason"),
+        (lambda: lynx.check_paths([f"src/a{bad}b.py"]), "path"),
+        (lambda: lynx.claim(owner=f"worker{bad}1"), "owner"),
+        (lambda: op.check_paths(space, [f"a{bad}"]), "path"),
+    ]
+    for field in ("agent", "run_id", "step", "parent", "role", "task"):
+        cases.append(
+            (lambda f=field: trusted.join(store, space, "otter", **{f: f"x{bad}y"}), field)
+        )
+    before = written(store)
+    for call, field in cases:
+        with pytest.raises(errors.InvalidInput) as exc:
+            call()
+        err = exc.value
+        assert (err.code, err.exit_code, err.fields["field"]) == ("invalid_input", 2, field)
+        assert bad not in err.message, "the refusal escapes what it names (S31)"
+    assert written(store) == before
+
+
+def test_S33_globs_refuse_every_c1_control_and_accept_printable_latin1() -> None:
+    for cp in range(0x80, 0xA0):
+        with pytest.raises(errors.InvalidInput) as exc:
+            globs.check_pattern(f"src/{chr(cp)}.py")
+        assert exc.value.fields["field"] == "pattern"
+    assert globs.check_pattern("src/\u00a0é\u00ff.py") == "src/\u00a0é\u00ff.py"
+
+
+def test_S31_bodies_keep_line_breaks_tabs_and_c1_exactly(
+    join: Callable[..., Agent],
+) -> None:
+    """A body is text, not a label: stored exactly, escaped on display."""
+    lynx, otter = join("lynx"), join("otter")
+    body = "line one\n\tline two \x85 \x9b[2J end"
+    lynx.send("otter", body)
+    [item] = otter.next_turn().items
+    assert item.body == body
