@@ -493,6 +493,8 @@ class AsyncOperator:
     claims = _in_thread(Operator.claims)
     reservations = _in_thread(Operator.reservations)
     check_paths = _in_thread(Operator.check_paths)
+    release_reservation = _in_thread(Operator.release_reservation)
+    release_key = _in_thread(Operator.release_key)
     claim_journal = _in_thread(Operator.claim_journal)
     queue_stats = _in_thread(Operator.queue_stats)
     backup = _in_thread(Operator.backup)

@@ -19,13 +19,11 @@ database, like the log).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
 
-from broker import bounds, errors, globs, tools
+from broker import bounds, errors, globs, holds, tools
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
-from broker.ids import fmt_ts, new_id, ts_after
+from broker.ids import fmt_ts, ts_after
 from broker.records import ClaimGrant, JournalEntry
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -34,28 +32,16 @@ DEFAULT_TTL = 300.0  # seconds
 MAX_TTL = 86400.0
 KEY_MAX = 200
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
-_INSERT_CLAIM = stmt("board.insert_claim")
-_INSERT_JOURNAL = stmt("board.insert_journal")
 _CLAIM_ROW = stmt("board.claim_row")
-_GRANT = stmt("board.grant")
-_RENEW = stmt("board.renew")
-_FREE = stmt("board.free")
 _ANY_EXPIRED = stmt("board.any_expired")
 _EXPIRED = stmt("board.expired")
-_FREE_EXPIRED = stmt("board.free_expired")
 _LIVE_CLAIMS = stmt("board.live_claims")
 _JOURNAL = stmt("board.journal")
+OPERATOR_REASON_MAX = 500
 
-
-# --- the one writer of board_claims and claim_journal -----------------------------------
-def insert_claims(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert claim rows as given (every column of ``board_claims``), inside ``t``."""
-    t.many(_INSERT_CLAIM, rows)
-
-
-def insert_journal(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
-    """Append journal lines as given (every column of ``claim_journal``), inside ``t``."""
-    t.many(_INSERT_JOURNAL, rows)
+# The importer writes rows through these (broker.holds is the tables' one writer).
+insert_claims = holds.insert_claims
+insert_journal = holds.insert_journal
 
 
 # --- claiming, releasing, renewing ------------------------------------------------------
@@ -95,33 +81,7 @@ def _validate_token(token: int) -> int:
     return token
 
 
-def _journal(
-    t: Tx,
-    space_id: str,
-    key: str,
-    event: str,
-    owner: str,
-    token: int,
-    lease_expires_at: str | None,
-    at: str,
-) -> str:
-    jid = new_id()
-    insert_journal(
-        t,
-        [
-            {
-                "id": jid,
-                "space_id": space_id,
-                "key": key,
-                "event": event,
-                "owner": owner,
-                "token": token,
-                "lease_expires_at": lease_expires_at,
-                "at_utc": at,
-            }
-        ],
-    )
-    return jid
+_journal = holds.journal
 
 
 def claim(
@@ -168,7 +128,7 @@ def claim(
                         expires_at=old_expires,
                     )
             token = old_token + 1
-            t.execute(_GRANT, {**where, **grant, "token": token})
+            holds.grant_claim(t, {**where, **grant, "token": token})
         _journal(t, space_id, key, "claimed", ident.address, token, expires, at)
         return ClaimGrant(
             key=key, fence=token, holder=ident.address, claimed_at_utc=at, expires_at=expires
@@ -220,7 +180,7 @@ def release(
     def run(t: Tx, _row: Caller) -> JournalEntry:
         at = store.now_ts()
         _, expires = _held_by_caller(t, ident, key, token, at, "release")
-        t.execute(_FREE, {"space_id": ident.space_id, "key": key})
+        holds.free_claim(t, ident.space_id, key)
         jid = _journal(t, ident.space_id, key, "released", ident.address, token, expires, at)
         return JournalEntry(
             id=jid,
@@ -255,7 +215,7 @@ def renew(
         at = fmt_ts(now)
         claimed_at, _ = _held_by_caller(t, ident, key, token, at, "renew")
         expires = ts_after(now, ttl)
-        t.execute(_RENEW, {"space_id": ident.space_id, "key": key, "lease_expires_at": expires})
+        holds.renew_claim(t, ident.space_id, key, expires)
         _journal(t, ident.space_id, key, "renewed", ident.address, token, expires, at)
         return ClaimGrant(
             key=key,
@@ -266,6 +226,64 @@ def renew(
         )
 
     return tools.call(store, ident, "board.claim", run, tx=tx)
+
+
+# --- the operator ---------------------------------------------------------------------
+def operator_reason(reason: object) -> str:
+    """The journal's reason for a hold the operator ended: ``operator: <why>``."""
+    if reason is None:
+        return "operator"
+    why = bounds.label(reason, "reason", OPERATOR_REASON_MAX).strip()
+    return f"operator: {why}" if why else "operator"
+
+
+def release_as_operator(
+    store: Store,
+    space_ref: str,
+    key: str,
+    *,
+    fence: int | None = None,
+    reason: str | None = None,
+    tx: Tx | None = None,
+) -> JournalEntry:
+    """End the live claim on ``key`` whoever holds it: journaled ``released``
+    with the reason ``operator: ...``; the holder's fence is stale from now on
+    (``lease_lost``, as after an expiry). ``fence``, when given, must be the
+    current grant's (so a claim made meanwhile is not the one ended). Nothing
+    live to end: ``LeaseLost``."""
+    key = validate_key(key)
+    if fence is not None:
+        fence = _validate_token(fence)
+    why = operator_reason(reason)
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        at = store.now_ts()
+        cur = t.one(_CLAIM_ROW, {"space_id": space_id, "key": key})
+        if cur is None or cur["holder"] is None or cur["lease_expires_at"] <= at:
+            raise errors.LeaseLost(
+                f"cannot release key {key!r}: nobody holds it", key=key, fence=fence
+            )
+        holder, token, expires = cur["holder"], cur["token"], cur["lease_expires_at"]
+        if fence is not None and fence != token:
+            raise errors.LeaseLost(
+                f"cannot release key {key!r}: fence {fence} is stale ({holder} holds it "
+                f"with fence {token})",
+                key=key,
+                fence=fence,
+                holder=holder,
+            )
+        holds.free_claim(t, space_id, key)
+        jid = holds.journal(t, space_id, key, "released", holder, token, expires, at, why)
+    return JournalEntry(
+        id=jid,
+        key=key,
+        event="released",
+        owner=holder,
+        fence=token,
+        expires_at=expires,
+        at_utc=at,
+        reason=why,
+    )
 
 
 # --- operator views -------------------------------------------------------------------
@@ -284,7 +302,7 @@ def expire_claims(store: Store, space_ref: str, *, tx: Tx | None = None) -> int:
             _journal(
                 t, space_id, r["key"], "expired", r["holder"], r["token"], r["lease_expires_at"], at
             )
-        t.execute(_FREE_EXPIRED, where)
+        holds.free_expired_claims(t, space_id, at)
     return len(rows)
 
 
@@ -328,6 +346,7 @@ def journal(
             fence=r["token"],
             expires_at=r["lease_expires_at"],
             at_utc=r["at_utc"],
+            reason=r["reason"],
         )
         for r in rows
     ]

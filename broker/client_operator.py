@@ -312,6 +312,17 @@ class Operator(OperatorPaths, OperatorMail):
 
         return claims.live(self.store, space)
 
+    def release_key(
+        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+    ) -> JournalEntry:
+        """End the live claim on ``key``, whoever holds it (S22): journaled
+        ``released`` with the reason ``operator: <reason>``; the holder's fence
+        goes stale (``lease_lost``). With ``fence``, only that grant is ended.
+        Nobody holds it (or ``fence`` is not the current grant): ``LeaseLost``."""
+        from broker import claims
+
+        return claims.release_as_operator(self.store, space, key, fence=fence, reason=reason)
+
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first; path
         reservations' lines have the key ``path <pattern>`` (S37)."""

@@ -191,6 +191,8 @@ class JournalEntry:
     expires_at: str | None
     """the lease expiry as of this event"""
     at_utc: str
+    reason: str | None = None
+    """why someone other than the holder ended it (``left``, ``operator: ...``)"""
 
 
 # --- delivery: queues, turns, transcripts (S13-S20) ---------------------------------

@@ -27,10 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from broker import bounds, claims, errors, globs, tools
+from broker import bounds, claims, errors, globs, holds, tools
 from broker.auth import Caller, Identity
 from broker.db import Store, Tx
-from broker.ids import fmt_ts, new_id, ts_after
+from broker.ids import fmt_ts, ts_after
 from broker.records import JournalEntry, PathCheck, Reservation
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -41,24 +41,14 @@ MAX_PATHS = 10000  # per check (a large commit)
 REASON_MAX = 500
 MODES = ("exclusive", "shared")
 _NEXT_TOKEN = stmt("reservations.next_token")
-_INSERT = stmt("reservations.insert")
 _LIVE = stmt("reservations.live")
 _EXPIRED = stmt("reservations.expired")
 _ANY_EXPIRED = stmt("reservations.any_expired")
-_END_EXPIRED = stmt("reservations.end_expired")
 _ROW = stmt("reservations.row")
-_END = stmt("reservations.end")
-_RENEW = stmt("reservations.renew")
 
-
-def journal_key(pattern: str) -> str:
-    """The ``claim_journal`` key of a pattern's lines (never a board key)."""
-    return f"path {pattern}"
-
-
-def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert reservation rows as given (every column), inside ``t``: the one writer."""
-    t.many(_INSERT, rows)
+# The importer writes rows through this (broker.holds is the table's one writer).
+insert_rows = holds.insert_reservations
+journal_key = holds.journal_key
 
 
 def _patterns(patterns: object) -> list[str]:
@@ -104,19 +94,7 @@ def _record(r: Any) -> Reservation:
 def _journal(
     t: Tx, space_id: str, pattern: str, event: str, owner: str, token: int, expires: str, at: str
 ) -> str:
-    jid = new_id()
-    row = {
-        "id": jid,
-        "space_id": space_id,
-        "key": journal_key(pattern),
-        "event": event,
-        "owner": owner,
-        "token": token,
-        "lease_expires_at": expires,
-        "at_utc": at,
-    }
-    claims.insert_journal(t, [row])
-    return jid
+    return holds.journal(t, space_id, journal_key(pattern), event, owner, token, expires, at)
 
 
 def _expire(t: Tx, space_id: str, at: str) -> int:
@@ -128,7 +106,7 @@ def _expire(t: Tx, space_id: str, at: str) -> int:
             t, space_id, r["pattern"], "expired", r["holder"], r["token"], r["lease_expires_at"], at
         )
     if rows:
-        t.execute(_END_EXPIRED, where)
+        holds.end_expired_reservations(t, space_id, at)
     return len(rows)
 
 
@@ -185,7 +163,7 @@ def reserve(
         for want in wanted:
             for old in live:  # the caller's own grant of the same pattern: re-granted
                 if old.holder == ident.address and old.pattern == want and old.mode == mode:
-                    t.execute(_END, {"space_id": space, "token": old.fence, "at": at})
+                    holds.end_reservation(t, space, old.fence, at)
                     _journal(t, space, want, "released", old.holder, old.fence, old.expires_at, at)
             row = {
                 "space_id": space,
@@ -242,7 +220,7 @@ def release(store: Store, ident: Identity, token: int, *, tx: Tx | None = None) 
     def run(t: Tx, _row: Caller) -> JournalEntry:
         at = store.now_ts()
         r = _held(t, ident, token, at, "release")
-        t.execute(_END, {"space_id": ident.space_id, "token": token, "at": at})
+        holds.end_reservation(t, ident.space_id, token, at)
         expires = r["lease_expires_at"]
         jid = _journal(
             t, ident.space_id, r["pattern"], "released", ident.address, token, expires, at
@@ -272,11 +250,46 @@ def renew(
         at = fmt_ts(now)
         r = _held(t, ident, token, at, "renew")
         expires = ts_after(now, ttl)
-        t.execute(_RENEW, {"space_id": ident.space_id, "token": token, "lease_expires_at": expires})
+        holds.renew_reservation(t, ident.space_id, token, expires)
         _journal(t, ident.space_id, r["pattern"], "renewed", ident.address, token, expires, at)
         return replace(_record(r), expires_at=expires)
 
     return tools.call(store, ident, "board.claim", run, tx=tx)
+
+
+def release_as_operator(
+    store: Store, space_ref: str, fence: int, *, reason: str | None = None, tx: Tx | None = None
+) -> JournalEntry:
+    """End the live reservation with ``fence`` whoever holds it: journaled
+    ``released`` with the reason ``operator: ...``; the fence is stale from
+    now on (``lease_lost``, as after an expiry). Not live: ``LeaseLost``."""
+    token = _token(fence)
+    why = claims.operator_reason(reason)
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        at = store.now_ts()
+        r = t.one(_ROW, {"space_id": space_id, "token": token})
+        if r is None or r["ended_at_utc"] is not None or r["lease_expires_at"] <= at:
+            why = (
+                "no reservation has that fence"
+                if r is None
+                else f"{r['holder']}'s reservation of {r['pattern']!r} has ended or expired"
+            )
+            raise errors.LeaseLost(f"cannot release fence {token}: {why}", fence=token)
+        holder, pattern, expires = r["holder"], r["pattern"], r["lease_expires_at"]
+        holds.end_reservation(t, space_id, token, at)
+        key = journal_key(pattern)
+        jid = holds.journal(t, space_id, key, "released", holder, token, expires, at, why)
+    return JournalEntry(
+        id=jid,
+        key=key,
+        event="released",
+        owner=holder,
+        fence=token,
+        expires_at=expires,
+        at_utc=at,
+        reason=why,
+    )
 
 
 def _check(t: Tx, space_id: str, paths: list[str], me: str | None, at: str) -> list[PathCheck]:

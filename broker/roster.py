@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from broker import holds
 from broker.db import Store, Tx
 from broker.ids import new_id
 from broker.sql import stmt
@@ -94,12 +95,17 @@ def journal_event(
 
 
 def leave_in_tx(store: Store, t: Tx, pid: str, reason: str) -> None:
-    """Record participant ``pid`` as left, inside the caller's transaction."""
+    """Record participant ``pid`` as left, inside the caller's transaction, and
+    end its key claims and path reservations there too (journaled ``released``,
+    reason ``left``): every departure (leave, a stop or an archive, the
+    directory's clean-up) comes through here, and a holder that left can
+    neither release nor renew, so its holds would block everyone to their TTL."""
     row = t.one(_JOURNAL_FIELDS, {"id": pid})
     assert row is not None
     now = store.now_ts()
     t.execute(_MARK_LEFT, {"now": now, "id": pid})
     journal_event(t, pid, row["space_id"], "left", row, now, reason)
+    holds.end_held_by(t, row["space_id"], row["address"], now, holds.LEFT)
 
 
 def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:

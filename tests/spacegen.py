@@ -245,6 +245,9 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
         expires="2026-01-01T00:00:04.000000Z",
     )
     sqlrows.end_claim(store, space, "src/c.py", event="expired", at="2026-01-01T00:00:05.000000Z")
+    # heron leaves first: a departure ends what it holds (S4), and src/d.py is
+    # to stay lapsed but not journaled yet (written as rows, after the leave).
+    heron.leave()
     sqlrows.claim(
         store,
         space,
@@ -253,7 +256,6 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
         at="2026-01-01T00:00:06.000000Z",
         expires="2026-01-01T00:00:07.000000Z",
     )  # lapsed but not journaled yet: not live
-    heron.leave()
     return b
 
 

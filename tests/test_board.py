@@ -677,15 +677,15 @@ def test_S23_the_journal_records_each_claim_event_with_key_owner_time_expiry_and
     t1, t2, t3 = (fmt_ts(datetime.fromisoformat(t0) + timedelta(seconds=s)) for s in (1, 2, 8))
     assert rows == [
         {"key": "k", "event": "claimed", "owner": "lynx", "fence": 1, "at_utc": t0,
-         "expires_at": g1.expires_at},
+         "expires_at": g1.expires_at, "reason": None},
         {"key": "k", "event": "renewed", "owner": "lynx", "fence": 1, "at_utc": t1,
-         "expires_at": r1.expires_at},
+         "expires_at": r1.expires_at, "reason": None},
         {"key": "k", "event": "released", "owner": "lynx", "fence": 1, "at_utc": t2,
-         "expires_at": r1.expires_at},
+         "expires_at": r1.expires_at, "reason": None},
         {"key": "k", "event": "claimed", "owner": "otter", "fence": 2, "at_utc": t2,
-         "expires_at": g2.expires_at},
+         "expires_at": g2.expires_at, "reason": None},
         {"key": "k", "event": "expired", "owner": "otter", "fence": 2, "at_utc": t3,
-         "expires_at": g2.expires_at},
+         "expires_at": g2.expires_at, "reason": None},
     ]  # fmt: skip
 
 

@@ -136,6 +136,8 @@ def test_cli_token_is_only_ever_the_secret() -> None:
                 ("board", "renew"),
                 ("board", "unreserve"),
                 ("board", "renew-reservation"),
+                ("board", "release-key"),
+                ("board", "release-reservation"),
             }
             assert isinstance(flags["--fence"].type, click.IntRange), path
         if "--lease-token" in flags:
@@ -213,6 +215,8 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("board", "release"): records.JournalEntry,
     ("board", "unreserve"): records.JournalEntry,
     ("board", "renew-reservation"): records.Reservation,
+    ("board", "release-key"): records.JournalEntry,
+    ("board", "release-reservation"): records.JournalEntry,
     ("dir", "show"): records.Participant,
     ("inbox", "claim"): records.Lease,
     ("inbox", "ack"): {"acked"},
@@ -346,6 +350,8 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("board", "release"): (["task-9", "--fence", "1"], lynx),
         ("board", "renew-reservation"): (["--fence", "1"], lynx),
         ("board", "unreserve"): (["--fence", "1"], lynx),
+        ("board", "release-reservation"): ([sid, "--fence", "2", "--reason", "x"], None),
+        ("board", "release-key"): ([sid, "build/lock"], None),  # otter's (cli_space.py)
         ("inbox", "extend"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "ack"): (["--lease-token", p.lease_token], lynx),
         ("inbox", "claim"): (["--limit", "2"], p.env["otter#1"]),

@@ -42,6 +42,7 @@ def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
         (lambda: lynx.reserve("src/**", reason=f"why{bad}not"), "reason"),
         (lambda: lynx.check_paths([f"src/a{bad}b.py"]), "path"),
         (lambda: lynx.claim(owner=f"worker{bad}1"), "owner"),
+        (lambda: op.release_reservation(space, 1, reason=f"x{bad}"), "reason"),
         (lambda: op.check_paths(space, [f"a{bad}"]), "path"),
     ]
     for field in ("agent", "run_id", "step", "parent", "role", "task"):

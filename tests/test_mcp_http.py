@@ -187,7 +187,14 @@ def test_S29_the_operator_key_serves_the_operator_tools_over_http(
     async def main() -> None:
         async with http_session(served.mcp, served.key) as op:
             names = await op.tool_names()
-            assert names == {"messages_send", "messages_list", "participants", "board_view"}
+            assert names == {
+                "messages_send",
+                "messages_list",
+                "participants",
+                "board_view",
+                "board_release",
+                "board_unreserve",
+            }
             sent = await op.ok("messages_send", run=space, to=["b"], text="from the human")
             assert sent["reached"] == ["b"]
 

@@ -14,7 +14,14 @@ from broker import Operator, Store
 
 pytest.importorskip("mcp")
 
-OPERATOR_TOOLS = {"messages_send", "messages_list", "participants", "board_view"}
+OPERATOR_TOOLS = {
+    "messages_send",
+    "messages_list",
+    "participants",
+    "board_view",
+    "board_release",
+    "board_unreserve",
+}
 
 
 def test_S9_operator_tools_send_as_the_operator_via_mcp_and_show_the_run(
@@ -66,3 +73,34 @@ def test_S9_operator_tools_send_as_the_operator_via_mcp_and_show_the_run(
     ]
     turn = b.next_turn()
     assert turn.items[0].group == "urgent" and turn.items[0].body == "stop now"
+
+
+def test_S22_S37_operator_mcp_tools_end_anyones_key_claim_and_path_reservation(
+    store: Store, space: str
+) -> None:
+    otter, _ = trusted.join(store, space, "otter")
+    [g] = otter.reserve("src/**", ttl=86400)
+    k = otter.claim_key("deploy", ttl=86400)
+
+    async def main() -> None:
+        async with session(store, "--operator") as op:
+            view = await op.ok("board_view", run=space)
+            assert [(r["pattern"], r["fence"]) for r in view["reservations"]] == [
+                ("src/**", g.fence)
+            ]
+            bad = await op.call("board_unreserve", run=space, fence=g.fence, reason="a\x9bb")
+            assert bad.is_error and text(bad).startswith("invalid_input: ")
+            ended = await op.ok("board_unreserve", run=space, fence=g.fence, reason="stuck")
+            assert (ended["key"], ended["owner"], ended["reason"]) == (
+                "path src/**",
+                "otter",
+                "operator: stuck",
+            )
+            again = await op.call("board_unreserve", run=space, fence=g.fence)
+            assert again.is_error and text(again).startswith("lease_lost: ")
+            freed = await op.ok("board_release", run=space, key="deploy", fence=k.fence)
+            assert (freed["event"], freed["reason"]) == ("released", "operator")
+
+    asyncio.run(main())
+    op = Operator(store)
+    assert op.reservations(space) == [] and op.claims(space) == []

@@ -80,3 +80,38 @@ def test_S37_served_reserve_check_release_renew_and_the_operator_view(srv: Serve
     assert json.loads(r.stdout)["mode"] == "shared"
     r = run("board", "check", "docs/a.md", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["held_by"][0]["holder"] == "otter"
+
+
+def test_S22_S37_served_operator_ends_anyones_hold_over_http_and_the_remote_handle(
+    srv: Server,
+) -> None:
+    with srv.operator() as c:
+        sid = c.post("/api/spaces", json={"kind": "workflow"}).json()["id"]
+    store = Store(srv.url)
+    try:
+        otter, _ = trusted.join(store, sid, "otter")
+        [g] = otter.reserve("src/**", ttl=86400)
+        k = otter.claim_key("deploy", ttl=86400)
+    finally:
+        store.close()
+    with srv.operator() as c:
+        r = c.post(f"/api/spaces/{sid}/reservations/release", json={"fence": g.fence, "who": 1})
+        assert r.status_code == 422 and r.json()["error"] == "invalid_input"
+        r = c.post(f"/api/spaces/{sid}/claims/release", json={"key": "deploy", "reason": "\x85"})
+        assert r.status_code == 422 and r.json()["field"] == "reason"
+    conn = connect(srv.base)
+    try:
+        op = RemoteOperator(conn, srv.key)
+        ended = op.release_reservation(sid, g.fence, reason="handover")
+        assert (ended.key, ended.owner, ended.reason) == (
+            "path src/**",
+            "otter",
+            "operator: handover",
+        )
+        with pytest.raises(errors.LeaseLost):
+            op.release_reservation(sid, g.fence)
+        freed = op.release_key(sid, "deploy", fence=k.fence)
+        assert (freed.event, freed.owner, freed.reason) == ("released", "otter", "operator")
+        assert op.reservations(sid) == [] and op.claims(sid) == []
+    finally:
+        conn.close()

@@ -3,7 +3,8 @@
 The agent tools (post, read, directive, retract, claim, release, renew, and
 the path reservations of S37: reserve, check, unreserve, renew-reservation)
 act as the participant in --space/--as/--token or BROKER_*; the operator's
-views (view, claims, journal) take a RUN_ID. A fencing token is --fence.
+commands (view, claims, journal, and release-key / release-reservation, which
+end anyone's hold) take a RUN_ID. A fencing token is --fence.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from broker.cli._output import TO_HELP, run_send, safe, when
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
-    from broker.records import BoardEntry, ClaimGrant, PathCheck, Reservation
+    from broker.records import BoardEntry, ClaimGrant, JournalEntry, PathCheck, Reservation
 
 DEFAULT_TTL = 300.0  # keep equal to broker.claims.DEFAULT_TTL (not imported: CLI start-up)
 READ_LIMIT = click.IntRange(1, BOARD_READ_MAX)
@@ -374,19 +375,70 @@ def renew_reservation(
         click.echo(f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 
+# --- the operator ends a hold (S22, S37) ----------------------------------------------------
+reason_option = click.option(
+    "--reason", metavar="TEXT", help="Why (journaled as `operator: TEXT`)."
+)
+
+
+def _ended(entry: JournalEntry, as_json: bool) -> None:
+    if as_json:
+        emit_json(entry)
+    else:
+        click.echo(f"released {safe(entry.key)} fence {entry.fence} (held by {safe(entry.owner)})")
+
+
+@board.command("release-key")
+@click.argument("run_id")
+@click.argument("key")
+@click.option(
+    "--fence",
+    type=click.IntRange(1, 2**63 - 1),
+    metavar="N",
+    help="Only if this is the current grant's fence (else exit 5, lease_lost).",
+)
+@reason_option
+@json_option
+def release_key(
+    run_id: str, key: str, fence: int | None, reason: str | None, as_json: bool
+) -> None:
+    """End the live claim on KEY in RUN_ID, whoever holds it (operator). The
+    holder's fence goes stale; the journal says `released`, reason
+    `operator: ...`. Nobody holds it: exit 5 (lease_lost)."""
+    _ended(operator().release_key(run_id, key, fence=fence, reason=reason), as_json)
+
+
+@board.command("release-reservation")
+@click.argument("run_id")
+@fence_option
+@reason_option
+@json_option
+def release_reservation(run_id: str, fence: int, reason: str | None, as_json: bool) -> None:
+    """End the live path reservation with --fence N in RUN_ID, whoever holds it
+    (operator; `board claims RUN_ID` lists the fences). The fence goes stale;
+    the journal says `released`, reason `operator: ...`. Not live: exit 5
+    (lease_lost)."""
+    _ended(operator().release_reservation(run_id, fence, reason=reason), as_json)
+
+
 @board.command("journal")
 @click.argument("run_id")
 @click.option("--key", metavar="KEY", help="Only this key.")
 @json_option
 def journal(run_id: str, key: str | None, as_json: bool) -> None:
     """Print the claim journal of RUN_ID: claimed / renewed / released / expired,
-    oldest first. Expired claims are journaled first."""
+    oldest first. Expired claims are journaled first. A `why` column says who
+    else ended a hold, when someone did: `left` (its holder left) or
+    `operator: ...`."""
     items = operator().claim_journal(run_id, key=key)
     if as_json:
         emit_json_lines(items)
         return
-    table(
-        [(when(j.at_utc), j.event, j.key, j.owner, j.fence, when(j.expires_at)) for j in items],
-        ["at", "event", "key", "owner", "fence", "expires"],
-        shrink=(2, 3),
-    )
+    why = any(j.reason for j in items)
+    rows: list[tuple[object, ...]] = [
+        (when(j.at_utc), j.event, j.key, j.owner, j.fence, when(j.expires_at))
+        + ((j.reason or "",) if why else ())
+        for j in items
+    ]
+    headers = ["at", "event", "key", "owner", "fence", "expires", *(["why"] if why else [])]
+    table(rows, headers, shrink=(2, 3, 6) if why else (2, 3))

@@ -334,6 +334,14 @@ JOURNAL = Spec(
         Field("token", INT, doc="fencing token of the grant"),
         Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
         Field("at_utc", TIME, doc="when it happened"),
+        Field(
+            "reason",
+            TEXT,
+            null=True,
+            added=True,
+            max_len=600,
+            doc="why someone other than the holder ended it: `left`, `operator: ...`",
+        ),
     ],
     "The claim journal (S23), in the order it was written.",
 )

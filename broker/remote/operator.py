@@ -319,6 +319,14 @@ class RemoteOperator(RemoteOperatorPaths):
         """The live board claims of a space, by key."""
         return list_of(ClaimGrant, self._call("GET", space_path(space) + "/claims"))
 
+    def release_key(
+        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+    ) -> JournalEntry:
+        """End the live claim on ``key``, whoever holds it (journaled ``operator: ...``)."""
+        body = {"key": key, "fence": fence, "reason": reason}
+        data = self._call("POST", space_path(space) + "/claims/release", body)
+        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
+
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first."""
         path = space_path(space) + "/claims/journal"

@@ -27,6 +27,8 @@ __all__ = [
     "KeyClaimBody",
     "KeyReleaseBody",
     "KeyRenewBody",
+    "OperatorKeyReleaseBody",
+    "OperatorReservationReleaseBody",
     "OperatorSendBody",
     "PathsBody",
     "PostInput",
@@ -225,6 +227,20 @@ class ReservationBody(_Body):
 
 class ReservationRenewBody(ReservationBody):
     ttl: Ttl = 300.0
+
+
+# The operator ends someone's hold (S22, S37): the reason is journaled.
+Reason = Annotated[str, StringConstraints(max_length=500)]
+
+
+class OperatorKeyReleaseBody(_Body):
+    key: Key
+    fence: Fence | None = None
+    reason: Reason | None = None
+
+
+class OperatorReservationReleaseBody(ReservationBody):
+    reason: Reason | None = None
 
 
 class PathsBody(_Body):

@@ -260,6 +260,22 @@ async def check_paths(call: Call) -> Any:
     return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
 
 
+async def release_key(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorKeyReleaseBody = call.body
+    return await call.state.run(
+        lambda: op.release_key(space.id, b.key, fence=b.fence, reason=b.reason)
+    )
+
+
+async def release_reservation(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorReservationReleaseBody = call.body
+    return await call.state.run(
+        lambda: op.release_reservation(space.id, b.fence, reason=b.reason)
+    )
+
+
 async def quarantined(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(op.quarantined, space.id)
@@ -347,6 +363,9 @@ def endpoints() -> list[Endpoint]:
                  "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
         Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
                  returns=list[ClaimGrant]),
+        Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
+                 "End a live key claim whoever holds it (S22; journaled operator: reason)",
+                 body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),
         Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
                  "The claim journal (S23)",
                  query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
@@ -355,6 +374,9 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
                  "Who holds what covers each path (S37)", body=bodies.PathsBody,
                  returns=list[PathCheck]),
+        Endpoint("POST", SPACE + "/reservations/release", release_reservation, "operator",
+                 "End a live path reservation whoever holds it (S37; journaled operator: "
+                 "reason)", body=bodies.OperatorReservationReleaseBody, returns=JournalEntry),
         Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
                  "Quarantined deliveries with their evidence (S15)",
                  returns=list[QuarantinedDelivery]),

@@ -1,5 +1,5 @@
--- The board (broker.board, S21-S24): the only writer of `board_claims` and
--- `claim_journal`. Posts, directives and retractions are log rows (written by
+-- The board (broker.board, broker.claims, S21-S24). Every write of
+-- `board_claims` and `claim_journal` runs through broker.holds, their one writer. Posts, directives and retractions are log rows (written by
 -- broker.messages); the board reads them.
 
 -- name: read_kind
@@ -49,8 +49,10 @@ VALUES (:space_id, :key, :holder, :token, :claimed_at_utc, :lease_expires_at)
 
 -- name: insert_journal
 -- One journal line (S23), new or restored by the importer: every column as given.
-INSERT INTO claim_journal (id, space_id, key, event, owner, token, lease_expires_at, at_utc)
-VALUES (:id, :space_id, :key, :event, :owner, :token, :lease_expires_at, :at_utc)
+-- `reason` is set only when someone other than the holder ended the hold (left, operator).
+INSERT INTO claim_journal (id, space_id, key, event, owner, token, lease_expires_at, at_utc,
+  reason)
+VALUES (:id, :space_id, :key, :event, :owner, :token, :lease_expires_at, :at_utc, :reason)
 
 -- name: claim_row
 SELECT holder, token, claimed_at_utc, lease_expires_at FROM board_claims
@@ -83,16 +85,21 @@ WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at <= :at OR
 UPDATE board_claims SET holder = NULL, claimed_at_utc = NULL, lease_expires_at = NULL
 WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at <= :at
 
+-- name: held_by
+-- Every key a participant holds, live or expired but not yet freed (its departure ends them).
+SELECT key, token, lease_expires_at FROM board_claims
+WHERE space_id = :space_id AND holder = :holder ORDER BY key
+
 -- name: live_claims
 SELECT key, token, holder, claimed_at_utc, lease_expires_at FROM board_claims
 WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at > :at ORDER BY key
 
 -- name: journal
 -- The claim journal of a space, oldest first; :key NULL for every key.
-SELECT id, key, event, owner, token, lease_expires_at, at_utc FROM claim_journal
+SELECT id, key, event, owner, token, lease_expires_at, at_utc, reason FROM claim_journal
 WHERE space_id = :space_id AND (:key IS NULL OR key = :key)
 ORDER BY at_utc, id
 -- postgresql:
-SELECT id, key, event, owner, token, lease_expires_at, at_utc FROM claim_journal
+SELECT id, key, event, owner, token, lease_expires_at, at_utc, reason FROM claim_journal
 WHERE space_id = :space_id AND (CAST(:key AS text) IS NULL OR key = :key)
 ORDER BY at_utc, id

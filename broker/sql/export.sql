@@ -71,7 +71,8 @@ FROM board_claims c WHERE c.space_id = :space ORDER BY c.key
 -- name: journal
 -- board/claims.jsonl: the claim journal after rowid :after.
 SELECT j.id AS id, j.key AS key, j.event AS event, j.owner AS owner, j.token AS token,
-       j.lease_expires_at AS lease_expires_at, j.at_utc AS at_utc, j.rowid AS _rowid
+       j.lease_expires_at AS lease_expires_at, j.at_utc AS at_utc, j.reason AS reason,
+       j.rowid AS _rowid
 FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.rowid
 
 -- name: inbox

@@ -37,7 +37,7 @@ FROM participant_events WHERE space_id = :space
 
 -- name: rows_claim_journal
 -- Every column of the space's claim_journal rows: the purge's fingerprint of them.
-SELECT id, space_id, key, event, owner, token, lease_expires_at, at_utc
+SELECT id, space_id, key, event, owner, token, lease_expires_at, at_utc, reason
 FROM claim_journal WHERE space_id = :space
 
 -- name: rows_board_claims

@@ -1,6 +1,6 @@
--- Path reservations (broker.reservations, S37): the only writer of
--- `reservations`. Their journal lines go through broker.board (the writer of
--- `claim_journal`) under the key 'path <pattern>'.
+-- Path reservations (broker.reservations, S37). Every write of `reservations`
+-- runs through broker.holds, its one writer, and so do their journal lines
+-- (`claim_journal`, under the key 'path <pattern>').
 
 -- name: next_token
 -- The fencing token of the next grant: one more than any grant of the space
@@ -46,3 +46,9 @@ UPDATE reservations SET ended_at_utc = :at WHERE space_id = :space_id AND token 
 -- name: renew
 UPDATE reservations SET lease_expires_at = :lease_expires_at
 WHERE space_id = :space_id AND token = :token
+
+-- name: held_by
+-- Every reservation a participant holds, live or expired but not yet ended
+-- (its departure ends them).
+SELECT token, pattern, lease_expires_at FROM reservations
+WHERE space_id = :space_id AND holder = :holder AND ended_at_utc IS NULL ORDER BY token

@@ -46,6 +46,11 @@ claim_journal = Table(
     Column("token", Integer, nullable=False),
     Column("lease_expires_at", String(TS)),
     Column("at_utc", String(TS), nullable=False),
+    Column(
+        "reason",
+        Text,
+        comment="why it was released by someone else: left | operator: ...; NULL otherwise",
+    ),
     Index("ix_claim_journal_space_id_key", "space_id", "key"),
     CheckConstraint(in_("event", JOURNAL_EVENTS), name="event"),
     comment="Append-only claim journal (S23).",
