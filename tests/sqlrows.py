@@ -62,6 +62,21 @@ def participant(
     return pid
 
 
+LABELS = ("agent", "run_id", "step", "parent", "role", "task")
+
+
+def set_labels(store: Store, space_id: str, address: str, **labels: str) -> None:
+    """Overwrite a participant's labels with any text at all: a join refuses
+    control characters in them (S33), a damaged or older store may hold them."""
+    assert labels and set(labels) <= set(LABELS), labels
+    cols = ", ".join(f"{name} = ?" for name in labels)
+    with store.write() as t:
+        t.execute(
+            f"UPDATE participants SET {cols} WHERE space_id = ? AND address = ?",
+            (*labels.values(), space_id, address),
+        )
+
+
 def message(
     store: Store,
     space_id: str,
