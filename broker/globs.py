@@ -14,6 +14,11 @@ A pattern is a relative path whose segments (split on ``/``) may hold
   matches every path. ``**`` inside a longer segment is a plain ``*``.
 
 A path is a relative path of non-empty segments, none of them ``.`` or ``..``.
+Its characters are whatever a file name can hold but ``/``: control
+characters included (git stages ``a\\nb.py`` as readily as ``ab.py``), so
+``src/**`` covers ``src/a\\nb.py`` and the guard cannot be slipped past with
+a name. A path to check is only matched, never stored; a pattern is a label
+that is stored and shown, so it holds no control character (S33).
 
 Two patterns *overlap* (two reservations conflict) iff some path matches both.
 That is decided exactly, not guessed from prefixes: each pattern is compiled to
@@ -38,14 +43,15 @@ PATTERN_MAX = 180  # characters; a journal key is "path " + the pattern (200 at 
 # Wildcards (* ? [..] **) per pattern: bounds the overlap search, which runs
 # under the write lock, to milliseconds whatever an agent sends.
 WILDCARDS_MAX = 16
-PATH_MAX = 1024
+PATH_MAX = 4096  # Linux's PATH_MAX: any path git can stage in a repository fits
 TOP = 0x10FFFF
 # Character sets are sorted disjoint closed intervals of code points.
 CharSet = tuple[tuple[int, int], ...]
 _SLASH = ord("/")
 _DOT = ord(".")
-# Every character a path segment may hold: printable, not '/', not a surrogate.
-_SEGMENT: CharSet = ((0x20, 0x2E), (0x30, 0x7E), (0x80, 0xD7FF), (0xE000, TOP))
+# Every character a path segment may hold: any a file name can, but '/' (and
+# NUL, which no file name holds), never a lone surrogate (it is not text).
+_SEGMENT: CharSet = ((0x01, 0x2E), (0x30, 0xD7FF), (0xE000, TOP))
 _SLASH_SET: CharSet = ((_SLASH, _SLASH),)
 _DOT_SET: CharSet = ((_DOT, _DOT),)
 _PREFERRED = "abcdefghijklmnopqrstuvwxyz0123456789_-"  # readable witnesses first
@@ -125,13 +131,17 @@ def _bad(pattern: str, why: str, what: str = "pattern") -> errors.InvalidInput:
     return errors.InvalidInput(f"bad {what} {pattern!r}: {why}", field=what)
 
 
-def _check_text(text: object, what: str, top: int) -> str:
-    """S33 at the edge: relative, bounded, printable, no empty/'.'/'..' segment."""
+def _check_text(text: object, what: str, top: int, *, controls: bool = False) -> str:
+    """S33 at the edge: relative, bounded, no empty/'.'/'..' segment, no lone
+    surrogate or NUL; no control character either unless ``controls``."""
     if not isinstance(text, str) or not text:
         raise errors.InvalidInput(f"a {what} must be non-empty text", field=what)
     if len(text) > top:
         raise _bad(text[:40] + "...", f"{len(text)} characters; at most {top}", what)
-    bad = bounds.control_char(text)  # C0, DEL, C1 (0x9b is a CSI), lone surrogates
+    if controls:
+        bad = next((c for c in text if c == "\0" or 0xD800 <= ord(c) <= 0xDFFF), None)
+    else:
+        bad = bounds.control_char(text)  # C0, DEL, C1 (0x9b is a CSI), lone surrogates
     if bad is not None:
         raise _bad(text, f"it holds the control or surrogate character {bad!r}", what)
     if text.startswith("/"):
@@ -150,8 +160,10 @@ def check_pattern(pattern: object) -> str:
 
 
 def check_path(path: object) -> str:
-    """A path to check against reservations (wildcards in it are plain characters)."""
-    return _check_text(path, "path", PATH_MAX)
+    """A path to check against reservations (wildcards in it are plain
+    characters). Control characters are allowed: a file name can hold them,
+    and a path is only matched, never stored (shown escaped, S31)."""
+    return _check_text(path, "path", PATH_MAX, controls=True)
 
 
 def _class(seg: str, i: int, pattern: str) -> tuple[CharSet, int]:

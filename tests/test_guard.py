@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,97 @@ def test_S37_guard_install_outside_a_repository_is_invalid_input(
     assert r.code == 2 and r.err.startswith("broker: invalid_input: ") and r.err.count("\n") == 1
     for cmd in ("install", "uninstall", "pre-commit"):
         assert cli("guard", cmd, "--help").code == 0
+
+
+def _hook(world: World, *env_pairs: tuple[str, str], who: str | None = None) -> Any:
+    """The hook's own command, as git runs it (``python -m broker guard pre-commit``)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "GIT_"))}
+    path = [SOURCE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    full.update(BROKER_HOME=str(world.home), HOME=str(world.home), GIT_CONFIG_NOSYSTEM="1")
+    full["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in path)
+    full.update({"BROKER_SPACE": world.space, **(world.ids[who] if who else {}), **dict(env_pairs)})
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "guard", "pre-commit", "--repo", str(world.repo)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+    )
+
+
+def _stage_raw(world: World, *names: bytes) -> None:
+    for name in names:
+        path = os.path.join(os.fsencode(world.repo), name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"1\n")
+    assert world.git("add", "-A").returncode == 0
+
+
+def test_S37_guard_override_is_honoured_before_anything_else(world: World) -> None:
+    """BROKER_GUARD=off lets the commit through even when nothing can be
+    checked (no identity, no operator key, a name the broker cannot take)."""
+    _stage_raw(world, b"nl\nname.txt", b"src/\x1b]0;owned\x07.py")
+    world.reserve("lynx", "src/**")
+    key = world.home / "broker.db.operator-key"
+    hidden = key.with_name("elsewhere")
+    key.rename(hidden)  # a committer without the operator key
+    try:
+        r = _hook(world, ("BROKER_GUARD", "off"))
+        assert r.returncode == 0, r.stderr
+        assert "commit allowed" in r.stderr and "NOT logged" in r.stderr
+        assert "Traceback" not in r.stderr
+    finally:
+        hidden.rename(key)
+    r = _hook(world, ("BROKER_GUARD", "OFF"), who="otter")
+    assert r.returncode == 0 and "override posted" in r.stderr, r.stderr
+    board = world.cli("board", "view", world.space, "--json").lines()
+    [post] = [e for e in board if e["kind"] == "post"]
+    assert post["sender"] == "otter" and "lynx" in post["body"]
+    assert "src/\\x1b]0;owned\\x07.py (added)" in post["body"]  # escaped in the post too
+    assert world.commit("otter", "override", env={"BROKER_GUARD": "off"}).returncode == 0
+
+
+def test_S37_guard_checks_names_with_control_characters_and_prints_them_escaped(
+    world: World,
+) -> None:
+    """A file name is bytes: control characters and bytes that are not UTF-8
+    are checked like any name (src/** covers them: no name slips past the
+    guard) and never reach the terminal raw (S31)."""
+    world.reserve("lynx", "src/**")
+    # U+009B (a one-byte CSI) is b"\xc2\x9b" in UTF-8; b"\xff\xfe" is not UTF-8.
+    _stage_raw(world, b"src/nl\nname.py", b"src/\x1b[2Jcls\xc2\x9b.py", b"src/\xff\xfe.py")
+    r = _hook(world, who="otter")
+    assert r.returncode == 5, r.stderr
+    assert "src/nl\\nname.py (added)" in r.stderr
+    assert "src/\\x1b[2Jcls\\x9b.py (added)" in r.stderr
+    assert "src/\\xff\\xfe.py (added)" in r.stderr
+    assert "\x1b" not in r.stderr and "\x9b" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 5  # the header, three paths, the error line
+    # Through git: refused; the holder commits; an unreserved odd name passes.
+    before = world.head()
+    assert world.commit("otter", "odd names").returncode != 0 and world.head() == before
+    assert world.commit("lynx", "odd names").returncode == 0
+    _stage_raw(world, b"nl\nname.txt")
+    r = _hook(world, who="otter")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert world.commit("otter", "an unreserved odd name").returncode == 0
+
+
+def test_S37_guard_without_an_identity_or_the_operator_key_says_how_to_set_up_or_bypass(
+    world: World,
+) -> None:
+    world.write("README", "human edit\n")
+    world.git("add", "-A")
+    key = world.home / "broker.db.operator-key"
+    hidden = key.with_name("elsewhere")
+    key.rename(hidden)
+    try:
+        r = _hook(world)
+    finally:
+        hidden.rename(key)
+    assert r.returncode == 4 and r.stdout == ""
+    assert r.stderr.startswith("broker: auth_failed: the guard has no identity")
+    for hint in ("BROKER_AS", "BROKER_TOKEN", "BROKER_OPERATOR_KEY", "BROKER_GUARD=off"):
+        assert hint in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

@@ -40,10 +40,8 @@ def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
     cases: list[tuple[Callable[[], object], str]] = [
         (lambda: lynx.reserve(f"src/a{bad}b.py"), "pattern"),
         (lambda: lynx.reserve("src/**", reason=f"why{bad}not"), "reason"),
-        (lambda: lynx.check_paths([f"src/a{bad}b.py"]), "path"),
         (lambda: lynx.claim(owner=f"worker{bad}1"), "owner"),
         (lambda: op.release_reservation(space, 1, reason=f"x{bad}"), "reason"),
-        (lambda: op.check_paths(space, [f"a{bad}"]), "path"),
     ]
     for field in ("agent", "run_id", "step", "parent", "role", "task"):
         cases.append(
@@ -57,6 +55,27 @@ def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
         assert (err.code, err.exit_code, err.fields["field"]) == ("invalid_input", 2, field)
         assert bad not in err.message, "the refusal escapes what it names (S31)"
     assert written(store) == before
+
+
+@pytest.mark.parametrize("bad", CONTROLS)
+def test_S37_a_path_to_check_may_hold_control_characters_and_is_matched_like_any_name(
+    bad: str, join: Callable[..., Agent], store: Store, space: str
+) -> None:
+    """A path is only matched, never stored: a file name may hold control
+    characters, and a reservation covers them (the git guard cannot be slipped
+    past with a name). NUL and lone surrogates are still refused."""
+    lynx, otter = join("lynx"), join("otter")
+    lynx.reserve("src/**")
+    name = f"src/a{bad}b.py"
+    [check] = otter.check_paths([name])
+    assert (check.path, check.blocked, [r.holder for r in check.held_by]) == (name, True, ["lynx"])
+    [free] = Operator(store).check_paths(space, [f"a{bad}b"])
+    assert (free.path, free.blocked, free.held_by) == (f"a{bad}b", False, [])
+    with pytest.raises(errors.InvalidInput) as exc:
+        otter.check_paths(["src/a\0b"])
+    assert exc.value.fields["field"] == "path"
+    with pytest.raises(errors.InvalidInput):  # refused at the API's edge (broker.apicheck)
+        otter.check_paths(["src/a\udc80b"])
 
 
 def test_S33_globs_refuse_every_c1_control_and_accept_printable_latin1() -> None:

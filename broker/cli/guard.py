@@ -7,12 +7,20 @@ changes (added, modified, deleted, and both sides of a rename) and asks the
 broker who holds what covers them (``Agent.check_paths``, or the operator's
 check when the committer has no identity): a path held exclusively by someone
 other than the committing agent refuses the commit, naming holder, pattern and
-expiry.
+expiry. Every name is checked, whatever it holds: a control character in a
+file name is matched like any other (``src/**`` covers ``src/a\nb.py``), a
+byte that is not UTF-8 as U+FFFD; names are escaped when printed (S31).
 
-``BROKER_GUARD=off`` lets the commit through, and the override is logged in
-the space's log as a board post by the committing agent (what it would have
-refused, or that nothing was), so the others see it; without an identity it
-cannot be posted and the hook says so on stderr.
+Without an agent identity the check is the operator's, which needs the
+operator key: a committer with neither is told how to set one up, or to skip
+the check (exit 4). Failing open would let any commit through the moment the
+hook's environment is wrong, so it does not.
+
+``BROKER_GUARD=off`` is read first and always lets the commit through, even
+when nothing could be checked; the override is logged in the space's log as a
+board post by the committing agent (what it would have refused, or that
+nothing was), so the others see it. When it cannot be posted (no identity, a
+broker error) the hook says why on stderr.
 
 A pre-commit hook that is not ours is never overwritten silently: ``install``
 refuses, and with ``--force`` keeps it as ``pre-commit.pre-broker`` and runs it
@@ -39,11 +47,13 @@ from broker.cli._common import (
     json_option,
     main,
     operator,
+    server,
 )
 from broker.cli._output import safe
 
 if TYPE_CHECKING:
     from broker.client import Agent
+    from broker.records import PathCheck
 
 MARKER = "# broker guard hook"
 CHAINED = "pre-commit.pre-broker"
@@ -172,11 +182,27 @@ def uninstall(repo: Path, as_json: bool) -> None:
         click.echo(text)
 
 
+def _staged_raw(repo: Path) -> str:
+    """``git diff --cached --name-status -z``, names decoded as UTF-8 with the
+    bytes that are not kept as lone surrogates (``surrogateescape``): a file
+    name is bytes, and no name may crash the hook."""
+    args = ("diff", "--cached", "--name-status", "-z", "-M", "--no-ext-diff")
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
+    except FileNotFoundError:
+        raise errors.InvalidInput("git is not installed (or not on PATH)") from None
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise errors.InvalidInput(
+            f"{repo}: git diff failed: {why[-1] if why else done.returncode}", field="repo"
+        )
+    return done.stdout.decode("utf-8", "surrogateescape")
+
+
 def staged(repo: Path) -> list[tuple[str, str]]:
     """(path, change) of every staged change: added, modified, deleted, and both
     sides of a rename (the old path is deleted, the new one added)."""
-    raw = _git(repo, "diff", "--cached", "--name-status", "-z", "-M", "--no-ext-diff")
-    fields = raw.split("\0")
+    fields = _staged_raw(repo).split("\0")
     out: list[tuple[str, str]] = []
     i = 0
     while i < len(fields) and fields[i]:
@@ -195,6 +221,22 @@ def staged(repo: Path) -> list[tuple[str, str]]:
     return out
 
 
+def checked_name(path: str) -> str:
+    """The path as the broker checks it: a byte that is not UTF-8 (kept as a
+    lone surrogate) becomes U+FFFD, which every wildcard matches as it would
+    the byte (no pattern can name either). Control characters stay: a
+    reservation covers ``src/a\\nb.py`` like any other name (S37)."""
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in path)
+
+
+NO_IDENTITY = (
+    "the guard has no identity to check the staged paths with: set BROKER_AS and "
+    "BROKER_TOKEN to the committing agent's (`broker join` prints its token), or give the "
+    "operator key (BROKER_OPERATOR_KEY, or the store's key file); or commit with "
+    "BROKER_GUARD=off to skip the check"
+)
+
+
 @guard.command("pre-commit")
 @repo_option
 @click.option("--default-space", metavar="RUN_ID", help="Used when BROKER_SPACE is unset.")
@@ -209,37 +251,28 @@ def pre_commit(
     as_json: bool,
 ) -> None:
     """Check the staged changes (what the hook runs). Exit 5 (conflict) when a
-    staged path is held exclusively by someone else; BROKER_GUARD=off lets the
-    commit through and posts the override on the board. --json: one line per
-    staged path (what `board check --json` prints)."""
+    staged path is held exclusively by someone else. Without an agent identity
+    the check is the operator's (it needs the operator key; without it: exit
+    4, saying how to configure or bypass). BROKER_GUARD=off is honoured before
+    anything else: the commit goes through, and the override is posted on the
+    board when it can be. --json: one line per staged path (what `board check
+    --json` prints)."""
     space = space or default_space
+    if os.environ.get("BROKER_GUARD", "").strip().lower() == "off":
+        _override(repo, space, as_, token)
+        return
     changes = staged(repo)
     if not space:
         click.echo("broker guard: no BROKER_SPACE: nothing checked", err=True)
         return
     if not changes:
         return
-    me = agent(space, as_, token) if (as_ and token) else None
-    by_path = dict(changes)
-    paths = list(by_path)
-    checks = me.check_paths(paths) if me is not None else operator().check_paths(space, paths)
-    blocked = [c for c in checks if c.blocked]
+    me, checks, shown = _check(space, as_, token, changes)
     if as_json:
         emit_json_lines(checks)
-    lines = []
-    for c in blocked:
-        for r in c.held_by:
-            if r.mode == "exclusive" and r.holder != (me.address if me else None):
-                why = f": {r.reason}" if r.reason else ""
-                lines.append(
-                    f"  {safe(c.path)} ({safe(by_path[c.path])}): {safe(r.pattern)!r} held "
-                    f"exclusively by {safe(r.holder)} until {r.expires_at} "
-                    f"(fence {r.fence}){safe(why)}"
-                )
-    if os.environ.get("BROKER_GUARD", "").lower() == "off":
-        _override(me, len(paths), lines)
-        return
-    if blocked:
+    lines = _refusals(me, checks, shown)
+    if lines:
+        blocked = [c.path for c in checks if c.blocked]
         click.echo(
             f"broker guard: commit refused: {len(blocked)} staged path(s) reserved by "
             "someone else:\n" + "\n".join(lines),
@@ -248,30 +281,82 @@ def pre_commit(
         raise errors.Conflict(
             "wait for the reservations to end, ask their holders, or commit with "
             "BROKER_GUARD=off (the override is posted on the board)",
-            paths=[c.path for c in blocked],
+            paths=blocked,
         )
 
 
-def _override(me: Agent | None, n: int, lines: list[str]) -> None:
-    """Post the override on the board (the log), so the holders see it."""
-    what = (
-        "it would have refused:\n" + "\n".join(lines)
-        if lines
-        else "no staged path was reserved by anyone else"
-    )
-    text = f"guard override (BROKER_GUARD=off): committed {n} staged path(s); {what}"
-    if me is None:
+def _check(
+    space: str, as_: str | None, token: str | None, changes: list[tuple[str, str]]
+) -> tuple[Agent | None, list[PathCheck], dict[str, tuple[str, str]]]:
+    """Ask the broker about the staged paths: as the committing agent, else as
+    the operator. ``shown`` maps each checked path to (its name, its change)."""
+    shown: dict[str, tuple[str, str]] = {}
+    for path, change in changes:
+        name = checked_name(path)
+        if name in shown:  # two names that differ only in bytes that are not UTF-8
+            change = f"{shown[name][1]}; {change}"
+        # A byte that is not UTF-8 is shown escaped, as \xff (never raw, S31).
+        raw = "".join(
+            f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in path
+        )
+        shown[name] = (raw, change)
+    paths = list(shown)
+    me = agent(space, as_, token) if token and (as_ or server() is not None) else None
+    if me is not None:
+        return me, me.check_paths(paths), shown
+    try:
+        return None, operator().check_paths(space, paths), shown
+    except errors.AuthError:
+        raise errors.AuthError(NO_IDENTITY) from None
+
+
+def _refusals(
+    me: Agent | None, checks: list[PathCheck], shown: dict[str, tuple[str, str]]
+) -> list[str]:
+    """One line per blocked path and exclusive holder, every name escaped (S31)."""
+    lines = []
+    for c in checks:
+        if not c.blocked:
+            continue
+        name, change = shown.get(c.path, (c.path, "changed"))
+        for r in c.held_by:
+            if r.mode == "exclusive" and r.holder != (me.address if me else None):
+                why = f": {r.reason}" if r.reason else ""
+                lines.append(
+                    f"  {safe(name)} ({safe(change)}): {safe(r.pattern)!r} held "
+                    f"exclusively by {safe(r.holder)} until {r.expires_at} "
+                    f"(fence {r.fence}){safe(why)}"
+                )
+    return lines
+
+
+def _override(repo: Path, space: str | None, as_: str | None, token: str | None) -> None:
+    """BROKER_GUARD=off: the commit goes through whatever happens here. The
+    override is posted on the board (the log) as the committer, with what the
+    guard would have refused, so the holders see it; anything that stops the
+    post (no identity, a broker or git error) is said on stderr, never fatal."""
+    try:
+        if not space:
+            raise errors.InvalidInput("no BROKER_SPACE")
+        if not (token and (as_ or server() is not None)):
+            raise errors.AuthError("no BROKER_AS/BROKER_TOKEN to post it as")
+        changes = staged(repo)
+        me, checks, shown = _check(space, as_, token, changes) if changes else (None, [], {})
+        me = me or agent(space, as_, token)
+        lines = _refusals(me, checks, shown)
+        what = (
+            "it would have refused:\n" + "\n".join(lines)
+            if lines
+            else "no staged path was reserved by anyone else"
+        )
+        n = len(changes)
+        result = me.post(f"guard override (BROKER_GUARD=off): committed {n} staged path(s); {what}")
+    except Exception as exc:  # noqa: BLE001 - nothing may block an override, not even a bug
+        why = exc.message if isinstance(exc, errors.BrokerError) else repr(exc)
         click.echo(
             "broker guard: BROKER_GUARD=off: commit allowed; the override is NOT logged "
-            "(no BROKER_AS/BROKER_TOKEN to post it as)",
+            f"({safe(why)})",
             err=True,
-        )
-        return
-    try:
-        result = me.post(text)
-    except errors.BrokerError as exc:
-        click.echo(
-            f"broker guard: BROKER_GUARD=off: the override could not be posted: {exc}", err=True
         )
         return
     click.echo(

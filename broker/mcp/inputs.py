@@ -80,7 +80,7 @@ class KeyRenewInput(_In):
     ttl: Ttl = 300.0
 
 
-PathText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
 
 
 class ReserveInput(_In):

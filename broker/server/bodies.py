@@ -211,7 +211,7 @@ class KeyRenewBody(KeyReleaseBody):
 
 
 # --- path reservations (S37): the library checks each pattern and path itself ------------
-PathText = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
 
 
 class ReserveBody(_Body):
