@@ -7,8 +7,9 @@ read or written. A violation is ``InvalidInput`` naming the field; ``nan``,
 comparison or a ``timedelta`` (where they would spin, overflow or raise a
 ``TypeError`` traceback).
 
-Text that names or labels something (a pattern, a path, a reason, a lease
-owner, a participant's agent/role/step/task) goes through ``label``: one line
+Text that names or labels something (a reason, a lease owner, a
+participant's agent/role/step/task; path patterns have the same rule in
+``broker.globs``) goes through ``label``: one line
 of printable text, so no C0 control, DEL or C1 control (U+0080-U+009F: 0x9b
 is a one-byte CSI to a terminal, 0x85 a line break) is ever stored in it.
 Bodies and evidence keep theirs (they are escaped on display, S31).

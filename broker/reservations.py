@@ -270,12 +270,12 @@ def release_as_operator(
         at = store.now_ts()
         r = t.one(_ROW, {"space_id": space_id, "token": token})
         if r is None or r["ended_at_utc"] is not None or r["lease_expires_at"] <= at:
-            why = (
+            problem = (
                 "no reservation has that fence"
                 if r is None
                 else f"{r['holder']}'s reservation of {r['pattern']!r} has ended or expired"
             )
-            raise errors.LeaseLost(f"cannot release fence {token}: {why}", fence=token)
+            raise errors.LeaseLost(f"cannot release fence {token}: {problem}", fence=token)
         holder, pattern, expires = r["holder"], r["pattern"], r["lease_expires_at"]
         holds.end_reservation(t, space_id, token, at)
         key = journal_key(pattern)

@@ -287,3 +287,6 @@ def test_S37_guard_without_an_identity_or_the_operator_key_says_how_to_set_up_or
     for hint in ("BROKER_AS", "BROKER_TOKEN", "BROKER_OPERATOR_KEY", "BROKER_GUARD=off"):
         assert hint in r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    r = _hook(world, ("BROKER_AS", "otter"), ("BROKER_TOKEN", "not-otters-token"))
+    assert r.returncode == 4 and r.stderr.startswith("broker: auth_failed: ")
+    assert "BROKER_GUARD=off" in r.stderr and r.stderr.count("\n") == 1

@@ -8,7 +8,7 @@ broker who holds what covers them (``Agent.check_paths``, or the operator's
 check when the committer has no identity): a path held exclusively by someone
 other than the committing agent refuses the commit, naming holder, pattern and
 expiry. Every name is checked, whatever it holds: a control character in a
-file name is matched like any other (``src/**`` covers ``src/a\nb.py``), a
+file name is matched like any other (``src/**`` covers ``src/a\\nb.py``), a
 byte that is not UTF-8 as U+FFFD; names are escaped when printed (S31).
 
 Without an agent identity the check is the operator's, which needs the
@@ -229,6 +229,7 @@ def checked_name(path: str) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in path)
 
 
+BYPASS = "fix that, or commit with BROKER_GUARD=off to skip the check"
 NO_IDENTITY = (
     "the guard has no identity to check the staged paths with: set BROKER_AS and "
     "BROKER_TOKEN to the committing agent's (`broker join` prints its token), or give the "
@@ -267,7 +268,13 @@ def pre_commit(
         return
     if not changes:
         return
-    me, checks, shown = _check(space, as_, token, changes)
+    try:
+        me, checks, shown = _check(space, as_, token, changes)
+    except errors.BrokerError as exc:  # say how to get past it: the commit waits on this
+        if exc.message != NO_IDENTITY:
+            exc.message = f"{exc.message} (the guard could not check the staged paths: {BYPASS})"
+            exc.args = (exc.message,)
+        raise
     if as_json:
         emit_json_lines(checks)
     lines = _refusals(me, checks, shown)

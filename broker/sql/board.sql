@@ -1,5 +1,6 @@
 -- The board (broker.board, broker.claims, S21-S24). Every write of
--- `board_claims` and `claim_journal` runs through broker.holds, their one writer. Posts, directives and retractions are log rows (written by
+-- `board_claims` and `claim_journal` runs through broker.holds, their one
+-- writer. Posts, directives and retractions are log rows (written by
 -- broker.messages); the board reads them.
 
 -- name: read_kind
