@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-HEAD = "0012"
+HEAD = "0013"
 _PACKAGE = Path(__file__).resolve().parent
 
 
