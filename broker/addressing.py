@@ -10,11 +10,17 @@ index and stays. An agentiflow's lead has the address ``lead``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Literal
 
 from broker.errors import InvalidInput
 from broker.record_type import record
 
+# The words of the ``to`` forms that are not addresses (S3, S6, S29): no run can
+# take one as its address, in any case or width ("Operator", "ＬＥＡＤ"), so a
+# person reading a log never mistakes a run for the operator. ``lead`` is held
+# only through the lead flag. One definition: the join and the importer both
+# ask ``reads_reserved``.
 RESERVED = frozenset({"operator", "broadcast", "parent", "lead"})
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(#[0-9]+)?$")
 _ATTEMPT = re.compile(r"@[0-9]+")
@@ -53,11 +59,24 @@ def address_of(codename: str, *, lead: bool = False, agentiflow: bool = False) -
                 "an optional #N unit index and @N retry attempt, joined by '>'"
             )
     address = ">".join(parts)
-    if address in RESERVED:
+    if reads_reserved(address):
         raise InvalidInput(f"address {address!r} is reserved and cannot be taken by a run")
     if len(address) > 200:
         raise InvalidInput("address is longer than 200 characters")
     return address
+
+
+def normal_address(address: str) -> str:
+    """An address as a person reads it: width and case folded, invisible
+    characters and surrounding space dropped ("Ｏperator\u200b" reads "operator")."""
+    text = unicodedata.normalize("NFKC", address)
+    text = "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Cc"))
+    return text.strip().casefold()
+
+
+def reads_reserved(address: str) -> bool:
+    """Whether ``address`` reads as one of the reserved words (``RESERVED``)."""
+    return normal_address(address) in RESERVED
 
 
 def is_address(text: str) -> bool:
@@ -70,7 +89,7 @@ def is_address(text: str) -> bool:
         return True
     return (
         0 < len(text) <= 200
-        and text not in RESERVED
+        and not reads_reserved(text)
         and all(_SEGMENT.match(part) for part in text.split(">"))
     )
 

@@ -17,7 +17,6 @@ import calendar
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -47,8 +46,6 @@ SPACE_ID = re.compile(r"[a-z0-9_]{1,40}")
 # A raw line that may hold a surrogate escape (\ud800-\udfff): only such lines
 # need the slower walk over their strings.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
-# Addresses no participant may hold: the operator's and the broker's own forms.
-RESERVED_ADDRESSES = frozenset({"operator", "broadcast", "parent"})
 MAX_ADDRESS = 200
 MAX_TO = 400
 
@@ -106,12 +103,7 @@ def _surrogate_in(value: Any, path: str = "") -> str | None:
     return None
 
 
-def normal_address(address: str) -> str:
-    """An address as a person reads it: width and case folded, invisible
-    characters and surrounding space dropped ("Ｏperator\u200b" reads "operator")."""
-    text = unicodedata.normalize("NFKC", address)
-    text = "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Cc"))
-    return text.strip().casefold()
+normal_address = addressing.normal_address  # the mail importer reads From with it
 
 
 # --- one checker per field type -------------------------------------------------------
@@ -298,8 +290,9 @@ def _form_problem(form: str) -> str | None:
 
 
 def check_participant_address(address: str) -> None:
-    """No participant may hold the operator's (or the broker's own) address (S29)."""
-    if normal_address(address) in RESERVED_ADDRESSES:
+    """No participant may hold an address that reads as a reserved word (S3,
+    S29), as no join can make one; ``lead`` itself is the lead's (S3)."""
+    if address != "lead" and addressing.reads_reserved(address):
         raise BadLine(f"address {address!r} is reserved: no participant can hold it")
 
 
