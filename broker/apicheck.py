@@ -3,10 +3,14 @@ handles (``Agent``, ``Operator`` and their mixins) checks its arguments
 against its own annotations before anything runs, so a wrong type is
 ``invalid_input`` naming the parameter, never a ``TypeError`` from deep inside.
 
-Text must be valid UTF-8 (no lone surrogates), whole numbers fit SQLite's
-64 bits, other numbers are finite. Annotations this module does not know
-(records, ``Any``, callables) are left to the method. The hints of a method
-are resolved once, on its first call.
+Text must be valid UTF-8 (no lone surrogates) without NUL (which PostgreSQL
+cannot store: both backends give the same answer), whole numbers fit SQLite's
+64 bits, other numbers are finite; a bool is not a number and a number is not
+a bool. Text inside a mapping argument, an ``Any`` one and the ``**kwargs``
+catch-alls (join fields, space settings) is checked the same way, by the
+keyword's name. Annotations this module does not know (records, callables)
+are left to the method. The hints of a method are resolved once, on its
+first call.
 """
 
 from __future__ import annotations
@@ -20,44 +24,79 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from broker import errors
+from broker.bounds import text_problem
 
 C = TypeVar("C", bound=type)
 _UNCHECKED = object()
 _INT64 = 2**63
 
 
-def _text_ok(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+_DEPTH = 8  # how deep text inside nested lists and mappings is looked at
+
+
+def _text_inside(value: Any, depth: int = 0) -> str | None:
+    """Why text somewhere inside ``value`` (a mapping's keys and values, a
+    list's items) could not be stored, or None. Records and other objects are
+    the method's own business."""
+    if isinstance(value, str):
+        return text_problem(value)
+    if depth >= _DEPTH:
+        return None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            why = _text_inside(k, depth + 1) or _text_inside(v, depth + 1)
+            if why is not None:
+                return why
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            why = _text_inside(v, depth + 1)
+            if why is not None:
+                return why
+    return None
+
+
+def _kind_fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the kind ``hint`` is about (text for ``str``, a
+    number for ``int``...): a union's refusal is the one of the option the
+    value was meant for (``[1, 5]`` for ``str | list[str]`` is a list whose
+    item is wrong, not "text, not list")."""
+    origin = typing.get_origin(hint) or hint
+    if origin is bool:
+        return isinstance(value, bool)
+    if origin in (int, float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin in (list, tuple, set, frozenset, Iterable, Sequence):
+        return isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
+    if origin in (dict, Mapping):
+        return isinstance(value, Mapping)
+    return isinstance(origin, type) and isinstance(value, origin)
 
 
 def _problem(value: Any, hint: Any) -> str | None:  # noqa: PLR0911, PLR0912 - one case per kind of hint
     """Why ``value`` does not fit ``hint`` (None when it fits or cannot be told)."""
-    if hint is Any or hint is object or hint is _UNCHECKED:
+    if hint is _UNCHECKED:
         return None
+    if hint is Any or hint is object:
+        return _text_inside(value)
     if hint is str:  # the usual hint first: no typing introspection for it
         if not isinstance(value, str):
             return f"text, not {type(value).__name__}"
-        return None if _text_ok(value) else "text without lone surrogates"
+        return text_problem(value)
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
+        options = [o for o in typing.get_args(hint) if o is not type(None)]
+        if value is None and len(options) < len(typing.get_args(hint)):
             return None
-        found = [_problem(value, o) for o in options if o is not type(None)]
-        return None if any(p is None for p in found) else (found[0] if found else "not None")
+        found = [(_problem(value, o), o) for o in options]
+        if any(p is None for p, _ in found):
+            return None
+        meant = [p for p, o in found if _kind_fits(value, o)]
+        return (meant or [p for p, _ in found] or ["not None"])[0]
     if origin is typing.Literal:
         allowed = typing.get_args(hint)
         return None if value in allowed else f"one of {', '.join(map(str, allowed))}"
     if hint is type(None):
         return None if value is None else "None"
-    if hint is str:
-        if not isinstance(value, str):
-            return f"text, not {type(value).__name__}"
-        return None if _text_ok(value) else "text without lone surrogates"
     if hint is bool:
         return None if isinstance(value, bool) else f"true or false, not {type(value).__name__}"
     if hint is int:
@@ -71,17 +110,30 @@ def _problem(value: Any, hint: Any) -> str | None:  # noqa: PLR0911, PLR0912 - o
     if origin in (list, tuple, set, frozenset, Iterable, Sequence) and origin is not None:
         if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
             return f"a list, not {type(value).__name__}"
+        if origin in (list, tuple, Sequence) and not isinstance(value, Sequence):
+            # A set has no order and an iterator is read once: "a list" is what is meant.
+            return f"a list, not {type(value).__name__}"
         args = typing.get_args(hint)
         item = args[0] if args and args[-1] is not Ellipsis or len(args) == 2 else Any
         if isinstance(value, Iterable) and not isinstance(value, list | tuple | set | frozenset):
             return None  # a one-shot iterator: the method reads it once, checking its items
-        for v in value:
+        if typing.get_origin(item) in (dict, Mapping):
+            # A batch's items (send_many): each is checked by the method, which
+            # names the item it refuses (S33); only their kind is checked here.
+            item = Mapping
+        for n, v in enumerate(value):
             why = _problem(v, item)
             if why is not None:
-                return f"a list of items that are {why}"
+                return f"item {n} should be {why}"
         return None
-    if origin in (dict, Mapping):
+    if hint is Mapping:
         return None if isinstance(value, Mapping) else f"a mapping, not {type(value).__name__}"
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            return f"a mapping, not {type(value).__name__}"
+        return _text_inside(value)
+    if isinstance(value, str):  # a path given as text, a Literal's alias...
+        return text_problem(value)
     return None  # a record, a callable, a path: the method's own business
 
 
@@ -104,10 +156,20 @@ class _Plan:
     """A method's parameters as the wrapper checks them, worked out on its first
     call: which names a call may pass by position or by keyword, which must be
     given, and the hint of each checked one (``self``, ``cls``, ``tx`` and the
-    ``*args`` / ``**kwargs`` catch-alls are not checked: settings and fields are
-    checked by name, with their bounds, inside)."""
+    ``*args`` / ``**kwargs`` catch-alls have no hint: the types and bounds of
+    settings and fields are checked inside, by strict models, and their text
+    here, by name, ``_check_extra``)."""
 
-    __slots__ = ("by_keyword", "checks", "positional", "required", "sig", "simple", "var_keyword")
+    __slots__ = (
+        "by_keyword",
+        "checks",
+        "positional",
+        "required",
+        "sig",
+        "simple",
+        "var_keyword",
+        "var_name",
+    )
 
     def __init__(self, sig: inspect.Signature, hints: dict[str, Any]) -> None:
         self.sig = sig
@@ -125,6 +187,7 @@ class _Plan:
             if p.default is p.empty and p.kind not in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD)
         }
         self.var_keyword = any(p.kind is kind.VAR_KEYWORD for p in params)
+        self.var_name = next((p.name for p in params if p.kind is kind.VAR_KEYWORD), None)
         self.checks = {
             p.name: hints.get(p.name, _UNCHECKED)
             for p in params
@@ -191,6 +254,8 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name, value in given.items():
             hint = checks.get(name, _UNCHECKED)
             if hint is _UNCHECKED:
+                if plan.var_keyword and name not in checks:
+                    _check_extra(name, value, plan.var_name)
                 continue
             why = _problem(value, hint)
             if why is not None:
@@ -198,6 +263,21 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     return wrapper
+
+
+def _check_extra(name: str, value: Any, var_name: str | None) -> None:
+    """A ``**kwargs`` argument (a join field, a space setting): its types and
+    bounds are the method's (strict models), its text is checked here, by the
+    keyword's own name. ``Signature.bind`` hands them over as one mapping."""
+    extra = value.items() if name == var_name and isinstance(value, dict) else [(name, value)]
+    for key, v in extra:
+        why = text_problem(key)
+        if why is not None:  # the keyword itself cannot be named: the catch-all is
+            where = var_name or "kwargs"
+            raise errors.InvalidInput(f"bad keyword {_short(key)}: {why}", field=where)
+        why = _text_inside(v)
+        if why is not None:
+            raise errors.InvalidInput(f"bad {key} {_short(v)}: {why}", field=key)
 
 
 def _short(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""Numbers at the edge (S33): finite, of the right type, inside documented bounds.
+"""Numbers at the edge (S33): finite, of the right type, inside documented bounds
+(and the texts and times that go with them).
 
 Every duration and count an agent or the operator passes to the queue, the
 turns, the board or the directory goes through one of these before anything is
@@ -18,6 +19,7 @@ Bodies and evidence keep theirs (they are escaped on display, S31).
 from __future__ import annotations
 
 import math
+import re
 
 from broker import errors
 
@@ -60,18 +62,34 @@ def count(value: object, field: str, *, low: int = 1, top: int) -> int:
     return value
 
 
+def text_flaw(value: str) -> str | None:
+    """What makes ``value`` text that cannot be stored on both backends (S33),
+    or None: a lone surrogate is not UTF-8, and PostgreSQL's text holds no NUL
+    (SQLite's does: refusing it on both gives one answer everywhere)."""
+    if "\x00" in value:
+        return "a NUL (U+0000) character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate"
+    return None
+
+
+def text_problem(value: str) -> str | None:
+    """What text ``value`` should be, when it is not text that can be stored."""
+    flaw = text_flaw(value)
+    return None if flaw is None else f"text without {flaw}"
+
+
 def text(value: object, field: str, top: int) -> str:
-    """Text of at most ``top`` characters that encodes to UTF-8 (no lone surrogate)."""
+    """Text of at most ``top`` characters that can be stored (``text_problem``)."""
     if not isinstance(value, str):
         raise errors.InvalidInput(f"bad {field} {value!r}: text is needed", field=field)
     if len(value) > top:
         raise errors.InvalidInput(f"{field} is {len(value)} characters; at most {top}", field=field)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise errors.InvalidInput(
-            f"{field} is not valid text (a lone surrogate)", field=field
-        ) from None
+    flaw = text_flaw(value)
+    if flaw is not None:
+        raise errors.InvalidInput(f"{field} is not valid text ({flaw})", field=field)
     return value
 
 
@@ -93,3 +111,30 @@ def label(value: object, field: str, top: int) -> str:
             f"bad {field} {value[:80]!r}: it holds the control character {bad!r}", field=field
         )
     return value
+
+# An ISO-8601 time as the library's ``since`` filters take it: a date, or a date
+# and time (seconds and up to 6 decimals optional), in UTC (``Z`` or none) or
+# with an offset.
+_ISO_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?"
+)
+
+
+def utc_time(value: str, field: str = "since") -> str:
+    """An ISO-8601 time (``2026-11-30``, ``2026-11-30T03:52:00Z``, with an
+    offset or none: UTC) as the store writes times, ``2026-11-30T03:52:00.000000Z``,
+    so it compares with them as text. Anything else is ``invalid_input``
+    naming ``field``: "garbage" is not a time that matches nothing."""
+    from datetime import UTC, datetime
+
+    text = value.strip()
+    how = "an ISO-8601 UTC time like 2026-11-30T03:52:00Z"
+    if not _ISO_TIME.fullmatch(text):
+        raise errors.InvalidInput(f"bad {field} {value!r}: {how}", field=field)
+    try:
+        moment = datetime.fromisoformat(text.replace(" ", "T").replace("Z", "+00:00"))
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise errors.InvalidInput(f"bad {field} {value!r}: not a real time", field=field) from None
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -135,6 +135,7 @@ class Operator(OperatorPaths, OperatorMail):
 
                 raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)
         by_id, by_seq = _cursor(after)
+        since = _since(since)
         if thread is not None:  # one indexed range of the log (S35), then the same filters
             from broker import threads
 
@@ -232,6 +233,7 @@ class Operator(OperatorPaths, OperatorMail):
         from broker.follow import follow_log
 
         by_id, by_seq = _cursor(after)
+        since = _since(since)
         for batch in follow_log(
             self.store,
             space,
@@ -426,3 +428,12 @@ def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
 
         raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq", field="after")
     return (None, after) if isinstance(after, int) else (after, None)
+
+
+def _since(since: str | None) -> str | None:
+    """A ``since`` filter as the store writes times (a time that is none is refused)."""
+    if since is None:
+        return None
+    from broker import bounds
+
+    return bounds.utc_time(since)

@@ -43,7 +43,7 @@ class AgentMail:
         tx: Tx | None = None,
     ) -> list[SearchHit]:
         """Full-text search of what this agent sent or received (S36), best first."""
-        from broker import search
+        from broker import bounds, search
 
         return search.agent_search(
             self.store,
@@ -52,7 +52,7 @@ class AgentMail:
             sender=sender,
             to=to,
             kinds=kinds,
-            since=since,
+            since=None if since is None else bounds.utc_time(since),
             limit=limit,
             tx=tx,
         )
@@ -97,8 +97,10 @@ class OperatorMail:
         limit: int = SEARCH_DEFAULT,
     ) -> list[SearchHit]:
         """Full-text search of one whole space (S36), best first, with snippets."""
-        from broker import search
+        from broker import bounds, search
 
+        if since is not None:
+            since = bounds.utc_time(since)
         return search.search(
             self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
         )

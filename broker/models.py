@@ -19,7 +19,7 @@ from pydantic import (
     ValidationError,
 )
 
-from broker.bounds import control_char
+from broker.bounds import control_char, text_flaw
 from broker.errors import InvalidInput
 from broker.settings import Limits
 from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
@@ -31,26 +31,43 @@ from broker.vocab import Status as Status
 from broker.vocab import TurnGroup as TurnGroup
 from broker.vocab import Via as Via
 
-Target = Annotated[str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True)]
+INT64_MAX = 2**63 - 1
 
 
 def _not_blank(text: str) -> str:
     if not text.strip():
         raise ValueError("message text is empty")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # S33: it could never be stored or printed
-        raise ValueError("message text is not valid text (a lone surrogate)") from None
+    flaw = text_flaw(text)
+    if flaw is not None:  # S33: it could never be stored (or not on every backend)
+        raise ValueError(f"message text is not valid text ({flaw})")
     return text
 
 
+def _storable(text: str) -> str:
+    flaw = text_flaw(text)
+    if flaw is not None:
+        raise ValueError(f"not valid text ({flaw})")
+    return text
+
+
+Target = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=400, strip_whitespace=True),
+    AfterValidator(_storable),
+]
 # A message body: kept exactly as given, but never empty or only white space.
 Body = Annotated[str, AfterValidator(_not_blank)]
+# An idempotency key: 1 to 200 characters that both backends can store.
+IdempotencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_storable)
+]
 
 
 class _In(BaseModel):
     # defer_build: schemas are built on first use, not at import (CLI start-up time).
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # strict (S33): a bool is not a number, text is not a number, a number is not
+    # a bool; nothing is coerced into what the caller did not say.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, strict=True)
 
 
 # --- inputs -----------------------------------------------------------------------
@@ -65,7 +82,7 @@ class SendInput(_In):
 
     to: list[Target] = Field(min_length=1, max_length=64)
     text: Body
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    idempotency_key: IdempotencyKey | None = None
     thread: ThreadName | None = None
     reply_to: MessageId | None = None
     importance: Importance = "normal"
@@ -77,7 +94,7 @@ class PostInput(_In):
 
     text: Body
     addressed_to: list[Target] = Field(default_factory=list, max_length=64)
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    idempotency_key: IdempotencyKey | None = None
 
 
 def _one_line(text: str) -> str:
@@ -104,7 +121,7 @@ class JoinInput(_In):
     lead: bool = False
     messaging: bool = True
     tools: list[str] | None = None
-    pid: int | None = None
+    pid: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = None
 
 
 class DirectiveInput(_In):
@@ -112,7 +129,7 @@ class DirectiveInput(_In):
 
     to: list[Target] = Field(min_length=1, max_length=64)
     text: Annotated[str, StringConstraints(min_length=1)]
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    idempotency_key: IdempotencyKey | None = None
 
 
 def validation_error(
@@ -154,7 +171,11 @@ class LimitsModel(BaseModel):
     limits in effect are the plain ``broker.settings.Limits``."""
 
     # nan and inf are refused outright: an infinite lease overflows a timestamp.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
+    # strict (S33): True is not 1 and "5" is not 5 (the CLI turns its KEY=VALUE
+    # text into numbers itself, broker.cli.space).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False, strict=True
+    )
 
     body_max_bytes: int = _bound(
         "body_max_bytes", "largest message body, UTF-8 bytes (1 to 1048576)"

@@ -8,9 +8,9 @@ invalid inputs.
 
 The plain checks take the input as the library is called with it (``str``,
 ``list`` of ``str``, ``bool``, ``None``). Anything else -- a number for the
-text, ``"yes"`` for a flag, a string with a lone surrogate in an address --
-is handed to the pydantic model, which coerces it or words the refusal
-exactly as it always has; pydantic is imported only then.
+text, ``"yes"`` for a flag, a string with a lone surrogate or a NUL in an
+address -- is handed to the pydantic model (strict: it coerces nothing), which
+words the refusal exactly as it always has; pydantic is imported only then.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from broker.bounds import text_flaw
 from broker.errors import InvalidInput
 from broker.record_type import record
 
@@ -158,9 +159,10 @@ def _text(data: dict[str, Any]) -> str:
         raise _Defer
     if not text.strip():
         raise InvalidInput("bad text: Value error, message text is empty", field="text")
-    if not _encodable(text):  # S33: it could never be stored or printed
+    flaw = text_flaw(text)
+    if flaw is not None:  # S33: it could never be stored (or not on every backend)
         raise InvalidInput(
-            "bad text: Value error, message text is not valid text (a lone surrogate)", field="text"
+            f"bad text: Value error, message text is not valid text ({flaw})", field="text"
         )
     return text
 
@@ -195,11 +197,9 @@ def _pattern(data: dict[str, Any], name: str, rx: re.Pattern[str], shown: str) -
 
 
 def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Text both backends store (no lone surrogate, no NUL); other text is
+    the pydantic model's to word."""
+    return text_flaw(text) is None
 
 
 def _by_model(model: str, data: dict[str, Any], plain: type[Any]) -> dict[str, Any]:

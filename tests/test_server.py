@@ -307,7 +307,9 @@ def test_S33_bad_input_is_422_or_413_never_500(srv: Server, store: Store) -> Non
         assert (r.status_code, r.json()["error"]) == (413, "body_too_large")
         for raw in [b"{", b"[]", b'{"to": "otter"}', b'{"to": [], "text": "x"}',
                     b'{"to": ["otter"], "text": "   "}', b'{"to": ["otter"], "text": 5}',
-                    b'{"to": ["otter"], "text": "\\ud800"}', b'"\\u0000"']:  # fmt: skip
+                    b'{"to": ["otter"], "text": "\\ud800"}', b'"\\u0000"',
+                    b'{"to": ["otter"], "text": "a\\u0000b"}',  # S33: NUL, on both backends
+                    b'{"to": ["otter"], "text": "hi", "ack_required": "yes"}']:  # fmt: skip
             r = c.post(send, content=raw, headers={"content-type": "application/json"})
             assert (r.status_code, r.json()["error"]) == (422, "invalid_input"), (raw, r.text)
         for body in [{"wait": -1}, {"wait": 1e9}, {"limit": 0}, {"lease": 0}, {"limit": "many"}]:

@@ -43,7 +43,7 @@ def test_S1_unknown_space_kind_is_refused(store: Store) -> None:
 
 
 def test_S1_space_settings_are_validated_and_stored(store: Store) -> None:
-    sp = spaces.create(store, "session", settings={"inbox_cap": "512", "log_max_mb": 1.5})
+    sp = spaces.create(store, "session", settings={"inbox_cap": 512, "log_max_mb": 1.5})
     assert sp.settings == {"inbox_cap": 512, "log_max_mb": 1.5}
     assert spaces.get(store, sp.id).settings == {"inbox_cap": 512, "log_max_mb": 1.5}
     with pytest.raises(errors.InvalidInput, match="inbox_cap"):

@@ -41,8 +41,21 @@ def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
             raise errors.InvalidInput(
                 f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="settings"
             )
-        out[key.strip()] = value.strip()
+        out[key.strip()] = _setting_value(key.strip(), value.strip())
     return out
+
+
+def _setting_value(key: str, text: str) -> object:
+    """A KEY=VALUE setting's number, read as the setting's type (a whole number
+    for the int settings, else a decimal): the library takes numbers, never
+    text (S33). Text that is no such number is passed on for the library to
+    refuse, naming the setting."""
+    from broker.settings import INT_SETTINGS
+
+    try:
+        return int(text) if key in INT_SETTINGS else float(text)
+    except ValueError:
+        return text
 
 
 @space.command("create")

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from broker import addressing, errors
+from broker.bounds import text_flaw
 from broker.export.lines import (
     ADDRESS,
     BOOL,
@@ -43,9 +44,10 @@ TIME_RE = re.compile(
 )
 ID_RE = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 SPACE_ID = re.compile(r"[a-z0-9_]{1,40}")
-# A raw line that may hold a surrogate escape (\ud800-\udfff): only such lines
-# need the slower walk over their strings.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+# A raw line that may hold a surrogate escape (\ud800-\udfff) or a NUL one
+# (\u0000, which PostgreSQL's text cannot hold): only such lines need the slower
+# walk over their strings. (A raw NUL byte is not JSON: the decoder refuses it.)
+_SURROGATE_ESCAPE = re.compile(rb"\\u(?:[dD][89abcdefABCDEF]|0000)")
 MAX_ADDRESS = 200
 MAX_TO = 400
 
@@ -74,30 +76,31 @@ def parse_line(raw: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadLine("not a JSON object")
     if _SURROGATE_ESCAPE.search(raw):
-        where = _surrogate_in(obj)
-        if where is not None:
-            raise BadLine(f"{where} is not valid UTF-8 text (a lone surrogate)")
+        found = _bad_text_in(obj)
+        if found is not None:
+            where, flaw = found
+            if flaw == "a lone surrogate":
+                raise BadLine(f"{where} is not valid UTF-8 text (a lone surrogate)")
+            raise BadLine(f"{where} is not text a store can hold ({flaw})")
     return obj
 
 
-def _surrogate_in(value: Any, path: str = "") -> str | None:
-    """The first place in ``value`` holding text with a lone surrogate."""
+def _bad_text_in(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first place in ``value`` holding text that cannot be stored (a lone
+    surrogate, a NUL: ``bounds.text_flaw``), and what is wrong with it."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path or "the line"
-        return None
+        flaw = text_flaw(value)
+        return None if flaw is None else (path or "the line", flaw)
     if isinstance(value, dict):
         for k, v in value.items():
-            found = _surrogate_in(k, f"{path} key" if path else "a key") or _surrogate_in(
+            found = _bad_text_in(k, f"{path} key" if path else "a key") or _bad_text_in(
                 v, f"{path}.{k}" if path else str(k)
             )
             if found:
                 return found
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found = _surrogate_in(v, f"{path}[{i}]")
+            found = _bad_text_in(v, f"{path}[{i}]")
             if found:
                 return found
     return None

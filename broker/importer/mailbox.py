@@ -56,7 +56,8 @@ class _Mail:
 
 
 def _read_text(tree: Tree, parts: tuple[str, ...]) -> tuple[str, float]:
-    """A file's text and modification time; ``BadLine`` if it is a symlink or not UTF-8."""
+    """A file's text and modification time; ``BadLine`` if it is a symlink, not
+    UTF-8 or holds a NUL."""
     try:
         with tree.open(*parts) as fh:
             data = fh.read()
@@ -64,9 +65,13 @@ def _read_text(tree: Tree, parts: tuple[str, ...]) -> tuple[str, float]:
     except Refused as exc:
         raise BadLine(str(exc), 1) from None
     try:
-        return data.decode("utf-8"), mtime
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadLine("not UTF-8", 1) from None
+    nul = data.find(b"\x00")
+    if nul >= 0:  # S33: PostgreSQL's text cannot hold it; refused on both backends
+        raise BadLine("holds a NUL (U+0000) character", data.count(b"\n", 0, nul) + 1)
+    return text, mtime
 
 
 def _dir_entry(tree: Tree, parts: tuple[str, ...]) -> dict[str, str]:

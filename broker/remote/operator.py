@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from broker import errors
+from broker import bounds, errors
 from broker.apicheck import checked
 from broker.records import (
     AckStatus,
@@ -208,6 +208,8 @@ class RemoteOperator(RemoteOperatorPaths):
                 f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}",
                 field="idle_timeout",
             )
+        if since is not None:  # filtered here: read as the store writes times (S33)
+            since = bounds.utc_time(since)
         wanted = set(kinds or ())
         pos = self._seq_before(space, after)
         quiet_since = time.monotonic()  # the server's keep-alives are not news
