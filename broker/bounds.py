@@ -25,6 +25,10 @@ from broker import errors
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
+# The shortest lease, ttl or extension: a millisecond. Anything shorter is
+# granted already expired (times are kept to the microsecond, and the grant's
+# own commit takes longer than that).
+MIN_SECONDS = 0.001
 
 
 def _number(value: object, field: str) -> float:
@@ -42,13 +46,13 @@ def _number(value: object, field: str) -> float:
 
 
 def seconds(value: object, field: str, *, top: float, zero: bool = False) -> float:
-    """A duration in seconds: more than 0 (or at least 0 with ``zero``), at most ``top``."""
+    """A duration in seconds: at least ``MIN_SECONDS`` (or at least 0 with
+    ``zero``: a wait), at most ``top``."""
     number = _number(value, field)
-    low_ok = number >= 0 if zero else number > 0
-    if not low_ok or number > top:
-        low = "at least 0" if zero else "more than 0"
+    low = 0.0 if zero else MIN_SECONDS
+    if not low <= number <= top:
         raise errors.InvalidInput(
-            f"bad {field} {value!r}: {low} and at most {top:g} seconds", field=field
+            f"bad {field} {value!r}: at least {low:g} and at most {top:g} seconds", field=field
         )
     return number
 

@@ -68,7 +68,7 @@ def validate_key(key: object) -> str:
 
 
 def validate_ttl(ttl: object) -> float:
-    """A lease length in seconds: more than 0, at most a day."""
+    """A lease length in seconds: at least a millisecond, at most a day."""
     return bounds.seconds(ttl, "ttl", top=MAX_TTL)
 
 

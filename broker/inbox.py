@@ -103,7 +103,7 @@ def check_limit(limit: object, field: str = "limit") -> int:
 
 
 def check_seconds(seconds: object, field: str = "lease") -> float:
-    """A lease length: more than 0 and at most 7 days."""
+    """A lease length: at least a millisecond and at most 7 days."""
     return bounds.seconds(seconds, field, top=MAX_LEASE_S)
 
 

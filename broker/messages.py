@@ -18,7 +18,8 @@ from broker.auth import Caller, Identity
 from broker.db import Store, Tx
 from broker.recipients import OPERATOR, Sender
 from broker.records import LogEntry, SendResult, to_dict
-from broker.sending import MB, Batch, append, append_receipt, row_size, send_in_tx
+from broker.sending import Batch, append, append_receipt, row_size, send_in_tx
+from broker.settings import MB
 from broker.spaces import resolve_id
 from broker.sql import stmt
 from broker.threads import PLAIN, Mail, mail

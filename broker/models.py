@@ -22,7 +22,7 @@ from pydantic import (
 from broker.bounds import control_char, text_flaw
 from broker.errors import InvalidInput
 from broker.settings import Limits
-from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
+from broker.vocab import SETTING_BOUNDS
 from broker.vocab import Archetype as Archetype
 from broker.vocab import Reason as Reason
 from broker.vocab import SpaceKind as SpaceKind
@@ -159,10 +159,7 @@ def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
 # --- space settings -------------------------------------------------------------------
 def _bound(name: str, description: str) -> Any:
     low, high = SETTING_BOUNDS[name]
-    default = getattr(Limits(), name)
-    if name in ABOVE_LOW:
-        return Field(default, gt=low, le=high, description=description)
-    return Field(default, ge=low, le=high, description=description)
+    return Field(getattr(Limits(), name), ge=low, le=high, description=description)
 
 
 class LimitsModel(BaseModel):
@@ -189,13 +186,13 @@ class LimitsModel(BaseModel):
     )
     log_max_mb: float = _bound(
         "log_max_mb",
-        "log size in MiB past which sends fail, messaging_full (0 < x <= 1048576, 1 TiB)",
+        "log size in MiB past which sends fail, messaging_full (0.0001 to 1048576, 1 TiB)",
     )
     max_deliveries: int = _bound("max_deliveries", "deliveries before quarantine, S15 (1 to 10000)")
     lease_seconds: float = _bound(
-        "lease_seconds", "default claim lease in seconds (0 < x <= 604800, 7 days)"
+        "lease_seconds", "default claim lease in seconds (0.001 to 604800, 7 days)"
     )
     sender_share: float = _bound(
         "sender_share",
-        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0 < x <= 1)",
+        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0.001 to 1)",
     )

@@ -25,8 +25,8 @@ from broker.settings import Limits
 from broker.spaces import limits_of
 from broker.sql import stmt
 from broker.threads import PLAIN, Mail, thread_of
+from broker.vocab import human_size
 
-MB = 1024 * 1024
 _SPACE = stmt("messages.space")
 _SET_COUNTERS = stmt("messages.set_counters")
 _BUMP_COUNTERS = stmt("messages.bump_counters")
@@ -274,13 +274,13 @@ class Batch:
         once the sender holds ``sender_share`` of it. The sender's bytes are
         read only when the whole log is past that share (below it nobody can
         hold more), then kept up to date in the batch."""
-        cap = limits.log_max_mb * MB
+        cap = limits.log_cap_bytes()
         if self.log_bytes >= cap:
             raise errors.MessagingFull(
                 f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
                 space_id=self.space_id,
             )
-        share = cap * limits.sender_share
+        share = limits.sender_log_cap_bytes()
         if self.log_bytes < share:
             return
         if self.sender_bytes is None:
@@ -292,7 +292,7 @@ class Batch:
             self.sender_bytes = (int(row[0]) if row else 0) + pending
         if self.sender_bytes >= share:
             raise errors.MessagingFull(
-                f"{self.sender.address} holds {self.sender_bytes / MB:.1f} MB of the log of space "
+                f"{self.sender.address} holds {human_size(self.sender_bytes)} of the log of space "
                 f"{self.space_id}: its sender_share ({limits.sender_share:g} of log_max_mb "
                 f"{limits.log_max_mb:g} MB) is used up; sends from it are refused",
                 space_id=self.space_id,

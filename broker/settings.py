@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker.record_type import record
-from broker.vocab import ABOVE_LOW, SETTING_BOUNDS
+from broker.vocab import SETTING_BOUNDS
 
 DB_FILENAME = "broker.db"
+MB = 1024 * 1024  # log_max_mb counts mebibytes (S11)
 
 
 # The documented bounds (S33) live in broker.vocab (SETTING_BOUNDS): the CLI
 # prints them without importing pydantic.
 BOUNDS = SETTING_BOUNDS
-_ABOVE_LOW = ABOVE_LOW
 INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
 
 
@@ -46,8 +46,18 @@ class Limits:
     sender_share: float = 0.5
 
     def sender_inbox_cap(self) -> int:
-        """Waiting deliveries one sender may hold in one inbox (at least 1)."""
-        return max(1, int(self.inbox_cap * self.sender_share))
+        """Waiting deliveries one sender may hold in one inbox (at least 1):
+        ``sender_share × inbox_cap`` rounded down, exactly as decimals (0.29 ×
+        100 is 29, S30)."""
+        return max(1, math.floor(decimal_product(self.inbox_cap, self.sender_share)))
+
+    def log_cap_bytes(self) -> float:
+        """The log's size past which agents' sends fail (S11): ``log_max_mb`` MiB."""
+        return decimal_product(self.log_max_mb, MB)
+
+    def sender_log_cap_bytes(self) -> float:
+        """The bytes of the log one sender may hold (S30): ``sender_share`` of the log's cap."""
+        return decimal_product(self.log_cap_bytes(), self.sender_share)
 
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
         """The limits by name (all, or the names in ``include``)."""
@@ -73,6 +83,15 @@ class Limits:
         return cls(**good)
 
 
+def decimal_product(a: float, b: float) -> float:
+    """``a × b`` as decimal arithmetic gives it, for settings written as
+    decimals: the binary product is rounded to 9 places, so a share that is
+    a whole count is not one short through float rounding (0.29 × 100 is
+    28.999999999999996 in binary floats; here 29.0). Counts are the floor
+    of this (spec S30)."""
+    return round(a * b, 9)
+
+
 def _clamp(name: str, value: Any) -> float | None:
     """``value`` moved inside ``BOUNDS[name]``; None: use the default."""
     try:
@@ -80,7 +99,7 @@ def _clamp(name: str, value: Any) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     low, high = BOUNDS[name]
-    if math.isnan(number) or number < low or (number == low and name in _ABOVE_LOW):
+    if math.isnan(number) or number < low:
         return None
     number = min(number, high)
     return int(number) if name in INT_SETTINGS else number

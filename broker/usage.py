@@ -11,11 +11,12 @@ here (``sender_usage``) are kept by triggers; the caps are enforced in
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from broker import errors, spaces
 from broker.db import Store, Tx
-from broker.messages import MB, OPERATOR, append
+from broker.messages import OPERATOR, append
 from broker.records import InboxUse, SenderUse, SpaceUsage
 from broker.sql import stmt
 from broker.vocab import number
@@ -38,7 +39,9 @@ def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) 
         senders = t.all(_TOP_SENDERS, {"space_id": sid, "n": top})
         inboxes = t.all(_INBOXES, {"space_id": sid})
     limits = spaces.limits_of(row["settings"])
-    cap = int(limits.log_max_mb * MB)
+    # At least one byte: a share of the log divides by it (the bounds keep it
+    # above 100 bytes; a stored value below them is the default, Limits.lenient).
+    cap = max(1, math.floor(limits.log_cap_bytes()))
     stored = json.loads(row["settings"])
     return SpaceUsage(
         space_id=sid,
@@ -47,7 +50,7 @@ def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) 
         settings=stored if isinstance(stored, dict) else {},
         log_bytes=int(row["log_bytes"]),
         log_cap_bytes=cap,
-        sender_log_cap_bytes=int(cap * limits.sender_share),
+        sender_log_cap_bytes=math.floor(limits.sender_log_cap_bytes()),
         sender_inbox_cap=limits.sender_inbox_cap(),
         messages=int(row["last_seq"]),  # one log row per seq
         top_senders=[

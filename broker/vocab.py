@@ -49,29 +49,38 @@ SEARCH_SYNTAX = (
 
 
 # The documented bounds of every per-space setting (S33), ``(low, high)``, both
-# inclusive except where ``_ABOVE_LOW`` says the low end is excluded. They are
-# the field constraints below, the table in docs/spec.md and what
-# ``broker.settings.Limits.lenient`` clamps a stored value to.
+# inclusive. They are the field constraints below, the table in docs/spec.md and
+# what ``broker.settings.Limits.lenient`` clamps a stored value to. The decimal
+# settings have a smallest value above 0, not "more than 0": a log of 1e-300 MB
+# rounds to 0 bytes (and a usage share divides by it), a lease of 1e-9 seconds
+# ends before it is granted, a share of 1e-300 holds nothing.
 SETTING_BOUNDS: dict[str, tuple[float, float]] = {
     "body_max_bytes": (1, 1024 * 1024),
     "inbox_cap": (1, 1_000_000_000),
     "broadcast_cap": (1, 1_000_000_000),
-    "log_max_mb": (0, 1_048_576),
+    "log_max_mb": (0.0001, 1_048_576),  # about 100 bytes
     "max_deliveries": (1, 10_000),
-    "lease_seconds": (0, 7 * 86400),
-    "sender_share": (0, 1),
+    "lease_seconds": (0.001, 7 * 86400),  # a millisecond: bounds.MIN_SECONDS
+    "sender_share": (0.001, 1),
 }
-ABOVE_LOW = {"log_max_mb", "lease_seconds", "sender_share"}
 
 
 def describe_setting(name: str) -> str:
     """A setting's bounds in words, for error messages and ``space show``."""
     low, high = (number(x) for x in SETTING_BOUNDS[name])
-    if name in ABOVE_LOW:
-        return f"more than {low} and at most {high}"
     return f"{low} to {high}"
 
 
 def number(x: float) -> str:
     """A setting's value as people write it: 1048576, 0.25 (not 1.04858e+06)."""
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def human_size(n: float) -> str:
+    """A byte count as people read it: ``6 bytes``, ``6.0 KB``, ``2.5 MB``
+    (KB and MB of 1024). Never ``0.0`` of anything for a count above 0."""
+    if n < 1024:
+        return "1 byte" if n == 1 else f"{int(n)} bytes"
+    if n < 100 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"

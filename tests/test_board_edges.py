@@ -363,7 +363,7 @@ def test_S22_S33_ttl_and_fence_refusals_name_the_field(join: Callable[..., Agent
         with pytest.raises(errors.InvalidInput) as info:
             call()
         assert info.value.fields == {"field": "ttl"}
-        assert info.value.message.endswith(": more than 0 and at most 86400 seconds")
+        assert info.value.message.endswith(": at least 0.001 and at most 86400 seconds")
     for call in (lambda: lynx.release_key("k", 0), lambda: lynx.renew_key("k", 0)):
         with pytest.raises(errors.InvalidInput) as info:
             call()

@@ -77,7 +77,7 @@ def test_S33_a_lease_is_more_than_0_and_at_most_7_days_exactly(store: Store) -> 
     a.send("b", "one")
     lease = b.claim(lease=WEEK_S)
     assert len(lease.deliveries) == 1
-    week = "more than 0 and at most 604800 seconds$"
+    week = "at least 0.001 and at most 604800 seconds$"
     for bad in (0.0, WEEK_S + 1):
         with pytest.raises(errors.InvalidInput, match=f"^bad lease .*: {week}"):
             b.claim(lease=bad)

@@ -224,9 +224,10 @@ def held(store: Store, sid: str, sender: str) -> int:
         )
 
 
-def share_refusal(sid: str) -> str:
+def share_refusal(sid: str, held: str = "1.0 KB") -> str:
+    # A human size that is never "0.0 MB" for a sender that holds something.
     return (
-        f"a holds 0.0 MB of the log of space {sid}: its sender_share (0.5 of log_max_mb "
+        f"a holds {held} of the log of space {sid}: its sender_share (0.5 of log_max_mb "
         "0.00195312 MB) is used up; sends from it are refused"
     )
 
@@ -300,7 +301,8 @@ def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     # Ten rows would be 2000 bytes of a 2048-byte log: past a's share at the sixth.
     with pytest.raises(errors.MessagingFull) as info:
         a.send_many([item] * 10)
-    assert str(info.value) == "item 6: " + share_refusal(sid)  # the seventh, counted from 0
+    # the seventh, counted from 0; the six before hold 1200 bytes
+    assert str(info.value) == "item 6: " + share_refusal(sid, "1.2 KB")
     assert held(store, sid, "a") == 0  # the whole batch is refused
     # With another sender's 300 bytes in, the log passes the share at a's fifth
     # row: a's bytes are read then (800, this batch's) and kept up to date row by row.

@@ -20,7 +20,6 @@ import pytest
 from broker import errors, validate
 from broker.models import LimitsModel, PostInput, SendInput, parse_input
 from broker.settings import BOUNDS, Limits
-from broker.vocab import ABOVE_LOW
 
 LONG = "x" * 401
 SEND_FIELDS: dict[str, list[Any]] = {
@@ -143,7 +142,7 @@ def _lenient_by_model(stored: dict[str, Any]) -> Limits:
             number = float(value)
         except (TypeError, ValueError, OverflowError):
             continue
-        if math.isnan(number) or number < low or (number == low and name in ABOVE_LOW):
+        if math.isnan(number) or number < low:
             continue
         number = min(number, high)
         good[name] = int(number) if LimitsModel.model_fields[name].annotation is int else number

@@ -190,7 +190,7 @@ def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
 
 @board.command("claim")
 @click.argument("key")
-@ttl_option("How long the claim lasts (more than 0, at most 86400).", DEFAULT_TTL)
+@ttl_option("How long the claim lasts (at least 0.001, at most 86400).", DEFAULT_TTL)
 @identity_options
 @json_option
 def claim(
@@ -228,7 +228,7 @@ def release(
 @board.command("renew")
 @click.argument("key")
 @fence_option
-@ttl_option("The new length, from now (more than 0, at most 86400).", DEFAULT_TTL)
+@ttl_option("The new length, from now (at least 0.001, at most 86400).", DEFAULT_TTL)
 @identity_options
 @json_option
 def renew(
@@ -281,7 +281,7 @@ def _reservations(items: list[Reservation]) -> None:
 @board.command("reserve")
 @click.argument("patterns", nargs=-1, required=True, metavar="PATTERN...")
 @click.option("--shared", is_flag=True, help="Shared: other shared holders may overlap.")
-@ttl_option("How long the reservation lasts (more than 0, at most 86400).", DEFAULT_TTL)
+@ttl_option("How long the reservation lasts (at least 0.001, at most 86400).", DEFAULT_TTL)
 @click.option("--reason", metavar="TEXT", help="Why (shown to whoever runs into it).")
 @identity_options
 @json_option
@@ -355,7 +355,7 @@ def unreserve(
 
 @board.command("renew-reservation")
 @fence_option
-@ttl_option("The new length, from now (more than 0, at most 86400).", DEFAULT_TTL)
+@ttl_option("The new length, from now (at least 0.001, at most 86400).", DEFAULT_TTL)
 @identity_options
 @json_option
 def renew_reservation(

@@ -208,7 +208,9 @@ def _num(v: object) -> str:
 
 
 def _mb(n: int) -> str:
-    return f"{n / (1024 * 1024):.1f} MB" if n >= 100 * 1024 else f"{n / 1024:.1f} KB"
+    from broker.vocab import human_size
+
+    return human_size(n)
 
 
 def _live(run_id: str) -> str:

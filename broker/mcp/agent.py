@@ -261,7 +261,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
         grant="board.claim",
         fields={
             "key": "1-200 letters, digits and . _ : / - (no '..'), e.g. 'src/app.py'.",
-            "ttl": "Seconds the claim lasts (more than 0, at most 86400; default 300).",
+            "ttl": "Seconds the claim lasts (at least 0.001, at most 86400; default 300).",
         },
         annotations=_WRITE,
     ),
@@ -284,7 +284,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
         fields={
             "patterns": "Path patterns relative to the repository, e.g. ['src/parser/**'].",
             "shared": "True to share with other shared holders (e.g. reading); default false.",
-            "ttl": "Seconds the reservations last (more than 0, at most 86400; default 300).",
+            "ttl": "Seconds the reservations last (at least 0.001, at most 86400; default 300).",
             "reason": "Optional: why (shown to whoever runs into it).",
         },
         annotations=_WRITE,
@@ -343,7 +343,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
         fields={
             "key": "The key you claimed.",
             "fence": FENCE,
-            "ttl": "Seconds from now (more than 0, at most 86400; default 300).",
+            "ttl": "Seconds from now (at least 0.001, at most 86400; default 300).",
         },
         annotations=_WRITE,
     ),

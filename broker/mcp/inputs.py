@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from broker.bounds import MIN_SECONDS
 from broker.models import Body, Target
 from broker.models import DirectiveInput as DirectiveInput
 from broker.models import PostInput as PostInput
@@ -23,7 +24,7 @@ MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' t
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=KEY_PATTERN)]
-Ttl = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86400, allow_inf_nan=False)]
 MessageId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 SpaceRef = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
+from broker.bounds import MIN_SECONDS
 from broker.models import DirectiveInput, PostInput, SendInput
 from broker.server.edge import Strict
 from broker.vocab import SpaceKind
@@ -51,9 +52,9 @@ __all__ = [
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=7 * 24 * 3600, allow_inf_nan=False)]
 Wait = Annotated[float, Field(ge=0, le=300, allow_inf_nan=False)]
-Ttl = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86400, allow_inf_nan=False)]
 Fence = Annotated[int, Field(ge=0, le=2**62)]
 Body = Annotated[str, StringConstraints(min_length=1)]
 IdList = Annotated[list[Id], Field(max_length=10_000)]
