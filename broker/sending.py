@@ -166,7 +166,10 @@ class Batch:
         cap = self.limits.body_max_bytes
         if body_bytes > cap:
             raise errors.BodyTooLarge(
-                f"message body is {body_bytes} bytes; the cap is {cap}", size=body_bytes, cap=cap
+                f"message body is {body_bytes} bytes; the cap is {cap}",
+                field="text",
+                size=body_bytes,
+                cap=cap,
             )
         return body_bytes
 
@@ -330,9 +333,12 @@ class Batch:
         if dup is None:
             return None
         if dup["sender"] != self.sender.address:
+            # The other sender's address is no secret (the directory lists
+            # it); the key is the caller's own.
             raise errors.Conflict(
                 f"idempotency key {key!r} was already used by {dup['sender']} in this space",
                 field="idempotency_key",
+                used_by=dup["sender"],
             )
         result = SendResult(
             id=dup["id"],

@@ -368,7 +368,7 @@ def test_S10_a_body_over_the_cap_is_refused_in_one_exact_line_on_every_path(
             call()
         prefix = "item 1: " if item else ""
         assert str(info.value) == prefix + "message body is 12 bytes; the cap is 10"
-        assert info.value.fields == {"size": 12, "cap": 10, **item}
+        assert info.value.fields == {"field": "text", "size": 12, "cap": 10, **item}
         assert all_rows(store) == before
 
 
