@@ -10,7 +10,8 @@ a bool. Text inside a mapping argument, an ``Any`` one and the ``**kwargs``
 catch-alls (join fields, space settings) is checked the same way, by the
 keyword's name. Annotations this module does not know (records, callables)
 are left to the method. The hints of a method are resolved once, on its
-first call.
+first call. ``utc_time`` reads a ``since`` time, for the library's handles and
+the remote client's alike (both may import this module).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -295,3 +297,31 @@ def checked(cls: C) -> C:
         elif inspect.isfunction(attr):
             setattr(cls, name, _checked(attr))
     return cls
+
+
+# An ISO-8601 time as the library's ``since`` filters take it: a date, or a date
+# and time (seconds and up to 6 decimals optional), in UTC (``Z`` or none) or
+# with an offset.
+_ISO_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?"
+)
+
+
+def utc_time(value: str, field: str = "since") -> str:
+    """An ISO-8601 time (``2026-11-30``, ``2026-11-30T03:52:00Z``, with an
+    offset or none: UTC) as the store writes times, ``2026-11-30T03:52:00.000000Z``,
+    so it compares with them as text. Anything else is ``invalid_input``
+    naming ``field``: "garbage" is not a time that matches nothing."""
+    from datetime import UTC, datetime  # only for the calls that take a time
+
+    text = value.strip()
+    how = "an ISO-8601 UTC time like 2026-11-30T03:52:00Z"
+    if not _ISO_TIME.fullmatch(text):
+        raise errors.InvalidInput(f"bad {field} {value!r}: {how}", field=field)
+    try:
+        moment = datetime.fromisoformat(text.replace(" ", "T").replace("Z", "+00:00"))
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise errors.InvalidInput(f"bad {field} {value!r}: not a real time", field=field) from None
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -1,5 +1,5 @@
 """Numbers at the edge (S33): finite, of the right type, inside documented bounds
-(and the texts and times that go with them).
+(and the text that goes with them).
 
 Every duration and count an agent or the operator passes to the queue, the
 turns, the board or the directory goes through one of these before anything is
@@ -19,16 +19,12 @@ Bodies and evidence keep theirs (they are escaped on display, S31).
 from __future__ import annotations
 
 import math
-import re
 
-from broker import errors
+from broker import errors, vocab
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
-# The shortest lease, ttl or extension: a millisecond. Anything shorter is
-# granted already expired (times are kept to the microsecond, and the grant's
-# own commit takes longer than that).
-MIN_SECONDS = 0.001
+MIN_SECONDS = vocab.MIN_SECONDS
 
 
 def _number(value: object, field: str) -> float:
@@ -115,30 +111,3 @@ def label(value: object, field: str, top: int) -> str:
             f"bad {field} {value[:80]!r}: it holds the control character {bad!r}", field=field
         )
     return value
-
-# An ISO-8601 time as the library's ``since`` filters take it: a date, or a date
-# and time (seconds and up to 6 decimals optional), in UTC (``Z`` or none) or
-# with an offset.
-_ISO_TIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?"
-)
-
-
-def utc_time(value: str, field: str = "since") -> str:
-    """An ISO-8601 time (``2026-11-30``, ``2026-11-30T03:52:00Z``, with an
-    offset or none: UTC) as the store writes times, ``2026-11-30T03:52:00.000000Z``,
-    so it compares with them as text. Anything else is ``invalid_input``
-    naming ``field``: "garbage" is not a time that matches nothing."""
-    from datetime import UTC, datetime
-
-    text = value.strip()
-    how = "an ISO-8601 UTC time like 2026-11-30T03:52:00Z"
-    if not _ISO_TIME.fullmatch(text):
-        raise errors.InvalidInput(f"bad {field} {value!r}: {how}", field=field)
-    try:
-        moment = datetime.fromisoformat(text.replace(" ", "T").replace("Z", "+00:00"))
-        if moment.tzinfo is not None:
-            moment = moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise errors.InvalidInput(f"bad {field} {value!r}: not a real time", field=field) from None
-    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker import messages, participants, spaces
-from broker.apicheck import checked
+from broker.apicheck import checked, utc_time
 from broker.client_agent import Agent
 from broker.client_paths import OperatorPaths
 from broker.db import Store as Store
@@ -432,8 +432,4 @@ def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
 
 def _since(since: str | None) -> str | None:
     """A ``since`` filter as the store writes times (a time that is none is refused)."""
-    if since is None:
-        return None
-    from broker import bounds
-
-    return bounds.utc_time(since)
+    return None if since is None else utc_time(since)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from broker.apicheck import checked
+from broker.apicheck import checked, utc_time
 from broker.db import Tx
 from broker.vocab import SEARCH_DEFAULT
 
@@ -43,7 +43,7 @@ class AgentMail:
         tx: Tx | None = None,
     ) -> list[SearchHit]:
         """Full-text search of what this agent sent or received (S36), best first."""
-        from broker import bounds, search
+        from broker import search
 
         return search.agent_search(
             self.store,
@@ -52,7 +52,7 @@ class AgentMail:
             sender=sender,
             to=to,
             kinds=kinds,
-            since=None if since is None else bounds.utc_time(since),
+            since=None if since is None else utc_time(since),
             limit=limit,
             tx=tx,
         )
@@ -97,10 +97,10 @@ class OperatorMail:
         limit: int = SEARCH_DEFAULT,
     ) -> list[SearchHit]:
         """Full-text search of one whole space (S36), best first, with snippets."""
-        from broker import bounds, search
+        from broker import search
 
         if since is not None:
-            since = bounds.utc_time(since)
+            since = utc_time(since)
         return search.search(
             self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
         )

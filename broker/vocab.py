@@ -48,6 +48,12 @@ SEARCH_SYNTAX = (
 )
 
 
+# The shortest lease, ttl or extension, in seconds (S22, S33): a millisecond.
+# Anything shorter is granted already expired (times are kept to the
+# microsecond, and the grant's own commit takes longer than that).
+MIN_SECONDS = 0.001
+
+
 # The documented bounds of every per-space setting (S33), ``(low, high)``, both
 # inclusive. They are the field constraints below, the table in docs/spec.md and
 # what ``broker.settings.Limits.lenient`` clamps a stored value to. The decimal
@@ -60,7 +66,7 @@ SETTING_BOUNDS: dict[str, tuple[float, float]] = {
     "broadcast_cap": (1, 1_000_000_000),
     "log_max_mb": (0.0001, 1_048_576),  # about 100 bytes
     "max_deliveries": (1, 10_000),
-    "lease_seconds": (0.001, 7 * 86400),  # a millisecond: bounds.MIN_SECONDS
+    "lease_seconds": (MIN_SECONDS, 7 * 86400),
     "sender_share": (0.001, 1),
 }
 

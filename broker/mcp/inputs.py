@@ -12,13 +12,18 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from broker.bounds import MIN_SECONDS
 from broker.models import Body, Target
 from broker.models import DirectiveInput as DirectiveInput
 from broker.models import PostInput as PostInput
 from broker.models import SendInput as SendInput
 from broker.server.edge import Strict
-from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, SEARCH_DEFAULT, SEARCH_MAX
+from broker.vocab import (
+    BOARD_READ_DEFAULT,
+    BOARD_READ_MAX,
+    MIN_SECONDS,
+    SEARCH_DEFAULT,
+    SEARCH_MAX,
+)
 
 MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-from broker import bounds, errors
-from broker.apicheck import checked
+from broker import errors
+from broker.apicheck import checked, utc_time
 from broker.records import (
     AckStatus,
     BoardEntry,
@@ -209,7 +209,7 @@ class RemoteOperator(RemoteOperatorPaths):
                 field="idle_timeout",
             )
         if since is not None:  # filtered here: read as the store writes times (S33)
-            since = bounds.utc_time(since)
+            since = utc_time(since)
         wanted = set(kinds or ())
         pos = self._seq_before(space, after)
         quiet_since = time.monotonic()  # the server's keep-alives are not news

@@ -13,10 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from broker.bounds import MIN_SECONDS
 from broker.models import DirectiveInput, PostInput, SendInput
 from broker.server.edge import Strict
-from broker.vocab import SpaceKind
+from broker.vocab import MIN_SECONDS, SpaceKind
 
 __all__ = [
     "AckAndClaimBody",
