@@ -86,6 +86,7 @@ PG_CONTRACT = {
     "test_import",
     "test_refusal_fields",
     "test_search_query",
+    "test_edge_text",
 }
 
 

@@ -6,7 +6,9 @@ the refusals the earlier sweeps (send and post input, search, the HTTP query,
 the operator's log) had left with the name in the text only: join codenames
 and tools, contact policies, post addresses, the operator's send options,
 directive ids, thread conflicts, board keys, space kinds and settings, run
-ids, the log's exclusive arguments and a follow's idle timeout. Each refusal
+ids, the log's exclusive arguments and a follow's idle timeout; then NUL in
+text, lax types (join fields, settings), a ``since`` that is no time, values
+too small to mean anything and reserved words in another case. Each refusal
 also writes nothing.
 """
 
@@ -71,6 +73,19 @@ def test_S33_each_refusal_names_its_field_and_writes_nothing(
             "status",
             "bad status",
         ),
+        # text a store cannot hold, strict types, smallest values (S3, S22, S30, S33)
+        (lambda: lynx.send("lynx", "a\x00b"), "text", "NUL"),
+        (lambda: trusted.join(store, space, "flow/x", task="a\x00b"), "task", "NUL"),
+        (lambda: trusted.join(store, space, "flow/x", pid=2**70), "pid", "less than"),
+        (lambda: trusted.join(store, space, "flow/x", lead="yes"), "lead", "boolean"),
+        (lambda: trusted.join(store, space, "flow/Operator"), "codename", "reserved"),
+        (lambda: operator.set_space(space, inbox_cap=True), "inbox_cap", "integer"),
+        (lambda: operator.set_space(space, log_max_mb=1e-300), "log_max_mb", "0.0001"),
+        (lambda: operator.search(space, "x", since="garbage"), "since", "ISO-8601"),
+        (lambda: lynx.claim_key("k", ttl=1e-9), "ttl", "at least 0.001"),
+        (lambda: lynx.reserve({"src/**"}), "patterns", "a list, not set"),
+        (lambda: lynx.reserve(["a", 5]), "patterns", "item 1 should be text"),
+        (lambda: operator.log(space, after=2**70), "after", "within 64 bits"),
     ]
     before = _written(store)
     for call, field, words in cases:
