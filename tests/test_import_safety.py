@@ -102,7 +102,7 @@ def test_S29_a_mail_file_from_the_operator_is_refused_in_any_spelling(
         )
 
 
-@pytest.mark.parametrize("name", ["operator", "Operator", "broadcast"])
+@pytest.mark.parametrize("name", ["operator", "Operator", "broadcast", "Lead", "PARENT"])
 def test_S29_no_directory_entry_or_folder_takes_a_reserved_address(
     name: str, tmp_path: Path
 ) -> None:
@@ -281,6 +281,9 @@ def _edit_line(path: Path, n: int, edit: Callable[[dict[str, Any]], Any]) -> Non
         ("log.jsonl", "seq", 2**63, "seq must be between 1 and 9223372036854775807"),
         ("log.jsonl", "size_bytes", -1, "size_bytes must be between 0 and"),
         ("log.jsonl", "body", "\ud800", "body is not valid UTF-8 text (a lone surrogate)"),
+        ("log.jsonl", "body", "a\x00b", "body is not text a store can hold (a NUL (U+0000)"),
+        ("directory.jsonl", "task", "\x00", "task is not text a store can hold"),
+        ("directory.jsonl", "address", "Lead", "address 'Lead' is reserved"),
         ("log.jsonl", "to", ["ok", "\udfff"], "to[1] is not valid UTF-8 text"),
         # A form no send accepts (S6): a directive holding one broke every turn.
         ("log.jsonl", "to", ["lynx", "not a form!"], "to: bad address 'not a form!'"),
@@ -318,6 +321,8 @@ def test_S33_every_field_is_checked_with_file_and_line_and_nothing_is_written(
         ({"nosuch": 1}, "unknown space setting 'nosuch': the settings are body_max_bytes"),
         ({"inbox_cap": 2**63}, "outside SQLite's 64-bit range"),
         ({"lease_seconds": 1e400}, "not finite"),
+        ({"inbox_cap": True}, "bad space setting inbox_cap"),  # strict: True is not 1
+        ({"log_max_mb": 1e-300}, "bad space setting log_max_mb"),  # below the smallest
         ([], "settings must be an object"),
     ],
 )
