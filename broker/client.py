@@ -43,3 +43,12 @@ def doctor_exit_code(findings: Iterable[Finding]) -> int:
     from broker import ops
 
     return ops.exit_code(findings)
+
+
+def utc_time(value: str, field: str = "since") -> str:
+    """A ``since`` time as the library reads it (ISO-8601, UTC or with an
+    offset) in the store's form, or ``invalid_input`` naming ``field``: the one
+    reader, for front ends that check a time before they call."""
+    from broker import apicheck
+
+    return apicheck.utc_time(value, field)

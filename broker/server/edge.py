@@ -8,25 +8,25 @@ types as they are, and times.
 - Request models are strict (S33): ``true`` is not the number 1, ``"5"`` not
   5, ``"yes"`` not a bool. Only an integer is taken where a float is wanted
   (JSON has one number type).
-- A time (``since``) is an ISO-8601 UTC time, refused otherwise, and handed
+- A time (``since``) is an ISO-8601 time (UTC, or with an offset), read by
+  the library's one reader (``broker.client.utc_time``), refused otherwise, and handed
   on in the store's own form (``2026-11-30T03:52:00.000000Z``): the log
   compares times as text, so ``2026-11-30T03:52Z`` as given would sort after
   every row of that minute.
 
-Pure (pydantic and the standard library): ``broker mcp`` imports it without
-the server's packages.
+Light (pydantic, the standard library and the library it fronts): ``broker mcp``
+imports it without the server's packages.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from broker import errors
+from broker import client, errors
 
 
 class Strict(BaseModel):
@@ -98,27 +98,15 @@ def loads(raw: bytes | str) -> Any:
         raise errors.InvalidInput("the request body is not valid JSON") from None
 
 
-_TIME = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?)?(Z|\+00:?00)?",
-    re.ASCII,
-)
 
 
 def utc_time(name: str, value: str) -> str:
-    """``value`` (``2026-11-30``, ``2026-11-30T03:52Z``, ``...T03:52:00.5Z``, an
-    offset of +00:00 at most) in the store's form, or ``invalid_input`` naming
-    ``name``."""
-    found = _TIME.fullmatch(value)
-    if found is None:
-        raise errors.InvalidInput(
-            f"bad {name} {echo(value)}: an ISO-8601 UTC time (2026-11-30T03:52:00Z)", field=name
-        )
-    y, mo, d, h, mi, s, frac, _ = found.groups()
+    """``value`` in the store's form, or ``invalid_input`` naming ``name``: the
+    library's one reading of a time (``broker.client.utc_time``), the input quoted
+    at most ``echo``'s length."""
     try:
-        when = datetime(
-            int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0),
-            int((frac or "0").ljust(6, "0")), tzinfo=UTC,
-        )  # fmt: skip
-    except ValueError:
-        raise errors.InvalidInput(f"bad {name} {echo(value)}: no such time", field=name) from None
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return client.utc_time(value, name)
+    except errors.InvalidInput:
+        raise errors.InvalidInput(
+            f"bad {name} {echo(value)}: an ISO-8601 time (2026-11-30T03:52:00Z)", field=name
+        ) from None
