@@ -100,9 +100,7 @@ def caller(
             _beats[key] = ts_after(parse_ts(now), HEARTBEAT_S)
     if row is None:
         _beats.pop(key, None)
-        raise errors.AuthError(
-            f"token for {ident.address!r} is no longer valid (the participant re-joined with a new one)"
-        )
+        raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
     if row["status"] == "left":
         if row["space_state"] != "running":
             raise errors.SpaceNotRunning(

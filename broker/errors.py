@@ -96,6 +96,21 @@ class AuthError(BrokerError):
     exit_code = 4
 
 
+# S10: the one text of every refused participant token, whether it was missing,
+# wrong, another participant's or replaced by a re-join: which of these it was
+# would tell a prober (or a usurper) something, so the text never says.
+TOKEN_REFUSED = (
+    "token refused: it is missing, wrong, not this participant's, or no longer its "
+    "current one; use the token its join printed (--token, BROKER_TOKEN, or "
+    "'Authorization: Bearer <token>' over HTTP)"
+)
+
+
+def token_refused() -> AuthError:
+    """``auth_failed`` with ``TOKEN_REFUSED`` (S10)."""
+    return AuthError(TOKEN_REFUSED)
+
+
 class Forbidden(BrokerError):
     """The caller is known but may not do this."""
 

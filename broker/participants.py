@@ -291,7 +291,7 @@ def authenticate(
 ) -> Identity:
     """Turn (space, address, token) into an Identity, or refuse (S10)."""
     if not token:
-        raise errors.AuthError("no token: pass --token or set BROKER_TOKEN (join prints it once)")
+        raise errors.token_refused()
     if not address:
         raise errors.AuthError("no address: pass --as or set BROKER_AS")
     th = hash_token(token)
@@ -300,9 +300,7 @@ def authenticate(
         row = t.one(_HOLDER, {"space_id": space_id, "address": address})
         if row is None or row["token_hash"] != th:
             # One message for unknown address, wrong token and someone else's token: no oracle.
-            raise errors.AuthError(
-                f"token does not match participant {address!r} in space {space_id}"
-            )
+            raise errors.token_refused()
         ident = Identity(space_id, row["id"], address, th)
         auth.caller(t, ident)  # left, or its space stopped: say which
     return ident
@@ -314,12 +312,12 @@ def authenticate_token(store: Store, token: str | None, *, tx: Tx | None = None)
     Served mode: a Bearer token alone names its holder. Same single message as
     ``authenticate`` for an unknown or stale token (no oracle)."""
     if not token:
-        raise errors.AuthError("no token: pass --token or set BROKER_TOKEN (join prints it once)")
+        raise errors.token_refused()
     th = hash_token(token)
     with store.read(tx) as t:
         row = t.one(_IDENTIFY, {"token_hash": th})
         if row is None:
-            raise errors.AuthError("token does not match any participant")
+            raise errors.token_refused()
         ident = Identity(row["space_id"], row["id"], row["address"], th)
         auth.caller(t, ident)  # left, or its space stopped: say which
     return ident

@@ -409,13 +409,13 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
     _, otter = trusted.join(store, space, "flow/otter")
     join("flow/heron")
     before = all_rows(store)
-    no_token = "no token: pass --token or set BROKER_TOKEN (join prints it once)"
+    one = errors.TOKEN_REFUSED  # S10: the same words whichever case it was
     for address, token, why in [
-        ("lynx", "not-a-token", f"token does not match participant 'lynx' in space {space}"),
-        ("lynx", None, no_token),  # missing
-        ("lynx", "", no_token),  # missing
-        ("lynx", otter.token, f"token does not match participant 'lynx' in space {space}"),
-        ("nobody", lynx.token, f"token does not match participant 'nobody' in space {space}"),
+        ("lynx", "not-a-token", one),  # wrong
+        ("lynx", None, one),  # missing
+        ("lynx", "", one),  # missing
+        ("lynx", otter.token, one),  # someone else's
+        ("nobody", lynx.token, one),
         ("", lynx.token, "no address: pass --as or set BROKER_AS"),
     ]:
         with pytest.raises(errors.AuthError) as info:
@@ -431,9 +431,20 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
         lambda: messages.post(store, forged, "spoofed"),
         lambda: participants.leave(store, forged),
     ):
-        with pytest.raises(errors.AuthError):
+        with pytest.raises(errors.AuthError) as info:
             call()
+        assert info.value.message == one
     assert all_rows(store) == before
+    # Superseded: lynx re-joins (a retry with its token); the old handle's next
+    # call is refused in the same words, not "re-joined with a new one".
+    old = Agent.connect(store, space, "lynx", lynx.token)
+    trusted.join(store, space, "flow/lynx@2", token=lynx.token)
+    with pytest.raises(errors.AuthError) as info:
+        old.send("heron", "after the re-join")
+    assert (info.value.exit_code, info.value.message) == (4, one)
+    with pytest.raises(errors.AuthError) as info:
+        Agent.connect(store, space, "lynx", lynx.token)
+    assert info.value.message == one
 
 
 def test_S10_identity_is_bound_to_its_space(store: Store, operator: Operator) -> None:
@@ -696,8 +707,8 @@ def test_S10_a_token_alone_names_its_holder(store: Store, space: str) -> None:
     agent, joined = trusted.join(store, space, "flow/lynx")
     assert participants.authenticate_token(store, joined.token) == agent.identity
     for token, why in [
-        ("not-a-token", "token does not match any participant"),
-        ("", "no token: pass --token or set BROKER_TOKEN (join prints it once)"),
+        ("not-a-token", errors.TOKEN_REFUSED),
+        ("", errors.TOKEN_REFUSED),
     ]:
         assert refusal(
             errors.AuthError, lambda t=token: participants.authenticate_token(store, t)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import trusted
 
-from broker import Agent, Store
+from broker import Agent, Store, errors
 from tests.served import Server, clean_env
 
 pytestmark = pytest.mark.timeout(300)
@@ -617,7 +617,7 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
     r = run("msg", "send", "--to", "otter", "x", BROKER_TOKEN="bad")
     assert (r.returncode, r.stderr.strip()) == (
         4,
-        "broker: auth_failed: token does not match any participant",
+        f"broker: auth_failed: {errors.TOKEN_REFUSED}",
     )
     r = run("message", "list", sid, "--json")
     assert r.returncode == 4 and "operator key required" in r.stderr

@@ -80,9 +80,7 @@ def _print_config(
         if not space:
             raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
         if not token:
-            raise errors.AuthError(
-                "no token: pass --token or set BROKER_TOKEN (join prints it once)"
-            )
+            raise errors.token_refused()
         if not served:
             from broker.client import Agent
 

@@ -39,6 +39,11 @@ from broker.server.edge import loads
 
 PARSE_ERROR = -32700
 _METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
+# One text for a missing and a refused credential (S10: it never says which).
+NO_CREDENTIAL = (
+    "credential refused: send an agent's current token or the operator key as "
+    "'Authorization: Bearer <secret>'"
+)
 MAX_IDENTITIES = 1024  # servers kept warm; the least recently used is stopped past this
 # One credential's live sessions: an agent needs one or two (a reconnect before
 # the old one idles out); the next initialize is 503 until one ends (DELETE)
@@ -73,9 +78,7 @@ def identify(store: Store, secret: str) -> AsyncAgent | AsyncOperator:
     try:
         return AsyncOperator.wrap(Operator(store, key=secret, via="mcp"))
     except errors.AuthError:
-        raise errors.AuthError(
-            "send an agent's token or the operator key as 'Authorization: Bearer <secret>'"
-        ) from None
+        raise errors.AuthError(NO_CREDENTIAL) from None
 
 
 @dataclass
@@ -108,9 +111,7 @@ class MCPHttpApp:
         secret = bearer(scope)
         try:
             if secret is None:
-                raise errors.AuthError(
-                    "MCP needs a credential: 'Authorization: Bearer <agent token or operator key>'"
-                )
+                raise errors.AuthError(NO_CREDENTIAL)
             served = await self._serve(secret)
         except errors.BrokerError as exc:
             await _error(send, exc)
@@ -144,9 +145,7 @@ class MCPHttpApp:
             if self._served.get(digest) is served:
                 del self._served[digest]
             served.task.cancel()
-            raise errors.AuthError(
-                "send an agent's token or the operator key as 'Authorization: Bearer <secret>'"
-            ) from None
+            raise errors.AuthError(NO_CREDENTIAL) from None
 
     async def _serve(self, secret: str) -> _Served:
         digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()

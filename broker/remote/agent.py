@@ -73,9 +73,7 @@ class RemoteAgent(RemoteAgentPaths):
         transient: bool = False,
     ) -> None:
         if not token:
-            raise errors.AuthError(
-                "no token: pass --token or set BROKER_TOKEN (join prints it once)"
-            )
+            raise errors.token_refused()
         self.conn = conn
         self.token = token
         self._space = space

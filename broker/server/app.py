@@ -158,7 +158,7 @@ class ServerState:
         kind, ref = call.params["kind"], call.params["id"].lower()
         sid = me.space_id
         if not sid.startswith(PREFIXES[kind]) or ref not in (sid, sid.split("_", 1)[1]):
-            raise errors.AuthError("this token does not belong to the space in the path")
+            raise errors.token_refused()  # someone else's space: S10's one message
         return me
 
     @staticmethod

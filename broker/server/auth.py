@@ -77,9 +77,7 @@ class Credentials:
     # --- agent ---------------------------------------------------------------------
     def agent(self, secret: str | None) -> Agent:
         if not secret:
-            raise errors.AuthError(
-                "agent token required: send it as 'Authorization: Bearer <token>'"
-            )
+            raise errors.token_refused()
         try:
             return Agent.from_token(self.store, secret)
         except errors.AuthError:
