@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from broker import errors, inbox, spaces, wake
+from broker import auth, errors, inbox, spaces, waits, wake
 from broker.auth import Identity
 from broker.client import Agent, Operator
 from broker.db import Store, Tx
@@ -384,14 +384,23 @@ class AsyncAgent:
         owner = owner or inbox.default_owner(self.identity)
         deadline = time.monotonic() + wait
         step = functools.partial(self._claim_step, limit, lease, owner)
+        pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
             while True:
                 got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
                 left = deadline - time.monotonic()
                 if got.deliveries or left <= 0:
                     return got
-                # Until the wait ends or just past the next lease expiry (no commit rings that).
-                await bell.wait(inbox.until(self.store, expiry, left))
+                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+
+    @staticmethod
+    async def _sleep(bell: Doorbell, pulse: auth.Pulse, timeout: float) -> None:
+        """``waits.block``'s sleep on the event loop: until rung, ``timeout``
+        (the wait's end or just past the next lease expiry: no commit rings
+        that) or the caller's next heartbeat, which is written first if due."""
+        if pulse.due_in() <= 0:
+            await run(pulse.beat)
+        await bell.wait(min(timeout, pulse.due_in()))
 
     def _claim_step(self, limit: int, lease: float | None, owner: str) -> tuple[Lease, str | None]:
         got = self.sync.claim(limit, lease, 0.0, owner)
@@ -434,14 +443,14 @@ class AsyncAgent:
             return await _run_undoable(call, self._keep_turn if tx is None else None)
         deadline = time.monotonic() + wait
         step = functools.partial(self._turn_step, lease, limit)
+        pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
             while True:
                 turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
                 left = deadline - time.monotonic()
                 if turn.id is not None or left <= 0:
                     return turn
-                # Until the wait ends or just past the next lease expiry (no commit rings that).
-                await bell.wait(inbox.until(self.store, expiry, left))
+                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
     def _turn_step(self, lease: float | None, limit: int | None) -> tuple[Turn, str | None]:
         turn = self.sync.next_turn(0.0, lease, limit)

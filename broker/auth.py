@@ -11,6 +11,7 @@ further read to know what it may do.
 from __future__ import annotations
 
 import json
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -123,6 +124,56 @@ def caller(
         stored=stored,
         recipient=recipient,
     )
+
+
+WAIT_BEAT_S = 10.0  # a blocked caller's heartbeat: at most this long apart
+
+
+class Pulse:
+    """Keeps a caller blocked in a wait live (S27): while a claim, a turn or a
+    watch waits on its doorbell, nothing else refreshes its heartbeat, and a
+    CLI or served participant is live only while that heartbeat is fresher
+    than its space's ``lease_seconds``. The wait sleeps at most ``due_in()``
+    and calls ``beat()`` after each wake-up; a beat writes only when a third
+    of the window (at most ``WAIT_BEAT_S``, at least ``HEARTBEAT_S``) has
+    passed, so a hundred idle waiters cost a few small writes a second, not
+    one per wake-up. A killed waiter stops beating: its address can be taken
+    back once its last beat is a lease old (S32).
+
+    Made right after a call that checked the caller (a claim or a turn: its
+    heartbeat is then at most ``HEARTBEAT_S`` old), so the first beat is due
+    one ``HEARTBEAT_S`` later. A beat re-checks the caller like any call: a
+    participant that left or whose token was replaced ends the wait with
+    that refusal."""
+
+    def __init__(self, store: Store, ident: Identity) -> None:
+        self.store = store
+        self.ident = ident
+        self.next = time.monotonic() + HEARTBEAT_S
+
+    def due_in(self) -> float:
+        """Seconds until the next beat is due (0: now)."""
+        return max(0.0, self.next - time.monotonic())
+
+    def beat(self) -> None:
+        """Refresh the heartbeat if it is due (one small write)."""
+        if time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + beat_every(heartbeat(self.store, self.ident).limits)
+
+
+def beat_every(limits: Limits) -> float:
+    """How often a blocked caller beats: a third of its liveness window."""
+    return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.lease_seconds / 3))
+
+
+def heartbeat(store: Store, ident: Identity) -> Caller:
+    """Refresh ``ident``'s heartbeat now, in a transaction of its own, and
+    return its row (refusing like ``caller``)."""
+    now = store.now_ts()
+    _beats.pop((id(store), ident.participant_id), None)  # due: write it
+    with store.write() as t:
+        return caller(t, ident, now)
 
 
 def beat_due(store: Store, ident: Identity, now: str) -> bool:

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from broker import auth, bounds, errors, procs, wake
+from broker import auth, bounds, errors, procs, waits, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
-from broker.ids import fmt_ts, new_token, parse_ts, ts_after
+from broker.ids import fmt_ts, new_token, ts_after
 from broker.records import Delivery, Lease
 from broker.spaces import resolve_id
 from broker.sql import stmt
@@ -303,23 +302,13 @@ def claim(
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     if tx is not None:
         raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
-    deadline = time.monotonic() + wait
-    with wake.Waiter(store, [wake.participant_key(ident.participant_id)]) as waiter:
-        while True:
-            got, expiry = _claim_once(store, ident, limit, lease, owner, process, None, True)
-            left = deadline - time.monotonic()
-            if got.deliveries or left <= 0:
-                return got
-            waiter.wait(until(store, expiry, left))
-
-
-def until(store: Store, expiry: str | None, left: float) -> float:
-    """How long to sleep: until ``left`` runs out, or just past the next lease
-    expiry of the inbox (expiry rings no doorbell: nobody commits)."""
-    if expiry is None:
-        return left
-    delta = (parse_ts(expiry) - store.now()).total_seconds()
-    return max(0.001, min(left, delta + 0.001))
+    return waits.block(  # keeps the caller live while it waits (S27)
+        store,
+        ident,
+        wait,
+        lambda: _claim_once(store, ident, limit, lease, owner, process, None, True),
+        lambda got: bool(got.deliveries),
+    )
 
 
 # --- settling ----------------------------------------------------------------------------

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import auth, board, bounds, errors, inbox, procs, transcript, wake
+from broker import auth, board, bounds, errors, inbox, procs, transcript, waits
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
@@ -377,14 +376,13 @@ def next_turn(
         return _turn_once(store, ident, lease, limit, process, tx)[0]
     if tx is not None:
         raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
-    deadline = time.monotonic() + wait
-    with wake.Waiter(store, [wake.participant_key(ident.participant_id)]) as waiter:
-        while True:
-            turn, next_expiry = _turn_once(store, ident, lease, limit, process, None)
-            left = deadline - time.monotonic()
-            if turn.id is not None or left <= 0:
-                return turn
-            waiter.wait(inbox.until(store, next_expiry, left))
+    return waits.block(  # keeps the caller live while it waits (S27)
+        store,
+        ident,
+        wait,
+        lambda: _turn_once(store, ident, lease, limit, process, None),
+        lambda turn: turn.id is not None,
+    )
 
 
 def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:

@@ -19,7 +19,7 @@ import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
 
-from broker import Agent, Operator, Store, errors, inbox, wake
+from broker import Agent, Operator, Store, errors, inbox, waits, wake
 from broker.ids import fmt_ts
 from broker.records import QueueStats
 
@@ -456,11 +456,11 @@ def test_S20_a_waiter_sleeps_until_its_wait_ends_or_just_past_the_next_lease_exp
     cstore: Store, clock: Clock
 ) -> None:
     in_10s = fmt_ts(clock.now + timedelta(seconds=10))
-    assert inbox.until(cstore, None, 7.5) == 7.5  # no lease running: the whole wait
-    assert inbox.until(cstore, in_10s, 60.0) == pytest.approx(10.001)  # just past the expiry
-    assert inbox.until(cstore, in_10s, 4.0) == 4.0  # the wait ends first
+    assert waits.until(cstore, None, 7.5) == 7.5  # no lease running: the whole wait
+    assert waits.until(cstore, in_10s, 60.0) == pytest.approx(10.001)  # just past the expiry
+    assert waits.until(cstore, in_10s, 4.0) == 4.0  # the wait ends first
     long_ago = fmt_ts(clock.now - timedelta(seconds=30))
-    assert inbox.until(cstore, long_ago, 60.0) == 0.001  # already expired: at once, not negative
+    assert waits.until(cstore, long_ago, 60.0) == 0.001  # already expired: at once, not negative
 
 
 # --- S13: ack_and_claim acks what it names, once ---------------------------------------------
