@@ -45,6 +45,7 @@ _BY_ADDRESS = stmt("participants.by_address")
 _EVENTS = stmt("participants.events")
 
 LIVE = ("running", "idle")
+PID_MAX = 2**31 - 1
 
 
 @record
@@ -95,6 +96,8 @@ def join(
             "messaging is off but messaging tools are named: the two contradict, pick one",
             field="tools",
         )
+    if inp.pid is not None:
+        _check_pid(inp.pid)
     token = new_token()
     token_hash = hash_token(token)
     now = store.now_ts()
@@ -207,6 +210,22 @@ def join(
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 
+def _check_pid(pid: int) -> None:
+    """S27: a joiner records only a process it can show is its own (itself or
+    an ancestor), since that process keeps the address live for as long as it
+    runs; any other pid (process 1, a sibling's, one that does not exist)
+    could hold an address for ever."""
+    if type(pid) is not int or not 0 < pid <= PID_MAX:
+        raise errors.InvalidInput(f"bad pid {pid!r}: a process id, 1 to {PID_MAX}", field="pid")
+    if not procs.own(pid):
+        why = "process 1 never exits" if pid == 1 else f"process {pid} is not one of them"
+        raise errors.InvalidInput(
+            f"pid {pid} refused: a join records only the joining process or one of its "
+            f"ancestors (that process keeps the address live while it runs), and {why}",
+            field="pid",
+        )
+
+
 @record
 class _Parent:
     address: str
@@ -269,11 +288,13 @@ def _may_replace(
         if procs.start_time(int(holder["pid"])) is None:
             return
         why = f"its process {holder['pid']} is alive"
+        until = "its process has exited"  # its heartbeat does not count (S27)
     else:
         seen = holder["last_seen_utc"]
         if seen is None or (store.now() - parse_ts(seen)).total_seconds() >= lease:
             return
         why = "its heartbeat is fresh"
+        until = f"its heartbeat is older than {lease:g} s"
     if cred.token is not None:
         raise errors.Conflict(
             f"{address} is held by {holder['codename']!r} ({why}) and the token given is not "
@@ -281,8 +302,7 @@ def _may_replace(
         )
     raise errors.Conflict(
         f"{address} is held by {holder['codename']!r} ({why}): a re-join presents its "
-        "token (--token), or waits until it has left or its heartbeat is older than "
-        f"{lease:g} s"
+        f"token (--token), or waits until it has left or {until}"
     )
 
 

@@ -82,6 +82,52 @@ def gone(process: str) -> bool:
     return bool(start and now and now != start)
 
 
+def parent(pid: int) -> int | None:
+    """The parent of ``pid`` (None: unknown, or no such process). From
+    ``/proc`` where there is one; elsewhere ``getppid()`` for the calling
+    process and ``ps`` for the others (POSIX, on macOS and the BSDs)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        if os.path.isdir("/proc/self"):
+            return None  # Linux without that process (or not ours to read)
+    else:
+        try:
+            return int(stat[stat.rfind(b")") + 2 :].split()[1])  # field 4
+        except (IndexError, ValueError):
+            return None
+    if pid == os.getpid():
+        return os.getppid()
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        ).stdout
+        return int(out.strip())
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def own(pid: int) -> bool:
+    """True when ``pid`` is the calling process or one of its ancestors, the
+    processes it can show are its own: a join may record only such a process
+    as the one that keeps its address live (S27). Process 1 never counts: it
+    is every process's ancestor and never exits, so naming it would hold an
+    address for ever."""
+    if pid <= 1:
+        return False
+    seen: set[int] = set()
+    here: int | None = os.getpid()
+    while here is not None and here > 1 and here not in seen:
+        if here == pid:
+            return True
+        seen.add(here)
+        here = parent(here)
+    return False
+
+
 def pid_gone(pid: int | None) -> bool:
     """True when ``pid`` names no process on this host (None: unknown, never gone)."""
     if pid is None or pid <= 0:

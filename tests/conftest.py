@@ -87,6 +87,7 @@ PG_CONTRACT = {
     "test_refusal_fields",
     "test_search_query",
     "test_edge_text",
+    "test_liveness",
 }
 
 

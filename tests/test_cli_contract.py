@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -321,9 +320,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("dir", "prune"): ([sid, "--dry-run", "--older-than", "0"], None),
     }
     assert set(lists) == set(LISTS)
-    finished = subprocess.Popen(["true"])
-    finished.wait()  # someone to prune: its registered process is gone
-    trusted.join(store, sid, "flow/heron>gone#1", pid=finished.pid)
+    trusted.join_gone(store, sid, "flow/heron>gone#1")  # someone to prune: its process is gone
     second = populate(store)  # a second space: `space list` has two lines
     for path, (args, env) in lists.items():
         out = _invoke(url, [*path, *args, "--json"], env).stdout

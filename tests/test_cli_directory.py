@@ -4,6 +4,7 @@ their teammate state -- and `broker demo`'s text, line by line."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -51,9 +52,10 @@ def test_S25_dir_list_is_the_one_listing_of_participants(cli: Cli, store: Store)
 
 def test_S25_dir_show_is_one_entry_with_everything_known(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
+    me = os.getpid()  # an ancestor of the CLI process: a process it may record (S27)
     res = cli(
         "join", sid, "flow/lynx", "--agent", "scanner", "--role", "recon", "--archetype",
-        "surveyor", "--task", "map it", "--step", "scan", "--pid", "4242", "--tool", "msg.send",
+        "surveyor", "--task", "map it", "--step", "scan", "--pid", str(me), "--tool", "msg.send",
     )  # fmt: skip
     assert res.code == 0, res.err
     shown = cli("dir", "show", sid, "lynx")
@@ -66,11 +68,11 @@ def test_S25_dir_show_is_one_entry_with_everything_known(cli: Cli, store: Store)
         "lynx", "scanner", "recon", "surveyor",
     )  # fmt: skip
     assert (fields["task"], fields["step"], fields["pid"], fields["tools"]) == (
-        "map it", "scan", "4242", "msg.send",
+        "map it", "scan", str(me), "msg.send",
     )  # fmt: skip
     assert fields["status"] == "running" and fields["messaging"] == "on"
     data = cli("dir", "show", sid, "lynx", "--json").json()
-    assert (data["archetype"], data["pid"], data["tools"]) == ("surveyor", 4242, ["msg.send"])
+    assert (data["archetype"], data["pid"], data["tools"]) == ("surveyor", me, ["msg.send"])
     missing = cli("dir", "show", sid, "nobody")
     assert missing.code == errors.ParticipantNotFound.exit_code
     assert "no participant 'nobody'" in missing.err
@@ -78,25 +80,34 @@ def test_S25_dir_show_is_one_entry_with_everything_known(cli: Cli, store: Store)
 
 def test_S25_dir_prune_records_those_whose_process_is_gone(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()  # reaped: its pid names no process now
-    assert cli("join", sid, "flow/ghost", "--pid", str(dead.pid)).code == 0
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        assert cli("join", sid, "flow/alive", "--pid", str(alive.pid)).code == 0
-        assert cli("join", sid, "flow/nopid").code == 0  # no pid: only an age can prune it
-        res = cli("dir", "prune", sid, "--dry-run")
-        assert res.code == 0 and res.out.strip() == "would prune 1: ghost"
-        res = cli("dir", "prune", sid, "--yes")
-        assert res.code == 0 and res.out.strip() == "pruned 1: ghost"
-        kept = cli("dir", "prune", sid, "--no-pid-check", "--yes", "--json")
-        assert kept.code == 0 and kept.out == ""  # nothing stale by age: nothing said
-    finally:
-        alive.kill()
-        alive.wait()
+    # The shell that ran `broker join --pid $$` has exited: its pid names no process now.
+    ghost = subprocess.run(
+        ["sh", "-c", '"$0" -m broker join "$1" flow/ghost --pid $$', sys.executable, sid],
+        env=_join_env(store, sid),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ghost.returncode == 0, ghost.stderr
+    # This process is the CLI's parent: alive, and one it may record (S27).
+    assert cli("join", sid, "flow/alive", "--pid", str(os.getpid())).code == 0
+    assert cli("join", sid, "flow/nopid").code == 0  # no pid: only an age can prune it
+    res = cli("dir", "prune", sid, "--dry-run")
+    assert res.code == 0 and res.out.strip() == "would prune 1: ghost"
+    res = cli("dir", "prune", sid, "--yes")
+    assert res.code == 0 and res.out.strip() == "pruned 1: ghost"
+    kept = cli("dir", "prune", sid, "--no-pid-check", "--yes", "--json")
+    assert kept.code == 0 and kept.out == ""  # nothing stale by age: nothing said
     statuses = {p.address: p.status for p in Operator(store).participants(sid)}
     assert statuses == {"ghost": "left", "alive": "running", "nopid": "running"}
     assert [e.reason for e in _left(store, sid)] == ["prune"]
+
+
+def _join_env(store: Store, sid: str) -> dict[str, str]:
+    """A shell's environment for ``broker join`` of ``sid`` (a fresh join key)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    key = Operator(store).rotate_join_key(sid).join_key
+    return {**env, "BROKER_URL": store.url, "BROKER_JOIN_KEY": key}
 
 
 def _left(store: Store, sid: str) -> list[Any]:

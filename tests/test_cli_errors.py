@@ -346,10 +346,8 @@ def test_cli_space_stop_and_archive_ask_first(cli: Cli, store: Store, tmp_path: 
 def test_S25_dir_prune_dry_run_lists_and_the_real_one_asks(cli: Cli, store: Store) -> None:
     op = Operator(store)
     sid = op.create_space("agentiflow").id
-    finished = subprocess.Popen(["true"])
-    finished.wait()  # a pid whose process is gone
-    trusted.join(store, sid, "flow/heron", lead=True, pid=finished.pid)
-    trusted.join(store, sid, "flow/heron>lynx#1", pid=finished.pid)
+    trusted.join_gone(store, sid, "flow/heron", lead=True)  # its process is gone
+    trusted.join_gone(store, sid, "flow/heron>lynx#1")
     trusted.join(store, sid, "flow/heron>otter#1", pid=None)  # seen just now: age alone keeps it
     before = count_rows(store)
     dry = cli("dir", "prune", sid, "--older-than", "0", "--dry-run")

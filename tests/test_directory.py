@@ -131,15 +131,18 @@ def test_S25_prune_by_age_alone_keeps_entries_whose_process_is_gone(
         archetype="planner",
         task="t",
     )
-    directory.register(
+    trusted.in_a_gone_process(  # registered by a process that is gone now
         store,
-        space,
-        "dead",
-        credential=trusted.credential(store),
-        role="r",
-        archetype="planner",
-        task="t",
-        pid=_dead_pid(),
+        lambda s: directory.register(
+            s,
+            space,
+            "dead",
+            credential=trusted.credential(s),
+            role="r",
+            archetype="planner",
+            task="t",
+            pid=os.getpid(),
+        ),
     )
     clock.now += timedelta(days=1)  # past the space's lease too: nobody live is pruned by age
     fresh, _ = trusted.join(store, space, "s/fresh")
@@ -162,15 +165,18 @@ def test_S25_prune_by_process_alone_keeps_old_entries_of_live_processes(
         task="t",
         pid=os.getpid(),
     )
-    directory.register(
+    trusted.in_a_gone_process(  # registered by a process that is gone now
         store,
-        space,
-        "dead",
-        credential=trusted.credential(store),
-        role="r",
-        archetype="planner",
-        task="t",
-        pid=_dead_pid(),
+        lambda s: directory.register(
+            s,
+            space,
+            "dead",
+            credential=trusted.credential(s),
+            role="r",
+            archetype="planner",
+            task="t",
+            pid=os.getpid(),
+        ),
     )
     clock.now += timedelta(days=30)
     assert [p.address for p in directory.prune(store, space)] == ["dead"]

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,8 @@ def exported(tmp_path: Path) -> tuple[Store, spacegen.Built, Path]:
 def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) -> None:
     store = spacegen.fresh_store(tmp_path / "a")
     space = Operator(store).create_space("workflow").id
-    finished = subprocess.Popen(["true"])
-    finished.wait()  # the exported swarm's process is gone: lynx re-joins as a retry (S27)
-    lynx, joined = trusted.join(store, space, "flow/lynx", pid=finished.pid)
+    # The exported swarm's process is gone: lynx re-joins as a retry (S27).
+    lynx, joined, _ = trusted.join_gone(store, space, "flow/lynx")
     otter, _ = trusted.join(store, space, "flow/otter")
     otter.send("lynx", "kept across the import")
     export_space(store, space, tmp_path / "out")

@@ -692,7 +692,7 @@ def test_S27_an_idle_holder_is_live_and_a_stopped_space_takes_no_join(
         errors.Conflict, lambda: join_with(store, space, "flow/otter@2", Credential(join_key=key))
     ) == (
         f"otter is held by 'flow/otter' (its process {os.getpid()} is alive): a re-join presents "
-        "its token (--token), or waits until it has left or its heartbeat is older than 30 s",
+        "its token (--token), or waits until it has left or its process has exited",
         {},
     )
     operator.stop_space(space)

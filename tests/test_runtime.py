@@ -247,19 +247,18 @@ def test_S25_prune_removes_stale_heartbeats_and_gone_processes(db_url: str, tmp_
         archetype="planner",
         task="t",
     )
-    gone_pid = os.fork()
-    if gone_pid == 0:
-        os._exit(0)
-    os.waitpid(gone_pid, 0)
-    directory.register(
+    trusted.in_a_gone_process(  # registered by a process that is gone now
         store,
-        space,
-        "gone",
-        credential=trusted.credential(store),
-        role="r",
-        archetype="surveyor",
-        task="t",
-        pid=gone_pid,
+        lambda s: directory.register(
+            s,
+            space,
+            "gone",
+            credential=trusted.credential(s),
+            role="r",
+            archetype="surveyor",
+            task="t",
+            pid=os.getpid(),
+        ),
     )
     now[0] += 120
     fresh.claim()  # a claim is a heartbeat
@@ -321,19 +320,18 @@ def test_S25_prune_by_age_never_removes_the_lead_or_a_live_participant(db_url: s
 
 
 def test_S25_prune_dry_run_writes_nothing(store: Store, space: str) -> None:
-    gone_pid = os.fork()
-    if gone_pid == 0:
-        os._exit(0)
-    os.waitpid(gone_pid, 0)
-    directory.register(
+    trusted.in_a_gone_process(  # registered by a process that is gone now
         store,
-        space,
-        "gone",
-        credential=trusted.credential(store),
-        role="r",
-        archetype="surveyor",
-        task="t",
-        pid=gone_pid,
+        lambda s: directory.register(
+            s,
+            space,
+            "gone",
+            credential=trusted.credential(s),
+            role="r",
+            archetype="surveyor",
+            task="t",
+            pid=os.getpid(),
+        ),
     )
     with store.read() as t:
         before = [tuple(r) for r in t.all("SELECT * FROM participant_events ORDER BY id")]

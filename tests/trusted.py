@@ -7,12 +7,15 @@ tokens explicitly (tests/test_trust.py)."""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable
 from typing import Any
 
 from broker import Agent, participants, trust
 from broker.aio import AsyncAgent
 from broker.client import Store
-from broker.records import Joined
+from broker.records import Joined, to_dict
 
 
 def join(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
@@ -32,3 +35,35 @@ async def ajoin(
     """``AsyncAgent.join`` with the operator key."""
     fields.setdefault("operator_key", trust.presented(store))
     return await AsyncAgent.join(store, space, codename, **fields)
+
+
+def in_a_gone_process(store: Store, joins: Callable[[Store], Joined]) -> tuple[Agent, Joined, int]:
+    """A participant whose process is gone: ``joins(store)`` runs in a forked
+    child, on a store of its own (same URL and clock), and records that child
+    as its process (S27: a join records only the joining process or one of its
+    ancestors), then the child exits. Returns a handle on it here, its
+    ``Joined`` and the dead child's pid."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(read)
+            joined = joins(Store(store.url, clock=store.clock))  # never the parent's connection
+            os.write(write, json.dumps(to_dict(joined)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data, "the joining child failed"
+    joined = Joined(**json.loads(data))
+    return Agent.connect(store, joined.space_id, joined.address, joined.token), joined, pid
+
+
+def join_gone(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined, int]:
+    """``join`` from a process that is gone by the time it returns (see
+    ``in_a_gone_process``)."""
+    return in_a_gone_process(store, lambda s: join(s, space, codename, **fields)[1])

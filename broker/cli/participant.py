@@ -35,7 +35,8 @@ from broker.vocab import ARCHETYPES
 @click.option(
     "--pid",
     type=click.IntRange(1, 2**31 - 1),
-    help="Process to watch: `broker dir prune` records it as left once that process is gone.",
+    help="An ancestor's pid (e.g. $$ of the agent's shell, which runs the agent): the address "
+    "stays live while it runs, and `broker dir prune` records it as left once it is gone.",
 )
 @click.option("--lead", is_flag=True, help="Join as the lead (address 'lead').")
 @click.option(
@@ -121,7 +122,7 @@ def join(
         lead=lead,
         messaging=messaging == "on",
         tools=list(tools) if tools else None,
-        pid=pid,  # not this process: it exits as soon as it has printed the token
+        pid=pid,  # not this process (it exits at once): an ancestor, checked by the join
     )
     if as_json:
         emit_json(joined)

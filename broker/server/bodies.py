@@ -120,7 +120,10 @@ class RequeueBody(_Body):
 
 
 class JoinBody(_Body):
-    """Join a participant on an agent's behalf (the operator's key authenticates it)."""
+    """Join a participant on an agent's behalf (the operator's key authenticates it).
+
+    No ``pid``: the server cannot tell whose a client's process is, so a served
+    participant is live by its heartbeat (its calls and long-polls), S27."""
 
     codename: Text
     agent: Id | None = None

@@ -1,0 +1,272 @@
+"""S27, S32: who keeps an address live, with real processes and real waits.
+
+A participant blocked in a wait (``inbox next --wait``, ``claim``/``next_turn``
+with ``wait``, their asyncio twins, a served long-poll) keeps its heartbeat
+fresh for as long as it waits, so nobody with the join key can take its
+address meanwhile; once its process is killed the beats stop and the address
+can be taken back a lease later. A join may record as its process only the
+joining process or one of its ancestors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import Result
+from served import Server, clean_env
+
+from broker import Operator, Store, errors, participants
+from broker.aio import AsyncAgent
+
+pytestmark = pytest.mark.timeout(300)
+
+LEASE = 3.0  # the spaces' lease_seconds here: the liveness window of a heartbeat
+Cli = Callable[..., Result]
+
+
+def _env(tmp_path: Path, db_url: str, **extra: str) -> dict[str, str]:
+    """The environment the ``cli`` fixture gives its commands, for a process
+    that runs in the background."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env.update(BROKER_HOME=str(tmp_path / "home"), BROKER_URL=db_url)
+    if db_url.startswith("postgresql"):
+        import pgtest
+
+        env["BROKER_OPERATOR_KEY"] = pgtest.operator_key()
+    return {**env, **extra}
+
+
+def _holder(store: Store, space: str, address: str) -> tuple[str, str]:
+    row = participants.get(store, space, address)
+    return row.codename, row.status
+
+
+def _join_key(store: Store, space: str) -> participants.Credential:
+    return participants.Credential(join_key=Operator(store).rotate_join_key(space).join_key)
+
+
+def _retake(
+    store: Store, space: str, codename: str, key: participants.Credential, **kw: Any
+) -> Any:
+    from broker.models import JoinInput, parse_input
+
+    return participants.join(
+        store, space, parse_input(JoinInput, {"codename": codename, **kw}), credential=key
+    )
+
+
+def _taken_back_within(seconds: float, take: Callable[[], Any]) -> Any:
+    """``take()`` until it stops being a conflict, at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return take()
+        except errors.Conflict:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def lead_space(cli: Cli) -> str:
+    made = cli(
+        "space", "create", "--kind", "agentiflow", "--setting", f"lease_seconds={LEASE:g}", "--json"
+    )
+    assert made.code == 0, made.err
+    return str(made.json()["id"])
+
+
+def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_killed(
+    cli: Cli, store: Store, lead_space: str, tmp_path: Path, db_url: str
+) -> None:
+    space = lead_space
+    token = cli("join", space, "flow/boss", "--lead", "--json").json()["token"]
+    env = _env(tmp_path, db_url, BROKER_SPACE=space, BROKER_AS="lead", BROKER_TOKEN=token)
+    cmd = [sys.executable, "-m", "broker", "inbox", "next", "--wait", "120"]
+    waiter = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(3 * LEASE)  # three windows: a heartbeat of its join alone is long stale
+        usurper = cli("join", space, "flow/usurper", "--lead")
+        assert usurper.code == 5, usurper.err
+        assert usurper.err.strip() == (
+            "broker: conflict: lead is held by 'flow/boss' (its heartbeat is fresh): a re-join "
+            f"presents its token (--token), or waits until it has left or its heartbeat is "
+            f"older than {LEASE:g} s"
+        )
+        assert _holder(store, space, "lead") == ("flow/boss", "running")  # nothing written
+        assert cli("message", "send", space, "to the lead").code == 0
+        out, err = waiter.communicate(timeout=60)
+        assert waiter.returncode == 0, err  # not auth_failed: it still holds its address
+        assert "to the lead" in out
+        turn = out.split()[1]  # "turn <id> (confirm with: broker inbox seen <id>)"
+        me = {"BROKER_SPACE": space, "BROKER_AS": "lead", "BROKER_TOKEN": token}
+        assert cli("inbox", "seen", turn, env=me).code == 0
+        # Waiting again, then killed: the beats stop, and a lease later the address
+        # can be taken back (S32), not before.
+        waiter = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(2 * LEASE)
+        key = _join_key(store, space)
+        with pytest.raises(errors.Conflict):
+            _retake(store, space, "flow/usurper", key, lead=True)
+        assert waiter.poll() is None  # still waiting
+        waiter.send_signal(signal.SIGKILL)
+        waiter.wait()
+        killed = time.monotonic()
+        with pytest.raises(errors.Conflict):  # its last beat is fresh yet
+            _retake(store, space, "flow/usurper", key, lead=True)
+        taken = _taken_back_within(
+            LEASE + 5, lambda: _retake(store, space, "flow/usurper", key, lead=True)
+        )
+        assert taken.address == "lead" and time.monotonic() - killed < LEASE + 5
+        assert _holder(store, space, "lead") == ("flow/usurper", "running")
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+        waiter.communicate()
+
+
+@pytest.mark.parametrize("how", ["claim", "next_turn", "async claim", "async next_turn"])
+def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store, how: str) -> None:
+    op = Operator(store)
+    space = op.create_space("workflow", lease_seconds=LEASE).id
+    agent, _ = op.join(space, "flow/lynx")  # no process recorded: live by its heartbeat
+    key = _join_key(store, space)
+    waited: dict[str, Any] = {}
+
+    def wait() -> None:
+        if how.startswith("async"):
+            twin = AsyncAgent.wrap(agent)
+            call = twin.claim if how == "async claim" else twin.next_turn
+            waited["got"] = asyncio.run(call(wait=3 * LEASE))  # type: ignore[operator]
+        else:
+            waited["got"] = getattr(agent, how)(wait=3 * LEASE)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        time.sleep(2.5 * LEASE)
+        before = participants.get(store, space, "lynx")
+        with pytest.raises(errors.Conflict) as info:
+            _retake(store, space, "flow/lynx@2", key)
+        assert "(its heartbeat is fresh)" in info.value.message
+        assert participants.get(store, space, "lynx").codename == before.codename == "flow/lynx"
+    finally:
+        thread.join(60)
+    assert "got" in waited  # the wait ended as waits do, not with auth_failed
+    # Nobody waits now: a lease later the address is free again.
+    taken = _taken_back_within(LEASE + 5, lambda: _retake(store, space, "flow/lynx@2", key))
+    assert taken.address == "lynx"
+
+
+# --- served: the server waits on the client's behalf ----------------------------------------
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("serve") / "home")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+POLL = """
+import sys, httpx
+base, token, path = sys.argv[1:4]
+httpx.post(base + path, json={"wait": 120}, headers={"Authorization": "Bearer " + token}, timeout=200)
+"""
+
+
+def test_S27_a_served_long_poll_keeps_its_caller_live_and_a_killed_client_does_not(
+    srv: Server,
+) -> None:
+    with srv.operator() as op:
+        made = op.post(
+            "/api/spaces", json={"kind": "session", "settings": {"lease_seconds": LEASE}}
+        )
+        assert made.status_code == 201, made.text
+        sid = made.json()["id"]
+        people = f"/api/sessions/{sid}/participants"
+        # A served join records no process (the server cannot tell whose it is).
+        refused = op.post(people, json={"codename": "flow/lynx", "pid": os.getpid()})
+        assert refused.status_code == 422 and refused.json()["field"] == "pid", refused.text
+        token = op.post(people, json={"codename": "flow/lynx"}).json()["token"]
+        poll = subprocess.Popen(
+            [sys.executable, "-c", POLL, srv.base, token, f"/api/sessions/{sid}/agent/inbox/claim"],
+            env=clean_env(srv.home),
+        )
+        try:
+            time.sleep(3 * LEASE)
+            r = op.post(people, json={"codename": "flow/lynx@2"})
+            assert r.status_code == 409, r.text
+            assert "(its heartbeat is fresh)" in r.json()["message"]
+            poll.send_signal(signal.SIGKILL)
+            poll.wait()
+            killed = time.monotonic()
+            # The server sees its client gone and stops beating for it.
+            deadline = killed + LEASE + 10
+            while (r := op.post(people, json={"codename": "flow/lynx@2"})).status_code == 409:
+                assert time.monotonic() < deadline, r.text
+                time.sleep(0.3)
+            assert r.status_code == 201, r.text
+            assert r.json()["address"] == "lynx"
+        finally:
+            if poll.poll() is None:
+                poll.kill()
+            poll.wait()
+    with httpx.Client(base_url=srv.base) as c:  # the old token now: S10's one message
+        r = c.post(
+            f"/api/sessions/{sid}/agent/inbox/claim",
+            json={},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code == 401 and r.json()["message"] == errors.TOKEN_REFUSED
+
+
+# --- S27: a join records only its own process --------------------------------------------------
+def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, store: Store) -> None:
+    op = Operator(store)
+    space = op.create_space("agentiflow").id
+    key = _join_key(store, space)
+    secret = str(key.join_key)
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with store.read() as t:
+            before = t.one("SELECT COUNT(*) FROM participants")[0]
+        for pid, why in [
+            (1, "process 1 never exits"),
+            (sibling.pid, f"process {sibling.pid} is not one of them"),
+        ]:
+            with pytest.raises(errors.InvalidInput) as info:
+                _retake(store, space, "flow/squatter", key, lead=True, pid=pid)
+            assert info.value.fields == {"field": "pid"}
+            assert info.value.message == (
+                f"pid {pid} refused: a join records only the joining process or one of its "
+                f"ancestors (that process keeps the address live while it runs), and {why}"
+            )
+        squat = cli("join", space, "flow/squatter", "--lead", "--pid", "1", "--join-key", secret)
+        assert squat.code == 2 and squat.err.startswith("broker: invalid_input: pid 1 refused")
+        with store.read() as t:
+            assert t.one("SELECT COUNT(*) FROM participants")[0] == before  # nothing written
+        # Its own process and its parent may be recorded: the CLI's parent is this test.
+        assert _retake(store, space, "flow/me", key, pid=os.getpid()).address == "me"
+        assert _retake(store, space, "flow/up", key, pid=os.getppid()).address == "up"
+        joined = cli(
+            "join", space, "flow/boss", "--lead", "--pid", str(os.getpid()), "--join-key", secret
+        )
+        assert joined.code == 0, joined.err
+        assert participants.get(store, space, "lead").pid == os.getpid()
+    finally:
+        sibling.kill()
+        sibling.wait()
