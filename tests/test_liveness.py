@@ -270,3 +270,13 @@ def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, sto
     finally:
         sibling.kill()
         sibling.wait()
+
+
+def test_S27_a_waiter_beats_every_third_of_the_lease_once_a_second_at_most_10_s_at_least() -> None:
+    from broker import auth
+    from broker.settings import Limits
+
+    every = {
+        lease: auth.beat_every(Limits(lease_seconds=lease)) for lease in (0.5, 3, 12, 30, 3600)
+    }
+    assert every == {0.5: 1.0, 3: 1.0, 12: 4.0, 30: 10.0, 3600: 10.0}
