@@ -5,7 +5,6 @@ the board any more, and the operator can end anyone's hold. Real SQLite files
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -109,10 +108,8 @@ def test_S1_stopping_a_space_ends_every_participants_holds_journaled_left(
 
 
 def test_S25_prune_ends_the_pruned_participants_holds(store: Store, space: str) -> None:
-    dead = subprocess.Popen(["true"])
-    dead.wait()
     me, _ = trusted.join(store, space, "me", pid=os.getpid())
-    gone, _ = trusted.join(store, space, "gone", pid=dead.pid)
+    gone, _, _ = trusted.join_gone(store, space, "gone")
     gone.reserve("src/**", ttl=86400)
     gone.claim_key("deploy", ttl=86400)
     me.reserve("docs/**")  # the live one keeps its own

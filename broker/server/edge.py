@@ -41,7 +41,10 @@ def echo(value: object, limit: int = 80) -> str:
     return clip(repr(value), limit)
 
 
-_QUOTED = re.compile("'[^']{80,}'|\"[^\"]{80,}\"")
+# A quoted value as a repr writes it: a quote that opens after a non-word
+# character and closes before one, so the apostrophe of "participant's" in a
+# message's own words never opens a "quote" that runs to the next one.
+_QUOTED = re.compile("(?<!\\w)(?:'[^']{80,}'|\"[^\"]{80,}\")(?!\\w)")
 MESSAGE_MAX = 400
 FIELD_MAX = 200  # a field (a path, a key) may be long and legitimate; not a megabyte
 
