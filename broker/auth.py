@@ -95,9 +95,11 @@ def caller(
             row, stored, recipient = _caller_send(t, ident, params, *send)
     else:
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
-        if row is not None:
-            if len(_beats) > 4096:
-                _beats.clear()
+        if row is None:  # left (no beat for it: refused below) or a stale token
+            row = t.one(_CALLER, params)
+        elif len(_beats) > 4096:
+            _beats.clear()
+        if row is not None and row["status"] != "left":
             _beats[key] = ts_after(parse_ts(now), HEARTBEAT_S)
     if row is None:
         _beats.pop(key, None)

@@ -174,7 +174,9 @@ class Agent(AgentPaths, AgentMail):
 
     def leave(self, *, tx: Tx | None = None) -> None:
         """Leave the space: this participant is ``left`` in the directory and its
-        journal, and every later call with its token is refused."""
+        journal, and every later call with its token is refused (S4), settling
+        its leases included. Its inbox stays as it is: what it holds comes back
+        when the lease expires, for it to claim once it re-joins."""
         participants.leave(self.store, self.identity, tx=tx)
 
     def me(self, *, tx: Tx | None = None) -> Participant:

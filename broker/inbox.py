@@ -37,7 +37,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from broker import auth, bounds, errors, procs, waits, wake
+from broker import auth, bounds, errors, lease_lost, procs, waits, wake
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_token, ts_after
@@ -60,8 +60,6 @@ _ACK = stmt("inbox.ack")
 _RELEASE = stmt("inbox.release")
 _EXTEND = stmt("inbox.extend")
 _QUARANTINE = stmt("inbox.quarantine")
-_BY_MESSAGE_IDS = stmt("inbox.by_message_ids")
-_BY_TOKEN = stmt("inbox.by_token")
 _LEASE_PROCESSES = stmt("inbox.lease_processes")
 _RECOVER = stmt("inbox.recover")
 _REQUEUE = stmt("inbox.requeue")
@@ -312,21 +310,6 @@ def claim(
 
 
 # --- settling ----------------------------------------------------------------------------
-def _lost(token: str, lost: list[tuple[str, str]]) -> errors.LeaseLost:
-    why = {
-        "processing": "claimed again under another lease",
-        "ready": "released for replay",
-        "done": "acked under another lease",
-        "quarantine": "quarantined",
-    }
-    parts = ", ".join(f"{mid} ({why.get(state, state)})" for mid, state in lost)
-    return errors.LeaseLost(
-        f"lease {token[:8]}... no longer holds {parts}: do not ack; the messages were redelivered",
-        lease_token=token,
-        lost=[mid for mid, _ in lost],
-    )
-
-
 def settle(
     t: Tx,
     ident: Identity,
@@ -337,46 +320,16 @@ def settle(
     settled_state: str | None,
 ) -> list[str]:
     """Run one settle ``statement`` (ack, release, extend, quarantine) on the rows
-    still held under ``token``; the message ids it moved.
+    still held under ``token``; the message ids it moved. A miss is explained
+    (``broker.lease_lost``): settled before by the holder, lost, or unknown.
 
-    Rows already in ``settled_state`` under this same token were settled by the
-    holder before: idempotent, not counted. Anything else is a lost lease."""
+    The caller is checked first, in ``t`` (S4, S10): a participant that left,
+    or whose token was replaced, settles nothing."""
+    auth.caller(t, ident, t.store.now_ts())
     key = {"token": token, "recipient_id": ident.participant_id}
     ids_json = None if ids is None else json.dumps(ids)
     done = [r["message_id"] for r in t.all(statement, {**params, **key, "ids": ids_json})]
-    if ids is not None:
-        if len(done) == len(ids):
-            return done
-        got = set(done)
-        missing = [i for i in ids if i not in got]
-        found = where_now(t, ident.participant_id, missing)
-        unknown = [i for i in missing if i not in found]
-        if unknown:
-            raise errors.MessageNotFound(
-                f"no delivery of {', '.join(unknown)} in the inbox of {ident.address}",
-                ids=unknown,
-            )
-        lost = [
-            (i, found[i][0])
-            for i in missing
-            if not (found[i][1] == token and found[i][0] == settled_state)
-        ]
-        if lost:
-            raise _lost(token, lost)
-        return done
-    if done:
-        return done
-    rows = t.all(_BY_TOKEN, key)
-    if not rows:
-        raise errors.LeaseLost(
-            f"lease {token[:8]}... holds nothing in the inbox of {ident.address}: it expired "
-            "and its messages were claimed again, or the token is wrong",
-            lease_token=token,
-            lost=[],
-        )
-    lost = [(r["message_id"], r["state"]) for r in rows if r["state"] != settled_state]
-    if lost:
-        raise _lost(token, lost)
+    lease_lost.explain(t, ident, token, ids, done, settled_state)
     return done
 
 
@@ -385,12 +338,6 @@ def ack_all(t: Tx, recipient_id: str, token: str, now: str) -> list[str]:
     ``t``; the message ids acked."""
     params = {"now": now, "token": token, "recipient_id": recipient_id, "ids": None}
     return [r["message_id"] for r in t.all(_ACK, params)]
-
-
-def where_now(t: Tx, recipient_id: str, ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-    """Where each of ``ids`` stands in the inbox: ``{message id: (state, lease token)}``."""
-    rows = t.all(_BY_MESSAGE_IDS, {"recipient_id": recipient_id, "ids": json.dumps(list(ids))})
-    return {r["message_id"]: (r["state"], r["lease_token"]) for r in rows}
 
 
 def ack(

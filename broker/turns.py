@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker import auth, board, bounds, errors, inbox, procs, transcript, waits
+from broker import auth, board, bounds, errors, inbox, lease_lost, procs, transcript, waits
 from broker.auth import Identity
 from broker.db import Store, Tx
 from broker.ids import fmt_ts, new_id, new_token, ts_after
@@ -455,7 +455,7 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         acked = set(inbox.ack_all(t, pid, token, now))
         rest = [m for m in shown if m not in acked]
         if rest:
-            found = inbox.where_now(t, pid, rest)
+            found = lease_lost.where_now(t, pid, rest)
             # In the order the turn showed them (``found`` comes in no set order).
             # Done under this very token: a concurrent confirmation of this
             # turn acked it first (PostgreSQL, READ COMMITTED): not lost.

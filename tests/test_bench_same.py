@@ -36,8 +36,8 @@ def test_the_swarm_peer_of_the_brokers_statements_runs_exactly_what_the_broker_r
     assert seen["broker"] == seen["raw_same"], seen
     # The step is what the docstring says: a send (the caller check bumps the
     # counters), a snapshot read (the caller, inbox.claimable) then the claim
-    # (the caller, inbox.claim), the ack, and the empty claim's snapshot read,
-    # which ends there: no BEGIN IMMEDIATE.
+    # (the caller, inbox.claim), the ack (the caller, inbox.ack: S4), and the
+    # empty claim's snapshot read, which ends there: no BEGIN IMMEDIATE.
     assert seen["broker"] == [
         "BEGIN IMMEDIATE",
         "UPDATE spaces",
@@ -53,6 +53,7 @@ def test_the_swarm_peer_of_the_brokers_statements_runs_exactly_what_the_broker_r
         "UPDATE deliveries",
         "COMMIT",
         "BEGIN IMMEDIATE",
+        "SELECT participants",
         "UPDATE deliveries",
         "COMMIT",
         "BEGIN",

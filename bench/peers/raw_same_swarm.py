@@ -93,7 +93,7 @@ class SameAgent:
         return token, bodies
 
     def ack(self, token: str) -> None:
-        self._write(lambda c: ack_statements(c, self.store, self.me, token))
+        self._write(lambda c: ack_statements(c, self.store, self.caller, self.me, token))
 
     def claim(self, limit: int, wait: float) -> tuple[str, list[str]]:
         """(lease token, bodies): up to ``limit``, waiting up to ``wait`` s for mail."""

@@ -158,7 +158,7 @@ class RawSame:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
 
     def _ack(self, c: sqlite3.Connection, token: str) -> None:
-        ack_statements(c, self.store, self.worker_id, token)
+        ack_statements(c, self.store, self.worker, self.worker_id, token)
 
     def ack(self, token: str) -> None:
         self._in_tx(lambda c: self._ack(c, token))
@@ -266,10 +266,16 @@ def claim_statements(
     return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
 
 
-def ack_statements(c: sqlite3.Connection, store: Store, recipient_id: str, token: str) -> None:
-    """The ack of a whole lease as the broker's statement, inside ``c``'s transaction."""
+def ack_statements(
+    c: sqlite3.Connection, store: Store, caller: _Caller, recipient_id: str, token: str
+) -> None:
+    """The ack of a whole lease as the broker's statements (the caller check, the
+    ack), inside ``c``'s transaction."""
+    now_dt = store.now()
+    now = fmt_ts(now_dt)
+    caller.check(c, now_dt, now)
     values = {
-        "now": store.now_ts(),
+        "now": now,
         "token": token,
         "recipient_id": recipient_id,
         "ids": None,

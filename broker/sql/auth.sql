@@ -12,8 +12,10 @@ WHERE p.id = :id AND p.token_hash = :token_hash
 -- name: caller_heartbeat
 -- The same, refreshing the caller's heartbeat (last_seen_utc) on the way; used
 -- at most once a second per process, so a busy loop dirties no page per commit.
+-- Never on a participant that left: its call is refused and writes nothing,
+-- even inside a caller's transaction that goes on (S4).
 UPDATE participants SET last_seen_utc = :now
-WHERE id = :id AND token_hash = :token_hash
+WHERE id = :id AND token_hash = :token_hash AND status <> 'left'
 RETURNING status, messaging, tools, is_lead, agent, parent,
   (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
   (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings,
