@@ -368,7 +368,8 @@ def release(
     error: str | None = None,
     tx: Tx | None = None,
 ) -> int:
-    """processing -> ready, for replay (S14); ``error`` is kept as evidence.
+    """processing -> ready, for replay (S14); ``error`` is kept as evidence, and
+    so is the lease's owner (S15: a later quarantine names it).
 
     The delivery count is not reset: past ``max_deliveries`` the next claim
     quarantines it."""

@@ -139,7 +139,11 @@ VIEWS: tuple[View, ...] = (
             ("state", "ready | processing | done | quarantine"),
             ("attempts", "times it was claimed"),
             ("created_at_utc", "FIFO key, with delivery_id"),
-            ("lease_owner", "who holds the lease (processing)"),
+            (
+                "lease_owner",
+                "who holds the lease (processing); on any other state the owner of its last "
+                "lease, kept as evidence (S15): nobody holds it (lease_live 0)",
+            ),
             ("lease_expires_at", "when the lease runs out"),
             ("lease_live", "1 while processing under a lease that has not expired"),
             ("acked_at_utc", "when it was acked (done)"),

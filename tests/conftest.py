@@ -64,6 +64,7 @@ def clock() -> Clock:
 # SQLite-only by nature (files, WAL, doorbell files, backup) carry
 # ``@pytest.mark.sqlite_only``.
 PG_CONTRACT = {
+    "test_lease_evidence",
     "test_left",
     "test_send",
     "test_inbox",

@@ -143,14 +143,16 @@ WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'process
 RETURNING message_id
 
 -- name: release
--- processing -> ready, for replay (S14); the delivery count stays.
-UPDATE deliveries SET state = 'ready', lease_owner = NULL, lease_expires_at = NULL,
+-- processing -> ready, for replay (S14); the delivery count stays. The owner
+-- stays too, as evidence (S15: a quarantine names the last lease owner however
+-- its last lease ended); nobody holds a ready row (no expiry, no process).
+UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
   AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
 RETURNING message_id
 -- postgresql:
-UPDATE deliveries SET state = 'ready', lease_owner = NULL, lease_expires_at = NULL,
+UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
   AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
@@ -204,11 +206,12 @@ WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_process IS
 -- name: recover
 -- Restart recovery (S32): the leases of processes that are gone (:processes, a
 -- JSON array) go back to ready at once; the claim that took them counted the
--- attempt. The token stays, so a late settle under it is told what happened.
+-- attempt. The token stays, so a late settle under it is told what happened;
+-- the owner stays as evidence, as on a release (S15).
 UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
-  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+  lease_expires_at = NULL, lease_process = NULL
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT value FROM json_each(:processes))
 RETURNING message_id
@@ -216,7 +219,7 @@ RETURNING message_id
 UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
-  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+  lease_expires_at = NULL, lease_process = NULL
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
 RETURNING message_id

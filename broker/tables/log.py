@@ -133,7 +133,13 @@ deliveries = Table(
         comment="times claimed (delivery count)",
     ),
     Column("lease_token", String(40)),
-    Column("lease_owner", String(200)),
+    Column(
+        "lease_owner",
+        String(200),
+        comment="who holds the lease while processing; after it (done, ready again, "
+        "quarantine) the owner of the last lease, kept as evidence (S15); NULL when never "
+        "claimed or requeued",
+    ),
     Column("lease_expires_at", String(TS)),
     Column("acked_at_utc", String(TS)),
     Column("last_error", Text),
