@@ -17,7 +17,11 @@ Lease tokens: a claim takes a fresh random token; ack / release / extend /
 quarantine present it. A token holds a row while it is processing under it,
 even past its expiry, until someone else claims the row (S14); then it is
 refused with ``LeaseLost``, naming the message ids. It stays on settled rows,
-so a second ack by the holder is recognised and returns 0.
+so a second ack by the holder is recognised and returns 0; a row taken from a
+lease (by a claim after its expiry, or by recovery) keeps that lease's token as
+``lost_lease_token``, so a late settle of the whole lease names what it lost
+(``broker.lease_lost`` explains every miss). Every settle checks its caller
+first (S4: a participant that left settles nothing).
 
 Restart recovery (S32): a lease of a long-lived process records it
 (``broker.procs``); ``recover`` returns those of dead processes to ready. A
@@ -77,6 +81,7 @@ _DEFAULTS: dict[str, Any] = {
     "last_error": None,
     "quarantine_reason": None,
     "lease_process": None,
+    "lost_lease_token": None,
 }
 
 

@@ -459,7 +459,7 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
             # In the order the turn showed them (``found`` comes in no set order).
             # Done under this very token: a concurrent confirmation of this
             # turn acked it first (PostgreSQL, READ COMMITTED): not lost.
-            lost = [m for m in rest if m in found and found[m] != ("done", token)]
+            lost = [m for m in rest if m in found and found[m][:2] != ("done", token)]
             if lost:
                 raise errors.LeaseLost(
                     f"turn {turn_id} was not confirmed before its lease expired and "

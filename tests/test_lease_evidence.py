@@ -19,7 +19,7 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, inbox, procs
+from broker import Agent, Operator, Store, errors, inbox, procs
 
 
 @pytest.fixture
@@ -107,4 +107,113 @@ def test_S15_a_released_delivery_keeps_its_last_owner_and_nobody_holds_it_in_the
     assert views() == (
         ("processing", "worker-9", again.expires_at, 1),
         (0, 1, "worker-9", again.expires_at),
+    )
+
+
+# --- S14: what a late settle of a lease is told ------------------------------------------------
+def deliveries(store: Store) -> list[tuple[object, ...]]:
+    with store.read() as t:
+        return [tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY id")]
+
+
+class Reclaimed:
+    """``b`` claimed m1 and m2 under ``first``, acked m1 under it; the lease ran
+    out and ``second`` claimed m2 again."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        _, _, a, self.b = crew(store)
+        self.m1, self.m2 = (a.send("otter", f"m{i}").id for i in (1, 2))
+        self.first = self.b.claim(limit=2, lease=5)
+        assert self.b.ack(self.first.lease_token, [self.m1]) == 1
+        clock.advance(6)
+        self.second = self.b.claim(limit=2)
+        assert [d.id for d in self.second.deliveries] == [self.m2]
+
+
+@pytest.mark.parametrize("verb", ["ack", "release", "extend"])
+def test_S14_a_whole_lease_settled_late_names_the_message_claimed_again_not_the_one_it_acked(
+    cstore: Store, clock: Clock, verb: str
+) -> None:
+    r = Reclaimed(cstore, clock)
+    token = r.first.lease_token
+    before = deliveries(cstore)
+    with pytest.raises(errors.LeaseLost) as info:
+        getattr(r.b, verb)(token)
+    assert str(info.value) == (
+        f"lease {token[:8]}... no longer holds {r.m2} (claimed again under another lease): "
+        "do not ack; the messages were redelivered"
+    )
+    assert info.value.fields == {"lease_token": token, "lost": [r.m2]}
+    assert deliveries(cstore) == before
+    assert r.b.ack(r.second.lease_token) == 1  # the lease that holds it now is unaffected
+
+
+def test_S14_named_ids_settled_late_name_only_what_the_lease_lost_or_settled_otherwise(
+    cstore: Store, clock: Clock
+) -> None:
+    r = Reclaimed(cstore, clock)
+    token, b = r.first.lease_token, r.b
+    before = deliveries(cstore)
+    with pytest.raises(errors.LeaseLost) as info:  # m1: the holder's own repeat, not lost
+        b.ack(token, [r.m1, r.m2])
+    assert info.value.fields == {"lease_token": token, "lost": [r.m2]}
+    assert f"{r.m2} (claimed again under another lease)" in str(info.value)
+    with pytest.raises(errors.LeaseLost) as info:
+        b.quarantine(token, r.m2, "bad input")
+    assert info.value.fields == {"lease_token": token, "lost": [r.m2]}
+    with pytest.raises(errors.LeaseLost) as info:  # acked by its holder: not replayable
+        b.release(token, [r.m1])
+    assert str(info.value) == (
+        f"lease {token[:8]}... no longer holds {r.m1} (acked under this lease): "
+        "this lease has nothing of them left to settle"
+    )
+    assert info.value.fields == {"lease_token": token, "lost": [r.m1]}
+    assert deliveries(cstore) == before
+    assert b.ack(token, [r.m1]) == 0  # the holder's repeat stays idempotent
+
+
+def test_S14_a_whole_lease_its_holder_settled_names_what_it_settled_and_a_repeat_is_idempotent(
+    cstore: Store,
+) -> None:
+    _, _, a, b = crew(cstore)
+    mid = a.send("otter", "one").id
+    held = b.claim()
+    token = held.lease_token
+    assert b.ack(token) == 1
+    assert b.ack(token) == 0
+    with pytest.raises(errors.LeaseLost) as info:
+        b.release(token)
+    assert str(info.value) == (
+        f"lease {token[:8]}... no longer holds {mid} (acked under this lease): "
+        "this lease has nothing of them left to settle"
+    )
+
+
+def test_S14_a_lease_that_restart_recovery_ended_or_a_claim_quarantined_is_told_so(
+    cstore: Store, clock: Clock
+) -> None:
+    op, sid, a, b = crew(cstore, max_deliveries=1)
+    back, poison = (a.send("otter", text).id for text in ("back", "poison"))
+    dead = inbox.claim(cstore, b.identity, owner="worker-8", process=dead_process())
+    assert [d.id for d in dead.deliveries] == [back]
+    assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
+    with pytest.raises(errors.LeaseLost) as info:
+        b.ack(dead.lease_token)
+    assert str(info.value) == (
+        f"lease {dead.lease_token[:8]}... no longer holds {back} (returned to ready: the "
+        "process holding the lease is gone): do not ack; the messages were redelivered"
+    )
+    assert info.value.fields == {"lease_token": dead.lease_token, "lost": [back]}
+    # max_deliveries 1: the next claim quarantines both instead of handing them out again.
+    held = b.claim(lease=5)
+    assert [d.id for d in held.deliveries] == [poison]
+    clock.advance(6)
+    assert b.claim().deliveries == []
+    assert {q.id for q in op.quarantined(sid)} == {back, poison}
+    with pytest.raises(errors.LeaseLost) as info:
+        b.extend(held.lease_token, 30)
+    assert str(info.value) == (
+        f"lease {held.lease_token[:8]}... no longer holds {poison} (quarantined after the "
+        "lease expired: delivered max_deliveries times): this lease has nothing of them left "
+        "to settle"
     )

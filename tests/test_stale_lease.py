@@ -68,8 +68,11 @@ def test_S14_a_stale_ack_of_the_whole_lease_after_the_reclaimer_acked_is_lease_l
     cstore: Store, stale: Stale
 ) -> None:
     assert stale.b.ack(stale.new.lease_token) == 1
-    with pytest.raises(errors.LeaseLost, match="holds nothing"):
+    # The old lease's token no longer finds the row, but the row remembers the
+    # lease that lost it: the refusal names the message (S14).
+    with pytest.raises(errors.LeaseLost, match=f"{stale.mid} \\(acked under another lease\\)") as e:
         stale.b.ack(stale.old.lease_token)
+    assert e.value.fields == {"lease_token": stale.old.lease_token, "lost": [stale.mid]}
     assert _state(cstore, stale.mid) == ("done", stale.new.lease_token)
 
 

@@ -366,6 +366,7 @@ def delivery_row(space: str, mid: str, recipient_id: str, now: str) -> dict[str,
         "last_error": None,
         "quarantine_reason": None,
         "lease_process": None,
+        "lost_lease_token": None,
     }
 
 

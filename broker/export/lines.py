@@ -395,6 +395,14 @@ INBOX = Spec(
             max_len=300,
             doc="process holding the lease (host:pid:start; S32)",
         ),
+        Field(
+            "lost_lease_token",
+            TEXT,
+            null=True,
+            added=True,
+            max_len=40,
+            doc="the latest lease that lost it without settling it (S14)",
+        ),
     ],
     "A participant's inbox: every delivery, FIFO order `(created_at_utc, id)`.",
 )

@@ -82,7 +82,8 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
        d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.rowid AS _rowid
+       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
+       d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.space_id = :space ORDER BY d.recipient_id, d.created_at_utc, d.id
@@ -94,7 +95,8 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
        d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.rowid AS _rowid
+       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
+       d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.space_id = :space AND d.rowid > :after ORDER BY d.rowid
@@ -106,7 +108,8 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
        d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.rowid AS _rowid
+       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
+       d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
@@ -117,7 +120,8 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
        d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.rowid AS _rowid
+       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
+       d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)

@@ -4,10 +4,10 @@
 -- New deliveries, and rows restored by the importer: every column as given.
 INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc,
   attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
-  quarantine_reason, lease_process)
+  quarantine_reason, lease_process, lost_lease_token)
 VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process)
+  :quarantine_reason, :lease_process, :lost_lease_token)
 
 -- name: claim
 -- The claim (S13, S15), one statement: the oldest ready rows and the oldest
@@ -27,10 +27,12 @@ UPDATE deliveries SET
   lease_process = CASE WHEN attempts >= :max_deliveries THEN lease_process ELSE :process END,
   quarantine_reason = CASE WHEN attempts >= :max_deliveries THEN 'max_deliveries'
     ELSE quarantine_reason END,
-  -- The evidence of a lease that ran out: whose it was and when it ended.
+  -- The evidence of a lease that ran out: whose it was and when it ended; and
+  -- which lease lost the row, so a late settle of it is told (S14).
   last_error = CASE WHEN state = 'processing'
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
-    ELSE last_error END
+    ELSE last_error END,
+  lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE id IN (
   SELECT id FROM (
     SELECT * FROM (SELECT id, created_at_utc FROM deliveries
@@ -66,7 +68,9 @@ UPDATE deliveries d SET
     ELSE d.quarantine_reason END,
   last_error = CASE WHEN d.state = 'processing'
     THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
-    ELSE d.last_error END
+    ELSE d.last_error END,
+  lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
+    ELSE d.lost_lease_token END
 FROM candidates c WHERE d.id = c.id
 RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
   (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, m.thread, m.importance)::text
@@ -84,7 +88,8 @@ UPDATE deliveries SET
   quarantine_reason = 'max_deliveries',
   last_error = CASE WHEN state = 'processing'
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
-    ELSE last_error END
+    ELSE last_error END,
+  lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE attempts >= :max_deliveries AND id IN (
   SELECT id FROM (
     SELECT * FROM (SELECT id, created_at_utc FROM deliveries
@@ -109,7 +114,9 @@ UPDATE deliveries d SET
   quarantine_reason = 'max_deliveries',
   last_error = CASE WHEN d.state = 'processing'
     THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
-    ELSE d.last_error END
+    ELSE d.last_error END,
+  lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
+    ELSE d.lost_lease_token END
 FROM candidates c WHERE d.id = c.id AND d.attempts >= :max_deliveries
 RETURNING d.id
 
@@ -186,17 +193,24 @@ RETURNING message_id
 
 -- name: by_message_ids
 -- Why a settle missed some ids: where each of them is now.
-SELECT message_id, state, lease_token FROM deliveries
+SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
 WHERE recipient_id = :recipient_id AND message_id IN (SELECT value FROM json_each(:ids))
 -- postgresql:
-SELECT message_id, state, lease_token FROM deliveries
+SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
 WHERE recipient_id = :recipient_id
   AND message_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
 
 -- name: by_token
--- Why a settle of a whole lease found nothing held: where its rows are now.
-SELECT message_id, state FROM deliveries
-WHERE lease_token = :token AND recipient_id = :recipient_id
+-- Why a settle of a whole lease found nothing held: where its rows are now,
+-- those it still names and those it lost to a later claim or to restart
+-- recovery (S14), in inbox order. Each branch is one probe of its token index.
+SELECT message_id, state, lease_token, lost_lease_token FROM (
+  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
+  WHERE lease_token = :token AND recipient_id = :recipient_id
+  UNION
+  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
+  WHERE lost_lease_token = :token AND recipient_id = :recipient_id
+) AS rows_of_lease ORDER BY created_at_utc, id
 
 -- name: lease_processes
 -- The processes holding an inbox's leases (restart recovery, S32).
@@ -206,12 +220,13 @@ WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_process IS
 -- name: recover
 -- Restart recovery (S32): the leases of processes that are gone (:processes, a
 -- JSON array) go back to ready at once; the claim that took them counted the
--- attempt. The token stays, so a late settle under it is told what happened;
--- the owner stays as evidence, as on a release (S15).
+-- attempt. The token stays, and is recorded as the lease that lost the row,
+-- so a late settle under it is told what happened (S14); the owner stays as
+-- evidence, as on a release (S15).
 UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
-  lease_expires_at = NULL, lease_process = NULL
+  lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT value FROM json_each(:processes))
 RETURNING message_id
@@ -219,7 +234,7 @@ RETURNING message_id
 UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
-  lease_expires_at = NULL, lease_process = NULL
+  lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
 RETURNING message_id

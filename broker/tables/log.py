@@ -150,6 +150,12 @@ deliveries = Table(
         comment="process holding the lease (host:pid:start), for restart recovery (S32); "
         "NULL when the claimer was transient (a CLI call)",
     ),
+    Column(
+        "lost_lease_token",
+        String(40),
+        comment="the latest lease that lost this delivery without settling it: a claim "
+        "took it after that lease expired, or restart recovery returned it (S14, S32)",
+    ),
     partial_index(
         "ix_deliveries_ready",
         "recipient_id",
@@ -169,6 +175,12 @@ deliveries = Table(
         # Not only while processing: the token stays on settled rows, so a repeated
         # ack is recognised (idempotent) and a lost lease is named (S14).
         where="lease_token IS NOT NULL",
+    ),
+    partial_index(
+        "ix_deliveries_lost_lease_token",
+        "lost_lease_token",
+        # A late settle of a whole lease finds what it lost (S14): an error path only.
+        where="lost_lease_token IS NOT NULL",
     ),
     partial_index(
         "ix_deliveries_quarantine",
