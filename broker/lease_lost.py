@@ -65,8 +65,12 @@ def _why(token: str, w: Where) -> str:
     }.get(w.state, "quarantined")
 
 
+def _parts(token: str, lost: list[tuple[str, Where]]) -> str:
+    return ", ".join(f"{mid} ({_why(token, w)})" for mid, w in lost)
+
+
 def _refusal(token: str, lost: list[tuple[str, Where]]) -> errors.LeaseLost:
-    parts = ", ".join(f"{mid} ({_why(token, w)})" for mid, w in lost)
+    parts = _parts(token, lost)
     moved_on = any(w.token != token or w.state == "ready" for _, w in lost)
     tail = REDELIVERED if moved_on else "this lease has nothing of them left to settle"
     return errors.LeaseLost(
@@ -131,3 +135,18 @@ def explain(
     stale = [(mid, w) for mid, w in rows if w.state != settled_state]
     if stale:
         raise _refusal(token, stale)
+
+
+def turn_lost(turn_id: str, token: str, lost: list[tuple[str, Where]]) -> errors.LeaseLost:
+    """A confirmation of a turn (S18) refused: its lease no longer holds ``lost``.
+    Redelivered ones are the usual case, said in the turn's words; anything
+    else (set aside by ``quarantine_turn``, returned by recovery) says what."""
+    ids = [mid for mid, _ in lost]
+    if all(w.token != token for _, w in lost):
+        text = (
+            f"turn {turn_id} was not confirmed before its lease expired and "
+            f"{', '.join(ids)} were delivered again in a later turn: confirm that one"
+        )
+    else:
+        text = f"turn {turn_id} no longer holds {_parts(token, lost)}: nothing was confirmed"
+    return errors.LeaseLost(text, turn_id=turn_id, lost=ids)

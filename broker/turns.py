@@ -459,14 +459,9 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
             # In the order the turn showed them (``found`` comes in no set order).
             # Done under this very token: a concurrent confirmation of this
             # turn acked it first (PostgreSQL, READ COMMITTED): not lost.
-            lost = [m for m in rest if m in found and found[m][:2] != ("done", token)]
+            lost = [(m, found[m]) for m in rest if m in found and found[m][:2] != ("done", token)]
             if lost:
-                raise errors.LeaseLost(
-                    f"turn {turn_id} was not confirmed before its lease expired and "
-                    f"{', '.join(lost)} were delivered again in a later turn: confirm that one",
-                    turn_id=turn_id,
-                    lost=lost,
-                )
+                raise lease_lost.turn_lost(turn_id, token, lost)
         upto = _cursor_after(turn, others)
         if upto > turn["bcast_seen"]:
             t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": upto})

@@ -19,7 +19,7 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, inbox, procs
+from broker import Agent, Operator, Store, errors, inbox, procs, turns
 
 
 @pytest.fixture
@@ -217,3 +217,37 @@ def test_S14_a_lease_that_restart_recovery_ended_or_a_claim_quarantined_is_told_
         "lease expired: delivered max_deliveries times): this lease has nothing of them left "
         "to settle"
     )
+
+
+# --- S18: what a late confirmation of a turn is told ----------------------------------------------
+def test_S18_a_turn_set_aside_or_returned_by_recovery_is_refused_saying_so(
+    cstore: Store,
+) -> None:
+    op, sid, a, b = crew(cstore)
+    aside = a.send("otter", "bad").id
+    turn = b.next_turn()
+    assert turn.id is not None and [i.id for i in turn.items] == [aside]
+    assert b.quarantine_turn(turn, "the model choked on it") == 1
+    before = deliveries(cstore)
+    with pytest.raises(errors.LeaseLost) as info:
+        b.seen(turn.id)
+    assert (info.value.message, info.value.fields) == (
+        f"turn {turn.id} no longer holds {aside} (quarantined): nothing was confirmed",
+        {"turn_id": turn.id, "lost": [aside]},
+    )
+    assert deliveries(cstore) == before
+    back = a.send("otter", "again").id
+    dead = turns.next_turn(cstore, b.identity, process=dead_process())
+    assert dead.id is not None and [i.id for i in dead.items] == [back]
+    assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
+    before = deliveries(cstore)
+    with pytest.raises(errors.LeaseLost) as info:
+        b.seen(dead.id)
+    assert (info.value.message, info.value.fields) == (
+        f"turn {dead.id} no longer holds {back} (returned to ready: the process holding the "
+        "lease is gone): nothing was confirmed",
+        {"turn_id": dead.id, "lost": [back]},
+    )
+    assert deliveries(cstore) == before
+    assert op.log(sid, kinds=["seen"]) == []  # no receipt for either refusal
+    assert b.seen(b.next_turn().id or "").acked == 1  # the redelivered turn confirms it
