@@ -1,6 +1,6 @@
 """a delivery remembers the lease that lost it (S14)
 
-Revision ID: 0012
+Revision ID: 0013
 Revises: 0011
 Create Date: 2026-12-01 18:00:00.000000
 
@@ -12,6 +12,10 @@ token alone no longer finds once another claim holds them. Only the latest
 such lease is kept. Rows written before this revision have none: a late
 settle of an older lease names what its token still finds, as before.
 Frozen: written out here, never imported from live code.
+
+Numbered 0013: it was written beside revision 0012 (PostgreSQL's search fold)
+on another branch. It revises 0011 here, and must revise 0012 once both are in
+one history (tests/test_migrations.py allows a single head).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0012"
+revision: str = "0013"
 down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
