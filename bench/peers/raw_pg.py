@@ -9,7 +9,8 @@ FOR UPDATE: the gap-free sequence); the caller check; the space and recipient
 SELECTs; UPDATE spaces; INSERT message; INSERT delivery; COMMIT; then the
 wake-up NOTIFY (``store.notify``). For claim + ack: the caller check, the
 claim (a CTE of candidates FOR UPDATE SKIP LOCKED feeding UPDATE ...
-RETURNING), the body SELECT, the ack UPDATE, each in its transaction.
+RETURNING), the body SELECT; the caller check and the ack UPDATE; each in
+its transaction.
 No pool, no Python around them but the values they need.
 """
 
@@ -38,7 +39,7 @@ class RawPgSame(RawSame):
         "from its catalogue: a send (BEGIN READ COMMITTED; SELECT ... FOR UPDATE of the "
         "space row; the caller check; space and recipient SELECTs; UPDATE spaces; INSERT "
         "message; INSERT delivery; COMMIT; pg_notify) and claim + ack (the caller check, the "
-        "SKIP LOCKED claim, the body SELECT, the ack UPDATE)"
+        "SKIP LOCKED claim, the body SELECT; the caller check, the ack UPDATE)"
     )
     batch_how = "the same statements, 100 sends in one transaction; claim LIMIT 100, one ack"
 

@@ -98,8 +98,8 @@ class RawSame:
         "the recipient, UPDATE spaces ... RETURNING -- on the once-a-second heartbeat call "
         "instead the heartbeat UPDATE, space and recipient SELECTs and UPDATE spaces; "
         "INSERT message; INSERT delivery; COMMIT) "
-        "and for claim + ack (the caller check, the claim UPDATE ... RETURNING, the body SELECT, "
-        "the ack UPDATE)"
+        "and for claim + ack (the caller check, the claim UPDATE ... RETURNING, the body SELECT; "
+        "the caller check, the ack UPDATE)"
     )
     batch_how = "the same statements, 100 sends in one transaction; claim LIMIT 100, one ack"
 
