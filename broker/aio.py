@@ -437,6 +437,7 @@ class AsyncAgent:
         by the next call (while its lease lasts)."""
         wait = check_wait(wait)
         if tx is None and (kept := self._kept_turn()) is not None:
+            await run(self.sync.granted)  # refused like any call once it left (S4)
             return kept
         if wait <= 0 or tx is not None:
             call = functools.partial(self.sync.next_turn, wait, lease, limit, tx=tx)

@@ -290,6 +290,29 @@ def test_S18_a_turn_taken_by_a_cancelled_next_turn_is_the_next_turn(
     arun(main())
 
 
+def test_S4_a_turn_kept_from_a_cancelled_next_turn_is_not_handed_to_a_participant_that_left(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    a, b = join("a"), join("b")
+    a.send("b", "see me once")
+    ab = AsyncAgent.wrap(b)
+
+    async def main() -> None:
+        go, holder = _hold_write_lock(store)
+        task = asyncio.create_task(ab.next_turn(wait=10))
+        await asyncio.sleep(0)
+        task.cancel()
+        go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        holder.join(10)
+        await ab.leave()
+        with pytest.raises(errors.ParticipantLeft):
+            await ab.next_turn()
+
+    arun(main())
+
+
 def test_cancelled_write_finishes_before_the_cancellation_propagates(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
