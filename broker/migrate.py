@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-HEAD = "0013"
+HEAD = "0014"
 _PACKAGE = Path(__file__).resolve().parent
 
 

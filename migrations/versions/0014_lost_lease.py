@@ -1,7 +1,7 @@
 """a delivery remembers the lease that lost it (S14)
 
-Revision ID: 0013
-Revises: 0011
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-01 18:00:00.000000
 
 A claim that takes a delivery from an expired lease (to hand it out again, or
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0013"
-down_revision: str | None = "0011"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
