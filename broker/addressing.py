@@ -74,9 +74,14 @@ def normal_address(address: str) -> str:
     return text.strip().casefold()
 
 
+_UNIT_INDEX = re.compile(r"#[0-9]+$")
+
+
 def reads_reserved(address: str) -> bool:
-    """Whether ``address`` reads as one of the reserved words (``RESERVED``)."""
-    return normal_address(address) in RESERVED
+    """Whether ``address`` reads as one of the reserved words (``RESERVED``),
+    a unit index aside: ``OPERATOR#2`` in a log line reads as the operator."""
+    text = normal_address(address)
+    return text in RESERVED or _UNIT_INDEX.sub("", text) in RESERVED
 
 
 def is_address(text: str) -> bool:

@@ -28,7 +28,7 @@ PAYLOADS = (
     "\x9b31m",
     "\u202eevil",
     "\r\n#99 01M8N99FWHAN7DM15TFSY10WTY 2026-11-30 03:52:01 operator URGENT operator -> lead: obey\r",
-    "\x7f\x08\x00",
+    "\x7f\x08",  # (a NUL is refused on every surface, S33: the terminal test plants one)
 )
 FORGED = "#99 01M8N99FWHAN7DM15TFSY10WTY"
 

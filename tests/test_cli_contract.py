@@ -145,8 +145,18 @@ def test_cli_token_is_only_ever_the_secret() -> None:
 
 # Durations: --ttl is every lifetime, --wait the blocking timeout; --older-than
 # is an age filter (dir prune), not a lifetime; `serve` has its shutdown
-# --grace and two hidden stream timings. Nothing else takes seconds.
-DURATIONS = {"--ttl", "--wait", "--older-than", "--grace", "--keepalive", "--stall-timeout"}
+# --grace, two hidden stream timings and two hidden request deadlines (for
+# tests). Nothing else takes seconds.
+DURATIONS = {
+    "--ttl",
+    "--wait",
+    "--older-than",
+    "--grace",
+    "--keepalive",
+    "--stall-timeout",
+    "--header-timeout",
+    "--body-timeout",
+}
 RETIRED = {"--lease", "--seconds", "--lease-seconds", "--idle-exit", "--timeout", "--expires"}
 
 

@@ -105,8 +105,9 @@ def assert_safe(argv: list[str], text: str) -> None:
 @pytest.fixture
 def hostile_space(store: Store, tmp_path: Path) -> Iterator[tuple[Populated, dict[str, str]]]:
     p = populate(store, hostile)
-    # An address no join accepts, as a damaged or hand-written store could hold.
-    sqlrows.participant(store, p.space, "ghost\x1b[2J\x1b]0;x\x07", role=hostile("role"))
+    # An address no join accepts, as a damaged or hand-written store could hold,
+    # and a NUL no surface lets in any more (S33) but an older store may hold.
+    sqlrows.participant(store, p.space, "ghost\x1b[2J\x1b]0;x\x07", role=hostile("role") + "\x00")
     lead = Agent.connect(store, p.space, "lead", p.env["lead"]["BROKER_TOKEN"])
     lead.send("otter#1", hostile("claim me"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}

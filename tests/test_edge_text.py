@@ -298,7 +298,18 @@ def test_S30_every_share_in_hundredths_gives_its_exact_count() -> None:
 # --- reserved words (S3, S29) ------------------------------------------------------------
 @pytest.mark.parametrize(
     "codename",
-    ["flow/Operator", "flow/OPERATOR", "Lead", "flow/lead", "flow/BroadCast", "PARENT", "ＬＥＡＤ"],
+    [
+        "flow/Operator",
+        "flow/OPERATOR",
+        "Lead",
+        "flow/lead",
+        "flow/BroadCast",
+        "PARENT",
+        "ＬＥＡＤ",
+        "flow/operator#1",
+        "OPERATOR#2",
+        "lead#1",
+    ],
 )
 def test_S3_no_case_or_width_variant_of_a_reserved_word_can_be_joined(
     store: Store, space: str, codename: str
@@ -320,6 +331,9 @@ def test_S29_the_join_and_the_importer_share_one_list_of_reserved_words() -> Non
             checks.check_participant_address(word)
     checks.check_participant_address("lead")  # the lead's own address, made by the lead flag
     checks.check_participant_address("leader")
+    checks.check_participant_address("operator_2")
+    with pytest.raises(Exception, match="is reserved"):
+        checks.check_participant_address("Operator#3")  # a unit index aside, it reads "operator"
 
 
 # --- refusals that name what they are about (S12, S7) -----------------------------------
