@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker.record_type import record
-from broker.vocab import SETTING_BOUNDS
+from broker.vocab import INT_SETTINGS, SETTING_BOUNDS
 
 DB_FILENAME = "broker.db"
 MB = 1024 * 1024  # log_max_mb counts mebibytes (S11)
@@ -25,7 +25,6 @@ MB = 1024 * 1024  # log_max_mb counts mebibytes (S11)
 # The documented bounds (S33) live in broker.vocab (SETTING_BOUNDS): the CLI
 # prints them without importing pydantic.
 BOUNDS = SETTING_BOUNDS
-INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
 
 
 @record

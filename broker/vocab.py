@@ -71,6 +71,10 @@ SETTING_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
+# The settings that are whole numbers (the others are decimals).
+INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
+
+
 def describe_setting(name: str) -> str:
     """A setting's bounds in words, for error messages and ``space show``."""
     low, high = (number(x) for x in SETTING_BOUNDS[name])

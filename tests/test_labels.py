@@ -71,9 +71,9 @@ def test_S37_a_path_to_check_may_hold_control_characters_and_is_matched_like_any
     assert (check.path, check.blocked, [r.holder for r in check.held_by]) == (name, True, ["lynx"])
     [free] = Operator(store).check_paths(space, [f"a{bad}b"])
     assert (free.path, free.blocked, free.held_by) == (f"a{bad}b", False, [])
-    with pytest.raises(errors.InvalidInput) as exc:
+    with pytest.raises(errors.InvalidInput) as exc:  # refused at the API's edge (S33)
         otter.check_paths(["src/a\0b"])
-    assert exc.value.fields["field"] == "path"
+    assert exc.value.fields["field"] == "paths"
     with pytest.raises(errors.InvalidInput):  # refused at the API's edge (broker.apicheck)
         otter.check_paths(["src/a\udc80b"])
 

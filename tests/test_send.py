@@ -636,7 +636,7 @@ def test_S10_body_cap_at_cap_minus_one_cap_and_cap_plus_one_bytes(
     before = all_rows(store)
     with pytest.raises(errors.BodyTooLarge) as info:
         lynx.send("otter", "a" * (cap + 1))
-    assert info.value.fields == {"size": cap + 1, "cap": cap}
+    assert info.value.fields == {"size": cap + 1, "cap": cap, "field": "text"}
     assert info.value.exit_code == 2
     # Bytes, not characters: 'é' is two bytes in UTF-8.
     with pytest.raises(errors.BodyTooLarge):

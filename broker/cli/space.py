@@ -50,7 +50,7 @@ def _setting_value(key: str, text: str) -> object:
     for the int settings, else a decimal): the library takes numbers, never
     text (S33). Text that is no such number is passed on for the library to
     refuse, naming the setting."""
-    from broker.settings import INT_SETTINGS
+    from broker.vocab import INT_SETTINGS
 
     try:
         return int(text) if key in INT_SETTINGS else float(text)
