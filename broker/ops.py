@@ -35,6 +35,7 @@ from typing import Any, Literal
 from broker import errors
 from broker.db import Store, wrap_db_error
 from broker.migrate import HEAD
+from broker.paths import check_writable_target
 from broker.records import BackupResult, Finding, VacuumResult
 from broker.settings import StoreSettings
 from broker.sql import stmt
@@ -487,22 +488,31 @@ def backup(
 def _check_backup_target(store: Store, target: Path, key_copy: Path | None, force: bool) -> None:
     src = store.path.resolve()
     own = {src, *(Path(f"{src}{s}") for s in ("-wal", "-shm", "-journal", ".lock", KEY_SUFFIX))}
+    problem = None
     if target.resolve() in own:
-        raise errors.InvalidInput(f"cannot back the store up onto its own files: {target}")
-    if target.is_dir():
-        raise errors.InvalidInput(f"{target} is a folder: give the path of the backup file")
-    if not target.parent.is_dir():
-        raise errors.InvalidInput(f"no folder {target.parent} to write the backup in")
+        problem = f"cannot back the store up onto its own files: {target}"
+    elif target.is_dir():
+        problem = f"{target} is a folder: give the path of the backup file"
+    elif not target.parent.is_dir():
+        problem = f"no folder {target.parent} to write the backup in"
+    if problem:
+        raise errors.InvalidInput(problem, field="path")
+    # A device, FIFO, socket or symlink is never replaced, even with force:
+    # os.replace would put the database where /dev/null was (and the key
+    # file beside it); force is for an older backup, a regular file.
+    for path in (target, key_copy):
+        if path is not None:
+            check_writable_target(path, "path")
     for side in ("-wal", "-shm"):
         if Path(f"{target}{side}").exists():
             raise errors.InvalidInput(
                 f"{target}{side} exists: {target} looks like a store in use; stop its users "
-                "or remove it first"
+                "or remove it first",
+                field="path",
             )
-    if not force:
-        for path in (target, key_copy):
-            if path is not None and (path.exists() or path.is_symlink()):
-                raise errors.InvalidInput(f"{path} exists: pass --force to overwrite it")
+    for path in (target, key_copy) if not force else ():
+        if path is not None and path.exists():
+            raise errors.InvalidInput(f"{path} exists: pass --force to overwrite it", field="force")
 
 
 def _copy(store: Store, tmp: Path, progress: Progress | None) -> tuple[str | None, list[str], int]:
@@ -543,7 +553,14 @@ def _copy(store: Store, tmp: Path, progress: Progress | None) -> tuple[str | Non
 
 def _copy_private(src: Path, dest: Path) -> None:
     data = src.read_bytes()
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    # A FIFO or device planted since the check: neither hangs the open nor is truncated.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(dest, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise errors.InvalidInput(f"{dest} is not a regular file: not written", field="path")
+    os.set_blocking(fd, True)
+    os.ftruncate(fd, 0)
     with os.fdopen(fd, "wb") as fh:
         os.fchmod(fh.fileno(), 0o600)
         fh.write(data)

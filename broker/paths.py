@@ -29,6 +29,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,6 +106,43 @@ def atomic_writer(path: Path, *, fsync: bool = False) -> Iterator[IO[str]]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it exists and is not a regular file ("a FIFO
+    (named pipe)", "a symbolic link", ...), else None. Not followed: a
+    symlink is one, whatever it points at."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def check_writable_target(path: str | os.PathLike[str], field: str) -> None:
+    """Refuse to write (or replace) ``path`` when something other than a
+    regular file is there: a device, a FIFO, a socket or a symlink is never
+    overwritten, with or without --force (replacing /dev/null, or writing a
+    database into a FIFO, is never what the caller meant)."""
+    kind = not_regular(path)
+    if kind is not None:
+        raise errors.InvalidInput(
+            f"{path} is {kind}: broker writes only regular files; "
+            "give the path of a regular file or of a new one",
+            field=field,
+        )
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -29,10 +29,12 @@ first (chained); ``uninstall`` puts it back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +52,7 @@ from broker.cli._common import (
     server,
 )
 from broker.cli._output import safe
+from broker.paths import check_writable_target
 
 if TYPE_CHECKING:
     from broker.client import Agent
@@ -128,6 +131,11 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     hook = hooks / "pre-commit"
     chained = hooks / CHAINED
     note = ""
+    # A hook may be a link to a shared script (a link is moved, never
+    # written through), but what it or the chained hook points at must be
+    # a regular file: reading a FIFO would hang, and a device may never end.
+    for path in (hook.resolve(), chained.resolve()):
+        check_writable_target(path, "repo")
     if hook.exists() and not _ours(hook):
         if not force:
             raise errors.Conflict(
@@ -146,10 +154,19 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
         python=shlex.quote(sys.executable),
         space=f" --default-space {shlex.quote(space)}" if space else "",
     )
-    tmp = hooks / "pre-commit.broker-tmp"
-    tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(0o755)
-    tmp.replace(hook)  # atomic: a commit meanwhile sees the old hook or the new one
+    # A fresh temp file (never a fixed name that a planted symlink could
+    # redirect), made executable, then renamed: a commit meanwhile sees the
+    # old hook or the new one.
+    fd, tmp = tempfile.mkstemp(prefix=".pre-commit.", suffix=".broker-tmp", dir=hooks)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            os.fchmod(fh.fileno(), 0o755)
+        os.replace(tmp, hook)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if as_json:
         emit_json({"hook": str(hook), "chained": str(chained) if chained.exists() else None})
     else:
