@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from broker import errors
 from broker.db import Store, wrap_db_error
+from broker.envvars import expand
 from broker.migrate import HEAD
 from broker.paths import check_writable_target
 from broker.records import BackupResult, Finding, VacuumResult
@@ -445,10 +446,9 @@ def _mib(n: int) -> str:
 def backup(
     store: Store, dest: str | Path, *, force: bool = False, progress: Progress | None = None
 ) -> BackupResult:
-    """Copy the store online to ``dest`` (see the module doc); ``force``
-    replaces an existing file. ``progress(done, total)`` follows the pages."""
+    """Copy the store online to ``dest`` (module doc); ``force`` replaces a regular file."""
     start = time.perf_counter()
-    target = Path(dest).expanduser().absolute()
+    target = expand(str(dest), "the backup file", "path").absolute()
     key = Path(f"{store.path}{KEY_SUFFIX}")
     key_copy = Path(f"{target}{KEY_SUFFIX}")
     _check_backup_target(store, target, key_copy if key.exists() else None, force)

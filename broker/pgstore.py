@@ -75,12 +75,22 @@ def conninfo(url: str) -> str:
         raise errors.InvalidInput(
             f"bad database URL {url!r}: expected postgresql+psycopg://user@host:port/database"
         )
+    try:  # an unclosed [ or a port that is not one: refused here, in one line
+        urlsplit(url).port  # noqa: B018 - read for the check it makes
+    except ValueError as exc:
+        raise errors.InvalidInput(
+            f"bad database URL {redacted(url)!r}: {exc}", field="url"
+        ) from None
     return f"postgresql://{rest}"
 
 
 def redacted(url: str) -> str:
     """The URL without its password, for messages and ``store.path``."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not parsable: hide all between :// and @ (a password may be there)
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")

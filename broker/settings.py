@@ -10,7 +10,6 @@ Limits have defaults here and can be overridden per space (``space create
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -122,34 +121,27 @@ class StoreSettings:
 
     @classmethod
     def from_env(cls, url: str | None = None) -> StoreSettings:
-        sync = os.environ.get("BROKER_SYNCHRONOUS", "NORMAL").upper()
-        if sync not in ("NORMAL", "FULL"):
-            from broker.errors import InvalidInput
+        # One rule for every BROKER_* variable (broker.envvars): empty is
+        # unset, anything else not taken is invalid_input naming it.
+        from broker import envvars
 
-            raise InvalidInput(f"BROKER_SYNCHRONOUS must be NORMAL or FULL, not {sync!r}")
-        busy = os.environ.get("BROKER_BUSY_TIMEOUT_MS", "10000")
-        if not busy.isdigit():
-            from broker.errors import InvalidInput
-
-            raise InvalidInput(f"BROKER_BUSY_TIMEOUT_MS must be a whole number of ms, not {busy!r}")
-        lock = os.environ.get("BROKER_WRITER_LOCK", "on").lower()
-        if lock not in ("on", "off"):
-            from broker.errors import InvalidInput
-
-            raise InvalidInput(f"BROKER_WRITER_LOCK must be on or off, not {lock!r}")
         return cls(
-            url=url or os.environ.get("BROKER_URL") or default_url(),
-            synchronous=sync,  # type: ignore[arg-type]
-            busy_timeout_ms=int(busy),
-            writer_lock=lock == "on",
+            url=url or envvars.get("BROKER_URL") or default_url(),
+            synchronous=envvars.choice(  # type: ignore[arg-type]
+                "BROKER_SYNCHRONOUS", ("NORMAL", "FULL"), "NORMAL"
+            ),
+            busy_timeout_ms=envvars.whole("BROKER_BUSY_TIMEOUT_MS", 10_000, envvars.BUSY_MAX_MS),
+            writer_lock=envvars.switch("BROKER_WRITER_LOCK", True),
         )
 
 
 def broker_home() -> Path:
-    home = os.environ.get("BROKER_HOME")
+    from broker import envvars
+
+    home = envvars.get("BROKER_HOME")
     if home:
-        return Path(home).expanduser()
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return envvars.expand(home, "BROKER_HOME")
+    data = envvars.get("XDG_DATA_HOME") or str(envvars.expand("~", "HOME")) + "/.local/share"
     return Path(data) / "broker"
 
 

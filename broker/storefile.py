@@ -37,7 +37,9 @@ def sqlite_path(url: str) -> str:
 def _file_path(db: str) -> Path:
     if not db or db == ":memory:":
         raise errors.InvalidInput("broker needs a database file, not an in-memory database")
-    return Path(db).expanduser().absolute()
+    from broker.envvars import expand
+
+    return expand(db, "the database file", "url").absolute()
 
 
 def prepare(db: str) -> Path:

@@ -402,3 +402,111 @@ def test_S26_agent_run_streams_the_commands_stderr_and_logs_each_turn(
         assert "\x1b" not in res.err
     replies = [e.body for e in op.log(sid, kinds=["direct"], sender="chatty")]
     assert replies == ["done"]
+
+
+# --- S33: a closed stdin, an unknown ~user, a URL that is not one -----------------------------
+def _closed_stdin() -> None:
+    os.close(0)  # `<&-`: Python then has no sys.stdin at all
+
+
+def test_S33_a_closed_stdin_is_invalid_input_for_every_command_that_reads_it(
+    store: Store, tmp_path: Path
+) -> None:
+    sid = Operator(store).create_space("workflow").id
+    _, joined = trusted.join(store, sid, "flow/lynx")
+    trusted.join(store, sid, "flow/otter")
+    before = count_rows(store)
+    env = broker_env(
+        tmp_path / "home", BROKER_SPACE=sid, BROKER_AS="lynx", BROKER_TOKEN=joined.token
+    )
+    for argv, said in [
+        (["msg", "send", "--to", "otter", "-"], "'-' reads the text from stdin, but stdin is closed"),
+        (["board", "post", "-"], "'-' reads the text from stdin, but stdin is closed"),
+        (["message", "send", sid, "-"], "'-' reads the text from stdin, but stdin is closed"),
+        (["mcp"], "broker mcp serves on stdin and stdout, but stdin is closed"),
+        (["space", "stop", sid], "Nothing changed: pass --yes to confirm."),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "broker", *argv],
+            capture_output=True, text=True, env=env, preexec_fn=_closed_stdin, timeout=60,
+        )  # fmt: skip
+        line = one_line(proc.stderr)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert line.startswith("broker: invalid_input: ") and line.endswith(said), (argv, line)
+    assert count_rows(store) == before
+
+
+def test_S33_an_unknown_user_in_a_path_and_a_malformed_url_are_invalid_input(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cases = {
+        ("BROKER_HOME", "~nosuchuser"): "BROKER_HOME '~nosuchuser': cannot expand "
+        "'~nosuchuser': no user 'nosuchuser'",
+        ("BROKER_URL", "sqlite:///~nosuchuser/x.db"): "the database file '~nosuchuser/x.db': "
+        "cannot expand '~nosuchuser': no user 'nosuchuser'",
+        ("BROKER_URL", "http://[::1"): "bad server URL 'http://[::1': Invalid IPv6 URL",
+        ("BROKER_URL", "http://127.0.0.1:99999"): "bad server URL 'http://127.0.0.1:99999': "
+        "Port out of range 0-65535",
+        ("BROKER_URL", "https://h:x"): "bad server URL 'https://h:x': Port could not be cast",
+        ("BROKER_URL", "postgresql+psycopg://u:pw@[::1/x"): "bad database URL "
+        "'postgresql+psycopg://***@[::1/x': Invalid IPv6 URL",
+        ("BROKER_URL", "postgresql+psycopg://u:pw@h:70000/x"): "bad database URL "
+        "'postgresql+psycopg://u:***@h:70000/x': Port out of range",
+    }
+    for (name, value), said in cases.items():
+        for argv in (["space", "list"], ["msg", "send", "--space", "x", "--as", "y",
+                                         "--token", "z", "--to", "a", "hi"]):  # fmt: skip
+            res = cli(*argv, env={name: value})
+            line = one_line(res.err)
+            assert res.code == 2, (name, value, argv, res.err)
+            assert line.startswith(f"broker: invalid_input: {said}"), (name, value, line)
+            assert "pw" not in line  # a password in a URL is never echoed
+    assert not (tmp_path / "home").exists()
+
+
+def test_S33_backup_to_an_unknown_users_folder_is_invalid_input_naming_path(store: Store) -> None:
+    with pytest.raises(errors.InvalidInput, match="cannot expand '~nosuchuser'") as refused:
+        Operator(store).backup("~nosuchuser/b.db")
+    assert refused.value.fields == {"field": "path"}
+
+
+# --- the BROKER_* variables: one rule (README "Environment") ------------------------------------
+def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_naming_it(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    from broker import envvars
+
+    sid = Operator(store).create_space("workflow").id
+    key = {"XDG_DATA_HOME": str(tmp_path / "xdg")}  # the store's key file is beside it
+    empty = {name: "" for name in envvars.VARIABLES if name not in ("BROKER_URL", "BROKER_HOME")}
+    res = cli("space", "show", sid, env={**empty, **key})
+    assert res.code == 0, res.err  # every variable empty: every default applies
+    res = cli("space", "show", sid, env={**key, "BROKER_URL": "", "BROKER_HOME": ""})
+    assert res.code == 3  # the default store (in XDG_DATA_HOME), not one in ./
+    assert f"no broker database at {tmp_path / 'xdg' / 'broker' / 'broker.db'}:" in res.err
+    takes = {
+        "BROKER_GUARD": "on or off",
+        "BROKER_DEBUG": "on or off",
+        "BROKER_WRITER_LOCK": "on or off",
+        "BROKER_SYNCHRONOUS": "NORMAL or FULL",
+        "BROKER_BUSY_TIMEOUT_MS": "a whole number from 0 to 3600000",
+    }
+    before = count_rows(store)
+    for name, what in takes.items():
+        for junk in ("junk", " ", "-1", "99999999999"):
+            res = cli("space", "show", sid, env={**key, name: junk})
+            assert res.code == 2, (name, junk, res.err)
+            assert one_line(res.err) == f"broker: invalid_input: {name} must be {what}, not {junk!r}"
+    for name in ("BROKER_GUARD", "BROKER_DEBUG", "BROKER_WRITER_LOCK"):
+        for word in ("ON", "off", "1", "0", "True", "no"):
+            assert cli("space", "show", sid, env={**key, name: word}).code == 0, (name, word)
+    assert count_rows(store) == before
+    assert set(envvars.VARIABLES) <= set(README_ENV_ROWS())
+
+
+def README_ENV_ROWS() -> list[str]:  # noqa: N802 - reads like the table it returns
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### Environment", 1)[1].split("### ", 1)[0]
+    return re.findall(r"`(BROKER_[A-Z_]+)`", section)

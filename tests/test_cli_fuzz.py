@@ -13,6 +13,7 @@ can carry bytes that are not UTF-8.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -303,3 +304,46 @@ def test_S33_invalid_utf8_is_refused_by_every_command(
     err = proc.stderr.decode()
     assert len(err.splitlines()) == 1 and "not valid UTF-8" in err and "Traceback" not in err
     assert not (tmp_path / "home").exists()
+
+
+# Values of BROKER_* variables that once crashed a command (exit 70) or were
+# read as something else: an unknown ~user, URLs that do not parse, junk
+# switches; plus drawn text and numbers (README "Environment").
+ENV_VALUES = st.one_of(
+    HOSTILE_TEXT,
+    NUMBERS,
+    st.sampled_from(
+        ["~nosuchuser", "~nosuchuser/x", "~", "sqlite:///~nosuchuser/x.db", "sqlite:///",
+         "http://[::1", "http://127.0.0.1:99999", "https://h:x", "unix://", "http://127.0.0.1:0",
+         "postgresql+psycopg://[::1/x", "postgresql://u:pw@h:70000/x", "on", "OFF", "FULL", ""]
+    ),
+)  # fmt: skip
+
+
+@given(data=st.data())
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+def test_S33_fuzz_every_broker_variable_under_every_command(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from broker import envvars
+
+    path = data.draw(st.sampled_from(IN_PROCESS))
+    names = sorted(set(envvars.VARIABLES) - IDENTITY_VARS)
+    env = data.draw(st.dictionaries(st.sampled_from(names), ENV_VALUES, min_size=1, max_size=3))
+    argv = [*path, *data.draw(st.sampled_from([[], ["x"], ["x", "y"]]))]
+    folder = tmp_path_factory.mktemp("env")
+    with contextlib.chdir(folder):  # a relative BROKER_HOME lands in a folder of its own
+        res = CliRunner().invoke(main, argv, env={"XDG_DATA_HOME": str(folder), **env})
+    where = f"{env} broker {' '.join(argv)}"
+    assert res.exception is None or isinstance(res.exception, SystemExit), (where, res.exception)
+    assert res.exit_code in DOCUMENTED | DOCTOR, (where, res.exit_code, res.stderr)
+    assert "Traceback" not in res.stdout + res.stderr, where
+    assert len(res.stderr.splitlines()) <= 1, (where, res.stderr)
+
+
+IDENTITY_VARS = {"BROKER_SPACE", "BROKER_AS", "BROKER_TOKEN"}

@@ -36,6 +36,7 @@ __all__ = [
     "emit_json",
     "emit_json_lines",
     "identity_options",
+    "is_terminal",
     "json_option",
     "keyvals",
     "main",
@@ -144,6 +145,9 @@ class BrokerGroup(BrokerSubGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            from broker import envvars
+
+            envvars.check()  # a mistyped BROKER_* switch is refused by every command
             return super().invoke(ctx)
         except errors.BrokerError as exc:
             _debug()
@@ -199,7 +203,13 @@ class BrokerGroup(BrokerSubGroup):
 
 
 def _debug() -> None:
-    if os.environ.get("BROKER_DEBUG") == "1":
+    from broker import envvars
+
+    try:
+        debug = envvars.switch("BROKER_DEBUG", False)
+    except errors.InvalidInput:  # that is the error being reported (envvars.check)
+        debug = False
+    if debug:
         import traceback
 
         traceback.print_exc()
@@ -419,7 +429,7 @@ def confirm(question: str, yes: bool) -> None:
     scripts; without a terminal to ask on, the command refuses (exit 2)."""
     if yes:
         return
-    if not sys.stdin.isatty():
+    if not is_terminal(sys.stdin):
         raise errors.InvalidInput(f"{question} Nothing changed: pass --yes to confirm.")
     if not click.confirm(question, default=False, err=True):
         raise errors.InvalidInput("not confirmed: nothing changed")
@@ -431,10 +441,18 @@ def yes_option(fn: F) -> F:
     )(fn)
 
 
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` (sys.stdin, sys.stderr) is a terminal; a closed
+    one (``<&-``, ``2>&-``: Python makes it None) is not."""
+    return stream is not None and stream.isatty()
+
+
 def text_arg(words: Sequence[str]) -> str:
     """A message body from the arguments, or from stdin for '-' (UTF-8)."""
     text = " ".join(words)
     if text == "-":
+        if sys.stdin is None:  # `<&-`: no stdin at all, not an empty one
+            raise errors.InvalidInput("'-' reads the text from stdin, but stdin is closed")
         data = sys.stdin.buffer.read()
         try:
             text = data.decode("utf-8")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from broker import errors
-from broker.cli._common import emit_json, json_option, keyvals, main, store
+from broker.cli._common import emit_json, is_terminal, json_option, keyvals, main, store
 
 LAYOUTS = ("space", "mailbox")
 
@@ -31,7 +31,7 @@ class _Bar:
     """Progress of an export or import as a bar on stderr (when it is a terminal)."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and is_terminal(sys.stderr)
         self.bar: Any = None
         self.pending = 0
         self.drawn = 0.0

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from broker import errors
+from broker import envvars, errors
 from broker.cli._common import (
     agent,
     emit_json,
@@ -276,7 +276,7 @@ def pre_commit(
     board when it can be. --json: one line per staged path (what `board check
     --json` prints)."""
     space = space or default_space
-    if os.environ.get("BROKER_GUARD", "").strip().lower() == "off":
+    if not envvars.switch("BROKER_GUARD", True):  # off (any spelling), or invalid_input
         _override(repo, space, as_, token)
         return
     changes = staged(repo)

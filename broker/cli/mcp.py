@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 
@@ -52,6 +53,11 @@ def mcp(
         raise errors.InvalidInput(
             f"the MCP SDK is not installed ({exc.name}): pip install 'swarm-broker[mcp]'"
         ) from None
+    closed = [name for name in ("stdin", "stdout") if getattr(sys, name) is None]
+    if closed:  # `<&-` or `>&-`: there is nothing to serve on
+        raise errors.InvalidInput(
+            f"broker mcp serves on stdin and stdout, but {' and '.join(closed)} is closed"
+        )
     if operator:
         stdio.serve_operator(store())
         return

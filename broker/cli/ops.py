@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from broker.cli._common import emit_json, emit_json_lines, json_option, main
+from broker.cli._common import emit_json, emit_json_lines, is_terminal, json_option, main
 
 # A progress bar for backups past this many pages (~100 MiB at 4 KiB pages).
 PROGRESS_PAGES = 25_600
@@ -75,7 +75,7 @@ def backup(path: str, force: bool, as_json: bool) -> None:
 
     def progress(done: int, total: int) -> None:
         nonlocal bar
-        if bar is None and total >= PROGRESS_PAGES and sys.stderr.isatty():
+        if bar is None and total >= PROGRESS_PAGES and is_terminal(sys.stderr):
             bar = click.progressbar(length=total, label="pages copied", file=sys.stderr)
             bar.__enter__()
         if bar is not None:

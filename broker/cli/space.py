@@ -10,6 +10,7 @@ from broker.cli._common import (
     confirm,
     emit_json,
     emit_json_lines,
+    is_terminal,
     json_option,
     keyvals,
     main,
@@ -267,7 +268,7 @@ def purge(run_id: str, export_dir: str, yes: bool, as_json: bool) -> None:
     from broker.client import Operator
 
     if not yes:
-        if not sys.stdin.isatty():
+        if not is_terminal(sys.stdin):
             raise errors.InvalidInput(
                 f"purging {run_id} deletes its rows: confirm at a terminal, or pass --yes"
             )

@@ -174,7 +174,7 @@ class Connection:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._conn: Wire | _Https | None = None
-        parts = urlsplit(url)
+        parts = _parsed(url)
         self._base = ""
         if parts.scheme == "unix":
             self._unix = parts.path
@@ -271,6 +271,19 @@ class Connection:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _parsed(url: str) -> Any:
+    """``url`` split, its port checked here: a malformed one (an unclosed
+    ``[``, a port past 65535) is invalid input, not a server that did not answer."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port that is not one
+    except ValueError as exc:
+        raise errors.InvalidInput(f"bad server URL {url!r}: {exc}", field="url") from None
+    if port == 0:
+        raise errors.InvalidInput(f"bad server URL {url!r}: port 0", field="url")
+    return parts
 
 
 def connect(url: str | None = None) -> Connection:
