@@ -140,25 +140,26 @@ def claim(
 def _held_by_caller(
     t: Tx, ident: Identity, key: str, token: int, at: str, verb: str
 ) -> tuple[str, str]:
-    """The (claimed_at, lease_expires_at) of the caller's live claim with ``token``,
-    or ``LeaseLost`` saying why the token no longer holds the key."""
+    """The (claimed_at, lease_expires_at) of the caller's live claim with fence
+    ``token``, or ``LeaseLost`` saying why the fence does not hold the key (in
+    the board's words: the caller does not hold it, or holds it with another fence)."""
     cur = t.one(_CLAIM_ROW, {"space_id": ident.space_id, "key": key})
     fields = {"key": key, "fence": token}
     if cur is None or cur["holder"] is None:
         raise errors.LeaseLost(
-            f"cannot {verb} key {key!r}: nobody holds it (token {token} is stale)", **fields
+            f"cannot {verb} key {key!r}: you do not hold it (nobody holds it; claim it first)", **fields
         )
     holder, current = cur["holder"], cur["token"]
     claimed_at, expires = cur["claimed_at_utc"], cur["lease_expires_at"]
     if holder != ident.address:
         raise errors.LeaseLost(
-            f"cannot {verb} key {key!r}: it is held by {holder} now (your token {token} is stale)",
+            f"cannot {verb} key {key!r}: you do not hold it (it is held by {holder} now)",
             holder=holder,
             **fields,
         )
     if token != current:
         raise errors.LeaseLost(
-            f"cannot {verb} key {key!r}: token {token} is stale (your current grant has token {current})",
+            f"cannot {verb} key {key!r}: fence {token} is stale (your claim has fence {current})",
             **fields,
         )
     if expires <= at:

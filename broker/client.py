@@ -52,3 +52,24 @@ def utc_time(value: str, field: str = "since") -> str:
     from broker import apicheck
 
     return apicheck.utc_time(value, field)
+
+
+def check_teammate_durations(lease: float | None, idle_exit: float | None) -> None:
+    """The teammate loop's durations (``broker.runtime.serve``), checked as the
+    library checks them, before anything runs or is written (S33): ``lease``
+    as every claim's lease, ``idle_exit`` as a wait of at most a week."""
+    from broker import bounds, inbox
+
+    if lease is not None:
+        inbox.check_seconds(lease)
+    if idle_exit is not None:
+        bounds.seconds(idle_exit, "idle_exit", top=bounds.WEEK_S, zero=True)
+
+
+def check_writable_target(path: str, field: str) -> None:
+    """``invalid_input`` (naming ``field``) unless ``path`` is absent or a
+    regular file: a front end that writes a path the user named never
+    replaces or writes into a device, FIFO, socket or symlink."""
+    from broker import paths
+
+    paths.check_writable_target(path, field)

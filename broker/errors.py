@@ -36,10 +36,18 @@ class BrokerError(Exception):
 
 # --- caller mistakes (exit 2) -------------------------------------------------
 class InvalidInput(BrokerError):
-    """Input that fails validation; nothing was written."""
+    """Input that fails validation; nothing was written. The message is in the
+    broker's words: pydantic's phrases are reworded (``broker.wording``)."""
 
     code = "invalid_input"
     exit_code = 2
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        from broker import wording
+
+        if wording.needs_words(message):
+            message = wording.in_words(message)
+        super().__init__(message, **fields)
 
 
 class BodyTooLarge(InvalidInput):

@@ -77,6 +77,14 @@ def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
         agent.send("lead", f"teammate {agent.address} failed on turn {turn.id}: {reason}")
 
 
+def check_options(lease: float | None, idle_exit: float | None) -> None:
+    """``serve``'s durations, checked before anything runs or is written (S33):
+    ``broker agent run`` calls this before it joins."""
+    from broker.client import check_teammate_durations
+
+    check_teammate_durations(lease, idle_exit)
+
+
 def serve(
     agent: Agent,
     handler: Handler,
@@ -93,6 +101,7 @@ def serve(
     (scripts and tests); ``max_turns`` after that many turns. ``on_turn(turn,
     outcome, seconds)`` is told how each turn ended: ``seen``, ``failed`` or
     ``redelivered`` (its lease was lost; it comes again)."""
+    check_options(lease, idle_exit)
     stop = stop or threading.Event()
     ctx = TeammateContext(name=agent.address, agent=agent)
     taken = 0

@@ -13,6 +13,7 @@ it through the index that is there).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from broker import errors
@@ -42,9 +43,28 @@ def _file_path(db: str) -> Path:
     return expand(db, "the database file", "url").absolute()
 
 
+def _check_is_file(path: Path) -> None:
+    """A store path where something other than a file is (a folder, a FIFO, a
+    device) is named as such: "no database, create one" would send the user
+    to ``space create``, which then cannot open it either."""
+    try:
+        mode = os.stat(path).st_mode  # a symlink to the database file is fine
+    except OSError:
+        return  # missing (or unreadable): the caller says so
+    if stat.S_ISREG(mode):
+        return
+    kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+    raise errors.InvalidInput(
+        f"the store's database {path} is {kind}, not a database file: move it away, "
+        "or point BROKER_HOME/BROKER_URL/--url elsewhere",
+        field="url",
+    )
+
+
 def prepare(db: str) -> Path:
     """The database file, made (folder 0700, file 0600) if it is not there."""
     path = _file_path(db)
+    _check_is_file(path)
     folder = path.parent
     try:
         if not folder.exists():
@@ -68,6 +88,7 @@ def existing(db: str, *, allow_empty: bool = False) -> Path:
     empty file is no store either, unless the caller only inspects it
     (``allow_empty``: ``broker db current`` reports it as empty)."""
     path = _file_path(db)
+    _check_is_file(path)
     if not path.is_file() or (path.stat().st_size == 0 and not allow_empty):
         raise errors.StoreNotFound(NO_STORE.format(path=path))
     return path

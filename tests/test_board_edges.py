@@ -83,7 +83,7 @@ def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
         shown = " ".join(runner.invoke(main, [*command, "--help"]).output.split())
         assert f"[default: {default}; 1<=x<={top}]" in shown, command
         past = runner.invoke(main, [*command, "--limit", str(top + 1)])
-        assert past.exit_code == 2 and f"{top + 1} is not in the range 1<=x<={top}" in past.output
+        assert past.exit_code == 2 and f"'{top + 1}' is not a whole number from 1 to {top}" in past.output
 
 
 # --- S21: the cursor --------------------------------------------------------------------------
@@ -379,9 +379,9 @@ def test_S22_the_largest_fence_is_a_stale_token_and_one_past_it_is_invalid_input
     lynx = join("lynx")
     lynx.claim_key("k")
     top = 2**63 - 1  # SQLite's largest integer (the CLI's --fence says the same)
-    with pytest.raises(errors.LeaseLost, match=f"token {top} is stale"):
+    with pytest.raises(errors.LeaseLost, match=f"fence {top} is stale"):
         lynx.release_key("k", top)
-    with pytest.raises(errors.LeaseLost, match=f"token {top} is stale"):
+    with pytest.raises(errors.LeaseLost, match=f"fence {top} is stale"):
         lynx.renew_key("k", top)
     for bad in (top + 1, True):
         with pytest.raises(errors.InvalidInput) as info:
@@ -408,9 +408,9 @@ def test_S22_lease_lost_says_why_the_token_no_longer_holds_the_key(
     lynx.claim_key("free")
     lynx.release_key("free", 1)
     cases = [
-        (otter, "k", 1, "it is held by lynx now (your token 1 is stale)", {"holder": "lynx"}),
-        (lynx, "k", 2, "token 2 is stale (your current grant has token 1)", {}),
-        (lynx, "free", 1, "nobody holds it (token 1 is stale)", {}),
+        (otter, "k", 1, "you do not hold it (it is held by lynx now)", {"holder": "lynx"}),
+        (lynx, "k", 2, "fence 2 is stale (your claim has fence 1)", {}),
+        (lynx, "free", 1, "you do not hold it (nobody holds it; claim it first)", {}),
     ]
     for who, key, fence, why, extra in cases:
         for verb, call in (("release", who.release_key), ("renew", who.renew_key)):

@@ -18,7 +18,10 @@ BROKER = Path(__file__).resolve().parent.parent / "broker"
 PUBLIC = {"broker", "broker.client", "broker.records", "broker.errors", "broker.models",
           "broker.vocab",
           # the async twins (asyncio front ends) and the served-mode twins (client mode)
-          "broker.aio", "broker.remote"}  # fmt: skip
+          "broker.aio", "broker.remote",
+          # the BROKER_* variables, read by one rule by the library and every front
+          # end (README "Environment"); a leaf module (os only)
+          "broker.envvars"}  # fmt: skip
 FRONT_ENDS = ["cli", "runtime.py", "demo.py", "server", "mcp"]
 
 # Imports past the boundary that are being removed, by file. It may only shrink

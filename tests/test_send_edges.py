@@ -130,7 +130,7 @@ def test_S33_a_bad_batch_item_is_refused_in_one_line_naming_its_position(
     assert_refused(
         store,
         lambda: lynx.send_many([{"to": "otter", "text": "  "}, ok]),
-        "item 0: bad text: Value error, message text is empty",
+        "item 0: bad text: message text is empty",
     )
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "Whole",
     "agent",
     "confirm",
     "emit_json",
@@ -95,7 +96,19 @@ def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 
 
 class BrokerCommand(click.Command):
-    """Every command takes ``--url`` too, after the subcommand as well as before."""
+    """Every command takes ``--url`` too, after the subcommand as well as before.
+
+    A refusal of a value names the option the user typed: the library names
+    its parameter (``field=``, S33: ``lease``, ``reply_to``), and the message
+    is reworded with the flag that fed it (``--ttl``, ``--reply-to``): an
+    option whose name is the field, or that lists it in ``fields``."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.InvalidInput as exc:
+            _name_the_flag(self, exc)
+            raise
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,6 +121,40 @@ class BrokerCommand(click.Command):
                 help="Database URL (default: BROKER_URL, else the file in BROKER_HOME).",
             )
         )
+
+
+class LibraryOption(click.Option):
+    """An option that feeds library parameters of other names (``fields``):
+    ``--ttl`` is ``lease`` to ``Agent.claim``, ``seconds`` to ``Agent.extend``."""
+
+    def __init__(self, *args: Any, fields: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields = tuple(fields)
+
+
+def _name_the_flag(command: click.Command, exc: errors.InvalidInput) -> None:
+    import re
+
+    field = exc.fields.get("field")
+    if not isinstance(field, str):
+        return
+    flags = [
+        max(p.opts, key=len)
+        for p in command.params
+        if isinstance(p, click.Option) and (p.name == field or field in getattr(p, "fields", ()))
+    ]
+    if not flags:
+        return
+
+    def flag(found: re.Match[str]) -> str:  # "bad to.2:" names the third --to
+        nth = found.group(2)
+        return found.group(1) + flags[0] + (f" (value {int(nth) + 1})" if nth else "")
+
+    said = re.sub(
+        rf"^((?:item \d+: )?(?:bad )?){re.escape(field)}(?:\.(\d+))?(?=[ :]|$)", flag, exc.message
+    )
+    exc.message = said
+    exc.args = (said,)
 
 
 class BrokerSubGroup(click.Group):
@@ -375,8 +422,9 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
 
 
 class Seconds(click.ParamType[float, Any]):
-    """A finite, non-negative number of seconds (``nan``, ``inf``, ``-1`` are
-    usage errors here; the library checks each command's own bounds)."""
+    """A number of seconds (``nan`` and ``inf`` are none). Its bounds are the
+    command's own, stated once, by the library (or the command) that knows
+    them: a refusal there names this option (``BrokerCommand``)."""
 
     name = "seconds"
 
@@ -388,15 +436,34 @@ class Seconds(click.ParamType[float, Any]):
         try:
             number = float(value)
         except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(number) or number < 0 or number > 1e9:
-            self.fail(f"{value!r} is not a number of seconds from 0 to 1e9", param, ctx)
         return number
 
 
 SECONDS = Seconds()
+
+
+class Whole(click.IntRange):
+    """A whole number from ``low`` to ``high``: one message, with the range,
+    for both mistakes (click says "'nan' is not a valid integer range.", or
+    "0 is not in the range 1<=x<=...")."""
+
+    name = "whole number"
+
+    def __init__(self, low: int, high: int) -> None:
+        super().__init__(low, high)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r} is not a whole number from {self.min} to {self.max}", param, ctx)
+
+
 # Counts and ids that reach SQLite: inside its 64-bit integers, never an overflow.
-COUNT = click.IntRange(1, 1_000_000)
+COUNT = Whole(1, 1_000_000)
 
 
 def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]:
@@ -405,6 +472,8 @@ def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]
     command blocks for something to arrive."""
     return click.option(
         "--ttl",
+        cls=LibraryOption,
+        fields=("ttl", "lease", "seconds"),  # the lifetime's name in each library call
         type=SECONDS,
         default=default,
         show_default=default is not None,
@@ -416,6 +485,8 @@ def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]
 def wait_option(help_text: str, default: float | None = 0.0) -> Callable[[F], F]:
     return click.option(
         "--wait",
+        cls=LibraryOption,
+        fields=("wait", "idle_exit"),  # idle_exit: runtime.serve's name for it
         type=SECONDS,
         default=default,
         show_default=default is not None,

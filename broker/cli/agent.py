@@ -81,6 +81,7 @@ def run(
     from broker import errors, runtime
     from broker.client import Agent, Operator
 
+    runtime.check_options(ttl, wait)  # bad input joins nobody
     s = store()
     env_token = os.environ.get("BROKER_TOKEN")
     if env_token and os.environ.get("BROKER_AS") == name:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from broker.cli._common import (
+    Whole,
     agent,
     emit_json,
     emit_json_lines,
@@ -32,11 +33,11 @@ if TYPE_CHECKING:
     from broker.records import BoardEntry, ClaimGrant, JournalEntry, PathCheck, Reservation
 
 DEFAULT_TTL = 300.0  # keep equal to broker.claims.DEFAULT_TTL (not imported: CLI start-up)
-READ_LIMIT = click.IntRange(1, BOARD_READ_MAX)
+READ_LIMIT = Whole(1, BOARD_READ_MAX)
 
 fence_option = click.option(
     "--fence",
-    type=click.IntRange(1, 2**63 - 1),
+    type=Whole(1, 2**63 - 1),
     required=True,
     metavar="N",
     help="The fencing token (from `board claim`, or `board reserve` for a path reservation).",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from broker.cli._common import emit_json, json_option, keyvals, main, store
+from broker.cli._common import Whole, emit_json, json_option, keyvals, main, store
 
 
 @main.command()
@@ -12,21 +12,21 @@ from broker.cli._common import emit_json, json_option, keyvals, main, store
     "--teammates",
     default=8,
     show_default=True,
-    type=click.IntRange(1, 64),
+    type=Whole(1, 64),
     help="Teammate processes.",
 )
 @click.option(
     "--tasks",
     default=40,
     show_default=True,
-    type=click.IntRange(1, 10000),
+    type=Whole(1, 10000),
     help="Tasks on the board.",
 )
 @click.option(
     "--kill",
     default=1,
     show_default=True,
-    type=click.IntRange(0, 1),
+    type=Whole(0, 1),
     help="SIGKILL one teammate mid-run (it is restarted; its turn is redelivered).",
 )
 @json_option

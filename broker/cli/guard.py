@@ -52,7 +52,6 @@ from broker.cli._common import (
     server,
 )
 from broker.cli._output import safe
-from broker.paths import check_writable_target
 
 if TYPE_CHECKING:
     from broker.client import Agent
@@ -134,8 +133,10 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     # A hook may be a link to a shared script (a link is moved, never
     # written through), but what it or the chained hook points at must be
     # a regular file: reading a FIFO would hang, and a device may never end.
+    from broker.client import check_writable_target
+
     for path in (hook.resolve(), chained.resolve()):
-        check_writable_target(path, "repo")
+        check_writable_target(str(path), "repo")
     if hook.exists() and not _ours(hook):
         if not force:
             raise errors.Conflict(

@@ -13,6 +13,7 @@ import click
 from broker import errors
 from broker.cli._common import (
     COUNT,
+    Whole,
     agent,
     emit_json,
     emit_json_lines,
@@ -180,7 +181,7 @@ def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--limit",
-                type=click.IntRange(1, SEARCH_MAX),
+                type=Whole(1, SEARCH_MAX),
                 default=SEARCH_DEFAULT,
                 show_default=True,
                 metavar="N",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from broker.cli._common import (
+    Whole,
     agent,
     emit_json,
     identity_options,
@@ -34,7 +35,7 @@ from broker.vocab import ARCHETYPES
 @click.option("--task", metavar="TEXT", help="Directory: one-line task.")
 @click.option(
     "--pid",
-    type=click.IntRange(1, 2**31 - 1),
+    type=Whole(1, 2**31 - 1),
     help="An ancestor's pid (e.g. $$ of the agent's shell, which runs the agent): the address "
     "stays live while it runs, and `broker dir prune` records it as left once it is gone.",
 )

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from broker import errors
-from broker.cli._common import SECONDS, json_option, main, store
+from broker.cli._common import SECONDS, Whole, json_option, main, store
 from broker.cli._output import emit_json
 
 
@@ -27,8 +28,19 @@ def _loopback(host: str) -> bool:
         return False
 
 
+# sun_path holds 108 bytes on Linux (104 on the BSDs and macOS), the last a NUL.
+UNIX_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+
+
 def _unix_socket(path: Path) -> socket.socket:
     """Bind the Unix socket 0600 (the umask covers the moment between bind and chmod)."""
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX:
+        raise errors.InvalidInput(
+            f"cannot listen on {path}: the path is {size} bytes, and a Unix socket's path "
+            f"takes at most {UNIX_PATH_MAX}; give a shorter --socket",
+            field="socket",
+        )
     if path.exists() or path.is_symlink():
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -47,7 +59,9 @@ def _unix_socket(path: Path) -> socket.socket:
         sock.bind(str(path))
     except OSError as exc:
         sock.close()
-        raise errors.InvalidInput(f"cannot listen on {path}: {exc.strerror}") from None
+        raise errors.InvalidInput(
+            f"cannot listen on {path}: {exc.strerror or exc}", field="socket"
+        ) from None
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
@@ -87,7 +101,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
 )
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=Whole(0, 65535),
     default=8787,
     show_default=True,
     help="TCP port (0: pick a free one).",
@@ -103,7 +117,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
 # how long a stream's client may stall before the server drops it.
 @click.option("--keepalive", type=SECONDS, metavar="SECONDS", default=15.0, hidden=True)
 @click.option("--stall-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
-@click.option("--max-batch", type=click.IntRange(1, 4096), default=64, hidden=True)
+@click.option("--max-batch", type=Whole(1, 4096), default=64, hidden=True)
 # Seconds a request's head, and its body, may take to arrive (slow clients are cut off).
 @click.option("--header-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
 @click.option("--body-timeout", type=SECONDS, metavar="SECONDS", default=30.0, hidden=True)
