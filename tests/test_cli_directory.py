@@ -119,11 +119,12 @@ def _left(store: Store, sid: str) -> list[Any]:
 def test_cli_tables_fit_80_columns_and_say_where_they_cut(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
     for name in ("lynx", "otter"):
-        trusted.join(store, sid, f"flow/{name}", role=LONG + name, agent="a-very-long-agent-name")
+        trusted.join(store, sid, f"flow/{name}", role=LONG + name, agent="a-long-agent")
     res = cli("dir", "list", sid)
     lines = res.out.splitlines()
     assert all(len(line) <= 80 for line in lines), lines
     assert all("…" in line for line in lines[1:])  # the role gave way
+    assert all("a-long-agent" in line for line in lines[1:])  # a name never does
     assert cli("dir", "list", sid, "--json").lines()[0]["role"] == LONG + "lynx"  # whole in JSON
     wide = cli("dir", "list", sid, env={"COLUMNS": "300"})
     assert LONG.strip() in wide.out and "…" not in wide.out

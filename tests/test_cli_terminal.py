@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -235,3 +236,42 @@ def test_S31_the_one_helper_escapes_what_a_terminal_would_act_on() -> None:
     out = dumps({"body": text})
     assert json.loads(out) == {"body": text}
     assert not any(0x7F <= ord(c) <= 0x9F or c in "\x1b\u202e\u2028" for c in out)
+
+
+# --- identifiers stay whole in every table --------------------------------------------------------
+def test_S31_identifiers_stay_whole_in_every_table_on_a_narrow_terminal(store: Store) -> None:
+    """At 40 columns only free text (a role, a reason, an error) gives way;
+    an address, an agent name, a key, a pattern, a path or an id is what the
+    reader types next and is printed whole, even past the terminal's width."""
+    from cli_space import plain
+    from click.testing import CliRunner
+
+    from broker.cli import main
+
+    p = populate(store, plain)
+    agent, joined = trusted.join(
+        store, p.space, "flow/heron>ope_rator_with_a_long_address", pid=None,
+        agent="an_agent_name_that_is_long", role="a role that is long free text " * 3,
+    )  # fmt: skip
+    key = "build/a-key-whose-name-is-long-too"
+    pattern = "src/some/deep/folder/of/the/repository/**"
+    agent.claim_key(key)
+    agent.reserve([pattern], reason="a reason that may shrink " * 3)
+    me = {"BROKER_SPACE": p.space, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
+    views = {
+        ("dir", "list", p.space): [joined.address, "an_agent_name_that_is_long", "lynx#1"],
+        ("board", "claims", p.space): [key, joined.address, pattern, "otter#1"],
+        ("board", "journal", p.space): [key, joined.address],
+        ("board", "check", "src/some/deep/folder/of/the/repository/x.py"): [pattern],
+        ("queue", "quarantined", p.space): ["otter#1", "lead"],
+    }
+    for argv, whole in views.items():
+        res = CliRunner().invoke(main, ["--url", store.url, *argv], env={"COLUMNS": "40", **me})
+        assert res.exit_code == 0, (argv, res.stderr)
+        for ident in whole:
+            assert ident in res.stdout, (argv, ident, res.stdout)
+        if argv[0] == "queue":  # the delivery id, whole
+            assert re.search(r"^[0-9A-Z]{26}  ", res.stdout.splitlines()[1]), res.stdout
+    roles = CliRunner().invoke(main, ["--url", store.url, "dir", "list", p.space],
+                               env={"COLUMNS": "40"}).stdout  # fmt: skip
+    assert "…" in roles and "a role that is long free text " * 3 not in roles  # free text gave way

@@ -149,6 +149,13 @@ def width() -> int:
     return max(40, columns_now or 80)
 
 
+# Column headers of identifiers (see ``table``).
+IDENTIFIERS = frozenset(
+    {"address", "agent", "participant", "holder", "owner", "sender", "inbox", "parent", "key",
+     "pattern", "path", "id", "delivery", "fence", "thread", "setting"}
+)  # fmt: skip
+
+
 def table(
     rows: Sequence[Sequence[Any]],
     headers: Sequence[str],
@@ -157,11 +164,16 @@ def table(
     empty: str = "(none)",
 ) -> None:
     """An aligned table whose every cell is safe text. When it is wider than
-    the terminal, the ``shrink`` columns (free text: roles, tasks, errors)
-    give way first, widest first, and their cells end in '…'."""
+    the terminal, the ``shrink`` columns give way, widest first, and their
+    cells end in '…'. Only free text shrinks (roles, reasons, errors): an
+    identifier (an address, a name, a key, a pattern, a path, an id) is what
+    the reader types next, so it stays whole, even past the terminal's width."""
     if not rows:
         click.echo(empty)
         return
+    cut = {headers[i] for i in shrink} & IDENTIFIERS
+    if cut:  # a programming error, caught by the tests that render every table
+        raise AssertionError(f"identifier columns never shrink: {sorted(cut)}")
     cells = [[safe(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     floor = {i: max(len(headers[i]), 8) for i in shrink}

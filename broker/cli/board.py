@@ -261,7 +261,6 @@ def claims(run_id: str, as_json: bool) -> None:
     table(
         [(c.key, c.holder, c.fence, when(c.claimed_at_utc), when(c.expires_at)) for c in items],
         ["key", "holder", "fence", "claimed", "expires"],
-        shrink=(0, 1),
         empty="(no key claims)" if paths else "(none)",
     )
     if paths:
@@ -273,7 +272,7 @@ def _reservations(items: list[Reservation]) -> None:
     table(
         [(r.pattern, r.mode, r.holder, r.fence, when(r.expires_at), r.reason or "") for r in items],
         ["pattern", "mode", "holder", "fence", "expires", "reason"],
-        shrink=(0, 2, 5),
+        shrink=(5,),
         empty="(no path reservations)",
     )
 
@@ -322,7 +321,7 @@ def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
         for r in c.held_by:
             state = "BLOCKED" if c.blocked else "ok"
             rows.append((c.path, state, r.pattern, r.mode, r.holder, when(r.expires_at)))
-    table(rows, ["path", "state", "pattern", "mode", "holder", "expires"], shrink=(0, 2, 4))
+    table(rows, ["path", "state", "pattern", "mode", "holder", "expires"])
 
 
 @board.command("check")
@@ -442,4 +441,4 @@ def journal(run_id: str, key: str | None, as_json: bool) -> None:
         for j in items
     ]
     headers = ["at", "event", "key", "owner", "fence", "expires", *(["why"] if why else [])]
-    table(rows, headers, shrink=(2, 3, 6) if why else (2, 3))
+    table(rows, headers, shrink=(6,) if why else ())

@@ -55,7 +55,7 @@ def list_(run_id: str, include_left: bool, as_json: bool) -> None:
             for p in items
         ],
         ["address", "agent", "role", "status", "waiting", "parent", "last seen"],
-        shrink=(0, 1, 2, 5),
+        shrink=(2,),  # the role: the only free text; addresses and names stay whole
     )
 
 

@@ -237,7 +237,7 @@ def quarantined(run_id: str, as_json: bool) -> None:
             for i in items
         ],
         ["delivery", "inbox", "sender", "count", "reason", "last error"],
-        shrink=(1, 2, 4, 5),
+        shrink=(4, 5),
     )
 
 
