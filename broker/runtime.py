@@ -68,9 +68,14 @@ class TeammateContext:
 
 
 # --- the worker loop ------------------------------------------------------------------------
+def failure_reason(exc: BaseException) -> str:
+    """Why a handler failed, as the lead is told it (and ``agent run`` shows it)."""
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
 def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
     """Failure semantics (S26): input quarantined, state failed, lead told."""
-    reason = f"{type(exc).__name__}: {exc}"[:2000]
+    reason = failure_reason(exc)
     agent.quarantine_turn(turn, reason)
     agent.set_status("failed")
     with contextlib.suppress(errors.BrokerError):
@@ -156,14 +161,23 @@ def command_handler(
     env: dict[str, str] | None = None,
     timeout: float = 600.0,
     on_stderr: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> Handler:
     """Run ``command`` once per turn with the turn as JSON on stdin.
 
-    Each stdout line that is a JSON object ``{"to": ..., "text": ...}`` is sent
-    as the teammate; other non-empty lines together are one reply to the lead.
-    A non-zero exit is a failure (input quarantined, teammate failed).
-    ``on_stderr`` receives each line the command writes to stderr as it comes
-    (`broker agent run` shows them); the last one is kept for the failure."""
+    Each stdout line that is a JSON object with a ``"to"`` is a message sent as
+    the teammate: ``{"to", "text"}``, and optionally ``thread``, ``reply_to``,
+    ``importance``, ``ack_required``, ``idempotency_key`` (``msg send``'s
+    fields; any other field is refused, naming it: S10). The other non-empty
+    lines together are one reply to the lead. A turn's output is sent as one
+    batch, in one transaction (``Agent.send_many``): a line that is refused
+    (an unknown field, an empty text, a bad address) fails the turn and
+    nothing of its output is sent; a message that reaches nobody is logged
+    as such (S8) and the rest is sent; ``on_note`` is told of it.
+    A non-zero exit is a failure (input quarantined, teammate failed), and
+    then nothing is sent either. ``on_stderr`` receives each line the command
+    writes to stderr as it comes (`broker agent run` shows them); the last
+    one is kept for the failure."""
 
     def handle(ctx: TeammateContext, turn: Turn) -> None:
         ident = ctx.agent.identity
@@ -187,27 +201,58 @@ def command_handler(
             returncode, stdout, stderr = _run_streaming(
                 command, turn_json(turn), child_env, timeout, on_stderr
             )
+        items, lines = _output_items(stdout)
         if returncode != 0:
             tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1]
             raise errors.HandlerFailed(
-                f"command exited {returncode}: {tail}", returncode=returncode
+                f"command exited {returncode}: {tail}{_unsent(items)}", returncode=returncode
             )
-        plain: list[str] = []
-        for line in stdout.splitlines():
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                obj = None
-            if isinstance(obj, dict) and "to" in obj and "text" in obj:
-                ctx.send(str(obj["to"]), str(obj["text"]))
-            else:
-                plain.append(line)
-        if plain:
-            ctx.reply("\n".join(plain))
+        try:
+            results = ctx.agent.send_many(items)
+        except errors.InvalidInput as exc:
+            n = exc.fields.get("item")
+            where = f"stdout line {lines[n]}" if isinstance(n, int) else "its output"
+            said = exc.message.split(": ", 1)[1] if isinstance(n, int) else exc.message
+            raise errors.HandlerFailed(f"{where}: {said}{_unsent(items)}") from None
+        for n, result in enumerate(results):
+            for miss in result.not_reached:
+                if on_note is not None:
+                    on_note(f"stdout line {lines[n]} did not reach {miss.address}: {miss.reason}")
 
     return handle
+
+
+def _output_items(stdout: str) -> tuple[list[dict[str, Any]], list[int | str]]:
+    """The messages of a command's output (see ``command_handler``) and, for
+    each, the stdout line it came from (the reply to the lead: its lines)."""
+    items: list[dict[str, Any]] = []
+    lines: list[int | str] = []
+    plain: list[str] = []
+    plain_at: list[int] = []
+    for n, line in enumerate(stdout.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) and "to" in obj:
+            items.append(obj)  # checked whole by send_many, unknown fields too
+            lines.append(n)
+        else:
+            plain.append(line)
+            plain_at.append(n)
+    if plain:
+        items.append({"to": "lead", "text": "\n".join(plain)})
+        first, last = plain_at[0], plain_at[-1]
+        span = str(first) if first == last else f"{first}-{last}"
+        lines.append(f"{span} (the reply to the lead)")
+    return items, lines
+
+
+def _unsent(items: list[dict[str, Any]]) -> str:
+    n = len(items)
+    return f"; nothing of the turn's output was sent ({n} message{'' if n == 1 else 's'})" if n else ""
 
 
 def _run_streaming(

@@ -71,10 +71,13 @@ def run(
     """Join (or re-join) RUN_ID as NAME and run COMMAND once per turn.
 
     The turn arrives as JSON on COMMAND's stdin. Each stdout line of the form
-    {"to": ..., "text": ...} is sent as NAME; other lines together are one reply
-    to the lead. COMMAND's stderr is shown as it comes, and one line per turn
-    says how it ended (--quiet: not those). A non-zero exit quarantines the
-    turn's messages, marks NAME failed and tells the lead (exit 7).
+    {"to": ..., "text": ...} (optionally thread, reply_to, importance,
+    ack_required, idempotency_key; any other field is refused) is sent as
+    NAME; other lines together are one reply to the lead. The turn's output
+    is sent as one batch: a refused line, or a non-zero exit, sends none of
+    it, quarantines the turn's messages, marks NAME failed and tells the lead
+    (exit 7); the reason is shown here too. COMMAND's stderr is shown as it
+    comes, and one line per turn says how it ended (--quiet: not those).
     BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for COMMAND so it can call
     `broker` itself. Write `--` before COMMAND.
     """
@@ -116,11 +119,19 @@ def run(
     def show_stderr(line: str) -> None:
         click.echo(f"{who}| {safe(line)}", err=True)
 
-    handler = runtime.command_handler(list(command), on_stderr=show_stderr)
+    def show_note(note: str) -> None:
+        click.echo(f"{who}: {safe(note)}", err=True)
+
+    handler = runtime.command_handler(list(command), on_stderr=show_stderr, on_note=show_note)
 
     def with_token(ctx: runtime.TeammateContext, turn: Turn) -> None:
         ctx.extra["token"] = token
-        handler(ctx, turn)
+        try:
+            handler(ctx, turn)
+        except Exception as exc:
+            # The reason the lead is told, here too (escaped: it quotes the command's output).
+            show_note(f"turn {turn.id} failed: {runtime.failure_reason(exc)}")
+            raise
 
     def log_turn(turn: Turn, outcome: str, seconds: float) -> None:
         if not quiet:
