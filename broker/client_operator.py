@@ -91,8 +91,15 @@ class Operator(OperatorPaths, OperatorMail):
         to: Iterable[str] | None = None,
         urgent: bool = False,
         idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
         tx: Tx | None = None,
     ) -> SendResult:
+        """An operator message (S9): to ``to`` (default: an agentiflow's lead,
+        else broadcast), ``urgent`` shown first. ``reply_to``, ``thread``,
+        ``importance`` and ``ack_required`` as in ``Agent.send`` (S35)."""
         return messages.operator_send(
             self.store,
             space,
@@ -101,6 +108,10 @@ class Operator(OperatorPaths, OperatorMail):
             urgent=urgent,
             via=self.via,
             idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
             tx=tx,
         )
 

@@ -175,6 +175,10 @@ def operator_send(
     urgent: bool,
     via: Via,
     idempotency_key: str | None = None,
+    thread: str | None = None,
+    reply_to: str | None = None,
+    importance: str = "normal",
+    ack_required: bool = False,
     tx: Tx | None = None,
 ) -> SendResult:
     """A message from the operator (S9). Only operator surfaces call this, and
@@ -184,15 +188,19 @@ def operator_send(
     Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere.
     The text is checked like an agent's (never empty, S33) before anything is
     written. A send whose every recipient has left is not an error (S8's one
-    exception): it is logged with ``participant_left`` for each and returned."""
+    exception): it is logged with ``participant_left`` for each and returned.
+    ``thread``, ``reply_to``, ``importance`` and ``ack_required`` are an
+    agent's send's (S35), checked the same way."""
     if via not in ("cli", "cp", "mcp"):
         raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp", field="via")
     if not isinstance(urgent, bool):
         raise errors.InvalidInput(f"bad urgent {urgent!r}: true or false", field="urgent")
     given = [to] if isinstance(to, str) else (list(to) if to else [])
     inp = send_args(
-        {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key},
-    )
+        {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key,
+         "thread": thread, "reply_to": reply_to, "importance": importance,
+         "ack_required": ack_required},
+    )  # fmt: skip
     targets = parse_targets(inp.to)[0] if given else []
     for tg in targets:
         if tg.kind in ("parent", "operator"):
@@ -213,6 +221,7 @@ def operator_send(
             urgent=urgent,
             via=via,
             key=inp.idempotency_key,
+            mail=mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
         )
     if result.not_reached and all(n.reason == "participant_left" for n in result.not_reached):
         return result  # S8's one exception: logged, and the operator's send succeeds

@@ -321,6 +321,44 @@ def test_cli_operator_message_send_to_urgent_and_default_targets(cli: Cli, store
     assert cli("message", "send", af, "--json", "plan").json()["reached"] == ["lead"]
 
 
+def test_S35_cli_operator_message_send_has_msg_sends_mail_flags(cli: Cli, store: Store) -> None:
+    """The operator's `message send` takes --thread, --reply-to, --importance
+    and --ack-required, with the names and help of the agent's `msg send`."""
+    from click.testing import CliRunner
+
+    from broker.cli import main
+
+    def helps(*path: str) -> dict[str, str | None]:
+        cmd: Any = main
+        for part in path:
+            cmd = cmd.get_command(None, part)  # type: ignore[arg-type]
+        return {p.opts[0]: getattr(p, "help", None) for p in cmd.params}
+
+    agent_flags, operator_flags = helps("msg", "send"), helps("message", "send")
+    for flag in ("--thread", "--reply-to", "--importance"):
+        assert operator_flags[flag] == agent_flags[flag], flag
+    assert "--ack-required" in operator_flags
+    assert CliRunner().invoke(main, ["message", "send", "--help"]).exit_code == 0
+    sid = make(store)
+    enter(store, sid, "flow/lynx")
+    first = cli("message", "send", sid, "--to", "lynx", "--thread", "plan", "--importance",
+                "high", "--ack-required", "--json", "plan").json()  # fmt: skip
+    res = cli("message", "send", sid, "--to", "lynx", "--reply-to", first["id"], "more")
+    assert res.code == 0, res.err
+    log = Operator(store).log(sid)
+    assert [(e.thread, e.reply_to, e.importance, e.ack_required) for e in log] == [
+        ("plan", None, "high", True),
+        ("plan", first["id"], "normal", False),
+    ]
+    res = cli("message", "status", sid, first["id"])
+    assert res.out.splitlines()[0] == f"{first['id']} (ack required): seen by 0 of 1"
+    res = cli("message", "send", sid, "--to", "lynx", "--reply-to", "abc", "x")
+    assert (res.code, res.err) == (
+        2, "broker: invalid_input: bad --reply-to: a message id (26 letters and digits)\n"
+    )  # fmt: skip
+    assert len(Operator(store).log(sid)) == 2
+
+
 def test_cli_operator_broadcast_to_an_empty_space_is_not_delivered(cli: Cli, store: Store) -> None:
     sid = make(store, "session")
     res = cli("message", "send", sid, "hello?")

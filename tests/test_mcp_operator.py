@@ -104,3 +104,26 @@ def test_S22_S37_operator_mcp_tools_end_anyones_key_claim_and_path_reservation(
     asyncio.run(main())
     op = Operator(store)
     assert op.reservations(space) == [] and op.claims(space) == []
+
+
+def test_S35_the_operator_messages_send_tool_takes_msg_sends_mail_fields(
+    store: Store, space: str
+) -> None:
+    trusted.join(store, space, "b")
+
+    async def main() -> None:
+        async with session(store, "--operator") as op:
+            first = await op.ok("messages_send", run=space, to=["b"], text="plan", thread="plan",
+                                importance="high", ack_required=True)  # fmt: skip
+            await op.ok("messages_send", run=space, to=["b"], text="more", reply_to=first["id"])
+            bad = await op.call("messages_send", run=space, to=["b"], text="x", reply_to="abc")
+            assert bad.is_error and text(bad) == (
+                "invalid_input: bad reply_to: a message id (26 letters and digits)"
+            )
+
+    asyncio.run(main())
+    log = Operator(store).log(space, kinds=["operator"])
+    assert [(e.via, e.thread, e.importance, e.ack_required, e.reply_to) for e in log] == [
+        ("mcp", "plan", "high", True, None),
+        ("mcp", "plan", "normal", False, log[0].id),
+    ]

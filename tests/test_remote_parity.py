@@ -362,3 +362,27 @@ def test_served_client_mode_cli_lists_the_log_with_the_library_filters(
         assert got, args  # something to compare
     tail = run(served, "message", "list", sid, "--tail", "5", "--from", "lynx")
     assert len(tail) == 5 and {e["sender"] for e in tail} == {"lynx"}
+
+
+def test_S35_served_operator_send_takes_the_mail_fields_of_the_library(
+    store: Store, conn: Connection, srv: Server
+) -> None:
+    """The operator's HTTP send carries thread, reply_to, importance and
+    ack_required as ``Operator.send`` does, and refuses them alike (S33)."""
+    op, rop = Operator(store), RemoteOperator(conn, srv.key)
+    sid = op.create_space("session").id
+    join(store, sid, "lynx")
+    first = rop.send(sid, "plan", to=["lynx"], thread="plan", importance="high",
+                     ack_required=True)  # fmt: skip
+    reply = rop.send(sid, "more", to=["lynx"], reply_to=first.id)
+    by_id = {e.id: e for e in op.log(sid)}
+    a, b = by_id[first.id], by_id[reply.id]
+    assert (a.via, a.thread, a.importance, a.ack_required) == ("cp", "plan", "high", True)
+    assert (b.thread, b.reply_to) == ("plan", first.id)
+    assert rop.status(sid, first.id) == op.status(sid, first.id)
+    before = len(op.log(sid))
+    with pytest.raises(errors.InvalidInput) as refused:
+        rop.send(sid, "x", to=["lynx"], reply_to="abc")
+    assert refused.value.fields.get("field") == "reply_to"
+    assert "a message id (26 letters and digits)" in refused.value.message
+    assert len(op.log(sid)) == before

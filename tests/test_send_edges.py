@@ -208,6 +208,48 @@ def test_S9_messages_send_defaults_to_a_plain_message_that_asks_for_no_ack(
     assert (entry.urgent, entry.via) == (False, None)
 
 
+# --- S9, S35: the operator's send has an agent's mail fields ----------------------------------------
+def test_S35_the_operator_sends_in_threads_with_importance_and_acks_like_an_agent(
+    store: Store, space: str, pair: tuple[Agent, Agent]
+) -> None:
+    lynx, _ = pair
+    op = Operator(store)
+    first = op.send(space, "plan", to=["lynx"], thread="plan", importance="high",
+                    ack_required=True)  # fmt: skip
+    reply = op.send(space, "more", to=["lynx"], reply_to=first.id)
+    by_id = {e.id: e for e in op.log(space)}
+    a, b = by_id[first.id], by_id[reply.id]
+    assert (a.kind, a.sender, a.thread, a.importance, a.ack_required, a.via) == (
+        "operator", "operator", "plan", "high", True, "cli",
+    )  # fmt: skip
+    assert (b.thread, b.reply_to, b.importance, b.ack_required) == (
+        "plan", first.id, "normal", False,
+    )  # fmt: skip
+    status = op.status(space, first.id)
+    assert (status.ack_required, status.seen, status.not_seen) == (True, [], ["lynx"])
+    # Checked as an agent's, before anything is written (S33).
+    assert_refused(
+        store,
+        lambda: op.send(space, "x", to=["lynx"], reply_to="abc"),
+        "bad reply_to: a message id (26 letters and digits)",
+        {"field": "reply_to"},
+    )
+    assert_refused(
+        store,
+        lambda: op.send(space, "x", to=["lynx"], thread="a b"),
+        "bad thread: a thread name: 1 to 64 letters, digits or . : # @ / + - (no spaces)",
+        {"field": "thread"},
+    )
+    assert_refused(
+        store,
+        lambda: op.send(space, "x", to=["lynx"], importance="urgent"),
+        "bad importance: one of 'low', 'normal' or 'high'",
+        {"field": "importance"},
+    )
+    with pytest.raises(errors.MessageNotFound):
+        op.send(space, "x", to=["lynx"], reply_to="0" * 26)
+
+
 # --- S30: a sender's share of the log, to the byte ---------------------------------------------
 # 2**-9 MB is 2048 bytes exactly, so a sender_share of 0.5 is 1024 of them.
 TINY_LOG = {"log_max_mb": 2**-9, "sender_share": 0.5}

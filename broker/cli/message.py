@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -29,10 +29,35 @@ from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX
 if TYPE_CHECKING:
     from broker.records import AckStatus, LogEntry, SearchHit
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 @main.group()
 def msg() -> None:
     """Agent messaging: the msg.send tool (identity from --space/--as/--token)."""
+
+
+def mail_options(status_command: str) -> Callable[[F], F]:
+    """--thread, --reply-to, --importance, --ack-required: a send's mail
+    fields (S35), the same on ``msg send`` and the operator's ``message send``."""
+
+    def add(fn: F) -> F:
+        fn = click.option(
+            "--ack-required", is_flag=True, help=f"Ask who has seen it later: `{status_command}`."
+        )(fn)
+        fn = click.option(
+            "--importance",
+            type=click.Choice(["low", "normal", "high"]),
+            default="normal",
+            show_default=True,
+            help="Shown in the recipient's framing (urgent is the operator's).",
+        )(fn)
+        fn = click.option(
+            "--reply-to", metavar="ID", help="Answer message ID; the reply joins its thread (S35)."
+        )(fn)
+        return click.option("--thread", metavar="NAME", help="Put it in thread NAME (S35).")(fn)
+
+    return add
 
 
 @msg.command("send")
@@ -42,20 +67,7 @@ def msg() -> None:
     metavar="KEY",
     help="A repeat with the same key returns the first result and writes nothing.",
 )
-@click.option("--thread", metavar="NAME", help="Put it in thread NAME (S35).")
-@click.option(
-    "--reply-to", metavar="ID", help="Answer message ID; the reply joins its thread (S35)."
-)
-@click.option(
-    "--importance",
-    type=click.Choice(["low", "normal", "high"]),
-    default="normal",
-    show_default=True,
-    help="Shown in the recipient's framing (urgent is the operator's).",
-)
-@click.option(
-    "--ack-required", is_flag=True, help="Ask who has seen it later: `broker msg status ID`."
-)
+@mail_options("broker msg status ID")
 @identity_options
 @json_option
 @click.argument("text", nargs=-1, required=True)
@@ -240,6 +252,7 @@ def message() -> None:
 @click.option(
     "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
 )
+@mail_options("broker message status RUN_ID ID")
 @json_option
 @click.argument("text", nargs=-1, required=True)
 def message_send(
@@ -247,6 +260,10 @@ def message_send(
     to: tuple[str, ...],
     urgent: bool,
     idempotency_key: str | None,
+    thread: str | None,
+    reply_to: str | None,
+    importance: str,
+    ack_required: bool,
     as_json: bool,
     text: tuple[str, ...],
 ) -> None:
@@ -256,7 +273,15 @@ def message_send(
     op = operator()
     run_send(
         lambda: op.send(
-            run_id, body, to=list(to) or None, urgent=urgent, idempotency_key=idempotency_key
+            run_id,
+            body,
+            to=list(to) or None,
+            urgent=urgent,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
         ),
         as_json,
     )

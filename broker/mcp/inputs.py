@@ -12,8 +12,9 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from broker.models import Body, Target
+from broker.models import Body, Importance, Target, ThreadName
 from broker.models import DirectiveInput as DirectiveInput
+from broker.models import MessageId as MessageIdField
 from broker.models import PostInput as PostInput
 from broker.models import SendInput as SendInput
 from broker.server.edge import Strict
@@ -131,13 +132,18 @@ class NoInput(_In):
 
 # --- the operator's ---------------------------------------------------------------
 class OperatorSendInput(_In):
-    """The operator's ``messages.send`` (spec §Served mode): run id, to, text, urgent."""
+    """The operator's ``messages.send`` (spec §Served mode): run id, to, text, urgent,
+    and ``msg_send``'s thread, reply_to, importance and ack_required (S35)."""
 
     run: SpaceRef
     text: Body
     to: list[Target] | None = Field(None, min_length=1, max_length=64)
     urgent: bool = False
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    thread: ThreadName | None = None
+    reply_to: MessageIdField | None = None
+    importance: Importance = "normal"
+    ack_required: bool = False
 
 
 class MessagesListInput(_In):

@@ -34,6 +34,10 @@ async def _send(op: AsyncOperator, a: inputs.OperatorSendInput) -> Output:
         to=list(a.to) if a.to is not None else None,
         urgent=a.urgent,
         idempotency_key=a.idempotency_key,
+        thread=a.thread,
+        reply_to=a.reply_to,
+        importance=a.importance,
+        ack_required=a.ack_required,
     )
     return data(result)
 

@@ -139,6 +139,10 @@ class RemoteOperator(RemoteOperatorPaths):
         to: Iterable[str] | None = None,
         urgent: bool = False,
         idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
     ) -> SendResult:
         """An operator message (recorded ``via: cp``)."""
         body = {
@@ -146,6 +150,10 @@ class RemoteOperator(RemoteOperatorPaths):
             "text": text,
             "urgent": urgent,
             "idempotency_key": idempotency_key,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
         }
         data = self._call("POST", space_path(space) + "/messages", body)
         return from_dict(SendResult, data)  # type: ignore[no-any-return]

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from broker.models import DirectiveInput, PostInput, SendInput
+from broker.models import DirectiveInput, Importance, MessageId, PostInput, SendInput, ThreadName
 from broker.server.edge import Strict
 from broker.vocab import MIN_SECONDS, SpaceKind
 
@@ -81,6 +81,10 @@ class OperatorSendBody(_Body):
     text: Body
     urgent: bool = False
     idempotency_key: Id | None = None
+    thread: ThreadName | None = None
+    reply_to: MessageId | None = None
+    importance: Importance = "normal"
+    ack_required: bool = False
 
 
 class PolicyBody(_Body):

@@ -156,6 +156,10 @@ async def send_message(call: Call) -> Any:
             to=b.to,
             urgent=b.urgent,
             idempotency_key=b.idempotency_key,
+            thread=b.thread,
+            reply_to=b.reply_to,
+            importance=b.importance,
+            ack_required=b.ack_required,
             tx=tx,
         )
     )
