@@ -502,6 +502,13 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
             assert cli("space", "show", sid, env={**key, name: word}).code == 0, (name, word)
     assert count_rows(store) == before
     assert set(envvars.VARIABLES) <= set(README_ENV_ROWS())
+    # The git guard's override lets a commit through whatever else is set (S37).
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    junk = {"BROKER_SYNCHRONOUS": "junk", "BROKER_SPACE": ""}
+    assert cli("guard", "pre-commit", "--repo", str(repo), env={**junk, "BROKER_GUARD": "off"}).code == 0
+    res = cli("guard", "pre-commit", "--repo", str(repo), env=junk)
+    assert res.code == 2 and "BROKER_SYNCHRONOUS must be" in one_line(res.err)
 
 
 def README_ENV_ROWS() -> list[str]:  # noqa: N802 - reads like the table it returns

@@ -334,7 +334,10 @@ def test_S33_fuzz_every_broker_variable_under_every_command(
 
     path = data.draw(st.sampled_from(IN_PROCESS))
     names = sorted(set(envvars.VARIABLES) - IDENTITY_VARS)
-    env = data.draw(st.dictionaries(st.sampled_from(names), ENV_VALUES, min_size=1, max_size=3))
+    drawn = data.draw(st.dictionaries(st.sampled_from(names), ENV_VALUES, min_size=1, max_size=3))
+    # What a real environment can carry: no NUL, and invalid UTF-8 as the
+    # lone surrogates Python makes of it (os.environ refuses any other).
+    env = {k: os_bytes(v).decode("utf-8", "surrogateescape") for k, v in drawn.items()}
     argv = [*path, *data.draw(st.sampled_from([[], ["x"], ["x", "y"]]))]
     folder = tmp_path_factory.mktemp("env")
     with contextlib.chdir(folder):  # a relative BROKER_HOME lands in a folder of its own
