@@ -147,7 +147,8 @@ def _held_by_caller(
     fields = {"key": key, "fence": token}
     if cur is None or cur["holder"] is None:
         raise errors.LeaseLost(
-            f"cannot {verb} key {key!r}: you do not hold it (nobody holds it; claim it first)", **fields
+            f"cannot {verb} key {key!r}: you do not hold it (nobody holds it; claim it first)",
+            **fields,
         )
     holder, current = cur["holder"], cur["token"]
     claimed_at, expires = cur["claimed_at_utc"], cur["lease_expires_at"]

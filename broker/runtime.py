@@ -252,7 +252,9 @@ def _output_items(stdout: str) -> tuple[list[dict[str, Any]], list[int | str]]:
 
 def _unsent(items: list[dict[str, Any]]) -> str:
     n = len(items)
-    return f"; nothing of the turn's output was sent ({n} message{'' if n == 1 else 's'})" if n else ""
+    if not n:
+        return ""
+    return f"; nothing of the turn's output was sent ({n} message{'' if n == 1 else 's'})"
 
 
 def _run_streaming(

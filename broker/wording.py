@@ -12,18 +12,27 @@ not listed here is left as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # The patterns of broker.models (and broker.validate), by their text.
 PATTERNS = {
     r"^[0-9A-Za-z]{26}$": "a message id (26 letters and digits)",
-    r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or . : # @ / + - (no spaces)",
+    r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",
 }
-_RULES: list[tuple[re.Pattern[str], str]] = [
+def _count(what: str) -> Callable[[re.Match[str]], str]:
+    def words(m: re.Match[str]) -> str:
+        text = f"{m[1]} {m[2]} {what}{'' if m[2] == '1' else 's'}"
+        return text + (f", not {m[3]}" if m.lastindex and m.lastindex >= 3 else "")
+
+    return words
+
+
+_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"String should have at least 1 character\b"), "not empty"),
-    (re.compile(r"String should have (at most|at least) (\d+) characters?"), r"\1 \2 characters"),
+    (re.compile(r"String should have (at most|at least) (\d+) characters?"), _count("character")),
     (
         re.compile(r"List should have (at most|at least) (\d+) items? after validation, not (\d+)"),
-        r"\1 \2 items, not \3",
+        _count("item"),
     ),
     (re.compile(r"Input should be a valid string"), "text"),
     (re.compile(r"Input should be a valid boolean"), "true or false"),
@@ -40,8 +49,9 @@ def in_words(message: str) -> str:
     """``message`` with pydantic's phrases replaced by what the field takes."""
     found = _PATTERN.search(message)
     if found is not None:
-        words = PATTERNS.get(found.group(1), f"text matching {found.group(1)}")
-        message = message[: found.start()] + words
+        message = message[: found.start()] + PATTERNS.get(
+            found.group(1), f"text matching {found.group(1)}"
+        )
     for rule, words in _RULES:
         message = rule.sub(words, message)
     return message

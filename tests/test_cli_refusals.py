@@ -57,7 +57,7 @@ def test_S33_a_library_refusal_names_the_flag_the_user_typed(
         (["msg", "send", "--to", "lead", "--reply-to", "abc", "hi"],
          "bad --reply-to: a message id (26 letters and digits)"),
         (["msg", "send", "--to", "lead", "--thread", "a b", "hi"],
-         "bad --thread: a thread name: 1 to 64 letters, digits or . : # @ / + - (no spaces)"),
+         "bad --thread: a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)"),
         (["msg", "send", "--to", "lead", "--idempotency-key", "k" * 201, "hi"],
          "bad --idempotency-key: at most 200 characters"),
         (["msg", "send", "--to", "lead", "--to", " ", "hi"], "bad --to (value 2): not empty"),
@@ -155,3 +155,36 @@ def test_S33_a_store_path_that_is_a_folder_is_named_a_folder(tmp_path: Path) -> 
     assert res.stdout.splitlines()[0].split(None, 2)[2] == said  # and no "fix: broker db upgrade"
     assert "fix:" not in res.stdout
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["broker.db"]
+
+
+def test_S33_every_pattern_the_send_models_check_is_said_in_words() -> None:
+    """No refusal shows a regex: each pattern of the send inputs (models, and
+    validate's plain twin) has its words in broker.wording."""
+    from broker import validate, wording
+    from broker.models import SendInput
+
+    patterns = {
+        m.pattern
+        for f in SendInput.model_fields.values()
+        for arg in [f.annotation, *getattr(f.annotation, "__args__", ())]
+        for m in getattr(arg, "__metadata__", ())
+        if getattr(m, "pattern", None)
+    }
+    patterns |= {validate._THREAD_PATTERN, validate._MESSAGE_ID_PATTERN}
+    assert patterns and patterns <= set(wording.PATTERNS)
+    said = [
+        errors.InvalidInput(f"bad x: {m}").message
+        for m in ("List should have at least 1 item after validation, not 0",
+                  "List should have at most 64 items after validation, not 65",
+                  "String should have at most 200 characters",
+                  "Input should be 'low', 'normal' or 'high'",
+                  "Value error, message text is empty", "Field required")
+    ]  # fmt: skip
+    assert said == [
+        "bad x: at least 1 item, not 0",
+        "bad x: at most 64 items, not 65",
+        "bad x: at most 200 characters",
+        "bad x: one of 'low', 'normal' or 'high'",
+        "bad x: message text is empty",
+        "bad x: required",
+    ]

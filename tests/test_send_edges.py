@@ -237,7 +237,7 @@ def test_S35_the_operator_sends_in_threads_with_importance_and_acks_like_an_agen
     assert_refused(
         store,
         lambda: op.send(space, "x", to=["lynx"], thread="a b"),
-        "bad thread: a thread name: 1 to 64 letters, digits or . : # @ / + - (no spaces)",
+        "bad thread: a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",
         {"field": "thread"},
     )
     assert_refused(
