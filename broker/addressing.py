@@ -22,9 +22,10 @@ from broker.record_type import record
 # only through the lead flag. One definition: the join and the importer both
 # ask ``reads_reserved``.
 RESERVED = frozenset({"operator", "broadcast", "parent", "lead"})
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(#[0-9]+)?$")
+# fullmatch, never match with "$": "$" also matches before a final newline.
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(#[0-9]+)?")
 _ATTEMPT = re.compile(r"@[0-9]+")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,199}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,199}")
 
 TargetKind = Literal["address", "name", "role", "step", "parent", "lead", "operator", "broadcast"]
 
@@ -53,7 +54,7 @@ def address_of(codename: str, *, lead: bool = False, agentiflow: bool = False) -
     if agentiflow and len(parts) > 1:
         parts = parts[1:]
     for part in parts:
-        if not _SEGMENT.match(part):
+        if not _SEGMENT.fullmatch(part):
             raise InvalidInput(
                 f"codename {codename!r} has a bad segment {part!r}: use letters, digits, '_', '.', '-', "
                 "an optional #N unit index and @N retry attempt, joined by '>'"
@@ -74,7 +75,7 @@ def normal_address(address: str) -> str:
     return text.strip().casefold()
 
 
-_UNIT_INDEX = re.compile(r"#[0-9]+$")
+_UNIT_INDEX = re.compile(r"#[0-9]+\Z")
 
 
 def reads_reserved(address: str) -> bool:
@@ -95,7 +96,7 @@ def is_address(text: str) -> bool:
     return (
         0 < len(text) <= 200
         and not reads_reserved(text)
-        and all(_SEGMENT.match(part) for part in text.split(">"))
+        and all(_SEGMENT.fullmatch(part) for part in text.split(">"))
     )
 
 
@@ -106,11 +107,6 @@ def agentiflow_address(codename: str) -> str:
     if ">" not in _ATTEMPT.sub("", below):
         return "lead"
     return address_of(codename, agentiflow=True)
-
-
-def same_run(a: str, b: str) -> bool:
-    """Whether two codenames name the same run, attempts aside (a retry is the same run)."""
-    return _ATTEMPT.sub("", a.strip()) == _ATTEMPT.sub("", b.strip())
 
 
 def parse_targets(forms: list[str]) -> tuple[list[Target], bool]:
@@ -138,12 +134,12 @@ def parse_target(text: str) -> Target:
     for prefix, kind in (("role:", "role"), ("step:", "step")):
         if t.startswith(prefix):
             name = t[len(prefix) :]
-            if not _NAME.match(name):
+            if not _NAME.fullmatch(name):
                 raise InvalidInput(f"bad {kind} name in {t!r}")
             return Target(kind, name, t)  # type: ignore[arg-type]
     if "/" in t or ">" in t or "#" in t or "@" in t:
         return Target("address", address_of(t), t)
-    if not _NAME.match(t):
+    if not _NAME.fullmatch(t):
         raise InvalidInput(f"bad address {t!r}")
     # A bare name: an address if someone has it, else every live runner of that agent.
     return Target("name", t, t)

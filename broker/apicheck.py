@@ -303,7 +303,8 @@ def checked(cls: C) -> C:
 # and time (seconds and up to 6 decimals optional), in UTC (``Z`` or none) or
 # with an offset.
 _ISO_TIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?"
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?(?:Z|[+-]\d{2}:\d{2})?",
+    re.ASCII,  # '٢٠٢٦' is not a year anybody typed
 )
 
 
@@ -315,7 +316,7 @@ def utc_time(value: str, field: str = "since") -> str:
     from datetime import UTC, datetime  # only for the calls that take a time
 
     text = value.strip()
-    how = "an ISO-8601 UTC time like 2026-11-30T03:52:00Z"
+    how = "an ISO-8601 time like 2026-11-30T03:52:00Z (UTC, or with an offset)"
     if not _ISO_TIME.fullmatch(text):
         raise errors.InvalidInput(f"bad {field} {value!r}: {how}", field=field)
     try:

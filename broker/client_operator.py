@@ -132,7 +132,7 @@ class Operator(OperatorPaths, OperatorMail):
 
         ``after`` is a message id or a seq; ``sender`` an exact sender address;
         ``to`` keeps entries whose ``to`` forms name it or that reached it;
-        ``since`` an ISO-8601 UTC time (``created_at_utc >= since``); ``limit``
+        ``since`` an ISO-8601 time, UTC or with an offset (``created_at_utc >= since``); ``limit``
         keeps the first N, ``tail`` the last N (not both)."""
         # The cursor, the kinds and the thread are read by index; the other
         # filters run in Python over those rows (the operator's read of a log

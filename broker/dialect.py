@@ -47,21 +47,6 @@ def triggers_ddl(dialect: str) -> list[str]:
     return out
 
 
-def drop_triggers_ddl(dialect: str) -> list[str]:
-    out = drop_append_only_ddl(dialect) + drop_purge_ddl(dialect) + drop_sender_usage_ddl(dialect)
-    if dialect == "sqlite":
-        out += [
-            "DROP TRIGGER IF EXISTS deliveries_waiting_insert",
-            "DROP TRIGGER IF EXISTS deliveries_waiting_update",
-        ]
-    elif dialect == "postgresql":
-        out += [
-            "DROP TRIGGER IF EXISTS deliveries_waiting ON deliveries",
-            "DROP FUNCTION IF EXISTS broker_waiting()",
-        ]
-    return out
-
-
 def append_only_ddl(dialect: str) -> list[str]:
     """Triggers that make the log and the journals append-only in the database.
 
@@ -125,39 +110,6 @@ def purge_ddl(dialect: str) -> list[str]:
     return []
 
 
-def drop_purge_ddl(dialect: str) -> list[str]:
-    if dialect == "sqlite":
-        return [
-            f"DROP TRIGGER IF EXISTS {name}"
-            for name in (
-                "purges_no_update",
-                "purges_no_delete",
-                "purging_archived_only",
-                "purging_no_update",
-            )
-        ]
-    if dialect == "postgresql":
-        return [
-            "DROP TRIGGER IF EXISTS purges_append_only ON purges",
-            "DROP TRIGGER IF EXISTS purging_archived_only ON purging",
-            "DROP FUNCTION IF EXISTS broker_purging()",
-        ]
-    return []
-
-
-def drop_append_only_ddl(dialect: str) -> list[str]:
-    out: list[str] = []
-    if dialect == "sqlite":
-        for table in APPEND_ONLY:
-            for op in ("update", "delete"):
-                out.append(f"DROP TRIGGER IF EXISTS {table}_no_{op}")
-    elif dialect == "postgresql":
-        for table in APPEND_ONLY:
-            out.append(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
-        out.append("DROP FUNCTION IF EXISTS broker_append_only()")
-    return out
-
-
 def sender_usage_ddl(dialect: str) -> list[str]:
     """``sender_usage`` follows the log (S30): each new log row adds its size to
     its sender's count; the rows go with their space (a purge). Kept by the
@@ -187,21 +139,6 @@ def sender_usage_ddl(dialect: str) -> list[str]:
             "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
             "CREATE TRIGGER spaces_sender_usage AFTER DELETE ON spaces "
             "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
-        ]
-    return []
-
-
-def drop_sender_usage_ddl(dialect: str) -> list[str]:
-    if dialect == "sqlite":
-        return [
-            "DROP TRIGGER IF EXISTS messages_sender_usage",
-            "DROP TRIGGER IF EXISTS spaces_sender_usage",
-        ]
-    if dialect == "postgresql":
-        return [
-            "DROP TRIGGER IF EXISTS messages_sender_usage ON messages",
-            "DROP TRIGGER IF EXISTS spaces_sender_usage ON spaces",
-            "DROP FUNCTION IF EXISTS broker_sender_usage()",
         ]
     return []
 
@@ -334,16 +271,6 @@ def search_ddl(dialect: str) -> list[str]:
         "VALUES ('delete', OLD.rowid, OLD.body, OLD.thread); END",
         # Rows logged before the index existed (an upgraded store).
         f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('rebuild')",
-    ]
-
-
-def drop_search_ddl(dialect: str) -> list[str]:
-    if dialect == "postgresql":
-        return [f"DROP INDEX IF EXISTS {PG_SEARCH_INDEX}", f"DROP FUNCTION IF EXISTS {PG_SEARCH_TEXT}"]
-    return [
-        "DROP TRIGGER IF EXISTS messages_fts_insert",
-        "DROP TRIGGER IF EXISTS messages_fts_delete",
-        f"DROP TABLE IF EXISTS {FTS_TABLE}",
     ]
 
 

@@ -110,7 +110,9 @@ Label = AfterValidator(_one_line)
 
 
 class JoinInput(_In):
-    codename: Annotated[str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True)]
+    codename: Annotated[
+        str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True), Label
+    ]
     agent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
     run_id: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
     step: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None

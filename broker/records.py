@@ -157,7 +157,7 @@ def log_matches(entry: LogEntry, sender: str | None, to: str | None, since: str 
     """The log filters of ``Operator.log`` / ``follow`` beyond the kinds (one
     predicate for the library and the served client): ``sender`` an exact
     sender address; ``to`` named by the entry's ``to`` forms or reached by it;
-    ``since`` an ISO-8601 UTC time (``created_at_utc >= since``)."""
+    ``since`` an ISO-8601 time, UTC or with an offset (``created_at_utc >= since``)."""
     if sender is not None and entry.sender != sender:
         return False
     if to is not None and to not in entry.to and to not in entry.reached:

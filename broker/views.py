@@ -142,7 +142,7 @@ VIEWS: tuple[View, ...] = (
             (
                 "lease_owner",
                 "who holds the lease (processing); on any other state the owner of its last "
-                "lease, kept as evidence (S15): nobody holds it (lease_live 0)",
+                "lease, kept as evidence (S15), NULL after a requeue: nobody holds it (lease_live 0)",
             ),
             ("lease_expires_at", "when the lease runs out"),
             ("lease_live", "1 while processing under a lease that has not expired"),

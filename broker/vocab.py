@@ -94,3 +94,10 @@ def human_size(n: float) -> str:
     if n < 100 * 1024:
         return f"{n / 1024:.1f} KB"
     return f"{n / (1024 * 1024):.1f} MB"
+
+
+def ascii_digits(text: str) -> bool:
+    """Only the digits 0-9: ``str.isdigit`` also takes '²' (which ``int``
+    refuses) and '٣' (which ``int`` reads as 3), so a check with it alone
+    either crashes or takes a number nobody typed."""
+    return text.isascii() and text.isdigit()

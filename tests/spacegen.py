@@ -262,10 +262,13 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
 # --- random spaces --------------------------------------------------------------------
 NAMES = ("lynx", "otter", "heron", "wolf#2", "lynx>otter#1")
 TARGETS = (*NAMES, "broadcast", "role:worker", "step:scan", "ghost", "operator", "parent", "lead")
-_body = st.text(max_size=40)
+# Any text a store can hold: no NUL (refused on every surface and by the
+# importer, S33: PostgreSQL cannot store it).
+_text = st.characters(blacklist_characters="\x00")
+_body = st.text(_text, max_size=40)
 _op = st.one_of(
     st.tuples(st.just("join"), st.sampled_from(NAMES), st.sampled_from(("worker", "reviewer"))),
-    st.tuples(st.just("hostile"), st.text(min_size=1, max_size=30)),
+    st.tuples(st.just("hostile"), st.text(_text, min_size=1, max_size=30)),
     st.tuples(
         st.just("send"),
         st.integers(0, 9),
@@ -289,14 +292,14 @@ _op = st.one_of(
         st.integers(0, 99),
         st.sampled_from(("processing", "done", "quarantine", "ready")),
     ),
-    st.tuples(st.just("claim"), st.text(max_size=20), st.integers(0, 9), st.booleans()),
+    st.tuples(st.just("claim"), st.text(_text, max_size=20), st.integers(0, 9), st.booleans()),
     st.tuples(st.just("end"), st.integers(0, 9), st.sampled_from(("released", "expired"))),
     st.tuples(st.just("cursor"), st.integers(0, 9), st.integers(0, 5)),
     st.tuples(st.just("turn"), st.integers(0, 9), st.booleans()),
     st.tuples(st.just("leave"), st.integers(0, 9)),
 )
 _join = st.tuples(st.just("join"), st.sampled_from(NAMES), st.sampled_from(("worker", "reviewer")))
-_hostile = st.tuples(st.just("hostile"), st.text(min_size=1, max_size=30))
+_hostile = st.tuples(st.just("hostile"), st.text(_text, min_size=1, max_size=30))
 plans = st.builds(
     lambda joins, hostile, ops: [*joins, *hostile, *ops],
     st.lists(_join, min_size=1, max_size=4),

@@ -235,6 +235,15 @@ def test_S37_guard_override_is_honoured_before_anything_else(world: World) -> No
         assert "Traceback" not in r.stderr
     finally:
         hidden.rename(key)
+    # Whatever else is set: a junk value, text that is not UTF-8 (S33 refuses
+    # both for every other command).
+    junk = _hook(
+        world,
+        ("BROKER_GUARD", "off"),
+        ("BROKER_WRITER_LOCK", "junk"),
+        ("BROKER_AS", os.fsdecode(b"ot\xffter")),
+    )
+    assert junk.returncode == 0 and "commit allowed" in junk.stderr, junk.stderr
     r = _hook(world, ("BROKER_GUARD", "OFF"), who="otter")
     assert r.returncode == 0 and "override posted" in r.stderr, r.stderr
     board = world.cli("board", "view", world.space, "--json").lines()

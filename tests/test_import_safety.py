@@ -119,8 +119,8 @@ def test_S29_no_directory_entry_or_folder_takes_a_reserved_address(
 
 @pytest.mark.parametrize(
     "folder",
-    ["al\x1b]0;T\x07\u202eX", "role:x", "a b", "@", "x>", "lynx@1", "a" * 201],
-    ids=["controls", "role-form", "space", "at", "empty-segment", "attempt", "too-long"],
+    ["al\x1b]0;T\x07\u202eX", "role:x", "a b", "@", "x>", "lynx@1", "a" * 201, "heron\n"],
+    ids=["controls", "role-form", "space", "at", "empty-segment", "attempt", "too-long", "newline"],
 )
 def test_S3_an_imported_mailbox_folder_must_name_an_address_a_join_gives(
     folder: str, tmp_path: Path

@@ -42,6 +42,9 @@ def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
         (lambda: lynx.reserve("src/**", reason=f"why{bad}not"), "reason"),
         (lambda: lynx.claim(owner=f"worker{bad}1"), "owner"),
         (lambda: op.release_reservation(space, 1, reason=f"x{bad}"), "reason"),
+        # A codename's root is not an address segment: it is checked as a label.
+        (lambda: trusted.join(store, space, f"fl{bad}ow/otter"), "codename"),
+        (lambda: trusted.join(store, space, f"flow/otter{bad}"), "codename"),
     ]
     for field in ("agent", "run_id", "step", "parent", "role", "task"):
         cases.append(

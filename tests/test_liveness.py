@@ -256,7 +256,7 @@ def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, sto
                 f"ancestors (that process keeps the address live while it runs), and {why}"
             )
         squat = cli("join", space, "flow/squatter", "--lead", "--pid", "1", "--join-key", secret)
-        assert squat.code == 2 and squat.err.startswith("broker: invalid_input: pid 1 refused")
+        assert squat.code == 2 and squat.err.startswith("broker: invalid_input: --pid 1 refused")
         with store.read() as t:
             assert t.one("SELECT COUNT(*) FROM participants")[0] == before  # nothing written
         # Its own process and its parent may be recorded: the CLI's parent is this test.

@@ -25,6 +25,7 @@ import click
 
 from broker import __version__, errors
 from broker.cli._output import emit_json, emit_json_lines, keyvals, safe, table
+from broker.vocab import ascii_digits
 
 if TYPE_CHECKING:
     from broker.client import Agent, Operator, Store
@@ -197,7 +198,7 @@ class BrokerGroup(BrokerSubGroup):
             # A mistyped BROKER_* value is refused by every command; but the
             # git guard's BROKER_GUARD=off lets a commit through, whatever else.
             command = [*getattr(ctx, "_protected_args", ()), *ctx.args][:1]
-            if command != ["guard"] or envvars.switch("BROKER_GUARD", True):
+            if not _guard_off(command):
                 envvars.check()
             return super().invoke(ctx)
         except errors.BrokerError as exc:
@@ -279,12 +280,27 @@ def _quiet_pipe() -> NoReturn:
     sys.exit(EXIT_PIPE)
 
 
+def _guard_off(command: list[str]) -> bool:
+    """``broker guard`` with ``BROKER_GUARD=off``: the git guard's override lets
+    a commit through whatever else is set (S37), so no other BROKER_* value is
+    checked before it runs."""
+    from broker import envvars
+
+    if command != ["guard"]:
+        return False
+    try:
+        return not envvars.switch("BROKER_GUARD", True)
+    except errors.InvalidInput:
+        return False  # a junk BROKER_GUARD is refused like any other variable
+
+
 def _check_text(argv: list[str]) -> None:
     """Arguments and BROKER_* variables are text: invalid UTF-8 (which Python
     hands over as lone surrogates) and NUL (which no C string, path or
     process argument can carry) are refused before anything runs (S33)."""
     named = [(f"argument {i}", arg) for i, arg in enumerate(argv, 1)]
-    named += [(k, v) for k, v in os.environ.items() if k.startswith("BROKER_")]
+    if not _guard_off(argv[:1]):  # the override lets a commit through, whatever else is set
+        named += [(k, v) for k, v in os.environ.items() if k.startswith("BROKER_")]
     for name, value in named:
         try:
             value.encode("utf-8")
@@ -460,6 +476,10 @@ class Whole(click.IntRange):
         super().__init__(low, high)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        # Typed text is ASCII digits (an optional '-'): int() also reads '٣',
+        # ' 3' and '1_000', numbers nobody typed as such.
+        if isinstance(value, str) and not ascii_digits(value.removeprefix("-")):
+            self.fail(f"{value!r} is not a whole number from {self.min} to {self.max}", param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:

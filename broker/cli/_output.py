@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from broker import errors
+from broker.vocab import ascii_digits
 
 if TYPE_CHECKING:
     from broker.records import SendResult
@@ -140,7 +141,7 @@ def width() -> int:
     """The terminal's width, or 80 when output is not a terminal (COLUMNS wins).
     (What shutil.get_terminal_size does, without importing shutil: bz2, lzma.)"""
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
+    if ascii_digits(columns) and int(columns) > 0:
         return max(40, int(columns))
     try:
         columns_now = os.get_terminal_size(1).columns

@@ -24,7 +24,7 @@ from broker.cli._common import (
     text_arg,
 )
 from broker.cli._output import TO_HELP, run_send, safe
-from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX
+from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
 
 if TYPE_CHECKING:
     from broker.records import AckStatus, LogEntry, SearchHit
@@ -306,41 +306,38 @@ def _after(value: str | None) -> str | int | None:
     if value is None:
         return None
     digits = value.removeprefix("#")
-    if digits.isdigit() and len(digits) < 19:
+    if ascii_digits(digits) and len(digits) < 19:
         return int(digits)
     return value
 
 
-_AGO = r"(\d+(?:\.\d+)?)([smhd])"
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])", re.ASCII)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_ISO = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?"
 
 
 def _since(value: str | None) -> str | None:
-    """--since: a UTC time (2026-11-30, 2026-11-30T03:52:00Z) or an age (90s, 10m, 2h, 1d)."""
+    """--since: an age (90s, 10m, 2h, 1d), or a time as the library reads one
+    (``client.utc_time``: ISO-8601, UTC or with an offset)."""
     if value is None:
         return None
     from datetime import UTC, datetime, timedelta
 
-    ago = re.fullmatch(_AGO, value.strip())
-    if ago:
-        seconds = float(ago.group(1)) * _UNIT[ago.group(2)]
-        if seconds > 100 * 365 * 86400:
-            raise errors.InvalidInput(
-                f"bad --since {value!r}: at most 100 years ago", field="since"
-            )
-        moment = datetime.now(UTC) - timedelta(seconds=seconds)
-    elif re.fullmatch(_ISO, value.strip()):
+    ago = _AGO.fullmatch(value.strip())
+    if ago is None:
+        from broker.client import utc_time
+
         try:
-            moment = datetime.fromisoformat(value.strip().replace(" ", "T").removesuffix("Z"))
-        except ValueError:
-            raise errors.InvalidInput(f"bad --since {value!r}: not a date", field="since") from None
-        moment = moment.replace(tzinfo=UTC)
-    else:
-        raise errors.InvalidInput(
-            f"bad --since {value!r}: a UTC time (2026-11-30T03:52:00Z) or an age (10m, 2h, 1d)",
-            field="since",
-        )
+            return utc_time(value, "since")
+        except errors.InvalidInput:
+            raise errors.InvalidInput(
+                f"bad --since {value!r}: an ISO-8601 time (2026-11-30T03:52:00Z) or an age "
+                "(10m, 2h, 1d)",
+                field="since",
+            ) from None
+    seconds = float(ago.group(1)) * _UNIT[ago.group(2)]
+    if seconds > 100 * 365 * 86400:
+        raise errors.InvalidInput(f"bad --since {value!r}: at most 100 years ago", field="since")
+    moment = datetime.now(UTC) - timedelta(seconds=seconds)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

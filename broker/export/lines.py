@@ -381,7 +381,7 @@ INBOX = Spec(
             TEXT,
             null=True,
             max_len=200,
-            doc="who holds the lease (processing); else the last lease's owner (S15)",
+            doc="who holds the lease (processing); else the last lease's owner (S15), null if never claimed or requeued",
         ),
         Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
         Field("acked_at_utc", TIME, null=True, doc="when it was acked"),

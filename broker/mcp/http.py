@@ -36,6 +36,7 @@ from broker.client import Agent, Operator, Store
 from broker.mcp.core import INVALID_PARAMS, BrokerMCP
 from broker.mcp.server import agent_server, operator_server
 from broker.server.edge import loads
+from broker.server.errors import error_body, status_of
 
 PARSE_ERROR = -32700
 _METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
@@ -236,9 +237,11 @@ async def _read_body(receive: Any) -> tuple[bytes, Any]:
 
 
 async def _error(send: Any, exc: errors.BrokerError) -> None:
-    status = 401 if isinstance(exc, errors.AuthError) else 403
+    # The HTTP API's status for each refusal (409 participant_left, 503
+    # store_busy...), and its body: one mapping for every served surface.
+    status = status_of(exc)
     extra = [(b"www-authenticate", b'Bearer realm="broker"')] if status == 401 else []
-    await _send_json(send, status, {"error": exc.code, "message": exc.message}, extra)
+    await _send_json(send, status, error_body(exc), extra)
 
 
 async def _send_json(

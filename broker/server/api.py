@@ -23,6 +23,7 @@ from broker import errors
 from broker.models import validation_error
 from broker.records import to_dict
 from broker.server.edge import echo, loads, utc_time
+from broker.vocab import ascii_digits
 
 Auth = Literal["operator", "agent", "none"]
 # The collections of spec §Served mode, and ``spaces`` for any kind (clients that know only the id).
@@ -156,7 +157,7 @@ def whole_number(name: str, value: str, low: int | None, high: int | None) -> in
     Not ``str.isdigit`` + ``int``: ``isdigit`` takes '²' (then ``int`` raises:
     a 500), and ``int`` reads '٣', ' 3', '+3' and '1_000' as numbers."""
     text = value[1:] if value.startswith("-") else value
-    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+    if not ascii_digits(text) or len(text) > 19:
         raise errors.InvalidInput(f"bad {name} {echo(value)}: a whole number", field=name)
     number = int(value)
     if (low is not None and number < low) or (high is not None and number > high):

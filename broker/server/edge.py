@@ -1,5 +1,6 @@
 """What every served surface (HTTP API, MCP over HTTP and stdio) checks at its
-edge, in one place: JSON without repeated keys, request models that take JSON
+edge, in one place: JSON without repeated keys (HTTP bodies and MCP over HTTP;
+over stdio the MCP SDK reads each line itself), request models that take JSON
 types as they are, and times.
 
 - A repeated key (``{"text": "cancel", "text": "run"}``) is refused naming

@@ -21,6 +21,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.server.errors import plain
+from broker.vocab import ascii_digits
 
 access = logging.getLogger("broker.access")
 
@@ -106,7 +107,7 @@ def _digits(value: bytes | str) -> bool:
     """ASCII digits only: ``str.isdigit`` also takes '²' and '٣', which ``int`` refuses
     or reads as another number."""
     text = value.decode("latin-1") if isinstance(value, bytes) else value
-    return text.isascii() and text.isdigit()
+    return ascii_digits(text)
 
 
 class AccessLog:

@@ -65,7 +65,7 @@ FROM messages m WHERE m.id IN (SELECT jsonb_array_elements_text(:rowids::jsonb))
 -- reads it from `messages`), for `broker store stats`-like reports and bench.
 SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'messages_fts%'
 -- postgresql:
--- The GIN index over the searched tsvector (revision 0010); the text itself
+-- The GIN index over the searched tsvector (revisions 0010, 0012); the text itself
 -- stays in `messages`, as with FTS5.
 SELECT coalesce(pg_relation_size(to_regclass('ix_messages_search')), 0)::bigint
 

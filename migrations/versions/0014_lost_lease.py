@@ -13,9 +13,9 @@ such lease is kept. Rows written before this revision have none: a late
 settle of an older lease names what its token still finds, as before.
 Frozen: written out here, never imported from live code.
 
-Numbered 0013: it was written beside revision 0012 (PostgreSQL's search fold)
-on another branch. It revises 0011 here, and must revise 0012 once both are in
-one history (tests/test_migrations.py allows a single head).
+Written beside revisions 0012 (PostgreSQL's search fold) and 0013 (the claim
+journal's reason) on other branches: it revises 0013, so the history has one
+head (tests/test_migrations.py).
 """
 
 from __future__ import annotations
