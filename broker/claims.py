@@ -275,17 +275,8 @@ def release_as_operator(
                 holder=holder,
             )
         holds.free_claim(t, space_id, key)
-        jid = holds.journal(t, space_id, key, "released", holder, token, expires, at, why)
-    return JournalEntry(
-        id=jid,
-        key=key,
-        event="released",
-        owner=holder,
-        fence=token,
-        expires_at=expires,
-        at_utc=at,
-        reason=why,
-    )
+        entry = holds.released(t, space_id, key, holder, token, expires, at, why)
+    return entry
 
 
 # --- operator views -------------------------------------------------------------------

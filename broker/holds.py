@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.db import Tx
 from broker.ids import new_id
+from broker.records import JournalEntry
 from broker.sql import stmt
 
 LEFT = "left"  # the journal's reason for a hold ended by its holder's departure
@@ -79,6 +80,31 @@ def journal(
     }
     insert_journal(t, [row])
     return jid
+
+
+def released(
+    t: Tx,
+    space_id: str,
+    key: str,
+    owner: str,
+    token: int,
+    lease_expires_at: str | None,
+    at: str,
+    reason: str | None,
+) -> JournalEntry:
+    """Journal a hold's release (a key claim, or a reservation by its journal
+    key) and return the line as the callers report it."""
+    jid = journal(t, space_id, key, "released", owner, token, lease_expires_at, at, reason)
+    return JournalEntry(
+        id=jid,
+        key=key,
+        event="released",
+        owner=owner,
+        fence=token,
+        expires_at=lease_expires_at,
+        at_utc=at,
+        reason=reason,
+    )
 
 
 # --- board_claims -----------------------------------------------------------------------

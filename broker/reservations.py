@@ -279,17 +279,8 @@ def release_as_operator(
         holder, pattern, expires = r["holder"], r["pattern"], r["lease_expires_at"]
         holds.end_reservation(t, space_id, token, at)
         key = journal_key(pattern)
-        jid = holds.journal(t, space_id, key, "released", holder, token, expires, at, why)
-    return JournalEntry(
-        id=jid,
-        key=key,
-        event="released",
-        owner=holder,
-        fence=token,
-        expires_at=expires,
-        at_utc=at,
-        reason=why,
-    )
+        entry = holds.released(t, space_id, key, holder, token, expires, at, why)
+    return entry
 
 
 def _check(t: Tx, space_id: str, paths: list[str], me: str | None, at: str) -> list[PathCheck]:
