@@ -44,7 +44,7 @@ def test_S33_labels_refuse_c0_del_and_c1_naming_the_field_and_write_nothing(
         (lambda: op.release_reservation(space, 1, reason=f"x{bad}"), "reason"),
         # A codename's root is not an address segment: it is checked as a label.
         (lambda: trusted.join(store, space, f"fl{bad}ow/otter"), "codename"),
-        (lambda: trusted.join(store, space, f"flow/otter{bad}"), "codename"),
+        (lambda: trusted.join(store, space, f"flow/ot{bad}ter"), "codename"),
     ]
     for field in ("agent", "run_id", "step", "parent", "role", "task"):
         cases.append(
