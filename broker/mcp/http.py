@@ -37,6 +37,7 @@ from broker.mcp.core import INVALID_PARAMS, BrokerMCP
 from broker.mcp.server import agent_server, operator_server
 from broker.server.edge import loads
 from broker.server.errors import error_body, status_of
+from broker.server.middleware import replaying
 
 PARSE_ERROR = -32700
 _METHODS = ("GET", "POST", "DELETE")  # what the streamable-HTTP transport answers
@@ -224,16 +225,7 @@ async def _read_body(receive: Any) -> tuple[bytes, Any]:
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Any:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
+    return body, replaying(body, receive)
 
 
 async def _error(send: Any, exc: errors.BrokerError) -> None:

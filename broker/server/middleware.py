@@ -82,17 +82,7 @@ class BodyCap:
             chunks.append(chunk)
             if not more:
                 break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # after the body: only http.disconnect comes
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     async def _too_large(
         self, scope: Scope, receive: Receive, send: Send, *, close: bool = False
@@ -169,3 +159,18 @@ def log_to_stderr() -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands ``body`` (read whole already) over once, then
+    passes on to ``receive``: after the body only ``http.disconnect`` comes."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
