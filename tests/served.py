@@ -12,10 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from broker import Store
 
 READY = re.compile(r"broker serve: unix://(\S+) http://(\S+)")
 
@@ -92,3 +95,22 @@ class Server:
                 self.proc.wait()
             self._log.close()
             self.log.unlink(missing_ok=True)
+
+
+def serving(factory: Any, name: str) -> Iterator[Server]:
+    """A server for one test module, stopped after it: ``yield from`` it in the
+    module's ``srv`` fixture (``factory`` is pytest's ``tmp_path_factory``)."""
+    server = Server(factory.mktemp(name) / "home")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def store_of(srv: Server) -> Iterator[Store]:
+    """The served store, opened directly (to set up and to check what was written)."""
+    s = Store(srv.url)
+    try:
+        yield s
+    finally:
+        s.close()

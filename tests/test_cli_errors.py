@@ -533,14 +533,16 @@ print("plain reply")
 """
 
 
-def test_S10_S26_a_teammate_line_with_unknown_fields_fails_the_turn_and_sends_nothing(
-    cli: Cli, store: Store, tmp_path: Path
-) -> None:
+def _one_teammate_turn(
+    cli: Cli, store: Store, tmp_path: Path, program: str
+) -> tuple[Operator, str, Any]:
+    """An agentiflow whose lead gives the teammate ``tm`` one task, and
+    ``broker agent run`` of ``program`` for that one turn: (operator, space, result)."""
     op = Operator(store)
     sid = op.create_space("agentiflow").id
     lead, _ = trusted.join(store, sid, "flow/heron", lead=True)
-    script = tmp_path / "forger.py"
-    script.write_text(FORGER)
+    script = tmp_path / "teammate.py"
+    script.write_text(program)
     _, joined = trusted.join(store, sid, "tm", parent="lead", pid=None)
     lead.send("tm", "task 1")
     res = cli(
@@ -548,6 +550,13 @@ def test_S10_S26_a_teammate_line_with_unknown_fields_fails_the_turn_and_sends_no
         "--", sys.executable, str(script),
         env={"BROKER_AS": "tm", "BROKER_TOKEN": joined.token},
     )  # fmt: skip
+    return op, sid, res
+
+
+def test_S10_S26_a_teammate_line_with_unknown_fields_fails_the_turn_and_sends_nothing(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    op, sid, res = _one_teammate_turn(cli, store, tmp_path, FORGER)
     assert res.code == errors.HandlerFailed.exit_code, res.err
     reason = (
         "HandlerFailed: stdout line 1: unknown field 'sender': this tool does not take it; "
@@ -564,18 +573,7 @@ def test_S10_S26_a_teammate_line_with_unknown_fields_fails_the_turn_and_sends_no
 def test_S8_S26_a_teammate_line_that_reaches_nobody_is_logged_and_the_rest_is_sent(
     cli: Cli, store: Store, tmp_path: Path
 ) -> None:
-    op = Operator(store)
-    sid = op.create_space("agentiflow").id
-    lead, _ = trusted.join(store, sid, "flow/heron", lead=True)
-    script = tmp_path / "scattered.py"
-    script.write_text(SCATTERED)
-    _, joined = trusted.join(store, sid, "tm", parent="lead", pid=None)
-    lead.send("tm", "task 1")
-    res = cli(
-        "agent", "run", sid, "tm", "--max-turns", "1", "--wait", "30",
-        "--", sys.executable, str(script),
-        env={"BROKER_AS": "tm", "BROKER_TOKEN": joined.token},
-    )  # fmt: skip
+    op, sid, res = _one_teammate_turn(cli, store, tmp_path, SCATTERED)
     assert res.code == 0, res.err
     assert "tm: stdout line 1 did not reach nobody-here: no_live_participant" in res.err.splitlines()
     sent = op.log(sid, kinds=["direct"], sender="tm")

@@ -11,15 +11,13 @@ nothing sleeps. SQLite and PostgreSQL (PG_CONTRACT).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, inbox, procs, turns
+from broker import Agent, Operator, Store, errors, inbox, turns
 
 
 @pytest.fixture
@@ -37,19 +35,6 @@ def crew(store: Store, **settings: object) -> tuple[Operator, str, Agent, Agent]
     return op, sid, a, b
 
 
-def dead_process() -> str:
-    """A ``host:pid:start`` of a process that has exited (restart recovery, S32)."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead = f"{procs.host()}:{int(done.stdout)}:1"
-    assert procs.gone(dead)
-    return dead
-
-
 # --- S15: the last lease owner ---------------------------------------------------------------
 @pytest.mark.parametrize("ended", ["released", "expired", "recovered"])
 def test_S15_quarantine_names_the_last_lease_owner_however_the_last_lease_ended(
@@ -60,7 +45,7 @@ def test_S15_quarantine_names_the_last_lease_owner_however_the_last_lease_ended(
     first = b.claim(owner="worker-7")
     assert b.release(first.lease_token, error="failed in worker-7") == 1
     if ended == "recovered":
-        last = inbox.claim(cstore, b.identity, owner="worker-8", process=dead_process())
+        last = inbox.claim(cstore, b.identity, owner="worker-8", process=trusted.dead_process())
     else:
         last = b.claim(owner="worker-8")
     assert [d.id for d in last.deliveries] == [mid]
@@ -194,7 +179,7 @@ def test_S14_a_lease_that_restart_recovery_ended_or_a_claim_quarantined_is_told_
 ) -> None:
     op, sid, a, b = crew(cstore, max_deliveries=1)
     back, poison = (a.send("otter", text).id for text in ("back", "poison"))
-    dead = inbox.claim(cstore, b.identity, owner="worker-8", process=dead_process())
+    dead = inbox.claim(cstore, b.identity, owner="worker-8", process=trusted.dead_process())
     assert [d.id for d in dead.deliveries] == [back]
     assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
     with pytest.raises(errors.LeaseLost) as info:
@@ -237,7 +222,7 @@ def test_S18_a_turn_set_aside_or_returned_by_recovery_is_refused_saying_so(
     )
     assert deliveries(cstore) == before
     back = a.send("otter", "again").id
-    dead = turns.next_turn(cstore, b.identity, process=dead_process())
+    dead = turns.next_turn(cstore, b.identity, process=trusted.dead_process())
     assert dead.id is not None and [i.id for i in dead.items] == [back]
     assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
     before = deliveries(cstore)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import Result
-from served import Server, clean_env
+from served import Server, clean_env, serving
 
 from broker import Operator, Store, errors, participants
 from broker.aio import AsyncAgent
@@ -174,11 +174,7 @@ def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store, how: 
 # --- served: the server waits on the client's behalf ----------------------------------------
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("serve") / "home")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path_factory, "serve")
 
 
 POLL = """

@@ -325,14 +325,7 @@ def test_S32_recovery_counts_what_came_back_and_nothing_when_no_holder_is_gone(
     with store.write() as t:
         assert inbox.recover(t, pid, store.now_ts()) == 0
     # Two leases held by a process that has exited (its pid reaped: gone).
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead = f"{procs.host()}:{int(done.stdout)}:1"
-    assert procs.gone(dead)
+    dead = trusted.dead_process()
     held = inbox.claim(store, worker.identity, limit=2, process=dead)
     assert [d.id for d in held.deliveries] == ids[:2]
     mine = inbox.claim(store, worker.identity, process=procs.this_process())  # live: kept

@@ -26,7 +26,7 @@ import trusted
 from broker import Agent, Operator, Store, errors
 from broker.records import Joined
 from broker.remote import Connection, RemoteAgent, RemoteOperator
-from tests.served import Server
+from tests.served import Server, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -106,18 +106,12 @@ def test_served_remote_twins_have_the_library_methods_with_the_same_parameters(
 # --- against a real server ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("parity") / "home")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path_factory, "parity")
 
 
 @pytest.fixture(scope="module")
 def store(srv: Server) -> Iterator[Store]:
-    s = Store(srv.url)
-    yield s
-    s.close()
+    yield from store_of(srv)
 
 
 @pytest.fixture(params=["unix", "http"])

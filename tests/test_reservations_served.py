@@ -15,18 +15,14 @@ import trusted
 
 from broker import Store, errors
 from broker.remote import RemoteAgent, RemoteOperator, connect
-from tests.served import Server
+from tests.served import Server, serving
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("serve") / "home")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path_factory, "serve")
 
 
 def test_S37_served_reserve_check_release_renew_and_the_operator_view(srv: Server) -> None:

@@ -20,25 +20,19 @@ import pytest
 import trusted
 
 from broker import Agent, Store, errors
-from tests.served import Server, clean_env
+from tests.served import Server, clean_env, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("serve") / "home")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path_factory, "serve")
 
 
 @pytest.fixture(scope="module")
 def store(srv: Server) -> Iterator[Store]:
-    s = Store(srv.url)
-    yield s
-    s.close()
+    yield from store_of(srv)
 
 
 def new_space(srv: Server, kind: str = "session", **settings: Any) -> str:

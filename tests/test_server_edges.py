@@ -13,25 +13,19 @@ import httpx
 import pytest
 
 from broker import Store
-from tests.served import Server
+from tests.served import Server, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("edges") / "home")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(tmp_path_factory, "edges")
 
 
 @pytest.fixture(scope="module")
 def store(srv: Server) -> Iterator[Store]:
-    s = Store(srv.url)
-    yield s
-    s.close()
+    yield from store_of(srv)
 
 
 def new_space(srv: Server, **settings: Any) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from broker import Agent, participants, trust
+from broker import Agent, participants, procs, trust
 from broker.aio import AsyncAgent
 from broker.client import Store
 from broker.records import Joined, to_dict
@@ -67,3 +69,17 @@ def join_gone(store: Store, space: str, codename: str, **fields: Any) -> tuple[A
     """``join`` from a process that is gone by the time it returns (see
     ``in_a_gone_process``)."""
     return in_a_gone_process(store, lambda s: join(s, space, codename, **fields)[1])
+
+
+def dead_process() -> str:
+    """A ``host:pid:start`` of a process that has exited, its pid reaped (restart
+    recovery, S32: a lease recorded under it is held by nobody)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = f"{procs.host()}:{int(done.stdout)}:1"
+    assert procs.gone(dead)
+    return dead
