@@ -35,8 +35,8 @@ PARTICIPANTS = 50
 
 def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
     """A space with ``messages`` log rows, written with bulk SQL in one transaction."""
-    from broker.db import Store
     from broker.ids import fmt_ts, hash_token, new_id, new_token
+    from broker.store.sqlite import Store
 
     rnd = random.Random(seed)
     store = Store(f"sqlite:///{db}")
@@ -187,8 +187,8 @@ def export_child(db: Path, space: str, root: Path) -> tuple[float, dict[str, Any
 
 _IMPORT_CHILD = """
 import json, resource, sys
-from broker.db import Store
-from broker.importer import import_dir
+from broker.store.sqlite import Store
+from broker.interchange.importer import import_dir
 store = Store(sys.argv[1])
 summary = import_dir(store, sys.argv[2])
 print(json.dumps({"messages": summary.messages,

@@ -10,28 +10,28 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.client import Agent as Agent
-    from broker.client import Operator as Operator
-    from broker.db import Store as Store
-    from broker.db import Tx as Tx
+    from broker.api.handles import Agent as Agent
+    from broker.api.handles import Operator as Operator
     from broker.errors import BrokerError as BrokerError
-    from broker.records import Joined as Joined
-    from broker.records import LogEntry as LogEntry
-    from broker.records import Participant as Participant
-    from broker.records import SendResult as SendResult
-    from broker.records import Space as Space
+    from broker.model.records import Joined as Joined
+    from broker.model.records import LogEntry as LogEntry
+    from broker.model.records import Participant as Participant
+    from broker.model.records import SendResult as SendResult
+    from broker.model.records import Space as Space
+    from broker.store.sqlite import Store as Store
+    from broker.store.sqlite import Tx as Tx
 
 _WHERE = {
-    "Agent": "broker.client",
-    "Operator": "broker.client",
-    "Store": "broker.db",
-    "Tx": "broker.db",
+    "Agent": "broker.api.handles",
+    "Operator": "broker.api.handles",
+    "Store": "broker.store.sqlite",
+    "Tx": "broker.store.sqlite",
     "BrokerError": "broker.errors",
-    "Joined": "broker.records",
-    "LogEntry": "broker.records",
-    "Participant": "broker.records",
-    "SendResult": "broker.records",
-    "Space": "broker.records",
+    "Joined": "broker.model.records",
+    "LogEntry": "broker.model.records",
+    "Participant": "broker.model.records",
+    "SendResult": "broker.model.records",
+    "Space": "broker.model.records",
 }
 __all__ = sorted(_WHERE)
 __version__ = "0.1.0"

@@ -1,3 +1,3 @@
-from broker.cli import main
+from broker.frontends.cli import main
 
 main(prog_name="broker")

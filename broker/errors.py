@@ -1,7 +1,7 @@
 """One error root for the whole broker.
 
 Every failure a caller can see is a ``BrokerError`` subclass carrying structured
-fields; driver errors are wrapped once, at the db boundary (``broker.db``). The
+fields; driver errors are wrapped once, at the db boundary (``broker.store.sqlite``). The
 CLI maps ``exit_code`` to the process exit status and prints ``str(err)`` as a
 single line, so messages here are written for humans and never span lines.
 """

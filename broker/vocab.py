@@ -40,7 +40,7 @@ TurnGroup = Literal["urgent", "directive", "message", "broadcast"]
 # the CLI's options, the HTTP queries and the MCP tools all take these.
 BOARD_READ_DEFAULT, BOARD_READ_MAX = 100, 1000
 SEARCH_DEFAULT, SEARCH_MAX = 20, 1000
-# The search query language in one line (S36, broker/search_query.py), for the
+# The search query language in one line (S36, broker/mail/search_query.py), for the
 # CLI's help, the HTTP API's description and the MCP tool's.
 SEARCH_SYNTAX = (
     'all words must match; "a phrase"; a OR b; NOT x or -x; prefix*; '
@@ -56,7 +56,7 @@ MIN_SECONDS = 0.001
 
 # The documented bounds of every per-space setting (S33), ``(low, high)``, both
 # inclusive. They are the field constraints below, the table in docs/spec.md and
-# what ``broker.settings.Limits.lenient`` clamps a stored value to. The decimal
+# what ``broker.store.settings.Limits.lenient`` clamps a stored value to. The decimal
 # settings have a smallest value above 0, not "more than 0": a log of 1e-300 MB
 # rounds to 0 bytes (and a usage share divides by it), a lease of 1e-9 seconds
 # ends before it is granted, a share of 1e-300 holds nothing.

@@ -1,14 +1,14 @@
-"""Alembic environment: the metadata in broker.tables is the one schema source."""
+"""Alembic environment: the metadata in broker.store.tables is the one schema source."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
 
-from broker.dialect import compare_type, register_sqlalchemy
-from broker.tables import metadata
+from broker.store.dialect import compare_type, register_sqlalchemy
+from broker.store.tables import metadata
 
-# PostgreSQL stores booleans as SMALLINT 0/1 (broker.dialect): the revisions
+# PostgreSQL stores booleans as SMALLINT 0/1 (broker.store.dialect): the revisions
 # run unchanged on both engines.
 register_sqlalchemy()
 

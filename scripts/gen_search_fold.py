@@ -1,6 +1,6 @@
-"""Write broker/search_fold.py: how SQLite's FTS5 ``unicode61`` tokenizer
+"""Write broker/store/search_fold.py: how SQLite's FTS5 ``unicode61`` tokenizer
 (``remove_diacritics 2``, the search index's) splits and folds text, read
-from SQLite itself, so the query parser (broker/search_query.py) and
+from SQLite itself, so the query parser (broker/mail/search_query.py) and
 PostgreSQL's search text (revision 0012) split and fold exactly as FTS5 does
 (S36). Run: ``python scripts/gen_search_fold.py`` (a few seconds); the tests
 (tests/test_search_query.py) check the table against the running SQLite.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "broker" / "search_fold.py"
+OUT = Path(__file__).resolve().parent.parent / "broker" / "store" / "search_fold.py"
 
 
 def read_unicode61(top: int = 0x110000) -> tuple[list[tuple[int, int]], dict[int, str], list[int]]:

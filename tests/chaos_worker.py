@@ -38,7 +38,9 @@ def worker(
     stop: str,
     slow_at: str,
 ) -> None:
-    from broker import Store, errors, inbox, participants
+    from broker import Store, errors
+    from broker.delivery import inbox
+    from broker.spaces import participants
 
     store = Store(url)
     ident = participants.authenticate(store, space, address, token)
@@ -73,7 +75,9 @@ def worker(
 
 
 def holder(url: str, space: str, address: str, token: str, go: str, lease: str) -> None:
-    from broker import Store, errors, inbox, participants
+    from broker import Store, errors
+    from broker.delivery import inbox
+    from broker.spaces import participants
 
     store = Store(url)
     ident = participants.authenticate(store, space, address, token)

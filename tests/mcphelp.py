@@ -20,7 +20,8 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
 
-from broker import Store, wake
+from broker import Store
+from broker.delivery import wake
 
 
 @dataclass

@@ -133,7 +133,7 @@ def database(template: str | None = _MIGRATED) -> Iterator[str]:
 
 
 def _key_file(url: str) -> Path:
-    from broker.pgstore import conninfo, key_path
+    from broker.store.postgres import conninfo, key_path
 
     return key_path(conninfo(url))
 

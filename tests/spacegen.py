@@ -2,7 +2,7 @@
 
 ``rich_space`` builds one fixed space; ``plans`` is a hypothesis strategy of
 random operations and ``apply_plan`` plays one into a store. Messages go
-through the public API (``broker.client``); the rest through ``sqlrows``.
+through the public API (``broker.api.handles``); the rest through ``sqlrows``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from broker import Agent, Operator, Store, errors
 from broker.ids import new_id
-from broker.messages import append_receipt
+from broker.mail.messages import append_receipt
 
 EXPORT_NOW = "2026-06-01T00:00:00.000000Z"  # claims live at export: expiry after this
 
@@ -119,7 +119,7 @@ def schema_sources() -> list[Path]:
     """Every file that can shape a migrated schema: all of ``broker`` (tables,
     dialect, views, the statement catalogue...) and the migration scripts."""
     import broker
-    import broker.migrate as mig
+    import broker.store.migrate as mig
 
     package = Path(broker.__file__).parent
     files = [*package.rglob("*.py"), *package.rglob("*.sql"), *mig.script_location().rglob("*")]

@@ -1,6 +1,6 @@
 """Rows written with plain SQL, for the export / import / view tests.
 
-Everything the public API (``broker.client``) can write is written through it in
+Everything the public API (``broker.api.handles``) can write is written through it in
 the tests. What these helpers write directly (claims and their journal with
 chosen times, delivery states, turns, transcript and history rows, cursors,
 participants with addresses no join would accept) is kept in this one module,
@@ -13,8 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from broker.db import Store
 from broker.ids import hash_token, new_id, new_token
+from broker.store.sqlite import Store
 
 FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
 LONG_AGO = "2000-01-01T00:00:00.000000Z"
@@ -93,7 +93,7 @@ def message(
 ) -> str:
     """A log row through the log's own writer (``messages.append``), plus
     deliveries to the given participant ids."""
-    from broker.messages import append
+    from broker.mail.messages import append
 
     with store.write() as t:
         bcast_no = None
@@ -273,6 +273,6 @@ def turn_with_transcript(
 
 
 def stop(store: Store, space_id: str) -> None:
-    from broker import spaces
+    from broker.spaces import spaces
 
     spaces.stop(store, space_id)

@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, aio, errors, wake
-from broker.aio import AsyncAgent, AsyncOperator
-from broker.records import Lease
+from broker import Agent, Operator, Store, errors
+from broker.api import aio
+from broker.api.aio import AsyncAgent, AsyncOperator
+from broker.delivery import wake
+from broker.model.records import Lease
 
 T = TypeVar("T")
 
@@ -72,7 +74,7 @@ def sender_process(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[st
 
 def _threads() -> int:
     """Live threads but the writer lock's helpers (one per contended connection of
-    the bounded pool, not per waiter: broker.writelock)."""
+    the bounded pool, not per waiter: broker.store.writelock)."""
     return sum(1 for t in threading.enumerate() if t.name != "broker-writer-lock")
 
 
@@ -421,7 +423,7 @@ def test_readme_asyncio_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def _only_space(store: Store) -> str:
-    from broker import spaces
+    from broker.spaces import spaces
 
     (space,) = spaces.list_spaces(store)
     return space.id

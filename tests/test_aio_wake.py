@@ -1,4 +1,4 @@
-"""S20 for the asyncio API: no lost wake-up in ``broker.aio.Doorbell`` either.
+"""S20 for the asyncio API: no lost wake-up in ``broker.api.aio.Doorbell`` either.
 
 The async twins of the window tests in ``tests/test_wake.py``: a commit that
 lands between the caller's check and its ``await wait()`` — made by a writer
@@ -18,8 +18,9 @@ import threading
 
 import pytest
 
-from broker import Store, wake
-from broker.aio import AsyncAgent, AsyncOperator, Doorbell
+from broker import Store
+from broker.api.aio import AsyncAgent, AsyncOperator, Doorbell
+from broker.delivery import wake
 from tests.test_wake import Pair, killed_writer
 
 

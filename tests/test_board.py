@@ -17,9 +17,10 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, board, claims, errors
+from broker import Agent, Operator, Store, errors
+from broker.board import claims, posts
 from broker.ids import fmt_ts
-from broker.records import to_dict
+from broker.model.records import to_dict
 
 FORK = mp.get_context("fork")
 
@@ -49,7 +50,7 @@ def directives_for(store: Store, agent: Agent) -> list[str]:
         )
         return [
             d.body
-            for d in board.active_directives(
+            for d in posts.active_directives(
                 t,
                 agent.space_id,
                 agent.identity.participant_id,
@@ -91,7 +92,7 @@ def test_S21_addressed_post_lands_in_each_addressee_inbox_as_a_board_post(
 def test_S21_an_addressed_post_is_framed_as_a_board_post_in_the_addressees_turn(
     join: Callable[..., Agent], store: Store
 ) -> None:
-    from broker import turns
+    from broker.delivery import turns
 
     lynx, otter = join("lynx"), join("otter")
     lynx.post("the build is red", addressed_to=["otter"])
@@ -172,7 +173,7 @@ def test_S9_directive_is_in_every_turn_of_its_addressees_until_retracted(
 def test_S17_directive_is_reshown_every_turn_after_urgent_operator_messages_until_retracted(
     join: Callable[..., Agent], store: Store, operator: Operator, space: str
 ) -> None:
-    from broker import turns
+    from broker.delivery import turns
 
     boss = join("boss", lead=True)
     worker = join("w1", agent="worker")
@@ -808,7 +809,7 @@ def test_cli_board_post_read_directive_retract(cli: Callable[..., Any]) -> None:
 def test_cli_board_commands_have_help() -> None:
     from click.testing import CliRunner
 
-    from broker.cli import main
+    from broker.frontends.cli import main
 
     runner = CliRunner()
     for sub in ("post", "read", "directive", "retract", "claim", "release", "renew"):

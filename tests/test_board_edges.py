@@ -2,8 +2,8 @@
 defaults at and past the limit on every surface, readers that never take the
 writer lock, the exact texts and fields an agent is shown when a board call
 is refused, and the directive forms whose matching tests/test_board.py does
-not pin. Written from the survivors of the mutation run of broker/board.py and
-broker/claims.py (docs/mutation.md); a contract module (both backends)."""
+not pin. Written from the survivors of the mutation run of broker/board/posts.py and
+broker/board/claims.py (docs/mutation.md); a contract module (both backends)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from click.testing import CliRunner
 from conftest import Clock, open_store
 from test_board import directives_for
 
-from broker import Agent, Operator, Store, board, claims, errors, vocab
-from broker.export import LOG, export_space
+from broker import Agent, Operator, Store, errors, vocab
+from broker.board import claims, posts
 from broker.ids import parse_ts
-from broker.importer import import_dir
+from broker.interchange.export import LOG, export_space
+from broker.interchange.importer import import_dir
 
 
 @pytest.fixture
@@ -46,8 +47,8 @@ def test_S21_S33_a_read_returns_100_by_default_takes_1000_and_refuses_1001_namin
             lynx.post(f"post {i}", tx=t)
     space, operator = lynx.space_id, Operator(store)
     first_100 = [f"post {i}" for i in range(100)]
-    assert [e.body for e in board.read(store, lynx.identity)] == first_100
-    assert [e.body for e in board.view(store, space)] == first_100
+    assert [e.body for e in posts.read(store, lynx.identity)] == first_100
+    assert [e.body for e in posts.view(store, space)] == first_100
     assert [e.body for e in lynx.board_read()] == first_100
     assert [e.body for e in operator.board(space)] == first_100
     assert len(lynx.board_read(limit=1000)) == 1000
@@ -64,10 +65,10 @@ def test_S21_S33_a_read_returns_100_by_default_takes_1000_and_refuses_1001_namin
 
 
 def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
-    from broker.client_agent import Agent as LibraryAgent
-    from broker.client_operator import Operator as LibraryOperator
-    from broker.mcp.inputs import BoardReadInput
-    from broker.remote.agent import RemoteAgent
+    from broker.api.agent import Agent as LibraryAgent
+    from broker.api.operator import Operator as LibraryOperator
+    from broker.frontends.mcp.inputs import BoardReadInput
+    from broker.frontends.remote.agent import RemoteAgent
 
     default, top = vocab.BOARD_READ_DEFAULT, vocab.BOARD_READ_MAX
     assert (default, top) == (100, 1000)  # S21: default 100, at most 1000
@@ -76,7 +77,7 @@ def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
     field = BoardReadInput.model_fields["limit"]
     bounds = {type(m).__name__: m for m in field.metadata}
     assert (field.default, bounds["Ge"].ge, bounds["Le"].le) == (default, 1, top)
-    from broker.cli import main
+    from broker.frontends.cli import main
 
     runner = CliRunner()
     for command in (["board", "read"], ["board", "view", "RUN"]):
@@ -129,7 +130,7 @@ def test_S21_reading_the_board_never_waits_for_a_writer(
         with store.write() as t:
             lynx.post("not committed yet", tx=t)
             assert [e.body for e in reader.board_read()] == ["before the writer"]
-            assert [e.body for e in board.view(impatient, space)] == ["before the writer"]
+            assert [e.body for e in posts.view(impatient, space)] == ["before the writer"]
     finally:
         impatient.close()
 
@@ -316,10 +317,10 @@ def test_S22_a_claim_and_a_renewal_last_300_seconds_by_default(
 
 
 def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None:
-    from broker.cli import board as cli_board
-    from broker.client_agent import Agent as LibraryAgent
-    from broker.mcp.inputs import KeyClaimInput, KeyRenewInput
-    from broker.remote.agent import RemoteAgent
+    from broker.api.agent import Agent as LibraryAgent
+    from broker.frontends.cli import board as cli_board
+    from broker.frontends.mcp.inputs import KeyClaimInput, KeyRenewInput
+    from broker.frontends.remote.agent import RemoteAgent
 
     assert (claims.DEFAULT_TTL, claims.MAX_TTL) == (300.0, 86400.0)  # S22
     for fn in (

@@ -1,4 +1,4 @@
-"""The statement catalogue (broker/sql/*.sql): every statement once, named, valid.
+"""The statement catalogue (broker/store/sql/*.sql): every statement once, named, valid.
 
 Each statement is compiled by SQLite (EXPLAIN) on a freshly migrated database,
 so a typo or a schema drift fails here rather than on some rare path; and the
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import sql
-from broker.db import Store
+from broker.store import sql
+from broker.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_START = re.compile(

@@ -23,7 +23,7 @@ import trusted
 
 from broker import Operator, Store
 from broker.ids import parse_ts
-from broker.records import Joined
+from broker.model.records import Joined
 
 WORKER = str(Path(__file__).with_name("chaos_worker.py"))
 

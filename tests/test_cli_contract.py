@@ -7,7 +7,7 @@
 - one audience rule: agent tools take --space/--as/--token, operator
   commands a positional RUN_ID; no two commands for one job;
 - the output contract: a list is JSON Lines, a single result one object, and
-  the field names are the records' (broker/records.py), one name per concept.
+  the field names are the records' (broker/model/records.py), one name per concept.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import trusted
 from cli_space import Populated, populate
 from click.testing import CliRunner
 
-from broker import Store, records
-from broker.cli import main
-from broker.cli._common import Seconds
+from broker import Store
+from broker.frontends.cli import main
+from broker.frontends.cli._common import Seconds
+from broker.model import records
 
 
 def walk(

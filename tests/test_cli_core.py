@@ -17,8 +17,9 @@ from typing import Any
 
 import trusted
 
-from broker import Agent, Operator, Store, errors, participants, spaces
-from broker.migrate import HEAD
+from broker import Agent, Operator, Store, errors
+from broker.spaces import participants, spaces
+from broker.store.migrate import HEAD
 
 Cli = Callable[..., Any]
 
@@ -326,7 +327,7 @@ def test_S35_cli_operator_message_send_has_msg_sends_mail_flags(cli: Cli, store:
     and --ack-required, with the names and help of the agent's `msg send`."""
     from click.testing import CliRunner
 
-    from broker.cli import main
+    from broker.frontends.cli import main
 
     def helps(*path: str) -> dict[str, str | None]:
         cmd: Any = main

@@ -111,7 +111,7 @@ def _join_env(store: Store, sid: str) -> dict[str, str]:
 
 
 def _left(store: Store, sid: str) -> list[Any]:
-    from broker import participants
+    from broker.spaces import participants
 
     return [e for e in participants.journal(store, sid) if e.event == "left"]
 

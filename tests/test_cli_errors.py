@@ -26,7 +26,7 @@ from cli_space import count_rows
 from click.testing import CliRunner
 
 from broker import Operator, Store, errors
-from broker.cli import main
+from broker.frontends.cli import main
 
 Cli = Callable[..., Any]
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from test_cli_contract import COMMANDS
 
 from broker import Store
-from broker.cli import main
+from broker.frontends.cli import main
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}
 DOCTOR = {8, 9}  # `broker doctor`: warnings, errors found

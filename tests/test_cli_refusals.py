@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from conftest import open_store
 
 from broker import Operator, Store, errors
-from broker.cli import main
+from broker.frontends.cli import main
 
 
 @pytest.fixture
@@ -160,8 +160,9 @@ def test_S33_a_store_path_that_is_a_folder_is_named_a_folder(tmp_path: Path) -> 
 def test_S33_every_pattern_the_send_models_check_is_said_in_words() -> None:
     """No refusal shows a regex: each pattern of the send inputs (models, and
     validate's plain twin) has its words in broker.wording."""
-    from broker import validate, wording
-    from broker.models import SendInput
+    from broker import wording
+    from broker.model import validate
+    from broker.model.inputs import SendInput
 
     patterns = {
         m.pattern

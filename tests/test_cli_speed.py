@@ -21,34 +21,34 @@ import pytest
 from cli_space import Populated, populate
 
 from broker import Store
-from broker.cli import COMMANDS
+from broker.frontends.cli import COMMANDS
 
 HEAVY = {"sqlalchemy", "alembic", "pydantic", "pydantic_core"}
 # Lighter, but still milliseconds each on every agent tool call: no hot command
 # loads them. The standard library's: strptime's (``_strptime``, ``calendar``),
 # ``secrets`` (with ``random``), ``socket``. The broker's: the operator's
-# handle and the records of other calls (``broker.records_more``,
-# ``broker.records_space``).
+# handle and the records of other calls (``broker.model.records_more``,
+# ``broker.model.records_space``).
 NOT_HOT = {
     "_strptime",
     "calendar",
     "secrets",
     "random",
     "socket",
-    "broker.client_operator",
-    "broker.records_more",
-    "broker.records_space",
+    "broker.api.operator",
+    "broker.model.records_more",
+    "broker.model.records_space",
 }
 # Sending's modules: only the commands that send (msg send) or write the log
 # (inbox seen's receipt) load them; claims, acks, turns and board claims do not.
 SENDING = {
-    "broker.messages",
-    "broker.sending",
-    "broker.recipients",
-    "broker.threads",
-    "broker.validate",
+    "broker.mail.messages",
+    "broker.mail.sending",
+    "broker.mail.recipients",
+    "broker.mail.threads",
+    "broker.model.validate",
 }
-# The library's own hot path still loads these (broker.client -> messages ->
+# The library's own hot path still loads these (broker.api.handles -> messages ->
 # models; db -> settings): engineers "send" and "queue" are making it
 # pydantic-free. The lead empties this at merge; it may only shrink.
 LIBRARY_PENDING: set[str] = set()
@@ -59,7 +59,7 @@ def report():
     sys.stderr.write("\nMODULES " + " ".join(sorted(sys.modules)) + "\n")
 atexit.register(report)
 sys.argv = ["broker", *sys.argv[1:]]
-from broker.cli import main
+from broker.frontends.cli import main
 main()
 """
 
@@ -83,7 +83,7 @@ def loaded(argv: list[str], env: dict[str, str]) -> tuple[set[str], str]:
 
 def test_cli_modules_themselves_import_nothing_heavy() -> None:
     # Every command module at import time: the CLI's own part of start-up.
-    modules = sorted({f"broker.cli.{m}" for m in COMMANDS.values()})
+    modules = sorted({f"broker.frontends.cli.{m}" for m in COMMANDS.values()})
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules)
     code += "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -94,7 +94,7 @@ def test_cli_modules_themselves_import_nothing_heavy() -> None:
 def test_cli_common_imports_no_json_or_shutil_at_start() -> None:
     # json loads only when --json is asked for; shutil (which pulls in bz2 and
     # lzma) never: the terminal width comes from os.
-    tree = ast.parse((Path(__file__).parent.parent / "broker/cli/_output.py").read_text())
+    tree = ast.parse((Path(__file__).parent.parent / "broker/frontends/cli/_output.py").read_text())
     top = {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names} | {
         node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module
     }

@@ -224,7 +224,7 @@ def test_S31_json_keeps_the_exact_text_and_is_still_safe_to_print(
 def test_S31_the_one_helper_escapes_what_a_terminal_would_act_on() -> None:
     import json
 
-    from broker.cli._output import block, dumps, safe
+    from broker.frontends.cli._output import block, dumps, safe
 
     assert safe("plain text, ünïcode ✓") == "plain text, ünïcode ✓"
     assert safe("a\x1b[2Jb\x07\r\nc\td\x9b\u202ee\u2028") == (
@@ -246,7 +246,7 @@ def test_S31_identifiers_stay_whole_in_every_table_on_a_narrow_terminal(store: S
     from cli_space import plain
     from click.testing import CliRunner
 
-    from broker.cli import main
+    from broker.frontends.cli import main
 
     p = populate(store, plain)
     agent, joined = trusted.join(

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import trusted
 
-from broker import Operator, Store, directory, errors, participants
+from broker import Operator, Store, errors
+from broker.spaces import directory, participants
 
 
 class Clock:

@@ -29,7 +29,8 @@ import pytest
 import trusted
 from conftest import SYSTEM_TMP
 
-from broker import Operator, Store, errors, wake
+from broker import Operator, Store, errors
+from broker.delivery import wake
 
 
 def _attacker_command() -> tuple[list[str], int] | str:
@@ -227,7 +228,7 @@ def test_private_files_another_user_cannot_plant_anything_in_the_victims_doorbel
 def test_private_files_a_lock_file_another_user_planted_as_a_symlink_is_never_followed(
     shared: Path, attacker: Attacker, precious: Path
 ) -> None:
-    """The writer lock file (broker.writelock) is opened with O_NOFOLLOW: the
+    """The writer lock file (broker.store.writelock) is opened with O_NOFOLLOW: the
     victim's file behind a planted link is neither created, locked nor changed,
     and the planted link is refused in one line. (Before, the EACCES it gives
     in a sticky folder read as "a read-only folder" and the lock was skipped:

@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, addressing, errors
-from broker.importer import ImportFailed
-from broker.settings import Limits
+from broker import Agent, Operator, Store, errors
+from broker.interchange.importer import ImportFailed
+from broker.spaces import addressing
+from broker.store.settings import Limits
 
 TABLES = (
     "spaces",
@@ -322,7 +323,7 @@ def test_S3_no_case_or_width_variant_of_a_reserved_word_can_be_joined(
 
 
 def test_S29_the_join_and_the_importer_share_one_list_of_reserved_words() -> None:
-    from broker.importer import checks
+    from broker.interchange.importer import checks
 
     assert {"operator", "broadcast", "parent", "lead"} == addressing.RESERVED
     for word in ("Operator", "BROADCAST", "Parent", "Lead", "ｏｐｅｒａｔｏｒ"):

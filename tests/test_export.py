@@ -23,8 +23,8 @@ import sqlrows
 import trusted
 from hypothesis import HealthCheck, given, settings
 
-from broker import Agent, Operator, Store, errors, spaces
-from broker.export import (
+from broker import Agent, Operator, Store, errors
+from broker.interchange.export import (
     LOG,
     LOG_SUBSETS,
     SPECS,
@@ -36,9 +36,10 @@ from broker.export import (
     space_parts,
     subject_of,
 )
-from broker.importer import check, import_dir, parse_mail
-from broker.paths import safe_name
-from broker.tables import metadata
+from broker.interchange.importer import check, import_dir, parse_mail
+from broker.spaces import spaces
+from broker.store.filenames import safe_name
+from broker.store.tables import metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 FORK = mp.get_context("fork")

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Operator, Store, errors, spaces
+from broker import Operator, Store, errors
+from broker.spaces import spaces
 
 ROOT = Path(__file__).resolve().parent.parent
 

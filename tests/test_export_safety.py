@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import Operator, Store, errors
-from broker.export import export_mailbox, export_space
-from broker.paths import MAX_NAME, inside, make_dirs, safe_name
+from broker.interchange.export import export_mailbox, export_space
+from broker.store.filenames import MAX_NAME, inside, make_dirs, safe_name
 
 HOSTILE = [
     "../x",

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from broker import Store
-from broker.migrate import HEAD
-from broker.settings import StoreSettings
+from broker.store.migrate import HEAD
+from broker.store.settings import StoreSettings
 
 FORK = mp.get_context("fork")
 BUSY_TIMEOUT_MS = 100

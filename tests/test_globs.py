@@ -1,6 +1,6 @@
 """S37: the overlap rule of path reservations, property-tested.
 
-The rule (broker.globs): two patterns conflict iff some valid path matches
+The rule (broker.board.globs): two patterns conflict iff some valid path matches
 both. ``overlap`` returns a witness path or None; these tests check it both
 ways against ``oracle``, an independent matcher written here with ``re``
 (a translation of the documented syntax), over random pattern pairs and random
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker import errors
-from broker.globs import check_path, check_pattern, matches, overlap
+from broker.board.globs import check_path, check_pattern, matches, overlap
 
 
 def _segment_regex(seg: str) -> str:

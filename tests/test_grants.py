@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, grants, participants
+from broker import Agent, Operator, Store, errors
+from broker.spaces import grants, participants
 
 DEFAULT = {"board.claim", "board.release", "board.post", "board.read", "msg.send"}
 AUTHORITY = {"board.directive", "board.retract"}

@@ -14,9 +14,10 @@ import spacegen
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, directory, errors
-from broker.export import export_space
-from broker.importer import import_dir
+from broker import Agent, Operator, Store, errors
+from broker.interchange.export import export_space
+from broker.interchange.importer import import_dir
+from broker.spaces import directory
 
 BACKENDS = ["sqlite", "postgresql"]
 

@@ -17,8 +17,14 @@ import spacegen
 import trusted
 
 from broker import Agent, Operator, Store, errors
-from broker.export import DIRECTORY, INBOX, LOG, export_mailbox, export_space
-from broker.importer import ImportFailed, check, detect_layout, import_dir, parse_mail
+from broker.interchange.export import DIRECTORY, INBOX, LOG, export_mailbox, export_space
+from broker.interchange.importer import (
+    ImportFailed,
+    check,
+    detect_layout,
+    import_dir,
+    parse_mail,
+)
 
 HASH = re.compile(r"_[0-9a-f]{6}\.txt$")
 

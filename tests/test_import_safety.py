@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Store, errors
-from broker.export import SPECS, export_space
-from broker.importer import ImportFailed, import_dir
+from broker.interchange.export import SPECS, export_space
+from broker.interchange.importer import ImportFailed, import_dir
 
 TABLES = (
     "spaces",
@@ -459,9 +459,9 @@ def test_S33_every_field_of_every_line_kind_takes_hostile_values_as_a_bad_line_o
 ) -> None:
     """Exhaustive at the field level: each hostile value in each field is either
     a value the database can store or a ``BadLine`` naming the field."""
-    from broker.export.lines import INT64
-    from broker.importer.checks import check, parse_line
-    from broker.importer.report import BadLine
+    from broker.interchange.export.lines import INT64
+    from broker.interchange.importer.checks import check, parse_line
+    from broker.interchange.importer.report import BadLine
 
     good = _sample_line(spec)
     for f in spec.fields:

@@ -16,11 +16,12 @@ import trusted
 from conftest import Clock, open_store
 from wakeprobe import WakeProbe
 
-from broker import Agent, Operator, Store, errors, inbox, inbox_view
-from broker.db import Tx
+from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox, inbox_view
 from broker.ids import parse_ts
-from broker.records import to_dict
-from broker.sql import stmt
+from broker.model.records import to_dict
+from broker.store.sql import stmt
+from broker.store.sqlite import Tx
 
 FORK = mp.get_context("fork")
 
@@ -505,7 +506,7 @@ def test_S16_cannot_wait_inside_a_transaction(store: Store) -> None:
 def _send_later(url: str, ident: Any, go: Any) -> None:
     s = Store(url)
     go.wait()
-    from broker import messages
+    from broker.mail import messages
 
     messages.send(s, ident, "b", "woken")
     s.close()
@@ -622,7 +623,7 @@ def _statements(store: Store, fn: Callable[[], Any]) -> tuple[Any, int]:
     """``fn()`` and how many statements this thread's connection ran for it."""
     seen: list[str] = []
     if store.dialect == "postgresql":  # every statement goes through PgConn.execute
-        from broker.pgstore import PgConn
+        from broker.store.postgres import PgConn
 
         plain = PgConn.execute
 

@@ -19,9 +19,10 @@ import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
 
-from broker import Agent, Operator, Store, errors, inbox, waits, wake
+from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox, waits, wake
 from broker.ids import fmt_ts
-from broker.records import QueueStats
+from broker.model.records import QueueStats
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -62,7 +63,7 @@ def test_S33_claim_limit_is_1_to_10000_exactly(store: Store) -> None:
 def test_S33_the_library_claim_under_the_handle_refuses_a_limit_or_wait_of_another_type(
     store: Store, kw: dict[str, Any], message: str
 ) -> None:
-    # The Agent handle checks types at its edge (broker.apicheck); the library
+    # The Agent handle checks types at its edge (broker.model.typecheck); the library
     # call checks them again for any other caller, before anything is claimed.
     a, b = pair(store)
     a.send("b", "x")

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, globs
+from broker import Agent, Operator, Store, errors
+from broker.board import globs
 
 CONTROLS = ["\x01", "\n", "\x1b", "\x7f", "\x85", "\x9b", "\x9f"]
 
@@ -77,7 +78,7 @@ def test_S37_a_path_to_check_may_hold_control_characters_and_is_matched_like_any
     with pytest.raises(errors.InvalidInput) as exc:  # refused at the API's edge (S33)
         otter.check_paths(["src/a\0b"])
     assert exc.value.fields["field"] == "paths"
-    with pytest.raises(errors.InvalidInput):  # refused at the API's edge (broker.apicheck)
+    with pytest.raises(errors.InvalidInput):  # refused at the API's edge (broker.model.typecheck)
         otter.check_paths(["src/a\udc80b"])
 
 

@@ -17,7 +17,8 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, inbox, turns
+from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox, turns
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ import trusted
 from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors
-from broker.db import Tx
-from broker.records import Turn
-from broker.tables import metadata
+from broker.model.records import Turn
+from broker.store.sqlite import Tx
+from broker.store.tables import metadata
 
 # Not calls a participant makes with its identity: properties, the ways to
 # become one, and ``me`` (its own row, which S4's ``left`` status is read from).

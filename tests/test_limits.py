@@ -17,9 +17,9 @@ import spacegen
 import trusted
 
 from broker import Agent, Operator, Store, errors
-from broker.export import export_space
-from broker.importer import ImportFailed, import_dir
-from broker.settings import BOUNDS, Limits
+from broker.interchange.export import export_space
+from broker.interchange.importer import ImportFailed, import_dir
+from broker.store.settings import BOUNDS, Limits
 
 MB = 1024 * 1024
 
@@ -423,9 +423,9 @@ def test_S30_flood_of_256_messages_to_the_lead_stops_at_the_share_and_the_urgent
 
 
 def test_S30_space_set_and_usage_through_a_served_store(tmp_path: Path) -> None:
-    """The same calls over HTTP (broker.remote against a real `broker serve`):
+    """The same calls over HTTP (broker.frontends.remote against a real `broker serve`):
     bounded, logged, the same usage record; a bad value is invalid_input."""
-    from broker import remote
+    from broker.frontends import remote
     from tests.served import Server
 
     srv = Server(tmp_path / "home")
@@ -459,7 +459,7 @@ def test_S30_a_stopped_space_keeps_its_settings(store: Store, operator: Operator
 def test_S30_the_async_operator_has_set_space_and_space_usage(store: Store) -> None:
     import asyncio
 
-    from broker.aio import AsyncOperator
+    from broker.api.aio import AsyncOperator
 
     async def main() -> tuple[Any, Any]:
         op = AsyncOperator(store)

@@ -26,8 +26,9 @@ import pytest
 from conftest import Result
 from served import Server, clean_env, serving
 
-from broker import Operator, Store, errors, participants
-from broker.aio import AsyncAgent
+from broker import Operator, Store, errors
+from broker.api.aio import AsyncAgent
+from broker.spaces import participants
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,7 +60,7 @@ def _join_key(store: Store, space: str) -> participants.Credential:
 def _retake(
     store: Store, space: str, codename: str, key: participants.Credential, **kw: Any
 ) -> Any:
-    from broker.models import JoinInput, parse_input
+    from broker.model.inputs import JoinInput, parse_input
 
     return participants.join(
         store, space, parse_input(JoinInput, {"codename": codename, **kw}), credential=key
@@ -269,8 +270,8 @@ def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, sto
 
 
 def test_S27_a_waiter_beats_every_third_of_the_lease_once_a_second_at_most_10_s_at_least() -> None:
-    from broker import auth
-    from broker.settings import Limits
+    from broker.spaces import auth
+    from broker.store.settings import Limits
 
     every = {
         lease: auth.beat_every(Limits(lease_seconds=lease)) for lease in (0.5, 3, 12, 30, 3600)

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, messages
+from broker import Agent, Operator, Store, errors
 from broker.ids import new_id, parse_ts
-from broker.records import to_dict
-from broker.settings import Limits
+from broker.mail import messages
+from broker.model.records import to_dict
+from broker.store.settings import Limits
 from broker.vocab import APPEND_ONLY
 
 

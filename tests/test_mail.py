@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import errors, spaces
-from broker.client import Agent, Operator, Store
-from broker.export import export_space
-from broker.importer import import_dir
-from broker.search import index_bytes, integrity_check
+from broker import errors
+from broker.api.handles import Agent, Operator, Store
+from broker.interchange.export import export_space
+from broker.interchange.importer import import_dir
+from broker.mail.search import index_bytes, integrity_check
+from broker.spaces import spaces
 
 NOW = "2026-12-01T00:00:00.000000Z"
 
@@ -462,13 +463,13 @@ def test_S36_ranking_reads_the_newest_window_of_matches(
 ) -> None:
     """A word in most of a huge log costs RANK_WINDOW scores, not one per message:
     the best match outside the newest window is not ranked (documented in S36)."""
-    import broker.search
+    import broker.mail.search
 
     lynx, _ = join("flow/lynx"), join("flow/otter")
     best_but_old = lynx.send("otter", "deploy deploy deploy deploy").id
     newer = [lynx.send("otter", f"deploy note {i} with more words around it").id for i in range(4)]
     op = Operator(store)
     assert op.search(space, "deploy")[0].id == best_but_old
-    monkeypatch.setattr(broker.search, "RANK_WINDOW", 3)
+    monkeypatch.setattr(broker.mail.search, "RANK_WINDOW", 3)
     got = [h.id for h in op.search(space, "deploy")]
     assert sorted(got) == sorted(newer[-3:])

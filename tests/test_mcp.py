@@ -17,7 +17,8 @@ import pytest
 import trusted
 from mcphelp import agent_session, doorbell_waiters, env_for, text
 
-from broker import Agent, Operator, Store, claims
+from broker import Agent, Operator, Store
+from broker.board import claims
 
 pytest.importorskip("mcp")
 

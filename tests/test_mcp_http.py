@@ -26,7 +26,7 @@ import trusted
 from mcphelp import Session, doorbell_waiters, text
 
 from broker import Operator, Store
-from broker.cli._common import COMMANDS
+from broker.frontends.cli._common import COMMANDS
 
 pytest.importorskip("mcp")
 if "serve" not in COMMANDS:

@@ -13,7 +13,8 @@ import pytest
 import trusted
 from mcphelp import Session, agent_session, text
 
-from broker import Operator, Store, claims
+from broker import Operator, Store
+from broker.board import claims
 
 pytest.importorskip("mcp")
 

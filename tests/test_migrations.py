@@ -1,5 +1,5 @@
 """`alembic upgrade head` on an empty database yields exactly the metadata of
-``broker.tables`` (spec §Habits), with the triggers of ``broker.dialect``."""
+``broker.store.tables`` (spec §Habits), with the triggers of ``broker.store.dialect``."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from broker import Store, errors
-from broker.dialect import FTS_TABLE, search_ddl, triggers_ddl
-from broker.migrate import HEAD, config, upgrade
-from broker.tables import metadata
+from broker.store.dialect import FTS_TABLE, search_ddl, triggers_ddl
+from broker.store.migrate import HEAD, config, upgrade
+from broker.store.tables import metadata
 from broker.vocab import APPEND_ONLY
 
 

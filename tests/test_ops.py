@@ -19,8 +19,8 @@ import pytest
 import trusted
 
 from broker import Operator, Store, errors
-from broker.migrate import HEAD
-from broker.ops import exit_code
+from broker.store.maintenance import exit_code
+from broker.store.migrate import HEAD
 
 KEY_ENV = {"BROKER_OPERATOR_KEY": "test-operator-key"}
 CHECKS = {

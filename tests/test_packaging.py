@@ -55,7 +55,7 @@ def test_every_package_directory_under_broker_is_listed_in_pyproject() -> None:
         for init in (ROOT / "broker").rglob("__init__.py")
         if "__pycache__" not in init.parts
     }
-    assert "broker" in found and "broker.cli" in found  # the walk works
+    assert "broker" in found and "broker.frontends.cli" in found  # the walk works
     missing = found - listed
     assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
 
@@ -69,15 +69,15 @@ def test_every_listed_package_exists_where_setuptools_reads_it() -> None:
     assert source_dir("broker._migrations", cfg) == ROOT / "migrations"
     data = cfg["package-data"]
     assert "versions/*.py" in data["broker._migrations"]
-    assert "*.sql" in data["broker.sql"]
-    assert list((ROOT / "broker" / "sql").glob("*.sql")), "the statement catalogue is empty"
+    assert "*.sql" in data["broker.store.sql"]
+    assert list((ROOT / "broker" / "store" / "sql").glob("*.sql")), "the statement catalogue is empty"
 
 
 def test_distribution_name_is_free_on_the_index_and_the_command_is_broker() -> None:
     project = pyproject()["project"]
     # 'broker' on the public package index is someone else's project.
     assert project["name"] == DISTRIBUTION
-    assert project["scripts"] == {"broker": "broker.cli:main"}
+    assert project["scripts"] == {"broker": "broker.frontends.cli:main"}
     assert project["version"] == broker.__version__
     readme = (ROOT / "README.md").read_text()
     assert f"`{DISTRIBUTION}`" in readme, "the README names the distribution"

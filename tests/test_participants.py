@@ -12,12 +12,15 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, messages, participants, transcript
-from broker.addressing import address_of
-from broker.auth import Identity
+from broker import Agent, Operator, Store, errors
+from broker.delivery import transcript
 from broker.ids import fmt_ts, parse_ts
-from broker.models import JoinInput, parse_input
-from broker.records import Joined, to_dict
+from broker.mail import messages
+from broker.model.inputs import JoinInput, parse_input
+from broker.model.records import Joined, to_dict
+from broker.spaces import participants
+from broker.spaces.addressing import address_of
+from broker.spaces.auth import Identity
 
 
 def count(store: Store, table: str, where: str = "1 = 1", params: tuple[object, ...] = ()) -> int:

@@ -22,9 +22,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from broker import Agent, Operator, Store, errors
-from broker.dialect import PG_SEARCH_INDEX, PG_SEARCH_TEXT, compare_type, pg_hidden
-from broker.migrate import HEAD, upgrade
-from broker.tables import metadata
+from broker.store.dialect import PG_SEARCH_INDEX, PG_SEARCH_TEXT, compare_type, pg_hidden
+from broker.store.migrate import HEAD, upgrade
+from broker.store.tables import metadata
 from broker.vocab import APPEND_ONLY
 
 FORK = mp.get_context("fork")
@@ -81,7 +81,7 @@ def test_pg_S36_search_reads_its_gin_index(pg: Store) -> None:
     """Revisions 0010 and 0012: the GIN index exists, is the one ``search_ddl``
     describes, and the search statement's plan reads it (the same tsvector
     expression)."""
-    from broker import sql
+    from broker.store import sql
 
     sid = Operator(pg).create_space("workflow", inbox_cap=5000).id
     a, _ = trusted.join(pg, sid, "a")
@@ -128,7 +128,7 @@ def test_pg_S36_the_search_text_has_the_words_fts5_finds(pg: Store) -> None:
     """Revision 0012's ``broker_search_text``: PostgreSQL's 'simple' vector of
     a message holds exactly the words FTS5's unicode61 makes of it (and in the
     same order, so phrases match alike)."""
-    from broker.search_query import words
+    from broker.mail.search_query import words
 
     raw = pg.connect()
     try:
@@ -152,7 +152,7 @@ def test_pg_S36_the_search_text_has_the_words_fts5_finds(pg: Store) -> None:
 def test_pg_S36_revision_0012_downgrades_to_the_old_index_and_back(pg_url: str) -> None:
     from alembic import command
 
-    from broker.migrate import config
+    from broker.store.migrate import config
 
     s = Store(pg_url)
     try:
@@ -375,7 +375,7 @@ def test_pg_every_catalogue_statement_prepares_on_postgresql(pg: Store) -> None:
 
     from psycopg import pq
 
-    from broker import sql
+    from broker.store import sql
 
     checked = 0
     raw = pg.connect()
@@ -408,7 +408,7 @@ def test_pg_S20_a_waiter_that_cannot_listen_polls_every_PG_POLL_S_and_says_so(
     """Without its LISTEN connection a PostgreSQL waiter has no change marker:
     it returns "polled" every PG_POLL_S so its caller re-checks, and a claim
     that waits still gets what is sent meanwhile."""
-    from broker import pgwake, wake
+    from broker.delivery import pgwake, wake
 
     def no_listener(store: Store) -> Any:
         raise OSError("the server cannot be listened to")
@@ -432,7 +432,7 @@ def test_pg_S20_a_closed_waiter_leaves_no_subscription_on_the_listener(pg: Store
     """Each waiter subscribes a socket pair on the process's one LISTEN
     connection; closing the waiter takes it off, so a long-lived process does
     not ring (and keep) the sockets of every waiter it ever had."""
-    from broker import pgwake, wake
+    from broker.delivery import pgwake, wake
 
     keys = [wake.space_key("s1"), wake.participant_key("p1")]
     listener = pgwake.listener(pg)
@@ -482,7 +482,7 @@ def test_pg_S14_acks_and_sends_into_one_inbox_at_once_never_deadlock(pg: Store) 
 def test_pg_a_rolled_back_transaction_is_store_busy_saying_retry_not_unreachable() -> None:
     import psycopg
 
-    from broker.pgstore import wrap_pg_error
+    from broker.store.postgres import wrap_pg_error
 
     for exc in (
         psycopg.errors.DeadlockDetected("deadlock detected"),

@@ -16,8 +16,8 @@ import pgtest
 import spacegen
 
 from broker import Store
-from broker.export import export_space
-from broker.importer import import_dir
+from broker.interchange.export import export_space
+from broker.interchange.importer import import_dir
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -25,7 +25,8 @@ import pytest
 import trusted
 from test_chaos import _check, run_chaos
 
-from broker import Agent, Operator, Store, errors, wake
+from broker import Agent, Operator, Store, errors
+from broker.delivery import wake
 
 FORK = mp.get_context("fork")
 
@@ -90,7 +91,7 @@ def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_su
 
 
 def _send_then_die_before_notify(url: str, ident: Any) -> None:
-    from broker import pgwake
+    from broker.delivery import pgwake
 
     def killed(store: Any, keys: Any) -> int:  # the hook: right after the COMMIT
         os.kill(os.getpid(), signal.SIGKILL)

@@ -21,12 +21,13 @@ import pgtest
 import pytest
 import spacegen
 
-from broker import Operator, Store, errors, spaces
-from broker.export import export_space, space_parts
+from broker import Operator, Store, errors
 from broker.ids import new_id
-from broker.importer import import_dir
-from broker.purge import TABLES, purge_space, purges
-from broker.tables import metadata
+from broker.interchange.export import export_space, space_parts
+from broker.interchange.importer import import_dir
+from broker.interchange.purge import TABLES, purge_space, purges
+from broker.spaces import spaces
+from broker.store.tables import metadata
 from broker.vocab import APPEND_ONLY
 
 SPACE_TABLES = ("spaces", *TABLES)

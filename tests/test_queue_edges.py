@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, directory, errors, inbox, turns
+from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox, turns
+from broker.spaces import directory
 
 BAD_SECONDS: list[Any] = [math.nan, math.inf, -math.inf, -1, 1e300, 2**70, "30", True, None]
 BAD_COUNTS: list[Any] = [0, -1, 2**70, 2.5, "3", True, math.nan, None]

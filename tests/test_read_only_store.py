@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker import Operator, Store, errors
-from broker.migrate import HEAD
+from broker.store.migrate import HEAD
 
 
 def files(folder: Path) -> list[str]:

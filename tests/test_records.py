@@ -1,4 +1,4 @@
-"""Results are plain records (``broker.records``): no pydantic on the hot path,
+"""Results are plain records (``broker.model.records``): no pydantic on the hot path,
 one field name per concept (the sender is ``sender``), ``to_dict`` JSON-ready."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from broker import Agent, Operator, Store, records, turns
-from broker.record_json import RECORD_MODULES
-from broker.records import Lease, to_dict
+from broker import Agent, Operator, Store
+from broker.delivery import turns
+from broker.model import records
+from broker.model.record_json import RECORD_MODULES
+from broker.model.records import Lease, to_dict
 
 
 def _delivery_rows(store: Store, recipient: str) -> dict[str, Any]:
@@ -32,7 +34,7 @@ def _delivery_rows(store: Store, recipient: str) -> dict[str, Any]:
 def test_importing_records_imports_no_pydantic() -> None:
     # A fresh interpreter: this test process has pydantic loaded already.
     code = (
-        "import sys, broker.records\n"
+        "import sys, broker.model.records\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pydantic', 'pydantic_core', 'sqlalchemy')))"
     )
@@ -164,7 +166,7 @@ def test_a_schema_derived_from_a_record_agrees_with_to_dict(
 
 
 def test_no_record_has_a_second_name_for_the_sender() -> None:
-    # dir(records) names the records of broker.records_more too (built on first use).
+    # dir(records) names the records of broker.model.records_more too (built on first use).
     classes = [
         c
         for c in (getattr(records, name) for name in dir(records))
@@ -179,12 +181,12 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
 
 
 def test_records_of_other_calls_load_on_first_use() -> None:
-    # A fresh interpreter: importing broker.records builds only the hot path's
-    # classes; the others (broker.records_space, broker.records_more) come with
+    # A fresh interpreter: importing broker.model.records builds only the hot path's
+    # classes; the others (broker.model.records_space, broker.model.records_more) come with
     # the first use of one of their names, and are the same classes either way.
     code = (
-        "import sys, pickle, broker.records as r\n"
-        "later = ('broker.records_more', 'broker.records_space')\n"
+        "import sys, pickle, broker.model.records as r\n"
+        "later = ('broker.model.records_more', 'broker.model.records_space')\n"
         "print([m in sys.modules for m in later])\n"
         "f, s = r.Finding('sqlite', 'ok', 'fine', None), r.JoinKey('s', 'k')\n"
         "print([m in sys.modules for m in later], 'Finding' in dir(r), 'Space' in dir(r))\n"

@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, inbox, procs
-from broker.sql import stmt
+from broker import Agent, Operator, Store
+from broker.delivery import inbox
+from broker.store import procs
+from broker.store.sql import stmt
 
 LEASE_S = 30.0
 
@@ -229,7 +231,7 @@ def test_S32_a_transient_cli_claim_is_not_taken_back_when_its_process_ends(
 
 
 def _lease_flag(token: str) -> list[str]:
-    from broker.cli.inbox import ack
+    from broker.frontends.cli.inbox import ack
 
     names = {opt for p in ack.params for opt in getattr(p, "opts", [])}
     return ["--lease-token" if "--lease-token" in names else "--lease", token]

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, participants
+from broker import Agent, Operator, Store, errors
+from broker.spaces import participants
 
 
 def _written(store: Store) -> tuple[int, ...]:

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, spaces
-from broker.sql import stmt
+from broker import Agent, Operator, Store
+from broker.spaces import spaces
+from broker.store.sql import stmt
 
 WRITER = textwrap.dedent(
     """

@@ -1,4 +1,4 @@
-"""Served mode's client (spec §Served mode): ``broker.remote``'s RemoteAgent and
+"""Served mode's client (spec §Served mode): ``broker.frontends.remote``'s RemoteAgent and
 RemoteOperator are ``Agent`` and ``Operator`` over HTTP.
 
 One test compares the signatures of every public method of the library's
@@ -24,8 +24,8 @@ import pytest
 import trusted
 
 from broker import Agent, Operator, Store, errors
-from broker.records import Joined
-from broker.remote import Connection, RemoteAgent, RemoteOperator
+from broker.frontends.remote import Connection, RemoteAgent, RemoteOperator
+from broker.model.records import Joined
 from tests.served import Server, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
@@ -186,7 +186,7 @@ def test_served_remote_log_filters_answer_what_the_library_answers(
 def test_served_remote_log_pages_through_long_logs_and_keeps_the_filters(
     store: Store, conn: Connection, srv: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from broker.remote import operator as remote_operator
+    from broker.frontends.remote import operator as remote_operator
 
     sw = Swarm(store)
     monkeypatch.setattr(remote_operator, "PAGE", 3)  # many pages out of a short log

@@ -15,8 +15,9 @@ import pytest
 import trusted
 from conftest import Clock, open_store
 
-from broker import Agent, Operator, Store, errors, globs
-from broker.records import to_dict
+from broker import Agent, Operator, Store, errors
+from broker.board import globs
+from broker.model.records import to_dict
 
 FORK = mp.get_context("fork")
 

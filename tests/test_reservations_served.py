@@ -14,7 +14,7 @@ import pytest
 import trusted
 
 from broker import Store, errors
-from broker.remote import RemoteAgent, RemoteOperator, connect
+from broker.frontends.remote import RemoteAgent, RemoteOperator, connect
 from tests.served import Server, serving
 
 pytestmark = pytest.mark.timeout(300)

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, directory, errors, inbox_view, participants
-from broker.records import Turn
-from broker.runtime import Team, TeammateContext
+from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox_view
+from broker.model.records import Turn
+from broker.spaces import directory, participants
+from broker.teammates.runtime import Team, TeammateContext
 
 
 @pytest.fixture
@@ -459,7 +461,7 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
 
 
 def _join(name: str) -> Any:
-    from broker.models import JoinInput
+    from broker.model.inputs import JoinInput
 
     return JoinInput(codename=name, parent="lead")
 
@@ -491,13 +493,16 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
 
 def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
     """spec §Module layout: the runtime and the demo import the library surface
-    (broker.client, records, errors, models; vocab, the fixed vocabularies and
+    (broker.api.handles, records, errors, models; vocab, the fixed vocabularies and
     bounds) and nothing below it, and run no SQL."""
     import ast
 
     root = Path(__file__).resolve().parent.parent / "broker"
-    allowed = {"broker.client", "broker.records", "broker.errors", "broker.models", "broker.vocab"}
-    for name, extra in (("runtime.py", set()), ("demo.py", {"broker.runtime"})):
+    allowed = {"broker.api.handles", "broker.model.records", "broker.errors", "broker.model.inputs", "broker.vocab"}
+    for name, extra in (
+        ("teammates/runtime.py", set()),
+        ("teammates/demo.py", {"broker.teammates.runtime"}),
+    ):
         tree = ast.parse((root / name).read_text(encoding="utf-8"))
         used: set[str] = set()
         for node in ast.walk(tree):
@@ -513,7 +518,7 @@ def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
             elif isinstance(node, ast.Import):
                 used |= {a.name for a in node.names if a.name.startswith("broker")}
         assert used <= allowed | extra, f"{name} imports {sorted(used - allowed - extra)}"
-        assert used & {"broker.client"}, name
+        assert used & {"broker.api.handles"}, name
         strings = [
             n.value
             for n in ast.walk(tree)

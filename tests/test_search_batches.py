@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from broker import spaces
-from broker.client import Agent, Operator, Store
-from broker.dialect import FTS_BATCH
+from broker.api.handles import Agent, Operator, Store
 from broker.errors import BrokerError, InvalidInput
-from broker.search import agent_search, integrity_check, search
+from broker.mail.search import agent_search, integrity_check, search
+from broker.spaces import spaces
+from broker.store.dialect import FTS_BATCH
 
 pytestmark = pytest.mark.sqlite_only
 

@@ -1,4 +1,4 @@
-"""S36: one query language for both backends (broker/search_query.py).
+"""S36: one query language for both backends (broker/mail/search_query.py).
 
 The same corpus and the same queries find the same messages on SQLite (FTS5)
 and on PostgreSQL (tsvector): this module is a contract module
@@ -24,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import Agent, Operator, Store, errors, search_fold
-from broker.dialect import PG_SEARCH_VECTOR, pg_search_text_ddl
-from broker.search_query import fts5, parse, words
+from broker import Agent, Operator, Store, errors
+from broker.mail.search_query import fts5, parse, words
+from broker.store import search_fold
+from broker.store.dialect import PG_SEARCH_VECTOR, pg_search_text_ddl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -258,7 +259,7 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 def test_S36_the_word_table_is_sqlite_s_own_unicode61() -> None:
-    """broker/search_fold.py (generated) splits and folds as the running
+    """broker/store/search_fold.py (generated) splits and folds as the running
     SQLite's FTS5 does, on every character of the Basic Multilingual Plane."""
     gen = _load(ROOT / "scripts" / "gen_search_fold.py", "gen_search_fold")
     runs, fold, drop = gen.read_unicode61(0x10000)

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, messages
-from broker.client import Agent as AgentClass
-from broker.models import PostInput, SendInput, parse_input
-from broker.records import NotReached, SendResult
-from broker.settings import Limits
+from broker import Agent, Operator, Store, errors
+from broker.api.handles import Agent as AgentClass
+from broker.mail import messages
+from broker.model.inputs import PostInput, SendInput, parse_input
+from broker.model.records import NotReached, SendResult
+from broker.store.settings import Limits
 
 
 def count(store: Store, table: str, where: str = "1 = 1", params: tuple[Any, ...] = ()) -> int:

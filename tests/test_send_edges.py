@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, messages
+from broker import Agent, Operator, Store, errors
+from broker.mail import messages
 
 
 def all_rows(store: Store) -> tuple[Any, ...]:
@@ -144,7 +145,7 @@ def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_li
         lambda: Operator(store, via="sms").send(space, "x", to=["lynx"]),  # type: ignore[arg-type]
         "bad via 'sms': cli, cp or mcp",
     )
-    # The handle checks urgent's type at the API's edge (broker.apicheck) ...
+    # The handle checks urgent's type at the API's edge (broker.model.typecheck) ...
     assert_refused(
         store,
         lambda: Operator(store).send(space, "x", to=["lynx"], urgent="yes"),  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ import trusted
 from conftest import Clock
 
 from broker import Agent, Operator, errors
-from broker.db import Store
+from broker.store.sqlite import Store
 
 
 @pytest.fixture

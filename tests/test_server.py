@@ -625,10 +625,10 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
     assert log_of(srv, sid)[-1]["via"] == "cp"
     # the client path imports no sqlite3, SQLAlchemy or pydantic; an agent's
     # call neither the operator's handle nor the records only other calls return
-    probe = ("import sys\nfrom broker.cli import main\ntry:\n main(['msg','send','--to','otter','probe'])\n"
+    probe = ("import sys\nfrom broker.frontends.cli import main\ntry:\n main(['msg','send','--to','otter','probe'])\n"
              "except SystemExit as e:\n assert e.code in (0, None), e.code\n"
              "bad = [m for m in sys.modules if m.split('.')[0] in ('sqlite3','_sqlite3','sqlalchemy','pydantic','broker.db')]\n"
-             "bad += [m for m in ('broker.remote.operator','broker.records_more','broker.records_space') if m in sys.modules]\n"
+             "bad += [m for m in ('broker.frontends.remote.operator','broker.model.records_more','broker.model.records_space') if m in sys.modules]\n"
              "assert not bad, bad\nprint('clean')")  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
@@ -638,7 +638,7 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
 
 # --- the boundaries -----------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = {"broker.client", "broker.aio", "broker.records", "broker.errors", "broker.models",
+PUBLIC = {"broker.api.handles", "broker.api.aio", "broker.model.records", "broker.errors", "broker.model.inputs",
           "broker.vocab"}  # fmt: skip
 
 
@@ -650,30 +650,32 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add(node.module)
-            if node.module == "broker":
-                out |= {f"broker.{a.name}" for a in node.names}
+            for a in node.names:  # `from broker.api import handles` imports broker.api.handles
+                where = ROOT / Path(*f"{node.module}.{a.name}".split("."))
+                sub = where.with_suffix(".py").exists() or (where / "__init__.py").exists()
+                out.add(f"{node.module}.{a.name}" if sub else node.module)
     return {m for m in out if m == "broker" or m.startswith("broker.")}
 
 
 def test_served_front_end_imports_only_the_public_library() -> None:
-    """spec §Module layout: the server is a front end over broker.client / broker.aio."""
-    files = [*(ROOT / "broker" / "server").glob("*.py"), ROOT / "broker" / "cli" / "serve.py"]
+    """spec §Module layout: the server is a front end over broker.api.handles / broker.api.aio."""
+    files = [*(ROOT / "broker" / "frontends" / "http").glob("*.py"),
+             ROOT / "broker" / "frontends" / "cli" / "serve.py"]
     assert len(files) >= 10
     for path in files:
-        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.server")}
-        extra -= {"broker", "broker.__version__", "broker.cli._common", "broker.cli._output", "broker.mcp"}
+        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.frontends.http")}
+        extra -= {"broker", "broker.__version__", "broker.frontends.cli._common", "broker.frontends.cli._output", "broker.frontends.mcp"}
         assert not extra, f"{path.name} imports {sorted(extra)}"
 
 
 def test_client_mode_transport_imports_no_store_code() -> None:
-    """Client mode carries only a secret: broker.remote needs no database code."""
-    files = sorted((ROOT / "broker" / "remote").glob("*.py"))
+    """Client mode carries only a secret: broker.frontends.remote needs no database code."""
+    files = sorted((ROOT / "broker" / "frontends" / "remote").glob("*.py"))
     assert len(files) >= 4
     for path in files:
-        extra = {m for m in _imports(path) if not m.startswith("broker.remote")}
+        extra = {m for m in _imports(path) if not m.startswith("broker.frontends.remote")}
         # broker.vocab: the fixed vocabularies and bounds, plain data with no imports.
-        allowed = {"broker", "broker.errors", "broker.records", "broker.apicheck", "broker.vocab"}
+        allowed = {"broker", "broker.errors", "broker.model.records", "broker.model.typecheck", "broker.vocab"}
         assert extra <= allowed, path.name
 
 

@@ -433,7 +433,7 @@ def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
 
 # --- MCP sessions per credential -------------------------------------------------------------
 def test_S33_one_credential_holds_a_bounded_number_of_mcp_sessions(srv: Server) -> None:
-    from broker.mcp.http import MAX_SESSIONS
+    from broker.frontends.mcp.http import MAX_SESSIONS
 
     sid = new_space(srv)
     token, other = join(srv, sid, "lynx"), join(srv, sid, "otter")
@@ -494,7 +494,7 @@ def test_served_docs_list_every_route_with_its_method() -> None:
     import re
     from pathlib import Path
 
-    from broker.server import routes_agent, routes_operator
+    from broker.frontends.http import routes_agent, routes_operator
 
     doc = (Path(__file__).parent.parent / "docs" / "served.md").read_text()
     operator = doc.split("## Operator endpoints")[1].split("\n## ")[0]

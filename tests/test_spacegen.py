@@ -44,9 +44,9 @@ def test_fresh_store_template_key_covers_every_file_that_shapes_the_schema() -> 
     names = {(p.parent.name, p.name) for p in spacegen.schema_sources()}
     for must in [
         ("tables", "__init__.py"),
-        ("broker", "dialect.py"),
-        ("broker", "views.py"),
-        ("broker", "db.py"),
+        ("store", "dialect.py"),
+        ("store", "views.py"),
+        ("store", "sqlite.py"),
         ("versions", "0001_initial_schema.py"),
         ("migrations", "env.py"),
     ]:

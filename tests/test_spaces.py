@@ -7,7 +7,9 @@ from collections.abc import Callable
 import pytest
 import trusted
 
-from broker import Agent, Operator, Store, errors, messages, participants, spaces
+from broker import Agent, Operator, Store, errors
+from broker.mail import messages
+from broker.spaces import participants, spaces
 
 
 def count(store: Store, table: str) -> int:

@@ -17,7 +17,7 @@ import trusted
 from conftest import Clock
 
 from broker import Operator, Store, errors
-from broker.records import Lease
+from broker.model.records import Lease
 
 
 @pytest.fixture

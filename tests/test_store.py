@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import trusted
 
-import broker.db
-from broker import Agent, Operator, Store, errors, spaces
-from broker.migrate import HEAD
+import broker.store.sqlite
+from broker import Agent, Operator, Store, errors
+from broker.spaces import spaces
+from broker.store.migrate import HEAD
 
 FORK = mp.get_context("fork")
 
@@ -110,7 +111,7 @@ def test_store_refuses_memory_and_non_sqlite_urls(tmp_path: Path) -> None:
 
 
 def test_store_refuses_sqlite_older_than_3_35(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(broker.db.sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(broker.store.sqlite.sqlite3, "sqlite_version_info", (3, 34, 1))
     with pytest.raises(errors.UnsupportedSQLite, match="3.35") as info:
         Store(db_url)
     assert info.value.exit_code == errors.UnsupportedSQLite.exit_code

@@ -24,7 +24,8 @@ import pytest
 import trusted
 from cli_space import count_rows
 
-from broker import Agent, Operator, Store, errors, trust
+from broker import Agent, Operator, Store, errors
+from broker.store import keys
 
 Cli = Callable[..., Any]
 NO_KEY = {"BROKER_JOIN_KEY": ""}  # the cli fixture hands no join key to this call
@@ -79,7 +80,7 @@ def test_S27_space_create_shows_the_join_key_once_and_stores_only_its_hash(
     assert set(data) >= {"id", "join_key"} and data["join_key"] != key
     with store.read() as t:
         stored = t.one("SELECT join_key_hash FROM spaces WHERE id = ?", (space,))[0]
-    assert stored == trust.digest(key) and key not in stored
+    assert stored == keys.digest(key) and key not in stored
     shown = cli("space", "show", space, "--json").json()
     assert "join_key" not in shown and key not in json.dumps(shown)
 
@@ -324,7 +325,7 @@ def test_S29_the_key_is_made_with_the_store_in_a_private_file(store: Store) -> N
     secret = path.read_text().strip()
     with store.read() as t:
         stored = t.one("SELECT key_hash FROM operator_key")[0]
-    assert stored == trust.digest(secret) and secret not in stored
+    assert stored == keys.digest(secret) and secret not in stored
     Operator(store, key=secret)
     with pytest.raises(errors.AuthError, match="not this store's"):
         Operator(store, key=secret + "x")

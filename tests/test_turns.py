@@ -17,8 +17,10 @@ import trusted
 from conftest import Clock, open_store
 from wakeprobe import WakeProbe
 
-from broker import Agent, Operator, Store, errors, procs, transcript, turns
-from broker.records import Turn
+from broker import Agent, Operator, Store, errors
+from broker.delivery import transcript, turns
+from broker.model.records import Turn
+from broker.store import procs
 
 
 @pytest.fixture

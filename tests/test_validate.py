@@ -1,8 +1,8 @@
 """The plain checks of the hot path agree with the pydantic models at the edge.
 
-``broker.validate`` (send and post inputs) and ``broker.settings.Limits.lenient``
+``broker.model.validate`` (send and post inputs) and ``broker.store.settings.Limits.lenient``
 (the limits in effect from a stored settings column) run without pydantic so
-``broker msg send`` starts fast; ``broker.models`` keeps the models the server,
+``broker msg send`` starts fast; ``broker.model.inputs`` keeps the models the server,
 the MCP tools and the JSON schemas use. The same input must get the same answer
 from both: the same values when valid, the same one-line error when not
 (S10, S33, S35).
@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from broker import errors, validate
-from broker.models import LimitsModel, PostInput, SendInput, parse_input
-from broker.settings import BOUNDS, Limits
+from broker import errors
+from broker.model import validate
+from broker.model.inputs import LimitsModel, PostInput, SendInput, parse_input
+from broker.store.settings import BOUNDS, Limits
 
 LONG = "x" * 401
 SEND_FIELDS: dict[str, list[Any]] = {
@@ -116,7 +117,7 @@ def test_plain_send_checks_load_no_pydantic_for_plain_input() -> None:
     import sys
 
     code = (
-        "import sys\nfrom broker import validate\n"
+        "import sys\nfrom broker.model import validate\n"
         "validate.send_args({'to': ['a'], 'text': 'hi', 'thread': 't', 'ack_required': True})\n"
         "try:\n    validate.send_args({'to': [], 'text': ''})\nexcept Exception:\n    pass\n"
         "print('pydantic' in sys.modules)"

@@ -16,8 +16,8 @@ import spacegen
 import sqlrows
 
 from broker import Store
-from broker.migrate import config
-from broker.views import OUTCOMES, VIEWS, select_sql
+from broker.store.migrate import config
+from broker.store.views import OUTCOMES, VIEWS, select_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -284,7 +284,7 @@ def test_docs_schema_md_is_generated_from_the_schema_and_up_to_date() -> None:
     """Regenerate in memory: run `python scripts/gen_schema_doc.py` if this fails."""
     text = _gen_schema_doc().render()
     assert (ROOT / "docs" / "schema.md").read_text(encoding="utf-8") == text
-    from broker.tables import metadata
+    from broker.store.tables import metadata
 
     for table in metadata.tables.values():
         assert f"### `{table.name}`" in text

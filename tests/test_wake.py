@@ -31,9 +31,11 @@ import pytest
 import trusted
 from conftest import open_store
 
-from broker import Agent, Operator, Store, errors, spaces, wake
-from broker.follow import follow_log
-from broker.records import LogEntry
+from broker import Agent, Operator, Store, errors
+from broker.delivery import wake
+from broker.delivery.follow import follow_log
+from broker.model.records import LogEntry
+from broker.spaces import spaces
 
 HELPER = str(Path(__file__).with_name("wake_waiter.py"))
 
@@ -484,7 +486,8 @@ def test_S20_a_writer_process_exits_without_a_word_whether_it_rang_or_not(
     with warnings turned into errors."""
     code = (
         "import sys\n"
-        "from broker import Agent, Store, wake\n"
+        "from broker import Agent, Store\n"
+        "from broker.delivery import wake\n"
         "url, space, token, key, rings = sys.argv[1:6]\n"
         "store = Store(url)\n"
         "with wake.Waiter(store, [key] if rings == 'yes' else []):\n"

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import broker
-from broker.migrate import HEAD
+from broker.store.migrate import HEAD
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "swarm-broker"
@@ -108,8 +108,8 @@ def test_wheel_installs_in_a_fresh_venv_and_migrates_a_new_database(tmp_path: Pa
     assert (migrations / "env.py").is_file()
     shipped = sorted(p.name for p in (migrations / "versions").glob("*.py"))
     assert shipped == sorted(p.name for p in (ROOT / "migrations" / "versions").glob("*.py"))
-    sql = sorted(p.name for p in (package / "sql").glob("*.sql"))
-    assert sql and sql == sorted(p.name for p in (ROOT / "broker" / "sql").glob("*.sql"))
+    sql = sorted(p.name for p in (package / "store" / "sql").glob("*.sql"))
+    assert sql and sql == sorted(p.name for p in (ROOT / "broker" / "store" / "sql").glob("*.sql"))
     assert (package / "py.typed").is_file()
 
     # 4. The installed command, outside the checkout, on a new database file.

@@ -28,8 +28,8 @@ import pytest
 import trusted
 
 from broker import Operator, Store, errors
-from broker.db import CHECKPOINT_FRAMES
-from broker.settings import StoreSettings
+from broker.store.settings import StoreSettings
+from broker.store.sqlite import CHECKPOINT_FRAMES
 
 HOLDER = """
 import sys
@@ -351,7 +351,7 @@ def test_storage_a_lock_file_of_another_user_is_refused_not_skipped() -> None:
     import json
     import tempfile
 
-    from broker.writelock import WriterLock
+    from broker.store.writelock import WriterLock
 
     base = Path(tempfile.mkdtemp(prefix="broker-planted-", dir="/tmp"))
     try:
@@ -481,7 +481,7 @@ def test_storage_a_claim_builds_its_records_after_letting_go_of_the_writer_lock(
 ) -> None:
     """A claim of many messages turns its rows into records after the commit:
     the writer lock is not held while it does (the kernel shows no holder)."""
-    from broker import inbox
+    from broker.delivery import inbox
 
     sid = Operator(store).create_space("workflow").id
     lynx, _ = trusted.join(store, sid, "flow/lynx", pid=None)

@@ -1,6 +1,6 @@
 """Joins for tests that are not about joining: with the store's operator key.
 
-The key comes from the library (``broker.trust.presented``: BROKER_OPERATOR_KEY
+The key comes from the library (``broker.store.keys.presented``: BROKER_OPERATOR_KEY
 or the key file beside the database), the way an operator's own process finds
 it. Tests of the join rules themselves (S27, S28) use the join key and parent
 tokens explicitly (tests/test_trust.py)."""
@@ -14,28 +14,30 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from broker import Agent, participants, procs, trust
-from broker.aio import AsyncAgent
-from broker.client import Store
-from broker.records import Joined, to_dict
+from broker import Agent
+from broker.api.aio import AsyncAgent
+from broker.api.handles import Store
+from broker.model.records import Joined, to_dict
+from broker.spaces import participants
+from broker.store import keys, procs
 
 
 def join(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
     """``Agent.join`` with the operator key (this process holds the identity)."""
-    fields.setdefault("operator_key", trust.presented(store))
+    fields.setdefault("operator_key", keys.presented(store))
     return Agent.join(store, space, codename, **fields)
 
 
 def credential(store: Store) -> participants.Credential:
     """The operator key as a join credential (``directory.register`` takes one)."""
-    return participants.Credential(operator_key=trust.presented(store))
+    return participants.Credential(operator_key=keys.presented(store))
 
 
 async def ajoin(
     store: Store, space: str, codename: str, **fields: Any
 ) -> tuple[AsyncAgent, Joined]:
     """``AsyncAgent.join`` with the operator key."""
-    fields.setdefault("operator_key", trust.presented(store))
+    fields.setdefault("operator_key", keys.presented(store))
     return await AsyncAgent.join(store, space, codename, **fields)
 
 

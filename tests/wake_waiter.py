@@ -30,7 +30,9 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def waiter(mode: str, url: str, space: str, address: str, token: str, wait: str) -> None:
-    from broker import Store, participants, wake
+    from broker import Store
+    from broker.delivery import wake
+    from broker.spaces import participants
 
     store = Store(url)
     ident = participants.authenticate(store, space, address, token)
@@ -39,8 +41,8 @@ def waiter(mode: str, url: str, space: str, address: str, token: str, wait: str)
         _emit({"event": event, "woke": w.woke, "ns": time.time_ns()})
 
     if mode == "follow":
-        from broker.follow import follow_log
-        from broker.messages import log
+        from broker.delivery.follow import follow_log
+        from broker.mail.messages import log
 
         seq = max((e.seq for e in log(store, space)), default=0)
         wake._hook = hook
@@ -49,12 +51,12 @@ def waiter(mode: str, url: str, space: str, address: str, token: str, wait: str)
         return
     wake._hook = hook
     if mode == "claim":
-        from broker import inbox
+        from broker.delivery import inbox
 
         got = inbox.claim(store, ident, wait=float(wait))
         _emit({"result": [d.body for d in got.deliveries]})
     elif mode == "turn":
-        from broker import turns
+        from broker.delivery import turns
 
         turn = turns.next_turn(store, ident, wait=float(wait))
         _emit({"result": [i.body for i in turn.items]})
@@ -63,7 +65,8 @@ def waiter(mode: str, url: str, space: str, address: str, token: str, wait: str)
 
 
 def bound(url: str, key: str) -> None:
-    from broker import Store, wake
+    from broker import Store
+    from broker.delivery import wake
 
     w = wake.Waiter(Store(url), [key])
     _emit({"path": w.paths[0]})

@@ -1,4 +1,4 @@
-"""Watch a waiter through the doorbell's test hook (``broker.wake._hook``).
+"""Watch a waiter through the doorbell's test hook (``broker.delivery.wake._hook``).
 
 ``probe = WakeProbe.install(monkeypatch)``; ``probe.asleep.wait(30)`` returns
 once a waiter has registered, checked, read the change marker and is about to
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from broker import wake
+from broker.delivery import wake
 
 
 class WakeProbe:

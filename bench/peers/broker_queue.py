@@ -11,8 +11,8 @@ from typing import Any
 
 from broker import Agent, Operator, Store
 from broker.ids import new_id
-from broker.records import Joined
-from broker.settings import StoreSettings
+from broker.model.records import Joined
+from broker.store.settings import StoreSettings
 
 # Caps out of the way: the bench measures speed, not the inbox_full / log_max_mb rules.
 LIMITS: dict[str, Any] = {
@@ -27,14 +27,14 @@ BULK_CHUNK = 20_000
 # Agent methods and the library functions they wrap, for a tree where the thin
 # Agent method is not there (yet): the bench then calls the library directly.
 _LIBRARY = {
-    "claim": ("inbox", "claim"),
-    "ack": ("inbox", "ack"),
-    "release": ("inbox", "release"),
-    "ack_and_claim": ("inbox", "ack_and_claim"),
-    "next_turn": ("turns", "next_turn"),
-    "seen": ("turns", "seen"),
-    "claim_key": ("board", "claim"),
-    "release_key": ("board", "release"),
+    "claim": ("delivery.inbox", "claim"),
+    "ack": ("delivery.inbox", "ack"),
+    "release": ("delivery.inbox", "release"),
+    "ack_and_claim": ("delivery.inbox", "ack_and_claim"),
+    "next_turn": ("delivery.turns", "next_turn"),
+    "seen": ("delivery.turns", "seen"),
+    "claim_key": ("board.claims", "claim"),
+    "release_key": ("board.claims", "release"),
 }
 
 

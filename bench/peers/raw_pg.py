@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.peers.broker_pg import BrokerPgQueue
 from bench.peers.raw_sqlite import RawSame
-from broker.sql import stmt
+from broker.store.sql import stmt
 
 BEGIN = stmt("store.begin_write")
 COMMIT = stmt("store.commit")
@@ -54,7 +54,7 @@ class RawPgSame(RawSame):
             c.execute(LOCK_SPACE, {"space_id": self.space})
             self.locked = True
         super()._send(c, text)
-        from broker import wake
+        from broker.delivery import wake
 
         self.keys = f"{wake.space_key(self.space)} {wake.participant_key(self.worker_id)}"
 

@@ -2,7 +2,7 @@
 
 ``SameAgent`` is one agent of the swarm scenario (``bench.scenarios.swarm``,
 system ``raw_same_flock``) doing what ``Agent.send``, ``Agent.claim`` and
-``Agent.ack`` do, as the broker's own statements by name (``broker.sql``),
+``Agent.ack`` do, as the broker's own statements by name (``broker.store.sql``),
 so that a run splits the broker's gap to the minimal queue in two: what its
 statements (its semantics) cost, and what its Python library costs on top.
 ``swarm_statements`` traces one swarm step on each side; the swarm report

@@ -24,9 +24,9 @@ from typing import Any
 from bench.peers.broker_queue import BrokerQueue, bulk_load, join_agent, open_space
 from broker import Agent, Joined, Store
 from broker.ids import fmt_ts, new_id, new_token, ts_after
-from broker.sql import CatalogueError, Stmt, stmt
+from broker.store.sql import CatalogueError, Stmt, stmt
 
-# --- the broker's statements, by name from its public catalogue (broker/sql/*.sql) ----------
+# --- the broker's statements, by name from its public catalogue (broker/store/sql/*.sql) ----------
 # Each name is looked up in the catalogue; while a statement is not catalogued
 # yet (the modules are moving theirs in), a copy of today's text stands in, and
 # ``FROM_COPY`` says which did, in the report. The statement check (a trace of
@@ -93,7 +93,7 @@ class RawSame:
     system = "raw_same"
     how = (
         "sqlite3 module on a broker-migrated database, the broker's own pragmas "
-        "(Store.connect), the broker's statements by name from its catalogue (broker.sql) for "
+        "(Store.connect), the broker's statements by name from its catalogue (broker.store.sql) for "
         "one send (BEGIN IMMEDIATE; the caller check that bumps the space's counters and reads "
         "the recipient, UPDATE spaces ... RETURNING -- on the once-a-second heartbeat call "
         "instead the heartbeat UPDATE, space and recipient SELECTs and UPDATE spaces; "

@@ -64,7 +64,7 @@ def _queries(words: list[str]) -> list[str]:
 
 def search(ctx: Ctx) -> Scenario:
     from broker import Operator, Store
-    from broker.search import index_bytes, integrity_check
+    from broker.mail.search import index_bytes, integrity_check
 
     n = ctx.sizes.search_messages
     rounds = ctx.sizes.search_rounds

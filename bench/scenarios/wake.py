@@ -86,7 +86,7 @@ class _BrokerPair:
     def close(self) -> None:
         import shutil
 
-        from broker import wake
+        from broker.delivery import wake
 
         # Killed idle waiters leave their doorbell sockets behind: remove this
         # store's doorbell folder (the next ring would clean them up anyway).

@@ -1,0 +1,3 @@
+"""The library's public face: ``Agent`` and ``Operator`` (and their asyncio twins),
+which every front end calls.
+"""

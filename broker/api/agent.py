@@ -1,0 +1,400 @@
+"""``Agent``: a participant acting in its space (the public API; ``broker.api.handles``
+re-exports it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from broker import errors
+from broker.api.mail import AgentMail
+from broker.api.reservations import AgentPaths
+from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.model.typecheck import checked
+from broker.spaces import participants
+from broker.spaces.auth import Identity
+from broker.store import procs
+from broker.store.sqlite import Store as Store
+from broker.store.sqlite import Tx
+from broker.vocab import BOARD_READ_DEFAULT
+
+TeammateStatus = Literal["running", "idle", "failed", "shutdown"]
+
+if TYPE_CHECKING:  # annotations only: built where the call runs
+    from broker.model.records import BoardEntry, HistoryEntry, Joined, Participant
+
+
+@checked
+class Agent(AgentPaths, AgentMail):
+    """A participant acting in its space.
+
+    The leases and turns an Agent takes are held by this process (S32): if it
+    dies, the participant's next connection from another process gets them
+    back at once. ``transient=True`` is for a process that ends before its
+    leases do (one CLI call per tool call): its leases end only by expiry."""
+
+    def __init__(self, store: Store, identity: Identity, *, transient: bool = False) -> None:
+        self.store = store
+        self.identity = identity
+        self.transient = transient
+
+    @classmethod
+    def connect(
+        cls,
+        store: Store,
+        space: str,
+        address: str,
+        token: str | None,
+        *,
+        transient: bool = False,
+    ) -> Agent:
+        """The participant ``address`` of ``space``, authenticated by its token
+        (S10). Its processing deliveries held by a process that is gone come
+        back to ready at once (restart recovery, S32)."""
+        from broker.delivery import inbox
+
+        agent = cls(
+            store, participants.authenticate(store, space, address, token), transient=transient
+        )
+        inbox.recover_on_connect(store, agent.identity.participant_id)
+        return agent
+
+    def _process(self) -> str | None:
+        """The process holding this agent's leases (S32); None when transient."""
+        return None if self.transient else procs.this_process()
+
+    @classmethod
+    def join(
+        cls,
+        store: Store,
+        space: str,
+        codename: str,
+        *,
+        join_key: str | None = None,
+        operator_key: str | None = None,
+        parent_token: str | None = None,
+        token: str | None = None,
+        **fields: object,
+    ) -> tuple[Agent, Joined]:
+        """Join ``space`` as ``codename`` (S27) with exactly one credential: the
+        space's ``join_key``, the store's ``operator_key``, or a parent's
+        ``parent_token`` (the child's parent is then that participant, and its
+        grant at most the parent's, S28). ``token``: the holder's token, to
+        re-join (retry) an address whose holder is still live. A wrong or
+        missing credential is ``auth_failed``; a live holder without its token,
+        ``conflict``; nothing is written either way."""
+        from broker.model.inputs import JoinInput, parse_input  # pydantic: joins only, not sends
+
+        fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
+        credential = participants.Credential(join_key, operator_key, parent_token, token)
+        joined = participants.join(
+            store,
+            space,
+            parse_input(JoinInput, {"codename": codename, **fields}),
+            credential=credential,
+        )
+        return cls.connect(store, joined.space_id, joined.address, joined.token), joined
+
+    @classmethod
+    def from_token(cls, store: Store, token: str | None) -> Agent:
+        """The participant ``token`` belongs to (served mode: the Bearer token
+        alone names its holder, in whichever space)."""
+        return cls(store, participants.authenticate_token(store, token))
+
+    @property
+    def address(self) -> str:
+        return self.identity.address
+
+    @property
+    def space_id(self) -> str:
+        return self.identity.space_id
+
+    def send(
+        self,
+        to: str | Iterable[str],
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
+        tx: Tx | None = None,
+    ) -> SendResult:
+        """``msg.send``. ``reply_to`` (a message id) or ``thread`` (a short name)
+        put it in a thread (S35); ``importance`` is low, normal or high;
+        ``ack_required`` lets ``status`` say who has seen it."""
+        from broker.mail import messages  # sending's modules: only for the calls that send
+
+        return messages.send(
+            self.store,
+            self.identity,
+            to,
+            text,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+            tx=tx,
+        )
+
+    def send_many(
+        self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
+    ) -> list[SendResult]:
+        """Many ``{"to", "text", "idempotency_key"}`` in one transaction (see messages.send_many)."""
+        from broker.mail import messages
+
+        return messages.send_many(self.store, self.identity, items, tx=tx)
+
+    def post(
+        self,
+        text: str,
+        *,
+        addressed_to: Iterable[str] = (),
+        idempotency_key: str | None = None,
+        tx: Tx | None = None,
+    ) -> SendResult:
+        from broker.mail import messages
+
+        return messages.post(
+            self.store,
+            self.identity,
+            text,
+            addressed_to=addressed_to,
+            idempotency_key=idempotency_key,
+            tx=tx,
+        )
+
+    def leave(self, *, tx: Tx | None = None) -> None:
+        """Leave the space: this participant is ``left`` in the directory and its
+        journal, and every later call with its token is refused (S4), settling
+        its leases included. Its inbox stays as it is: what it holds comes back
+        when the lease expires, for it to claim once it re-joins."""
+        participants.leave(self.store, self.identity, tx=tx)
+
+    def me(self, *, tx: Tx | None = None) -> Participant:
+        """This participant's own row as of now: its status, grant (``tools``),
+        heartbeat and ``waiting`` (deliveries ready or being processed). Writes
+        nothing; still answers after ``leave`` (status ``left``)."""
+        return participants.get(self.store, self.space_id, self.address, tx=tx)
+
+    def granted(self, *, tx: Tx | None = None) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted, re-read
+        from its row (a grant changed since it joined counts at once). Refused
+        like any call once it has left or its space stopped."""
+        from broker.spaces import auth
+
+        with self.store.read(tx) as t:
+            return sorted(auth.caller(t, self.identity).granted)
+
+    # --- the board (S21-S24) -------------------------------------------------------
+    def board_read(
+        self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT, tx: Tx | None = None
+    ) -> list[BoardEntry]:
+        """``board.read``: posts, directives and retractions after the cursor ``after``."""
+        from broker.board import posts
+
+        return posts.read(self.store, self.identity, after=after, limit=limit, tx=tx)
+
+    def directive(
+        self,
+        to: str | Iterable[str],
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        tx: Tx | None = None,
+    ) -> SendResult:
+        """``board.directive``: a standing instruction, shown every turn until retracted."""
+        from broker.board import posts
+
+        return posts.directive(
+            self.store,
+            self.identity,
+            to if isinstance(to, str) else list(to),
+            text,
+            idempotency_key=idempotency_key,
+            tx=tx,
+        )
+
+    def retract(self, directive_id: str, *, tx: Tx | None = None) -> SendResult:
+        """``board.retract``: lift a directive this agent issued."""
+        from broker.board import posts
+
+        return posts.retract(self.store, self.identity, directive_id, tx=tx)
+
+    def claim_key(self, key: str, ttl: float = 300.0, *, tx: Tx | None = None) -> ClaimGrant:
+        """``board.claim``: an exclusive lease on a board key, with a fencing token."""
+        from broker.board import claims
+
+        return claims.claim(self.store, self.identity, key, ttl, tx=tx)
+
+    def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
+        """``board.release``: free a key held with the fencing token ``fence``."""
+        from broker.board import claims
+
+        return claims.release(self.store, self.identity, key, fence, tx=tx)
+
+    def renew_key(
+        self, key: str, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
+    ) -> ClaimGrant:
+        """Extend a live claim held with ``fence`` to ``ttl`` seconds from now (same fence)."""
+        from broker.board import claims
+
+        return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
+
+    # --- the inbox queue (S13-S16) -------------------------------------------------
+    def claim(
+        self,
+        limit: int = 1,
+        lease: float | None = None,
+        wait: float = 0.0,
+        owner: str | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
+        from broker.delivery import inbox
+
+        return inbox.claim(
+            self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
+        )
+
+    def ack(
+        self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
+    ) -> int:
+        """Ack message ``ids`` of the lease ``lease_token`` (None: the whole lease);
+        a repeat returns 0."""
+        from broker.delivery import inbox
+
+        return inbox.ack(self.store, self.identity, lease_token, ids, tx=tx)
+
+    def release(
+        self,
+        lease_token: str,
+        ids: Iterable[str] | None = None,
+        *,
+        error: str | None = None,
+        tx: Tx | None = None,
+    ) -> int:
+        """Give messages back for replay (their delivery count stays)."""
+        from broker.delivery import inbox
+
+        return inbox.release(self.store, self.identity, lease_token, ids, error=error, tx=tx)
+
+    def extend(
+        self,
+        lease_token: str,
+        seconds: float | None = None,
+        ids: Iterable[str] | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> str:
+        """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
+        from broker.delivery import inbox
+
+        return inbox.extend(self.store, self.identity, lease_token, seconds, ids, tx=tx)
+
+    def quarantine(
+        self,
+        lease_token: str,
+        message_id: str,
+        reason: str,
+        *,
+        error: str | None = None,
+        tx: Tx | None = None,
+    ) -> None:
+        """Set a bad message aside with its evidence; the queue goes on."""
+        from broker.delivery import inbox
+
+        inbox.quarantine(
+            self.store, self.identity, lease_token, message_id, reason, error=error, tx=tx
+        )
+
+    def ack_and_claim(
+        self,
+        lease_token: str,
+        ids: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Lease:
+        """Ack and claim the next ``limit`` in one transaction."""
+        from broker.delivery import inbox
+
+        return inbox.ack_and_claim(
+            self.store,
+            self.identity,
+            lease_token,
+            ids,
+            limit,
+            lease,
+            process=self._process(),
+            tx=tx,
+        )
+
+    # --- turns (S17-S19) -----------------------------------------------------------
+    def next_turn(
+        self,
+        wait: float = 0.0,
+        lease: float | None = None,
+        limit: int | None = None,
+        *,
+        tx: Tx | None = None,
+    ) -> Turn:
+        """What to show the model before its next call, framed and in order."""
+        from broker.delivery import turns
+
+        return turns.next_turn(
+            self.store, self.identity, wait, lease, limit, process=self._process(), tx=tx
+        )
+
+    def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
+        """Confirm a turn once the model call returned."""
+        from broker.delivery import turns
+
+        return turns.seen(self.store, self.identity, turn_id, tx=tx)
+
+    # --- what the teammates runtime needs (S16, S26) -----------------------------------
+    def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
+        """This agent's own status (S5, S26: the teammate runtime sets it),
+        refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""
+        from broker.spaces import auth
+
+        if status not in ("running", "idle", "failed", "shutdown"):
+            raise errors.InvalidInput(
+                f"bad status {status!r}: running, idle, failed or shutdown", field="status"
+            )
+        with self.store.write(tx) as t:
+            auth.caller(t, self.identity)
+            participants.set_status(self.store, self.identity.participant_id, status, tx=t)
+
+    def quarantine_turn(self, turn: Turn, reason: str) -> int:
+        """Set a failed turn's inbox messages aside with ``reason`` as evidence
+        (S15, S26); how many (those already redelivered to a later turn are not)."""
+        from broker.delivery import turns
+
+        return turns.quarantine(self.store, self.identity, turn, reason)
+
+    def append_history(self, turn: Turn, *, tx: Tx | None = None) -> list[str]:
+        """Append the turn's messages (not its directives) to this agent's
+        history, once per message id (S16: history first, ack second); the ids
+        appended now."""
+        from broker.delivery import history
+
+        return history.append(self.store, self.identity, turn, tx=tx)
+
+    def undo_history(self, message_ids: Iterable[str], *, tx: Tx | None = None) -> int:
+        """Remove these ids from this agent's history again: the turn's ack was
+        lost and the redelivered turn will append them (S16). How many went."""
+        from broker.delivery import history
+
+        return history.undo(self.store, self.identity, list(message_ids), tx=tx)
+
+    def history(self) -> list[HistoryEntry]:
+        """This agent's history, oldest first."""
+        from broker.delivery import history
+
+        return history.entries(self.store, self.identity)

@@ -1,0 +1,76 @@
+"""In-process handles: the typed public API agents and operators call.
+
+``Agent`` is a participant's identity bound to a store: the sender of
+everything it sends is derived from it (S10), never passed. ``Operator`` is the
+human's surface; only operator front ends (CLI, control plane, MCP operator
+tool) construct it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from broker.api.agent import Agent, TeammateStatus
+from broker.store.migrate import HEAD
+from broker.store.sqlite import Store as Store
+from broker.store.sqlite import Tx
+
+if TYPE_CHECKING:
+    from broker.api.operator import Operator as Operator
+    from broker.model.records import Finding
+
+__all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
+
+
+def __getattr__(name: str) -> Any:
+    # The Operator loads on first use: an agent's CLI call (one per tool call)
+    # imports this module for Agent and Store only.
+    if name == "Operator":
+        from broker.api.operator import Operator
+
+        globals()["Operator"] = Operator
+        return Operator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+SCHEMA_HEAD = HEAD
+"""The newest schema revision this broker knows (``broker db current``)."""
+
+
+# --- helpers for front ends (imported lazily: a CLI call pays only for what it uses) --------
+def doctor_exit_code(findings: Iterable[Finding]) -> int:
+    """The exit status of ``broker doctor``: 0 all ok or info, 8 a warning, 9 an error."""
+    from broker.store import maintenance
+
+    return maintenance.exit_code(findings)
+
+
+def utc_time(value: str, field: str = "since") -> str:
+    """A ``since`` time as the library reads it (ISO-8601, UTC or with an
+    offset) in the store's form, or ``invalid_input`` naming ``field``: the one
+    reader, for front ends that check a time before they call."""
+    from broker.model import typecheck
+
+    return typecheck.utc_time(value, field)
+
+
+def check_teammate_durations(lease: float | None, idle_exit: float | None) -> None:
+    """The teammate loop's durations (``broker.teammates.runtime.serve``), checked as the
+    library checks them, before anything runs or is written (S33): ``lease``
+    as every claim's lease, ``idle_exit`` as a wait of at most a week."""
+    from broker.delivery import inbox
+    from broker.model import bounds
+
+    if lease is not None:
+        inbox.check_seconds(lease)
+    if idle_exit is not None:
+        bounds.seconds(idle_exit, "idle_exit", top=bounds.WEEK_S, zero=True)
+
+
+def check_writable_target(path: str, field: str) -> None:
+    """``invalid_input`` (naming ``field``) unless ``path`` is absent or a
+    regular file: a front end that writes a path the user named never
+    replaces or writes into a device, FIFO, socket or symlink."""
+    from broker.store import filenames
+
+    filenames.check_writable_target(path, field)

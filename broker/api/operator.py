@@ -1,0 +1,448 @@
+"""``Operator``: the human running the swarm (the public API; ``broker.api.handles``
+re-exports it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.api.agent import Agent
+from broker.api.mail import OperatorMail
+from broker.api.reservations import OperatorPaths
+from broker.mail import messages
+from broker.model.records import (
+    BackupResult,
+    BoardEntry,
+    ClaimGrant,
+    CreatedSpace,
+    Finding,
+    Joined,
+    JoinKey,
+    JournalEntry,
+    LogEntry,
+    Participant,
+    QuarantinedDelivery,
+    QueueStats,
+    SendResult,
+    Space,
+    SpaceUsage,
+    TurnRecord,
+    VacuumResult,
+    log_matches,
+)
+from broker.model.typecheck import checked, utc_time
+from broker.spaces import participants, spaces
+from broker.store.sqlite import Store as Store
+from broker.store.sqlite import Tx
+from broker.vocab import BOARD_READ_DEFAULT, SpaceKind, SpaceState, Via
+
+if TYPE_CHECKING:  # the export, import and purge methods (annotations only)
+    import threading
+
+    from broker.interchange.export import ExportSummary, Progress
+    from broker.interchange.importer import ImportSummary
+    from broker.interchange.migrate_store import StoreCopy
+    from broker.model.records import Purged
+
+
+@checked
+class Operator(OperatorPaths, OperatorMail):
+    """The human running the swarm. ``via`` names the surface (S9).
+
+    Constructing one proves the caller is the operator (S29): ``key`` is the
+    operator key; None takes BROKER_OPERATOR_KEY, else the key file beside the
+    database (the operator's own shell notices nothing). A key that is not the
+    store's is ``auth_failed``."""
+
+    def __init__(self, store: Store, key: str | None = None, via: Via = "cli") -> None:
+        from broker.store import keys
+
+        secret = keys.presented(store, key)
+        with store.read() as t:
+            keys.verify_operator(t, secret)
+        self.store = store
+        self.via: Via = via
+        self._key = secret
+
+    def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
+        """A new running space, with its join key (shown this once, S27)."""
+        return spaces.create(self.store, kind, settings=dict(settings))
+
+    def rotate_join_key(self, space: str) -> JoinKey:
+        """A new join key for ``space`` (made before join keys, or its key lost or
+        leaked): the old one stops working; joined participants keep their tokens."""
+        return spaces.rotate_join_key(self.store, space)
+
+    def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
+        """Join ``codename`` on an agent's behalf with the operator key (the
+        teammates runtime, ``agent run``, the demo and the server do); see
+        ``Agent.join``. No process is recorded unless ``pid`` is given (this
+        process or one of its ancestors, S27): the participant is live by its
+        heartbeat, not by this process."""
+        fields.setdefault("pid", None)
+        return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
+
+    def send(
+        self,
+        space: str,
+        text: str,
+        *,
+        to: Iterable[str] | None = None,
+        urgent: bool = False,
+        idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
+        tx: Tx | None = None,
+    ) -> SendResult:
+        """An operator message (S9): to ``to`` (default: an agentiflow's lead,
+        else broadcast), ``urgent`` shown first. ``reply_to``, ``thread``,
+        ``importance`` and ``ack_required`` as in ``Agent.send`` (S35)."""
+        return messages.operator_send(
+            self.store,
+            space,
+            text,
+            to=to,
+            urgent=urgent,
+            via=self.via,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+            tx=tx,
+        )
+
+    def log(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        tail: int | None = None,
+        thread: str | None = None,
+    ) -> list[LogEntry]:
+        """The log of ``space`` in sequence order, filtered.
+
+        ``after`` is a message id or a seq; ``sender`` an exact sender address;
+        ``to`` keeps entries whose ``to`` forms name it or that reached it;
+        ``since`` an ISO-8601 time, UTC or with an offset (``created_at_utc >= since``); ``limit``
+        keeps the first N, ``tail`` the last N (not both)."""
+        # The cursor, the kinds and the thread are read by index; the other
+        # filters run in Python over those rows (the operator's read of a log
+        # it browses, not a hot path).
+        if limit is not None and tail is not None:
+            from broker import errors
+
+            raise errors.InvalidInput("limit and tail exclude each other", field="tail")
+        for name, n in (("limit", limit), ("tail", tail)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                from broker import errors
+
+                raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)
+        by_id, by_seq = _cursor(after)
+        since = _since(since)
+        if thread is not None:  # one indexed range of the log (S35), then the same filters
+            from broker.mail import threads
+
+            kind_set = set(kinds or ())
+            start = by_seq or 0
+            if by_id is not None:  # seqs are gap-free: the row after it is seq + 1
+                nxt = messages.log(self.store, space, after=by_id, limit=1)
+                start = max(start, nxt[0].seq - 1 if nxt else 2**63 - 1)
+            entries = [
+                e
+                for e in threads.log(self.store, space, thread)
+                if e.seq > start and (not kind_set or e.kind in kind_set)
+            ]
+        else:
+            entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
+        entries = [e for e in entries if log_matches(e, sender, to, since)]
+        if tail is not None:
+            return entries[-tail:]
+        return entries[:limit] if limit is not None else entries
+
+    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+        """The participants of ``space`` (its directory), in join order."""
+        return participants.list_participants(self.store, space, include_left=include_left)
+
+    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
+        """Quarantined deliveries of a space, with their evidence."""
+        from broker.delivery import inbox_view
+
+        return inbox_view.quarantined(self.store, space)
+
+    def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
+        """Put quarantined deliveries (delivery or message ids) back to ready."""
+        from broker.delivery import inbox
+
+        return inbox.requeue(self.store, space, ids, tx=tx)
+
+    def transcript(self, space: str, address: str) -> list[TurnRecord]:
+        """A participant's transcript rebuilt turn by turn."""
+        from broker.delivery import transcript
+
+        return transcript.rebuild(self.store, space, address)
+
+    # --- operations (broker doctor / backup / vacuum) --------------------------------
+    @classmethod
+    def doctor(cls, store: Store | str | None = None) -> list[Finding]:
+        """Check a store and say how to fix what is wrong: one ``Finding`` per check
+        (``broker.store.maintenance.exit_code`` turns them into the command's exit status).
+
+        A class method that needs no operator key: it reads file modes, pragmas
+        and counts, never message content, so it can diagnose a store whose key
+        file is missing (that is one of its findings). ``store`` is an open
+        ``Store``, or a URL (None: the default store) that it opens read-only,
+        creating nothing; a missing or unreadable store is a finding too."""
+        from broker.store import maintenance
+
+        return maintenance.doctor(store)
+
+    def backup(
+        self,
+        path: str | Path,
+        *,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BackupResult:
+        """Copy the store online (writers go on) to ``path``: one read snapshot,
+        integrity-checked before it replaces anything, the operator key file
+        copied beside it. ``force`` overwrites an existing file;
+        ``progress(done, total)`` follows the pages copied."""
+        from broker.store import maintenance
+
+        return maintenance.backup(self.store, path, force=force, progress=progress)
+
+    def vacuum(self) -> VacuumResult:
+        """Fold the WAL back and rewrite the database without its free pages,
+        under the writer lock (other writers wait, readers go on); the sizes
+        before and after."""
+        from broker.store import maintenance
+
+        return maintenance.vacuum(self.store)
+
+    # --- following, spaces, the board and claims, export and import, purge, migration -------
+    def follow(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """Batches of new log entries after ``after`` (filtered as ``log``),
+        as they commit, until the space stops (or ``idle_timeout`` seconds of quiet)."""
+        from broker.delivery.follow import follow_log
+
+        by_id, by_seq = _cursor(after)
+        since = _since(since)
+        for batch in follow_log(
+            self.store,
+            space,
+            after=by_id,
+            after_seq=by_seq,
+            kinds=list(kinds or ()),
+            idle_timeout=idle_timeout,
+        ):
+            kept = [e for e in batch if log_matches(e, sender, to, since)]
+            if kept:
+                yield kept
+
+    def spaces(self, *, state: SpaceState | None = None) -> list[Space]:
+        """Every space of the store, oldest first (optionally in one state)."""
+        return spaces.list_spaces(self.store, state=state)
+
+    def get_space(self, space: str) -> Space:
+        """One space by run id (full, compact or a unique prefix, S1)."""
+        return spaces.get(self.store, space)
+
+    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+        """Change a space's limits (S30): each setting checked against its bounds
+        (S33, ``invalid_input`` naming it), merged over the space's own, the
+        change logged; returns the limits in effect and their use."""
+        from broker.spaces import usage
+
+        return usage.set_space(self.store, space, dict(settings), via=self.via)
+
+    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+        """The limits in effect in ``space`` and their use (S30): log bytes against
+        ``log_max_mb``, the ``top`` senders by log share, each inbox against
+        ``inbox_cap``."""
+        from broker.spaces import usage
+
+        return usage.space_usage(self.store, space, top=top)
+
+    def stop_space(self, space: str) -> Space:
+        """Stop a space: it takes no more messages; its participants are recorded as left."""
+        return spaces.stop(self.store, space)
+
+    def archive_space(self, space: str) -> Space:
+        """Archive a space: stopped for good, its history kept."""
+        return spaces.archive(self.store, space)
+
+    def participant(self, space: str, address: str) -> Participant:
+        """One participant (its directory entry) by address."""
+        return participants.get(self.store, space, address)
+
+    def prune(
+        self,
+        space: str,
+        *,
+        older_than: float | None = None,
+        check_pid: bool = True,
+        dry_run: bool = False,
+    ) -> list[Participant]:
+        """Record stale participants as left (S25): heartbeat older than
+        ``older_than`` seconds, or (``check_pid``) a registered process that is
+        gone. ``dry_run`` returns who would be pruned and writes nothing."""
+        from broker.spaces import directory
+
+        return directory.prune(
+            self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
+        )
+
+    def board(
+        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
+        """The operator's ``board.view``: posts, directives and retractions after
+        the cursor ``after`` (a message id), oldest first, at most ``limit``."""
+        from broker.board import posts
+
+        return posts.view(self.store, space, after=after, limit=limit)
+
+    def claims(self, space: str) -> list[ClaimGrant]:
+        """The live board claims of a space (held and not expired), by key."""
+        from broker.board import claims
+
+        return claims.live(self.store, space)
+
+    def release_key(
+        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+    ) -> JournalEntry:
+        """End the live claim on ``key``, whoever holds it (S22): journaled
+        ``released`` with the reason ``operator: <reason>``; the holder's fence
+        goes stale (``lease_lost``). With ``fence``, only that grant is ended.
+        Nobody holds it (or ``fence`` is not the current grant): ``LeaseLost``."""
+        from broker.board import claims
+
+        return claims.release_as_operator(self.store, space, key, fence=fence, reason=reason)
+
+    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+        """The claim journal of a space (optionally one key), oldest first; path
+        reservations' lines have the key ``path <pattern>`` (S37)."""
+        from broker.board import claims, reservations
+
+        reservations.expire(self.store, space)
+        return claims.journal(self.store, space, key=key)
+
+    def queue_stats(self, space: str) -> QueueStats:
+        """A space's deliveries by state and the redeliveries they took (S13-S15)."""
+        from broker.delivery import inbox_view
+
+        return inbox_view.stats(self.store, space)
+
+    # --- files: export, import and retention (docs/export.md) ------------------------
+    # Restoring rows from files and deleting a space are operator actions (S29):
+    # these are the library surface for `broker export`, `import` and `space purge`.
+    def export_space(
+        self,
+        space: str,
+        root: str | os.PathLike[str],
+        *,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+        on_ready: Callable[[ExportSummary], None] | None = None,
+        progress: Progress | None = None,
+    ) -> ExportSummary:
+        """Write the space in the JSONL layout under ``root`` (spec §Export layout).
+
+        ``follow``: then append what commits until the space stops or ``stop`` is
+        set; ``on_ready`` gets the summary once the snapshot is written. An
+        ``OSError`` is one line: ``invalid_input`` for a bad path, ``file_error``
+        for a file system that refuses."""
+        from broker.interchange.export import export_space, follow_space
+
+        if follow:
+            return follow_space(
+                self.store, space, root, stop=stop, progress=progress, on_ready=on_ready
+            )
+        return export_space(self.store, space, root, progress=progress)
+
+    def export_mailbox(
+        self, space: str, root: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> ExportSummary:
+        """Write the space as a Mailbox Protocol tree under ``root/mail/`` (spec
+        §Mailbox layout)."""
+        from broker.interchange.export import export_mailbox
+
+        return export_mailbox(self.store, space, root, progress=progress)
+
+    def import_dir(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layout: str = "auto",
+        skip_bad: bool = False,
+        kind: str = "run",
+        progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Import an exported space layout or a mail tree, all in one transaction.
+
+        Every field of every line is checked (S33); each bad line is reported as
+        ``FILE:LINE`` and nothing is written (``import_failed``) unless
+        ``skip_bad``. A mail file claiming to be from the operator is refused (S29)."""
+        from broker.interchange.importer import import_dir
+
+        return import_dir(
+            self.store, path, layout=layout, skip_bad=skip_bad, kind=kind, progress=progress
+        )
+
+    def purge_space(
+        self,
+        space: str,
+        export_dir: str | os.PathLike[str],
+        *,
+        progress: Progress | None = None,
+    ) -> Purged:
+        """Retention: export an archived space to ``export_dir`` (JSONL layout),
+        verify the files against the database, then delete the space's rows in
+        one transaction, journaled in ``purges``. The only way rows leave the
+        store; a running or stopped space is refused (``conflict``)."""
+        from broker.interchange.purge import purge_space
+
+        return purge_space(self.store, space, export_dir, via=self.via, progress=progress)
+
+    def migrate_store(self, to: str) -> StoreCopy:
+        """Copy every space into the store at URL ``to`` (SQLite <-> PostgreSQL)
+        through the JSONL layout, in one import transaction, then check the
+        target's export is byte-identical to the source's (``identical``)."""
+        from broker.interchange.migrate_store import migrate_store
+
+        return migrate_store(self.store, to)
+
+
+def _cursor(after: str | int | None) -> tuple[str | None, int | None]:
+    """A log cursor as (message id, seq): ``after`` is one or the other."""
+    if after is None:
+        return None, None
+    if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
+        from broker import errors
+
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq", field="after")
+    return (None, after) if isinstance(after, int) else (after, None)
+
+
+def _since(since: str | None) -> str | None:
+    """A ``since`` filter as the store writes times (a time that is none is refused)."""
+    return None if since is None else utc_time(since)

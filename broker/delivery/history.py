@@ -1,0 +1,91 @@
+"""Teammates' canonical histories (S16, S26): each handled message once.
+
+A teammate keeps its own history under its name: every message it was given
+in a turn (directives excepted: they are re-shown each turn, not history),
+one row per message id. The worker loop writes the history *first* and acks
+the turn *second* (``broker.teammates.runtime.serve``); a redelivered message is found
+by its id and not appended twice, and when the ack is lost (the lease ran out
+and the turn went to a later one) the rows that turn appended are removed
+again, so the later turn appends them itself. The only writer of ``history``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from broker.ids import new_id
+from broker.model.records import HistoryEntry, Turn
+from broker.spaces import auth
+from broker.spaces.auth import Identity
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+_INSERT = stmt("history.insert")
+_APPEND = stmt("history.append")
+_UNDO = stmt("history.undo")
+_ENTRIES = stmt("history.entries")
+
+
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert history rows as given (every column of ``history``), inside ``t``."""
+    t.many(_INSERT, rows)
+
+
+def append(store: Store, ident: Identity, turn: Turn, *, tx: Tx | None = None) -> list[str]:
+    """Append the turn's messages (not its directives) to ``ident``'s history;
+    returns the message ids appended now (those already there are skipped)."""
+    fresh: list[str] = []
+    with store.write(tx) as t:
+        now = store.now_ts()
+        auth.caller(t, ident, now)
+        for item in turn.items:
+            if item.group == "directive":
+                continue
+            row = t.one(
+                _APPEND,
+                {
+                    "id": new_id(),
+                    "space_id": ident.space_id,
+                    "participant_id": ident.participant_id,
+                    "message_id": item.id,
+                    "turn_id": turn.id,
+                    "kind": item.kind,
+                    "sender": item.sender,
+                    "body": item.body,
+                    "at_utc": now,
+                },
+            )
+            if row is not None:
+                fresh.append(row["message_id"])
+    return fresh
+
+
+def undo(store: Store, ident: Identity, message_ids: Sequence[str], *, tx: Tx | None = None) -> int:
+    """Remove ``message_ids`` from ``ident``'s history again; how many went."""
+    ids = list(dict.fromkeys(message_ids))
+    if not ids:
+        return 0
+    with store.write(tx) as t:
+        auth.caller(t, ident)
+        rows = t.all(_UNDO, {"participant_id": ident.participant_id, "ids": json.dumps(ids)})
+    return len(rows)
+
+
+def entries(store: Store, ident: Identity, *, tx: Tx | None = None) -> list[HistoryEntry]:
+    """``ident``'s history, oldest first."""
+    with store.read(tx) as t:
+        auth.caller(t, ident)
+        rows = t.all(_ENTRIES, {"participant_id": ident.participant_id})
+    return [
+        HistoryEntry(
+            message_id=r["message_id"],
+            turn_id=r["turn_id"],
+            kind=r["kind"],
+            sender=r["sender"],
+            body=r["body"],
+            at_utc=r["at_utc"],
+        )
+        for r in rows
+    ]

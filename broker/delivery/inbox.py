@@ -1,0 +1,546 @@
+"""Inboxes as transactional queues (S13-S16, S32): claim, ack, release, extend,
+quarantine, requeue, restart recovery. The only writer of ``deliveries``
+(the operator's read-only views of them are ``broker.delivery.inbox_view``).
+
+An inbox is the ``deliveries`` rows of one recipient: ready -> processing ->
+done | quarantine. A claim is ONE statement in ``BEGIN IMMEDIATE``
+(``inbox.claim``): an ``UPDATE ... RETURNING`` of the oldest ready rows *and*
+processing rows whose lease expired (S15: no sweeper), with their messages.
+Each branch is an index range (``ix_deliveries_ready``, ``ix_deliveries_leased``)
+cut to ``LIMIT`` before the merge, so a claim reads ``limit`` rows whatever the
+backlog. A candidate claimed ``max_deliveries`` times goes to quarantine in the
+same statement; poison at the head is quarantined in windows that double
+(``inbox.quarantine_head``), so a claim never comes back empty while something
+is claimable.
+
+Lease tokens: a claim takes a fresh random token; ack / release / extend /
+quarantine present it. A token holds a row while it is processing under it,
+even past its expiry, until someone else claims the row (S14); then it is
+refused with ``LeaseLost``, naming the message ids. It stays on settled rows,
+so a second ack by the holder is recognised and returns 0; a row taken from a
+lease (by a claim after its expiry, or by recovery) keeps that lease's token as
+``lost_lease_token``, so a late settle of the whole lease names what it lost
+(``broker.delivery.lease_lost`` explains every miss). Every settle checks its caller
+first (S4: a participant that left settles nothing).
+
+Restart recovery (S32): a lease of a long-lived process records it
+(``broker.store.procs``); ``recover`` returns those of dead processes to ready. A
+transient claimer (one CLI call) records none: its leases end by expiry.
+
+Delivery is at-least-once (S16): a consumer de-duplicates by ``Delivery.id``
+and makes its own work and the ack one transaction, history first, ack second
+(``docs/delivery.md``); every write here takes ``tx=`` to join one. A claim
+makes its records after its commit: a failure there (like a crash) leaves the
+rows to their lease's expiry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from broker import errors
+from broker.delivery import lease_lost, waits, wake
+from broker.ids import fmt_ts, new_token, ts_after
+from broker.model import bounds
+from broker.model.records import Delivery, Lease
+from broker.spaces import auth
+from broker.spaces.auth import Identity
+from broker.spaces.spaces import resolve_id
+from broker.store import procs
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+MAX_LIMIT = 10_000
+MAX_LEASE_S = bounds.WEEK_S
+MAX_WAIT_S = bounds.DAY_S
+OWNER_MAX = 200
+EVIDENCE_MAX = 8000
+
+_INSERT = stmt("inbox.insert")
+_CLAIM = stmt("inbox.claim")
+_QUARANTINE_HEAD = stmt("inbox.quarantine_head")
+_CLAIMABLE = stmt("inbox.claimable")
+_NEXT_EXPIRY = stmt("inbox.next_expiry")
+_ACK = stmt("inbox.ack")
+_RELEASE = stmt("inbox.release")
+_EXTEND = stmt("inbox.extend")
+_QUARANTINE = stmt("inbox.quarantine")
+_LEASE_PROCESSES = stmt("inbox.lease_processes")
+_RECOVER = stmt("inbox.recover")
+_REQUEUE = stmt("inbox.requeue")
+
+_filled: dict[tuple[int, str], bool] = {}  # (store, participant): last claim filled its limit
+
+# What a delivery row holds when the writer leaves a column out (a new send).
+_DEFAULTS: dict[str, Any] = {
+    "state": "ready",
+    "attempts": 0,
+    "lease_token": None,
+    "lease_owner": None,
+    "lease_expires_at": None,
+    "acked_at_utc": None,
+    "last_error": None,
+    "quarantine_reason": None,
+    "lease_process": None,
+    "lost_lease_token": None,
+}
+
+
+# --- the one writer of deliveries -------------------------------------------------------
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert deliveries as given (ids, states and times kept), inside ``t``.
+
+    A send passes new deliveries (``id, space_id, message_id, recipient_id,
+    created_at_utc``: the rest defaults to a fresh ready row); the importer
+    passes every column."""
+    if len(rows) == 1:  # a single send, the hot path: execute is ~15 us under executemany
+        t.execute(_INSERT, {**_DEFAULTS, **rows[0]})
+    elif rows:
+        t.many(_INSERT, [{**_DEFAULTS, **r} for r in rows])
+
+
+# --- input at the edge (S33) ------------------------------------------------------------
+def check_limit(limit: object, field: str = "limit") -> int:
+    """How many deliveries one call may take: 1 to ``MAX_LIMIT``."""
+    return bounds.count(limit, field, top=MAX_LIMIT)
+
+
+def check_seconds(seconds: object, field: str = "lease") -> float:
+    """A lease length: at least a millisecond and at most 7 days."""
+    return bounds.seconds(seconds, field, top=MAX_LEASE_S)
+
+
+def check_wait(wait: object, field: str = "wait") -> float:
+    """How long a call may block: 0 (do not wait) to one day."""
+    return bounds.seconds(wait, field, top=MAX_WAIT_S, zero=True)
+
+
+def _check_token(token: object) -> str:
+    if type(token) is str and token.isascii() and 0 < len(token) <= 100:
+        return token  # the common case: a token as the claim returned it
+    if not isinstance(token, str) or not token:
+        raise errors.InvalidInput(
+            f"bad lease token {token!r}: the token the claim returned", field="lease_token"
+        )
+    return bounds.text(token, "lease_token", 100)
+
+
+def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        ids = [ids]
+    out = list(dict.fromkeys(bounds.text(i, "message id", 100) for i in ids))
+    if not out:
+        raise errors.InvalidInput(
+            "no message ids given (omit them to mean the whole lease)", field="ids"
+        )
+    return out
+
+
+def default_owner(ident: Identity) -> str:
+    return f"{ident.address}:{os.getpid()}"
+
+
+# --- claiming ----------------------------------------------------------------------------
+def claim_rows(
+    t: Tx,
+    recipient_id: str,
+    limit: int,
+    token: str,
+    owner: str,
+    now: str,
+    expires: str,
+    max_deliveries: int,
+    process: str | None = None,
+) -> list[Any]:
+    """The claim statement, inside ``t``: the rows of up to ``limit`` deliveries,
+    oldest first (``deliveries_of`` makes them records; ``claim``, after its commit).
+
+    Candidates past ``max_deliveries`` are quarantined by the same statement and
+    not returned. When that leaves the batch short, the poison at the head is
+    quarantined in windows that double and the claim runs again: each round
+    quarantines at least one row, so this ends, and it ends with ``limit``
+    deliveries or none left to claim."""
+    params: dict[str, Any] = {
+        "recipient_id": recipient_id,
+        "n": limit,
+        "now": now,
+        "max_deliveries": max_deliveries,
+        "token": token,
+        "owner": owner,
+        "expires": expires,
+        "process": process,
+    }
+    out: list[Any] = []
+    window = limit
+    while True:
+        rows = t.all(_CLAIM, params)
+        met_poison = False
+        for r in rows:
+            if r["state"] == "processing":
+                out.append(r)
+            else:  # quarantined by the statement: it was handed out max_deliveries times
+                met_poison = True
+        if not met_poison or len(rows) < params["n"]:
+            break  # no poison met, or the inbox has nothing more to offer
+        params["n"] = want = limit - len(out)
+        sweep: dict[str, Any] = {
+            "recipient_id": recipient_id,
+            "now": now,
+            "max_deliveries": max_deliveries,
+            "n": max(window, want),
+        }
+        while True:  # the whole window was poison: look twice as far
+            sweep["n"] *= 2
+            if len(t.all(_QUARANTINE_HEAD, sweep)) < sweep["n"]:
+                break
+        window = sweep["n"]
+    if len(out) > 1:
+        out.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
+    return out
+
+
+def deliveries_of(rows: list[Any]) -> list[Delivery]:
+    """Records of ``claim_rows``' rows (a row's message: one JSON array)."""
+    out: list[Delivery] = []
+    for r in rows:  # [kind, sender, body, urgent, thread, importance]
+        kind, sender, body, urgent, thread, importance = json.loads(r["message"])
+        out.append(
+            Delivery(
+                id=r["message_id"],
+                delivery_id=r["delivery_id"],
+                kind=kind,
+                sender=sender,
+                body=body,
+                urgent=bool(urgent),
+                created_at_utc=r["created_at_utc"],
+                deliveries=r["attempts"],
+                thread=thread,
+                importance=importance or "normal",
+            )
+        )
+    return out
+
+
+def next_expiry(t: Tx, recipient_id: str) -> str | None:
+    """When the inbox's next lease runs out (None: nothing is processing)."""
+    row = t.one(_NEXT_EXPIRY, {"recipient_id": recipient_id})
+    return None if row is None else row["expiry"]
+
+
+def _claim_once(
+    store: Store,
+    ident: Identity,
+    limit: int,
+    lease: float | None,
+    owner: str,
+    process: str | None,
+    tx: Tx | None,
+    want_expiry: bool,
+) -> tuple[Lease, str | None]:
+    now_dt = store.now()
+    now = fmt_ts(now_dt)
+    token = new_token()
+    key = (id(store), ident.participant_id)
+    if tx is None and not _filled.get(key) and not auth.beat_due(store, ident, now):
+        # A snapshot first: an inbox with nothing to claim (most claims of a busy
+        # swarm) is answered without the write lock, the caller re-checked (S10).
+        # Not after a claim that filled its limit (a backlog: no extra read).
+        with store.read() as t:
+            limits = auth.caller(t, ident).limits
+            if not t.one(_CLAIMABLE, {"recipient_id": ident.participant_id, "now": now})[0]:
+                expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
+                expiry = next_expiry(t, ident.participant_id) if want_expiry else None
+                return Lease(
+                    lease_token=token, owner=owner, expires_at=expires, deliveries=[]
+                ), expiry
+    with store.write(tx) as t:
+        limits = auth.caller(t, ident, now).limits
+        expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
+        rows = claim_rows(
+            t,
+            ident.participant_id,
+            limit,
+            token,
+            owner,
+            now,
+            expires,
+            limits.max_deliveries,
+            process,
+        )
+        expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
+    got = deliveries_of(rows)  # after the commit: the writer lock is free
+    _filled[key] = len(got) >= limit  # a path choice only, never an answer
+    if len(_filled) > 4096:
+        _filled.clear()
+    return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
+
+
+def claim(
+    store: Store,
+    ident: Identity,
+    limit: int = 1,
+    lease: float | None = None,
+    wait: float = 0.0,
+    owner: str | None = None,
+    *,
+    process: str | None = None,
+    tx: Tx | None = None,
+) -> Lease:
+    """Claim up to ``limit`` of the oldest deliveries of the caller's inbox (S13).
+
+    ``lease`` is in seconds (default: the space's ``lease_seconds``). With
+    ``wait`` > 0, blocks on the inbox's doorbell (S20) until something can be
+    claimed or ``wait`` seconds pass; an empty lease means nothing came.
+    ``process`` (``procs.this_process()``) marks the lease as held by this
+    process, for restart recovery (S32); None for a transient caller."""
+    if type(limit) is not int or not 0 < limit <= MAX_LIMIT:
+        limit = check_limit(limit)
+    if lease is not None:
+        lease = check_seconds(lease)
+    if wait != 0 or type(wait) not in (int, float):
+        wait = check_wait(wait)
+    owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
+    if wait == 0:
+        return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
+    if tx is not None:
+        raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
+    return waits.block(  # keeps the caller live while it waits (S27)
+        store,
+        ident,
+        wait,
+        lambda: _claim_once(store, ident, limit, lease, owner, process, None, True),
+        lambda got: bool(got.deliveries),
+    )
+
+
+# --- settling ----------------------------------------------------------------------------
+def settle(
+    t: Tx,
+    ident: Identity,
+    token: str,
+    ids: list[str] | None,
+    statement: str,
+    params: dict[str, Any],
+    settled_state: str | None,
+) -> list[str]:
+    """Run one settle ``statement`` (ack, release, extend, quarantine) on the rows
+    still held under ``token``; the message ids it moved. A miss is explained
+    (``broker.delivery.lease_lost``): settled before by the holder, lost, or unknown.
+
+    The caller is checked first, in ``t`` (S4, S10): a participant that left,
+    or whose token was replaced, settles nothing."""
+    auth.caller(t, ident, t.store.now_ts())
+    key = {"token": token, "recipient_id": ident.participant_id}
+    ids_json = None if ids is None else json.dumps(ids)
+    done = [r["message_id"] for r in t.all(statement, {**params, **key, "ids": ids_json})]
+    lease_lost.explain(t, ident, token, ids, done, settled_state)
+    return done
+
+
+def ack_all(t: Tx, recipient_id: str, token: str, now: str) -> list[str]:
+    """Ack every row still held under ``token`` (a confirmed turn, S18), inside
+    ``t``; the message ids acked."""
+    params = {"now": now, "token": token, "recipient_id": recipient_id, "ids": None}
+    return [r["message_id"] for r in t.all(_ACK, params)]
+
+
+def ack(
+    store: Store,
+    ident: Identity,
+    token: str,
+    ids: Iterable[str] | None = None,
+    *,
+    tx: Tx | None = None,
+) -> int:
+    """processing -> done for ``ids`` (message ids; None = the whole lease) (S14).
+
+    Returns how many were acked now; a repeat by the holder returns 0. A lease
+    that lost any of them raises ``LeaseLost`` and acks nothing."""
+    token = _check_token(token)
+    id_list = _norm_ids(ids)
+    with store.write(tx) as t:
+        done = settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
+    return len(done)
+
+
+def release(
+    store: Store,
+    ident: Identity,
+    token: str,
+    ids: Iterable[str] | None = None,
+    *,
+    error: str | None = None,
+    tx: Tx | None = None,
+) -> int:
+    """processing -> ready, for replay (S14); ``error`` is kept as evidence, and
+    so is the lease's owner (S15: a later quarantine names it).
+
+    The delivery count is not reset: past ``max_deliveries`` the next claim
+    quarantines it."""
+    token = _check_token(token)
+    id_list = _norm_ids(ids)
+    if error is not None:
+        error = bounds.text(error, "error", EVIDENCE_MAX)
+    with store.write(tx) as t:
+        done = settle(t, ident, token, id_list, _RELEASE, {"error": error}, "ready")
+        if done:
+            space_id, pid = ident.space_id, ident.participant_id
+            t.after_commit(lambda: wake.ring(store, space_id, [pid]))
+    return len(done)
+
+
+def extend(
+    store: Store,
+    ident: Identity,
+    token: str,
+    seconds: float | None = None,
+    ids: Iterable[str] | None = None,
+    *,
+    tx: Tx | None = None,
+) -> str:
+    """Push the lease's expiry to now + ``seconds`` (default ``lease_seconds``);
+    returns the new expiry."""
+    token = _check_token(token)
+    if seconds is not None:
+        seconds = check_seconds(seconds, "seconds")
+    id_list = _norm_ids(ids)
+    with store.write(tx) as t:
+        now = store.now()
+        if seconds is None:
+            seconds = auth.caller(t, ident).limits.lease_seconds
+        expires = ts_after(now, seconds)
+        settle(t, ident, token, id_list, _EXTEND, {"expires": expires}, None)
+    return expires
+
+
+def quarantine(
+    store: Store,
+    ident: Identity,
+    token: str,
+    message_id: str,
+    reason: str,
+    *,
+    error: str | None = None,
+    tx: Tx | None = None,
+) -> None:
+    """Set a bad message aside, with its evidence (S15); the queue goes on.
+
+    The operator lists it (``quarantined``) and can ``requeue`` it."""
+    token = _check_token(token)
+    reason = bounds.text(reason, "reason", EVIDENCE_MAX)
+    if not reason.strip():
+        raise errors.InvalidInput("a quarantine needs a reason", field="reason")
+    if error is not None:
+        error = bounds.text(error, "error", EVIDENCE_MAX)
+    ids = _norm_ids([message_id])
+    with store.write(tx) as t:
+        settle(t, ident, token, ids, _QUARANTINE, {"reason": reason, "error": error}, "quarantine")
+
+
+def quarantine_held(
+    t: Tx, recipient_id: str, token: str, ids: Sequence[str], reason: str
+) -> list[str]:
+    """Quarantine those of ``ids`` still held under ``token``, inside ``t`` (a failed
+    turn's input, S26; ``reason`` checked by the caller); the ids moved. Ids
+    claimed again meanwhile are left to the lease that holds them now."""
+    params = {
+        "token": token,
+        "recipient_id": recipient_id,
+        "ids": json.dumps(list(ids)),
+        "reason": reason,
+        "error": None,
+    }
+    return [r["message_id"] for r in t.all(_QUARANTINE, params)]
+
+
+def ack_and_claim(
+    store: Store,
+    ident: Identity,
+    token: str,
+    ids: Iterable[str] | None = None,
+    limit: int = 1,
+    lease: float | None = None,
+    owner: str | None = None,
+    *,
+    process: str | None = None,
+    tx: Tx | None = None,
+) -> Lease:
+    """Ack ``ids`` of lease ``token`` and claim the next ``limit`` in ONE transaction."""
+    token = _check_token(token)
+    limit = check_limit(limit)
+    if lease is not None:
+        lease = check_seconds(lease)
+    owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
+    id_list = _norm_ids(ids)
+    with store.write(tx) as t:
+        settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
+        got, _ = _claim_once(store, ident, limit, lease, owner, process, t, False)
+    return got
+
+
+# --- restart recovery (S32) ---------------------------------------------------------------
+def dead_processes(t: Tx, participant_id: str) -> list[str]:
+    """The processes holding the participant's leases that are gone (any transaction)."""
+    rows = t.all(_LEASE_PROCESSES, {"recipient_id": participant_id})
+    return [r["lease_process"] for r in rows if procs.gone(r["lease_process"])]
+
+
+def recover(t: Tx, participant_id: str, now: str) -> int:
+    """Restart recovery (S32), inside the write transaction ``t``: the
+    participant's processing deliveries whose owner process is gone return to
+    ready at once (the claim that took them counted the attempt); leases of
+    live processes, and of transient claimers (no process recorded), are
+    untouched. Returns how many came back."""
+    dead = dead_processes(t, participant_id)
+    if not dead:
+        return 0
+    back = t.all(
+        _RECOVER, {"recipient_id": participant_id, "now": now, "processes": json.dumps(dead)}
+    )
+    if back:
+        store = t.store
+
+        def ring() -> None:
+            wake.ring_keys(store, [wake.participant_key(participant_id)])
+
+        t.after_commit(ring)
+    return len(back)
+
+
+def recover_on_connect(store: Store, participant_id: str) -> int:
+    """``recover`` for a process that connects as the participant: one read when
+    nothing is to be recovered, a write transaction only when something is."""
+    with store.read() as t:
+        if not dead_processes(t, participant_id):
+            return 0
+    with store.write() as t:
+        return recover(t, participant_id, store.now_ts())
+
+
+# --- the operator's write (its read-only views are broker.delivery.inbox_view) ----------------------
+def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
+    """Put quarantined deliveries back to ready with a fresh delivery count.
+
+    ``ids`` are delivery ids or message ids (a message id requeues it in every
+    inbox where it is quarantined). An id matching nothing quarantined is an
+    error and nothing is requeued."""
+    id_list = list(dict.fromkeys(bounds.text(i, "id", 100) for i in ids))
+    if not id_list:
+        raise errors.InvalidInput("no ids given", field="ids")
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_REQUEUE, {"space_id": space_id, "ids": json.dumps(id_list)})
+        matched = {r["id"] for r in rows} | {r["message_id"] for r in rows}
+        unknown = [i for i in id_list if i not in matched]
+        if unknown:
+            raise errors.MessageNotFound(
+                f"not quarantined in space {space_id}: {', '.join(unknown)}", ids=unknown
+            )
+        woken = sorted({r["recipient_id"] for r in rows})
+        t.after_commit(lambda: wake.ring(store, space_id, woken))
+    return len(rows)

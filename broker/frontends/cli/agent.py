@@ -1,0 +1,162 @@
+"""broker agent run: any-language teammates (S26)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from broker.frontends.cli._common import (
+    COUNT,
+    EXIT_INTERRUPTED,
+    emit_json,
+    json_option,
+    main,
+    store,
+    ttl_option,
+    wait_option,
+)
+from broker.frontends.cli._output import safe
+from broker.vocab import ARCHETYPES
+
+if TYPE_CHECKING:
+    from broker.model.records import Turn
+
+
+@main.group()
+def agent() -> None:
+    """Run a process as a teammate of a space (operator)."""
+
+
+@agent.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("run_id")
+@click.argument("name")
+@click.option("--role", metavar="TEXT", help="Directory role.")
+@click.option(
+    "--archetype",
+    type=click.Choice(ARCHETYPES),
+    default="specialist",
+    show_default=True,
+    help="Directory: the kind of agent.",
+)
+@click.option("--task", metavar="TEXT", help="Directory task.")
+@click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
+@click.option(
+    "--parent", default="lead", show_default=True, metavar="ADDR", help="Who launched it."
+)
+@ttl_option("How long a turn may stay unconfirmed before it is redelivered.")
+@click.option("--max-turns", type=COUNT, metavar="N", help="Exit after this many turns.")
+@wait_option("Exit after waiting this long for a turn (default: wait for ever).", None)
+@click.option("--quiet", "-q", is_flag=True, help="No line per turn on stderr.")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    run_id: str,
+    name: str,
+    role: str | None,
+    archetype: str,
+    task: str | None,
+    agent_name: str | None,
+    parent: str,
+    ttl: float | None,
+    max_turns: int | None,
+    wait: float | None,
+    quiet: bool,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Join (or re-join) RUN_ID as NAME and run COMMAND once per turn.
+
+    The turn arrives as JSON on COMMAND's stdin. Each stdout line of the form
+    {"to": ..., "text": ...} (optionally thread, reply_to, importance,
+    ack_required, idempotency_key; any other field is refused) is sent as
+    NAME; other lines together are one reply to the lead. The turn's output
+    is sent as one batch: a refused line, or a non-zero exit, sends none of
+    it, quarantines the turn's messages, marks NAME failed and tells the lead
+    (exit 7); the reason is shown here too. COMMAND's stderr is shown as it
+    comes, and one line per turn says how it ended (--quiet: not those).
+    BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for COMMAND so it can call
+    `broker` itself. Write `--` before COMMAND.
+    """
+    from broker import errors
+    from broker.api.handles import Agent, Operator
+    from broker.teammates import runtime
+
+    runtime.check_options(ttl, wait)  # bad input joins nobody
+    s = store()
+    env_token = os.environ.get("BROKER_TOKEN")
+    if env_token and os.environ.get("BROKER_AS") == name:
+        me = Agent.connect(s, run_id, name, env_token)  # spawned with an identity: keep it
+        token = env_token
+    else:
+        # An operator command: it joins NAME on the agent's behalf with the
+        # operator key (S27), found as every operator command finds it (S29).
+        me, joined = Operator(s, via="cli").join(
+            run_id,
+            name,
+            agent=agent_name,
+            role=role,
+            archetype=archetype,
+            task=task,
+            parent=parent,
+            pid=os.getpid(),  # this process serves the turns: prune may watch it
+        )
+        token = joined.token
+    stop = threading.Event()
+    interrupted = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT:
+            interrupted.set()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    who = safe(me.address)
+
+    def show_stderr(line: str) -> None:
+        click.echo(f"{who}| {safe(line)}", err=True)
+
+    def show_note(note: str) -> None:
+        click.echo(f"{who}: {safe(note)}", err=True)
+
+    handler = runtime.command_handler(list(command), on_stderr=show_stderr, on_note=show_note)
+
+    def with_token(ctx: runtime.TeammateContext, turn: Turn) -> None:
+        ctx.extra["token"] = token
+        try:
+            handler(ctx, turn)
+        except Exception as exc:
+            # The reason the lead is told, here too (escaped: it quotes the command's output).
+            show_note(f"turn {turn.id} failed: {runtime.failure_reason(exc)}")
+            raise
+
+    def log_turn(turn: Turn, outcome: str, seconds: float) -> None:
+        if not quiet:
+            n = len(turn.items)
+            click.echo(
+                f"{who}: turn {turn.id}: {n} item{'' if n == 1 else 's'}, "
+                f"{outcome} in {seconds:.2f} s",
+                err=True,
+            )
+
+    status = runtime.serve(
+        me,
+        with_token,
+        stop=stop,
+        lease=ttl,
+        max_turns=max_turns,
+        idle_exit=wait,
+        on_turn=log_turn,
+    )
+    if as_json:
+        emit_json({"address": me.address, "status": status})
+    else:
+        click.echo(f"{who} {status}")
+    if status == "failed":
+        raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
+    if interrupted.is_set():
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)

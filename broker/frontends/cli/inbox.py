@@ -1,0 +1,288 @@
+"""`broker inbox ...` (an agent's queue and turns), `broker queue ...` (the
+operator's quarantine), `broker transcript` (S13-S20)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from broker.frontends.cli._common import (
+    COUNT,
+    agent,
+    emit_json,
+    emit_json_lines,
+    identity_options,
+    json_option,
+    keyvals,
+    main,
+    operator,
+    table,
+    ttl_option,
+    wait_option,
+)
+from broker.frontends.cli._output import block, safe, when
+
+if TYPE_CHECKING:
+    from broker.model.records import TurnRecord
+
+lease_token_option = click.option(
+    "--lease-token",
+    "lease_token",
+    required=True,
+    metavar="TOKEN",
+    help="The lease token `inbox claim` printed.",
+)
+
+
+@main.group()
+def inbox() -> None:
+    """Your inbox as a queue (claim, ack, release, extend, quarantine) and as
+    turns (next, seen). Identity from --space/--as/--token or BROKER_*.
+    Delivery is at-least-once: de-duplicate by message id."""
+
+
+@inbox.command("claim")
+@click.option(
+    "--limit", type=COUNT, metavar="N", default=1, show_default=True, help="Claim up to N messages."
+)
+@ttl_option("How long the lease lasts (default: the space's lease_seconds).")
+@wait_option("Block up to SECONDS for a message to arrive.")
+@identity_options
+@json_option
+def claim(
+    limit: int,
+    ttl: float | None,
+    wait: float,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Claim the oldest messages of your inbox under a lease; ack them with its
+    --lease-token when done."""
+    got = agent(space, as_, token).claim(limit=limit, lease=ttl, wait=wait)
+    if as_json:
+        if got.deliveries:
+            emit_json(got)
+        else:  # nothing was claimed: there is no lease to present
+            emit_json(
+                {"lease_token": None, "owner": got.owner, "expires_at": None, "deliveries": []}
+            )
+        return
+    if not got.deliveries:
+        click.echo("(no message)")
+        return
+    lines = [f"lease token {got.lease_token} until {got.expires_at}"]
+    for d in got.deliveries:
+        urgent = " URGENT" if d.urgent else ""
+        lines.append(f"{d.id} {d.kind}{urgent} from {safe(d.sender)} (delivery {d.deliveries}):")
+        lines.append(block(d.body, indent="  "))
+    click.echo("\n".join(lines))
+
+
+@inbox.command("ack")
+@lease_token_option
+@identity_options
+@json_option
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+def ack(
+    lease_token: str,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+    ids: tuple[str, ...],
+) -> None:
+    """Ack message IDs of a lease (none: the whole lease). A repeat acks 0."""
+    n = agent(space, as_, token).ack(lease_token, list(ids) or None)
+    emit_json({"acked": n}) if as_json else click.echo(f"acked {n}")
+
+
+@inbox.command("release")
+@lease_token_option
+@click.option("--error", metavar="TEXT", help="Why: kept as evidence on the delivery.")
+@identity_options
+@json_option
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+def release(
+    lease_token: str,
+    error: str | None,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+    ids: tuple[str, ...],
+) -> None:
+    """Give message IDs (none: the whole lease) back to the inbox for replay."""
+    n = agent(space, as_, token).release(lease_token, list(ids) or None, error=error)
+    emit_json({"released": n}) if as_json else click.echo(f"released {n}")
+
+
+@inbox.command("extend")
+@lease_token_option
+@ttl_option("The new length, from now (default: the space's lease_seconds).")
+@identity_options
+@json_option
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+def extend(
+    lease_token: str,
+    ttl: float | None,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+    ids: tuple[str, ...],
+) -> None:
+    """Extend a lease (or only message IDs of it) to --ttl seconds from now."""
+    expires = agent(space, as_, token).extend(lease_token, ttl, list(ids) or None)
+    if as_json:
+        emit_json({"lease_token": lease_token, "expires_at": expires})
+    else:
+        click.echo(f"lease token {safe(lease_token)} until {expires}")
+
+
+@inbox.command("quarantine")
+@lease_token_option
+@click.option("--reason", required=True, metavar="TEXT", help="Why the message is set aside.")
+@identity_options
+@json_option
+@click.argument("message_id", metavar="ID")
+def quarantine(
+    lease_token: str,
+    reason: str,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+    message_id: str,
+) -> None:
+    """Set message ID aside with a reason; the rest of the queue goes on."""
+    agent(space, as_, token).quarantine(lease_token, message_id, reason)
+    if as_json:
+        emit_json({"quarantined": message_id})
+    else:
+        click.echo(f"quarantined {safe(message_id)}")
+
+
+@inbox.command("next")
+@wait_option("Block up to SECONDS for something new.")
+@ttl_option("Redeliver the turn if it is not confirmed within SECONDS (default: lease_seconds).")
+@click.option("--limit", type=COUNT, metavar="N", help="At most N inbox messages (default: all).")
+@identity_options
+@json_option
+def next_(
+    wait: float,
+    ttl: float | None,
+    limit: int | None,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Your next turn: what to show the model, framed, in delivery order.
+
+    Confirm it with `broker inbox seen TURN` once the model call returned."""
+    turn = agent(space, as_, token).next_turn(wait=wait, lease=ttl, limit=limit)
+    if as_json:
+        emit_json(turn)
+        return
+    if turn.id is None and not turn.items:
+        click.echo("(nothing new)")
+        return
+    if turn.id is not None:
+        lines = [f"turn {turn.id} (confirm with: broker inbox seen {turn.id})"]
+    else:
+        lines = ["(nothing new; standing directives:)"]
+    for item in turn.items:
+        lines += ["", block(item.content)]
+    click.echo("\n".join(lines))
+
+
+@inbox.command("seen")
+@identity_options
+@json_option
+@click.argument("turn_id", metavar="TURN")
+def seen(
+    space: str | None, as_: str | None, token: str | None, as_json: bool, turn_id: str
+) -> None:
+    """Confirm TURN: ack its messages, advance the broadcast cursor, log a receipt."""
+    result = agent(space, as_, token).seen(turn_id)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(
+            f"turn {safe(turn_id)} seen: {len(result.message_ids)} messages, "
+            f"receipt {result.receipt_id}"
+        )
+
+
+@main.group()
+def queue() -> None:
+    """The operator's view of the inbox queues: quarantined deliveries, requeue."""
+
+
+@queue.command("quarantined")
+@click.argument("run_id")
+@json_option
+def quarantined(run_id: str, as_json: bool) -> None:
+    """List the quarantined deliveries of RUN_ID with their evidence."""
+    items = operator().quarantined(run_id)
+    if as_json:
+        emit_json_lines(items)
+        return
+    table(
+        [
+            (i.delivery_id, i.recipient, i.sender, i.deliveries, i.reason, i.last_error)
+            for i in items
+        ],
+        ["delivery", "inbox", "sender", "count", "reason", "last error"],
+        shrink=(4, 5),
+    )
+
+
+@queue.command("requeue")
+@click.argument("run_id")
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@json_option
+def requeue(run_id: str, ids: tuple[str, ...], as_json: bool) -> None:
+    """Put quarantined deliveries (delivery or message ids) back to ready."""
+    n = operator().requeue(run_id, list(ids))
+    emit_json({"requeued": n}) if as_json else click.echo(f"requeued {n}")
+
+
+@main.command("transcript")
+@click.argument("run_id")
+@click.argument("address")
+@json_option
+def transcript(run_id: str, address: str, as_json: bool) -> None:
+    """Rebuild ADDRESS's transcript in RUN_ID, turn by turn: what the model was
+    shown (received, injected), what it sent, notices (--json: one turn per line)."""
+    records = operator().transcript(run_id, address)
+    if as_json:
+        emit_json_lines(records)
+        return
+    if not records:
+        click.echo("(empty)")
+        return
+    for rec in records:
+        _print_turn(rec)
+
+
+def _print_turn(rec: TurnRecord) -> None:
+    if rec.turn_id is None:
+        click.echo("== before the first turn")
+    else:
+        state = f"{rec.state} at {when(rec.seen_at_utc)}" if rec.seen_at_utc else rec.state
+        keyvals([("== turn", rec.turn_id), ("at", when(rec.at_utc)), ("state", state)])
+    lines = []
+    for e in rec.injected:
+        lines.append(f"-- injected #{e.position} ({e.kind} {e.message_id})")
+        lines.append(block(e.content, indent="   "))
+    for e in rec.sent:
+        lines.append(f"-- sent {e.kind} {e.message_id} at {when(e.at_utc)}:")
+        lines.append(block(e.content, indent="   "))
+    for e in rec.notices:
+        lines.append(f"-- notice {e.kind} at {when(e.at_utc)}: {safe(e.content)}")
+    if lines:
+        click.echo("\n".join(lines))

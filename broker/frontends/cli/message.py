@@ -1,0 +1,473 @@
+"""`broker msg send|status|search|policy` (an agent's mail) and `broker
+message send|list|threads|search|status` (the operator's voice and the
+operator's read of the log)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from broker import errors
+from broker.frontends.cli._common import (
+    COUNT,
+    Whole,
+    agent,
+    emit_json,
+    emit_json_lines,
+    identity_options,
+    json_option,
+    main,
+    operator,
+    text_arg,
+)
+from broker.frontends.cli._output import TO_HELP, run_send, safe
+from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
+
+if TYPE_CHECKING:
+    from broker.model.records import AckStatus, LogEntry, SearchHit
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@main.group()
+def msg() -> None:
+    """Agent messaging: the msg.send tool (identity from --space/--as/--token)."""
+
+
+def mail_options(status_command: str) -> Callable[[F], F]:
+    """--thread, --reply-to, --importance, --ack-required: a send's mail
+    fields (S35), the same on ``msg send`` and the operator's ``message send``."""
+
+    def add(fn: F) -> F:
+        fn = click.option(
+            "--ack-required", is_flag=True, help=f"Ask who has seen it later: `{status_command}`."
+        )(fn)
+        fn = click.option(
+            "--importance",
+            type=click.Choice(["low", "normal", "high"]),
+            default="normal",
+            show_default=True,
+            help="Shown in the recipient's framing (urgent is the operator's).",
+        )(fn)
+        fn = click.option(
+            "--reply-to", metavar="ID", help="Answer message ID; the reply joins its thread (S35)."
+        )(fn)
+        return click.option("--thread", metavar="NAME", help="Put it in thread NAME (S35).")(fn)
+
+    return add
+
+
+@msg.command("send")
+@click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help=TO_HELP)
+@click.option(
+    "--idempotency-key",
+    metavar="KEY",
+    help="A repeat with the same key returns the first result and writes nothing.",
+)
+@mail_options("broker msg status ID")
+@identity_options
+@json_option
+@click.argument("text", nargs=-1, required=True)
+def msg_send(
+    to: tuple[str, ...],
+    idempotency_key: str | None,
+    thread: str | None,
+    reply_to: str | None,
+    importance: str,
+    ack_required: bool,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+    text: tuple[str, ...],
+) -> None:
+    """Send TEXT as yourself ('-' reads stdin). Exits 1 if it reached nobody."""
+    body = text_arg(text)
+    me = agent(space, as_, token)
+    run_send(
+        lambda: me.send(
+            list(to),
+            body,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+        ),
+        as_json,
+    )
+
+
+def _print_status(st: AckStatus, as_json: bool) -> None:
+    if as_json:
+        emit_json(st)
+        return
+    flag = " (ack required)" if st.ack_required else ""
+    click.echo(f"{st.id}{flag}: seen by {len(st.seen)} of {len(st.reached)}")
+    if st.seen:
+        click.echo(f"seen: {safe(', '.join(st.seen))}")
+    if st.not_seen:
+        click.echo(f"not seen: {safe(', '.join(st.not_seen))}")
+
+
+@msg.command("status")
+@click.argument("message_id")
+@identity_options
+@json_option
+def msg_status(
+    message_id: str, space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
+    """Who has seen MESSAGE_ID, a message you sent: those it reached whose
+    confirmed turn showed it, and those not yet."""
+    _print_status(agent(space, as_, token).status(message_id), as_json)
+
+
+@msg.command("policy")
+@click.argument(
+    "policy", required=False, type=click.Choice(["open", "parent-and-lead", "listed", "closed"])
+)
+@click.option(
+    "--allow",
+    multiple=True,
+    metavar="ADDR",
+    help="An address a 'listed' policy lets in (repeatable).",
+)
+@identity_options
+@json_option
+def msg_policy(
+    policy: str | None,
+    allow: tuple[str, ...],
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Show, or set, who may message you directly (S38): open (anyone),
+    parent-and-lead, listed (--allow ADDR...) or closed. The operator and the
+    lead always reach you; a refused sender's message is logged not_reached
+    with reason contact_policy."""
+    me = agent(space, as_, token)
+    if policy is None:
+        if allow:
+            raise errors.InvalidInput("--allow goes with the 'listed' policy", field="allow")
+        got = me.contact_policy()
+    else:
+        got = me.set_contact_policy(policy, list(allow))
+    if as_json:
+        emit_json(got)
+        return
+    click.echo(got.policy + (f": {safe(', '.join(got.allow))}" if got.allow else ""))
+
+
+def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
+    if as_json:
+        emit_json_lines(hits)
+        return
+    lines = []
+    for h in hits:
+        stamp = h.created_at_utc[:19].replace("T", " ")
+        where = f" [{safe(h.thread)}]" if h.thread else ""
+        lines.append(f"#{h.seq} {h.id} {stamp} {h.kind} {safe(h.sender)}{where}: {safe(h.snippet)}")
+    if lines:
+        click.echo("\n".join(lines))
+
+
+def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        (
+            click.option("--from", "sender", metavar="ADDR", help="Only messages ADDR sent."),
+            click.option(
+                "--to",
+                "to",
+                metavar="ADDR",
+                help="Only messages addressed to ADDR or that reached it.",
+            ),
+            click.option(
+                "--kind", metavar="KINDS", help="Comma-separated kinds, e.g. direct,post."
+            ),
+            click.option(
+                "--since", metavar="WHEN", help="Only since a UTC time or an age (10m, 2h)."
+            ),
+            click.option(
+                "--limit",
+                type=Whole(1, SEARCH_MAX),
+                default=SEARCH_DEFAULT,
+                show_default=True,
+                metavar="N",
+                help="At most N results, best first.",
+            ),
+        )
+    ):
+        fn = option(fn)
+    return fn
+
+
+SEARCH_HELP = f"""Query: {SEARCH_SYNTAX}.
+Best match first, matched words in [brackets]."""
+
+
+@msg.command("search", epilog=SEARCH_HELP)
+@click.argument("query")
+@_search_options
+@identity_options
+@json_option
+def msg_search(
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kind: str | None,
+    since: str | None,
+    limit: int,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Full-text search of the messages you sent or received (S36)."""
+    me = agent(space, as_, token)
+    hits = me.search(
+        query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
+    )
+    _print_hits(hits, as_json)
+
+
+@main.group()
+def message() -> None:
+    """The operator's messages: send to any participant, read the log."""
+
+
+@message.command("send")
+@click.argument("run_id")
+@click.option(
+    "--to",
+    "to",
+    multiple=True,
+    metavar="ADDR",
+    help="Recipient (default: an agentiflow's lead, else broadcast). Repeatable.",
+)
+@click.option("--urgent", is_flag=True, help="Shown ahead of everything else, marked URGENT:.")
+@click.option(
+    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
+)
+@mail_options("broker message status RUN_ID ID")
+@json_option
+@click.argument("text", nargs=-1, required=True)
+def message_send(
+    run_id: str,
+    to: tuple[str, ...],
+    urgent: bool,
+    idempotency_key: str | None,
+    thread: str | None,
+    reply_to: str | None,
+    importance: str,
+    ack_required: bool,
+    as_json: bool,
+    text: tuple[str, ...],
+) -> None:
+    """Send TEXT to RUN_ID as the operator ('-' reads stdin). Exits 1 if it
+    reached nobody."""
+    body = text_arg(text)
+    op = operator()
+    run_send(
+        lambda: op.send(
+            run_id,
+            body,
+            to=list(to) or None,
+            urgent=urgent,
+            idempotency_key=idempotency_key,
+            thread=thread,
+            reply_to=reply_to,
+            importance=importance,
+            ack_required=ack_required,
+        ),
+        as_json,
+    )
+
+
+def _kinds(value: str | None) -> list[str] | None:
+    from broker.vocab import MESSAGE_KINDS
+
+    if not value:
+        return None
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    for k in kinds:
+        if k not in MESSAGE_KINDS:
+            raise errors.InvalidInput(
+                f"unknown kind {k!r}: use {', '.join(MESSAGE_KINDS)}", field="kind"
+            )
+    return kinds
+
+
+def _after(value: str | None) -> str | int | None:
+    """--after: a seq (as `message list` shows it, with or without '#') or a message id."""
+    if value is None:
+        return None
+    digits = value.removeprefix("#")
+    if ascii_digits(digits) and len(digits) < 19:
+        return int(digits)
+    return value
+
+
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])", re.ASCII)
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _since(value: str | None) -> str | None:
+    """--since: an age (90s, 10m, 2h, 1d), or a time as the library reads one
+    (``client.utc_time``: ISO-8601, UTC or with an offset)."""
+    if value is None:
+        return None
+    from datetime import UTC, datetime, timedelta
+
+    ago = _AGO.fullmatch(value.strip())
+    if ago is None:
+        from broker.api.handles import utc_time
+
+        try:
+            return utc_time(value, "since")
+        except errors.InvalidInput:
+            raise errors.InvalidInput(
+                f"bad --since {value!r}: an ISO-8601 time (2026-11-30T03:52:00Z) or an age "
+                "(10m, 2h, 1d)",
+                field="since",
+            ) from None
+    seconds = float(ago.group(1)) * _UNIT[ago.group(2)]
+    if seconds > 100 * 365 * 86400:
+        raise errors.InvalidInput(f"bad --since {value!r}: at most 100 years ago", field="since")
+    moment = datetime.now(UTC) - timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _print_entries(entries: list[LogEntry], as_json: bool) -> None:
+    if as_json:
+        emit_json_lines(entries)
+        return
+    lines = []
+    for e in entries:
+        outcome = f" -> {safe(', '.join(e.reached))}" if e.reached else ""
+        if e.not_reached:
+            misses = ", ".join(f"{safe(n.address)}: {n.reason}" for n in e.not_reached)
+            outcome += f" [not reached: {misses}]"
+        flag = " URGENT" if e.urgent else ""
+        flag += f" {e.importance.upper()}" if e.importance != "normal" else ""
+        flag += f" [{safe(e.thread)}]" if e.thread else ""
+        stamp = e.created_at_utc[:19].replace("T", " ")
+        lines.append(
+            f"#{e.seq} {e.id} {stamp} {e.kind}{flag} {safe(e.sender)}{outcome}: {safe(e.body)}"
+        )
+    if lines:
+        click.echo("\n".join(lines))
+
+
+@message.command("list")
+@click.argument("run_id")
+@click.option(
+    "--after", metavar="SEQ|ID", help="Only messages after this one: its seq (#12 or 12) or id."
+)
+@click.option("--kind", metavar="KINDS", help="Comma-separated kinds, e.g. direct,operator.")
+@click.option("--from", "sender", metavar="ADDR", help="Only messages this participant sent.")
+@click.option(
+    "--to", "to", metavar="ADDR", help="Only messages addressed to ADDR or that reached it."
+)
+@click.option("--since", metavar="WHEN", help="Only messages since a UTC time or an age (10m, 2h).")
+@click.option("--limit", type=COUNT, metavar="N", help="The first N matching messages.")
+@click.option("--tail", type=COUNT, metavar="N", help="The last N matching messages.")
+@click.option("--thread", metavar="NAME", help="Only the messages of thread NAME (S35).")
+@click.option(
+    "--follow", is_flag=True, help="Then keep printing new messages until the space stops."
+)
+@json_option
+def message_list(
+    run_id: str,
+    after: str | None,
+    kind: str | None,
+    sender: str | None,
+    to: str | None,
+    since: str | None,
+    limit: int | None,
+    tail: int | None,
+    thread: str | None,
+    follow: bool,
+    as_json: bool,
+) -> None:
+    """Print the log of RUN_ID, oldest first: '#SEQ ID TIME KIND SENDER -> REACHED: BODY'
+    (--json: one object per line)."""
+    if limit is not None and tail is not None:
+        raise errors.InvalidInput("--limit and --tail exclude each other", field="tail")
+    if thread is not None and follow:
+        raise errors.InvalidInput("--thread and --follow exclude each other", field="follow")
+    filters: dict[str, Any] = {
+        "kinds": _kinds(kind),
+        "sender": sender,
+        "to": to,
+        "since": _since(since),
+    }
+    op = operator()
+    entries = op.log(
+        run_id, after=_after(after), limit=limit, tail=tail, **filters, **_thread(thread)
+    )
+    _print_entries(entries, as_json)
+    if follow:
+        last: str | int | None = entries[-1].seq if entries else _after(after)
+        if limit is not None:  # the first N were shown: what follows is what is new
+            newest = op.log(run_id, tail=1)
+            last = newest[0].seq if newest else last
+        for batch in op.follow(run_id, after=last, **filters):
+            _print_entries(batch, as_json)
+
+
+def _thread(thread: str | None) -> dict[str, str]:
+    # Only when given: a served operator's log takes no thread argument yet.
+    return {} if thread is None else {"thread": thread}
+
+
+@message.command("threads")
+@click.argument("run_id")
+@json_option
+def message_threads(run_id: str, as_json: bool) -> None:
+    """The threads of RUN_ID, most recently active first: 'THREAD N messages,
+    LAST TIME, SENDERS' (--json: one object per line)."""
+    found = operator().threads(run_id)
+    if as_json:
+        emit_json_lines(found)
+        return
+    for th in found:
+        stamp = th.last_at[:19].replace("T", " ")
+        click.echo(
+            f"{safe(th.thread)}: {th.messages} message{'s' * (th.messages != 1)}, "
+            f"last {stamp}, {safe(', '.join(th.senders))}"
+        )
+
+
+@message.command("search", epilog=SEARCH_HELP)
+@click.argument("run_id")
+@click.argument("query")
+@_search_options
+@json_option
+def message_search(
+    run_id: str,
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kind: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Full-text search of the whole log of RUN_ID (S36)."""
+    hits = operator().search(
+        run_id, query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
+    )
+    _print_hits(hits, as_json)
+
+
+@message.command("status")
+@click.argument("run_id")
+@click.argument("message_id")
+@json_option
+def message_status(run_id: str, message_id: str, as_json: bool) -> None:
+    """Who has seen MESSAGE_ID among those it reached."""
+    _print_status(operator().status(run_id, message_id), as_json)

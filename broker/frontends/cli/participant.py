@@ -1,0 +1,150 @@
+"""broker join / leave (S2-S5, S25): the one way in and the one way out.
+
+A participant's row is also its directory entry (role, archetype, task), so
+joining is registering and leaving is unregistering.
+"""
+
+from __future__ import annotations
+
+import click
+
+from broker.frontends.cli._common import (
+    Whole,
+    agent,
+    emit_json,
+    identity_options,
+    json_option,
+    main,
+    store,
+)
+from broker.frontends.cli._output import safe
+from broker.vocab import ARCHETYPES
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("codename")
+@click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
+@click.option(
+    "--run-id", "own_run_id", metavar="ID", help="Its own run id (default: the codename)."
+)
+@click.option("--step", metavar="NAME", help="Workflow step (step:NAME reaches it).")
+@click.option("--parent", metavar="ADDR", help="Address of the run that launched this one.")
+@click.option("--role", metavar="TEXT", help="Directory: short role description.")
+@click.option("--archetype", type=click.Choice(ARCHETYPES), help="Directory: the kind of agent.")
+@click.option("--task", metavar="TEXT", help="Directory: one-line task.")
+@click.option(
+    "--pid",
+    type=Whole(1, 2**31 - 1),
+    help="An ancestor's pid (e.g. $$ of the agent's shell, which runs the agent): the address "
+    "stays live while it runs, and `broker dir prune` records it as left once it is gone.",
+)
+@click.option("--lead", is_flag=True, help="Join as the lead (address 'lead').")
+@click.option(
+    "--messaging",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="off = receive-only (inherited by children).",
+)
+@click.option(
+    "--tool",
+    "tools",
+    multiple=True,
+    metavar="NAME",
+    help="Grant only these tools (repeatable; board.directive and board.retract only by name).",
+)
+@click.option(
+    "--join-key",
+    metavar="SECRET",
+    help="The space's join key (default: BROKER_JOIN_KEY); `space create` prints it.",
+)
+@click.option(
+    "--parent-token",
+    metavar="SECRET",
+    help="Join as a child of the participant whose token this is (instead of a join key).",
+)
+@click.option(
+    "--token",
+    "holder_token",
+    envvar="BROKER_TOKEN",
+    metavar="SECRET",
+    help="Re-join (retry) an address still held live: its holder's token.",
+)
+@json_option
+def join(
+    run_id: str,
+    codename: str,
+    agent_name: str | None,
+    own_run_id: str | None,
+    step: str | None,
+    parent: str | None,
+    role: str | None,
+    archetype: str | None,
+    task: str | None,
+    pid: int | None,
+    lead: bool,
+    messaging: str,
+    tools: tuple[str, ...],
+    join_key: str | None,
+    parent_token: str | None,
+    holder_token: str | None,
+    as_json: bool,
+) -> None:
+    """Join space RUN_ID as CODENAME (and register in its directory); prints
+    the address and a secret token, shown once.
+
+    Joining takes the space's join key (--join-key or BROKER_JOIN_KEY) or, for a
+    child, its parent's token (--parent-token): the child's grant is at most the
+    parent's. A retried run (CODENAME with an @N attempt) re-joins with the same
+    address and keeps its inbox; while the address is held live, the retry
+    presents the holder's token (--token or BROKER_TOKEN)."""
+    import os
+    import shlex
+
+    from broker.api.handles import Agent
+
+    if not join_key and not parent_token:
+        join_key = os.environ.get("BROKER_JOIN_KEY") or None
+    _, joined = Agent.join(
+        store(),
+        run_id,
+        codename,
+        join_key=join_key,
+        parent_token=parent_token,
+        token=holder_token or None,
+        agent=agent_name,
+        run_id=own_run_id,
+        step=step,
+        parent=parent,
+        role=role,
+        archetype=archetype,
+        task=task,
+        lead=lead,
+        messaging=messaging == "on",
+        tools=list(tools) if tools else None,
+        pid=pid,  # not this process (it exits at once): an ancestor, checked by the join
+    )
+    if as_json:
+        emit_json(joined)
+        return
+    address = safe(joined.address)
+    click.echo(f"address: {address}")
+    click.echo(f"token:   {joined.token}")
+    click.echo(
+        f"export BROKER_SPACE={joined.space_id} BROKER_AS={safe(shlex.quote(joined.address))} "
+        f"BROKER_TOKEN={joined.token}"
+    )
+
+
+@main.command()
+@identity_options
+@json_option
+def leave(space: str | None, as_: str | None, token: str | None, as_json: bool) -> None:
+    """Leave your space (and its directory); recorded in the participants journal."""
+    me = agent(space, as_, token)
+    me.leave()
+    if as_json:
+        emit_json({"address": me.address, "status": "left"})
+    else:
+        click.echo(f"{safe(me.address)} left")

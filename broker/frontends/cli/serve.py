@@ -1,0 +1,262 @@
+"""``broker serve``: the store over HTTP, SSE and a web console (spec §Served mode)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from broker import errors
+from broker.frontends.cli._common import SECONDS, Whole, json_option, main, store
+from broker.frontends.cli._output import emit_json
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# sun_path holds 108 bytes on Linux (104 on the BSDs and macOS), the last a NUL.
+UNIX_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    """Bind the Unix socket 0600 (the umask covers the moment between bind and chmod)."""
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX:
+        raise errors.InvalidInput(
+            f"cannot listen on {path}: the path is {size} bytes, and a Unix socket's path "
+            f"takes at most {UNIX_PATH_MAX}; give a shorter --socket",
+            field="socket",
+        )
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            if not path.is_socket():
+                raise errors.InvalidInput(f"{path} exists and is not a socket") from None
+            path.unlink()  # a server that died left it
+        else:
+            raise errors.Conflict(f"a server is already listening on {path}")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise errors.InvalidInput(
+            f"cannot listen on {path}: {exc.strerror or exc}", field="socket"
+        ) from None
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(1024)
+    return sock
+
+
+def _tcp_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted sockets inherit it: a response's head and body are two writes,
+    # and Nagle + the client's delayed ACK would hold the body ~40 ms.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise errors.InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(1024)
+    return sock
+
+
+@main.command()
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Unix socket to listen on (default: broker.sock beside the database, 0600).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="TCP address; anything but loopback needs --allow-remote.",
+)
+@click.option(
+    "--port",
+    type=Whole(0, 65535),
+    default=8787,
+    show_default=True,
+    help="TCP port (0: pick a free one).",
+)
+@click.option("--no-tcp", is_flag=True, help="Listen on the Unix socket only.")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback --host. Put TLS in front (a reverse proxy): "
+    "tokens travel in every request.",
+)
+# Tuning for the SSE tests (hidden): seconds between keep-alive comments, and
+# how long a stream's client may stall before the server drops it.
+@click.option("--keepalive", type=SECONDS, metavar="SECONDS", default=15.0, hidden=True)
+@click.option("--stall-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
+@click.option("--max-batch", type=Whole(1, 4096), default=64, hidden=True)
+# Seconds a request's head, and its body, may take to arrive (slow clients are cut off).
+@click.option("--header-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
+@click.option("--body-timeout", type=SECONDS, metavar="SECONDS", default=30.0, hidden=True)
+@click.option(
+    "--grace",
+    type=SECONDS,
+    metavar="SECONDS",
+    default=30.0,
+    show_default=True,
+    help="Seconds (at most 600) to let in-flight requests finish on SIGTERM.",
+)
+@click.option("--quiet", is_flag=True, help="No access log lines.")
+@json_option
+def serve(
+    socket_path: str | None,
+    host: str,
+    port: int,
+    no_tcp: bool,
+    allow_remote: bool,
+    keepalive: float,
+    stall_timeout: float,
+    max_batch: int,
+    header_timeout: float,
+    body_timeout: float,
+    grace: float,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Serve the store: HTTP API, SSE log streams and the web console.
+
+    Operators authenticate with the operator key, agents with their token
+    (both as 'Authorization: Bearer ...'). Clients: BROKER_URL=http://HOST:PORT
+    or BROKER_URL=unix:///path/to/broker.sock. With --json, where it listens
+    is printed once on stdout as one JSON object (scripts read the port
+    picked by --port 0 from it).
+    """
+    try:
+        import uvicorn
+
+        from broker.frontends.http.app import Options, create_app, log_to_stderr
+        from broker.frontends.http.deadlines import protocol
+    except ImportError as exc:
+        raise errors.BrokerError(
+            f"broker serve needs the 'serve' extra: pip install 'swarm-broker[serve]' ({exc.name})"
+        ) from None
+    for name, value, low, high in (
+        ("--grace", grace, 0.0, 600.0),
+        ("--keepalive", keepalive, 0.05, 300.0),
+        ("--stall-timeout", stall_timeout, 0.05, 600.0),
+        ("--header-timeout", header_timeout, 0.05, 600.0),
+        ("--body-timeout", body_timeout, 0.05, 3600.0),
+    ):
+        if not low <= value <= high:
+            raise errors.InvalidInput(f"bad {name} {value:g}: from {low:g} to {high:g} seconds")
+    if not no_tcp and not allow_remote and not _loopback(host):
+        raise errors.InvalidInput(
+            f"--host {host} is not loopback: pass --allow-remote (and put TLS in front)"
+        )
+    s = store(create=True)  # the server owns its store: it makes a new one
+    sock_path = Path(socket_path) if socket_path else Path(s.path).parent / "broker.sock"
+    sockets = [_unix_socket(sock_path)]
+    if not no_tcp:
+        sockets.append(_tcp_socket(host, port))
+    options = Options(
+        keepalive_s=keepalive,
+        stall_s=stall_timeout,
+        max_batch=max_batch,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+    )
+    app = create_app(s, options, mcp=_mcp_app(s))
+    if not quiet:
+        log_to_stderr()
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=round(grace),
+        timeout_keep_alive=30,
+        http=protocol(options.header_timeout_s, options.body_timeout_s),
+    )
+    server = _Server(config, app)
+    where = [f"unix://{sock_path}"]
+    if not no_tcp:
+        bound = sockets[1].getsockname()
+        where.append(f"http://{'[' + host + ']' if ':' in host else host}:{bound[1]}")
+
+    def announce() -> None:
+        click.echo(f"broker serve: {' '.join(where)} (store {s.path})", err=True)
+        if as_json:
+            emit_json({"urls": where, "store": str(s.path)})
+
+    try:
+        server.run(sockets, announce)
+    finally:
+        for sock in sockets:
+            sock.close()
+        with contextlib.suppress(OSError):
+            sock_path.unlink()
+
+
+def _mcp_app(s: Any) -> Any:
+    """The streamable-HTTP MCP app mounted at /mcp, when broker.frontends.mcp provides it."""
+    try:
+        from broker.frontends import mcp
+    except ImportError:
+        return None
+    http_app = getattr(mcp, "http_app", None)
+    return http_app(s) if http_app is not None else None
+
+
+class _Server:
+    """uvicorn's server, told first on SIGTERM so SSE streams end with their
+    resume point instead of holding the graceful shutdown open."""
+
+    def __init__(self, config: Any, app: Any) -> None:
+        import uvicorn
+
+        state = app.state.broker
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                state.shutdown()
+                super().handle_exit(sig, frame)
+
+        self.server = Server(config)
+
+    def run(self, sockets: list[socket.socket], announce: Callable[[], None]) -> None:
+        # A SIGTERM before uvicorn installs its own handlers (right after the
+        # announcement, say) asks the same graceful stop. uvicorn re-raises the
+        # signal it caught once it has shut down: this handler takes that too,
+        # so a SIGTERM handled gracefully is a clean exit (0), not a kill.
+        previous = signal.signal(signal.SIGTERM, self._early_stop)
+        try:
+            announce()
+            self.server.run(sockets=sockets)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _early_stop(self, sig: int, frame: Any) -> None:
+        self.server.should_exit = True

@@ -1,0 +1,292 @@
+"""broker space create|list|show|stop|archive (S1): the operator's spaces."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from broker.frontends.cli._common import (
+    confirm,
+    emit_json,
+    emit_json_lines,
+    is_terminal,
+    json_option,
+    keyvals,
+    main,
+    operator,
+    server,
+    store,
+    table,
+    yes_option,
+)
+from broker.frontends.cli._output import to_jsonable, when
+from broker.vocab import SPACE_KINDS, SPACE_STATES
+
+if TYPE_CHECKING:
+    from broker.model.records import Space, SpaceUsage
+
+
+@main.group()
+def space() -> None:
+    """Message spaces, one per root run (operator)."""
+
+
+def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
+    from broker import errors
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise errors.InvalidInput(
+                f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="settings"
+            )
+        out[key.strip()] = _setting_value(key.strip(), value.strip())
+    return out
+
+
+def _setting_value(key: str, text: str) -> object:
+    """A KEY=VALUE setting's number, read as the setting's type (a whole number
+    for the int settings, else a decimal): the library takes numbers, never
+    text (S33). Text that is no such number is passed on for the library to
+    refuse, naming the setting."""
+    from broker.vocab import INT_SETTINGS
+
+    try:
+        return int(text) if key in INT_SETTINGS else float(text)
+    except ValueError:
+        return text
+
+
+@space.command("create")
+@click.option("--kind", type=click.Choice(SPACE_KINDS), required=True, help="Kind of root run.")
+@click.option(
+    "--setting",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a limit, e.g. inbox_cap=512 (repeatable).",
+)
+@json_option
+def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
+    """Create a space (and the store if there is none); print its id and its
+    join key, shown this once, as one line for the shell:
+    `eval "$(broker space create --kind run)"` sets BROKER_SPACE and
+    BROKER_JOIN_KEY (--json: {"id": ..., "join_key": ..., ...})."""
+    if server() is not None:  # client mode: the server has the store
+        op = operator()
+    else:
+        from broker.api.handles import Operator
+
+        op = Operator(store(create=True), via="cli")
+    sp = op.create_space(
+        kind,  # type: ignore[arg-type]  # checked by click.Choice
+        **_parse_settings(settings),
+    )
+    if as_json:
+        emit_json(sp)
+    else:
+        click.echo(f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
+
+
+@space.command("join-key")
+@click.argument("run_id")
+@click.option(
+    "--rotate",
+    is_flag=True,
+    required=True,
+    help="Make a new join key (required: the old key is never shown again).",
+)
+@json_option
+def join_key(run_id: str, rotate: bool, as_json: bool) -> None:
+    """Give space RUN_ID a new join key and print it (S27): for a space made
+    before join keys, or whose key was lost or leaked. The old key stops
+    working; participants already in keep their tokens."""
+    new = operator().rotate_join_key(run_id)
+    if as_json:
+        emit_json(new)
+    else:
+        click.echo(f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
+
+
+@space.command("list")
+@click.option("--state", type=click.Choice(SPACE_STATES), help="Only spaces in this state.")
+@json_option
+def list_(state: str | None, as_json: bool) -> None:
+    """List the spaces of the store, oldest first."""
+    items = operator().spaces(state=state)  # type: ignore[arg-type]  # checked by click.Choice
+    if as_json:
+        emit_json_lines(items)
+    else:
+        table(
+            [(s.id, s.kind, s.state, when(s.created_at_utc)) for s in items],
+            ["id", "kind", "state", "created"],
+        )
+
+
+@space.command("show")
+@click.argument("run_id")
+@click.option("--top", type=int, default=10, show_default=True, help="Senders listed by log share.")
+@json_option
+def show(run_id: str, top: int, as_json: bool) -> None:
+    """Show one space (RUN_ID: full id, compact form or unique prefix): its
+    limits in effect and their use (S30): the log against log_max_mb, the
+    senders holding most of it, each inbox against inbox_cap."""
+    op = operator()
+    sp = op.get_space(run_id)
+    _show(sp, op.space_usage(sp.id, top=top), as_json)
+
+
+@space.command("set")
+@click.argument("run_id")
+@click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
+@json_option
+def set_(run_id: str, pairs: tuple[str, ...], as_json: bool) -> None:
+    """Change a space's limits, e.g. `broker space set RUN_ID log_max_mb=128
+    sender_share=0.25` (S30). Each setting is checked against its bounds (see
+    `space show`); the change is logged (`message list` shows it)."""
+    op = operator()
+    sp = op.get_space(run_id)
+    usage = op.set_space(sp.id, **_parse_settings(pairs))
+    _show(op.get_space(sp.id), usage, as_json)
+
+
+def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
+    from broker.vocab import describe_setting as describe
+    from broker.vocab import number
+
+    if as_json:
+        emit_json({**to_jsonable(sp), "usage": to_jsonable(usage)})
+        return
+    settings = ", ".join(f"{k}={_num(v)}" for k, v in sorted(sp.settings.items()))
+    pct = 100 * usage.log_bytes / usage.log_cap_bytes if usage.log_cap_bytes else 0.0
+    keyvals(
+        [
+            ("id", sp.id),
+            ("kind", sp.kind),
+            ("state", sp.state),
+            ("settings", settings or "(defaults)"),
+            ("created", when(sp.created_at_utc)),
+            ("updated", when(sp.updated_at_utc)),
+            (
+                "log",
+                f"{_mb(usage.log_bytes)} of {_mb(usage.log_cap_bytes)} ({pct:.1f}%), "
+                f"{usage.messages} rows; one sender at most {_mb(usage.sender_log_cap_bytes)}",
+            ),
+            ("inbox", f"one sender at most {usage.sender_inbox_cap} waiting in another's inbox"),
+        ]
+    )
+    click.echo()
+    table(
+        [
+            (k, number(v), describe(k), "set" if k in sp.settings else "default")
+            for k, v in usage.limits.items()
+        ],
+        ["setting", "in effect", "bounds", "from"],
+    )
+    click.echo()
+    table(
+        [
+            (u.sender, _mb(u.log_bytes), f"{100 * u.share:.1f}%", u.messages)
+            for u in usage.top_senders
+        ],
+        ["sender", "log", "share", "messages"],
+        empty="(no messages)",
+    )
+    click.echo()
+    table(
+        [(i.address, i.status, f"{i.waiting}/{i.cap}") for i in usage.inboxes],
+        ["participant", "status", "waiting"],
+        empty="(no participants)",
+    )
+
+
+def _num(v: object) -> str:
+    from broker.vocab import number
+
+    return number(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+
+
+def _mb(n: int) -> str:
+    from broker.vocab import human_size
+
+    return human_size(n)
+
+
+def _live(run_id: str) -> str:
+    n = len(operator().participants(run_id, include_left=False))
+    return f"{n} participant{'' if n == 1 else 's'}"
+
+
+@space.command("stop")
+@click.argument("run_id")
+@yes_option
+@json_option
+def stop(run_id: str, yes: bool, as_json: bool) -> None:
+    """Stop a space: it takes no more messages or participants, and those
+    still in it are recorded as left. Asks first (--yes for scripts)."""
+    sp = operator().get_space(run_id)
+    if sp.state == "running":
+        confirm(f"Stop {sp.id}? {_live(sp.id)} will be recorded as left.", yes)
+    sp = operator().stop_space(sp.id)
+    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+
+
+@space.command("archive")
+@click.argument("run_id")
+@yes_option
+@json_option
+def archive(run_id: str, yes: bool, as_json: bool) -> None:
+    """Archive a space: stopped for good, its history kept. Asks first (--yes for scripts)."""
+    sp = operator().get_space(run_id)
+    if sp.state != "archived":
+        extra = f" {_live(sp.id)} will be recorded as left." if sp.state == "running" else ""
+        confirm(f"Archive {sp.id} for good?{extra}", yes)
+    sp = operator().archive_space(sp.id)
+    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+
+
+@space.command("purge")
+@click.argument("run_id")
+@click.option(
+    "--export",
+    "export_dir",
+    required=True,
+    type=click.Path(),
+    help="Folder to export the space to first (JSONL layout); verified before anything goes.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@json_option
+def purge(run_id: str, export_dir: str, yes: bool, as_json: bool) -> None:
+    """Delete an archived space's rows, after exporting it to --export and checking
+    the export against the database (the only way rows leave the store; recorded
+    in the store's purge journal). Import the export to get the space back."""
+    import sys
+
+    from broker import errors
+    from broker.api.handles import Operator
+
+    if not yes:
+        if not is_terminal(sys.stdin):
+            raise errors.InvalidInput(
+                f"purging {run_id} deletes its rows: confirm at a terminal, or pass --yes"
+            )
+        if not click.confirm(
+            f"Export {run_id} to {export_dir}, check it, then delete the space's rows?",
+            err=True,
+        ):
+            raise errors.InvalidInput(f"not confirmed: nothing of {run_id} was deleted")
+    done = Operator(store()).purge_space(run_id, export_dir)
+    if as_json:
+        emit_json(done)
+    else:
+        keyvals(
+            [
+                ("purged", done.space_id),
+                ("export", done.export_dir),
+                ("digest", done.digest),
+                ("files", done.files),
+                *((f"deleted {table}", n) for table, n in done.counts.items()),
+            ]
+        )

@@ -1,0 +1,337 @@
+"""The ASGI application of ``broker serve``: routes, auth, errors, logs.
+
+Handlers run the public library (``broker.api.handles``): reads and other blocking
+calls on a bounded thread pool, writes through the group committer
+(``commit.py``), long-polls parked on the doorbell by the asyncio API (``broker.api.aio``: no
+thread per waiter), and SSE through one shared follower per space (``sse.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from anyio import CapacityLimiter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp
+
+from broker import __version__, errors
+from broker.api import aio
+from broker.api.aio import AsyncAgent, AsyncOperator
+from broker.api.handles import Agent, Operator
+from broker.frontends.http import routes_agent, routes_operator
+from broker.frontends.http.api import (
+    KINDS,
+    PREFIXES,
+    Call,
+    Endpoint,
+    echo,
+    json_response,
+    parse_body,
+    parse_query,
+    whole_number,
+)
+from broker.frontends.http.commit import Committer
+from broker.frontends.http.credentials import Credentials, bearer
+from broker.frontends.http.errors import error_response, plain
+from broker.frontends.http.middleware import AccessLog, BodyCap
+from broker.frontends.http.middleware import (
+    log_to_stderr as log_to_stderr,  # the CLI imports it here
+)
+from broker.frontends.http.results import Health
+from broker.frontends.http.sse import Hubs
+from broker.model.records import Space
+
+T = TypeVar("T")
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("broker.server")
+
+
+@dataclass(frozen=True)
+class Options:
+    max_body: int = 4 * 1024 * 1024  # bytes of a request body (413 past it)
+    keepalive_s: float = 15.0  # SSE comment line when the log is quiet
+    stall_s: float = 10.0  # an SSE subscriber that takes no write this long is cut off
+    max_batch: int = 64  # writes per group-commit transaction
+    workers: int = 16  # threads for reads and other blocking library calls
+    body_timeout_s: float = 30.0  # a request body must arrive whole this soon (408 past it)
+    header_timeout_s: float = 10.0  # a request's head must arrive this soon (deadlines.py)
+
+
+class ServerState:
+    """Everything a handler needs, shared by all requests."""
+
+    def __init__(self, store: Any, options: Options) -> None:
+        self.store = store
+        self.options = options
+        self.credentials = Credentials(store)
+        self.committer = Committer(store, max_batch=options.max_batch)
+        self.pool = CapacityLimiter(options.workers)
+        self.hubs: Hubs | None = None
+        self._twins: dict[str, AsyncAgent] = {}
+        self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)
+
+    def aio(self, agent: Agent) -> AsyncAgent:
+        """The asyncio twin of ``agent``, kept per participant: a turn taken by a
+        cancelled wait is handed to that participant's next turn request."""
+        key = agent.identity.participant_id
+        twin = self._twins.get(key)
+        if twin is None or twin.identity != agent.identity:
+            if len(self._twins) > 4096:
+                self._twins.clear()
+            twin = self._twins[key] = AsyncAgent.wrap(agent)
+        return twin
+
+    def shutdown(self) -> None:
+        if self.hubs is not None:
+            self.hubs.close()
+
+    def close(self) -> None:
+        self.shutdown()
+        self.committer.close()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """A blocking library call on the worker pool."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.pool)
+
+    async def write(self, fn: Callable[[Any], T]) -> T:
+        """A write, group-committed with its neighbours (``fn(tx)``)."""
+        return await self.committer.submit(fn)
+
+    async def wait(
+        self,
+        request: Request,
+        waiting: Callable[[float], Awaitable[T]],
+        now: Callable[[], Awaitable[T]],
+        wait: float,
+        undo: Callable[[T], Awaitable[Any]] | None = None,
+    ) -> T | Response:
+        """A long-poll: ``waiting(wait)`` parks on the caller's doorbell (the
+        asyncio API: no thread per waiter). On shutdown the wait is cut short
+        and the caller gets what is there now (``now()``), so in-flight
+        requests finish instead of holding the process. When the client goes
+        away the wait is cancelled: the asyncio API gives back a claim that
+        already ran, and ``undo`` gives back what a finished wait took in the
+        same instant; nothing is taken for a client that is no longer there."""
+        assert self.hubs is not None
+        parked = asyncio.ensure_future(waiting(wait))
+        stop = asyncio.ensure_future(self.hubs.shutdown.wait())
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({parked, stop, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            gone.cancel()
+        left = gone.done() and not gone.cancelled()
+        if parked.done() and not left:
+            return parked.result()
+        if parked.done():
+            if parked.exception() is None and undo is not None:
+                await undo(parked.result())
+        else:
+            parked.cancel()  # a claim that ran is given back by the asyncio API
+            with contextlib.suppress(asyncio.CancelledError):
+                await parked
+        if left:
+            return Response(status_code=499)  # nobody reads it: the access log says why
+        return await now()
+
+    def twin(self, agent: Agent) -> AsyncAgent | None:
+        """The asyncio twin of ``agent`` if a long-poll made one: it may hold a
+        turn a cancelled wait took, which its next turn request returns."""
+        twin = self._twins.get(agent.identity.participant_id)
+        return twin if twin is not None and twin.identity == agent.identity else None
+
+    def agent_for(self, call: Call) -> Agent:
+        """The caller as a participant; the path's space must be its own (401)."""
+        me: Agent = call.caller
+        kind, ref = call.params["kind"], call.params["id"].lower()
+        sid = me.space_id
+        if not sid.startswith(PREFIXES[kind]) or ref not in (sid, sid.split("_", 1)[1]):
+            raise errors.token_refused()  # someone else's space: S10's one message
+        return me
+
+    @staticmethod
+    def check_kind(kind: str, space: Space) -> None:
+        if space.kind not in KINDS[kind]:
+            raise errors.SpaceNotFound(f"no {kind[:-1]} {space.id}: it is a {space.kind}")
+
+    @staticmethod
+    def resume_point(call: Call) -> int:
+        header = call.request.headers.get("last-event-id")
+        if header is not None:
+            return whole_number("Last-Event-ID", header, 0, 2**62)
+        after: int | None = call.query.get("after_seq")
+        return after or 0
+
+
+def _dispatch(handlers: dict[str, Callable[[Request], Any]]) -> Callable[[Request], Any]:
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        response: Response = await handlers[method](request)
+        return response
+
+    return dispatch
+
+
+def _not_allowed(request: Request, allow: str) -> Response:
+    """405 with the methods the path takes (RFC 9110: ``Allow`` is required)."""
+    response = plain("method_not_allowed", f"{request.method} is not allowed here", 405)
+    response.headers["Allow"] = allow
+    return response
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body was read whole before: only
+    ``http.disconnect`` comes after it)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
+    async def handle(request: Request) -> Response:
+        secret = bearer(request.headers)
+        request.state.who = ep.auth
+        if ep.stream and request.method == "HEAD":
+            # Starlette answers HEAD for every GET route by running it: a
+            # stream's head would hold a subscriber that never ends.
+            return _not_allowed(request, "GET")
+        try:
+            if "kind" in request.path_params and request.path_params["kind"] not in KINDS:
+                raise errors.NotFound(f"no such collection {echo(request.path_params['kind'])}")
+            # Who calls, before anything else is read: 401/403 first, and the
+            # store decides on every request (auth.py: no cached handle).
+            caller: Any = None
+            if ep.auth == "operator":
+                caller = state.credentials.operator(secret)
+            elif ep.auth == "agent":
+                caller = await state.run(state.credentials.agent, secret)
+            body = None
+            if ep.body is not None:
+                body = parse_body(ep.body, await request.body())
+            elif ep.method in ("POST", "PATCH") and (await request.body()).strip() not in (
+                b"",
+                b"{}",
+            ):
+                raise errors.InvalidInput("this endpoint takes no body")
+            call = Call(
+                request=request,
+                state=state,
+                body=body,
+                query=parse_query(ep.query, request),
+                params=dict(request.path_params),
+                secret=secret,
+                caller=caller,
+            )
+            result = await ep.handler(call)
+        except errors.BrokerError as exc:
+            if isinstance(exc, errors.AuthError):
+                state.credentials.forget(secret)
+            return error_response(exc)
+        if isinstance(result, Response):
+            return result
+        return json_response(result, ep.status)
+
+    return handle
+
+
+def create_app(
+    store: Any, options: Options | None = None, *, mcp: ASGIApp | None = None
+) -> Starlette:
+    """The app serving ``store`` (a ``broker.Store``)."""
+    options = options or Options()
+    state = ServerState(store, options)
+    endpoints = routes_operator.endpoints() + routes_agent.endpoints()
+    routes: list[Any] = []
+    # One route per path, whatever its methods: a 405's Allow lists them all.
+    by_path: dict[str, dict[str, Callable[[Request], Any]]] = {}
+    for ep in endpoints:
+        by_path.setdefault(ep.path, {})[ep.method] = _handler(state, ep)
+    for path, handlers in by_path.items():
+        routes.append(Route(path, _dispatch(handlers), methods=list(handlers)))
+
+    async def healthz(request: Request) -> Response:
+        s = state.committer.stats
+        subs = sum(h.subscribers for h in state.hubs.hubs.values()) if state.hubs else 0
+        return json_response(Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting()))
+
+    document: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        if not document:
+            from broker.frontends.http.openapi import build
+
+            document.update(build(endpoints))
+        return JSONResponse(document)
+
+    async def console(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=_CONSOLE_HEADERS)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = STATIC / name
+        if name not in _ASSETS or not path.is_file():
+            return plain("not_found", f"no asset {echo(name)}", 404)
+        return FileResponse(path, headers=_CONSOLE_HEADERS)
+
+    routes += [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/", console, methods=["GET"]),
+        Route("/static/{name}", asset, methods=["GET"]),
+    ]
+    if mcp is not None:
+        routes.append(Mount("/mcp", app=mcp))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return plain("not_found", f"no endpoint {request.method} {request.url.path}", 404)
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        allow = (getattr(exc, "headers", None) or {}).get("Allow", "")
+        return _not_allowed(request, allow)
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
+        return plain("server_error", "internal error (logged); this is a bug", 500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: not_found, 405: not_allowed, Exception: crashed},
+        lifespan=lifespan,
+    )
+    app.state.broker = state
+    capped = BodyCap(app, options.max_body, options.body_timeout_s)
+    return AccessLog(capped)  # type: ignore[return-value]
+
+
+_ASSETS = {"console.js", "console.css"}
+_CONSOLE_HEADERS = {
+    # Agent text is rendered as text (textContent), and no script runs but ours.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}

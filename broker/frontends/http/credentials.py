@@ -1,0 +1,112 @@
+"""Who is calling: the Bearer credential of a request, checked by the library.
+
+Operator endpoints take the store's operator key (S29); agent endpoints take a
+participant's token, and the server derives the caller from it (S10): no body
+field, header or path part can name a sender. An agent token on an operator
+endpoint is ``forbidden`` (403), not ``auth_failed``: the caller is known, it
+is just not the operator.
+
+An agent token is checked against the store on every request, before the
+body is read (401/403 before 422): a re-join (new token) or a leave, by any
+process on the store, takes effect on the next request, ``GET /api/me``
+included. No handle is cached: a cache could answer for a token the store no
+longer knows. Every agent operation also re-checks its token inside its own
+transaction (``broker.spaces.auth.caller``). The operator key is re-verified every
+``OPERATOR_TTL_S`` (a rotated key takes effect within it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from broker import errors
+from broker.api.handles import Agent, Operator
+
+OPERATOR_TTL_S = 5.0  # re-verify the operator key this often (a rotated key takes effect)
+
+
+def bearer(headers: Any) -> str | None:
+    """The credential of an ``Authorization: Bearer <secret>`` header, or None."""
+    value = headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, secret = value.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return str(secret.strip())
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Credentials:
+    """Turns Bearer secrets into library handles (``Operator`` / ``Agent``)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._operators: dict[str, tuple[float, Operator]] = {}
+
+    # --- operator ------------------------------------------------------------------
+    def operator(self, secret: str | None) -> Operator:
+        if not secret:
+            raise errors.AuthError(
+                "operator key required: send it as 'Authorization: Bearer <key>'"
+            )
+        digest = _digest(secret)
+        cached = self._operators.get(digest)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < OPERATOR_TTL_S:
+            return cached[1]
+        try:
+            op = _make_operator(self.store, secret)
+        except errors.AuthError:
+            self._operators.pop(digest, None)
+            if self._is_agent(secret):
+                raise errors.Forbidden(
+                    "an agent token cannot use operator endpoints: they need the operator key"
+                ) from None
+            raise
+        if len(self._operators) > 16:
+            self._operators.clear()
+        self._operators[digest] = (now, op)
+        return op
+
+    # --- agent ---------------------------------------------------------------------
+    def agent(self, secret: str | None) -> Agent:
+        if not secret:
+            raise errors.token_refused()
+        try:
+            return Agent.from_token(self.store, secret)
+        except errors.AuthError:
+            if self._is_operator(secret):
+                raise errors.Forbidden(
+                    "the operator key is not an agent token: agent endpoints act as a participant"
+                ) from None
+            raise
+
+    def forget(self, secret: str | None) -> None:
+        """Drop a cached handle whose credential the library just refused."""
+        if secret:
+            self._operators.pop(_digest(secret), None)
+
+    def _is_agent(self, secret: str) -> bool:
+        try:
+            Agent.from_token(self.store, secret)
+        except errors.BrokerError:
+            return False
+        return True
+
+    def _is_operator(self, secret: str) -> bool:
+        try:
+            _make_operator(self.store, secret)
+        except errors.BrokerError:
+            return False
+        return True
+
+
+def _make_operator(store: Any, key: str) -> Operator:
+    """The library's check of the operator key (S29): ``auth_failed`` if not the store's."""
+    return Operator(store, key=key, via="cp")

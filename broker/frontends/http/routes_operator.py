@@ -1,0 +1,403 @@
+"""Operator endpoints: the operator key as Bearer (S29).
+
+The ``GET/POST /api/{runs,sessions,agentiflows}/{id}/messages`` of spec §Served mode, plus
+what the console needs: spaces, participants, the board and its claim
+journal, quarantine and requeue, and the log as an SSE stream. An operator
+message sent here is recorded ``via: cp`` (S9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker import errors
+from broker.api.handles import Operator
+from broker.frontends.http import bodies
+from broker.frontends.http.api import Call, Endpoint, Query
+from broker.frontends.http.results import Count
+from broker.frontends.http.routes_agent import SEARCH_QUERY
+from broker.frontends.http.sse import PAGE, EventStream
+from broker.model.records import (
+    AckStatus,
+    BoardEntry,
+    ClaimGrant,
+    CreatedSpace,
+    Joined,
+    JoinKey,
+    JournalEntry,
+    LogEntry,
+    Participant,
+    PathCheck,
+    QuarantinedDelivery,
+    QueueStats,
+    Reservation,
+    SearchHit,
+    SendResult,
+    Space,
+    SpaceUsage,
+    Thread,
+    TurnRecord,
+)
+from broker.vocab import MESSAGE_KINDS, SPACE_STATES
+
+BOARD_KINDS = ["post", "directive", "retract"]
+
+
+def _op(call: Call) -> Operator:
+    op: Operator = call.caller
+    return op
+
+
+async def _space(call: Call) -> tuple[Operator, Space]:
+    """The operator and the space named by the path (its kind must match)."""
+    op = _op(call)
+    space = await call.state.run(op.get_space, call.params["id"])
+    call.state.check_kind(call.params["kind"], space)
+    return op, space
+
+
+# --- spaces ----------------------------------------------------------------------------
+async def list_spaces(call: Call) -> Any:
+    op = _op(call)
+    return await call.state.run(lambda: op.spaces(state=call.query["state"]))
+
+
+async def create_space(call: Call) -> Any:
+    op = _op(call)
+    b: bodies.CreateSpaceBody = call.body
+    return await call.state.run(lambda: op.create_space(b.kind, **b.settings))
+
+
+async def show_space(call: Call) -> Any:
+    _, space = await _space(call)
+    return space
+
+
+async def space_usage(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.space_usage(space.id, top=call.query["top"] or 10))
+
+
+async def stop_space(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.stop_space, space.id)
+
+
+async def archive_space(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.archive_space, space.id)
+
+
+async def set_space(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.SettingsBody = call.body
+    return await call.state.run(lambda: op.set_space(space.id, **b.settings))
+
+
+# --- messages ---------------------------------------------------------------------------
+async def list_messages(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    if q["after"] is not None and q["after_seq"] is not None:
+        raise errors.InvalidInput(
+            "after and after_seq exclude each other: one cursor", field="after_seq"
+        )
+    # Without limit or tail, one page of 1000 (the client pages on); with both
+    # the library refuses them (they exclude each other).
+    limit = q["limit"] if q["limit"] is not None or q["tail"] is not None else 1000
+    return await call.state.run(
+        lambda: op.log(
+            space.id,
+            after=q["after_seq"] if q["after_seq"] is not None else q["after"],
+            kinds=q["kind"] or None,
+            sender=q["sender"],
+            to=q["to"],
+            since=q["since"],
+            limit=limit,
+            tail=q["tail"],
+            thread=q["thread"],
+        )
+    )
+
+
+async def threads(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.threads(space.id))
+
+
+async def search(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.search(
+            space.id,
+            q["query"] or "",
+            sender=q["from"],
+            to=q["to"],
+            kinds=q["kind"] or None,
+            since=q["since"],
+            limit=q["limit"] or 20,
+        )
+    )
+
+
+async def message_status(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.status(space.id, call.params["message_id"]))
+
+
+async def send_message(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorSendBody = call.body
+    return await call.state.write(
+        lambda tx: op.send(
+            space.id,
+            b.text,
+            to=b.to,
+            urgent=b.urgent,
+            idempotency_key=b.idempotency_key,
+            thread=b.thread,
+            reply_to=b.reply_to,
+            importance=b.importance,
+            ack_required=b.ack_required,
+            tx=tx,
+        )
+    )
+
+
+async def stream_messages(call: Call) -> Any:
+    op, space = await _space(call)
+    after = call.state.resume_point(call)
+
+    async def page(pos: int) -> list[LogEntry]:
+        rows: list[LogEntry] = await call.state.run(lambda: op.log(space.id, after=pos, limit=PAGE))
+        return rows
+
+    return EventStream(
+        call.state.hubs,
+        space.id,
+        after,
+        page,
+        keepalive_s=call.state.options.keepalive_s,
+        stall_s=call.state.options.stall_s,
+    )
+
+
+# --- participants, board, queue ------------------------------------------------------------
+async def participants(call: Call) -> Any:
+    op, space = await _space(call)
+    include_left = call.query["include_left"] is not False  # default: everyone
+    return await call.state.run(lambda: op.participants(space.id, include_left=include_left))
+
+
+async def participant(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.participant, space.id, call.params["address"])
+
+
+async def prune(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.PruneBody = call.body
+    return await call.state.run(  # Operator.prune has its own transaction (no group commit)
+        lambda: op.prune(
+            space.id, older_than=b.older_than, check_pid=b.check_pid, dry_run=b.dry_run
+        )
+    )
+
+
+async def join(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.JoinBody = call.body
+    fields = b.model_dump(exclude_none=True)
+    codename = fields.pop("codename")
+    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
+
+
+async def rotate_join_key(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.rotate_join_key, space.id)
+
+
+async def transcript(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.transcript, space.id, call.params["address"])
+
+
+async def board(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.log(space.id, after=q["after"], kinds=BOARD_KINDS, limit=q["limit"] or 1000)
+    )
+
+
+async def board_view(call: Call) -> Any:
+    op, space = await _space(call)
+    q = call.query
+    return await call.state.run(
+        lambda: op.board(space.id, after=q["after"], limit=q["limit"] or 100)
+    )
+
+
+async def queue_stats(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.queue_stats, space.id)
+
+
+async def claims(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.claims, space.id)
+
+
+async def journal(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
+
+
+async def reservations(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.reservations, space.id)
+
+
+async def check_paths(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
+
+
+async def release_key(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorKeyReleaseBody = call.body
+    return await call.state.run(
+        lambda: op.release_key(space.id, b.key, fence=b.fence, reason=b.reason)
+    )
+
+
+async def release_reservation(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.OperatorReservationReleaseBody = call.body
+    return await call.state.run(
+        lambda: op.release_reservation(space.id, b.fence, reason=b.reason)
+    )
+
+
+async def quarantined(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.quarantined, space.id)
+
+
+async def requeue(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.RequeueBody = call.body
+    n = await call.state.write(lambda tx: op.requeue(space.id, b.ids, tx=tx))
+    return Count(count=n)
+
+
+SPACE = "/api/{kind}/{id}"
+LIMIT = Query("limit", "int", "at most this many rows (default 1000)", 1, 10_000)
+AFTER = Query("after", "str", "only rows after this message id")
+
+
+def endpoints() -> list[Endpoint]:
+    e = [
+        Endpoint("GET", "/api/spaces", list_spaces, "operator", "List spaces",
+                 query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
+                 returns=list[Space]),
+        Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
+                 body=bodies.CreateSpaceBody, returns=CreatedSpace, status=201),
+        Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
+        Endpoint("POST", SPACE + "/stop", stop_space, "operator",
+                 "Stop a space (it takes no new message or participant)", returns=Space),
+        Endpoint("POST", SPACE + "/archive", archive_space, "operator", "Archive a space (final)",
+                 returns=Space),
+        Endpoint("GET", SPACE + "/messages", list_messages, "operator",
+                 "The space's log, in sequence order",
+                 query=(AFTER,
+                        Query("after_seq", "int", "only rows after this seq", 0, 2**63 - 1),
+                        Query("kind", "list", "only these kinds (repeatable)",
+                              choices=MESSAGE_KINDS),
+                        Query("sender", "str", "only rows from this exact sender address"),
+                        Query("to", "str", "only rows addressed to or reaching this address"),
+                        Query("since", "time", "only rows created at or after this ISO-8601 "
+                              "UTC time"),
+                        LIMIT,
+                        Query("tail", "int", "only the last N rows (not with limit)", 1,
+                              1_000_000),
+                        Query("thread", "str", "only this thread (S35)")),
+                 returns=list[LogEntry]),
+        Endpoint("GET", SPACE + "/threads", threads, "operator",
+                 "The space's threads, most recently active first (S35)",
+                 returns=list[Thread]),
+        Endpoint("GET", SPACE + "/search", search, "operator",
+                 "Full-text search of the space's log (S36)", query=SEARCH_QUERY,
+                 returns=list[SearchHit]),
+        Endpoint("GET", SPACE + "/messages/{message_id}/status", message_status, "operator",
+                 "Who has seen a message", returns=AckStatus,
+                 path_params={"message_id": "the message's id"}),
+        Endpoint("POST", SPACE + "/messages", send_message, "operator",
+                 "Send an operator message (recorded via: cp)",
+                 body=bodies.OperatorSendBody, returns=SendResult),
+        Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
+                 "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
+                 query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
+                              0, 2**62),),
+                 stream=True),
+        Endpoint("GET", SPACE + "/participants", participants, "operator",
+                 "Participants with status and last seen",
+                 query=(Query("include_left", "bool",
+                              "also those that left (default true)"),),
+                 returns=list[Participant]),
+        Endpoint("GET", SPACE + "/participants/{address}", participant, "operator",
+                 "One participant (its directory entry)", returns=Participant,
+                 path_params={"address": "the participant's address"}),
+        Endpoint("POST", SPACE + "/prune", prune, "operator",
+                 "Record stale participants as left (S25); dry_run lists them only",
+                 body=bodies.PruneBody, returns=list[Participant]),
+        Endpoint("GET", SPACE + "/participants/{address}/transcript", transcript, "operator",
+                 "A participant's transcript, turn by turn (S19)", returns=list[TurnRecord],
+                 path_params={"address": "the participant's address"}),
+        Endpoint("GET", SPACE + "/board", board, "operator",
+                 "Board posts, directives and retractions (log rows)",
+                 query=(AFTER, LIMIT), returns=list[LogEntry]),
+        Endpoint("GET", SPACE + "/board/view", board_view, "operator",
+                 "board.view: what board.read returns (directives with in_force)",
+                 query=(AFTER, Query("limit", "int", "at most this many (default 100)", 1,
+                                     1000)),
+                 returns=list[BoardEntry]),
+        Endpoint("GET", SPACE + "/queue", queue_stats, "operator",
+                 "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
+        Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
+                 returns=list[ClaimGrant]),
+        Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
+                 "End a live key claim whoever holds it (S22; journaled operator: reason)",
+                 body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),
+        Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
+                 "The claim journal (S23)",
+                 query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
+        Endpoint("GET", SPACE + "/reservations", reservations, "operator",
+                 "Live path reservations (S37)", returns=list[Reservation]),
+        Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
+                 "Who holds what covers each path (S37)", body=bodies.PathsBody,
+                 returns=list[PathCheck]),
+        Endpoint("POST", SPACE + "/reservations/release", release_reservation, "operator",
+                 "End a live path reservation whoever holds it (S37; journaled operator: "
+                 "reason)", body=bodies.OperatorReservationReleaseBody, returns=JournalEntry),
+        Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
+                 "Quarantined deliveries with their evidence (S15)",
+                 returns=list[QuarantinedDelivery]),
+        Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
+                 "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
+    ]  # fmt: skip
+    e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
+                      "Change a space's limits (S30; bounded, logged)", body=bodies.SettingsBody,
+                      returns=SpaceUsage))  # fmt: skip
+    e.append(Endpoint("GET", SPACE + "/usage", space_usage, "operator",
+                      "A space's limits in effect and their use (S30)",
+                      query=(Query("top", "int", "senders listed (default 10)", 1, 1000),),
+                      returns=SpaceUsage))  # fmt: skip
+    e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
+                      "Join a participant on an agent's behalf (its token is shown once)",
+                      body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
+    e.append(Endpoint("POST", SPACE + "/join-key", rotate_join_key, "operator",
+                      "A new join key for the space (S27; the old one stops working)",
+                      returns=JoinKey))  # fmt: skip
+    return e

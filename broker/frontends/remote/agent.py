@@ -1,0 +1,314 @@
+"""``RemoteAgent``: ``broker.api.handles.Agent`` over HTTP (client mode)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from broker import errors
+from broker.frontends.remote.codec import from_dict, list_of
+from broker.frontends.remote.reservations import RemoteAgentPaths
+from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
+from broker.model import records
+from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.model.typecheck import checked
+from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
+
+if TYPE_CHECKING:
+    # Built on first use (broker.model.records loads them lazily): a client-mode
+    # `broker msg send` never pays for the classes of search, status, policy,
+    # board, history and roster (~12 ms of a ~100 ms process).
+    from broker.model.records import (
+        AckStatus,
+        BoardEntry,
+        ContactPolicy,
+        HistoryEntry,
+        Participant,
+        SearchHit,
+    )
+
+
+def search_query(
+    query: str,
+    sender: str | None,
+    to: str | None,
+    kinds: Iterable[str] | None,
+    since: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The search endpoints' query string (S36), for the agent and the operator."""
+    return {
+        "query": query,
+        "from": sender,
+        "to": to,
+        "kind": list(kinds or []),
+        "since": since,
+        "limit": limit,
+    }
+
+
+def _ids(ids: Iterable[str] | None) -> list[str] | None:
+    return None if ids is None else [str(i) for i in ids]
+
+
+# --- the agent ---------------------------------------------------------------------------
+@checked
+class RemoteAgent(RemoteAgentPaths):
+    """``broker.api.handles.Agent`` over HTTP: the token is the only credential.
+
+    The same methods with the same parameters as ``Agent`` (a test compares
+    their signatures), but ``tx`` (a served call is its own transaction),
+    ``join`` (in served mode the operator joins agents: ``RemoteOperator.join``)
+    and the teammates runtime's turn bookkeeping (see ``NOT_SERVED`` in
+    tests/test_remote_parity.py)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        token: str,
+        space: str | None = None,
+        address: str | None = None,
+        *,
+        transient: bool = False,
+    ) -> None:
+        if not token:
+            raise errors.token_refused()
+        self.conn = conn
+        self.token = token
+        self._space = space
+        self._address = address
+        # Kept for parity with Agent: a served lease is held by the server's
+        # process and ends by ack, release or expiry whatever this process does.
+        self.transient = transient
+
+    @classmethod
+    def connect(
+        cls,
+        conn: Connection,
+        space: str | None,
+        address: str | None,
+        token: str | None,
+        *,
+        transient: bool = False,
+    ) -> RemoteAgent:
+        """Like ``Agent.connect``; the server checks the token (space and address
+        only shape the path: the server derives who is calling)."""
+        return cls(conn, token or "", space, address, transient=transient)
+
+    @classmethod
+    def from_token(cls, conn: Connection, token: str | None) -> RemoteAgent:
+        """Like ``Agent.from_token``: the participant the token belongs to
+        (asked of the server on first use)."""
+        return cls(conn, token or "")
+
+    def _who(self) -> None:
+        me = self.conn.call("GET", "/api/me", secret=self.token)
+        self._space, self._address = me["space_id"], me["address"]
+
+    @property
+    def space_id(self) -> str:
+        if self._space is None:
+            self._who()
+        assert self._space is not None
+        return self._space
+
+    @property
+    def address(self) -> str:
+        if self._address is None:
+            self._who()
+        assert self._address is not None
+        return self._address
+
+    def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        return self.conn.call(
+            method, f"{space_path(self.space_id)}/agent{path}", secret=self.token, body=body, **kw
+        )
+
+    def _one(self, cls: type, data: Any) -> Any:
+        """Decoding for the path-reservation methods (broker.frontends.remote.reservations)."""
+        return from_dict(cls, data)
+
+    def _many(self, cls: type, data: Any) -> list[Any]:
+        return list_of(cls, data)
+
+    def send(
+        self,
+        to: str | Iterable[str],
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
+    ) -> SendResult:
+        targets = [to] if isinstance(to, str) else list(to)
+        body = {
+            "to": targets,
+            "text": text,
+            "idempotency_key": idempotency_key,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
+        }
+        return from_dict(SendResult, self._call("POST", "/send", body))  # type: ignore[no-any-return]
+
+    def search(
+        self,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = SEARCH_DEFAULT,
+    ) -> list[SearchHit]:
+        q = search_query(query, sender, to, kinds, since, limit)
+        return list_of(records.SearchHit, self._call("GET", "/search", query=q))
+
+    def status(self, message_id: str) -> AckStatus:
+        data = self._call("GET", f"/messages/{quote(message_id, safe='')}/status")
+        return from_dict(records.AckStatus, data)  # type: ignore[no-any-return]
+
+    def contact_policy(self) -> ContactPolicy:
+        return from_dict(records.ContactPolicy, self._call("GET", "/policy"))  # type: ignore[no-any-return]
+
+    def set_contact_policy(self, policy: str, allow: Iterable[str] = ()) -> ContactPolicy:
+        data = self._call("POST", "/policy", {"policy": policy, "allow": list(allow)})
+        return from_dict(records.ContactPolicy, data)  # type: ignore[no-any-return]
+
+    def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
+        """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
+        data = self._call("POST", "/send-many", {"items": [dict(i) for i in items]})
+        return list_of(SendResult, data)
+
+    def post(
+        self, text: str, *, addressed_to: Iterable[str] = (), idempotency_key: str | None = None
+    ) -> SendResult:
+        body = {
+            "text": text,
+            "addressed_to": list(addressed_to),
+            "idempotency_key": idempotency_key,
+        }
+        return from_dict(SendResult, self._call("POST", "/post", body))  # type: ignore[no-any-return]
+
+    def directive(
+        self, to: str | Iterable[str], text: str, *, idempotency_key: str | None = None
+    ) -> SendResult:
+        targets = [to] if isinstance(to, str) else list(to)
+        body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
+        return from_dict(SendResult, self._call("POST", "/directive", body))  # type: ignore[no-any-return]
+
+    def retract(self, directive_id: str) -> SendResult:
+        data = self._call("POST", "/retract", {"directive_id": directive_id})
+        return from_dict(SendResult, data)  # type: ignore[no-any-return]
+
+    def leave(self) -> None:
+        self._call("POST", "/leave")
+
+    def board_read(
+        self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
+        return list_of(
+            records.BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
+        )
+
+    def claim_key(self, key: str, ttl: float = 300.0) -> ClaimGrant:
+        data = self._call("POST", "/board/claim", {"key": key, "ttl": ttl})
+        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
+
+    def release_key(self, key: str, fence: int) -> JournalEntry:
+        data = self._call("POST", "/board/release", {"key": key, "fence": fence})
+        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
+
+    def renew_key(self, key: str, fence: int, ttl: float = 300.0) -> ClaimGrant:
+        data = self._call("POST", "/board/renew", {"key": key, "fence": fence, "ttl": ttl})
+        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
+
+    def claim(
+        self,
+        limit: int = 1,
+        lease: float | None = None,
+        wait: float = 0.0,
+        owner: str | None = None,
+    ) -> Lease:
+        body = {"limit": limit, "lease": lease, "wait": wait, "owner": owner or self._owner()}
+        data = self._call("POST", "/inbox/claim", body, timeout=_poll_timeout(wait))
+        return from_dict(Lease, data)  # type: ignore[no-any-return]
+
+    def _owner(self) -> str:
+        # The claiming process, as in embedded mode: a restart on this host
+        # gets its own work back at once (S32).
+        return f"{self.address}:{os.getpid()}"
+
+    def ack(self, lease_token: str, ids: Iterable[str] | None = None) -> int:
+        data = self._call("POST", "/inbox/ack", {"lease_token": lease_token, "ids": _ids(ids)})
+        return int(data["count"])
+
+    def release(
+        self, lease_token: str, ids: Iterable[str] | None = None, *, error: str | None = None
+    ) -> int:
+        body = {"lease_token": lease_token, "ids": _ids(ids), "error": error}
+        return int(self._call("POST", "/inbox/release", body)["count"])
+
+    def ack_and_claim(
+        self,
+        lease_token: str,
+        ids: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float | None = None,
+    ) -> Lease:
+        """Ack and claim the next ``limit`` in one transaction."""
+        body = {"lease_token": lease_token, "ids": _ids(ids), "limit": limit, "lease": lease}
+        return from_dict(Lease, self._call("POST", "/inbox/ack-and-claim", body))  # type: ignore[no-any-return]
+
+    def extend(
+        self, lease_token: str, seconds: float | None = None, ids: Iterable[str] | None = None
+    ) -> str:
+        body = {"lease_token": lease_token, "seconds": seconds, "ids": _ids(ids)}
+        return str(self._call("POST", "/inbox/extend", body)["expires_at"])
+
+    def quarantine(
+        self, lease_token: str, message_id: str, reason: str, *, error: str | None = None
+    ) -> None:
+        body = {
+            "lease_token": lease_token,
+            "message_id": message_id,
+            "reason": reason,
+            "error": error,
+        }
+        self._call("POST", "/inbox/quarantine", body)
+
+    def next_turn(
+        self, wait: float = 0.0, lease: float | None = None, limit: int | None = None
+    ) -> Turn:
+        body = {"wait": wait, "lease": lease, "limit": limit}
+        data = self._call("POST", "/turn", body, timeout=_poll_timeout(wait))
+        return from_dict(Turn, data)  # type: ignore[no-any-return]
+
+    def seen(self, turn_id: str) -> TurnSeen:
+        data = self._call("POST", f"/turn/{quote(turn_id, safe='')}/seen")
+        return from_dict(TurnSeen, data)  # type: ignore[no-any-return]
+
+    def set_status(self, status: str) -> None:
+        """This agent's own status (running, idle, failed, shutdown)."""
+        self._call("POST", "/status", {"status": status})
+
+    def history(self) -> list[HistoryEntry]:
+        """This agent's history, oldest first."""
+        return list_of(records.HistoryEntry, self._call("GET", "/history"))
+
+    def me(self) -> Participant:
+        """This participant's own directory row (status, grant, ``waiting``)."""
+        return from_dict(records.Participant, self._call("GET", "/me"))  # type: ignore[no-any-return]
+
+    def granted(self) -> list[str]:
+        """The broker tools (S24) this participant holds now, sorted."""
+        return [str(name) for name in self._call("GET", "/granted")]
+
+
+def _poll_timeout(wait: float) -> float | None:
+    return None if not wait or wait <= 0 else float(wait) + TIMEOUT_S

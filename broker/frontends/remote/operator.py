@@ -1,0 +1,375 @@
+"""``RemoteOperator``: ``broker.api.handles.Operator`` over HTTP (client mode)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+from broker import errors
+from broker.frontends.remote.agent import RemoteAgent, search_query
+from broker.frontends.remote.codec import error_from, from_dict, list_of
+from broker.frontends.remote.reservations import RemoteOperatorPaths
+from broker.frontends.remote.wire import Connection, events, json_or_none, space_path
+from broker.model.records import (
+    AckStatus,
+    BoardEntry,
+    ClaimGrant,
+    CreatedSpace,
+    Joined,
+    JoinKey,
+    JournalEntry,
+    LogEntry,
+    Participant,
+    QuarantinedDelivery,
+    QueueStats,
+    SearchHit,
+    SendResult,
+    Space,
+    SpaceUsage,
+    Thread,
+    TurnRecord,
+    log_matches,
+)
+from broker.model.typecheck import checked, utc_time
+from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
+
+
+# --- the operator ------------------------------------------------------------------------
+@checked
+class RemoteOperator(RemoteOperatorPaths):
+    """``broker.api.handles.Operator`` over HTTP: the operator key is the credential
+    (the argument, else ``BROKER_OPERATOR_KEY``); the server records ``via: cp``.
+
+    The same methods with the same parameters as ``Operator`` (a test compares
+    their signatures), but ``tx`` (a served call is its own transaction) and
+    the methods that need the database file on this host (doctor, backup,
+    vacuum, export, import, purge: run them where the file is)."""
+
+    def __init__(self, conn: Connection, key: str | None = None) -> None:
+        key = key or os.environ.get("BROKER_OPERATOR_KEY")
+        if not key:
+            raise errors.AuthError(
+                "operator key required: set BROKER_OPERATOR_KEY (client mode has no key file)"
+            )
+        self.conn = conn
+        self.key = key
+
+    def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        return self.conn.call(method, path, secret=self.key, body=body, **kw)
+
+    # --- spaces ---------------------------------------------------------------------------
+    def _one(self, cls: type, data: Any) -> Any:
+        """Decoding for the path-reservation methods (broker.frontends.remote.reservations)."""
+        return from_dict(cls, data)
+
+    def _many(self, cls: type, data: Any) -> list[Any]:
+        return list_of(cls, data)
+
+    def create_space(self, kind: str, **settings: object) -> CreatedSpace:
+        """A new space of ``kind`` with these per-space limits, and its join key."""
+        data = self._call("POST", "/api/spaces", {"kind": kind, "settings": settings})
+        return from_dict(CreatedSpace, data)  # type: ignore[no-any-return]
+
+    def rotate_join_key(self, space: str) -> JoinKey:
+        """A new join key for ``space`` (S27)."""
+        return from_dict(JoinKey, self._call("POST", space_path(space) + "/join-key"))  # type: ignore[no-any-return]
+
+    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+        """Change a space's limits (S30)."""
+        data = self._call("PATCH", space_path(space) + "/settings", body={"settings": settings})
+        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
+
+    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+        """A space's limits in effect and their use (S30)."""
+        data = self._call("GET", space_path(space) + "/usage", query={"top": top})
+        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
+
+    def threads(self, space: str) -> list[Thread]:
+        """The space's threads (S35)."""
+        return list_of(Thread, self._call("GET", space_path(space) + "/threads"))
+
+    def search(
+        self,
+        space: str,
+        query: str,
+        *,
+        sender: str | None = None,
+        to: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        limit: int = SEARCH_DEFAULT,
+    ) -> list[SearchHit]:
+        """Full-text search of the space's log (S36)."""
+        q = search_query(query, sender, to, kinds, since, limit)
+        return list_of(SearchHit, self._call("GET", space_path(space) + "/search", query=q))
+
+    def status(self, space: str, message_id: str) -> AckStatus:
+        """Who has seen an ack-required message, who not."""
+        path = f"{space_path(space)}/messages/{quote(message_id, safe='')}/status"
+        return from_dict(AckStatus, self._call("GET", path))  # type: ignore[no-any-return]
+
+    def spaces(self, *, state: str | None = None) -> list[Space]:
+        """Every space of the store, oldest first (optionally in one state)."""
+        return list_of(Space, self._call("GET", "/api/spaces", query={"state": state}))
+
+    def get_space(self, space: str) -> Space:
+        """One space by run id (full, compact or a unique prefix, S1)."""
+        return from_dict(Space, self._call("GET", space_path(space)))  # type: ignore[no-any-return]
+
+    def stop_space(self, space: str) -> Space:
+        """Stop a space: it takes no more messages."""
+        return from_dict(Space, self._call("POST", space_path(space) + "/stop"))  # type: ignore[no-any-return]
+
+    def archive_space(self, space: str) -> Space:
+        """Archive a space: stopped for good, its history kept."""
+        data = self._call("POST", space_path(space) + "/archive")
+        return from_dict(Space, data)  # type: ignore[no-any-return]
+
+    # --- messages -----------------------------------------------------------------------
+    def send(
+        self,
+        space: str,
+        text: str,
+        *,
+        to: Iterable[str] | None = None,
+        urgent: bool = False,
+        idempotency_key: str | None = None,
+        thread: str | None = None,
+        reply_to: str | None = None,
+        importance: str = "normal",
+        ack_required: bool = False,
+    ) -> SendResult:
+        """An operator message (recorded ``via: cp``)."""
+        body = {
+            "to": None if to is None else list(to),
+            "text": text,
+            "urgent": urgent,
+            "idempotency_key": idempotency_key,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
+        }
+        data = self._call("POST", space_path(space) + "/messages", body)
+        return from_dict(SendResult, data)  # type: ignore[no-any-return]
+
+    def log(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        tail: int | None = None,
+        thread: str | None = None,
+    ) -> list[LogEntry]:
+        """``Operator.log``: the log in sequence order, filtered by the server.
+        ``after`` is a message id or a seq; ``limit`` keeps the first N,
+        ``tail`` the last N (not both). The server answers at most a page of
+        1000; without ``tail`` this reads page after page up to ``limit``."""
+        _check_count(limit=limit, tail=tail)
+        query: dict[str, Any] = {
+            "kind": list(kinds or []),
+            "sender": sender,
+            "to": to,
+            "since": since,
+            "thread": thread,
+            **_cursor(after),
+        }
+        path = space_path(space) + "/messages"
+        if tail is not None:
+            return list_of(LogEntry, self._call("GET", path, query={**query, "tail": tail}))
+        out: list[LogEntry] = []
+        while True:
+            size = PAGE if limit is None else min(PAGE, limit - len(out))
+            page = list_of(LogEntry, self._call("GET", path, query={**query, "limit": size}))
+            out += page
+            if len(page) < size or (limit is not None and len(out) >= limit):
+                return out
+            query.update(after=None, after_seq=page[-1].seq)  # filters stay: they page too
+
+    def follow(
+        self,
+        space: str,
+        *,
+        after: str | int | None = None,
+        kinds: Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        idle_timeout: float | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """``Operator.follow``: new log rows as they commit (filtered as ``log``),
+        over the server's SSE stream; resumes by itself (Last-Event-ID) when
+        the server cuts the stream or restarts. Ends when the space stops, or
+        after ``idle_timeout`` seconds without a byte from the server."""
+        if idle_timeout is not None and not (math.isfinite(idle_timeout) and idle_timeout >= 0):
+            raise errors.InvalidInput(
+                f"idle_timeout must be a finite number of seconds >= 0, not {idle_timeout!r}",
+                field="idle_timeout",
+            )
+        if since is not None:  # filtered here: read as the store writes times (S33)
+            since = utc_time(since)
+        wanted = set(kinds or ())
+        pos = self._seq_before(space, after)
+        quiet_since = time.monotonic()  # the server's keep-alives are not news
+        path = space_path(space) + "/messages/stream"
+        while True:
+            response = self.conn.open(
+                "GET",
+                path,
+                secret=self.key,
+                headers={"Accept": "text/event-stream", "Last-Event-ID": str(pos)},
+                # 0 would make the socket non-blocking: wait a moment at least
+                timeout=max(idle_timeout, 0.05) if idle_timeout is not None else 3600.0,
+            )
+            if response.status >= 400:
+                raise error_from(response.status, json_or_none(response.read()))
+            try:
+                for event, data in events(response):
+                    if event == "message":
+                        entry: LogEntry = from_dict(LogEntry, json.loads(data))
+                        pos = entry.seq
+                        if wanted and entry.kind not in wanted:
+                            pass  # other kinds are not news (as in follow_log)
+                        else:
+                            quiet_since = time.monotonic()
+                            if log_matches(entry, sender, to, since):
+                                yield [entry]
+                    elif event == "end":
+                        return
+                    if idle_timeout is not None and time.monotonic() - quiet_since > idle_timeout:
+                        return  # no row for idle_timeout, only keep-alives
+            except TimeoutError:
+                return  # quiet for idle_timeout
+            except (OSError, ValueError):
+                pass  # dropped: resume from pos
+            finally:
+                response.close()
+
+    def _seq_before(self, space: str, after: str | int | None) -> int:
+        """The stream's resume point for a cursor: the stream resumes by seq, so a
+        message id is turned into its seq. The newest row is read *before* the
+        rows after the id: if none follows the id then, the id was the newest
+        row (seqs are gap-free per space) and nothing that commits in between
+        is skipped."""
+        cursor = _cursor(after)
+        if isinstance(after, int):
+            return int(cursor["after_seq"])
+        if after is None:
+            return 0
+        newest = self.log(space, tail=1)
+        following = self.log(space, after=after, limit=1)  # an unknown id: MessageNotFound
+        if following:
+            return following[0].seq - 1
+        return newest[0].seq if newest else 0
+
+    # --- participants, the board, the queue -----------------------------------------------
+    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+        """The participants of ``space`` (its directory), in join order."""
+        query = {"include_left": "true" if include_left else "false"}
+        return list_of(
+            Participant, self._call("GET", space_path(space) + "/participants", query=query)
+        )
+
+    def participant(self, space: str, address: str) -> Participant:
+        """One participant (its directory entry) by address."""
+        path = f"{space_path(space)}/participants/{quote(address, safe='')}"
+        return from_dict(Participant, self._call("GET", path))  # type: ignore[no-any-return]
+
+    def prune(
+        self,
+        space: str,
+        *,
+        older_than: float | None = None,
+        check_pid: bool = True,
+        dry_run: bool = False,
+    ) -> list[Participant]:
+        """Record stale participants as left (S25); ``check_pid`` looks at the
+        processes on the server's host. ``dry_run`` writes nothing."""
+        body = {"older_than": older_than, "check_pid": check_pid, "dry_run": dry_run}
+        return list_of(Participant, self._call("POST", space_path(space) + "/prune", body))
+
+    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
+        """Quarantined deliveries of a space, with their evidence."""
+        return list_of(QuarantinedDelivery, self._call("GET", space_path(space) + "/quarantine"))
+
+    def requeue(self, space: str, ids: Iterable[str]) -> int:
+        """Put quarantined deliveries (delivery or message ids) back to ready."""
+        data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
+        return int(data["count"])
+
+    def queue_stats(self, space: str) -> QueueStats:
+        """A space's deliveries by state and the redeliveries they took."""
+        return from_dict(QueueStats, self._call("GET", space_path(space) + "/queue"))  # type: ignore[no-any-return]
+
+    def transcript(self, space: str, address: str) -> list[TurnRecord]:
+        """A participant's transcript rebuilt turn by turn."""
+        path = f"{space_path(space)}/participants/{quote(address, safe='')}/transcript"
+        return list_of(TurnRecord, self._call("GET", path))
+
+    def board(
+        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+    ) -> list[BoardEntry]:
+        """``board.view``: posts, directives and retractions after ``after``."""
+        query = {"after": after, "limit": limit}
+        return list_of(
+            BoardEntry, self._call("GET", space_path(space) + "/board/view", query=query)
+        )
+
+    def claims(self, space: str) -> list[ClaimGrant]:
+        """The live board claims of a space, by key."""
+        return list_of(ClaimGrant, self._call("GET", space_path(space) + "/claims"))
+
+    def release_key(
+        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+    ) -> JournalEntry:
+        """End the live claim on ``key``, whoever holds it (journaled ``operator: ...``)."""
+        body = {"key": key, "fence": fence, "reason": reason}
+        data = self._call("POST", space_path(space) + "/claims/release", body)
+        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
+
+    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+        """The claim journal of a space (optionally one key), oldest first."""
+        path = space_path(space) + "/claims/journal"
+        return list_of(JournalEntry, self._call("GET", path, query={"key": key}))
+
+    def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
+        """Join a participant on an agent's behalf; its token is in ``Joined``."""
+        data = self._call(
+            "POST", space_path(space) + "/participants", {"codename": codename, **fields}
+        )
+        joined: Joined = from_dict(Joined, data)
+        return RemoteAgent(self.conn, joined.token, joined.space_id, joined.address), joined
+
+
+PAGE = 1000  # rows per request of log(): the server's default page
+
+
+def _cursor(after: str | int | None) -> dict[str, Any]:
+    """A log cursor as the query names it: a seq is ``after_seq``, an id ``after``
+    (checked as ``Operator.log`` checks it)."""
+    if after is None:
+        return {"after": None, "after_seq": None}
+    if isinstance(after, bool) or (isinstance(after, int) and not 0 <= after < 2**63):
+        raise errors.InvalidInput(f"bad cursor {after!r}: a message id or a seq", field="after")
+    if isinstance(after, int):
+        return {"after": None, "after_seq": after}
+    return {"after": after, "after_seq": None}
+
+
+def _check_count(*, limit: int | None, tail: int | None) -> None:
+    """``limit`` and ``tail`` as ``Operator.log`` checks them (paging needs them sound)."""
+    if limit is not None and tail is not None:
+        raise errors.InvalidInput("limit and tail exclude each other", field="tail")
+    for name, n in (("limit", limit), ("tail", tail)):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)

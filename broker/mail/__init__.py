@@ -1,0 +1,3 @@
+"""Messages: the send transaction and its recipients, threads, acknowledgements,
+the log, and full-text search.
+"""

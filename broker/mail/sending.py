@@ -1,0 +1,527 @@
+"""The send transaction (S6-S12): checks, caps, one log row and its deliveries.
+
+Every send is one write transaction that appends exactly one log row carrying
+its outcome (who it reached, and why not for each it did not) and one delivery
+per reached inbox. ``Batch`` holds the space's counters for the transaction
+and writes them once at ``flush``; ``append`` is the log's other writer (rows
+outside a send: receipts, imports).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
+
+from broker import errors
+from broker.delivery import inbox, wake
+from broker.ids import new_id
+from broker.mail.recipients import Outcome, Sender, blocks, resolve
+from broker.mail.threads import PLAIN, Mail, thread_of
+from broker.model.records import NotReached, SendResult
+from broker.spaces.addressing import Target
+from broker.spaces.spaces import limits_of
+from broker.store.settings import Limits
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+from broker.vocab import human_size
+
+_SPACE = stmt("messages.space")
+_SET_COUNTERS = stmt("messages.set_counters")
+_BUMP_COUNTERS = stmt("messages.bump_counters")
+_INSERT_MESSAGE = stmt("messages.insert_message")
+_LOGGED_KEY = stmt("messages.logged_key")
+_SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
+_SENDER_WAITING = stmt("usage.sender_waiting")
+
+# The space row a batch starts from: (state, settings JSON, last_seq, log_bytes, last_bcast).
+SpaceRow = tuple[str, str, int, int, int]
+
+
+def send_in_tx(
+    store: Store,
+    t: Tx,
+    space_id: str,
+    sender: Sender,
+    kind: str,
+    targets: list[Target],
+    text: str,
+    *,
+    urgent: bool = False,
+    via: str | None = None,
+    key: str | None = None,
+    ref: str | None = None,
+    deliver: bool = True,
+    mail: Mail = PLAIN,
+    space: SpaceRow | None = None,
+    stored: tuple[int, int, int] | None = None,
+    known: tuple[Any, ...] | None = None,
+) -> SendResult:
+    """The send itself, inside the caller's write transaction: checks, resolves
+    ``targets`` (S6), applies the caps (S7), appends one log row with the
+    outcome and one delivery per reached inbox. ``deliver=False`` records the
+    outcome without inbox rows (directives are shown every turn instead).
+    ``space``: the space row when the caller already read it in ``t``
+    (``stored``: the counters the row holds, when that read bumped them);
+    ``known``: the row of the one participant ``targets`` names, likewise."""
+    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, stored=stored)
+    if known is not None:
+        batch.known[known[1]] = known
+    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref, mail=mail)
+    batch.flush()
+    return result
+
+
+class Batch:
+    """Sends appended in one transaction: the space row is read once (or handed
+    over by the authorization read), each distinct ``to`` form is resolved
+    once, and the rows go in with one statement per table at ``flush``. One
+    send is a batch of one."""
+
+    def __init__(
+        self,
+        store: Store,
+        t: Tx,
+        space_id: str,
+        sender: Sender,
+        *,
+        deliver: bool = True,
+        space: SpaceRow | None = None,
+        stored: tuple[int, int, int] | None = None,
+    ) -> None:
+        self.store, self.t, self.space_id, self.sender = store, t, space_id, sender
+        self.deliver = deliver
+        store.lock_space(t, space_id)  # the sequence stays gap-free (PostgreSQL)
+        row: SpaceRow = space or tuple(t.one(_SPACE, {"space_id": space_id}))
+        state, settings = row[0], row[1]
+        self.seq, self.log_bytes, self.bcast_no = int(row[2]), int(row[3]), int(row[4])
+        if state != "running":
+            raise errors.SpaceNotRunning(
+                f"space {space_id} is {state}: it takes no message", space_id=space_id
+            )
+        self.limits = limits_of(settings)
+        # What the space row holds: flush writes the counters only if they differ.
+        self.stored = stored or (self.seq, self.log_bytes, self.bcast_no)
+        self.resolved: dict[tuple[str, str, str], Outcome] = {}
+        self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
+        # key -> (its first result, the log row it wrote), for a repeat in this batch
+        self.keys: dict[str, tuple[SendResult, dict[str, Any]]] = {}
+        self.messages: list[dict[str, Any]] = []
+        self.deliveries: list[dict[str, Any]] = []
+        self.woken: set[str] = set()
+        # S30: the operator passes every space cap; agents are held to their share.
+        # The operator is the one sender without a participant (Sender(OPERATOR, None)).
+        self.exempt = sender.participant_id is None
+        self.sender_bytes: int | None = None  # this sender's log bytes, read when needed
+        self.held: dict[str, int] = {}  # recipient -> this sender's deliveries waiting there
+        self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
+
+    # --- one send, in named steps ---------------------------------------------------------
+    def add(
+        self,
+        kind: str,
+        targets: list[Target],
+        text: str,
+        *,
+        urgent: bool = False,
+        via: str | None = None,
+        key: str | None = None,
+        ref: str | None = None,
+        mail: Mail = PLAIN,
+    ) -> SendResult:
+        if key is not None:
+            first = self.keys.get(key) or self._logged_key(key)
+            if first is not None:
+                _same_send(key, first[1], kind, targets, text, urgent, mail)
+                return first[0]  # S12: the first result, nothing written
+        body_bytes = self._check_body(text)
+        if not self.exempt:
+            self._check_log(self.limits)
+        out = self._outcome(kind, targets)
+        if mail.reply_to is not None:
+            mail = thread_of(self.t, self.space_id, mail)
+        delivered = self._apply_caps(out)
+        self.woken.update(out.ring)
+        self.woken.update(delivered)
+        result = self._log_row(kind, targets, text, body_bytes, out, urgent, via, ref, key, mail)
+        now = self.messages[-1]["created_at_utc"]
+        self.deliveries += [
+            {
+                "id": new_id(),
+                "space_id": self.space_id,
+                "message_id": result.id,
+                "recipient_id": pid,
+                "created_at_utc": now,
+            }
+            for pid in delivered
+        ]
+        if key is not None:
+            self.keys[key] = (replace(result, duplicate=True), self.messages[-1])
+        return result
+
+    def _check_body(self, text: str) -> int:
+        """S7: the body's UTF-8 size, refused past ``body_max_bytes``."""
+        body_bytes = len(text.encode("utf-8"))
+        cap = self.limits.body_max_bytes
+        if body_bytes > cap:
+            raise errors.BodyTooLarge(
+                f"message body is {body_bytes} bytes; the cap is {cap}",
+                field="text",
+                size=body_bytes,
+                cap=cap,
+            )
+        return body_bytes
+
+    def _outcome(self, kind: str, targets: list[Target]) -> Outcome:
+        """Every ``to`` form resolved and merged; contact policies applied (S38).
+        Each address is reported once, however many forms named it."""
+        out = Outcome()
+        for target in targets:
+            out.merge(self._resolve(kind, target))
+        if kind == "direct" and out.deliver and not self.sender.is_lead:
+            self._contact_policies(out)
+        out.not_reached = [
+            dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)
+        ]
+        return out
+
+    def _apply_caps(self, out: Outcome) -> list[str]:
+        """S7, S30: the inboxes this send lands in (the others go to
+        ``not_reached`` with their reason), and the broadcast log's cap."""
+        limits = self.limits
+        delivered: list[str] = []
+        for pid, (address, waiting, _) in out.deliver.items():
+            now_waiting = self.waiting.setdefault(pid, waiting)
+            if not self.deliver:
+                out.reached.append(address)
+                self.woken.add(pid)
+            elif not self.exempt and now_waiting >= limits.inbox_cap:
+                out.not_reached.append({"address": address, "reason": "inbox_full"})
+            elif not self.exempt and self._over_share(pid, now_waiting, limits):
+                out.not_reached.append({"address": address, "reason": "sender_share"})
+            else:
+                out.reached.append(address)
+                delivered.append(pid)
+                self.waiting[pid] = now_waiting + 1
+                if pid in self.held:
+                    self.held[pid] += 1
+        if out.bcast:
+            if not self.exempt and self.bcast_no - out.slowest >= limits.broadcast_cap:
+                out.bcast, out.reached, out.ring = False, [], []
+                out.not_reached.append({"address": "broadcast", "reason": "broadcast_full"})
+            else:
+                self.bcast_no += 1
+        return delivered
+
+    def _log_row(
+        self,
+        kind: str,
+        targets: list[Target],
+        text: str,
+        body_bytes: int,
+        out: Outcome,
+        urgent: bool,
+        via: str | None,
+        ref: str | None,
+        key: str | None,
+        mail: Mail,
+    ) -> SendResult:
+        """The log row of this send, with the next seq; the counters move with it."""
+        mid = new_id()
+        self.seq += 1
+        recipients, reached_json, not_reached_json, size = _sized(
+            body_bytes, targets, out.reached, out.not_reached
+        )
+        self.log_bytes += size
+        if self.sender_bytes is not None:
+            self.sender_bytes += size
+        thread, reply_to, importance, ack_required = mail.row()
+        self.messages.append(
+            {
+                "id": mid,
+                "space_id": self.space_id,
+                "seq": self.seq,
+                "kind": kind,
+                "sender": self.sender.address,
+                "recipients": recipients,
+                "body": text,
+                "urgent": urgent,
+                "via": via,
+                "ref": ref,
+                "reached": reached_json,
+                "not_reached": not_reached_json,
+                "reached_n": len(out.reached),
+                "bcast_no": self.bcast_no if out.bcast else None,
+                "idempotency_key": key,
+                "size_bytes": size,
+                "created_at_utc": self.store.now_ts(),
+                "thread": thread,
+                "reply_to": reply_to,
+                "importance": importance,
+                "ack_required": ack_required,
+            }
+        )
+        return SendResult(
+            id=mid,
+            seq=self.seq,
+            kind=kind,
+            reached=out.reached,
+            not_reached=[NotReached(**n) for n in out.not_reached],
+            duplicate=False,
+        )
+
+    # --- the checks -----------------------------------------------------------------------
+    def _check_log(self, limits: Limits) -> None:
+        """S11, S30: past ``log_max_mb`` an agent's send is refused, and so it is
+        once the sender holds ``sender_share`` of it. The sender's bytes are
+        read only when the whole log is past that share (below it nobody can
+        hold more), then kept up to date in the batch."""
+        cap = limits.log_cap_bytes()
+        if self.log_bytes >= cap:
+            raise errors.MessagingFull(
+                f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
+                space_id=self.space_id,
+            )
+        share = limits.sender_log_cap_bytes()
+        if self.log_bytes < share:
+            return
+        if self.sender_bytes is None:
+            row = self.t.one(
+                _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
+            )
+            # This batch's rows (all this sender's) are not in the table yet.
+            pending = sum(m["size_bytes"] for m in self.messages)
+            self.sender_bytes = (int(row[0]) if row else 0) + pending
+        if self.sender_bytes >= share:
+            raise errors.MessagingFull(
+                f"{self.sender.address} holds {human_size(self.sender_bytes)} of the log of space "
+                f"{self.space_id}: its sender_share ({limits.sender_share:g} of log_max_mb "
+                f"{limits.log_max_mb:g} MB) is used up; sends from it are refused",
+                space_id=self.space_id,
+                sender=self.sender.address,
+                reason="sender_share",
+            )
+
+    def _over_share(self, pid: str, now_waiting: int, limits: Limits) -> bool:
+        """S30: does this sender hold its share of ``pid``'s inbox? Counted only
+        when the inbox itself holds that share (below it, nobody can)."""
+        cap = limits.sender_inbox_cap()
+        if now_waiting < cap:
+            return False
+        held = self.held.get(pid)
+        if held is None:
+            row = self.t.one(_SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address})
+            # Deliveries added by this batch are not in the table yet.
+            pending = sum(1 for d in self.deliveries if d["recipient_id"] == pid)
+            held = self.held[pid] = int(row[0]) + pending
+        return held >= cap
+
+    def _contact_policies(self, out: Outcome) -> None:
+        """Drop the recipients whose contact policy refuses this sender (S38);
+        the rules came with the recipients' rows."""
+        if self.sender.participant_id is None:
+            return  # the operator
+        for pid, (address, _, rule) in list(out.deliver.items()):
+            if blocks(rule, self.sender.address):
+                del out.deliver[pid]
+                out.not_reached.append({"address": address, "reason": "contact_policy"})
+
+    def _logged_key(self, key: str) -> tuple[SendResult, Any] | None:
+        """The first result of an idempotency key already in the log (S12), and its row."""
+        dup = self.t.one(_LOGGED_KEY, {"space_id": self.space_id, "key": key})
+        if dup is None:
+            return None
+        if dup["sender"] != self.sender.address:
+            # The other sender's address is no secret (the directory lists
+            # it); the key is the caller's own.
+            raise errors.Conflict(
+                f"idempotency key {key!r} was already used by {dup['sender']} in this space",
+                field="idempotency_key",
+                used_by=dup["sender"],
+            )
+        result = SendResult(
+            id=dup["id"],
+            seq=dup["seq"],
+            kind=dup["kind"],
+            reached=json.loads(dup["reached"]),
+            not_reached=[NotReached(**n) for n in json.loads(dup["not_reached"])],
+            duplicate=True,
+        )
+        return result, dup
+
+    def _resolve(self, kind: str, target: Target) -> Outcome:
+        """Resolve one ``to`` form once per batch (waiting counts are kept here)."""
+        cache_key = (kind if target.kind == "broadcast" else "", target.kind, target.value)
+        out = self.resolved.get(cache_key)
+        if out is None:
+            known = self.known.get(target.value)
+            out = self.resolved[cache_key] = resolve(
+                self.t, self.space_id, self.sender, kind, target, known
+            )
+        return out
+
+    # --- the writes -----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write what was added: the space's counters (unless the row already
+        holds them), the log rows, the deliveries."""
+        t = self.t
+        counters = (self.seq, self.log_bytes, self.bcast_no)
+        if counters != self.stored:
+            t.execute(
+                _SET_COUNTERS,
+                {
+                    "last_seq": self.seq,
+                    "log_bytes": self.log_bytes,
+                    "last_bcast": self.bcast_no,
+                    "space_id": self.space_id,
+                },
+            )
+            self.stored = counters
+        if not self.messages:
+            return
+        insert_rows(t, self.messages)
+        inbox.insert_rows(t, self.deliveries)  # the one writer of deliveries
+        store, space_id, woken = self.store, self.space_id, list(self.woken)
+        t.after_commit(lambda: wake.ring(store, space_id, woken))
+        self.messages, self.deliveries, self.woken = [], [], set()
+        self.held = {}  # the flushed deliveries are in the table now
+
+
+def _same_send(
+    key: str,
+    first: Any,
+    kind: str,
+    targets: list[Target],
+    text: str,
+    urgent: bool,
+    mail: Mail,
+) -> None:
+    """S12: a key's repeat must be the same send (kind, recipients, text, mail
+    fields); the same key on a different message is a ``conflict``, not a
+    silent duplicate that would report another message's result. ``first`` is
+    the first send's log row (read by name). A reply's thread is compared only
+    when the repeat names one: the first row holds the one it inherited."""
+    thread, reply_to, importance, ack_required = mail.row()
+    differs = [
+        name
+        for name, same in (
+            ("kind", first["kind"] == kind),
+            ("to", first["recipients"] == _json_list(tuple(tg.text for tg in targets))),
+            ("text", first["body"] == text),
+            ("urgent", bool(first["urgent"]) == urgent),
+            ("reply_to", first["reply_to"] == reply_to),
+            ("thread", thread is None or first["thread"] == thread),
+            ("importance", first["importance"] == importance),
+            ("ack_required", bool(first["ack_required"]) == bool(ack_required)),
+        )
+        if not same
+    ]
+    if differs:
+        raise errors.Conflict(
+            f"idempotency key {key!r} was first used for a different message (its "
+            f"{', '.join(differs)} differ{'s' if len(differs) == 1 else ''}): a repeat "
+            "must be the same send; use a new key for a new message",
+            field="idempotency_key",
+        )
+
+
+def row_size(text: str, targets: list[Target], reached: list[str], not_reached: list[Any]) -> int:
+    """The bytes a log row counts against ``log_max_mb`` (S11)."""
+    return _sized(len(text.encode("utf-8")), targets, reached, not_reached)[3]
+
+
+def _sized(
+    body_bytes: int, targets: list[Target], reached: list[str], not_reached: list[Any]
+) -> tuple[str, str, str, int]:
+    """A log row's recipients, reached and not_reached JSON, and its size."""
+    recipients = _json_list(tuple(tg.text for tg in targets))
+    reached_json = _json_list(tuple(reached))
+    not_reached_json = json.dumps(not_reached) if not_reached else "[]"
+    size = body_bytes + len(recipients) + len(reached_json) + len(not_reached_json)
+    return recipients, reached_json, not_reached_json, size
+
+
+@lru_cache(maxsize=4096)
+def _json_list(items: tuple[str, ...]) -> str:
+    """JSON of a list of addresses; a batch repeats the same few many times."""
+    return json.dumps(list(items))
+
+
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """The one writer of ``messages``: a send's rows, and the importer's."""
+    # executemany costs ~15 us more than execute for one row: a single send is the hot path.
+    if len(rows) == 1:
+        t.execute(_INSERT_MESSAGE, rows[0])
+    elif rows:
+        t.many(_INSERT_MESSAGE, rows)
+
+
+def append(
+    store: Store,
+    t: Tx,
+    space_id: str,
+    kind: str,
+    sender: str,
+    body: str,
+    *,
+    recipients: str = "[]",
+    reached: list[str] | None = None,
+    not_reached: list[dict[str, str]] | None = None,
+    urgent: bool = False,
+    via: str | None = None,
+    ref: str | None = None,
+    key: str | None = None,
+    bcast_no: int | None = None,
+) -> tuple[str, int, str]:
+    """Append one row to the log with the next ``seq`` of the space, outside a
+    send (receipts; imports and tests); returns (id, seq, created_at_utc).
+    Sends go through ``Batch``: these two are the only writers of ``messages``."""
+    store.lock_space(t, space_id)
+    now = store.now_ts()
+    mid = new_id()
+    reached_json = json.dumps(reached or [])
+    not_reached_json = json.dumps(not_reached or [])
+    size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
+    seq = t.one(
+        _BUMP_COUNTERS,
+        {"size": size, "bcast": 1 if bcast_no is not None else 0, "space_id": space_id},
+    )[0]
+    thread, reply_to, importance, ack_required = PLAIN.row()
+    t.execute(
+        _INSERT_MESSAGE,
+        {
+            "id": mid,
+            "space_id": space_id,
+            "seq": seq,
+            "kind": kind,
+            "sender": sender,
+            "recipients": recipients,
+            "body": body,
+            "urgent": urgent,
+            "via": via,
+            "ref": ref,
+            "reached": reached_json,
+            "not_reached": not_reached_json,
+            "reached_n": len(reached or []),
+            "bcast_no": bcast_no,
+            "idempotency_key": key,
+            "size_bytes": size,
+            "created_at_utc": now,
+            "thread": thread,
+            "reply_to": reply_to,
+            "importance": importance,
+            "ack_required": ack_required,
+        },
+    )
+    return mid, seq, now
+
+
+def append_receipt(
+    store: Store, t: Tx, space_id: str, sender: str, turn_id: str, message_ids: list[str]
+) -> str:
+    """A ``seen`` receipt (S18). Receipts are written even past ``log_max_mb`` (S11)."""
+    mid, _, _ = append(store, t, space_id, "seen", sender, json.dumps(message_ids), ref=turn_id)
+    t.after_commit(lambda: wake.ring_space(store, space_id))
+    return mid

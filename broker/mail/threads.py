@@ -1,0 +1,119 @@
+"""Threads (S35): a send names ``reply_to`` (a message of its space) or a
+``thread`` (a short name); a reply inherits its parent's thread. The thread is
+a column of the log row, so reading a thread is one indexed range.
+
+A reply to a message that is in no thread starts one named after that message's
+id: the parent is listed with it (``log``), and the next reply joins the same.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from broker import errors
+from broker.model.records import LogEntry, NotReached
+from broker.record_type import record
+from broker.spaces.spaces import resolve_id
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+if TYPE_CHECKING:
+    from broker.model.records import Thread
+
+_PARENT = stmt("threads.parent")
+_LOG = stmt("threads.log")
+_LIST = stmt("threads.list")
+
+
+@record
+class Mail:
+    """What a send carries beyond its text (S35, importance, ack-required)."""
+
+    thread: str | None = None
+    reply_to: str | None = None
+    importance: str | None = None  # None = normal (the column holds only the others)
+    ack_required: bool = False
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.thread, self.reply_to, self.importance, self.ack_required or None)
+
+
+PLAIN = Mail()
+
+
+def mail(thread: str | None, reply_to: str | None, importance: str, ack_required: bool) -> Mail:
+    """The mail fields of a checked send input (``SendInput``)."""
+    if thread is None and reply_to is None and importance == "normal" and not ack_required:
+        return PLAIN
+    return Mail(thread, reply_to, None if importance == "normal" else importance, ack_required)
+
+
+def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
+    """``m`` with its thread settled: a reply takes its parent's (S35)."""
+    if m.reply_to is None:
+        return m
+    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to})
+    if row is None:
+        raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
+    inherited = row["thread"] or m.reply_to
+    if m.thread is not None and m.thread != inherited:
+        raise errors.InvalidInput(
+            f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})",
+            field="thread",
+        )
+    return Mail(inherited, m.reply_to, m.importance, m.ack_required)
+
+
+def to_entry(r: Any) -> LogEntry:
+    """The one log row mapper (``threads.log`` here, ``messages.log``): read by name."""
+    return LogEntry(
+        id=r["id"],
+        space_id=r["space_id"],
+        seq=r["seq"],
+        kind=r["kind"],
+        sender=r["sender"],
+        to=json.loads(r["recipients"]),
+        body=r["body"],
+        urgent=bool(r["urgent"]),
+        via=r["via"],
+        ref=r["ref"],
+        reached=json.loads(r["reached"]),
+        not_reached=[NotReached(**n) for n in json.loads(r["not_reached"])],
+        idempotency_key=r["idempotency_key"],
+        created_at_utc=r["created_at_utc"],
+        thread=r["thread"],
+        reply_to=r["reply_to"],
+        importance=r["importance"] or "normal",
+        ack_required=bool(r["ack_required"]),
+    )
+
+
+def log(store: Store, space_ref: str, thread: str, *, tx: Tx | None = None) -> list[LogEntry]:
+    """The messages of ``thread`` in log order (S35)."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_LOG, {"space_id": space_id, "thread": thread})
+    return [to_entry(r) for r in rows]
+
+
+def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Thread]:
+    """The threads of a space, most recently active first (``v_threads``)."""
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_LIST, {"space_id": space_id})
+    from broker.model.records import Thread  # built on first use (records_space)
+
+    return [
+        Thread(
+            thread=r["thread"],
+            messages=r["messages"],
+            first_id=r["first_id"],
+            first_at=r["first_at"],
+            last_id=r["last_id"],
+            last_at=r["last_at"],
+            participants=r["participants"],
+            senders=json.loads(r["senders"]),
+        )
+        for r in rows
+    ]

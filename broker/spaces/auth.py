@@ -1,0 +1,208 @@
+"""One authorization path: who is calling, re-checked inside the transaction.
+
+Every agent operation (sends, board tools, claims, turns) starts with
+``caller(t, ident)``: the token is checked against the participant row in the
+same transaction as the work (S10), so a re-join with a new token, a leave or a
+stopped space takes effect on the very next call. The same statement returns
+the caller's grant (S24) and its space's limits, so the operation needs no
+further read to know what it may do.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import lru_cache
+from typing import Any
+
+from broker import errors
+from broker.ids import parse_ts, ts_after
+from broker.record_type import record
+from broker.spaces import grants
+from broker.spaces.spaces import limits_of
+from broker.store.settings import Limits
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+_CALLER = stmt("auth.caller")
+_CALLER_SEND = stmt("auth.caller_send")
+_CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
+_CALLER_FIELDS = ("status", "messaging", "tools", "is_lead", "agent", "parent")
+HEARTBEAT_S = 1.0
+_beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
+
+
+@record
+class Identity:
+    """Who is calling: built only from a verified token (S10)."""
+
+    space_id: str
+    participant_id: str
+    address: str
+    token_hash: str
+
+
+@record
+class Caller:
+    """The caller's row as of this transaction."""
+
+    status: str
+    messaging: bool
+    tools: str | None  # JSON list, or None for the default set
+    is_lead: bool
+    agent: str
+    parent: str | None
+    space_state: str
+    settings: str  # the space's settings JSON
+    # The space's counters as of this transaction, before the caller's send (a
+    # write holds the lock): ``(last_seq, log_bytes, last_bcast)``.
+    counters: tuple[int, int, int] = (0, 0, 0)
+    # ``caller(..., send=...)``: what the space row holds now (the counters
+    # already bumped for one send), and the recipient's row as
+    # ``broker.mail.recipients`` reads it (None: no such address).
+    stored: tuple[int, int, int] | None = None
+    recipient: tuple[Any, ...] | None = None
+
+    @property
+    def granted(self) -> frozenset[str]:
+        return _granted(self.messaging, self.tools, self.is_lead)
+
+    @property
+    def limits(self) -> Limits:
+        return limits_of(self.settings)
+
+
+@lru_cache(maxsize=1024)
+def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozenset[str]:
+    return grants.effective(messaging, json.loads(tools_json) if tools_json else None, is_lead)
+
+
+def caller(
+    t: Tx, ident: Identity, now: str | None = None, send: tuple[str, int] | None = None
+) -> Caller:
+    """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
+    ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
+    refreshed at most once a second per process. ``send=(address, size)``: a
+    send to that one address follows in ``t``; its recipient is read and the
+    space's counters bumped for it in the same statement (``auth.caller_send``)."""
+    key = (id(t.store), ident.participant_id)
+    params = {"id": ident.participant_id, "token_hash": ident.token_hash}
+    stored: tuple[int, int, int] | None = None
+    recipient = None
+    if now is None or ((due := _beats.get(key)) is not None and now < due):
+        if send is None:
+            row = t.one(_CALLER, params)
+        else:
+            row, stored, recipient = _caller_send(t, ident, params, *send)
+    else:
+        row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
+        if row is None:  # left (no beat for it: refused below) or a stale token
+            row = t.one(_CALLER, params)
+        elif len(_beats) > 4096:
+            _beats.clear()
+        if row is not None and row["status"] != "left":
+            _beats[key] = ts_after(parse_ts(now), HEARTBEAT_S)
+    if row is None:
+        _beats.pop(key, None)
+        raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
+    if row["status"] == "left":
+        if row["space_state"] != "running":
+            raise errors.SpaceNotRunning(
+                f"space {ident.space_id} is {row['space_state']}: it takes no message",
+                space_id=ident.space_id,
+            )
+        raise errors.ParticipantLeft(
+            f"participant {ident.address!r} has left space {ident.space_id}; join again"
+        )
+    return Caller(
+        status=row["status"],
+        messaging=bool(row["messaging"]),
+        tools=row["tools"],
+        is_lead=bool(row["is_lead"]),
+        agent=row["agent"],
+        parent=row["parent"],
+        space_state=row["space_state"],
+        settings=row["settings"],
+        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
+        stored=stored,
+        recipient=recipient,
+    )
+
+
+WAIT_BEAT_S = 10.0  # a blocked caller's heartbeat: at most this long apart
+
+
+class Pulse:
+    """Keeps a caller blocked in a wait live (S27): while a claim, a turn or a
+    watch waits on its doorbell, nothing else refreshes its heartbeat, and a
+    CLI or served participant is live only while that heartbeat is fresher
+    than its space's ``lease_seconds``. The wait sleeps at most ``due_in()``
+    and calls ``beat()`` after each wake-up; a beat writes only when a third
+    of the window (at most ``WAIT_BEAT_S``, at least ``HEARTBEAT_S``) has
+    passed, so a hundred idle waiters cost a few small writes a second, not
+    one per wake-up. A killed waiter stops beating: its address can be taken
+    back once its last beat is a lease old (S32).
+
+    Made right after a call that checked the caller (a claim or a turn: its
+    heartbeat is then at most ``HEARTBEAT_S`` old), so the first beat is due
+    one ``HEARTBEAT_S`` later. A beat re-checks the caller like any call: a
+    participant that left or whose token was replaced ends the wait with
+    that refusal."""
+
+    def __init__(self, store: Store, ident: Identity) -> None:
+        self.store = store
+        self.ident = ident
+        self.next = time.monotonic() + HEARTBEAT_S
+
+    def due_in(self) -> float:
+        """Seconds until the next beat is due (0: now)."""
+        return max(0.0, self.next - time.monotonic())
+
+    def beat(self) -> None:
+        """Refresh the heartbeat if it is due (one small write)."""
+        if time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + beat_every(heartbeat(self.store, self.ident).limits)
+
+
+def beat_every(limits: Limits) -> float:
+    """How often a blocked caller beats: a third of its liveness window."""
+    return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.lease_seconds / 3))
+
+
+def heartbeat(store: Store, ident: Identity) -> Caller:
+    """Refresh ``ident``'s heartbeat now, in a transaction of its own, and
+    return its row (refusing like ``caller``)."""
+    now = store.now_ts()
+    _beats.pop((id(store), ident.participant_id), None)  # due: write it
+    with store.write() as t:
+        return caller(t, ident, now)
+
+
+def beat_due(store: Store, ident: Identity, now: str) -> bool:
+    """Whether a write by ``ident`` at ``now`` would refresh its heartbeat
+    (``caller(t, ident, now)``): a read-only path must not skip one that is due."""
+    due = _beats.get((id(store), ident.participant_id))
+    return due is None or now >= due
+
+
+def _caller_send(
+    t: Tx, ident: Identity, params: dict[str, str], to: str, size: int
+) -> tuple[dict[str, Any] | None, tuple[int, int, int], tuple[Any, ...] | None]:
+    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it (with
+    the counters as they were before the bump), what the space row holds now,
+    and the recipient's row."""
+    got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to, "size": size})
+    if got is None or got["caller"] is None:
+        return None, (0, 0, 0), None
+    stored = (got["last_seq"], got["log_bytes"], got["last_bcast"])
+    row = dict(zip(_CALLER_FIELDS, json.loads(got["caller"]), strict=True))
+    row.update(
+        space_state=got["space_state"],
+        settings=got["settings"],
+        last_seq=stored[0] - 1,
+        log_bytes=stored[1] - size,
+        last_bcast=stored[2],
+    )
+    recipient = tuple(json.loads(got["recipient"])) if got["recipient"] else None
+    return row, stored, recipient

@@ -1,0 +1,394 @@
+"""Participants (S2-S5): join, re-join, leave, authenticate, the joined/left journal.
+
+A participant row is also its directory entry (S25): role, archetype and task
+live on it, so the directory and the roster can never drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from broker import errors
+from broker.delivery import inbox
+from broker.delivery.transcript import notice
+from broker.ids import hash_token, new_id, new_token, parse_ts
+from broker.record_type import record
+from broker.spaces import auth, grants
+from broker.spaces.addressing import address_of
+from broker.spaces.auth import Identity
+
+# The row mapper and writers live in broker.spaces.roster (below spaces); re-exported
+# here, the participants' public module.
+from broker.spaces.roster import insert_events as insert_events
+from broker.spaces.roster import insert_rows as insert_rows
+from broker.spaces.roster import journal_event
+from broker.spaces.roster import leave_all as leave_all
+from broker.spaces.roster import leave_in_tx as leave_in_tx
+from broker.spaces.roster import to_model as to_model
+from broker.spaces.spaces import limits_of, resolve_id
+from broker.store import keys, procs
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+if TYPE_CHECKING:
+    from broker.model.inputs import JoinInput  # pydantic: not loaded by the send path
+    from broker.model.records import Joined, Participant, ParticipantEvent
+
+_IDENTIFY = stmt("auth.identify")
+_SPACE = stmt("spaces.get")
+_HOLDER = stmt("participants.holder")
+_BY_TOKEN = stmt("participants.by_token")
+_PARENT_MESSAGING = stmt("participants.parent_messaging")
+_REJOIN = stmt("participants.rejoin")
+_SET_STATUS = stmt("participants.set_status")
+_LIST_ALL = stmt("participants.list_all")
+_LIST_PRESENT = stmt("participants.list_present")
+_BY_ADDRESS = stmt("participants.by_address")
+_EVENTS = stmt("participants.events")
+
+LIVE = ("running", "idle")
+PID_MAX = 2**31 - 1
+
+
+@record
+class Credential:
+    """What a joiner presents (S27): exactly one of the space's join key, the
+    store's operator key or, for a child, its parent's token; and ``token``,
+    the current holder's token, when it re-joins an address that is live."""
+
+    join_key: str | None = None
+    operator_key: str | None = None
+    parent_token: str | None = None
+    token: str | None = None
+
+    def check(self) -> None:
+        for name in ("join_key", "operator_key", "parent_token", "token"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise errors.InvalidInput(f"{name} must be a non-empty string", field=name)
+        given = [n for n in ("join_key", "operator_key", "parent_token") if getattr(self, n)]
+        if not given:
+            raise errors.AuthError(
+                "joining needs a credential: the space's join key (--join-key or "
+                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token)"
+            )
+        if len(given) > 1:
+            raise errors.InvalidInput(
+                f"give one credential to join, not {' and '.join(given)}", field=given[1]
+            )
+
+
+def join(
+    store: Store,
+    space_ref: str,
+    inp: JoinInput,
+    *,
+    credential: Credential,
+    tx: Tx | None = None,
+) -> Joined:
+    """Join (or re-join, S3) a running space; returns the address and a fresh token.
+
+    The credential is checked first (S27), then the address: a live holder is
+    replaced only by a re-join presenting its token. The grant asked for is
+    bounded by the credential (S28). Any refusal writes nothing."""
+    credential.check()
+    tools = grants.validate(inp.tools) if inp.tools is not None else None
+    if not inp.messaging and tools:
+        raise errors.InvalidInput(
+            "messaging is off but messaging tools are named: the two contradict, pick one",
+            field="tools",
+        )
+    if inp.pid is not None:
+        _check_pid(inp.pid)
+    token = new_token()
+    token_hash = hash_token(token)
+    now = store.now_ts()
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        store.lock_space(t, space_id)  # one join of an address at a time (PostgreSQL)
+        space = t.one(_SPACE, {"space_id": space_id})
+        state, kind, settings = space["state"], space["kind"], space["settings"]
+        parent_grant = _credential(t, space_id, credential)  # None: any set may be granted
+        parent_addr = inp.parent
+        if credential.parent_token:
+            assert parent_grant is not None
+            if inp.parent is not None and inp.parent != parent_grant.address:
+                raise errors.InvalidInput(
+                    f"parent {inp.parent!r} is not the holder of the parent token "
+                    f"({parent_grant.address!r}): leave --parent out or name that one",
+                    field="parent",
+                )
+            parent_addr = parent_grant.address
+        try:
+            address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
+        except errors.InvalidInput as exc:
+            exc.fields.setdefault("field", "codename")
+            raise
+        if state != "running":
+            raise errors.SpaceNotRunning(
+                f"space {space_id} is {state}: nobody can join it", space_id=space_id
+            )
+        messaging = inp.messaging
+        if parent_addr:
+            parent = t.one(_PARENT_MESSAGING, {"space_id": space_id, "address": parent_addr})
+            if parent is not None and not parent["messaging"]:
+                messaging = False  # off is inherited (S24); narrowing is not
+        wanted = grants.effective(messaging, tools, inp.lead)
+        if parent_grant is not None:
+            _bounded(wanted, parent_grant.granted, f"its parent {parent_grant.address}")
+        holder = t.row(_HOLDER, {"space_id": space_id, "address": address})
+        if holder is not None:
+            _may_replace(store, t, holder, address, credential, limits_of(settings).lease_seconds)
+            if not credential.operator_key:
+                # S28: a re-join never widens what the address held (the operator may).
+                before = grants.effective(
+                    bool(holder["messaging"]),
+                    json.loads(holder["tools"]) if holder["tools"] is not None else None,
+                    bool(holder["is_lead"]),
+                )
+                _bounded(wanted, before, address, rejoin=True)
+        row = {
+            "address": address,
+            "codename": inp.codename,
+            "agent": inp.agent or address.split(">")[-1].split("#")[0],
+            "run_id": inp.run_id or inp.codename,
+            "step": inp.step,
+            "parent": parent_addr,
+        }
+        values = {
+            "codename": inp.codename,
+            "agent": row["agent"],
+            "run_id": row["run_id"],
+            "step": inp.step,
+            "parent": parent_addr,
+            "role": inp.role,
+            "archetype": inp.archetype,
+            "task": inp.task,
+            "is_lead": inp.lead,
+            "messaging": messaging,
+            "tools": json.dumps(tools) if tools is not None else None,
+            "token_hash": token_hash,
+            # NULL when the joiner is not a long-lived local process (a CLI call)
+            "pid": inp.pid,
+            "last_seen_utc": now,
+        }
+        if holder is not None:
+            pid = holder["id"]
+            # A retried or continued run: same row, so inbox, cursors and directives stay (S3).
+            t.execute(_REJOIN, {**values, "id": pid})
+            inbox.recover(t, pid, now)  # S32: leases of its dead processes come back now
+        else:
+            pid = new_id()
+            fresh = {
+                **values,
+                "id": pid,
+                "space_id": space_id,
+                "address": address,
+                "status": "running",
+                # bcast_seen starts at the current end: broadcasts count from the join (S6).
+                "bcast_seen": space["last_bcast"],
+                "waiting": 0,
+                "joined_at_utc": now,
+                "left_at_utc": None,
+                "contact_policy": None,  # open (S38) until the participant sets one
+                "contact_allow": None,
+            }
+            insert_rows(t, [fresh])
+        journal_event(t, pid, space_id, "joined", row, now, None)
+        if tools and not messaging:
+            # Off inherited from the parent wins over the tools it named: they are
+            # not offered, and its transcript says so (nothing dropped silently).
+            notice(
+                store,
+                t,
+                space_id,
+                pid,
+                "tool_unavailable",
+                f"{address} cannot use {', '.join(tools)}: messaging is off, inherited from "
+                f"its parent {parent_addr} (receive-only)",
+            )
+    from broker.model.records import Joined  # built on first use (records_space)
+
+    return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
+
+
+def _check_pid(pid: int) -> None:
+    """S27: a joiner records only a process it can show is its own (itself or
+    an ancestor), since that process keeps the address live for as long as it
+    runs; any other pid (process 1, a sibling's, one that does not exist)
+    could hold an address for ever."""
+    if type(pid) is not int or not 0 < pid <= PID_MAX:
+        raise errors.InvalidInput(f"bad pid {pid!r}: a process id, 1 to {PID_MAX}", field="pid")
+    if not procs.own(pid):
+        why = "process 1 never exits" if pid == 1 else f"process {pid} is not one of them"
+        raise errors.InvalidInput(
+            f"pid {pid} refused: a join records only the joining process or one of its "
+            f"ancestors (that process keeps the address live while it runs), and {why}",
+            field="pid",
+        )
+
+
+@record
+class _Parent:
+    address: str
+    granted: frozenset[str]
+
+
+def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
+    """Check the joiner's credential in ``t`` (``auth_failed`` if wrong); for a
+    parent token, the parent and its grant (which bounds the child's, S28)."""
+    if cred.operator_key:
+        keys.verify_operator(t, cred.operator_key)
+        return None
+    if cred.join_key:
+        keys.verify_join_key(t, space_id, cred.join_key)
+        return None
+    assert cred.parent_token
+    row = t.row(_BY_TOKEN, {"token_hash": keys.digest(cred.parent_token)})
+    if row is None or row["space_id"] != space_id or row["status"] == "left":
+        # One message for unknown, foreign and departed parents: no oracle.
+        raise errors.AuthError(
+            f"the parent token does not belong to a participant present in space {space_id}"
+        )
+    tools = json.loads(row["tools"]) if row["tools"] is not None else None
+    granted = grants.effective(bool(row["messaging"]), tools, bool(row["is_lead"]))
+    return _Parent(row["address"], granted)
+
+
+def _bounded(
+    wanted: frozenset[str], allowed: frozenset[str], whom: str, *, rejoin: bool = False
+) -> None:
+    extra = sorted(wanted - allowed)
+    if not extra:
+        return
+    asked = ", ".join(extra)
+    if rejoin:
+        held = f"only {', '.join(sorted(allowed))}" if allowed else "no tool"
+        raise errors.Forbidden(
+            f"cannot grant {asked}: a re-join never widens a grant, and {whom} held {held} before",
+            tools=extra,
+        )
+    # No tool: messaging off, or an empty grant with messaging on.
+    have = ", ".join(sorted(allowed)) or "no tool"
+    raise errors.Forbidden(f"cannot grant {asked}: more than {whom} has ({have})", tools=extra)
+
+
+def _may_replace(
+    store: Store, t: Tx, holder: dict[str, Any], address: str, cred: Credential, lease: float
+) -> None:
+    """S27: a live holder (running or idle, and its process alive or its
+    heartbeat fresh within the lease) is replaced only by a re-join that
+    presents its token; a holder that is gone may be replaced by any joiner.
+    A holder with a recorded process is live exactly while that process is:
+    a SIGKILLed one is gone at once, whatever its last heartbeat (S32); one
+    without (a CLI join) is live while its heartbeat is fresh."""
+    if cred.token is not None and keys.matches(cred.token, holder["token_hash"]):
+        return
+    if holder["status"] not in LIVE:
+        return
+    if holder["pid"] is not None:
+        if procs.start_time(int(holder["pid"])) is None:
+            return
+        why = f"its process {holder['pid']} is alive"
+        until = "its process has exited"  # its heartbeat does not count (S27)
+    else:
+        seen = holder["last_seen_utc"]
+        if seen is None or (store.now() - parse_ts(seen)).total_seconds() >= lease:
+            return
+        why = "its heartbeat is fresh"
+        until = f"its heartbeat is older than {lease:g} s"
+    if cred.token is not None:
+        raise errors.Conflict(
+            f"{address} is held by {holder['codename']!r} ({why}) and the token given is not "
+            "its token: nothing was changed"
+        )
+    raise errors.Conflict(
+        f"{address} is held by {holder['codename']!r} ({why}): a re-join presents its "
+        f"token (--token), or waits until it has left or {until}"
+    )
+
+
+def authenticate(
+    store: Store, space_ref: str, address: str, token: str | None, *, tx: Tx | None = None
+) -> Identity:
+    """Turn (space, address, token) into an Identity, or refuse (S10)."""
+    if not token:
+        raise errors.token_refused()
+    if not address:
+        raise errors.AuthError("no address: pass --as or set BROKER_AS")
+    th = hash_token(token)
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        row = t.one(_HOLDER, {"space_id": space_id, "address": address})
+        if row is None or row["token_hash"] != th:
+            # One message for unknown address, wrong token and someone else's token: no oracle.
+            raise errors.token_refused()
+        ident = Identity(space_id, row["id"], address, th)
+        auth.caller(t, ident)  # left, or its space stopped: say which
+    return ident
+
+
+def authenticate_token(store: Store, token: str | None, *, tx: Tx | None = None) -> Identity:
+    """The participant ``token`` belongs to, whatever its space, or refuse (S10).
+
+    Served mode: a Bearer token alone names its holder. Same single message as
+    ``authenticate`` for an unknown or stale token (no oracle)."""
+    if not token:
+        raise errors.token_refused()
+    th = hash_token(token)
+    with store.read(tx) as t:
+        row = t.one(_IDENTIFY, {"token_hash": th})
+        if row is None:
+            raise errors.token_refused()
+        ident = Identity(row["space_id"], row["id"], row["address"], th)
+        auth.caller(t, ident)  # left, or its space stopped: say which
+    return ident
+
+
+def leave(store: Store, ident: Identity, *, reason: str = "leave", tx: Tx | None = None) -> None:
+    with store.write(tx) as t:
+        auth.caller(t, ident)
+        leave_in_tx(store, t, ident.participant_id, reason)
+
+
+def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None = None) -> None:
+    if status not in ("running", "idle", "failed", "shutdown"):
+        raise errors.InvalidInput(f"bad status {status!r}", field="status")
+    with store.write(tx) as t:
+        t.execute(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
+
+
+def list_participants(
+    store: Store, space_ref: str, *, include_left: bool = True, tx: Tx | None = None
+) -> list[Participant]:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.all(_LIST_ALL if include_left else _LIST_PRESENT, {"space_id": space_id})
+    return [to_model(r) for r in rows]
+
+
+def get(store: Store, space_ref: str, address: str, *, tx: Tx | None = None) -> Participant:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        row = t.one(_BY_ADDRESS, {"space_id": space_id, "address": address})
+    if row is None:
+        raise errors.ParticipantNotFound(
+            f"no participant {address!r} in space {space_id}", address=address
+        )
+    return to_model(row)
+
+
+def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ParticipantEvent]:
+    with store.read(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        rows = t.rows(_EVENTS, {"space_id": space_id})
+    from broker.model.records import ParticipantEvent  # built on first use (records_more)
+
+    return [ParticipantEvent(**r) for r in rows]
+
+
+def write_contact_policy(t: Tx, participant_id: str, params: dict[str, Any]) -> None:
+    """The contact policy columns (S38): this module writes ``participants``;
+    ``broker.spaces.contact`` checks and decides."""
+    t.execute(stmt("contact.set_policy"), {**params, "participant_id": participant_id})

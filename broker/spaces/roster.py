@@ -1,0 +1,113 @@
+"""The participants table's row mapper and writers (S2-S4): below ``broker.spaces.spaces``.
+
+A space that stops or is archived makes everyone leave (S1), so ``spaces``
+needs the departure writer; joining needs ``spaces`` (run ids, limits). The
+writers live here, importing neither, so the two do not import each other.
+``broker.spaces.participants`` (join, authenticate, the roster) re-exports them.
+Statements are the ``participants`` area of the catalogue.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from broker.board import holds
+from broker.ids import new_id
+from broker.store.sql import stmt
+from broker.store.sqlite import Store, Tx
+
+if TYPE_CHECKING:
+    from broker.model.records import Participant
+
+_INSERT = stmt("participants.insert")
+_INSERT_EVENT = stmt("participants.insert_event")
+_JOURNAL_FIELDS = stmt("participants.journal_fields")
+_MARK_LEFT = stmt("participants.mark_left")
+_PRESENT_IDS = stmt("participants.present_ids")
+
+Rows = Sequence[dict[str, Any]]
+
+
+def to_model(row: Mapping[str, Any]) -> Participant:
+    """The one participant row mapper: a row of ``list_all``/``list_present``/``by_address``."""
+    from broker.model.records import Participant  # built on first use (records_space)
+
+    return Participant(
+        id=row["id"],
+        space_id=row["space_id"],
+        address=row["address"],
+        codename=row["codename"],
+        agent=row["agent"],
+        run_id=row["run_id"],
+        step=row["step"],
+        parent=row["parent"],
+        role=row["role"],
+        archetype=row["archetype"],
+        task=row["task"],
+        is_lead=bool(row["is_lead"]),
+        messaging=bool(row["messaging"]),
+        tools=json.loads(row["tools"]) if row["tools"] is not None else None,
+        status=row["status"],
+        pid=row["pid"],
+        joined_at_utc=row["joined_at_utc"],
+        left_at_utc=row["left_at_utc"],
+        last_seen_utc=row["last_seen_utc"],
+        waiting=row["waiting"],
+    )
+
+
+def insert_rows(t: Tx, rows: Rows) -> None:
+    """Write whole participant rows (every column, by name): the one writer of
+    ``participants`` inserts, used by ``join`` and by the importer."""
+    t.many(_INSERT, rows)
+
+
+def insert_events(t: Tx, rows: Rows) -> None:
+    """Write whole ``participant_events`` rows: the journal's one writer (joins,
+    leaves, the importer)."""
+    t.many(_INSERT_EVENT, rows)
+
+
+def journal_event(
+    t: Tx, pid: str, space_id: str, event: str, row: Mapping[str, Any], now: str, reason: str | None
+) -> None:
+    insert_events(
+        t,
+        [
+            {
+                "id": new_id(),
+                "space_id": space_id,
+                "participant_id": pid,
+                "event": event,
+                "address": row["address"],
+                "codename": row["codename"],
+                "agent": row["agent"],
+                "run_id": row["run_id"],
+                "step": row["step"],
+                "parent": row["parent"],
+                "reason": reason,
+                "at_utc": now,
+            }
+        ],
+    )
+
+
+def leave_in_tx(store: Store, t: Tx, pid: str, reason: str) -> None:
+    """Record participant ``pid`` as left, inside the caller's transaction, and
+    end its key claims and path reservations there too (journaled ``released``,
+    reason ``left``): every departure (leave, a stop or an archive, the
+    directory's clean-up) comes through here, and a holder that left can
+    neither release nor renew, so its holds would block everyone to their TTL."""
+    row = t.one(_JOURNAL_FIELDS, {"id": pid})
+    assert row is not None
+    now = store.now_ts()
+    t.execute(_MARK_LEFT, {"now": now, "id": pid})
+    journal_event(t, pid, row["space_id"], "left", row, now, reason)
+    holds.end_held_by(t, row["space_id"], row["address"], now, holds.LEFT)
+
+
+def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:
+    for row in t.all(_PRESENT_IDS, {"space_id": space_id}):
+        leave_in_tx(store, t, row["id"], reason)

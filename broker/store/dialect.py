@@ -1,0 +1,312 @@
+"""Everything that differs between database engines, in one place.
+
+The rest of the code asks this module for DDL and for the few statements whose
+shape depends on the engine. SQLite is the embedded default; PostgreSQL is the
+second dialect (``FOR UPDATE SKIP LOCKED`` in claims, plpgsql triggers).
+"""
+
+from __future__ import annotations
+
+from broker.vocab import APPEND_ONLY
+
+_WAITING = "('ready', 'processing')"
+
+
+def triggers_ddl(dialect: str) -> list[str]:
+    """All triggers: append-only tables, and the inbox ``waiting`` counter.
+
+    ``participants.waiting`` is derived state kept by the database itself, on
+    every path that moves a delivery, so the inbox cap (S7) is one read."""
+    out = append_only_ddl(dialect) + purge_ddl(dialect) + sender_usage_ddl(dialect)
+    if dialect == "sqlite":
+        out.append(
+            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
+            f"WHEN NEW.state IN {_WAITING} "
+            "BEGIN UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; END"
+        )
+        out.append(
+            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
+            f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
+            "BEGIN UPDATE participants SET waiting = waiting + "
+            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END"
+        )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_waiting() RETURNS trigger AS $$ BEGIN "
+            f"IF TG_OP = 'INSERT' AND NEW.state IN {_WAITING} THEN "
+            "UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; "
+            f"ELSIF TG_OP = 'UPDATE' AND (OLD.state IN {_WAITING}) <> (NEW.state IN {_WAITING}) THEN "
+            "UPDATE participants SET waiting = waiting + "
+            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; "
+            "END IF; RETURN NULL; END $$ LANGUAGE plpgsql"
+        )
+        out.append(
+            "CREATE TRIGGER deliveries_waiting AFTER INSERT OR UPDATE OF state ON deliveries "
+            "FOR EACH ROW EXECUTE FUNCTION broker_waiting()"
+        )
+    return out
+
+
+def append_only_ddl(dialect: str) -> list[str]:
+    """Triggers that make the log and the journals append-only in the database.
+
+    A DELETE passes only for the space a purge is deleting: the one with a row in
+    ``purging``, which ``broker.interchange.purge`` writes and removes in its own transaction
+    (spec §Retention)."""
+    out: list[str] = []
+    if dialect == "sqlite":
+        for table in APPEND_ONLY:
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses UPDATE'); END"
+            )
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
+                f"WHEN NOT EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses DELETE'); END"
+            )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ BEGIN "
+            "IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
+            "THEN RETURN OLD; END IF; "
+            "RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; END $$ "
+            "LANGUAGE plpgsql"
+        )
+        for table in APPEND_ONLY:
+            out.append(
+                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                f"FOR EACH ROW EXECUTE FUNCTION broker_append_only()"
+            )
+    return out
+
+
+def purge_ddl(dialect: str) -> list[str]:
+    """The purge journal is append-only; a purge marker only for an archived space."""
+    if dialect == "sqlite":
+        return [
+            "CREATE TRIGGER IF NOT EXISTS purges_no_update BEFORE UPDATE ON purges "
+            "BEGIN SELECT RAISE(ABORT, 'append-only: purges refuses UPDATE'); END",
+            "CREATE TRIGGER IF NOT EXISTS purges_no_delete BEFORE DELETE ON purges "
+            "BEGIN SELECT RAISE(ABORT, 'append-only: purges refuses DELETE'); END",
+            "CREATE TRIGGER IF NOT EXISTS purging_archived_only BEFORE INSERT ON purging "
+            "WHEN (SELECT state FROM spaces WHERE id = NEW.space_id) IS NOT 'archived' "
+            "BEGIN SELECT RAISE(ABORT, 'purge: only an archived space can be purged'); END",
+            "CREATE TRIGGER IF NOT EXISTS purging_no_update BEFORE UPDATE ON purging "
+            "BEGIN SELECT RAISE(ABORT, 'purge: a purge marker cannot change'); END",
+        ]
+    if dialect == "postgresql":
+        return [
+            "CREATE TRIGGER purges_append_only BEFORE UPDATE OR DELETE ON purges "
+            "FOR EACH ROW EXECUTE FUNCTION broker_append_only()",
+            "CREATE OR REPLACE FUNCTION broker_purging() RETURNS trigger AS $$ BEGIN "
+            "IF TG_OP = 'UPDATE' OR (SELECT state FROM spaces WHERE id = NEW.space_id) "
+            "IS DISTINCT FROM 'archived' THEN "
+            "RAISE EXCEPTION 'purge: only an archived space can be purged'; END IF; "
+            "RETURN NEW; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER purging_archived_only BEFORE INSERT OR UPDATE ON purging "
+            "FOR EACH ROW EXECUTE FUNCTION broker_purging()",
+        ]
+    return []
+
+
+def sender_usage_ddl(dialect: str) -> list[str]:
+    """``sender_usage`` follows the log (S30): each new log row adds its size to
+    its sender's count; the rows go with their space (a purge). Kept by the
+    database, like ``participants.waiting``, so every path that appends to the
+    log (sends, receipts, imports) counts, and the share check is one read."""
+    if dialect == "sqlite":
+        return [
+            "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
+            "BEGIN INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
+            "ON CONFLICT (space_id, sender) DO UPDATE SET "
+            "log_bytes = log_bytes + excluded.log_bytes, messages = messages + 1; END",
+            "CREATE TRIGGER IF NOT EXISTS spaces_sender_usage AFTER DELETE ON spaces "
+            "BEGIN DELETE FROM sender_usage WHERE space_id = OLD.id; END",
+        ]
+    if dialect == "postgresql":
+        return [
+            "CREATE OR REPLACE FUNCTION broker_sender_usage() RETURNS trigger AS $$ BEGIN "
+            "IF TG_TABLE_NAME = 'spaces' THEN "
+            "DELETE FROM sender_usage WHERE space_id = OLD.id; RETURN NULL; END IF; "
+            "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
+            "ON CONFLICT (space_id, sender) DO UPDATE SET "
+            "log_bytes = sender_usage.log_bytes + excluded.log_bytes, "
+            "messages = sender_usage.messages + 1; RETURN NULL; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER messages_sender_usage AFTER INSERT ON messages "
+            "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
+            "CREATE TRIGGER spaces_sender_usage AFTER DELETE ON spaces "
+            "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
+        ]
+    return []
+
+
+# --- full-text search (S36) -------------------------------------------------------------
+# An external-content FTS5 index over the log's text: the words live once, in
+# ``messages``; the index holds only postings. FTS5 writes a new segment (and
+# merges old ones) in every transaction that indexes anything: ~5 pages and
+# ~100 us, half of a one-message send. So the log is indexed in batches: the
+# insert trigger indexes every row past the index's last one once
+# ``FTS_BATCH`` of them wait, and a search first indexes the rest (or, when it
+# cannot write, matches the few waiting rows on a private index of its own:
+# ``broker.mail.search``), so every sent message is found. The index always holds
+# exactly the log's rows up to its last one (``messages_fts_docsize``'s
+# largest id: a new row is numbered past every row), which ``integrity-check`` verifies once the
+# rest is indexed. A purge (spec §Retention) takes its deletes out of the
+# index, for the rows the index holds. Every row is indexed, ``seen`` receipts
+# too: an external-content index must mirror its table for ``integrity-check``
+# and ``rebuild``; search leaves receipts out in its query instead.
+FTS_TABLE = "messages_fts"
+FTS_BATCH = 32  # log rows waiting for the index before a send indexes them all
+# The index's last row: every log row up to it is indexed, none after it.
+FTS_INDEXED = f"coalesce((SELECT max(id) FROM {FTS_TABLE}_docsize), 0)"
+
+
+# PostgreSQL's search index (revisions 0010, 0012): a GIN index on the
+# expression the search statement matches (broker/store/sql/search.sql), so the
+# planner uses it. Like the FTS5 table it is not SQLAlchemy metadata (an
+# expression index). The text is first split and folded as FTS5's unicode61
+# does (``broker_search_text``: diacritics and case by a fixed table, every
+# character that is not a letter or digit to a space), so the 'simple'
+# configuration then finds the very words FTS5 finds, whatever the database's
+# locale, with no extension (S36: the same results on both backends). Thread
+# words weigh 'A', body words 'D': a phrase stays inside one of them and
+# ``thread:`` reads the thread's words only (broker.mail.search_query.tsquery).
+PG_SEARCH_INDEX = "ix_messages_search"
+PG_SEARCH_TEXT = "broker_search_text"
+PG_SEARCH_VECTOR = (
+    f"(to_tsvector('simple', {PG_SEARCH_TEXT}(body)) || "
+    f"setweight(to_tsvector('simple', {PG_SEARCH_TEXT}(coalesce(thread, ''))), 'A'))"
+)
+
+
+# Where the fold table is cut for PostgreSQL: ``translate`` compares each
+# character of the text with every one it maps (~4 us a character for the
+# whole table, PostgreSQL 15), so each block is mapped only in a text that
+# holds one of its characters, and a text with none (most: ASCII) pays one
+# regular expression scan (~20 ns a character).
+PG_FOLD_BLOCKS = (
+    0x80, 0xE0, 0x100, 0x180, 0x370, 0x400, 0x430, 0x530, 0x1E00, 0x1F00, 0x2000, 0x110000
+)
+
+
+def pg_search_text_ddl() -> str:
+    """``broker_search_text(text)``, from broker.store.search_fold (revision 0012
+    holds this very text, frozen; tests/test_search_query.py compares them):
+    FTS5 unicode61's fold, then a space for every run of other characters."""
+    from broker.store.search_fold import DROPPED, FOLD_FROM, FOLD_TO, WORD
+
+    def esc(chars: str) -> str:  # every "-" of WORD joins a range (none is a word character)
+        return "".join(
+            c if c == "-" else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+            for c in chars
+        )
+
+    pairs = [*zip(FOLD_FROM, FOLD_TO, strict=True), *((c, "") for c in DROPPED)]
+    every = "".join(a for a, _ in pairs if ord(a) >= 0x80)
+    blocks = []
+    for low, high in zip(PG_FOLD_BLOCKS, PG_FOLD_BLOCKS[1:], strict=False):
+        # Mapped characters first, then the ones translate drops (no partner).
+        inside = sorted((p for p in pairs if low <= ord(p[0]) < high), key=lambda p: p[1] == "")
+        if inside:
+            keys = "".join(a for a, _ in inside)
+            blocks.append(
+                f"IF t ~ '[{esc(keys)}]' THEN t := pg_catalog.translate(t, "
+                f"E'{esc(keys)}', E'{esc(''.join(b for _, b in inside))}'); END IF;"
+            )
+    return "\n".join(
+        [
+            f"CREATE OR REPLACE FUNCTION {PG_SEARCH_TEXT}(t text) RETURNS text "
+            "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$ BEGIN",
+            # FTS5 folds ASCII as lower() in the "C" collation does, in any
+            # locale: A-Z only (tests/test_search_query.py).
+            't := pg_catalog.lower(t COLLATE "C");',
+            f"IF t ~ '[{esc(every)}]' THEN",
+            *blocks,
+            "END IF;",
+            f"RETURN pg_catalog.regexp_replace(t, '[^{esc(WORD)}]+', ' ', 'g');",
+            "END $$",
+        ]
+    )
+
+
+# SQLite's implicit rowid, made an explicit identity column on PostgreSQL
+# (revision 0010) on the tables the exporter reads in the order written and
+# follows by position (broker/store/sql/export.sql). Not metadata, as on SQLite.
+PG_ROWID = "rowid"
+PG_ROWID_TABLES = frozenset(
+    ("participant_events", "claim_journal", "deliveries", "turns", "transcript", "history")
+)
+
+
+def pg_hidden(name: str | None, kind: str, parents: dict[str, str | None]) -> bool:
+    """What a PostgreSQL store holds beyond the metadata, as SQLite holds FTS5
+    and rowids: the search index, the rowid columns and their indexes
+    (alembic's ``include_name`` hook inverts this)."""
+    if kind == "column":
+        return name == PG_ROWID and parents.get("table_name") in PG_ROWID_TABLES
+    if kind == "index":
+        return name == PG_SEARCH_INDEX or (name or "").endswith(f"_{PG_ROWID}")
+    return False
+
+
+def search_ddl(dialect: str) -> list[str]:
+    if dialect == "postgresql":
+        return [
+            pg_search_text_ddl(),
+            f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON messages USING gin ({PG_SEARCH_VECTOR})",
+        ]
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, thread, "
+        "content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2')",
+        "CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages "
+        f"WHEN NEW.rowid - {FTS_INDEXED} >= {FTS_BATCH} BEGIN "
+        f"INSERT INTO {FTS_TABLE} (rowid, body, thread) SELECT rowid, body, thread "
+        f"FROM messages WHERE rowid > {FTS_INDEXED}; END",
+        "CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages "
+        f"WHEN OLD.rowid <= {FTS_INDEXED} BEGIN "
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body, thread) "
+        "VALUES ('delete', OLD.rowid, OLD.body, OLD.thread); END",
+        # Rows logged before the index existed (an upgraded store).
+        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('rebuild')",
+    ]
+
+
+# --- SQLAlchemy (migrations, the metadata comparison) ------------------------------------
+_registered = False
+
+
+def register_sqlalchemy() -> None:
+    """Teach SQLAlchemy the one type decision of the PostgreSQL schema: a
+    ``Boolean`` column is SMALLINT 0/1 there, the values SQLite stores and
+    returns, so the frozen revisions (``server_default=text("0")``) and every
+    statement (``messaging = 1``) run unchanged on both engines."""
+    global _registered
+    if _registered:
+        return
+    import sqlalchemy as sa
+    from sqlalchemy.ext.compiler import compiles
+
+    @compiles(sa.Boolean, "postgresql")
+    def _boolean_smallint(type_: sa.Boolean, compiler: object, **kw: object) -> str:
+        return "SMALLINT"
+
+    _registered = True
+
+
+def compare_type(
+    context: object,
+    inspected_column: object,
+    metadata_column: object,
+    inspected_type: object,
+    metadata_type: object,
+) -> bool | None:
+    """alembic's type comparison, knowing that a PostgreSQL SMALLINT is the
+    metadata's Boolean (``register_sqlalchemy``); None: alembic decides."""
+    import sqlalchemy as sa
+
+    if isinstance(metadata_type, sa.Boolean) and isinstance(inspected_type, sa.SmallInteger):
+        return False
+    return None

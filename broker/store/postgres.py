@@ -1,0 +1,523 @@
+"""The store on PostgreSQL: the same ``Store`` API over psycopg 3 and its pool.
+
+``Store("postgresql+psycopg://user@host:5432/db")`` returns a ``PgStore``.
+Everything above the store is unchanged: the modules run the same catalogue
+statements (``Stmt.postgresql``) and the few statements still outside the
+catalogue (``?`` placeholders, rewritten once per text here) through the same
+``Tx``; rows read by name and by position like ``sqlite3.Row``.
+
+What differs, and why it is invisible to a caller:
+
+- Transactions: writes run at READ COMMITTED (``store.begin_write``); what
+  SQLite's single writer gave for free is kept by row locks taken by the
+  statements that need them (the space's counter row is locked before a send
+  takes its sequence number, so the per-space sequence stays gap-free and in
+  commit order; claims select with ``FOR UPDATE SKIP LOCKED``). Reads are a
+  REPEATABLE READ READ ONLY snapshot, like SQLite's deferred ``BEGIN``.
+- Booleans are stored as SMALLINT 0/1 (``broker.store.dialect``), the values the
+  SQLite store returns, so every statement compares them the same way.
+- ``numeric`` results (``sum()`` of integers) load as ``int`` when integral,
+  as SQLite returns them.
+- No file: no writer lock, no WAL, no doorbell folder (wake-ups are
+  LISTEN/NOTIFY, ``broker.delivery.pgwake``); the first-open migration is serialised
+  by an advisory lock instead of the lock file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from broker import errors
+from broker.ids import Clock
+from broker.store.migrate import HEAD
+from broker.store.settings import StoreSettings
+from broker.store.sql import Stmt, stmt
+from broker.store.sqlite import Store, Tx
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+try:
+    import psycopg
+    from psycopg import pq
+    from psycopg.adapt import Dumper
+    from psycopg.types.numeric import NumericLoader
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - the `pg` extra is not installed
+    raise errors.StoreError(
+        "PostgreSQL needs psycopg 3 and psycopg_pool: pip install 'swarm-broker[pg]'"
+    ) from exc
+
+MIGRATE_LOCK = 0x62726F6B  # pg_advisory_lock key of the first-open migration ("brok")
+POOL_MAX = 64
+
+_BEGIN_WRITE = stmt("store.begin_write").postgresql
+_BEGIN_READ = stmt("store.begin_read").postgresql
+_COMMIT = stmt("store.commit").postgresql
+_ROLLBACK = stmt("store.rollback").postgresql
+_MIGRATE_LOCK = stmt("store.migrate_lock")
+_SCHEMA_VERSION = stmt("store.schema_version")
+_LOCK_SPACE = stmt("store.lock_space")
+_QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
+
+
+def conninfo(url: str) -> str:
+    """``postgresql+psycopg://...`` -> the libpq URL psycopg takes."""
+    scheme, rest = url.split("://", 1)
+    if scheme not in ("postgresql", "postgresql+psycopg", "postgres"):
+        raise errors.InvalidInput(
+            f"bad database URL {url!r}: expected postgresql+psycopg://user@host:port/database"
+        )
+    try:  # an unclosed [ or a port that is not one: refused here, in one line
+        urlsplit(url).port  # noqa: B018 - read for the check it makes
+    except ValueError as exc:
+        raise errors.InvalidInput(
+            f"bad database URL {redacted(url)!r}: {exc}", field="url"
+        ) from None
+    return f"postgresql://{rest}"
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and ``store.path``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not parsable: hide all between :// and @ (a password may be there)
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def to_pg(sql: str) -> str:
+    """A statement for psycopg: a catalogue one's PostgreSQL text, or a plain
+    ``?``-placeholder text rewritten (``?`` -> ``%s``, a literal ``%`` doubled)."""
+    if isinstance(sql, Stmt):
+        # Before the cache: a Stmt equals its SQLite text, which another entry
+        # may share with a different PostgreSQL text (store.lock_space).
+        return sql.postgresql
+    return _rewrite(sql)
+
+
+@lru_cache(maxsize=4096)
+def _rewrite(sql: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if text == "?":
+            return "%s"
+        if text == "%":
+            return "%%"
+        return text.replace("%", "%%")
+
+    return _QMARK.sub(sub, sql)
+
+
+class PgRow(tuple):  # type: ignore[type-arg]
+    """A row read by name (``row["id"]``) or position, and ``dict(row)``: the
+    ``sqlite3.Row`` interface the modules use."""
+
+    __slots__ = ()
+    _index: dict[str, int] = {}
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+@lru_cache(maxsize=1024)
+def _row_class(names: tuple[str, ...]) -> type[PgRow]:
+    index = {n: i for i, n in enumerate(names)}
+    return type("Row", (PgRow,), {"__slots__": (), "_index": index, "_names": names})
+
+
+def _row_factory(cursor: Any) -> Any:
+    desc = cursor.description
+    if desc is None:
+        return tuple
+    return _row_class(tuple(d.name for d in desc))
+
+
+class _IntegralNumeric(NumericLoader):
+    """``sum()`` of integers is ``numeric`` in PostgreSQL: load it as the int
+    SQLite returns (a fractional value stays a float)."""
+
+    def load(self, data: Any) -> Any:
+        value = super().load(data)
+        return int(value) if value == value.to_integral_value() else float(value)
+
+
+class _BoolSmallint(Dumper):
+    """A Python bool is stored as the SMALLINT 0/1 of a boolean column."""
+
+    oid = 21  # int2
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+class PgConn:
+    """The DBAPI face ``Tx`` uses (``execute``, ``executemany``, ``in_transaction``)
+    over one psycopg connection; every statement is rewritten for psycopg once."""
+
+    __slots__ = ("conn", "writer_lock", "locked")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.writer_lock = None
+        self.locked: set[str] = set()  # spaces whose row this transaction holds
+
+    # A refused statement is a broker error here, at once, as sqlite3's is one
+    # by the time it leaves ``Tx`` on the other dialect: callers that handle a
+    # refusal inside the transaction (the importer's row-by-row retry) catch
+    # ``StoreError`` on both backends.
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        cur = self.conn.cursor(row_factory=_row_factory)
+        try:
+            cur.execute(to_pg(sql), params or None)
+        except psycopg.Error as exc:
+            raise wrap_pg_error(exc) from exc
+        return cur
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        with self.conn.cursor() as cur:
+            try:
+                cur.executemany(to_pg(sql), rows)
+            except psycopg.Error as exc:
+                raise wrap_pg_error(exc) from exc
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def wrap_pg_error(exc: BaseException) -> errors.BrokerError:
+    """Map a psycopg error (raw or SQLAlchemy-wrapped) to a broker error."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).split("\n")[0]
+    if "append-only" in text:
+        return errors.AppendOnly(text)
+    if isinstance(orig, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        return errors.StoreBusy(f"database stayed locked: {text}")
+    if (getattr(orig, "sqlstate", None) or "").startswith("40"):  # deadlock, serialization
+        return errors.StoreBusy(f"the database rolled the transaction back, retry it: {text}")
+    if isinstance(orig, psycopg.IntegrityError):
+        return errors.StoreError(f"integrity error: {text}")
+    if isinstance(orig, psycopg.OperationalError):
+        return errors.StoreError(f"cannot reach the database: {text}")
+    return errors.StoreError(f"database error: {text}")
+
+
+class PgStore(Store):
+    """A broker database on a PostgreSQL server (module doc). Thread-safe;
+    one per process, shared: a pool of connections (a transaction holds one)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        settings: StoreSettings | None = None,
+        migrate: bool = True,
+        create: bool = True,
+    ) -> None:
+        from broker.ids import system_clock
+
+        self.settings = settings or StoreSettings.from_env(url)
+        self.clock = clock or system_clock
+        self.url = self.settings.url
+        self.dialect = "postgresql"
+        self.conninfo = conninfo(self.url)
+        self.display = redacted(self.url)
+        # No file: `path` names the database in messages (and keys per-store state).
+        self.path = Path(self.display)
+        self.key_path = key_path(self.conninfo)  # the operator key file (S29), in BROKER_HOME
+        self.lock_path = ""
+        self.create = create
+        self.read_only = None
+        self._target, self._uri = self.conninfo, False
+        self._migrating = None
+        self._reset_connections()
+        from broker.store import sqlite
+
+        sqlite._stores.add(self)
+        if migrate and create:
+            self.ensure_schema()
+        elif migrate:
+            self._check_schema()
+
+    def _reset_connections(self) -> None:
+        super()._reset_connections()
+        self._pool: ConnectionPool[Any] | None = None
+        self._pid = os.getpid()
+
+    # --- connections -------------------------------------------------------------
+    def _configure_pg(self, conn: psycopg.Connection[Any]) -> None:
+        conn.adapters.register_loader("numeric", _IntegralNumeric)
+        conn.adapters.register_dumper(bool, _BoolSmallint)
+        # A lock or statement never waits longer than a SQLite writer would.
+        conn.execute(f"SET lock_timeout = {int(self.settings.busy_timeout_ms)}")
+
+    def pool(self) -> ConnectionPool[Any]:
+        if self._pool is None or self._pid != os.getpid():
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    self._pid = os.getpid()
+                    # One direct connection first: a server that is not there is
+                    # one line at once, not the pool's retries for its timeout.
+                    self.connect().close()
+                    self._pool = ConnectionPool(
+                        self.conninfo,
+                        min_size=1,
+                        max_size=POOL_MAX,
+                        kwargs={"autocommit": True},
+                        configure=self._configure_pg,
+                        timeout=self.settings.busy_timeout_ms / 1000,
+                        open=False,
+                        name=f"broker-{id(self):x}",
+                    )
+                    try:
+                        self._pool.open(wait=True, timeout=10)
+                    except Exception as exc:
+                        self._pool = None
+                        raise errors.StoreError(
+                            f"cannot reach the PostgreSQL store at {self.display}: {exc}"
+                        ) from exc
+        return self._pool
+
+    def connect(self) -> PgConn:  # type: ignore[override]
+        """A new configured connection outside the pool (the caller closes it)."""
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+            self._configure_pg(conn)
+        except psycopg.Error as exc:
+            why = " ".join(str(exc).split())
+            raise errors.StoreError(
+                f"cannot reach the PostgreSQL store at {self.display}: {why}"
+            ) from exc
+        return PgConn(conn)
+
+    def _checkout(self) -> tuple[PgConn, bool]:  # type: ignore[override]
+        try:
+            return PgConn(self.pool().getconn()), True
+        except errors.BrokerError:
+            raise
+        except Exception as exc:
+            raise wrap_pg_error(exc) from exc
+
+    def _checkin(self, conn: PgConn, held: bool) -> None:  # type: ignore[override]
+        pool = self._pool
+        if pool is not None and self._pid == os.getpid():
+            pool.putconn(conn.conn)
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same database (migrations, callers' own SQL)."""
+        if self._engine is None:
+            import sqlalchemy as sa
+
+            from broker.store.dialect import register_sqlalchemy
+
+            register_sqlalchemy()
+            self._engine = sa.create_engine(
+                f"postgresql+psycopg://{self.url.split('://', 1)[1]}", poolclass=sa.pool.NullPool
+            )
+        return self._engine
+
+    def _sa_connection(self, raw: Any) -> sa.Connection:
+        import sqlalchemy as sa
+
+        from broker.store.dialect import register_sqlalchemy
+
+        register_sqlalchemy()
+        engine = self._sa_engines.get(id(raw))
+        if engine is None:
+            # A pool of exactly this connection, never reset on return: the
+            # transaction belongs to the broker's Tx, not to SQLAlchemy.
+            engine = sa.create_engine(
+                "postgresql+psycopg://",
+                creator=lambda: raw.conn,
+                poolclass=sa.pool.StaticPool,
+                pool_reset_on_return=None,
+            )
+            self._sa_engines[id(raw)] = engine
+        return engine.connect()
+
+    # --- schema ------------------------------------------------------------------
+    def ensure_schema(self) -> None:
+        """Migrate an empty or older database to head, once: concurrent first
+        opens queue on an advisory lock (PostgreSQL's DDL is transactional)."""
+        if self.schema_version() == HEAD:
+            return
+        from broker.store.migrate import upgrade
+
+        lock = self.connect()
+        try:
+            lock.execute(_MIGRATE_LOCK, {"key": MIGRATE_LOCK})
+            if self.schema_version() == HEAD:
+                return
+            upgrade(self.engine)
+            from broker.store import keys
+
+            keys.ensure(self)  # the operator key is made with the store (S29)
+        except errors.BrokerError:
+            raise
+        except Exception as exc:  # alembic wraps driver errors its own way
+            raise wrap_pg_error(exc) from exc
+        finally:
+            lock.close()  # ends the session: the advisory lock goes with it
+
+    def _check_schema(self) -> None:
+        rev = self.schema_version()
+        if rev is None:
+            raise errors.StoreNotFound(
+                f"no broker schema in the PostgreSQL database {self.display}: create it with "
+                "`broker db upgrade` (or `broker space create`)"
+            )
+        if rev != HEAD:
+            raise errors.SchemaOutOfDate(
+                f"the store at {self.display} has schema {rev}, this broker needs {HEAD}: "
+                "run `broker db upgrade`"
+            )
+
+    def schema_version(self) -> str | None:
+        try:
+            with self.read() as tx:
+                row = tx.one(_SCHEMA_VERSION)
+        except errors.StoreError as exc:
+            if "alembic_version" in exc.message and "does not exist" in exc.message:
+                return None  # an empty database: never migrated
+            raise
+        return row[0] if row else None
+
+    # --- transactions ------------------------------------------------------------
+    def lock_space(self, t: Tx, space_id: str) -> None:
+        """The row lock on the space's counter row (``Store.lock_space``): taken
+        first in every write of a space (before any participant row, so two
+        writers never wait on each other in opposite orders), once per
+        transaction (a ``PgConn`` lives for one transaction)."""
+        raw: PgConn = t.raw  # type: ignore[assignment]
+        if space_id not in raw.locked:
+            raw.execute(_LOCK_SPACE, {"space_id": space_id})
+            raw.locked.add(space_id)
+
+    def data_version(self) -> int:
+        """No cheap commit counter on PostgreSQL: wake-ups come by NOTIFY."""
+        return 0
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        return 0, 0, 0  # the server checkpoints itself
+
+    @contextmanager
+    def exclusive(self) -> Iterator[Any]:
+        raise errors.StoreError(
+            f"not available on PostgreSQL (the store at {self.display}): use the server's tools"
+        )
+        yield  # pragma: no cover
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
+        raw, held = self._checkout()
+        committed: Tx | None = None
+        tx: Tx | None = None
+        broken = False
+        try:
+            try:
+                raw.conn.execute(_BEGIN_WRITE if write else _BEGIN_READ)
+            except psycopg.Error as exc:
+                broken = True
+                raise wrap_pg_error(exc) from exc
+            tx = Tx(self, raw, write)  # type: ignore[arg-type]
+            try:
+                yield tx
+            except BaseException as exc:
+                broken = not self._pg_rollback(tx)
+                if isinstance(exc, psycopg.Error) or type(exc).__name__ in (
+                    "OperationalError",
+                    "IntegrityError",
+                    "ProgrammingError",
+                    "InternalError",
+                    "DataError",
+                ):
+                    raise wrap_pg_error(exc) from exc
+                raise
+            try:
+                if tx._sa is not None and tx._sa.in_transaction():
+                    tx._sa.commit()
+                if raw.in_transaction:
+                    raw.conn.execute(_COMMIT)
+            except Exception as exc:
+                broken = not self._pg_rollback(tx)
+                raise wrap_pg_error(exc) from exc
+            committed = tx
+        finally:
+            if tx is not None and tx._sa is not None:
+                tx._sa.close()
+            if broken or raw.conn.closed:
+                self._discard(raw)
+            else:
+                self._checkin(raw, held)
+        for fn in committed._after_commit:
+            fn()
+
+    def _discard(self, raw: PgConn) -> None:
+        pool = self._pool
+        try:
+            raw.conn.close()
+        finally:
+            if pool is not None and self._pid == os.getpid():
+                pool.putconn(raw.conn)  # the pool replaces a closed connection
+
+    @staticmethod
+    def _pg_rollback(tx: Tx) -> bool:
+        try:
+            if tx._sa is not None and tx._sa.in_transaction():
+                tx._sa.rollback()
+            if tx.raw.in_transaction:
+                tx.raw.conn.execute(_ROLLBACK)  # type: ignore[attr-defined]
+            return True
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            return False
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.close()
+        for engine in self._sa_engines.values():
+            engine.dispose()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._engine = None
+        self._sa_engines = {}
+
+
+def key_path(info: str) -> Path:
+    """The operator key file of a PostgreSQL store: no file sits beside the
+    database, so it lives in BROKER_HOME, named after the server and database
+    (``pg-HOST-PORT-DBNAME.operator-key``); BROKER_OPERATOR_KEY overrides it."""
+    import re
+
+    from broker.store.keys import KEY_SUFFIX
+    from broker.store.settings import broker_home
+
+    parts = urlsplit(info)
+    name = "-".join(
+        [parts.hostname or "local", str(parts.port or 5432), parts.path.lstrip("/") or "postgres"]
+    )
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return broker_home() / f"pg-{safe}{KEY_SUFFIX}"

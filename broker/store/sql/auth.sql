@@ -1,0 +1,56 @@
+-- Who is calling: one authorization path for every agent operation (broker.spaces.auth).
+
+-- name: caller
+-- Re-checks the caller's token inside the transaction (S10) and reads its grant,
+-- status and its space's state, limits and counters, in one statement (a send
+-- needs no read of its space of its own: the write lock is already held).
+SELECT p.status, p.messaging, p.tools, p.is_lead, p.agent, p.parent,
+       s.state AS space_state, s.settings, s.last_seq, s.log_bytes, s.last_bcast
+FROM participants p JOIN spaces s ON s.id = p.space_id
+WHERE p.id = :id AND p.token_hash = :token_hash
+
+-- name: caller_heartbeat
+-- The same, refreshing the caller's heartbeat (last_seen_utc) on the way; used
+-- at most once a second per process, so a busy loop dirties no page per commit.
+-- Never on a participant that left: its call is refused and writes nothing,
+-- even inside a caller's transaction that goes on (S4).
+UPDATE participants SET last_seen_utc = :now
+WHERE id = :id AND token_hash = :token_hash AND status <> 'left'
+RETURNING status, messaging, tools, is_lead, agent, parent,
+  (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
+  (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings,
+  (SELECT last_seq FROM spaces WHERE spaces.id = participants.space_id) AS last_seq,
+  (SELECT log_bytes FROM spaces WHERE spaces.id = participants.space_id) AS log_bytes,
+  (SELECT last_bcast FROM spaces WHERE spaces.id = participants.space_id) AS last_bcast
+
+-- name: identify
+-- The participant a token belongs to (served mode: a Bearer token alone names
+-- its holder). token_hash is unique; the caller statement above re-checks it
+-- inside every transaction, so a stale answer here cannot act.
+SELECT p.id, p.space_id, p.address
+FROM participants p
+WHERE p.token_hash = :token_hash
+
+-- name: caller_send
+-- A send to one participant by address, in one statement: the space's counters
+-- bumped for the one log row it will append (:size, the row's size if it
+-- reaches that participant: the send corrects it otherwise), the caller
+-- re-checked with its grant (S10, S24), and the recipient with its contact
+-- policy (S38). A refusal rolls the bump back. NULL caller: bad token.
+UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
+WHERE id = :space_id
+RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+  (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
+   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
+  (SELECT json_array(id, address, status, waiting, contact_policy, contact_allow, parent)
+   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
+-- postgresql:
+UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
+WHERE id = :space_id
+RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+  (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
+   FROM participants
+   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
+  (SELECT json_build_array(id, address, status, waiting, contact_policy, contact_allow,
+     parent)::text
+   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient

@@ -1,0 +1,276 @@
+-- Inboxes as queues (broker.delivery.inbox, S13-S16, S32): the only writer of `deliveries`.
+
+-- name: insert
+-- New deliveries, and rows restored by the importer: every column as given.
+INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc,
+  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
+  quarantine_reason, lease_process, lost_lease_token)
+VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
+  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
+  :quarantine_reason, :lease_process, :lost_lease_token)
+
+-- name: claim
+-- The claim (S13, S15), one statement: the oldest ready rows and the oldest
+-- expired leases of one inbox, each cut to :n on its own partial index before
+-- the merge, move to processing under the new lease. A candidate already handed
+-- out :max_deliveries times goes to quarantine instead (every CASE reads the old
+-- row). The message each row carries is returned with it (no second statement),
+-- as one JSON array [kind, sender, body, urgent, thread, importance]: one
+-- lookup of the message per row, not one per column (half the statement's
+-- time for the few rows a busy inbox hands out at once).
+UPDATE deliveries SET
+  state = CASE WHEN attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
+  attempts = CASE WHEN attempts >= :max_deliveries THEN attempts ELSE attempts + 1 END,
+  lease_token = CASE WHEN attempts >= :max_deliveries THEN lease_token ELSE :token END,
+  lease_owner = CASE WHEN attempts >= :max_deliveries THEN lease_owner ELSE :owner END,
+  lease_expires_at = CASE WHEN attempts >= :max_deliveries THEN lease_expires_at ELSE :expires END,
+  lease_process = CASE WHEN attempts >= :max_deliveries THEN lease_process ELSE :process END,
+  quarantine_reason = CASE WHEN attempts >= :max_deliveries THEN 'max_deliveries'
+    ELSE quarantine_reason END,
+  -- The evidence of a lease that ran out: whose it was and when it ended; and
+  -- which lease lost the row, so a late settle of it is told (S14).
+  last_error = CASE WHEN state = 'processing'
+    THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
+    ELSE last_error END,
+  lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
+WHERE id IN (
+  SELECT id FROM (
+    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'ready'
+      ORDER BY created_at_utc, id LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
+      ORDER BY created_at_utc, id LIMIT :n)
+  ) ORDER BY created_at_utc, id LIMIT :n)
+RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
+  (SELECT json_array(kind, sender, body, urgent, thread, importance) FROM messages m
+   WHERE m.id = deliveries.message_id) AS message
+-- postgresql:
+-- The candidates are locked as they are chosen (SKIP LOCKED: a row another
+-- claim holds is passed over, never waited for, never taken twice): a bare
+-- LIMIT subquery could over-claim at READ COMMITTED.
+WITH candidates AS (
+  SELECT id FROM deliveries
+  WHERE recipient_id = :recipient_id
+    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
+  ORDER BY created_at_utc, id LIMIT :n
+  FOR UPDATE SKIP LOCKED
+), claimed AS (
+UPDATE deliveries d SET
+  state = CASE WHEN d.attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
+  attempts = CASE WHEN d.attempts >= :max_deliveries THEN d.attempts ELSE d.attempts + 1 END,
+  lease_token = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_token ELSE :token END,
+  lease_owner = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_owner ELSE :owner END,
+  lease_expires_at = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_expires_at ELSE :expires END,
+  lease_process = CASE WHEN d.attempts >= :max_deliveries THEN d.lease_process ELSE :process END,
+  quarantine_reason = CASE WHEN d.attempts >= :max_deliveries THEN 'max_deliveries'
+    ELSE d.quarantine_reason END,
+  last_error = CASE WHEN d.state = 'processing'
+    THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
+    ELSE d.last_error END,
+  lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
+    ELSE d.lost_lease_token END
+FROM candidates c WHERE d.id = c.id
+RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
+  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, m.thread, m.importance)::text
+   FROM messages m WHERE m.id = d.message_id) AS message
+)
+SELECT * FROM claimed ORDER BY created_at_utc, delivery_id
+
+-- name: quarantine_head
+-- Poison at the head of an inbox (S15): quarantine the candidates among the
+-- first :n that were handed out :max_deliveries times, leaving the others.
+-- A claim that met poison runs this with growing :n, so however much poison
+-- precedes a good message, the claim reaches it.
+UPDATE deliveries SET
+  state = 'quarantine',
+  quarantine_reason = 'max_deliveries',
+  last_error = CASE WHEN state = 'processing'
+    THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
+    ELSE last_error END,
+  lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
+WHERE attempts >= :max_deliveries AND id IN (
+  SELECT id FROM (
+    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'ready'
+      ORDER BY created_at_utc, id LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
+      ORDER BY created_at_utc, id LIMIT :n)
+  ) ORDER BY created_at_utc, id LIMIT :n)
+RETURNING id
+-- postgresql:
+WITH candidates AS (
+  SELECT id FROM deliveries
+  WHERE recipient_id = :recipient_id
+    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
+  ORDER BY created_at_utc, id LIMIT :n
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d SET
+  state = 'quarantine',
+  quarantine_reason = 'max_deliveries',
+  last_error = CASE WHEN d.state = 'processing'
+    THEN 'lease of ' || coalesce(d.lease_owner, '?') || ' expired at ' || d.lease_expires_at
+    ELSE d.last_error END,
+  lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
+    ELSE d.lost_lease_token END
+FROM candidates c WHERE d.id = c.id AND d.attempts >= :max_deliveries
+RETURNING d.id
+
+-- name: claimable
+-- Whether a claim would find anything (S13, S15): a ready row or an expired
+-- lease in the inbox, each one probe of its partial index. Read in a snapshot
+-- before the claim, so a claim of an empty inbox (most claims of a busy
+-- swarm) takes no write lock and writes nothing.
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id AND state = 'ready')
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+    AND state = 'processing' AND lease_expires_at < :now) AS claimable
+
+-- name: next_expiry
+-- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
+-- no doorbell).
+SELECT min(lease_expires_at) AS expiry FROM deliveries
+WHERE recipient_id = :recipient_id AND state = 'processing'
+
+-- name: ack
+-- processing -> done for the rows still held under the lease (S14); :ids is a
+-- JSON array of message ids, or NULL for the whole lease. `+recipient_id`:
+-- find the rows by token, not by scanning the inbox's leases.
+UPDATE deliveries SET state = 'done', acked_at_utc = :now
+WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'done', acked_at_utc = :now
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
+
+-- name: release
+-- processing -> ready, for replay (S14); the delivery count stays. The owner
+-- stays too, as evidence (S15: a quarantine names the last lease owner however
+-- its last lease ended); nobody holds a ready row (no expiry, no process).
+UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
+  lease_process = NULL, last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
+  lease_process = NULL, last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
+
+-- name: extend
+-- A new expiry for the rows still held under the lease.
+UPDATE deliveries SET lease_expires_at = :expires
+WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET lease_expires_at = :expires
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
+
+-- name: quarantine
+-- Set a held message aside with its evidence (S15).
+UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
+  last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
+  last_error = coalesce(:error, last_error)
+WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING message_id
+
+-- name: by_message_ids
+-- Why a settle missed some ids: where each of them is now.
+SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
+WHERE recipient_id = :recipient_id AND message_id IN (SELECT value FROM json_each(:ids))
+-- postgresql:
+SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
+WHERE recipient_id = :recipient_id
+  AND message_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+
+-- name: by_token
+-- Why a settle of a whole lease found nothing held: where its rows are now,
+-- those it still names and those it lost to a later claim or to restart
+-- recovery (S14), in inbox order. Each branch is one probe of its token index.
+SELECT message_id, state, lease_token, lost_lease_token FROM (
+  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
+  WHERE lease_token = :token AND recipient_id = :recipient_id
+  UNION
+  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
+  WHERE lost_lease_token = :token AND recipient_id = :recipient_id
+) AS rows_of_lease ORDER BY created_at_utc, id
+
+-- name: lease_processes
+-- The processes holding an inbox's leases (restart recovery, S32).
+SELECT DISTINCT lease_process FROM deliveries
+WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_process IS NOT NULL
+
+-- name: recover
+-- Restart recovery (S32): the leases of processes that are gone (:processes, a
+-- JSON array) go back to ready at once; the claim that took them counted the
+-- attempt. The token stays, and is recorded as the lease that lost the row,
+-- so a late settle under it is told what happened (S14); the owner stays as
+-- evidence, as on a release (S15).
+UPDATE deliveries SET state = 'ready',
+  last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
+    || ': its process ' || lease_process || ' is gone',
+  lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
+WHERE recipient_id = :recipient_id AND state = 'processing'
+  AND lease_process IN (SELECT value FROM json_each(:processes))
+RETURNING message_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready',
+  last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
+    || ': its process ' || lease_process || ' is gone',
+  lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
+WHERE recipient_id = :recipient_id AND state = 'processing'
+  AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
+RETURNING message_id
+
+-- name: quarantined
+-- The operator's view of quarantine (S15), oldest first, with the evidence.
+SELECT d.id AS delivery_id, d.message_id, p.address AS recipient, m.kind, m.sender, m.body,
+  d.created_at_utc, d.attempts, d.quarantine_reason, d.last_error, d.lease_owner
+FROM deliveries d
+JOIN messages m ON m.id = d.message_id
+JOIN participants p ON p.id = d.recipient_id
+WHERE d.space_id = :space_id AND d.state = 'quarantine'
+ORDER BY d.created_at_utc, d.id
+
+-- name: requeue
+-- Quarantined deliveries (by delivery id or message id, :ids a JSON array) back
+-- to ready with a fresh delivery count.
+UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
+  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+WHERE space_id = :space_id AND state = 'quarantine'
+  AND (id IN (SELECT value FROM json_each(:ids))
+    OR message_id IN (SELECT value FROM json_each(:ids)))
+RETURNING id, message_id, recipient_id
+-- postgresql:
+UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
+  lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
+WHERE space_id = :space_id AND state = 'quarantine'
+  AND (id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+    OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING id, message_id, recipient_id
+
+-- name: stats
+-- A space's deliveries by state, and how many extra deliveries redelivery cost.
+SELECT count(*) FILTER (WHERE state = 'ready') AS ready,
+  count(*) FILTER (WHERE state = 'processing') AS processing,
+  count(*) FILTER (WHERE state = 'done') AS done,
+  count(*) FILTER (WHERE state = 'quarantine') AS quarantine,
+  coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1), 0) AS redeliveries
+FROM deliveries WHERE space_id = :space_id

@@ -1,0 +1,91 @@
+-- Sending and the log (broker.mail.messages, broker.mail.sending, broker.mail.recipients): the
+-- only writers of `messages` and `deliveries`, and of a space's counters on a send.
+
+-- name: space
+-- The space a send appends to: state, limits and counters (a send by an agent
+-- gets these from its authorization read, auth.caller; the operator's and the
+-- directives' sends read them here).
+SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = :space_id
+
+-- name: space_kind
+SELECT kind FROM spaces WHERE id = :space_id
+
+-- name: set_counters
+-- A send batch's counters, written once at flush: the space's write lock (BEGIN
+-- IMMEDIATE; the row lock on PostgreSQL) is held from the read to here.
+UPDATE spaces SET last_seq = :last_seq, log_bytes = :log_bytes, last_bcast = :last_bcast
+WHERE id = :space_id
+
+-- name: bump_counters
+-- One log row outside a send (a receipt, an import): the counters read and
+-- bumped in one statement; returns the row's seq.
+UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size,
+  last_bcast = last_bcast + :bcast
+WHERE id = :space_id
+RETURNING last_seq
+
+-- name: insert_message
+INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref,
+  reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc,
+  thread, reply_to, importance, ack_required)
+VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
+  :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
+  :thread, :reply_to, :importance, :ack_required)
+
+-- name: logged_key
+-- The first send of an idempotency key in a space (S12), with what a repeat
+-- must match (kind, recipients, body, mail fields).
+SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, thread,
+  reply_to, importance, ack_required FROM messages
+WHERE space_id = :space_id AND idempotency_key = :key
+
+-- name: at_address
+-- A recipient by address, with its contact policy (S38): a direct send needs no
+-- other read to know whether it may reach it.
+SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
+WHERE space_id = :space_id AND address = :address
+
+-- name: live_by_agent
+-- A `role:` form (S6): the live participants of that agent name, but the sender.
+SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
+WHERE space_id = :space_id AND agent = :value AND status IN ('running', 'idle')
+  AND address != :sender
+ORDER BY joined_at_utc, id
+
+-- name: live_by_step
+-- A `step:` form (S6): the live participants of that workflow step, but the sender.
+SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
+WHERE space_id = :space_id AND step = :value AND status IN ('running', 'idle')
+  AND address != :sender
+ORDER BY joined_at_utc, id
+
+-- name: broadcast_readers
+-- The live readers of a broadcast, with their cursors: the one furthest
+-- behind is what broadcast_cap counts from (S7).
+SELECT id, address, bcast_seen, waiting FROM participants
+WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sender
+ORDER BY joined_at_utc, id
+
+-- name: seq_of
+-- The log position of a message id of the space (a cursor: --after, the board).
+SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
+
+-- name: log
+-- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`
+-- NULL for no limit.
+SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+FROM messages
+WHERE space_id = :space_id AND seq > :after
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+ORDER BY seq
+LIMIT coalesce(:lim, -1)
+-- postgresql:
+SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+FROM messages
+WHERE space_id = :space_id AND seq > :after
+  AND (CAST(:kinds AS text) IS NULL
+       OR kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
+ORDER BY seq
+LIMIT :lim

@@ -1,0 +1,23 @@
+-- Threads (broker.mail.threads, S35): reading the thread column of the log; the
+-- log's writer is broker.mail.messages.
+
+-- name: parent
+-- The message a reply answers, in the replying space only (never another's).
+SELECT thread FROM messages WHERE space_id = :space_id AND id = :id
+
+-- name: log
+-- A thread's messages in log order: those named into it, and the message it
+-- grew from when it is named after one (a reply to an unthreaded message).
+SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+FROM messages WHERE space_id = :space_id AND thread = :thread
+UNION ALL
+SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+FROM messages WHERE space_id = :space_id AND id = :thread AND thread IS NULL
+ORDER BY seq
+
+-- name: list
+-- The threads of a space, most recently active first (the v_threads view).
+SELECT thread, messages, first_id, first_at, last_id, last_at, participants, senders
+FROM v_threads WHERE space_id = :space_id ORDER BY last_at DESC, thread

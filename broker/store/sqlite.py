@@ -1,0 +1,584 @@
+"""The store: connections, pragmas, transactions, error wrapping.
+
+Every write transaction starts with ``BEGIN IMMEDIATE`` (pysqlite's own BEGIN
+is off: ``isolation_level=None``), so a transaction that will write takes the
+write lock up front and never fails mid-way on a lock upgrade. Reads use a
+deferred ``BEGIN`` and see one snapshot. SQLAlchemy engines built here emit
+the same from its ``begin`` event.
+
+Hot paths run prepared SQL on the DBAPI connection of the transaction
+(``Tx.execute``): SQLAlchemy costs ~3x raw sqlite3 per statement and ~300 ms
+to import, too much for a CLI called per tool call, so it is loaded only when
+needed: migrations, and ``Tx.connection`` (a SQLAlchemy ``Connection`` in the
+same transaction), which is how the caller's own work and the broker's commit
+or fail together (spec §Habits).
+
+Writers queue on a kernel lock (``broker.store.writelock``: ``<database>.lock``)
+taken right before ``BEGIN IMMEDIATE`` and dropped right after ``COMMIT`` or
+``ROLLBACK``, so the next writer is woken the moment the lock is free instead
+of sleeping in SQLite's busy handler; readers never take it.
+
+``Store(url, create=False)`` never creates a file: a missing store is one
+``StoreError`` line, and a store that cannot be written (a read-only file
+system, file or folder) opens read-only (``mode=ro``, or ``immutable=1`` on a
+read-only file system when no WAL file is left), its writes refused with the
+reason. Read-only commands open stores that way.
+
+Driver errors are wrapped once, here, into ``broker.errors`` classes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from broker import errors
+from broker.ids import Clock, fmt_ts, system_clock
+from broker.store import dbfile
+from broker.store.dbfile import sqlite_path
+from broker.store.migrate import HEAD
+from broker.store.settings import StoreSettings
+from broker.store.sql import stmt
+from broker.store.writelock import WriterLock
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+Params = Sequence[Any] | dict[str, Any]
+Row = sqlite3.Row  # read by name: row["address"]
+MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
+MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
+# The WAL is checkpointed about every CHECKPOINT_FRAMES pages written (just
+# before SQLite's automatic checkpoint at 1,000 would run), counted in commits of the store (all processes, under the writer
+# lock): by the writer whose commit is due, after it let go of the lock (see
+# Store._transaction). Commits per checkpoint start at CHECKPOINT_EVERY and
+# follow the pages per commit each checkpoint measures (a send writes ~11, an
+# ack ~3), between the two bounds.
+CHECKPOINT_FRAMES = 900
+CHECKPOINT_EVERY = 64
+CHECKPOINT_EVERY_BOUNDS = (8, 1000)
+
+_BEGIN_WRITE = stmt("store.begin_write")
+_BEGIN_READ = stmt("store.begin_read")
+_COMMIT = stmt("store.commit")
+_ROLLBACK = stmt("store.rollback")
+_SAVEPOINT = stmt("store.savepoint")
+_ROLLBACK_TO = stmt("store.rollback_to_savepoint")
+_RELEASE = stmt("store.release_savepoint")
+_DATA_VERSION = stmt("store.data_version")
+_CHECKPOINT = stmt("store.checkpoint_passive")
+_SCHEMA_VERSION = stmt("store.schema_version")
+_PRAGMAS = [
+    stmt("store.wal"),
+    stmt("store.wal_autocheckpoint"),
+    stmt("store.foreign_keys"),
+    stmt("store.recursive_triggers"),
+    stmt("store.journal_size_limit"),
+]
+_SYNCHRONOUS = {"NORMAL": stmt("store.synchronous_normal"), "FULL": stmt("store.synchronous_full")}
+
+
+def wrap_db_error(exc: BaseException) -> errors.BrokerError:
+    """Map a driver error (raw or SQLAlchemy-wrapped) to a broker error."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig)
+    if "append-only" in text:
+        return errors.AppendOnly(text.split("\n")[0])
+    if "database is locked" in text or "database is busy" in text:
+        return errors.StoreBusy(f"database stayed locked: {text}")
+    if isinstance(orig, sqlite3.IntegrityError):
+        return errors.StoreError(f"integrity error: {text}")
+    return errors.StoreError(f"database error: {text}")
+
+
+class Tx:
+    """One open transaction. Pass it as ``tx=`` to join broker writes to it."""
+
+    __slots__ = ("store", "raw", "write", "_after_commit", "_sa")
+
+    def __init__(self, store: Store, raw: sqlite3.Connection, write: bool) -> None:
+        self.store = store
+        self.raw = raw
+        self.write = write
+        self._after_commit: list[Callable[[], None]] = []
+        self._sa: sa.Connection | None = None
+
+    @property
+    def connection(self) -> sa.Connection:
+        """A SQLAlchemy ``Connection`` inside this same transaction, for the caller's
+        own work ("do my work and send the message" commits or fails together)."""
+        if self._sa is None:
+            self._sa = self.store._sa_connection(self.raw)
+        return self._sa
+
+    # Statements come from the catalogue (``broker.store.sql``); rows are read by name.
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        return self.raw.execute(sql, params)
+
+    def many(self, sql: str, rows: Sequence[Params]) -> None:
+        """``executemany``; a single row goes through ``execute`` (~15 µs cheaper)."""
+        if len(rows) == 1:
+            self.raw.execute(sql, rows[0])
+        elif rows:
+            self.raw.executemany(sql, rows)
+
+    # Typed ``Any``: a few aggregate reads still take columns by position
+    # (``row[0]`` of a ``count(*)``); named reads go through ``row``/``rows``.
+    def one(self, sql: str, params: Params = ()) -> Any:
+        return self.raw.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Params = ()) -> list[Any]:
+        return self.raw.execute(sql, params).fetchall()
+
+    def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.raw.execute(sql, params).fetchall()]
+
+    def row(self, sql: str, params: Params = ()) -> dict[str, Any] | None:
+        r = self.raw.execute(sql, params).fetchone()
+        return None if r is None else dict(r)
+
+    def savepoint(self) -> None:
+        self.raw.execute(_SAVEPOINT)
+
+    def rollback_to_savepoint(self) -> None:
+        self.raw.execute(_ROLLBACK_TO)
+        self.raw.execute(_RELEASE)
+
+    def release_savepoint(self) -> None:
+        self.raw.execute(_RELEASE)
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the outermost transaction has committed (wake-ups)."""
+        self._after_commit.append(fn)
+
+
+_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+# Connections inherited across fork() are kept referenced, never closed, in the
+# child: closing them would drop the parent's POSIX locks on the database.
+_inherited: list[Any] = []
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        _inherited.append((store._local, store._spare, store._engine, store._sa_engines))
+        store._reset_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Connection(sqlite3.Connection):
+    """A DBAPI connection of the store, with its own view of the writer lock
+    (``flock`` locks belong to an open file description: one per connection)."""
+
+    writer_lock: WriterLock | None = None
+
+
+class Store:
+    """A broker database. Thread-safe; create one per process and share it.
+
+    Each thread holds one DBAPI connection (the hot path skips any pool); a
+    nested transaction in the same thread takes a spare one.
+
+    A ``postgresql+psycopg://`` URL opens the same store on a PostgreSQL server
+    (``broker.store.postgres.PgStore``, imported only then)."""
+
+    def __new__(cls, url: str | None = None, **kwargs: Any) -> Store:
+        if cls is Store:
+            settings = kwargs.get("settings")
+            target = url or (settings.url if settings else None) or os.environ.get("BROKER_URL")
+            if target is not None and target.startswith("postgres"):
+                from broker.store.postgres import PgStore
+
+                return super().__new__(PgStore)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        settings: StoreSettings | None = None,
+        migrate: bool = True,
+        create: bool = True,
+    ) -> None:
+        """Open the store at ``url`` (default: ``BROKER_URL``, else the file in
+        ``BROKER_HOME``).
+
+        ``create=True`` (write commands) makes the folder (0700) and the file
+        (0600) if needed, and ``migrate`` brings the schema to head. With
+        ``create=False`` (read-only commands) no file is ever created (no
+        database, no lock file): a missing store raises one ``StoreError`` line,
+        and ``migrate`` only checks that the schema is at head
+        (``SchemaOutOfDate`` otherwise); ``migrate=False`` skips even that
+        (``broker db current``, ``broker doctor``). Either way a store that
+        cannot be written opens read-only: ``read_only`` is then the reason and
+        every write transaction is refused with it."""
+        self.settings = settings or StoreSettings.from_env(url)
+        self.clock: Clock = clock or system_clock
+        self.url = self.settings.url
+        self.dialect = "sqlite"
+        db = sqlite_path(self.url)
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise errors.UnsupportedSQLite(
+                f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
+            )
+        self.create = create
+        self.path = (
+            dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
+        )
+        self.lock_path = f"{self.path}.lock"
+        self.read_only: str | None = dbfile.read_only_reason(self.path)
+        if self.read_only is None and not create and self.path.stat().st_size == 0:
+            # Only inspected (migrate=False): read it as it is, or the WAL
+            # pragma would write a header into a file nobody asked to change.
+            self.read_only = "it is an empty file, only inspected here"
+        self._target, self._uri = str(self.path), False
+        if self.read_only is not None:
+            self._target, self._uri = dbfile.read_only_uri(self.path), True
+        self._migrating: int | None = None  # the thread running ensure_schema's migration
+        self._reset_connections()
+        _stores.add(self)
+        if migrate and create and self.read_only is None:
+            self.ensure_schema()
+        elif migrate:
+            self._check_schema()
+
+    def _reset_connections(self) -> None:
+        self._checkpoint_every = CHECKPOINT_EVERY
+        self._lock = threading.Lock()  # a fork may have copied it held by another thread
+        self._local = threading.local()
+        self._spare: list[Connection] = []
+        self._engine: Any = None
+        self._sa_engines: dict[int, Any] = {}
+
+    # --- setup -----------------------------------------------------------------
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.isolation_level = None  # we emit BEGIN ourselves
+        conn.row_factory = sqlite3.Row
+        # busy_timeout comes from sqlite3.connect(timeout=...).
+        if self.read_only is None:
+            self._to_wal(conn)
+        for pragma in _PRAGMAS[1:]:
+            conn.execute(pragma)
+        conn.execute(_SYNCHRONOUS[self.settings.synchronous])
+
+    def _to_wal(self, conn: sqlite3.Connection) -> None:
+        """``journal_mode = WAL``, retried while another connection holds the
+        file. Turning a new file to WAL escalates a read lock to an exclusive
+        one, and SQLite answers that with SQLITE_BUSY at once, without its busy
+        handler (waiting could deadlock): two processes opening one new file
+        together would see "database is locked" before either migrated. The
+        loser retries until the winner's conversion is done (then it is a
+        no-op), up to the busy timeout."""
+        deadline = time.monotonic() + self.settings.busy_timeout_ms / 1000
+        pause = 0.001
+        while True:
+            try:
+                conn.execute(_PRAGMAS[0])
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def connect(self) -> Connection:
+        """A new configured DBAPI connection (the caller closes it)."""
+        try:
+            conn = sqlite3.connect(
+                self._target,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.settings.busy_timeout_ms / 1000,
+                factory=Connection,
+                uri=self._uri,
+            )
+            self._configure(conn)
+        except sqlite3.Error as exc:
+            if self.read_only is not None:
+                raise errors.StoreError(
+                    f"cannot read the store at {self.path}: {self.read_only}, and SQLite "
+                    f"cannot open it read-only ({exc})"
+                ) from exc
+            raise wrap_db_error(exc) from exc
+        return conn
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same file, created on first use (migrations,
+        callers' own SQL). Its connections get the same pragmas and BEGIN IMMEDIATE."""
+        if self._engine is None:
+            import sqlalchemy as sa
+
+            engine = sa.create_engine(f"sqlite:///{self.path}", creator=self.connect)
+            sa.event.listen(engine, "begin", _on_begin)
+            self._engine = engine
+        return self._engine
+
+    def _sa_connection(self, raw: sqlite3.Connection) -> sa.Connection:
+        import sqlalchemy as sa
+
+        engine = self._sa_engines.get(id(raw))
+        if engine is None:
+            # A pool of exactly this connection, never reset on return: the
+            # transaction belongs to the broker's Tx, not to SQLAlchemy.
+            engine = sa.create_engine(
+                f"sqlite:///{self.path}",
+                creator=lambda: raw,
+                poolclass=sa.pool.StaticPool,
+                pool_reset_on_return=None,
+            )
+            sa.event.listen(engine, "begin", _on_begin)
+            self._sa_engines[id(raw)] = engine
+        return engine.connect()
+
+    def ensure_schema(self) -> None:
+        """Migrate an empty or older database to head; cheap when already there."""
+        if self.schema_version() == HEAD:
+            return
+        if self.read_only is not None or not self.create:
+            self._check_schema()
+            return
+        from broker.store.migrate import upgrade
+
+        # Alembic's SQLite support is not transactional DDL (each migration may
+        # commit on its own), so two processes opening one new file must not
+        # migrate side by side: the writer lock (its own file description here)
+        # serialises them, and the second finds the schema at head once it gets
+        # it. Writers of other processes wait meanwhile; this thread's own
+        # write transactions (e.g. setting the store up) skip the lock it holds.
+        lock = WriterLock(self.lock_path, create=True)
+        try:
+            lock.acquire(max(MIGRATE_WAIT_S, self.settings.busy_timeout_ms / 1000))
+            self._migrating = threading.get_ident()
+            if self.schema_version() == HEAD:
+                return
+            upgrade(self.engine)
+            from broker.store import keys
+
+            keys.ensure(self)  # the operator key is made with the store (S29)
+        except errors.BrokerError:
+            raise
+        except Exception as exc:  # alembic wraps driver errors its own way
+            raise wrap_db_error(exc) from exc
+        finally:
+            self._migrating = None
+            lock.close()  # closing the file description drops the lock
+
+    def _check_schema(self) -> None:
+        """A store that is not migrated here (read-only) must already be at head."""
+        rev = self.schema_version()
+        if rev is None:
+            raise errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
+        if rev != HEAD:
+            raise errors.SchemaOutOfDate(
+                f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
+                "run `broker db upgrade`"
+            )
+
+    def schema_version(self) -> str | None:
+        try:
+            with self.read() as tx:
+                row = tx.one(_SCHEMA_VERSION)
+        except errors.StoreError as exc:
+            if "no such table" in exc.message:
+                return None  # an empty database: never migrated
+            raise
+        return row["version_num"] if row else None
+
+    def lock_space(self, t: Tx, space_id: str) -> None:
+        """Make the writers of one space queue behind each other from here to the
+        end of ``t`` (the per-space sequence is gap-free and in commit order, a
+        check-then-insert cannot race). On SQLite ``BEGIN IMMEDIATE`` already
+        serialises every writer of the file: nothing to do, no round trip. The
+        PostgreSQL store locks the space's counter row (``broker.store.postgres``)."""
+
+    # --- time --------------------------------------------------------------------
+    def now(self) -> datetime:
+        return self.clock()
+
+    def now_ts(self) -> str:
+        return fmt_ts(self.clock())
+
+    # --- transactions -------------------------------------------------------------
+    def write(self, tx: Tx | None = None) -> AbstractContextManager[Tx]:
+        """A write transaction (BEGIN IMMEDIATE), or join ``tx`` if given."""
+        if tx is not None:
+            if not tx.write:
+                raise errors.StoreError("cannot write inside a read transaction")
+            return nullcontext(tx)  # the outer transaction commits or rolls back
+        return self._transaction(write=True)
+
+    def read(self, tx: Tx | None = None) -> AbstractContextManager[Tx]:
+        """A read snapshot (deferred BEGIN), or reuse ``tx`` if given."""
+        if tx is not None:
+            return nullcontext(tx)
+        return self._transaction(write=False)
+
+    transaction = write  # the public name for "my work and the broker's, together"
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version`` on this thread's connection: it changes when
+        another connection commits. A few microseconds, no lock, no transaction."""
+        raw, held = self._checkout()
+        try:
+            return int(raw.execute(_DATA_VERSION).fetchone()[0])
+        finally:
+            self._checkin(raw, held)
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """A PASSIVE WAL checkpoint (never waits for anyone): (busy, wal frames,
+        frames checkpointed). Waiters run it when the database is idle, so the
+        WAL is folded back between bursts, not only every 1000 pages."""
+        raw, held = self._checkout()
+        try:
+            busy, log, done = raw.execute(_CHECKPOINT).fetchone()
+            return int(busy), int(log), int(done)
+        finally:
+            self._checkin(raw, held)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[Connection]:
+        """A fresh connection, outside any transaction, with the writer lock held:
+        for statements that cannot run inside one (``VACUUM``, a ``TRUNCATE``
+        checkpoint), even with ``BROKER_WRITER_LOCK=off``: the writers that take the
+        lock wait on it meanwhile (the others, in SQLite's busy handler); readers go on."""
+        if self.read_only is not None:
+            raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
+        conn = self.connect()
+        lock = WriterLock(self.lock_path, create=self.create)
+        try:
+            held = lock.acquire(self.settings.busy_timeout_ms / 1000)
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise wrap_db_error(exc) from exc
+            finally:
+                if held:
+                    lock.release()
+        finally:
+            lock.close()
+            conn.close()
+
+    def _checkout(self) -> tuple[Connection, bool]:
+        held: Connection | None = getattr(self._local, "conn", None)
+        if held is None:
+            held = self._local.conn = self.connect()
+            self._local.busy = False
+        if not self._local.busy:
+            self._local.busy = True
+            return held, True
+        with self._lock:
+            spare = self._spare.pop() if self._spare else None
+        return (spare or self.connect()), False
+
+    def _checkin(self, conn: Connection, held: bool) -> None:
+        if held:
+            self._local.busy = False
+        else:
+            with self._lock:
+                self._spare.append(conn)
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
+        if write and self.read_only is not None:
+            raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
+        raw, held = self._checkout()
+        committed: Tx | None = None
+        tx: Tx | None = None
+        lock: WriterLock | None = None
+        since = 0  # commits since the last checkpoint, when this one is due
+        try:
+            if write and self.settings.writer_lock and self._migrating != threading.get_ident():
+                lock = raw.writer_lock
+                if lock is None:
+                    lock = raw.writer_lock = WriterLock(self.lock_path, create=self.create)
+                if not lock.acquire(self.settings.busy_timeout_ms / 1000):
+                    lock = None  # no lock file: SQLite's busy handler alone
+            try:
+                raw.execute(_BEGIN_WRITE if write else _BEGIN_READ)
+            except sqlite3.Error as exc:
+                raise wrap_db_error(exc) from exc
+            tx = Tx(self, raw, write)
+            try:
+                yield tx
+            except BaseException as exc:
+                self._rollback(tx)
+                if isinstance(exc, sqlite3.Error) or type(exc).__name__ in (
+                    "OperationalError",
+                    "IntegrityError",
+                ):
+                    raise wrap_db_error(exc) from exc
+                raise
+            try:
+                if tx._sa is not None and tx._sa.in_transaction():
+                    tx._sa.commit()  # the caller used tx.connection: SQLAlchemy commits for both
+                if raw.in_transaction:
+                    raw.execute(_COMMIT)
+            except Exception as exc:
+                self._rollback(tx)
+                raise wrap_db_error(exc) from exc
+            committed = tx
+            if lock is not None:
+                since = lock.count_commit(self._checkpoint_every)
+        finally:
+            if lock is not None:
+                lock.release()  # right after COMMIT / ROLLBACK: the next writer goes
+            if tx is not None and tx._sa is not None:
+                tx._sa.close()
+            self._checkin(raw, held)
+        for fn in committed._after_commit:
+            fn()
+        if since:
+            # SQLite's own checkpoint runs inside a COMMIT, so under the writer
+            # lock, and waits for two fsyncs: ~5 ms on a busy disk, every
+            # writer queued behind it. Run here instead, after the lock is free
+            # and the wake-ups are out, it holds up only this caller (PASSIVE:
+            # never waits for readers or other writers). SQLite's automatic one
+            # stays, just past it, for writers without the lock file.
+            with contextlib.suppress(errors.BrokerError, sqlite3.Error):
+                frames = self.checkpoint()[1]  # the WAL's pages since it restarted
+                low, high = CHECKPOINT_EVERY_BOUNDS
+                per_commit = max(1.0, frames / since)  # more if a reader held the WAL
+                every = int(CHECKPOINT_FRAMES / per_commit)
+                now = self._checkpoint_every  # at most halved or doubled at a time
+                self._checkpoint_every = min(high, 2 * now, max(low, now // 2, every))
+
+    @staticmethod
+    def _rollback(tx: Tx) -> None:
+        try:
+            if tx._sa is not None and tx._sa.in_transaction():
+                tx._sa.rollback()
+            if tx.raw.in_transaction:
+                tx.raw.execute(_ROLLBACK)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            pass
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        for c in ([conn] if conn is not None else []) + self._spare:
+            if c.writer_lock is not None:
+                c.writer_lock.close()
+            c.close()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._reset_connections()
+
+
+def _on_begin(conn: sa.Connection) -> None:
+    raw = conn.connection.driver_connection
+    if raw is not None and raw.in_transaction:
+        return  # SQLAlchemy autobegins inside a broker transaction: already begun
+    # Outside a broker Tx (migrations, the caller's own engine use): writes
+    # take the lock up front, so two processes migrating one file serialize.
+    read = conn.get_execution_options().get("broker_read")
+    conn.exec_driver_sql(str(_BEGIN_READ if read else _BEGIN_WRITE))

@@ -1,0 +1,193 @@
+"""The log and the queue (S7-S16): ``messages`` and ``deliveries``."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+from broker.store.tables.base import ID, TS, in_, metadata, partial_index
+from broker.vocab import (
+    DELIVERY_STATES,
+    MESSAGE_KINDS,
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column(
+        "id", String(ID), primary_key=True, comment="ULID; the stable id consumers de-duplicate by"
+    ),
+    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
+    Column("seq", Integer, nullable=False, comment="gap-free per-space sequence"),
+    Column(
+        "kind",
+        String(16),
+        nullable=False,
+        comment="direct | broadcast | post | directive | retract | operator | seen",
+    ),
+    Column("sender", String(200), nullable=False, comment="sender address, or `operator`"),
+    Column(
+        "recipients",
+        Text,
+        nullable=False,
+        server_default="[]",
+        comment="JSON list: the `to` forms as given",
+    ),
+    Column("body", Text, nullable=False, server_default=""),
+    Column("urgent", Boolean, nullable=False, server_default=text("0")),
+    Column("via", String(8), comment="operator surface: cli | cp | mcp"),
+    Column("ref", String(ID), comment="retract: the directive; seen: the turn"),
+    Column(
+        "reached",
+        Text,
+        nullable=False,
+        server_default="[]",
+        comment="JSON list of addresses reached",
+    ),
+    Column(
+        "not_reached",
+        Text,
+        nullable=False,
+        server_default="[]",
+        comment="JSON list of {address, reason}",
+    ),
+    Column("reached_n", Integer, nullable=False, server_default="0"),
+    Column("bcast_no", Integer, comment="position in the broadcast log, if it was added"),
+    Column("idempotency_key", String(200)),
+    Column("size_bytes", Integer, nullable=False, server_default="0"),
+    Column("created_at_utc", String(TS), nullable=False),
+    Column("thread", String(64), comment="thread name (S35); a reply inherits its parent's"),
+    Column("reply_to", String(ID), comment="the message this one answers (S35)"),
+    Column("importance", String(8), comment="low | high | urgent; NULL = normal"),
+    Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
+    UniqueConstraint("space_id", "seq"),
+    partial_index(
+        "ix_messages_space_id_idempotency_key",
+        "space_id",
+        "idempotency_key",
+        unique=True,
+        where="idempotency_key IS NOT NULL",
+    ),
+    partial_index(
+        "ix_messages_space_id_bcast_no",
+        "space_id",
+        "bcast_no",
+        where="bcast_no IS NOT NULL",
+    ),
+    partial_index(
+        "ix_messages_space_id_kind_seq",
+        "space_id",
+        "kind",
+        "seq",
+        where="kind IN ('post', 'directive', 'retract')",
+    ),
+    partial_index(
+        "ix_messages_space_id_thread_seq",
+        "space_id",
+        "thread",
+        "seq",
+        where="thread IS NOT NULL",
+    ),
+    partial_index(
+        "ix_messages_ref",
+        "ref",
+        where="ref IS NOT NULL",
+    ),
+    CheckConstraint(in_("kind", MESSAGE_KINDS), name="kind"),
+    comment="The append-only log (S7, S11).",
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
+    Column("message_id", String(ID), ForeignKey("messages.id"), nullable=False),
+    Column("recipient_id", String(ID), ForeignKey("participants.id"), nullable=False),
+    Column(
+        "state",
+        String(16),
+        nullable=False,
+        server_default="ready",
+        comment="ready | processing | done | quarantine",
+    ),
+    Column(
+        "created_at_utc", String(TS), nullable=False, comment="the message's time: FIFO key with id"
+    ),
+    Column(
+        "attempts",
+        Integer,
+        nullable=False,
+        server_default="0",
+        comment="times claimed (delivery count)",
+    ),
+    Column("lease_token", String(40)),
+    Column(
+        "lease_owner",
+        String(200),
+        comment="who holds the lease while processing; after it (done, ready again, "
+        "quarantine) the owner of the last lease, kept as evidence (S15); NULL when never "
+        "claimed or requeued",
+    ),
+    Column("lease_expires_at", String(TS)),
+    Column("acked_at_utc", String(TS)),
+    Column("last_error", Text),
+    Column("quarantine_reason", Text),
+    Column(
+        "lease_process",
+        String(300),
+        comment="process holding the lease (host:pid:start), for restart recovery (S32); "
+        "NULL when the claimer was transient (a CLI call)",
+    ),
+    Column(
+        "lost_lease_token",
+        String(40),
+        comment="the latest lease that lost this delivery without settling it: a claim "
+        "took it after that lease expired, or restart recovery returned it (S14, S32)",
+    ),
+    partial_index(
+        "ix_deliveries_ready",
+        "recipient_id",
+        "created_at_utc",
+        "id",
+        where="state = 'ready'",
+    ),
+    partial_index(
+        "ix_deliveries_leased",
+        "recipient_id",
+        "lease_expires_at",
+        where="state = 'processing'",
+    ),
+    partial_index(
+        "ix_deliveries_lease_token",
+        "lease_token",
+        # Not only while processing: the token stays on settled rows, so a repeated
+        # ack is recognised (idempotent) and a lost lease is named (S14).
+        where="lease_token IS NOT NULL",
+    ),
+    partial_index(
+        "ix_deliveries_lost_lease_token",
+        "lost_lease_token",
+        # A late settle of a whole lease finds what it lost (S14): an error path only.
+        where="lost_lease_token IS NOT NULL",
+    ),
+    partial_index(
+        "ix_deliveries_quarantine",
+        "space_id",
+        where="state = 'quarantine'",
+    ),
+    Index("ix_deliveries_message_id", "message_id"),
+    CheckConstraint(in_("state", DELIVERY_STATES), name="state"),
+    comment="Inbox queues: one row per message per recipient (S13-S16).",
+)

@@ -1,0 +1,2 @@
+"""Teammates the broker starts and keeps running: the runtime, and ``broker demo``.
+"""
