@@ -201,8 +201,7 @@ class BrokerGroup(BrokerSubGroup):
             if not _guard_off(command):
                 envvars.check()
             return super().invoke(ctx)
-        except errors.BrokerError as exc:
-            _debug()
+        except errors.BrokerError as exc:  # a refusal, not a bug: BROKER_DEBUG shows no traceback
             _die(exc.code, exc.message, exc.exit_code)
         except BrokenPipeError:
             _quiet_pipe()
