@@ -1,6 +1,6 @@
 """Refusals in the broker's words: pydantic's phrases, reworded (S33).
 
-The checks at the edge (``broker.model.inputs``, and ``broker.model.validate``'s plain
+The checks at the edge (``broker.model.pydantic_inputs``, and ``broker.model.validate``'s plain
 twin of them, which words its refusals exactly as pydantic would) say
 ``String should match pattern '^[0-9A-Za-z]{26}$'``; a user should read
 what the field takes. ``InvalidInput`` passes every message through
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# The patterns of broker.model.inputs (and broker.model.validate), by their text.
+# The patterns of broker.model.pydantic_inputs (and broker.model.validate), by their text.
 PATTERNS = {
     r"^[0-9A-Za-z]{26}$": "a message id (26 letters and digits)",
     r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",

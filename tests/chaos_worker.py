@@ -40,6 +40,7 @@ def worker(
 ) -> None:
     from broker import Store, errors
     from broker.delivery import inbox
+    from broker.model.inputs import ClaimInput
     from broker.spaces import participants
 
     store = Store(url)
@@ -49,7 +50,7 @@ def worker(
     rng = random.Random(me)
     batches = 0
     while not os.path.exists(stop):
-        got = inbox.claim(store, ident, limit=int(batch), lease=float(lease), wait=0.5)
+        got = inbox.claim(store, ident, ClaimInput(limit=int(batch), lease=float(lease), wait=0.5))
         if not got.deliveries:
             continue
         ids = [d.id for d in got.deliveries]
@@ -77,11 +78,12 @@ def worker(
 def holder(url: str, space: str, address: str, token: str, go: str, lease: str) -> None:
     from broker import Store, errors
     from broker.delivery import inbox
+    from broker.model.inputs import ClaimInput
     from broker.spaces import participants
 
     store = Store(url)
     ident = participants.authenticate(store, space, address, token)
-    got = inbox.claim(store, ident, limit=1, lease=float(lease))
+    got = inbox.claim(store, ident, ClaimInput(limit=1, lease=float(lease)))
     print(json.dumps({"id": got.deliveries[0].id, "token": got.lease_token}), flush=True)
     while not os.path.exists(go):
         time.sleep(0.005)

@@ -19,6 +19,7 @@ from wakeprobe import WakeProbe
 from broker import Agent, Operator, Store, errors
 from broker.delivery import inbox, inbox_view
 from broker.ids import parse_ts
+from broker.model.inputs import ClaimInput, SendInput
 from broker.model.records import to_dict
 from broker.store.sql import stmt
 from broker.store.sqlite import Tx
@@ -139,7 +140,7 @@ def test_S13_twelve_concurrent_thread_claims_get_twelve_distinct_messages(store:
 def _process_claimer(url: str, ident: Any, barrier: Any, out: Any) -> None:
     s = Store(url)
     barrier.wait()
-    lease = inbox.claim(s, ident, limit=1, lease=60)
+    lease = inbox.claim(s, ident, ClaimInput(limit=1, lease=60))
     out.put([d.id for d in lease.deliveries])
     s.close()
 
@@ -508,7 +509,7 @@ def _send_later(url: str, ident: Any, go: Any) -> None:
     go.wait()
     from broker.mail import messages
 
-    messages.send(s, ident, "b", "woken")
+    messages.send(s, ident, SendInput(to="b", text="woken"))
     s.close()
 
 

@@ -22,6 +22,7 @@ from wakeprobe import WakeProbe
 from broker import Agent, Operator, Store, errors
 from broker.delivery import inbox, waits, wake
 from broker.ids import fmt_ts
+from broker.model.inputs import ClaimInput
 from broker.model.records import QueueStats
 
 WEEK_S = 7 * 24 * 3600.0
@@ -63,12 +64,11 @@ def test_S33_claim_limit_is_1_to_10000_exactly(store: Store) -> None:
 def test_S33_the_library_claim_under_the_handle_refuses_a_limit_or_wait_of_another_type(
     store: Store, kw: dict[str, Any], message: str
 ) -> None:
-    # The Agent handle checks types at its edge (broker.model.typecheck); the library
-    # call checks them again for any other caller, before anything is claimed.
+    # The input record is the one check, whoever builds it, before anything is claimed.
     a, b = pair(store)
     a.send("b", "x")
     with pytest.raises(errors.InvalidInput) as info:
-        inbox.claim(store, b.identity, **kw)
+        inbox.claim(store, b.identity, ClaimInput(**kw))
     assert (str(info.value), info.value.fields) == (message, {"field": next(iter(kw))})
     assert len(b.claim().deliveries) == 1  # nothing was claimed
 
@@ -93,7 +93,7 @@ def test_S33_a_lease_owner_is_text_of_at_most_200_characters_exactly(store: Stor
     a.send("b", "two")
     lease = b.claim(owner="o" * 200)
     assert lease.owner == "o" * 200 and len(lease.deliveries) == 1
-    too_long = "^owner is 201 characters; at most 200$"
+    too_long = "^bad owner: at most 200 characters, not 201$"
     with pytest.raises(errors.InvalidInput, match=too_long):
         b.claim(owner="o" * 201)
     # The same bound when acking and claiming at once; the refusal acks nothing.
@@ -111,13 +111,13 @@ def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
     a.send("b", "one")
     lease = b.claim()
     mid = lease.deliveries[0].id
-    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+    with pytest.raises(errors.InvalidInput, match="^bad error: at most 8000 characters, not 8001$"):
         b.release(lease.lease_token, error="e" * 8001)
     assert b.release(lease.lease_token, error="e" * 8000) == 1
     lease = b.claim()
-    with pytest.raises(errors.InvalidInput, match="^reason is 8001 characters; at most 8000$"):
+    with pytest.raises(errors.InvalidInput, match="^bad reason: at most 8000 characters, not 8001$"):
         b.quarantine(lease.lease_token, mid, "r" * 8001)
-    with pytest.raises(errors.InvalidInput, match="^error is 8001 characters; at most 8000$"):
+    with pytest.raises(errors.InvalidInput, match="^bad error: at most 8000 characters, not 8001$"):
         b.quarantine(lease.lease_token, mid, "r", error="e" * 8001)
     b.quarantine(lease.lease_token, mid, "r" * 8000, error="f" * 8000)
     [q] = Operator(store).quarantined(b.identity.space_id)
@@ -153,7 +153,7 @@ def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
     with pytest.raises(errors.InvalidInput, match="^bad lease token '': the token the claim") as e:
         b.ack("")
     assert e.value.fields == {"field": "lease_token"}
-    with pytest.raises(errors.InvalidInput, match="^lease_token is 101 characters; at most 100$"):
+    with pytest.raises(errors.InvalidInput, match="^bad lease_token: at most 100 characters, not 101$"):
         b.ack("x" * 101)
     with pytest.raises(errors.InvalidInput, match="^bad lease token 7: the token the claim"):
         inbox.ack(store, b.identity, 7)  # type: ignore[arg-type]  # below the API's own check
@@ -172,7 +172,7 @@ def test_S33_message_ids_are_one_id_or_a_list_and_never_an_empty_one(store: Stor
     with pytest.raises(errors.InvalidInput, match=empty) as e:
         b.ack(lease.lease_token, [])
     assert e.value.fields == {"field": "ids"}
-    with pytest.raises(errors.InvalidInput, match="^message id is 101 characters; at most 100$"):
+    with pytest.raises(errors.InvalidInput, match="^bad message id: at most 100 characters, not 101$"):
         b.ack(lease.lease_token, ["x" * 101])
     # One id as a plain string (the API's own check wants a list; the module takes both).
     assert inbox.ack(store, b.identity, lease.lease_token, first) == 1
@@ -284,10 +284,10 @@ def test_S13_inbox_claim_defaults_to_one_message_and_no_waiting(
     a, b = pair(store)
     events: list[str] = []
     monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e))
-    assert inbox.claim(store, b.identity).deliveries == []  # returns at once: never waits
+    assert inbox.claim(store, b.identity, ClaimInput()).deliveries == []  # returns at once: never waits
     a.send("b", "one")
     a.send("b", "two")
-    assert [d.body for d in inbox.claim(store, b.identity).deliveries] == ["one"]
+    assert [d.body for d in inbox.claim(store, b.identity, ClaimInput()).deliveries] == ["one"]
     assert events == []
 
 
@@ -493,7 +493,7 @@ def test_S15_requeue_refusals_say_why_in_one_exact_line_and_write_nothing(
     b.quarantine(lease.lease_token, mid, "cannot parse")
     cases: list[tuple[list[str], type[errors.BrokerError], str, dict[str, Any]]] = [
         ([], errors.InvalidInput, "no ids given", {"field": "ids"}),
-        (["x" * 101], errors.InvalidInput, "id is 101 characters; at most 100", {"field": "id"}),
+        (["x" * 101], errors.InvalidInput, "bad id: at most 100 characters, not 101", {"field": "id"}),
         (
             [mid, "y" * 100, "z"],
             errors.MessageNotFound,

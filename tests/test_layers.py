@@ -11,6 +11,7 @@ test is the rule, not a line count.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,3 +180,38 @@ def test_the_check_sees_lazy_imports_and_skips_type_checking(tmp_path: Path) -> 
     )
     (pkg / "d.py").write_text("import broker.c\n")
     assert circles(import_graph(pkg)) == [{"broker.a", "broker.b"}]
+
+
+# --- docs/architecture.md: the page that draws these layers ---------------------------------
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layer_rows() -> list[tuple[str, list[str]]]:
+    """The layers table: each row's package and the names its "holds" column gives."""
+    rows = []
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            found = re.search(r"`([a-z_]+)/?`", cells[1])
+            assert found, line
+            package = found.group(1)
+            rows.append((package, re.findall(r"`([a-z_]+)/?`", cells[2])))
+    return rows
+
+
+def test_architecture_names_every_package_and_every_module_it_names_exists() -> None:
+    rows = _layer_rows()
+    assert rows, "docs/architecture.md has no layers table"
+    packages = {p.relative_to(PACKAGE).parts[0] for p in PACKAGE.glob("*/__init__.py")}
+    assert packages <= {pkg for pkg, _ in rows}, "docs/architecture.md misses a package"
+    for package, names in rows:
+        base = PACKAGE if package == "broker" else PACKAGE / package
+        for name in names:
+            assert (base / f"{name}.py").is_file() or (base / name / "__init__.py").is_file(), (
+                f"docs/architecture.md: {package} holds no {name!r}"
+            )
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    for path in re.findall(r"`((?:[a-z_]+/)+[a-z_]+\.py)`", text):
+        top = path.split("/")[0]
+        where = ROOT / path if top in ("tests", "migrations", "broker") else PACKAGE / path
+        assert where.is_file(), f"docs/architecture.md names {path}, which does not exist"

@@ -19,6 +19,7 @@ from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors
 from broker.delivery import inbox, turns
+from broker.model.inputs import ClaimInput
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_S15_quarantine_names_the_last_lease_owner_however_the_last_lease_ended(
     first = b.claim(owner="worker-7")
     assert b.release(first.lease_token, error="failed in worker-7") == 1
     if ended == "recovered":
-        last = inbox.claim(cstore, b.identity, owner="worker-8", process=trusted.dead_process())
+        last = inbox.claim(cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process())
     else:
         last = b.claim(owner="worker-8")
     assert [d.id for d in last.deliveries] == [mid]
@@ -180,7 +181,7 @@ def test_S14_a_lease_that_restart_recovery_ended_or_a_claim_quarantined_is_told_
 ) -> None:
     op, sid, a, b = crew(cstore, max_deliveries=1)
     back, poison = (a.send("otter", text).id for text in ("back", "poison"))
-    dead = inbox.claim(cstore, b.identity, owner="worker-8", process=trusted.dead_process())
+    dead = inbox.claim(cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process())
     assert [d.id for d in dead.deliveries] == [back]
     assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
     with pytest.raises(errors.LeaseLost) as info:

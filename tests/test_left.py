@@ -18,13 +18,14 @@ import trusted
 from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors
+from broker.api.operations import SEND
 from broker.model.records import Turn
 from broker.store.sqlite import Tx
 from broker.store.tables import metadata
 
 # Not calls a participant makes with its identity: properties, the ways to
 # become one, and ``me`` (its own row, which S4's ``left`` status is read from).
-EXEMPT = {"address", "space_id", "connect", "join", "from_token", "me"}
+EXEMPT = {"address", "space_id", "connect", "join", "from_token", "me", "process"}
 
 
 class Left:
@@ -88,6 +89,7 @@ def acting(left: Left) -> dict[str, Callable[[Tx | None], Any]]:
         "search": lambda tx: b.search("build", tx=tx),
         "contact_policy": lambda tx: b.contact_policy(tx=tx),
         "set_contact_policy": lambda tx: b.set_contact_policy("closed", tx=tx),
+        "call": lambda tx: b.call(SEND, {"to": "a", "text": "declared"}, tx),
     }
 
 
@@ -108,7 +110,7 @@ METHODS = [
     "extend", "extend_default", "quarantine", "ack_and_claim", "next_turn", "seen",
     "set_status", "quarantine_turn", "append_history", "undo_history", "history", "reserve",
     "release_reservation", "renew_reservation", "check_paths", "status", "search",
-    "contact_policy", "set_contact_policy",
+    "contact_policy", "set_contact_policy", "call",
 ]  # fmt: skip
 NO_TX = {"quarantine_turn", "history"}  # they take no caller's transaction
 

@@ -60,7 +60,7 @@ def _join_key(store: Store, space: str) -> participants.Credential:
 def _retake(
     store: Store, space: str, codename: str, key: participants.Credential, **kw: Any
 ) -> Any:
-    from broker.model.inputs import JoinInput, parse_input
+    from broker.model.pydantic_inputs import JoinInput, parse_input
 
     return participants.join(
         store, space, parse_input(JoinInput, {"codename": codename, **kw}), credential=key

@@ -195,7 +195,7 @@ def test_S29_the_operator_key_serves_the_operator_tools_over_http(
                 "board_release",
                 "board_unreserve",
             }
-            sent = await op.ok("messages_send", run=space, to=["b"], text="from the human")
+            sent = await op.ok("messages_send", space=space, to=["b"], text="from the human")
             assert sent["reached"] == ["b"]
 
     asyncio.run(main())

@@ -41,11 +41,11 @@ def test_S9_operator_tools_send_as_the_operator_via_mcp_and_show_the_run(
             for tool in (await op.client.list_tools()).tools:
                 assert tool.input_schema["additionalProperties"] is False
                 assert "sender" not in tool.input_schema["properties"]
-            sent = await op.ok("messages_send", run=space, to=["b"], text="stop now", urgent=True)
+            sent = await op.ok("messages_send", space=space, to=["b"], text="stop now", urgent=True)
             assert sent["reached"] == ["b"] and sent["kind"] == "operator"
-            nobody = await op.call("messages_send", run=space, to=["zed"], text="hello?")
+            nobody = await op.call("messages_send", space=space, to=["zed"], text="hello?")
             assert nobody.is_error and text(nobody).startswith("not_delivered: ")
-            spoof = await op.call("messages_send", run=space, text="x", sender="b")
+            spoof = await op.call("messages_send", space=space, text="x", sender="b")
             assert spoof.is_error and text(spoof).startswith("invalid_input: unknown field")
             listed = await op.ok("messages_list", run=space, kind="operator")
             assert [m["body"] for m in listed["messages"]] == ["stop now", "hello?"]
@@ -113,10 +113,10 @@ def test_S35_the_operator_messages_send_tool_takes_msg_sends_mail_fields(
 
     async def main() -> None:
         async with session(store, "--operator") as op:
-            first = await op.ok("messages_send", run=space, to=["b"], text="plan", thread="plan",
+            first = await op.ok("messages_send", space=space, to=["b"], text="plan", thread="plan",
                                 importance="high", ack_required=True)  # fmt: skip
-            await op.ok("messages_send", run=space, to=["b"], text="more", reply_to=first["id"])
-            bad = await op.call("messages_send", run=space, to=["b"], text="x", reply_to="abc")
+            await op.ok("messages_send", space=space, to=["b"], text="more", reply_to=first["id"])
+            bad = await op.call("messages_send", space=space, to=["b"], text="x", reply_to="abc")
             assert bad.is_error and text(bad) == (
                 "invalid_input: bad reply_to: a message id (26 letters and digits)"
             )

@@ -16,7 +16,8 @@ from broker import Agent, Operator, Store, errors
 from broker.delivery import transcript
 from broker.ids import fmt_ts, parse_ts
 from broker.mail import messages
-from broker.model.inputs import JoinInput, parse_input
+from broker.model.inputs import SendInput
+from broker.model.pydantic_inputs import JoinInput, parse_input
 from broker.model.records import Joined, to_dict
 from broker.spaces import participants
 from broker.spaces.addressing import address_of
@@ -430,7 +431,7 @@ def test_S10_wrong_missing_or_someone_elses_token_is_refused_and_writes_nothing(
         space, lynx.participant_id, "lynx", hashlib.sha256(otter.token.encode()).hexdigest()
     )
     for call in (
-        lambda: messages.send(store, forged, "heron", "spoofed"),
+        lambda: messages.send(store, forged, SendInput(to="heron", text="spoofed")),
         lambda: messages.post(store, forged, "spoofed"),
         lambda: participants.leave(store, forged),
     ):

@@ -18,6 +18,7 @@ import trusted
 
 from broker import Agent, Operator, Store, errors
 from broker.delivery import inbox, turns
+from broker.model.inputs import ClaimInput
 from broker.spaces import directory
 
 BAD_SECONDS: list[Any] = [math.nan, math.inf, -math.inf, -1, 1e300, 2**70, "30", True, None]
@@ -78,7 +79,7 @@ def test_S33_the_modules_refuse_a_bool_wait_without_the_handles_check(
     is not a number of seconds."""
     _, _, b = crew
     assert_refused(store, lambda: turns.next_turn(store, b.identity, wait=False), "wait")
-    assert_refused(store, lambda: inbox.claim(store, b.identity, wait=False), "wait")
+    assert_refused(store, lambda: inbox.claim(store, b.identity, ClaimInput(wait=False)), "wait")
 
 
 @pytest.mark.parametrize("value", BAD_COUNTS)

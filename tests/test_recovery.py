@@ -25,6 +25,7 @@ import trusted
 
 from broker import Agent, Operator, Store
 from broker.delivery import inbox
+from broker.model.inputs import ClaimInput
 from broker.store import procs
 from broker.store.sql import stmt
 
@@ -328,9 +329,9 @@ def test_S32_recovery_counts_what_came_back_and_nothing_when_no_holder_is_gone(
         assert inbox.recover(t, pid, store.now_ts()) == 0
     # Two leases held by a process that has exited (its pid reaped: gone).
     dead = trusted.dead_process()
-    held = inbox.claim(store, worker.identity, limit=2, process=dead)
+    held = inbox.claim(store, worker.identity, ClaimInput(limit=2), process=dead)
     assert [d.id for d in held.deliveries] == ids[:2]
-    mine = inbox.claim(store, worker.identity, process=procs.this_process())  # live: kept
+    mine = inbox.claim(store, worker.identity, ClaimInput(), process=procs.this_process())  # live: kept
     assert inbox.recover_on_connect(store, pid) == 2
     assert inbox.recover_on_connect(store, pid) == 0  # once
     assert {m: s for m, (s, _) in states(store, space).items()} == {

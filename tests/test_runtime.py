@@ -461,7 +461,7 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
 
 
 def _join(name: str) -> Any:
-    from broker.model.inputs import JoinInput
+    from broker.model.pydantic_inputs import JoinInput
 
     return JoinInput(codename=name, parent="lead")
 
@@ -498,7 +498,7 @@ def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
     import ast
 
     root = Path(__file__).resolve().parent.parent / "broker"
-    allowed = {"broker.api.handles", "broker.model.records", "broker.errors", "broker.model.inputs", "broker.vocab"}
+    allowed = {"broker.api.handles", "broker.model.records", "broker.errors", "broker.model.pydantic_inputs", "broker.vocab"}
     for name, extra in (
         ("teammates/runtime.py", set()),
         ("teammates/demo.py", {"broker.teammates.runtime"}),

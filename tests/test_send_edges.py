@@ -14,6 +14,7 @@ import trusted
 
 from broker import Agent, Operator, Store, errors
 from broker.mail import messages
+from broker.model.inputs import OperatorSendInput, SendInput
 
 
 def all_rows(store: Store) -> tuple[Any, ...]:
@@ -149,12 +150,14 @@ def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_li
     assert_refused(
         store,
         lambda: Operator(store).send(space, "x", to=["lynx"], urgent="yes"),  # type: ignore[arg-type]
-        "bad urgent 'yes': true or false, not str",
+        "bad urgent 'yes': true or false",
     )
-    # ... and the library call under it checks it again, for any other caller.
+    # ... and its input record is the one check, whoever builds it.
     assert_refused(
         store,
-        lambda: messages.operator_send(store, space, "x", urgent="yes", via="cli"),  # type: ignore[arg-type]
+        lambda: messages.operator_send(
+            store, OperatorSendInput(space=space, text="x", urgent="yes"), via="cli"
+        ),
         "bad urgent 'yes': true or false",
     )
     for to in ("parent", "operator"):
@@ -197,7 +200,7 @@ def test_S9_messages_send_defaults_to_a_plain_message_that_asks_for_no_ack(
     store: Store, space: str, pair: tuple[Agent, Agent]
 ) -> None:
     lynx, _ = pair
-    r = messages.send(store, lynx.identity, "otter", "plain")
+    r = messages.send(store, lynx.identity, SendInput(to="otter", text="plain"))
     entry = Operator(store).log(space)[-1]
     assert entry.id == r.id and r.kind == "direct"
     assert (entry.thread, entry.reply_to, entry.importance, entry.ack_required) == (

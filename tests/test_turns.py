@@ -488,7 +488,7 @@ def test_S26_quarantining_a_turn_needs_a_reason_and_takes_only_the_takers_inbox(
         with pytest.raises(errors.InvalidInput) as info:
             turns.quarantine(store, b.identity, call_turn, "r" * 8001)
         assert (info.value.message, info.value.fields) == (
-            "reason is 8001 characters; at most 8000",
+            "bad reason: at most 8000 characters, not 8001",
             {"field": "reason"},
         )
     assert state_of(store, d, b) == "processing"

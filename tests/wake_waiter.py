@@ -1,7 +1,7 @@
 """Helper processes for tests/test_wake.py (run as scripts, never imported by pytest).
 
 ``waiter MODE URL SPACE ADDRESS TOKEN WAIT``: waits once the way MODE does
-(``claim``: ``inbox.claim(wait=WAIT)``; ``turn``: ``turns.next_turn(wait=WAIT)``;
+(``claim``: ``inbox.claim(ClaimInput(wait=WAIT))``; ``turn``: ``turns.next_turn(wait=WAIT)``;
 ``follow``: the first batch of ``follow_log`` after the backlog) and prints, as
 JSON lines, every event of the doorbell's test hook (``{"event", "woke", "ns"}``:
 "enter", "sleep" - registered, checked, about to block -, "woke") and then
@@ -52,8 +52,9 @@ def waiter(mode: str, url: str, space: str, address: str, token: str, wait: str)
     wake._hook = hook
     if mode == "claim":
         from broker.delivery import inbox
+        from broker.model.inputs import ClaimInput
 
-        got = inbox.claim(store, ident, wait=float(wait))
+        got = inbox.claim(store, ident, ClaimInput(wait=float(wait)))
         _emit({"result": [d.body for d in got.deliveries]})
     elif mode == "turn":
         from broker.delivery import turns

@@ -4,14 +4,16 @@ re-exports it)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors
 from broker.api.mail import AgentMail
+from broker.api.operations import CLAIM, SEND, Operation, declared, operation
 from broker.api.reservations import AgentPaths
+from broker.model.fields import Input
 from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
-from broker.model.typecheck import checked
+from broker.model.typecheck import checked, self_checked
 from broker.spaces import participants
 from broker.spaces.auth import Identity
 from broker.store import procs
@@ -60,9 +62,21 @@ class Agent(AgentPaths, AgentMail):
         inbox.recover_on_connect(store, agent.identity.participant_id)
         return agent
 
-    def _process(self) -> str | None:
+    @property
+    def process(self) -> str | None:
         """The process holding this agent's leases (S32); None when transient."""
         return None if self.transient else procs.this_process()
+
+    @self_checked
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        """Run the declared operation ``op`` as this participant: ``inp`` is its
+        checked input record (or its fields by name, checked here). Every
+        surface's way in (the methods below, the HTTP API, MCP): the record
+        goes down to the library function whole."""
+        op = operation(op)
+        inp = op.accept("agent", inp)
+        extra = {name: getattr(self, name) for name in op.context}
+        return op.fn(self.store, self.identity, inp, tx=tx, **extra)
 
     @classmethod
     def join(
@@ -84,7 +98,10 @@ class Agent(AgentPaths, AgentMail):
         re-join (retry) an address whose holder is still live. A wrong or
         missing credential is ``auth_failed``; a live holder without its token,
         ``conflict``; nothing is written either way."""
-        from broker.model.inputs import JoinInput, parse_input  # pydantic: joins only, not sends
+        from broker.model.pydantic_inputs import (  # pydantic: joins only, not sends
+            JoinInput,
+            parse_input,
+        )
 
         fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
         credential = participants.Credential(join_key, operator_key, parent_token, token)
@@ -110,6 +127,7 @@ class Agent(AgentPaths, AgentMail):
     def space_id(self) -> str:
         return self.identity.space_id
 
+    @declared(SEND)
     def send(
         self,
         to: str | Iterable[str],
@@ -125,20 +143,7 @@ class Agent(AgentPaths, AgentMail):
         """``msg.send``. ``reply_to`` (a message id) or ``thread`` (a short name)
         put it in a thread (S35); ``importance`` is low, normal or high;
         ``ack_required`` lets ``status`` say who has seen it."""
-        from broker.mail import messages  # sending's modules: only for the calls that send
-
-        return messages.send(
-            self.store,
-            self.identity,
-            to,
-            text,
-            idempotency_key=idempotency_key,
-            thread=thread,
-            reply_to=reply_to,
-            importance=importance,
-            ack_required=ack_required,
-            tx=tx,
-        )
+        return self.call(SEND, SEND.take(locals()), tx)  # type: ignore[no-any-return]
 
     def send_many(
         self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
@@ -245,6 +250,7 @@ class Agent(AgentPaths, AgentMail):
         return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
+    @declared(CLAIM)
     def claim(
         self,
         limit: int = 1,
@@ -255,11 +261,7 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> Lease:
         """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
-        from broker.delivery import inbox
-
-        return inbox.claim(
-            self.store, self.identity, limit, lease, wait, owner, process=self._process(), tx=tx
-        )
+        return self.call(CLAIM, CLAIM.take(locals()), tx)  # type: ignore[no-any-return]
 
     def ack(
         self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
@@ -331,7 +333,7 @@ class Agent(AgentPaths, AgentMail):
             ids,
             limit,
             lease,
-            process=self._process(),
+            process=self.process,
             tx=tx,
         )
 
@@ -348,7 +350,7 @@ class Agent(AgentPaths, AgentMail):
         from broker.delivery import turns
 
         return turns.next_turn(
-            self.store, self.identity, wait, lease, limit, process=self._process(), tx=tx
+            self.store, self.identity, wait, lease, limit, process=self.process, tx=tx
         )
 
     def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:

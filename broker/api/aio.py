@@ -48,8 +48,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from broker import errors
 from broker.api.handles import Agent, Operator
+from broker.api.operations import Operation
 from broker.delivery import inbox, waits, wake
 from broker.ids import parse_ts
+from broker.model.fields import Input
 from broker.model.records import CreatedSpace, Finding, Joined, Lease, LogEntry, Turn
 from broker.spaces import auth, spaces
 from broker.spaces.auth import Identity
@@ -295,6 +297,18 @@ class AsyncAgent:
         return self.sync.identity
 
     @property
+    def process(self) -> str | None:
+        return self.sync.process
+
+    async def call(self, op: Operation, inp: Input, tx: Tx | None = None) -> Any:
+        """``Agent.call``: a declared operation with its checked input record; a
+        wait parks on the doorbell (the operation's own coroutine), anything
+        else runs on a worker thread."""
+        if op.waits is not None and getattr(inp, op.waits) > 0 and tx is None:
+            return await getattr(self, op.method)(**inp.values())
+        return await run(self.sync.call, op, inp, tx)
+
+    @property
     def address(self) -> str:
         return self.sync.address
 
@@ -483,6 +497,10 @@ class AsyncOperator:
     @property
     def via(self) -> str:
         return self.sync.via
+
+    async def call(self, op: Operation, inp: Input, tx: Tx | None = None) -> Any:
+        """``Operator.call``: a declared operation with its checked input record."""
+        return await run(self.sync.call, op, inp, tx)
 
     send = _in_thread(Operator.send)
     log = _in_thread(Operator.log)

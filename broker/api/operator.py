@@ -4,14 +4,16 @@ re-exports it)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
+from broker.api.operations import OPERATOR_SEND, Operation, declared, operation
 from broker.api.reservations import OperatorPaths
 from broker.mail import messages
+from broker.model.fields import Input
 from broker.model.records import (
     BackupResult,
     BoardEntry,
@@ -32,7 +34,7 @@ from broker.model.records import (
     VacuumResult,
     log_matches,
 )
-from broker.model.typecheck import checked, utc_time
+from broker.model.typecheck import checked, self_checked, utc_time
 from broker.spaces import participants, spaces
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
@@ -84,12 +86,13 @@ class Operator(OperatorPaths, OperatorMail):
         fields.setdefault("pid", None)
         return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
 
+    @declared(OPERATOR_SEND)
     def send(
         self,
         space: str,
         text: str,
         *,
-        to: Iterable[str] | None = None,
+        to: str | Iterable[str] | None = None,
         urgent: bool = False,
         idempotency_key: str | None = None,
         thread: str | None = None,
@@ -101,20 +104,18 @@ class Operator(OperatorPaths, OperatorMail):
         """An operator message (S9): to ``to`` (default: an agentiflow's lead,
         else broadcast), ``urgent`` shown first. ``reply_to``, ``thread``,
         ``importance`` and ``ack_required`` as in ``Agent.send`` (S35)."""
-        return messages.operator_send(
-            self.store,
-            space,
-            text,
-            to=to,
-            urgent=urgent,
-            via=self.via,
-            idempotency_key=idempotency_key,
-            thread=thread,
-            reply_to=reply_to,
-            importance=importance,
-            ack_required=ack_required,
-            tx=tx,
-        )
+        return self.call(OPERATOR_SEND, OPERATOR_SEND.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @self_checked
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        """Run the declared operation ``op`` as the operator: ``inp`` is its checked
+        input record (or its fields by name, checked here). Every surface's way
+        in: the record goes down to the library function whole, with this
+        handle's ``via`` where it takes one (S9)."""
+        op = operation(op)
+        inp = op.accept("operator", inp)
+        extra = {name: getattr(self, name) for name in op.context}
+        return op.fn(self.store, inp, tx=tx, **extra)
 
     def log(
         self,

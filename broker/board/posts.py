@@ -144,7 +144,10 @@ def directive(
     step, bare name or broadcast form also applies to participants that join
     later), and it is an error to its sender (S8): ``NotDelivered``."""
     from broker.mail import messages  # sending's modules: not loaded by turns reading directives
-    from broker.model.inputs import DirectiveInput, parse_input  # pydantic: off the claim path
+    from broker.model.pydantic_inputs import (  # pydantic: off the claim path
+        DirectiveInput,
+        parse_input,
+    )
 
     inp = parse_input(
         DirectiveInput,

@@ -45,6 +45,7 @@ from broker import errors
 from broker.delivery import lease_lost, waits, wake
 from broker.ids import fmt_ts, new_token, ts_after
 from broker.model import bounds
+from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
 from broker.spaces import auth
 from broker.spaces.auth import Identity
@@ -283,10 +284,7 @@ def _claim_once(
 def claim(
     store: Store,
     ident: Identity,
-    limit: int = 1,
-    lease: float | None = None,
-    wait: float = 0.0,
-    owner: str | None = None,
+    inp: ClaimInput,
     *,
     process: str | None = None,
     tx: Tx | None = None,
@@ -298,13 +296,8 @@ def claim(
     claimed or ``wait`` seconds pass; an empty lease means nothing came.
     ``process`` (``procs.this_process()``) marks the lease as held by this
     process, for restart recovery (S32); None for a transient caller."""
-    if type(limit) is not int or not 0 < limit <= MAX_LIMIT:
-        limit = check_limit(limit)
-    if lease is not None:
-        lease = check_seconds(lease)
-    if wait != 0 or type(wait) not in (int, float):
-        wait = check_wait(wait)
-    owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
+    limit, lease, wait = inp.limit, inp.lease, inp.wait
+    owner = default_owner(ident) if inp.owner is None else inp.owner
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     if tx is not None:

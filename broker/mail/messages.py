@@ -17,8 +17,9 @@ from broker.mail.recipients import OPERATOR, Sender
 from broker.mail.sending import Batch, append, append_receipt, row_size, send_in_tx
 from broker.mail.threads import PLAIN, Mail, mail
 from broker.mail.threads import to_entry as _to_entry
+from broker.model.inputs import OperatorSendInput, SendInput
 from broker.model.records import LogEntry, SendResult, to_dict
-from broker.model.validate import post_args, send_args
+from broker.model.validate import post_args
 from broker.spaces import gate
 from broker.spaces.addressing import Target, parse_target, parse_targets
 from broker.spaces.auth import Caller, Identity
@@ -38,35 +39,12 @@ _BY_ADDRESS = ("address", "name")
 
 
 # --- public API -----------------------------------------------------------------------
-def send(
-    store: Store,
-    ident: Identity,
-    to: str | Iterable[str],
-    text: str,
-    *,
-    idempotency_key: str | None = None,
-    thread: str | None = None,
-    reply_to: str | None = None,
-    importance: str = "normal",
-    ack_required: bool = False,
-    tx: Tx | None = None,
-) -> SendResult:
+def send(store: Store, ident: Identity, inp: SendInput, *, tx: Tx | None = None) -> SendResult:
     """``msg.send``: a direct message, or a broadcast when ``to`` is ``broadcast``.
 
     ``reply_to`` (a message id of the space) or ``thread`` (a short name) put it
     in a thread (S35); ``importance`` is low, normal or high (urgent is the
     operator's, S17); ``ack_required`` lets its sender ask who has seen it."""
-    inp = send_args(
-        {
-            "to": [to] if isinstance(to, str) else list(to),
-            "text": text,
-            "idempotency_key": idempotency_key,
-            "thread": thread,
-            "reply_to": reply_to,
-            "importance": importance,
-            "ack_required": ack_required,
-        },
-    )
     targets, is_bcast = parse_targets(inp.to)
     return _send_as(
         store,
@@ -89,18 +67,15 @@ def send_many(
     tx: Tx | None = None,
 ) -> list[SendResult]:
     """Batched ``msg.send``: many messages in ONE transaction (S6-S12 apply to
-    each). ``items`` are ``{"to": ..., "text": ..., "idempotency_key": ...}``.
+    each). ``items`` are ``msg.send``'s inputs by name (``to``, ``text``, ...).
 
     An invalid item refuses the whole batch and writes nothing. An item that
     reaches nobody is not raised (the others were sent): check each result's
     ``reached`` / ``not_reached``."""
     prepared: list[tuple[str, list[Target], str, str | None, Mail]] = []
     for n, item in enumerate(items):
-        data = dict(item)
-        if isinstance(data.get("to"), str):
-            data["to"] = [data["to"]]
         try:
-            inp = send_args(data)
+            inp = SendInput.parse(item)
             targets, bcast = parse_targets(inp.to)
         except errors.InvalidInput as exc:
             raise exc.in_item(n) from None
@@ -168,47 +143,24 @@ def post(
 
 
 def operator_send(
-    store: Store,
-    space_ref: str,
-    text: str,
-    *,
-    to: Iterable[str] | None = None,
-    urgent: bool,
-    via: Via,
-    idempotency_key: str | None = None,
-    thread: str | None = None,
-    reply_to: str | None = None,
-    importance: str = "normal",
-    ack_required: bool = False,
-    tx: Tx | None = None,
+    store: Store, inp: OperatorSendInput, *, via: Via, tx: Tx | None = None
 ) -> SendResult:
     """A message from the operator (S9). Only operator surfaces call this, and
-    each says which it is (``via``) and whether the message is urgent: neither
-    has a default, so no surface can log the wrong one by leaving it out.
+    each says which it is (``via``): no default, so no surface can log the
+    wrong one by leaving it out.
 
     Without ``to`` it goes to an agentiflow's lead, and to broadcast elsewhere.
-    The text is checked like an agent's (never empty, S33) before anything is
-    written. A send whose every recipient has left is not an error (S8's one
-    exception): it is logged with ``participant_left`` for each and returned.
-    ``thread``, ``reply_to``, ``importance`` and ``ack_required`` are an
-    agent's send's (S35), checked the same way."""
+    A send whose every recipient has left is not an error (S8's one
+    exception): it is logged with ``participant_left`` for each and returned."""
     if via not in ("cli", "cp", "mcp"):
         raise errors.InvalidInput(f"bad via {via!r}: cli, cp or mcp", field="via")
-    if not isinstance(urgent, bool):
-        raise errors.InvalidInput(f"bad urgent {urgent!r}: true or false", field="urgent")
-    given = [to] if isinstance(to, str) else (list(to) if to else [])
-    inp = send_args(
-        {"to": given or ["broadcast"], "text": text, "idempotency_key": idempotency_key,
-         "thread": thread, "reply_to": reply_to, "importance": importance,
-         "ack_required": ack_required},
-    )  # fmt: skip
-    targets = parse_targets(inp.to)[0] if given else []
+    targets = parse_targets(inp.to)[0] if inp.to else []
     for tg in targets:
         if tg.kind in ("parent", "operator"):
             raise errors.InvalidInput(f"the operator cannot send to {tg.text!r}", field="to")
     with store.write(tx) as t:
-        space_id = resolve_id(t, space_ref)
-        if not given:  # the default target depends on the space's kind
+        space_id = resolve_id(t, inp.space)
+        if not targets:  # the default target depends on the space's kind
             kind_row = t.one(_SPACE_KIND, {"space_id": space_id})
             targets = [parse_target("lead" if kind_row[0] == "agentiflow" else "broadcast")]
         result = send_in_tx(
@@ -219,7 +171,7 @@ def operator_send(
             "operator",
             targets,
             inp.text,
-            urgent=urgent,
+            urgent=inp.urgent,
             via=via,
             key=inp.idempotency_key,
             mail=mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),

@@ -86,7 +86,9 @@ def text(value: object, field: str, top: int) -> str:
     if not isinstance(value, str):
         raise errors.InvalidInput(f"bad {field} {value!r}: text is needed", field=field)
     if len(value) > top:
-        raise errors.InvalidInput(f"{field} is {len(value)} characters; at most {top}", field=field)
+        raise errors.InvalidInput(
+            f"bad {field}: at most {top} characters, not {len(value)}", field=field
+        )
     flaw = text_flaw(value)
     if flaw is not None:
         raise errors.InvalidInput(f"{field} is not valid text ({flaw})", field=field)

@@ -1,200 +1,150 @@
-"""Pydantic models at the edge: what callers pass in.
+"""What callers pass in: the input record of every declared operation.
 
-Input models refuse fields they do not list (S10): a tool call cannot smuggle a
-``from`` or a ``sender``. What the broker returns is in ``broker.model.records``
-(plain records, no pydantic); the vocabularies are in ``broker.vocab`` and
-re-exported here.
+Each record is declared once, field by field (type, bounds, default and help,
+``broker.model.fields``), and is the one check of that operation's input on
+every surface (S10, S33): the library's method, the HTTP route, the MCP tool,
+the remote client and the CLI options all come from it (the operation table,
+``broker.api.operations``). No record has a sender: who calls is the caller's
+identity, never an input (S10).
+
+Help texts are written once, for every reader: a person at the CLI, a model
+reading an MCP tool's schema, the API reference.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
+from broker.model import fields
+from broker.model.fields import Input
+from broker.vocab import MIN_SECONDS, SETTING_BOUNDS
+
+BODY_MAX = int(SETTING_BOUNDS["body_max_bytes"][1])  # no body is longer than the largest cap
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+CLAIM_MAX = 10_000  # deliveries one claim may take
+
+TO_FORMS = (
+    "Recipients, each one of: an address (e.g. 'lynx'); 'role:NAME' (every live agent named "
+    "NAME); 'step:NAME' (every live participant of workflow step NAME); 'parent' (who launched "
+    "you); 'lead'; 'operator' (the human running the swarm: recorded in the log for them); "
+    "'broadcast' (every other live participant). One name or a list."
+)
+IDEMPOTENCY = (
+    "A key of your choice: repeating the call with the same key returns the first result "
+    "instead of sending twice (use it when you retry)."
 )
 
-from broker.errors import InvalidInput
-from broker.model.bounds import control_char, text_flaw
-from broker.store.settings import Limits
-from broker.vocab import SETTING_BOUNDS
-from broker.vocab import Archetype as Archetype
-from broker.vocab import Reason as Reason
-from broker.vocab import SpaceKind as SpaceKind
-from broker.vocab import SpaceState as SpaceState
-from broker.vocab import Status as Status
-from broker.vocab import TurnGroup as TurnGroup
-from broker.vocab import Via as Via
 
-INT64_MAX = 2**63 - 1
+# --- fields more than one record declares (each record needs its own instance) ------------
+def _recipients(help: str = TO_FORMS, *, default: Any = fields.REQUIRED) -> Any:  # noqa: A002
+    address = fields.Text("an address or a to form", high=400, strip=True)
+    return fields.texts(help, address, default=default, low=1, high=64, one=True, metavar="ADDR")
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("message text is empty")
-    flaw = text_flaw(text)
-    if flaw is not None:  # S33: it could never be stored (or not on every backend)
-        raise ValueError(f"message text is not valid text ({flaw})")
-    return text
+def _body(help: str = "The message body.") -> Any:  # noqa: A002
+    return fields.text(help, high=BODY_MAX, blank=False, empty="message text is empty")
 
 
-def _storable(text: str) -> str:
-    flaw = text_flaw(text)
-    if flaw is not None:
-        raise ValueError(f"not valid text ({flaw})")
-    return text
+def _key() -> Any:
+    return fields.text(IDEMPOTENCY, default=None, metavar="KEY")
 
 
-Target = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=400, strip_whitespace=True),
-    AfterValidator(_storable),
-]
-# A message body: kept exactly as given, but never empty or only white space.
-Body = Annotated[str, AfterValidator(_not_blank)]
-# An idempotency key: 1 to 200 characters that both backends can store.
-IdempotencyKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_storable)
-]
-
-
-class _In(BaseModel):
-    # defer_build: schemas are built on first use, not at import (CLI start-up time).
-    # strict (S33): a bool is not a number, text is not a number, a number is not
-    # a bool; nothing is coerced into what the caller did not say.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, strict=True)
-
-
-# --- inputs -----------------------------------------------------------------------
-# A thread's name (S35): short, printable, no white space (it is typed on a command line).
-ThreadName = Annotated[str, StringConstraints(pattern=r"^[\w.:#@/+-]{1,64}$")]
-MessageId = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z]{26}$")]
-Importance = Literal["low", "normal", "high"]
-
-
-class SendInput(_In):
-    """``msg.send``: the sender is never an input (S10)."""
-
-    to: list[Target] = Field(min_length=1, max_length=64)
-    text: Body
-    idempotency_key: IdempotencyKey | None = None
-    thread: ThreadName | None = None
-    reply_to: MessageId | None = None
-    importance: Importance = "normal"
-    ack_required: bool = False
-
-
-class PostInput(_In):
-    """``board.post``: a channel post, or addressed to some participants."""
-
-    text: Body
-    addressed_to: list[Target] = Field(default_factory=list, max_length=64)
-    idempotency_key: IdempotencyKey | None = None
-
-
-def _one_line(text: str) -> str:
-    bad = control_char(text)
-    if bad is not None:
-        raise ValueError(f"it holds the control character {bad!r}")
-    return text
-
-
-# A name or label a participant gives itself (shown in the directory, one per
-# line): no C0, DEL or C1 control is stored (S31, S33).
-Label = AfterValidator(_one_line)
-
-
-class JoinInput(_In):
-    codename: Annotated[
-        str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True), Label
-    ]
-    agent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    run_id: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    step: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    parent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    role: Annotated[str, StringConstraints(max_length=200), Label] | None = None
-    archetype: Archetype | None = None
-    task: Annotated[str, StringConstraints(max_length=2000), Label] | None = None
-    lead: bool = False
-    messaging: bool = True
-    tools: list[str] | None = None
-    pid: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = None
-
-
-class DirectiveInput(_In):
-    """``board.directive``: a standing instruction for the participants it addresses."""
-
-    to: list[Target] = Field(min_length=1, max_length=64)
-    text: Annotated[str, StringConstraints(min_length=1)]
-    idempotency_key: IdempotencyKey | None = None
-
-
-def validation_error(
-    exc: ValidationError, taker: str = "tool", whole: str = "input"
-) -> InvalidInput:
-    """One ``invalid_input`` line for a pydantic refusal: the first field, and
-    an unknown field named as such (S10, S33); ``field`` names the argument
-    (``to`` for ``to.3``). ``taker`` is what refuses it (a tool, an endpoint),
-    ``whole`` what an error of no one field is about (the input, a body)."""
-    first = exc.errors()[0]
-    loc = first["loc"]
-    where = ".".join(str(p) for p in loc) or whole
-    field = str(loc[0]) if loc else whole
-    if first["type"] == "extra_forbidden":
-        return InvalidInput(f"unknown field {where!r}: this {taker} does not take it", field=field)
-    return InvalidInput(f"bad {where}: {first['msg']}", field=field)
-
-
-def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
-    """Validate a tool call's arguments; unknown fields are refused (S10)."""
-    try:
-        return model(**data)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-
-
-# --- space settings -------------------------------------------------------------------
-def _bound(name: str, description: str) -> Any:
-    low, high = SETTING_BOUNDS[name]
-    return Field(getattr(Limits(), name), ge=low, le=high, description=description)
-
-
-class LimitsModel(BaseModel):
-    """What an operator may set per space (S33): every field finite and inside
-    its bounds. The check at ``space create|set`` and the settings' schema; the
-    limits in effect are the plain ``broker.store.settings.Limits``."""
-
-    # nan and inf are refused outright: an infinite lease overflows a timestamp.
-    # strict (S33): True is not 1 and "5" is not 5 (the CLI turns its KEY=VALUE
-    # text into numbers itself, broker.frontends.cli.space).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False, strict=True
+def _thread() -> Any:
+    return fields.text(
+        "A short thread name to group this message with others on the same subject (S35).",
+        default=None,
+        high=64,
+        pattern=r"[\w.:#@/+-]{1,64}",
+        words="a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",
+        metavar="NAME",
     )
 
-    body_max_bytes: int = _bound(
-        "body_max_bytes", "largest message body, UTF-8 bytes (1 to 1048576)"
+
+def _reply_to() -> Any:
+    return fields.text(
+        "The id of the message this answers: the reply joins its thread (S35).",
+        default=None,
+        high=26,
+        pattern=r"[0-9A-Za-z]{26}",
+        words="a message id (26 letters and digits)",
+        metavar="ID",
     )
-    inbox_cap: int = _bound(
-        "inbox_cap", "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
+
+
+def _importance() -> Any:
+    return fields.choice(
+        "low, normal or high: shown to the recipients (urgent is the operator's).",
+        ("low", "normal", "high"),
+        default="normal",
     )
-    broadcast_cap: int = _bound(
-        "broadcast_cap",
-        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
+
+
+def _ack_required() -> Any:
+    return fields.flag("Ask later who has seen it (the status of the message).")
+
+
+def _space() -> Any:
+    return fields.text(
+        "The space: its run id, the id without its prefix, or a unique prefix of either.",
+        high=200,
+        strip=True,
+        metavar="RUN_ID",
     )
-    log_max_mb: float = _bound(
-        "log_max_mb",
-        "log size in MiB past which sends fail, messaging_full (0.0001 to 1048576, 1 TiB)",
+
+
+# --- messages -------------------------------------------------------------------------------
+class SendInput(Input):
+    """``msg.send``: a message from the calling participant."""
+
+    to: list[str] = _recipients()
+    text: str = _body()
+    idempotency_key: str | None = _key()
+    thread: str | None = _thread()
+    reply_to: str | None = _reply_to()
+    importance: str = _importance()
+    ack_required: bool = _ack_required()
+
+
+class OperatorSendInput(Input):
+    """``messages.send``: a message from the operator (S9)."""
+
+    space: str = _space()
+    text: str = _body()
+    to: list[str] | None = _recipients(
+        TO_FORMS + " Not given: the lead of an agentiflow, everyone (broadcast) elsewhere.",
+        default=None,
     )
-    max_deliveries: int = _bound("max_deliveries", "deliveries before quarantine, S15 (1 to 10000)")
-    lease_seconds: float = _bound(
-        "lease_seconds", "default claim lease in seconds (0.001 to 604800, 7 days)"
+    urgent: bool = fields.flag("Shown first, marked URGENT, in every recipient's next turn (S17).")
+    idempotency_key: str | None = _key()
+    thread: str | None = _thread()
+    reply_to: str | None = _reply_to()
+    importance: str = _importance()
+    ack_required: bool = _ack_required()
+
+
+# --- the inbox queue --------------------------------------------------------------------------
+class ClaimInput(Input):
+    """``inbox.claim``: the oldest ready messages of the caller's inbox, under a lease."""
+
+    limit: int = fields.whole(
+        f"At most this many messages (1 to {CLAIM_MAX}).", default=1, high=CLAIM_MAX, metavar="N"
     )
-    sender_share: float = _bound(
-        "sender_share",
-        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0.001 to 1)",
+    lease: float | None = fields.seconds(
+        "Seconds the lease lasts (default: the space's lease_seconds).",
+        default=None,
+        low=MIN_SECONDS,
+        high=WEEK_S,
+    )
+    wait: float = fields.seconds(
+        "Seconds to wait for something to claim (0: answer at once; woken at once when mail "
+        "arrives).",
+        default=0.0,
+        low=0.0,
+        high=DAY_S,
+    )
+    owner: str | None = fields.text(
+        "A name for who holds the lease, shown in the queue (default: address:pid).",
+        default=None,
+        line=True,
     )

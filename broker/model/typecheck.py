@@ -267,6 +267,29 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _binding(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with a call that does not bind (a keyword it does not take, an
+    argument missing) refused as ``invalid_input`` naming the argument, as
+    ``checked`` does; nothing else is looked at (its own check follows)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TypeError:
+            sig = inspect.signature(fn)
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as exc:  # said in bind's order, as culprit finds it
+                where = _Plan(sig, {}).culprit(args, kwargs)
+                raise errors.InvalidInput(
+                    f"bad call to {fn.__name__}: {exc}", **({"field": where} if where else {})
+                ) from None
+            raise  # bound: the TypeError is the method's own
+
+    return wrapper
+
+
 def _check_extra(name: str, value: Any, var_name: str | None) -> None:
     """A ``**kwargs`` argument (a join field, a space setting): its types and
     bounds are the method's (strict models), its text is checked here, by the
@@ -287,10 +310,26 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def self_checked(fn: F) -> F:
+    """Mark a method that checks its own arguments: ``checked`` leaves it be
+    (one check per call, not two)."""
+    fn.__self_checked__ = True  # type: ignore[attr-defined]
+    return fn
+
+
 def checked(cls: C) -> C:
-    """Wrap every public method defined on ``cls`` itself (class methods too)."""
+    """Wrap every public method defined on ``cls`` itself (class methods too).
+    A method that checks its own arguments (``self_checked``: a declared
+    operation's, whose input record is its one check) is only kept from
+    raising Python's ``TypeError`` for a call that does not bind."""
     for name, attr in list(vars(cls).items()):
         if name.startswith("_"):
+            continue
+        if getattr(attr, "__self_checked__", False):
+            setattr(cls, name, _binding(attr))
             continue
         if isinstance(attr, classmethod):
             setattr(cls, name, classmethod(_checked(attr.__func__)))

@@ -1,10 +1,11 @@
-"""The send and post inputs checked without pydantic: the library's hot path.
+"""The post input checked without pydantic: the library's hot path (until
+``board.post`` is a declared operation, whose input record is its one check).
 
-``broker msg send`` is one process per tool call, and importing pydantic and
+``broker board post`` is one process per tool call, and importing pydantic and
 building its models was most of its start-up. The rules here are those of
-``broker.model.inputs.SendInput`` / ``PostInput`` (S10, S33, S35), with the same
-one-line errors; tests/test_validate.py checks that both agree on valid and
-invalid inputs.
+``broker.model.pydantic_inputs.PostInput`` (S10, S33), with the same one-line
+errors; tests/test_validate.py checks that both agree on valid and invalid
+inputs.
 
 The plain checks take the input as the library is called with it (``str``,
 ``list`` of ``str``, ``bool``, ``None``). Anything else -- a number for the
@@ -15,7 +16,6 @@ words the refusal exactly as it always has; pydantic is imported only then.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from broker.errors import InvalidInput
@@ -25,29 +25,11 @@ from broker.record_type import record
 TARGET_MAX = 400
 TARGETS_MAX = 64
 KEY_MAX = 200
-IMPORTANCE = ("low", "normal", "high")
-THREAD = re.compile(r"[\w.:#@/+-]{1,64}", re.ASCII)
-MESSAGE_ID = re.compile(r"[0-9A-Za-z]{26}")
-_THREAD_PATTERN = r"^[\w.:#@/+-]{1,64}$"
-_MESSAGE_ID_PATTERN = r"^[0-9A-Za-z]{26}$"
-
-
-@record
-class SendArgs:
-    """``msg.send``'s checked input (``broker.model.inputs.SendInput``'s fields)."""
-
-    to: list[str]
-    text: str
-    idempotency_key: str | None = None
-    thread: str | None = None
-    reply_to: str | None = None
-    importance: str = "normal"
-    ack_required: bool = False
 
 
 @record
 class PostArgs:
-    """``board.post``'s checked input (``broker.model.inputs.PostInput``'s fields)."""
+    """``board.post``'s checked input (``broker.model.pydantic_inputs.PostInput``'s fields)."""
 
     text: str
     addressed_to: list[str]
@@ -58,41 +40,12 @@ class _Defer(Exception):
     """Not an input the plain checks take: the pydantic model decides."""
 
 
-def send_args(data: dict[str, Any]) -> SendArgs:
-    """``msg.send``'s input checked (``InvalidInput`` naming the first bad field)."""
-    try:
-        return _send(data)
-    except _Defer:
-        return SendArgs(**_by_model("SendInput", data, SendArgs))
-
-
 def post_args(data: dict[str, Any]) -> PostArgs:
     """``board.post``'s input checked (``InvalidInput`` naming the first bad field)."""
     try:
         return _post(data)
     except _Defer:
         return PostArgs(**_by_model("PostInput", data, PostArgs))
-
-
-def _send(data: dict[str, Any]) -> SendArgs:
-    _plain_dict(data)
-    to = _targets(data, "to", required=True)
-    text = _text(data)
-    key = _key(data)
-    thread = _pattern(data, "thread", THREAD, _THREAD_PATTERN)
-    reply_to = _pattern(data, "reply_to", MESSAGE_ID, _MESSAGE_ID_PATTERN)
-    importance = data.get("importance", "normal")
-    if importance not in IMPORTANCE or type(importance) is not str:
-        if type(importance) is not str and importance is not None:
-            raise _Defer
-        raise InvalidInput(
-            "bad importance: Input should be 'low', 'normal' or 'high'", field="importance"
-        )
-    ack = data.get("ack_required", False)
-    if type(ack) is not bool:
-        raise _Defer
-    _unknown_last(data, SendArgs.__dataclass_fields__)
-    return SendArgs(to, text, key, thread, reply_to, importance, ack)
 
 
 def _post(data: dict[str, Any]) -> PostArgs:
@@ -185,17 +138,6 @@ def _key(data: dict[str, Any]) -> str | None:
     return key
 
 
-def _pattern(data: dict[str, Any], name: str, rx: re.Pattern[str], shown: str) -> str | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if type(value) is not str or not value.isascii():
-        raise _Defer  # \w beyond ASCII: pydantic's (Rust) regex decides
-    if rx.fullmatch(value) is None:
-        raise InvalidInput(f"bad {name}: String should match pattern '{shown}'", field=name)
-    return value
-
-
 def _encodable(text: str) -> bool:
     """Text both backends store (no lone surrogate, no NUL); other text is
     the pydantic model's to word."""
@@ -204,7 +146,7 @@ def _encodable(text: str) -> bool:
 
 def _by_model(model: str, data: dict[str, Any], plain: type[Any]) -> dict[str, Any]:
     """The pydantic model's answer for an input the plain checks do not take."""
-    from broker.model import inputs  # the edge: loaded only for such inputs
+    from broker.model import pydantic_inputs as inputs  # the edge: loaded only for such inputs
 
     inp = inputs.parse_input(getattr(inputs, model), data)
     return {name: getattr(inp, name) for name in plain.__dataclass_fields__}

@@ -61,7 +61,7 @@ def register(
         "task": task,
         "pid": pid,
     }
-    from broker.model.inputs import JoinInput, parse_input  # pydantic: joins only
+    from broker.model.pydantic_inputs import JoinInput, parse_input  # pydantic: joins only
 
     return participants.join(
         store, space_ref, parse_input(JoinInput, fields), credential=credential, tx=tx

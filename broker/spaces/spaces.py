@@ -70,7 +70,7 @@ def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
     # pydantic loads here, at the edge (space create|set), never on a send.
     from pydantic import ValidationError
 
-    from broker.model.inputs import LimitsModel
+    from broker.model.pydantic_inputs import LimitsModel
 
     try:
         checked = LimitsModel(**settings)

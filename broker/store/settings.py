@@ -32,7 +32,7 @@ class Limits:
     overridden per space. A plain record, not a pydantic model: every send and
     claim reads it, and pydantic's import is most of a CLI call's start-up.
     What an operator sets is checked against the bounds by
-    ``broker.model.inputs.LimitsModel`` (``spaces.validate_settings``); what is read
+    ``broker.model.pydantic_inputs.LimitsModel`` (``spaces.validate_settings``); what is read
     back from a store is made safe by ``lenient``."""
 
     body_max_bytes: int = 65536

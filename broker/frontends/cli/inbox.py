@@ -3,10 +3,11 @@ operator's quarantine), `broker transcript` (S13-S20)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from broker.api.operations import CLAIM
 from broker.frontends.cli._common import (
     COUNT,
     agent,
@@ -22,6 +23,7 @@ from broker.frontends.cli._common import (
     wait_option,
 )
 from broker.frontends.cli._output import block, safe, when
+from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
     from broker.model.records import TurnRecord
@@ -43,25 +45,15 @@ def inbox() -> None:
 
 
 @inbox.command("claim")
-@click.option(
-    "--limit", type=COUNT, metavar="N", default=1, show_default=True, help="Claim up to N messages."
-)
-@ttl_option("How long the lease lasts (default: the space's lease_seconds).")
-@wait_option("Block up to SECONDS for a message to arrive.")
+@from_operation(CLAIM, flags={"lease": "--ttl"})
 @identity_options
 @json_option
 def claim(
-    limit: int,
-    ttl: float | None,
-    wait: float,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Claim the oldest messages of your inbox under a lease; ack them with its
     --lease-token when done."""
-    got = agent(space, as_, token).claim(limit=limit, lease=ttl, wait=wait)
+    got = agent(space, as_, token).claim(**args)
     if as_json:
         if got.deliveries:
             emit_json(got)

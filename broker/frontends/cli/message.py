@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from broker import errors
+from broker.api.operations import OPERATOR_SEND, SEND
 from broker.frontends.cli._common import (
     COUNT,
     Whole,
@@ -21,9 +22,9 @@ from broker.frontends.cli._common import (
     json_option,
     main,
     operator,
-    text_arg,
 )
-from broker.frontends.cli._output import TO_HELP, run_send, safe
+from broker.frontends.cli._output import run_send, safe
+from broker.frontends.cli.options import from_operation
 from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
 
 if TYPE_CHECKING:
@@ -37,68 +38,16 @@ def msg() -> None:
     """Agent messaging: the msg.send tool (identity from --space/--as/--token)."""
 
 
-def mail_options(status_command: str) -> Callable[[F], F]:
-    """--thread, --reply-to, --importance, --ack-required: a send's mail
-    fields (S35), the same on ``msg send`` and the operator's ``message send``."""
-
-    def add(fn: F) -> F:
-        fn = click.option(
-            "--ack-required", is_flag=True, help=f"Ask who has seen it later: `{status_command}`."
-        )(fn)
-        fn = click.option(
-            "--importance",
-            type=click.Choice(["low", "normal", "high"]),
-            default="normal",
-            show_default=True,
-            help="Shown in the recipient's framing (urgent is the operator's).",
-        )(fn)
-        fn = click.option(
-            "--reply-to", metavar="ID", help="Answer message ID; the reply joins its thread (S35)."
-        )(fn)
-        return click.option("--thread", metavar="NAME", help="Put it in thread NAME (S35).")(fn)
-
-    return add
-
-
 @msg.command("send")
-@click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help=TO_HELP)
-@click.option(
-    "--idempotency-key",
-    metavar="KEY",
-    help="A repeat with the same key returns the first result and writes nothing.",
-)
-@mail_options("broker msg status ID")
+@from_operation(SEND, arguments=("text",))
 @identity_options
 @json_option
-@click.argument("text", nargs=-1, required=True)
 def msg_send(
-    to: tuple[str, ...],
-    idempotency_key: str | None,
-    thread: str | None,
-    reply_to: str | None,
-    importance: str,
-    ack_required: bool,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    text: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Send TEXT as yourself ('-' reads stdin). Exits 1 if it reached nobody."""
-    body = text_arg(text)
     me = agent(space, as_, token)
-    run_send(
-        lambda: me.send(
-            list(to),
-            body,
-            idempotency_key=idempotency_key,
-            thread=thread,
-            reply_to=reply_to,
-            importance=importance,
-            ack_required=ack_required,
-        ),
-        as_json,
-    )
+    run_send(lambda: me.send(**args), as_json)
 
 
 def _print_status(st: AckStatus, as_json: bool) -> None:
@@ -240,51 +189,13 @@ def message() -> None:
 
 
 @message.command("send")
-@click.argument("run_id")
-@click.option(
-    "--to",
-    "to",
-    multiple=True,
-    metavar="ADDR",
-    help="Recipient (default: an agentiflow's lead, else broadcast). Repeatable.",
-)
-@click.option("--urgent", is_flag=True, help="Shown ahead of everything else, marked URGENT:.")
-@click.option(
-    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
-)
-@mail_options("broker message status RUN_ID ID")
+@from_operation(OPERATOR_SEND, arguments=("space", "text"))
 @json_option
-@click.argument("text", nargs=-1, required=True)
-def message_send(
-    run_id: str,
-    to: tuple[str, ...],
-    urgent: bool,
-    idempotency_key: str | None,
-    thread: str | None,
-    reply_to: str | None,
-    importance: str,
-    ack_required: bool,
-    as_json: bool,
-    text: tuple[str, ...],
-) -> None:
+def message_send(args: dict[str, Any], as_json: bool) -> None:
     """Send TEXT to RUN_ID as the operator ('-' reads stdin). Exits 1 if it
     reached nobody."""
-    body = text_arg(text)
     op = operator()
-    run_send(
-        lambda: op.send(
-            run_id,
-            body,
-            to=list(to) or None,
-            urgent=urgent,
-            idempotency_key=idempotency_key,
-            thread=thread,
-            reply_to=reply_to,
-            importance=importance,
-            ack_required=ack_required,
-        ),
-        as_json,
-    )
+    run_send(lambda: op.send(**args), as_json)
 
 
 def _kinds(value: str | None) -> list[str] | None:

@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from broker import errors
+from broker.api.operations import Operation
 from broker.frontends.http.edge import echo, loads, utc_time
-from broker.model.inputs import validation_error
+from broker.model.pydantic_inputs import validation_error
 from broker.model.records import to_dict
 from broker.vocab import ascii_digits
 
@@ -68,6 +69,8 @@ class Endpoint:
     stream: bool = False  # text/event-stream
     tag: str = "operator"
     path_params: dict[str, str] = field(default_factory=dict)
+    op: Operation | None = None
+    """a declared operation (broker.api.operations): its input record is the body"""
 
 
 @dataclass
@@ -104,6 +107,15 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise errors.InvalidInput("the request body is not valid JSON") from None
         raise invalid(exc) from None
+
+
+def parse_object(raw: bytes) -> dict[str, Any]:
+    """A declared operation's body: a JSON object (no key given twice), which
+    its input record checks (an empty body is ``{}``)."""
+    data = loads(raw) if raw.strip() else {}
+    if not isinstance(data, dict):
+        raise errors.InvalidInput("the request body is not a JSON object of named fields")
+    return data
 
 
 def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from broker import __version__, errors
 from broker.api import aio
 from broker.api.aio import AsyncAgent, AsyncOperator
 from broker.api.handles import Agent, Operator
-from broker.frontends.http import routes_agent, routes_operator
+from broker.frontends.http import operations, routes_agent, routes_operator
 from broker.frontends.http.api import (
     KINDS,
     PREFIXES,
@@ -38,6 +38,7 @@ from broker.frontends.http.api import (
     echo,
     json_response,
     parse_body,
+    parse_object,
     parse_query,
     whole_number,
 )
@@ -110,6 +111,10 @@ class ServerState:
     async def write(self, fn: Callable[[Any], T]) -> T:
         """A write, group-committed with its neighbours (``fn(tx)``)."""
         return await self.committer.submit(fn)
+
+    async def read(self, fn: Callable[[], T]) -> T:
+        """A read on the worker pool (the MCP tools' executor, as ``write`` is)."""
+        return await self.run(fn)
 
     async def wait(
         self,
@@ -220,7 +225,9 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
             elif ep.auth == "agent":
                 caller = await state.run(state.credentials.agent, secret)
             body = None
-            if ep.body is not None:
+            if ep.op is not None:
+                body = parse_object(await request.body())
+            elif ep.body is not None:
                 body = parse_body(ep.body, await request.body())
             elif ep.method in ("POST", "PATCH") and (await request.body()).strip() not in (
                 b"",
@@ -254,7 +261,7 @@ def create_app(
     """The app serving ``store`` (a ``broker.Store``)."""
     options = options or Options()
     state = ServerState(store, options)
-    endpoints = routes_operator.endpoints() + routes_agent.endpoints()
+    endpoints = routes_operator.endpoints() + routes_agent.endpoints() + operations.endpoints()
     routes: list[Any] = []
     # One route per path, whatever its methods: a 405's Allow lists them all.
     by_path: dict[str, dict[str, Callable[[Request], Any]]] = {}
@@ -294,6 +301,8 @@ def create_app(
         Route("/static/{name}", asset, methods=["GET"]),
     ]
     if mcp is not None:
+        if hasattr(mcp, "executor"):  # its tools' writes join the group committer too
+            mcp.executor = state
         routes.append(Mount("/mcp", app=mcp))
 
     async def not_found(request: Request, exc: Exception) -> Response:

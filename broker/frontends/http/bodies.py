@@ -1,7 +1,7 @@
 """Request bodies of the HTTP API: pydantic input models, closed (S10, S33).
 
-The agent-side bodies reuse ``broker.model.inputs`` where the library has one
-(``SendInput``, ``PostInput``, ``DirectiveInput``); the others exist only
+The agent-side bodies reuse ``broker.model.pydantic_inputs`` where the library has one
+(``PostInput``, ``DirectiveInput``); the others exist only
 because HTTP carries them as JSON. Every model refuses unknown fields, so a
 ``sender`` or ``from`` in a body is ``invalid_input`` naming the field, and
 every number has documented bounds (finite, in range).
@@ -14,19 +14,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
-from broker.model.inputs import (
+from broker.model.pydantic_inputs import (
     DirectiveInput,
-    Importance,
-    MessageId,
     PostInput,
-    SendInput,
-    ThreadName,
 )
 from broker.vocab import MIN_SECONDS, SpaceKind
 
 __all__ = [
     "AckAndClaimBody",
-    "ClaimBody",
     "CreateSpaceBody",
     "DirectiveInput",
     "ExtendBody",
@@ -36,7 +31,6 @@ __all__ = [
     "KeyRenewBody",
     "OperatorKeyReleaseBody",
     "OperatorReservationReleaseBody",
-    "OperatorSendBody",
     "PathsBody",
     "PostInput",
     "PruneBody",
@@ -47,7 +41,6 @@ __all__ = [
     "ReservationRenewBody",
     "ReserveBody",
     "RetractBody",
-    "SendInput",
     "SendManyBody",
     "SettingsBody",
     "SettleBody",
@@ -80,20 +73,6 @@ class _Body(Strict):
 
 
 # --- operator ------------------------------------------------------------------------
-class OperatorSendBody(_Body):
-    """The operator's message (S9: kind ``operator``, recorded ``via: cp``).
-    Without ``to``: the lead of an agentiflow, ``broadcast`` elsewhere (S6)."""
-
-    to: Annotated[list[Text], Field(min_length=1, max_length=64)] | None = None
-    text: Body
-    urgent: bool = False
-    idempotency_key: Id | None = None
-    thread: ThreadName | None = None
-    reply_to: MessageId | None = None
-    importance: Importance = "normal"
-    ack_required: bool = False
-
-
 class PolicyBody(_Body):
     """A participant's own contact policy (S38)."""
 
@@ -151,15 +130,6 @@ class JoinBody(_Body):
 
 
 # --- agent: the inbox queue (S13-S16) -------------------------------------------------
-class ClaimBody(_Body):
-    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
-    lease: Seconds | None = None
-    """seconds; default the space's lease_seconds"""
-    wait: Wait = 0.0
-    """long-poll: seconds to wait for something to claim (woken by the doorbell)"""
-    owner: Id | None = None
-
-
 class SettleBody(_Body):
     lease_token: Id
     ids: IdList | None = None
@@ -195,7 +165,8 @@ class AckAndClaimBody(SettleBody):
 
 
 class SendManyBody(_Body):
-    """Many ``msg.send`` in one transaction; each item is checked as ``SendInput``."""
+    """Many ``msg.send`` in one transaction; each item is checked as ``msg.send``'s input
+    record (``broker.model.inputs.SendInput``)."""
 
     items: Annotated[list[dict[str, Any]], Field(max_length=1000)]
     """``{"to", "text", "idempotency_key"}`` objects"""

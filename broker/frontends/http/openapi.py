@@ -115,7 +115,15 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
             )
         if params:
             op["parameters"] = params
-        if ep.body is not None:
+        if ep.op is not None and ep.method != "GET":
+            from_path = (
+                frozenset({"space"}) if "{id}" in ep.path and ep.auth == "operator" else frozenset()
+            )
+            op["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": ep.op.input.schema(from_path)}},
+            }
+        elif ep.body is not None:
             op["requestBody"] = {
                 "required": True,
                 "content": {"application/json": {"schema": _schema(ep.body, defs, "validation")}},

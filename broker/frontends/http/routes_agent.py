@@ -12,13 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from pydantic import ValidationError
-
 from broker.api.handles import Agent
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.results import Count, Done, Expiry, Me
-from broker.model.inputs import validation_error
 from broker.model.records import (
     AckStatus,
     BoardEntry,
@@ -54,22 +51,6 @@ async def me(call: Call) -> Any:
     return Me(space_id=agent.space_id, address=agent.address)
 
 
-async def send(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.send(
-            b.to,
-            b.text,
-            idempotency_key=b.idempotency_key,
-            thread=b.thread,
-            reply_to=b.reply_to,
-            importance=b.importance,
-            ack_required=b.ack_required,
-            tx=tx,
-        )
-    )
-
-
 async def search(call: Call) -> Any:
     a, q = _me(call), call.query
     return await call.state.run(
@@ -101,12 +82,6 @@ async def set_policy(call: Call) -> Any:
 
 async def send_many(call: Call) -> Any:
     a, b = _me(call), call.body
-    for n, item in enumerate(b.items):  # each item's types as strict as a body's (edge.py)
-        data = {**item, "to": [item["to"]]} if isinstance(item.get("to"), str) else item
-        try:
-            bodies.SendInput.model_validate(data, strict=True)
-        except ValidationError as exc:
-            raise validation_error(exc, "endpoint", "item").in_item(n) from None
     return await call.state.write(lambda tx: a.send_many(b.items, tx=tx))
 
 
@@ -129,31 +104,6 @@ async def directive(call: Call) -> Any:
 async def retract(call: Call) -> Any:
     a, b = _me(call), call.body
     return await call.state.write(lambda tx: a.retract(b.directive_id, tx=tx))
-
-
-async def claim(call: Call) -> Any:
-    a, b = _me(call), call.body
-
-    def now() -> Awaitable[Lease]:
-        lease: Awaitable[Lease] = call.state.write(
-            lambda tx: a.claim(b.limit, b.lease, 0.0, b.owner, tx=tx)
-        )
-        return lease
-
-    async def give_back(lease: Lease) -> None:  # taken as the client left
-        if lease.deliveries:
-            await call.state.write(lambda tx: a.release(lease.lease_token, tx=tx))
-
-    if b.wait > 0:
-        waiting = call.state.aio(a)
-        return await call.state.wait(
-            call.request,
-            lambda w: waiting.claim(b.limit, b.lease, w, b.owner),
-            now,
-            b.wait,
-            give_back,
-        )
-    return await now()
 
 
 async def ack(call: Call) -> Any:
@@ -302,8 +252,6 @@ def endpoints() -> list[Endpoint]:
     return [
         Endpoint("GET", "/api/me", me, "agent", "Who this token is (space and address)",
                  returns=Me, tag="agent"),
-        ep("POST", "/send", send, "msg.send: a direct message or a broadcast",
-           body=bodies.SendInput, returns=SendResult),
         ep("GET", "/search", search, "Full-text search of what you sent or received (S36)",
            query=SEARCH_QUERY, returns=list[SearchHit]),
         ep("GET", "/messages/{message_id}/status", status,
@@ -320,8 +268,6 @@ def endpoints() -> list[Endpoint]:
            body=bodies.DirectiveInput, returns=SendResult),
         ep("POST", "/retract", retract, "board.retract: lift a directive you issued",
            body=bodies.RetractBody, returns=SendResult),
-        ep("POST", "/inbox/claim", claim, "Claim the oldest inbox messages under a lease",
-           body=bodies.ClaimBody, returns=Lease),
         ep("POST", "/inbox/ack", ack, "Ack claimed messages", body=bodies.SettleBody,
            returns=Count),
         ep("POST", "/inbox/release", release, "Give claimed messages back",

@@ -32,7 +32,6 @@ from broker.model.records import (
     QueueStats,
     Reservation,
     SearchHit,
-    SendResult,
     Space,
     SpaceUsage,
     Thread,
@@ -144,25 +143,6 @@ async def search(call: Call) -> Any:
 async def message_status(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(lambda: op.status(space.id, call.params["message_id"]))
-
-
-async def send_message(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.OperatorSendBody = call.body
-    return await call.state.write(
-        lambda tx: op.send(
-            space.id,
-            b.text,
-            to=b.to,
-            urgent=b.urgent,
-            idempotency_key=b.idempotency_key,
-            thread=b.thread,
-            reply_to=b.reply_to,
-            importance=b.importance,
-            ack_required=b.ack_required,
-            tx=tx,
-        )
-    )
 
 
 async def stream_messages(call: Call) -> Any:
@@ -333,9 +313,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/messages/{message_id}/status", message_status, "operator",
                  "Who has seen a message", returns=AckStatus,
                  path_params={"message_id": "the message's id"}),
-        Endpoint("POST", SPACE + "/messages", send_message, "operator",
-                 "Send an operator message (recorded via: cp)",
-                 body=bodies.OperatorSendBody, returns=SendResult),
         Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
                  "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",

@@ -13,9 +13,11 @@ from typing import Any
 from mcp_types import ToolAnnotations
 
 from broker.api.aio import AsyncAgent
+from broker.api.operations import SEND
 from broker.frontends.http.edge import utc_time
 from broker.frontends.mcp import inputs
-from broker.frontends.mcp.core import Output, ToolSpec, data
+from broker.frontends.mcp.core import Output, ToolSpec, data, declared
+from broker.model import inputs as inputs_
 from broker.model.records import Turn, to_dict
 from broker.vocab import (
     BOARD_READ_DEFAULT,
@@ -25,16 +27,8 @@ from broker.vocab import (
     SEARCH_SYNTAX,
 )
 
-TO_FORMS = (
-    "Recipients, each one of: an address (e.g. 'lynx'); 'role:NAME' (every live agent named "
-    "NAME); 'step:NAME' (every live participant of workflow step NAME); 'parent' (who launched "
-    "you); 'lead'; 'operator' (the human running the swarm: recorded in the log for them); "
-    "'broadcast' (every other live participant)."
-)
-IDEMPOTENCY = (
-    "Optional. A key of your choice: repeating the call with the same key returns the first "
-    "result instead of sending twice (use it when you retry)."
-)
+TO_FORMS = inputs_.TO_FORMS
+IDEMPOTENCY = inputs_.IDEMPOTENCY
 FENCE = "The fencing token board_claim returned for this key (its 'fence')."
 
 _WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -42,19 +36,6 @@ _READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 _IDEMPOTENT = ToolAnnotations(
     readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
 )
-
-
-async def _send(agent: AsyncAgent, a: inputs.SendInput) -> Output:
-    result = await agent.send(
-        list(a.to),
-        a.text,
-        idempotency_key=a.idempotency_key,
-        thread=a.thread,
-        reply_to=a.reply_to,
-        importance=a.importance,
-        ack_required=a.ack_required,
-    )
-    return data(result)
 
 
 async def _search(agent: AsyncAgent, a: inputs.SearchInput) -> Output:
@@ -146,33 +127,7 @@ async def _seen(agent: AsyncAgent, a: inputs.SeenInput) -> Output:
 
 
 AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
-    ToolSpec(
-        name="msg_send",
-        title="Send a message",
-        description=(
-            "Send a message to participants of your space (the broker's msg.send). You are "
-            "always the sender; no argument can change that. The result lists who was "
-            "reached ('reached') and, for each recipient not reached, why ('not_reached': "
-            "unknown_participant, participant_left, inbox_full, no_live_participant, ...). "
-            "Reaching nobody is an error that names each reason (contact_policy: that "
-            "participant does not take direct messages from you). To answer a message, pass its "
-            "id as 'reply_to': the reply joins its thread."
-        ),
-        model=inputs.SendInput,
-        run=_send,
-        grant="msg.send",
-        fields={
-            "to": TO_FORMS,
-            "text": "The message body.",
-            "idempotency_key": IDEMPOTENCY,
-            "thread": "Optional: a short thread name (letters, digits, . : # @ / + -; up to 64) "
-            "to group this message with others on the same subject.",
-            "reply_to": "Optional: the id of the message you answer; the reply joins its thread.",
-            "importance": "Optional: low, normal (default) or high; shown to the recipient.",
-            "ack_required": "Optional: true to ask later who has seen it (msg_status).",
-        },
-        annotations=_WRITE,
-    ),
+    declared(SEND, annotations=_WRITE),
     ToolSpec(
         name="msg_search",
         title="Search your messages",

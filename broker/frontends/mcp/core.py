@@ -11,8 +11,11 @@ defaults replaced because they are wrong for a broker (S10, S33):
   turns an exception into "Error executing tool X" and keeps the reason.
 
 Tools are ``ToolSpec``s: a name, the grant it needs (S24), a description
-written for a model, the input model and an async handler taking the caller
-(an ``AsyncAgent`` or ``AsyncOperator`` bound to the connection) and the
+written for a model, and either a declared operation (``broker.api.operations``:
+its input record is the tool's schema and its one check, and the library runs
+it through the server's executor: the group committer inside ``broker serve``)
+or, for a tool not yet declared, an input model and an async handler taking the
+caller (an ``AsyncAgent`` or ``AsyncOperator`` bound to the connection) and the
 validated input. Tool names use underscores (``msg_send``); the broker's own
 dotted name (``msg.send``) is in each description: see the README's MCP section.
 """
@@ -25,7 +28,7 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
@@ -34,13 +37,36 @@ from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, ValidationError
 
 from broker import __version__, errors
+from broker.api import aio
+from broker.api.operations import Operation
 from broker.frontends.http.edge import clipped
-from broker.model.inputs import validation_error
+from broker.model.pydantic_inputs import validation_error
 from broker.model.records import to_dict
 
 log = logging.getLogger("broker.mcp")
 
 Caller = TypeVar("Caller")
+T = TypeVar("T")
+
+
+class Executor(Protocol):
+    """Where a declared tool's library call runs: a write gets a transaction
+    (``fn(tx)``), a read runs as it is."""
+
+    async def write(self, fn: Callable[[Any], T]) -> T: ...
+
+    async def read(self, fn: Callable[[], T]) -> T: ...
+
+
+class Threads:
+    """The asyncio API's worker threads, each call its own transaction (``broker mcp``
+    over stdio: one agent, no neighbours to commit with)."""
+
+    async def write(self, fn: Callable[[Any], T]) -> T:
+        return await aio.run(fn, None)
+
+    async def read(self, fn: Callable[[], T]) -> T:
+        return await aio.run(fn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +129,12 @@ class ToolSpec(Generic[Caller]):
     """the wire name (letters, digits and underscores: accepted by every major client)"""
     title: str
     description: str
-    model: type[BaseModel]
-    run: Callable[[Caller, Any], Awaitable[Output]]
+    model: type[BaseModel] | None = None
+    run: Callable[[Caller, Any], Awaitable[Output]] | None = None
+    op: Operation | None = None
+    """a declared operation: its input record checks the arguments, the library runs it"""
+    render: Callable[[Any], Output] | None = None
+    """a declared tool's result for the model (default: the record as JSON)"""
     grant: str | None = None
     """the broker tool name it needs (S24); None: always offered (turns, operator tools)"""
     fields: dict[str, str] = field(default_factory=dict)
@@ -113,6 +143,9 @@ class ToolSpec(Generic[Caller]):
 
     def schema(self) -> dict[str, Any]:
         """The input schema, generated from the model (``additionalProperties``: false)."""
+        if self.op is not None:
+            return self.op.input.schema()
+        assert self.model is not None
         schema = self.model.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
@@ -150,6 +183,7 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
         offered: Callable[[], Awaitable[frozenset[str]]] | None = None,
         *,
         instructions: str,
+        executor: Executor | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -163,17 +197,22 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
         self.caller = caller
         self.specs = {spec.name: spec for spec in specs}
         self._offered = offered
+        self.executor: Executor = executor or Threads()
 
-    async def list_tools(self) -> list[MCPTool]:
-        try:
-            granted = await self._offered() if self._offered is not None else None
-        except errors.BrokerError as exc:  # left, its space stopped, its token replaced
-            raise rpc_error(exc) from None
+    async def offered_specs(self) -> list[ToolSpec[Caller]]:
+        """The tools the caller may use now (its grant re-read: never stale)."""
+        granted = await self._offered() if self._offered is not None else None
         return [
-            spec.listing()
+            spec
             for spec in self.specs.values()
             if spec.grant is None or granted is None or spec.grant in granted
         ]
+
+    async def list_tools(self) -> list[MCPTool]:
+        try:
+            return [spec.listing() for spec in await self.offered_specs()]
+        except errors.BrokerError as exc:  # left, its space stopped, its token replaced
+            raise rpc_error(exc) from None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
@@ -184,10 +223,15 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
         """Check the arguments against the tool's model, run it, map any
         failure to the broker's code and reason."""
         spec = self.specs.get(name)
-        if spec is None:
-            known = ", ".join(sorted(self.specs))
-            return failure(errors.NotFound(f"no tool {name!r}: the tools are {known}", tool=name))
         try:
+            if spec is None:
+                # Only the tools this caller may use are named (S24: the others are not its).
+                known = ", ".join(sorted(s.name for s in await self.offered_specs()))
+                raise errors.NotFound(f"no tool {name!r}: your tools are {known}", tool=name)
+            if spec.op is not None:
+                result = await self.perform(spec.op, spec.op.input.parse(arguments or {}))
+                return spec.render(result) if spec.render is not None else data(result)
+            assert spec.model is not None and spec.run is not None
             try:  # as JSON, strictly: true is not 1, "5" not 5 (broker.frontends.http.edge)
                 args = spec.model.model_validate_json(json.dumps(arguments or {}), strict=True)
             except ValidationError as exc:
@@ -199,3 +243,35 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
             # The model gets the class of failure; the details go to stderr.
             print(f"broker mcp: {name}: {traceback.format_exc()}", file=sys.stderr)
             return failure(errors.BrokerError(f"{name} failed unexpectedly ({type(exc).__name__})"))
+
+    async def perform(self, op: Operation, inp: Any) -> Any:
+        """Run a declared operation as the connection's caller: a wait parks on
+        its doorbell (the asyncio API), a write goes through the executor's
+        transaction (the group committer in ``broker serve``), a read runs there."""
+        caller: Any = self.caller
+        if op.waits is not None and getattr(inp, op.waits) > 0:
+            return await getattr(caller, op.method)(**inp.values())
+        handle = caller.sync
+        if op.write:
+            return await self.executor.write(lambda tx: handle.call(op, inp, tx))
+        return await self.executor.read(lambda: handle.call(op, inp))
+
+
+def declared(
+    op: Operation,
+    *,
+    annotations: ToolAnnotations | None = None,
+    render: Callable[[Any], Output] | None = None,
+) -> ToolSpec[Any]:
+    """The MCP tool of a declared operation: its name, title, description,
+    grant and schema all come from the declaration."""
+    assert op.mcp is not None, op.name
+    return ToolSpec(
+        name=op.mcp,
+        title=op.summary,
+        description=op.description or op.summary,
+        op=op,
+        render=render,
+        grant=op.grant,
+        annotations=annotations,
+    )

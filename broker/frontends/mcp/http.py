@@ -36,7 +36,7 @@ from broker.api.handles import Agent, Operator, Store
 from broker.frontends.http.edge import loads
 from broker.frontends.http.errors import error_body, status_of
 from broker.frontends.http.middleware import replaying
-from broker.frontends.mcp.core import INVALID_PARAMS, BrokerMCP
+from broker.frontends.mcp.core import INVALID_PARAMS, BrokerMCP, Executor
 from broker.frontends.mcp.server import agent_server, operator_server
 
 PARSE_ERROR = -32700
@@ -98,6 +98,9 @@ class MCPHttpApp:
         self.store = store
         self._served: OrderedDict[str, _Served] = OrderedDict()
         self._lock = asyncio.Lock()
+        # Where tools' library calls run: ``broker serve`` hands its own (the
+        # group committer, one writer for the whole server); alone, worker threads.
+        self.executor: Executor | None = None
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -168,6 +171,8 @@ class MCPHttpApp:
                 server: BrokerMCP[Any] = (
                     agent_server(caller) if isinstance(caller, AsyncAgent) else operator_server(caller)
                 )
+                if self.executor is not None:
+                    server.executor = self.executor
                 server.streamable_http_app(
                     streamable_http_path="/",
                     transport_security=_NO_REBINDING_CHECK,

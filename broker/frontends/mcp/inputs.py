@@ -1,7 +1,7 @@
 """What the MCP tools take: pydantic models, closed to unknown fields (S10).
 
-The messaging ones are ``broker.model.inputs``' own (``SendInput``, ``PostInput``,
-``DirectiveInput``); the rest are declared here with the library's bounds
+The messaging ones are ``broker.model.pydantic_inputs``' own (``PostInput``,
+``DirectiveInput``; ``msg_send``'s and ``messages_send``'s are declared operations'); the rest are declared here with the library's bounds
 (S22, S33), so a tool's JSON schema, the check of its arguments and the
 library agree. No model has a sender: who calls is the connection's identity.
 """
@@ -13,11 +13,9 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
-from broker.model.inputs import Body, Importance, Target, ThreadName
-from broker.model.inputs import DirectiveInput as DirectiveInput
-from broker.model.inputs import MessageId as MessageIdField
-from broker.model.inputs import PostInput as PostInput
-from broker.model.inputs import SendInput as SendInput
+from broker.model.pydantic_inputs import DirectiveInput as DirectiveInput
+from broker.model.pydantic_inputs import PostInput as PostInput
+from broker.model.pydantic_inputs import Target
 from broker.vocab import (
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
@@ -131,21 +129,6 @@ class NoInput(_In):
 
 
 # --- the operator's ---------------------------------------------------------------
-class OperatorSendInput(_In):
-    """The operator's ``messages.send`` (spec §Served mode): run id, to, text, urgent,
-    and ``msg_send``'s thread, reply_to, importance and ack_required (S35)."""
-
-    run: SpaceRef
-    text: Body
-    to: list[Target] | None = Field(None, min_length=1, max_length=64)
-    urgent: bool = False
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    thread: ThreadName | None = None
-    reply_to: MessageIdField | None = None
-    importance: Importance = "normal"
-    ack_required: bool = False
-
-
 class MessagesListInput(_In):
     """The operator's ``messages.list``."""
 

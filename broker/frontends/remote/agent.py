@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from broker import errors
-from broker.frontends.remote.codec import from_dict, list_of
+from broker.api.operations import Operation, operation
+from broker.frontends.remote.codec import decode, from_dict, list_of
+from broker.frontends.remote.operations import derived
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model import records
+from broker.model.fields import Input
 from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
-from broker.model.typecheck import checked
+from broker.model.typecheck import checked, self_checked
 from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ def _ids(ids: Iterable[str] | None) -> list[str] | None:
 
 # --- the agent ---------------------------------------------------------------------------
 @checked
+@derived("agent")
 class RemoteAgent(RemoteAgentPaths):
     """``broker.api.handles.Agent`` over HTTP: the token is the only credential.
 
@@ -133,29 +137,6 @@ class RemoteAgent(RemoteAgentPaths):
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
 
-    def send(
-        self,
-        to: str | Iterable[str],
-        text: str,
-        *,
-        idempotency_key: str | None = None,
-        thread: str | None = None,
-        reply_to: str | None = None,
-        importance: str = "normal",
-        ack_required: bool = False,
-    ) -> SendResult:
-        targets = [to] if isinstance(to, str) else list(to)
-        body = {
-            "to": targets,
-            "text": text,
-            "idempotency_key": idempotency_key,
-            "thread": thread,
-            "reply_to": reply_to,
-            "importance": importance,
-            "ack_required": ack_required,
-        }
-        return from_dict(SendResult, self._call("POST", "/send", body))  # type: ignore[no-any-return]
-
     def search(
         self,
         query: str,
@@ -228,16 +209,28 @@ class RemoteAgent(RemoteAgentPaths):
         data = self._call("POST", "/board/renew", {"key": key, "fence": fence, "ttl": ttl})
         return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
-    def claim(
-        self,
-        limit: int = 1,
-        lease: float | None = None,
-        wait: float = 0.0,
-        owner: str | None = None,
-    ) -> Lease:
-        body = {"limit": limit, "lease": lease, "wait": wait, "owner": owner or self._owner()}
-        data = self._call("POST", "/inbox/claim", body, timeout=_poll_timeout(wait))
-        return from_dict(Lease, data)  # type: ignore[no-any-return]
+    @property
+    def process(self) -> str | None:
+        """None: a served lease is held by the server's process, and ends by ack,
+        release or expiry whatever this process does."""
+        return None
+
+    @self_checked
+    def call(self, op: Operation, inp: Input | Mapping[str, Any]) -> Any:
+        """Send the declared operation ``op`` with its checked input record to
+        the server; its result, decoded. A lease owner not given names this
+        process, as in embedded mode: a restart on this host gets its own work
+        back at once (S32)."""
+        op = operation(op)
+        record: Input = op.accept("agent", inp)
+        if op.http is None:
+            raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
+        body = record.values()
+        if body.get("owner", "") is None:
+            body["owner"] = self._owner()
+        timeout = _poll_timeout(body[op.waits]) if op.waits is not None else TIMEOUT_S
+        data = self._call(op.http.method, op.http.path, body, timeout=timeout)
+        return decode(op, data)
 
     def _owner(self) -> str:
         # The claiming process, as in embedded mode: a restart on this host

@@ -7,6 +7,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from broker import errors
+from broker.api.operations import Operation
 from broker.model import records
 
 # --- records from JSON -----------------------------------------------------------------
@@ -92,3 +93,12 @@ def list_of(cls: type, data: Any) -> list[Any]:
     if not isinstance(data, list):
         raise errors.StoreError(f"the server sent {type(data).__name__} for a list")
     return [from_dict(cls, d) for d in data]
+
+
+def decode(op: Operation, data: Any) -> Any:
+    """A declared operation's result from the server's JSON: its record, or a
+    list of them."""
+    kind = op.result
+    if kind.startswith("list["):
+        return list_of(getattr(records, kind[5:-1]), data)
+    return from_dict(getattr(records, kind), data)

@@ -6,15 +6,18 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from broker import errors
+from broker.api.operations import Operation, operation
 from broker.frontends.remote.agent import RemoteAgent, search_query
-from broker.frontends.remote.codec import error_from, from_dict, list_of
+from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
+from broker.frontends.remote.operations import derived
 from broker.frontends.remote.reservations import RemoteOperatorPaths
 from broker.frontends.remote.wire import Connection, events, json_or_none, space_path
+from broker.model.fields import Input
 from broker.model.records import (
     AckStatus,
     BoardEntry,
@@ -28,19 +31,19 @@ from broker.model.records import (
     QuarantinedDelivery,
     QueueStats,
     SearchHit,
-    SendResult,
     Space,
     SpaceUsage,
     Thread,
     TurnRecord,
     log_matches,
 )
-from broker.model.typecheck import checked, utc_time
+from broker.model.typecheck import checked, self_checked, utc_time
 from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
 
 # --- the operator ------------------------------------------------------------------------
 @checked
+@derived("operator")
 class RemoteOperator(RemoteOperatorPaths):
     """``broker.api.handles.Operator`` over HTTP: the operator key is the credential
     (the argument, else ``BROKER_OPERATOR_KEY``); the server records ``via: cp``.
@@ -131,32 +134,19 @@ class RemoteOperator(RemoteOperatorPaths):
         return from_dict(Space, data)  # type: ignore[no-any-return]
 
     # --- messages -----------------------------------------------------------------------
-    def send(
-        self,
-        space: str,
-        text: str,
-        *,
-        to: Iterable[str] | None = None,
-        urgent: bool = False,
-        idempotency_key: str | None = None,
-        thread: str | None = None,
-        reply_to: str | None = None,
-        importance: str = "normal",
-        ack_required: bool = False,
-    ) -> SendResult:
-        """An operator message (recorded ``via: cp``)."""
-        body = {
-            "to": None if to is None else list(to),
-            "text": text,
-            "urgent": urgent,
-            "idempotency_key": idempotency_key,
-            "thread": thread,
-            "reply_to": reply_to,
-            "importance": importance,
-            "ack_required": ack_required,
-        }
-        data = self._call("POST", space_path(space) + "/messages", body)
-        return from_dict(SendResult, data)  # type: ignore[no-any-return]
+    @self_checked
+    def call(self, op: Operation, inp: Input | Mapping[str, Any]) -> Any:
+        """Send the declared operation ``op`` with its checked input record to
+        the server (recorded ``via: cp``); its result, decoded."""
+        op = operation(op)
+        record: Input = op.accept("operator", inp)
+        if op.http is None:
+            raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
+        body = record.values()
+        path = op.http.path
+        if "space" in body:  # the space is the path's, never the body's
+            path = space_path(body.pop("space")) + path
+        return decode(op, self._call(op.http.method, path, body))
 
     def log(
         self,

@@ -1,0 +1,240 @@
+"""The operation table: every operation the broker offers, declared once.
+
+An ``Operation`` names who may call it (an agent or the operator), whether it
+writes, its input record (``broker.model.inputs``: every field with its type,
+bounds, default and help), its result, the library function that does the
+work, and where it appears on each surface. From that one declaration come:
+
+- the library method (``Agent.send`` stays a real method with a real
+  signature; it hands its arguments to ``Operation.take`` and the checked
+  input record, whole, to the library function: a test holds each method's
+  signature to its declaration);
+- the HTTP route (one generic handler; writes through the group committer),
+  its OpenAPI entry, and the remote client's method (client mode);
+- the MCP tool, its JSON schema and its description;
+- the CLI command's options: their types, bounds and help.
+
+Adding an operation is one declaration here, one input record, one library
+function and its tests; adding a field is one line in its input record (and
+what the library does with it).
+
+Nothing heavy is imported here: the remote client (client mode) reads this
+table without loading the store, and the library function is imported on the
+first call (``function`` names it as ``module:name``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any, Literal, TypeVar
+
+from broker import errors
+from broker.model import inputs
+from broker.model.fields import Input
+from broker.model.typecheck import self_checked
+
+Caller = Literal["agent", "operator"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Http:
+    """Where an operation is on the HTTP API: a method and a path below the
+    caller's base (``/api/{kind}/{id}/agent`` for an agent, the space's
+    ``/api/{kind}/{id}`` for the operator). A field named in the path (``{x}``)
+    is read from it; a ``GET`` reads the others from the query string, any
+    other method from a JSON body."""
+
+    method: Literal["GET", "POST", "PATCH", "DELETE"]
+    path: str
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of the broker, declared once (see the module's docstring)."""
+
+    name: str
+    """the broker's own dotted name (``msg.send``); an agent tool's grant (S24) by default"""
+    caller: Caller
+    write: bool
+    input: type[Input]
+    result: str
+    """the name of the record it returns (of ``broker.model.records``; ``list[X]`` for many)"""
+    function: str
+    """the library function, ``module:name``: ``fn(store, identity, input, *, tx)`` for an
+    agent's, ``fn(store, input, *, tx)`` for the operator's (with ``context`` by keyword)"""
+    summary: str
+    """one line: the CLI command's help, the API reference's summary, the MCP tool's title"""
+    description: str = ""
+    """what it does, what comes back and what to do next: for a model reading the MCP tool,
+    and for the API reference"""
+    method: str = ""
+    """the ``Agent`` / ``Operator`` method (default: the last part of ``name``)"""
+    positional: tuple[str, ...] = ()
+    """the fields the library method takes by position (the rest by keyword only)"""
+    grant: str | None = None
+    """the tool an agent must be granted (S24); None: every participant may"""
+    context: tuple[str, ...] = ()
+    """attributes of the calling handle the library function also takes (``process``, ``via``)"""
+    http: Http | None = None
+    mcp: str | None = None
+    """the MCP tool's name (letters, digits and underscores)"""
+    cli: str | None = None
+    """the CLI command (``msg send``)"""
+    waits: str | None = None
+    """the field that makes a call wait for mail (a long-poll on HTTP, a doorbell in asyncio)"""
+    undo: str | None = None
+    """the asyncio handle's method that gives back what a result took, when the caller of a
+    wait has gone in the instant it returned (a claim's messages are released)"""
+    idempotent: bool = False
+    _resolved: list[Callable[..., Any]] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            object.__setattr__(self, "method", self.name.rsplit(".", 1)[-1])
+        unknown = set(self.positional) - self.input.NAMES
+        if unknown:
+            raise TypeError(f"{self.name}: positional {sorted(unknown)} are not fields")
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The library function, imported on first use."""
+        if not self._resolved:
+            module, name = self.function.split(":")
+            self._resolved.append(getattr(import_module(module), name))
+        return self._resolved[0]
+
+    def result_type(self) -> Any:
+        """The result's record type (``list[X]`` for many), from ``broker.model.records``."""
+        from broker.model import records
+
+        name = self.result
+        if name.startswith("list[") and name.endswith("]"):
+            return list[getattr(records, name[5:-1])]  # type: ignore[misc]
+        return getattr(records, name)
+
+    def accept(self, caller: Caller, inp: object) -> Any:
+        """``inp`` as this operation's input record, called by ``caller``: a record
+        of its class as it is, fields by name checked into one (``Agent.call``,
+        ``Operator.call``); anything else is ``invalid_input``."""
+        if self.caller != caller:
+            raise errors.InvalidInput(f"{self.name} is not an {caller}'s operation", field="op")
+        if type(inp) is self.input:
+            return inp
+        return self.input.parse(inp)
+
+    def take(self, args: Mapping[str, Any]) -> Any:
+        """The input record from a library method's arguments (its ``locals()``:
+        ``self`` and ``tx`` are not fields)."""
+        names = self.input.NAMES
+        return self.input.parse({k: v for k, v in args.items() if k in names})
+
+    def signature(self) -> inspect.Signature:
+        """The library method's parameters as declared (without ``self`` and ``tx``)."""
+        params = []
+        for f in self.input.FIELDS:
+            kind = (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD
+                if f.name in self.positional
+                else inspect.Parameter.KEYWORD_ONLY
+            )
+            default = inspect.Parameter.empty if f.required else f.default
+            params.append(inspect.Parameter(f.name, kind, default=default))
+        return inspect.Signature(params)
+
+
+def operation(value: object) -> Operation:
+    """``value`` as a declared operation, or ``invalid_input`` (a handle's
+    ``call`` takes nothing else)."""
+    if not isinstance(value, Operation):
+        raise errors.InvalidInput("not a declared operation (broker.api.operations)", field="op")
+    return value
+
+
+def declared(op: Operation) -> Callable[[F], F]:
+    """Mark a handle's method as the library face of ``op``: tests hold its
+    signature to the declaration, and its arguments are checked by the input
+    record alone (``typecheck.checked`` passes it by)."""
+
+    def mark(fn: F) -> F:
+        fn.__operation__ = op  # type: ignore[attr-defined]
+        return self_checked(fn)
+
+    return mark
+
+
+# --- messages -------------------------------------------------------------------------------
+SEND = Operation(
+    "msg.send",
+    caller="agent",
+    write=True,
+    input=inputs.SendInput,
+    result="SendResult",
+    function="broker.mail.messages:send",
+    summary="Send a message",
+    description=(
+        "Send a message to participants of your space (the broker's msg.send). You are always "
+        "the sender; no argument can change that. The result lists who was reached ('reached') "
+        "and, for each recipient not reached, why ('not_reached': unknown_participant, "
+        "participant_left, inbox_full, no_live_participant, ...). Reaching nobody is an error "
+        "that names each reason (contact_policy: that participant does not take direct messages "
+        "from you). To answer a message, pass its id as 'reply_to': the reply joins its thread."
+    ),
+    positional=("to", "text"),
+    grant="msg.send",
+    http=Http("POST", "/send"),
+    mcp="msg_send",
+    cli="msg send",
+)
+
+OPERATOR_SEND = Operation(
+    "messages.send",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorSendInput,
+    result="SendResult",
+    function="broker.mail.messages:operator_send",
+    summary="Send as the operator",
+    description=(
+        "Send a message as the operator (the human running the swarm; recorded kind operator). "
+        "Agents read it as an instruction from their operator, shown first when urgent. Without "
+        "'to' it reaches the lead of an agentiflow, and everyone elsewhere. The result lists who "
+        "was reached and why not for the others."
+    ),
+    method="send",
+    positional=("space", "text"),
+    context=("via",),
+    http=Http("POST", "/messages"),
+    mcp="messages_send",
+    cli="message send",
+)
+
+# --- the inbox queue --------------------------------------------------------------------------
+CLAIM = Operation(
+    "inbox.claim",
+    caller="agent",
+    write=True,
+    input=inputs.ClaimInput,
+    result="Lease",
+    function="broker.delivery.inbox:claim",
+    summary="Claim the oldest messages of your inbox under a lease",
+    description=(
+        "Take up to 'limit' of the oldest ready messages of your inbox under a lease (S13): "
+        "nobody else gets them until you ack, release or the lease expires (then they come back, "
+        "counted as a delivery). With 'wait', blocks until something arrives or 'wait' seconds "
+        "pass; an empty lease means nothing came. Ack with the returned lease_token."
+    ),
+    positional=("limit", "lease", "wait", "owner"),
+    context=("process",),
+    http=Http("POST", "/inbox/claim"),
+    cli="inbox claim",
+    waits="wait",
+    undo="_give_back",
+)
+
+OPERATIONS: tuple[Operation, ...] = (SEND, OPERATOR_SEND, CLAIM)
+BY_NAME = {op.name: op for op in OPERATIONS}

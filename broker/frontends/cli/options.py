@@ -1,0 +1,106 @@
+"""A command's options from a declared operation (``broker.api.operations``).
+
+Each field of the operation's input record becomes a click parameter with the
+field's help, default and kind: a list is a repeatable option, a flag an
+on/off switch, a choice its words, a whole number or a duration parsed from
+the typed text. Bounds are the library's own (the input record checks them
+once, and a refusal names the flag the user typed: ``BrokerCommand``). The
+command receives the fields as one ``args`` dict, ready for the library
+method: ``me.send(**args)``.
+
+Positional arguments are the command's choice (``arguments``): a body takes
+the remaining words (``-`` reads stdin), anything else one word. ``flags``
+renames an option where the CLI's vocabulary has its own word (``--ttl`` is
+every lifetime: a claim's ``lease``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import click
+
+from broker.api.operations import Operation
+from broker.frontends.cli._common import SECONDS, LibraryOption, Whole, text_arg
+from broker.model import fields
+
+F = TypeVar("F", bound=Callable[..., Any])
+BODY = "text"  # the field a command's remaining words are
+
+
+def from_operation(
+    op: Operation,
+    *,
+    arguments: tuple[str, ...] = (),
+    flags: Mapping[str, str] | None = None,
+) -> Callable[[F], F]:
+    """Add ``op``'s fields to a command as click parameters; the command gets
+    them as ``args`` (see the module's docstring)."""
+    renamed = dict(flags or {})
+    declared = op.input.FIELDS
+
+    def add(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            args = {f.name: _value(f, kwargs.pop(_param(f, arguments))) for f in declared}
+            return fn(args=args, **kwargs)
+
+        for f in reversed(declared):  # click adds parameters bottom-up
+            if f.name in arguments:
+                continue
+            command = _option(f, renamed.get(f.name))(command)
+        for name in reversed(arguments):
+            field = next(f for f in declared if f.name == name)
+            command = _argument(field)(command)
+        return command  # type: ignore[return-value]
+
+    return add
+
+
+def _param(f: fields.Field, arguments: tuple[str, ...]) -> str:
+    """The click parameter's name: a positional argument is named as shown
+    (``RUN_ID`` is ``run_id``), an option as its field."""
+    if f.name in arguments and f.name != BODY and f.metavar:
+        return f.metavar.lower()
+    return f.name
+
+
+def _value(f: fields.Field, given: Any) -> Any:
+    if isinstance(f, fields.Texts):
+        return list(given) if given else (None if f.default is None else list(f.default))
+    if f.name == BODY and isinstance(given, tuple):
+        return text_arg(given)
+    return given
+
+
+def _argument(f: fields.Field) -> Callable[[F], F]:
+    if f.name == BODY:
+        return click.argument(f.name, nargs=-1, required=True)
+    return click.argument(_param(f, (f.name,)))
+
+
+def _option(f: fields.Field, flag: str | None) -> Callable[[F], F]:
+    name = flag or "--" + f.name.replace("_", "-")
+    kw: dict[str, Any] = {"help": f.help, "cls": LibraryOption, "fields": (f.name,)}
+    if f.metavar:
+        kw["metavar"] = f.metavar
+    if isinstance(f, fields.Flag):
+        kw.update(is_flag=True, default=bool(f.default))
+    elif isinstance(f, fields.Texts):
+        kw.update(multiple=True, required=f.required)
+        kw["help"] = f.help + " (repeatable)"
+    else:
+        if isinstance(f, fields.Choice):
+            kw["type"] = click.Choice(f.choices)
+        elif isinstance(f, fields.Whole):
+            kw["type"] = Whole(f.low, f.high)
+        elif isinstance(f, fields.Seconds):
+            kw["type"] = SECONDS
+        if f.required:
+            kw["required"] = True
+        else:
+            kw["default"] = f.default
+            kw["show_default"] = f.default is not None
+    return click.option(name, f.name, **kw)

@@ -1,0 +1,49 @@
+"""The declared operations in client mode: each a method of the remote twins.
+
+For every operation of ``broker.api.operations`` on the HTTP API, the remote
+``Agent`` or ``Operator`` gets a method of the library method's name and
+parameters (the declaration's signature, less ``tx``: a served call is its own
+transaction). It checks its input with the operation's input record here, in
+this process (the same one-line refusal the library gives, without a round
+trip), sends it to the operation's route and decodes the result's record.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from broker.api.operations import OPERATIONS, Caller, Operation
+from broker.model.typecheck import self_checked
+
+C = TypeVar("C", bound=type)
+
+
+def derived(caller: Caller) -> Callable[[C], C]:
+    """Give the class a method for each of ``caller``'s operations on the HTTP
+    API; the class provides ``call(op, inp)``, which sends one."""
+
+    def add(cls: C) -> C:
+        for op in OPERATIONS:
+            if op.caller == caller and op.http is not None:
+                setattr(cls, op.method, _method(cls, op))
+        return cls
+
+    return add
+
+
+def _method(cls: type, op: Operation) -> Callable[..., Any]:
+    sig = op.signature()
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)  # a wrong call is a TypeError, as the library's
+        return self.call(op, op.input.parse(bound.arguments))
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])  # type: ignore[attr-defined]
+    method.__name__ = op.method
+    method.__qualname__ = f"{cls.__qualname__}.{op.method}"
+    method.__doc__ = f"``{op.name}`` over HTTP: {op.summary}."
+    method.__operation__ = op  # type: ignore[attr-defined]
+    return self_checked(method)  # its input record is its check

@@ -1,0 +1,477 @@
+"""An operation's input, declared once: its fields with type, bounds, default and help.
+
+An input record is a subclass of ``Input`` whose annotated attributes are
+fields made here (``text``, ``texts``, ``whole``, ``seconds``, ``flag``,
+``choice``)::
+
+    class SendInput(Input):
+        to: list[str] = fields.texts("Recipients ...", fields.address(), low=1, one=True)
+        text: str = fields.text("The message body.", blank=False, high=BODY_MAX)
+
+Every surface takes its part of a field from that one declaration:
+
+- ``Input.parse`` is the one validator (S10, S33): the library, the HTTP API,
+  MCP and the CLI all call it, so a refusal is the same ``invalid_input``
+  naming the same field, in the same words, everywhere. It is plain Python (no
+  pydantic on the hot path): a send's seven fields cost a few microseconds.
+- ``Field.schema`` is the field as JSON Schema (HTTP bodies, MCP tools, the
+  OpenAPI document); ``help``, ``metavar`` and the kind give the CLI option.
+
+Strict, as S33 asks: text is not a number, a number is not a bool, ``True`` is
+not 1; nothing is coerced into what the caller did not say. Text must be
+storable on both backends (valid UTF-8, no NUL). A field whose default is
+``None`` also takes ``None`` (JSON null): "not given".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self, dataclass_transform
+
+from broker.errors import InvalidInput
+from broker.model.bounds import control_char, text_flaw
+
+INT64 = 2**63
+
+
+class _Required:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+"""The default of a field that must be given."""
+
+
+def kind_of(value: object) -> str:
+    """What a value is, in a refusal's words ("text, not a number")."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return "null" if value is None else type(value).__name__
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Field:
+    """One field of an input record: what it takes, its default and its help."""
+
+    kind = "a value"
+
+    def __init__(
+        self,
+        help: str,  # noqa: A002 - the word every surface uses
+        *,
+        default: Any = REQUIRED,
+        metavar: str | None = None,
+    ) -> None:
+        self.name = ""  # given by the record that declares it (bind)
+        self.help = help
+        self.default = default
+        self.metavar = metavar
+
+    def bind(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def refuse(self, why: str, value: object = REQUIRED, shown: str | None = None) -> InvalidInput:
+        """The refusal naming the field, quoting ``value`` (or ``shown``)."""
+        if shown is None:
+            shown = "" if value is REQUIRED else _shown(value)
+        return InvalidInput(f"bad {self.name}{' ' if shown else ''}{shown}: {why}", field=self.name)
+
+    def check(self, value: object) -> Any:
+        """``value`` as the field keeps it, or ``invalid_input`` naming the field."""
+        if value is None:
+            if self.default is None:
+                return None
+            raise self.refuse(f"{self.kind}, not null")
+        return self.convert(value)
+
+    def convert(self, value: object) -> Any:
+        raise NotImplementedError  # every kind of field has its own
+
+    def type_schema(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def schema(self) -> dict[str, Any]:
+        """The field as JSON Schema, with its help and default."""
+        out = self.type_schema()
+        if self.default is None:
+            out = {"anyOf": [out, {"type": "null"}]}
+        out["description"] = self.help
+        if not self.required:
+            out["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
+        return out
+
+
+class Text(Field):
+    """Text of ``low``..``high`` characters that both backends can store.
+
+    ``blank=False``: white space alone is refused (a message body, with
+    ``empty`` saying what it is); ``strip``: kept without surrounding white
+    space (an address); ``line``: one printable line, no control character (a
+    name shown in a list, S31); ``pattern`` (matched whole) with ``words``
+    saying what it takes."""
+
+    kind = "text"
+
+    def __init__(
+        self,
+        help: str,  # noqa: A002
+        *,
+        low: int = 1,
+        high: int = 200,
+        strip: bool = False,
+        blank: bool = True,
+        empty: str = "it is empty",
+        line: bool = False,
+        pattern: str | None = None,
+        words: str | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(help, **kw)
+        self.low, self.high, self.strip, self.blank, self.line = low, high, strip, blank, line
+        self.empty = empty
+        self.pattern = re.compile(pattern) if pattern else None
+        self.words = words or f"text matching {pattern}"
+
+    def convert(self, value: object) -> Any:
+        if type(value) is not str:
+            if not isinstance(value, str):
+                raise self.refuse(f"text, not {kind_of(value)}")
+            value = str(value)
+        flaw = text_flaw(value)
+        if flaw is not None:
+            raise self.refuse(f"not valid text ({flaw})")
+        if self.strip:
+            value = value.strip()
+        if not self.blank and not value.strip():
+            raise self.refuse(self.empty)
+        n = len(value)
+        if n < self.low:
+            raise self.refuse("not empty" if self.low == 1 else f"at least {self.low} characters")
+        if n > self.high:
+            raise self.refuse(f"at most {self.high} characters, not {n}")
+        if self.line:
+            bad = control_char(value)
+            if bad is not None:
+                raise self.refuse(f"it holds the control character {bad!r}")
+        if self.pattern is not None and self.pattern.fullmatch(value) is None:
+            raise self.refuse(self.words)
+        return value
+
+    def type_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "string", "minLength": self.low, "maxLength": self.high}
+        if self.pattern is not None:
+            out["pattern"] = f"^(?:{self.pattern.pattern})$"
+        return out
+
+
+class Whole(Field):
+    """A whole number from ``low`` to ``high`` (within 64 bits)."""
+
+    kind = "a whole number"
+
+    def __init__(self, help: str, *, low: int = 1, high: int = INT64 - 1, **kw: Any) -> None:  # noqa: A002
+        super().__init__(help, **kw)
+        self.low, self.high = low, high
+
+    def convert(self, value: object) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.refuse("a whole number is needed", value)
+        if not self.low <= value <= self.high:
+            raise self.refuse(f"{self.low} to {self.high}", value)
+        return int(value)
+
+    def type_schema(self) -> dict[str, Any]:
+        return {"type": "integer", "minimum": self.low, "maximum": self.high}
+
+
+class Seconds(Field):
+    """A duration in seconds: a finite number from ``low`` to ``high``."""
+
+    kind = "a number of seconds"
+
+    def __init__(self, help: str, *, low: float, high: float, **kw: Any) -> None:  # noqa: A002
+        super().__init__(help, **kw)
+        self.low, self.high = low, high
+
+    def convert(self, value: object) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.refuse("a number of seconds is needed", value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            number = math.inf
+        if not math.isfinite(number):
+            raise self.refuse("not a finite number", value)
+        if not self.low <= number <= self.high:
+            # The number as it reads, 0 and 0.0 alike, from whichever surface it came.
+            said = f"at least {self.low:g} and at most {self.high:g} seconds"
+            raise self.refuse(said, shown=f"{number:g}")
+        return number
+
+    def type_schema(self) -> dict[str, Any]:
+        return {"type": "number", "minimum": self.low, "maximum": self.high}
+
+
+class Flag(Field):
+    """True or false."""
+
+    kind = "true or false"
+
+    def convert(self, value: object) -> Any:
+        if value is True or value is False:
+            return value
+        raise self.refuse("true or false", value)
+
+    def type_schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+class Choice(Field):
+    """One of a fixed set of words."""
+
+    kind = "one of a few words"
+
+    def __init__(self, help: str, choices: Sequence[str], **kw: Any) -> None:  # noqa: A002
+        super().__init__(help, **kw)
+        self.choices = tuple(choices)
+        quoted = [repr(c) for c in self.choices]
+        self.said = f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+    def convert(self, value: object) -> Any:
+        if type(value) is str and value in self.choices:
+            return value
+        raise self.refuse(self.said)
+
+    def type_schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.choices)}
+
+
+class Texts(Field):
+    """A list of texts, each checked as ``item``; with ``one``, a lone text is
+    a list of one (``"to": "otter"`` is ``"to": ["otter"]`` on every surface)."""
+
+    kind = "a list"
+
+    def __init__(
+        self,
+        help: str,  # noqa: A002
+        item: Text,
+        *,
+        low: int = 0,
+        high: int = 64,
+        one: bool = False,
+        **kw: Any,
+    ) -> None:
+        super().__init__(help, **kw)
+        self.item, self.low, self.high, self.one = item, low, high, one
+
+    def bind(self, name: str) -> None:
+        self.name = self.item.name = name
+
+    def convert(self, value: object) -> Any:
+        if type(value) is str and self.one:
+            value = [value]
+        elif not isinstance(value, list | tuple):
+            raise self.refuse(f"a list, not {kind_of(value)}")
+        n = len(value)
+        if n > self.high:
+            raise self.refuse(f"at most {self.high} items, not {n}")
+        if n < self.low:
+            raise self.refuse(f"at least {self.low} item{'s' if self.low > 1 else ''}, not {n}")
+        item = self.item
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item.check(v))
+            except InvalidInput as exc:
+                said = exc.message.replace(f"bad {self.name}", f"bad {self.name}.{i}", 1)
+                raise InvalidInput(said, field=self.name) from None
+        return out
+
+    def type_schema(self) -> dict[str, Any]:
+        items = self.item.type_schema()
+        many: dict[str, Any] = {"type": "array", "items": items, "maxItems": self.high}
+        if self.low:
+            many["minItems"] = self.low
+        return {"anyOf": [items, many]} if self.one else many
+
+
+# --- the field specifiers an input record is declared with (typed Any: the
+# attribute's annotation is the value's type, as with dataclasses.field) ----------------
+def text(
+    help: str,  # noqa: A002
+    *,
+    default: Any = REQUIRED,
+    low: int = 1,
+    high: int = 200,
+    strip: bool = False,
+    blank: bool = True,
+    empty: str = "it is empty",
+    line: bool = False,
+    pattern: str | None = None,
+    words: str | None = None,
+    metavar: str | None = None,
+) -> Any:
+    return Text(
+        help, default=default, low=low, high=high, strip=strip, blank=blank, empty=empty,
+        line=line, pattern=pattern, words=words, metavar=metavar,
+    )  # fmt: skip
+
+
+def texts(
+    help: str,  # noqa: A002
+    item: Any,
+    *,
+    default: Any = REQUIRED,
+    low: int = 0,
+    high: int = 64,
+    one: bool = False,
+    metavar: str | None = None,
+) -> Any:
+    return Texts(help, item, default=default, low=low, high=high, one=one, metavar=metavar)
+
+
+def whole(
+    help: str,  # noqa: A002
+    *,
+    default: Any = REQUIRED,
+    low: int = 1,
+    high: int = INT64 - 1,
+    metavar: str | None = None,
+) -> Any:
+    return Whole(help, default=default, low=low, high=high, metavar=metavar)
+
+
+def seconds(
+    help: str,  # noqa: A002
+    *,
+    default: Any = REQUIRED,
+    low: float,
+    high: float,
+    metavar: str | None = "SECONDS",
+) -> Any:
+    return Seconds(help, default=default, low=low, high=high, metavar=metavar)
+
+
+def flag(help: str, *, default: Any = False) -> Any:  # noqa: A002
+    return Flag(help, default=default)
+
+
+def choice(help: str, choices: Sequence[str], *, default: Any = REQUIRED) -> Any:  # noqa: A002
+    return Choice(help, choices, default=default)
+
+
+# --- input records ------------------------------------------------------------------------
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(text, texts, whole, seconds, flag, choice))  # fmt: skip
+class Input:
+    """An operation's input: an immutable record whose fields are declared once.
+
+    ``parse(data)`` (and the constructor, by keyword) is the one validator:
+    every field is checked in the order declared, a required field that is
+    missing or a field the record does not list is refused (S10), and the
+    first refusal is ``invalid_input`` naming its field. Instances compare
+    equal when their class and values are."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = ()
+    NAMES: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = list(cls.FIELDS)
+        for name in cls.__dict__.get("__annotations__", {}):
+            spec = cls.__dict__.get(name)
+            if not isinstance(spec, Field):
+                raise TypeError(f"{cls.__qualname__}.{name}: declare it with a field specifier")
+            spec.bind(name)
+            delattr(cls, name)
+            declared = [f for f in declared if f.name != name] + [spec]
+        cls.FIELDS = tuple(declared)
+        cls.NAMES = frozenset(f.name for f in declared)
+
+    def __init__(self, **values: Any) -> None:
+        self._fill(values)
+
+    @classmethod
+    def parse(cls, data: object) -> Self:
+        """``data`` (a JSON object, a tool call's arguments, a method's
+        parameters by name) checked into this record, or ``invalid_input``."""
+        if not isinstance(data, Mapping) or not all(type(k) is str for k in data):
+            raise InvalidInput(f"the input is {kind_of(data)}, not fields by name", field="input")
+        made = cls.__new__(cls)
+        made._fill(data)
+        return made
+
+    def _fill(self, data: Mapping[str, Any]) -> None:
+        values = self.__dict__
+        for f in self.FIELDS:
+            given = data.get(f.name, REQUIRED)
+            if given is REQUIRED:
+                if f.default is REQUIRED:
+                    raise InvalidInput(f"bad {f.name}: required", field=f.name)
+                values[f.name] = f.default
+            else:
+                values[f.name] = f.check(given)
+        if not self.NAMES.issuperset(data):
+            for name in data:
+                if name not in self.NAMES:
+                    raise InvalidInput(f"unknown field {name!r}: this tool does not take it", field=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), *map(_hashable, self.__dict__.values())))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{type(self).__qualname__}({shown})"
+
+    @classmethod
+    def schema(cls, leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The record as a JSON Schema object: closed to other fields (S10)."""
+        kept = [f for f in cls.FIELDS if f.name not in leave_out]
+        out: dict[str, Any] = {
+            "type": "object",
+            "properties": {f.name: f.schema() for f in kept},
+            "additionalProperties": False,
+        }
+        required = [f.name for f in kept if f.required]
+        if required:
+            out["required"] = required
+        return out
+
+    def values(self) -> dict[str, Any]:
+        """The fields by name (a new dict: lists stay lists, as JSON carries them)."""
+        return dict(self.__dict__)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied (and checked)."""
+        return type(self).parse({**self.__dict__, **changes})
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value

@@ -1,0 +1,337 @@
+"""Same input, same answer, on every surface (spec §Module layout: each
+operation is declared once, and every surface is derived from it).
+
+Every declared operation (``broker.api.operations``) is held to its
+declaration: its library method takes exactly the declared parameters, its
+HTTP route, remote method, MCP tool and CLI command exist. Then a table of
+inputs per operation runs through the library, the HTTP API of a real
+``broker serve``, MCP over HTTP on the same server, the remote client
+(client mode) and the CLI, and the outcomes are compared: a refusal's code,
+field and words; a success's shape. A write over HTTP and over MCP is counted
+by the server's group committer (one writer for the whole server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+import pytest
+import trusted
+from click.testing import CliRunner
+from mcphelp import Session, text
+
+from broker import Agent, Operator, Store, errors
+from broker.api.operations import CLAIM, OPERATIONS, OPERATOR_SEND, SEND, Operation
+from broker.frontends.cli import main
+from broker.frontends.cli._common import COMMANDS
+from broker.frontends.remote import Connection, RemoteAgent, RemoteOperator
+from broker.model.records import to_dict
+from tests.served import Server, serving, store_of
+
+pytest.importorskip("mcp")
+import httpx2  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+# --- each declaration, and where it shows --------------------------------------------------
+@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
+def test_each_library_method_takes_exactly_its_declared_parameters(op: Operation) -> None:
+    handle = Agent if op.caller == "agent" else Operator
+    method = getattr(handle, op.method)
+    assert getattr(method, "__operation__", None) is op, f"{handle.__name__}.{op.method}"
+    params = list(inspect.signature(method).parameters.values())
+    assert params[0].name == "self" and params[-1].name == "tx"
+    assert params[-1].kind is inspect.Parameter.KEYWORD_ONLY and params[-1].default is None
+    declared = op.signature().parameters.values()
+    assert [(p.name, p.kind, p.default) for p in params[1:-1]] == [
+        (p.name, p.kind, p.default) for p in declared
+    ]
+
+
+@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
+def test_each_declared_operation_is_on_the_surfaces_its_declaration_names(op: Operation) -> None:
+    from broker.frontends.http import operations as http_ops
+
+    if op.http is not None:
+        routes = {(ep.method, ep.path) for ep in http_ops.endpoints()}
+        assert any(m == op.http.method and p.endswith(op.http.path) for m, p in routes), op.name
+        remote = RemoteAgent if op.caller == "agent" else RemoteOperator
+        assert getattr(getattr(remote, op.method), "__operation__", None) is op
+    if op.mcp is not None:
+        from broker.frontends.mcp import agent as agent_tools
+        from broker.frontends.mcp import operator as operator_tools
+
+        tools = agent_tools.AGENT_TOOLS if op.caller == "agent" else operator_tools.OPERATOR_TOOLS
+        spec = next(t for t in tools if t.name == op.mcp)
+        assert spec.op is op and spec.schema() == op.input.schema()
+    if op.cli is not None:
+        group, name = op.cli.split()
+        assert group in COMMANDS
+        command = main.get_command(click.Context(main), group)
+        assert isinstance(command, click.Group) and name in command.commands, op.cli
+
+
+# --- the same input on every surface --------------------------------------------------------
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serving(tmp_path_factory, "surfaces")
+
+
+@pytest.fixture(scope="module")
+def store(srv: Server) -> Iterator[Store]:
+    yield from store_of(srv)
+
+
+class World:
+    """A space with a sender (``lynx``), a recipient (``otter``) and one who left."""
+
+    def __init__(self, srv: Server, store: Store) -> None:
+        self.srv = srv
+        self.store = store
+        op = Operator(store, key=srv.key)
+        self.space = op.create_space("run").id
+        self.lynx, j = trusted.join(store, self.space, "lynx", pid=None)
+        self.lynx_token = j.token
+        self.otter, j = trusted.join(store, self.space, "otter", pid=None)
+        self.otter_token = j.token
+        gone, _ = trusted.join(store, self.space, "gone", pid=None)
+        gone.leave()
+        self.operator = op
+
+    def who(self, op: Operation) -> tuple[Any, str]:
+        """The library handle a case runs as, and its secret."""
+        if op.caller == "operator":
+            return self.operator, self.srv.key
+        return (self.lynx, self.lynx_token) if op is SEND else (self.otter, self.otter_token)
+
+
+@pytest.fixture(scope="module")
+def world(srv: Server, store: Store) -> World:
+    return World(srv, store)
+
+
+Outcome = tuple[Any, ...]
+
+
+def refused(exc: errors.BrokerError) -> Outcome:
+    return ("refused", exc.code, exc.fields.get("field"), exc.message)
+
+
+def succeeded(result: Any) -> Outcome:
+    data = result if isinstance(result, dict) else to_dict(result)
+    if "reached" in data:  # a send's outcome: who it reached, and why not the others
+        return ("ok", data["kind"], sorted(data["reached"]),
+                sorted((n["address"], n["reason"]) for n in data["not_reached"]))  # fmt: skip
+    return ("ok", sorted(data))  # a lease: its shape (which messages depends on the order)
+
+
+def by_library(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    handle, _ = w.who(op)
+    try:
+        if set(case) <= op.input.NAMES:
+            return succeeded(getattr(handle, op.method)(**case))
+        return succeeded(handle.call(op, op.input.parse(case)))  # what no method could pass
+    except errors.NotDelivered as exc:
+        return ("not_delivered", succeeded(exc.fields["result"]))
+    except errors.BrokerError as exc:
+        return refused(exc)
+
+
+def by_remote(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    _, secret = w.who(op)
+    conn = Connection(w.srv.base)
+    try:
+        handle: Any = (
+            RemoteAgent(conn, secret) if op.caller == "agent" else RemoteOperator(conn, secret)
+        )
+        if set(case) <= op.input.NAMES:
+            return succeeded(getattr(handle, op.method)(**case))
+        return succeeded(handle.call(op, op.input.parse(case)))
+    except errors.NotDelivered as exc:
+        return ("not_delivered", succeeded(exc.fields["result"]))
+    except errors.BrokerError as exc:
+        return refused(exc)
+    finally:
+        conn.close()
+
+
+def by_http(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    assert op.http is not None
+    _, secret = w.who(op)
+    body = dict(case)
+    if op.caller == "agent":
+        path = f"/api/spaces/{w.space}/agent{op.http.path}"
+    else:
+        path = f"/api/spaces/{body.pop('space')}{op.http.path}"
+    with w.srv.client(secret) as c:
+        r = c.request(op.http.method, path, content=json.dumps(body))
+    data = r.json()
+    if r.status_code == 200:
+        return succeeded(data)
+    if data["error"] == "not_delivered":
+        return ("not_delivered", succeeded(data["result"]))
+    return ("refused", data["error"], data.get("field"), data["message"])
+
+
+async def _mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    _, secret = w.who(op)
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=120)) as http,
+        streamable_http_client(w.srv.base + "/mcp/", http_client=http) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        result = await Session(client, Path(os.devnull)).call(op.mcp or "", **case)
+    if not result.is_error:
+        return succeeded(result.structured_content)
+    data = result.structured_content or {}
+    assert text(result).startswith(f"{data.get('error')}: ")
+    if data.get("error") == "not_delivered":
+        return ("not_delivered", succeeded(data["result"]))
+    return ("refused", data.get("error"), data.get("field"), data.get("message"))
+
+
+def by_mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    return asyncio.run(_mcp(w, op, case))
+
+
+def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
+    """The CLI's answer, its flags' names turned back into the fields' (the
+    CLI names the flag the user typed: ``bad --to (value 2)`` is ``bad to.1``)."""
+    assert op.cli is not None
+    argv = [*op.cli.split(), "--json", "--url", w.store.url]
+    flags = {"lease": "--ttl"}
+    words: list[str] = []
+    for f in op.input.FIELDS:
+        if f.name not in case:
+            continue
+        value = case[f.name]
+        if f.name == "text":
+            words = [value]
+        elif f.name == "space":
+            argv.insert(2, value)
+        elif isinstance(value, bool):
+            argv += [flags.get(f.name, "--" + f.name.replace("_", "-"))] if value else []
+        else:
+            for v in value if isinstance(value, list) else [value]:
+                argv += [flags.get(f.name, "--" + f.name.replace("_", "-")), str(v)]
+    env = {"BROKER_OPERATOR_KEY": w.srv.key}
+    if op.caller == "agent":
+        handle, secret = w.who(op)
+        env |= {"BROKER_SPACE": w.space, "BROKER_AS": handle.address, "BROKER_TOKEN": secret}
+    res = CliRunner().invoke(main, [*argv, *words], env=env)
+    if res.exit_code == 0:
+        return succeeded(json.loads(res.stdout))
+    if res.exit_code == errors.NotDelivered.exit_code:  # S8: the outcome is printed, exit 1
+        return ("not_delivered", succeeded(json.loads(res.stdout)))
+    line = res.stderr.strip().splitlines()[-1]
+    found = re.fullmatch(r"broker: (\w+): (.*)", line)
+    assert found is not None, res.stderr
+    code, message = found.groups()
+    for f in op.input.FIELDS:  # the flag the user typed, back to the field's name
+        flag = flags.get(f.name, "--" + f.name.replace("_", "-"))
+        message = re.sub(rf"^bad {re.escape(flag)} \(value (\d+)\)",
+                         lambda m, n=f.name: f"bad {n}.{int(m[1]) - 1}", message)  # fmt: skip
+        message = re.sub(rf"^bad {re.escape(flag)}\b", f"bad {f.name}", message)
+    field = re.match(r"bad ([a-z_]+)", message)
+    return ("refused", code, field[1] if field else None, message)
+
+
+SURFACES = {"http": by_http, "mcp": by_mcp, "remote": by_remote, "cli": by_cli}
+
+# (operation, input, surfaces that cannot carry it and why)
+CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
+    # to as one name or a list, everywhere
+    (SEND, {"to": "otter", "text": "one name"}, set()),
+    (SEND, {"to": ["otter", "gone"], "text": "a list"}, set()),
+    (SEND, {"to": ["otter"], "text": "fields", "thread": "t-1", "importance": "high",
+            "ack_required": True}, set()),  # fmt: skip
+    (SEND, {"to": "zed", "text": "nobody"}, set()),
+    (SEND, {"to": [], "text": "x"}, {"cli"}),  # the CLI's --to is required: click says so
+    (SEND, {"to": ["otter", " "], "text": "x"}, set()),
+    (SEND, {"to": "otter", "text": "   "}, {"cli"}),  # the CLI refuses an empty TEXT itself
+    (SEND, {"to": "otter", "text": "x", "reply_to": "abc"}, set()),
+    (SEND, {"to": "otter", "text": "x", "thread": "a b"}, set()),
+    (SEND, {"to": "otter", "text": "x", "idempotency_key": "k" * 201}, set()),
+    (SEND, {"to": "otter", "text": "x", "importance": "urgent"}, {"cli"}),  # a click choice
+    # what only a JSON or Python caller can send
+    (SEND, {"to": "otter", "text": 5}, {"cli"}),
+    (SEND, {"to": "otter", "text": "x", "ack_required": "yes"}, {"cli"}),
+    (SEND, {"to": "otter", "text": "x", "sender": "otter"}, {"cli"}),  # S10
+    (OPERATOR_SEND, {"space": "", "text": "x"}, {"cli", "http", "remote"}),  # no path segment
+    (OPERATOR_SEND, {"text": "from the human", "to": "otter"}, set()),
+    (OPERATOR_SEND, {"text": "to the left one", "to": ["gone"]}, set()),  # S8's exception
+    (OPERATOR_SEND, {"text": "x", "to": ["parent"]}, set()),
+    (OPERATOR_SEND, {"text": "x", "urgent": "yes"}, {"cli"}),
+    (CLAIM, {"limit": 1, "lease": 30}, set()),
+    (CLAIM, {"limit": 0}, {"cli"}),  # the CLI's --limit type states the range itself
+    (CLAIM, {"lease": 0}, set()),
+    (CLAIM, {"wait": -1}, set()),
+    (CLAIM, {"owner": "a\u0007b"}, set()),
+    (CLAIM, {"limit": True}, {"cli"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "case", "skip"), CASES, ids=[f"{op.name}-{n}" for n, (op, _, _) in enumerate(CASES)]
+)
+def test_the_same_input_gets_the_same_answer_on_every_surface(
+    world: World, op: Operation, case: dict[str, Any], skip: set[str]
+) -> None:
+    if op.caller == "operator" and "space" not in case:
+        case = {"space": world.space, **case}
+    want = by_library(world, op, case)
+    for name, surface in SURFACES.items():
+        if name in skip or (name == "mcp" and op.mcp is None) or (name == "cli" and not op.cli):
+            continue
+        if name == "cli" and op.caller == "operator" and not case.get("space"):
+            continue  # an empty RUN_ID is no argument on a command line
+        got = surface(world, op, case)
+        if name == "cli" and got[0] == "refused":  # its one line shows no field apart
+            got, want_here = got[:2] + got[3:], want[:2] + want[3:]
+        else:
+            want_here = want
+        assert got == want_here, name
+
+
+def test_every_write_over_http_and_mcp_goes_through_the_group_committer(world: World) -> None:
+    """One writer for the whole server: the HTTP API's and MCP's writes are jobs
+    of the server's group committer (``/healthz`` counts them)."""
+    before = httpx.get(world.srv.base + "/healthz").json()["writes"]
+    by_http(world, SEND, {"to": "otter", "text": "over http"})
+    by_mcp(world, SEND, {"to": "otter", "text": "over mcp"})
+    by_mcp(world, OPERATOR_SEND, {"space": world.space, "text": "operator over mcp"})
+    after = httpx.get(world.srv.base + "/healthz").json()["writes"]
+    assert after - before == 3
+
+
+def test_an_unknown_tool_names_only_the_tools_the_caller_holds(world: World) -> None:
+    async def call() -> str:
+        headers = {"Authorization": f"Bearer {world.lynx_token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=120)) as http,
+            streamable_http_client(world.srv.base + "/mcp/", http_client=http) as (r, wr),
+            ClientSession(r, wr) as client,
+        ):
+            await client.initialize()
+            listed = {t.name for t in (await client.list_tools()).tools}
+            said = text(await client.call_tool("no_such_tool", {}))
+            named = set(re.findall(r"\b[a-z]+_[a-z_]+\b", said.split("your tools are ", 1)[1]))
+            assert named == listed
+            return said
+
+    said = asyncio.run(call())
+    assert "board_directive" not in said and "board_retract" not in said  # not granted (S24)
