@@ -12,6 +12,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent, TeammateStatus
+from broker.launch import broker_command as broker_command
+from broker.launch import check_env_names as check_env_names
+from broker.launch import child_env as child_env
 from broker.store.migrate import HEAD
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
@@ -32,6 +35,7 @@ def __getattr__(name: str) -> Any:
         globals()["Operator"] = Operator
         return Operator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SCHEMA_HEAD = HEAD
 """The newest schema revision this broker knows (``broker db current``)."""

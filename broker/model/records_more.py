@@ -180,7 +180,7 @@ class Finding:
 
     check: str
     """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
-    quarantine, size, settings"""
+    quarantine, size, settings, scratch (a temporary copy left behind), guard (the git hook)"""
     severity: Literal["ok", "info", "warning", "error"]
     message: str
     fix: str | None
