@@ -250,6 +250,7 @@ def doctor_guard(world: World) -> list[dict[str, Any]]:
     return [f for f in lines if f["check"] == "guard"]
 
 
+@pytest.mark.sqlite_only  # how the broker is started, whatever its store
 def test_S39_a_broker_package_planted_in_the_working_tree_never_runs_in_the_guard(
     world: World, tmp_path: Path
 ) -> None:
@@ -271,6 +272,7 @@ def test_S39_a_broker_package_planted_in_the_working_tree_never_runs_in_the_guar
     assert found["path"].endswith("/.git/hooks/pre-commit")
 
 
+@pytest.mark.sqlite_only  # how the broker is started, whatever its store
 def test_S39_an_old_hook_is_flagged_by_doctor_and_replaced_by_install(
     world: World, tmp_path: Path
 ) -> None:
@@ -305,6 +307,7 @@ def test_S39_an_old_hook_is_flagged_by_doctor_and_replaced_by_install(
 
 
 # --- MCP: the printed entry starts the broker, never a planted package -----------------------
+@pytest.mark.sqlite_only  # how the broker is started, whatever its store
 def test_S39_print_config_starts_the_broker_from_a_folder_with_a_planted_package(
     store: Store, space: str, tmp_path: Path
 ) -> None:
