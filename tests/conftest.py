@@ -91,6 +91,7 @@ PG_CONTRACT = {
     "test_edge_text",
     "test_liveness",
     "test_child_processes",
+    "test_private_files",
 }
 
 
@@ -202,7 +203,9 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
     home = tmp_path / "home"
     join_keys: dict[str, str] = {}
 
-    def _run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+    def _run(
+        *args: str, env: dict[str, str] | None = None, input: str | None = None, umask: int = -1
+    ) -> Result:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         full_env["BROKER_HOME"] = str(home)
         if db_url.startswith("postgresql"):
@@ -224,6 +227,7 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
             env=full_env,
             input=input,
             timeout=120,
+            umask=umask,  # -1: the test's own
         )
         if args[:2] == ("space", "create") and proc.returncode == 0:
             _remember_join_key(proc.stdout, join_keys)

@@ -9,6 +9,7 @@ tool) construct it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent, TeammateStatus
@@ -69,6 +70,14 @@ def check_teammate_durations(lease: float | None, idle_exit: float | None) -> No
         inbox.check_seconds(lease)
     if idle_exit is not None:
         bounds.seconds(idle_exit, "idle_exit", top=bounds.WEEK_S, zero=True)
+
+
+def make_private_dirs(path: str | Path) -> None:
+    """Make the folder ``path`` and its missing parents, each 0700 whatever the
+    umask (S47), for a front end that writes where the user said."""
+    from broker.store import runfiles
+
+    runfiles.make_dirs(path)
 
 
 def check_writable_target(path: str, field: str) -> None:

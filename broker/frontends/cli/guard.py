@@ -172,7 +172,7 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     # A hook may be a link to a shared script (a link is moved, never
     # written through), but what it or the chained hook points at must be
     # a regular file: reading a FIFO would hang, and a device may never end.
-    from broker.api.handles import check_writable_target
+    from broker.api.handles import check_writable_target, make_private_dirs
 
     for path in (hook.resolve(), chained.resolve()):
         check_writable_target(str(path), "repo")
@@ -187,7 +187,7 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
             raise errors.Conflict(f"{chained} exists already: move one of the two hooks away")
         hook.rename(chained)
         note = f" (the existing hook is kept as {CHAINED} and runs first)"
-    hooks.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(hooks)  # core.hooksPath may name a folder not made yet (S47)
     from broker.api.handles import broker_command
 
     text = HOOK.format(
