@@ -92,6 +92,7 @@ PG_CONTRACT = {
     "test_liveness",
     "test_child_processes",
     "test_private_files",
+    "test_group_commit",
 }
 
 

@@ -147,7 +147,9 @@ def _mid_copy(base: Path, proc: subprocess.Popen[str], timeout: float = 60.0) ->
     raise AssertionError("migrate-store never got to its copy")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name
+)
 def test_S47_migrate_store_killed_mid_copy_leaves_no_copy_behind(
     store: Store, space: str, db_url: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
