@@ -121,11 +121,11 @@ def private_dir(path: str, *, create: bool = True) -> bool:
 def open_private(path: str, flags: int, *, create: bool = True) -> int:
     """``os.open`` a private file of this user (0600, ``O_NOFOLLOW``), checked
     after opening (``fstat``: what was opened is what is checked)."""
-    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
-    if create:
-        flags |= os.O_CREAT
     try:
-        fd = os.open(path, flags, FILE_MODE)
+        if create:
+            fd = create_file(path, flags)  # 0600 whatever the umask (S47)
+        else:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise errors.StoreError(
