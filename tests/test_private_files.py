@@ -206,6 +206,41 @@ def test_S47_migrate_store_refused_after_its_export_leaves_no_copy_behind(
     assert _leftovers(_scratch_base(tmp_path / "home", db_url)) == []
 
 
+BACKUP_KILLED = """
+import os, signal, sys, time
+from broker import Operator, Store
+sig = int(sys.argv[2])
+
+def progress(done, total):
+    os.kill(os.getpid(), sig)  # mid-copy: the copy is beside the target now
+    time.sleep(5)
+
+Operator(Store(os.environ["BROKER_URL"])).backup(sys.argv[1], progress=progress)
+"""
+
+
+@pytest.mark.sqlite_only  # a backup is a copy of the SQLite file
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_S47_a_backup_stopped_by_a_signal_mid_copy_leaves_no_copy_behind(
+    store: Store, space: str, db_url: str, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A real process, signalled in the middle of its copy: the half-made
+    copy beside the target is removed."""
+    trusted.join(store, space, "flow/lynx")[0].send("operator", "a secret plan")
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    env = {**_env(tmp_path / "home", db_url), "BROKER_URL": db_url}
+    done = subprocess.run(
+        [sys.executable, "-c", BACKUP_KILLED, str(folder / "copy.db"), str(int(sig))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode in (128 + sig, -sig), done.stderr
+    assert list(folder.iterdir()) == []
+
+
 # --- S46: a purge deletes only what is on disk ------------------------------------------
 def test_S46_a_purge_deletes_only_after_every_exported_file_and_folder_is_fsynced(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -517,6 +517,15 @@ def backup(
     key = Path(f"{store.path}{KEY_SUFFIX}")
     key_copy = Path(f"{target}{KEY_SUFFIX}")
     _check_backup_target(store, target, key_copy if key.exists() else None, force)
+    from broker.store.scratch import exit_on_signals
+
+    with exit_on_signals():  # the copy is removed on SIGTERM too (S47)
+        return _backup(store, target, key, key_copy, progress, start)
+
+
+def _backup(
+    store: Store, target: Path, key: Path, key_copy: Path, progress: Progress | None, start: float
+) -> BackupResult:
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name[:40]}.", suffix=".tmp", dir=target.parent
     )

@@ -69,10 +69,10 @@ def _exit_on_signal(signum: int, _frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def _signals_exit() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise SystemExit meanwhile, so ``finally`` runs (only
-    in the main thread, and only where their default would kill the process
-    outright)."""
+def exit_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise SystemExit meanwhile, so ``finally`` runs and
+    removes a temporary copy (only in the main thread, and only where their
+    default would kill the process outright)."""
     saved: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in _CAUGHT:
@@ -96,7 +96,7 @@ def scratch(store: Any, what: str) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
     pid = os.getpid()
     prefix = f"{PREFIX}{what}-{pid}-{procs.start_time(pid) or 0}-"
-    with _signals_exit():
+    with exit_on_signals():
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
         try:
             os.chmod(path, runfiles.DIR_MODE)  # mkdtemp's 0700 is filtered by the umask
