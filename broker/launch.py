@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping
 
 from broker import errors
 
-IDENTITY = ("BROKER_SPACE", "BROKER_AS", "BROKER_TOKEN")
 # How every process of one store must open it (the same durability, timeout
 # and lock discipline): no secret in them.
 STORE_SETTINGS = ("BROKER_SYNCHRONOUS", "BROKER_BUSY_TIMEOUT_MS", "BROKER_WRITER_LOCK")
