@@ -90,6 +90,9 @@ PG_CONTRACT = {
     "test_search_query",
     "test_edge_text",
     "test_liveness",
+    "test_child_processes",
+    "test_private_files",
+    "test_group_commit",
 }
 
 
@@ -201,7 +204,9 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
     home = tmp_path / "home"
     join_keys: dict[str, str] = {}
 
-    def _run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+    def _run(
+        *args: str, env: dict[str, str] | None = None, input: str | None = None, umask: int = -1
+    ) -> Result:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
         full_env["BROKER_HOME"] = str(home)
         if db_url.startswith("postgresql"):
@@ -223,6 +228,7 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
             env=full_env,
             input=input,
             timeout=120,
+            umask=umask,  # -1: the test's own
         )
         if args[:2] == ("space", "create") and proc.returncode == 0:
             _remember_join_key(proc.stdout, join_keys)

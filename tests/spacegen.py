@@ -259,6 +259,42 @@ def rich_space(store: Store, kind: str = "workflow") -> Built:
     return b
 
 
+def every_column_space(store: Store) -> Built:
+    """``rich_space`` and then some: every optional column of every exported
+    table holds a value somewhere in the space (a nullable one a non-null
+    value, one with a default another value), so a round trip that drops a
+    column shows (``test_export``: the exporter dropping ``reply_to`` did not)."""
+    b = rich_space(store)
+    op = Operator(store)
+    lynx, otter = b.agents["lynx"], b.agents["otter"]
+    op.set_space(b.space, inbox_cap=200)  # settings
+    boss, _ = trusted.join(store, b.space, "flow/boss", lead=True)  # is_lead
+    kid, _ = trusted.join(  # parent and tools (its event's parent too)
+        store, b.space, "flow/kid", parent="lynx", tools=["board.read"]
+    )
+    mute, _ = trusted.join(store, b.space, "flow/mute", messaging=False)  # messaging off
+    b.agents["boss"], b.agents["kid"], b.agents["mute"] = boss, kid, mute
+    otter.set_contact_policy("listed", allow=["lynx"])  # contact_policy, contact_allow
+    first = lynx.send(
+        "otter",
+        "threaded, keyed, important",
+        thread="parser-bug",
+        idempotency_key="key-1",
+        importance="high",
+        ack_required=True,
+    )
+    b.messages["reply"] = otter.send("lynx", "a reply", reply_to=first.id).id  # reply_to
+    b.messages["threaded"] = first.id
+    otter.next_turn()  # a real turn: its lease's process, its broadcast cursor
+    quarantined = sqlrows.deliveries(store, b.pids["lynx"], state="quarantine")[0]
+    sqlrows.set_lease_evidence(store, quarantined, "host:1:2", new_id())
+    holder, _ = trusted.join(store, b.space, "flow/holder")
+    holder.claim_key("held-then-left", ttl=3600)
+    holder.leave()  # the journal's reason: left
+    op.stop_space(b.space)  # state
+    return b
+
+
 # --- random spaces --------------------------------------------------------------------
 NAMES = ("lynx", "otter", "heron", "wolf#2", "lynx>otter#1")
 TARGETS = (*NAMES, "broadcast", "role:worker", "step:scan", "ghost", "operator", "parent", "lead")

@@ -167,6 +167,16 @@ def set_delivery(
         )
 
 
+def set_lease_evidence(store: Store, delivery_id: str, process: str, lost_token: str) -> None:
+    """A delivery's lease evidence as a lease taken by ``process`` that lost it
+    leaves it: the process that claimed it and the token that lost it."""
+    with store.write() as t:
+        t.execute(
+            "UPDATE deliveries SET lease_process = ?, lost_lease_token = ? WHERE id = ?",
+            (process, lost_token, delivery_id),
+        )
+
+
 def claim(
     store: Store,
     space_id: str,

@@ -284,6 +284,26 @@ def test_S36_an_agent_finds_only_what_it_sent_or_received_and_never_another_spac
     assert len(operator.search(other, "tokenizer")) == 1
 
 
+def test_S36_S38_an_agent_searches_what_reached_it_not_what_was_addressed_to_it(
+    operator: Operator, space: str, join: Callable[..., Agent]
+) -> None:
+    """Scope is the log row's ``reached``, not its ``recipients``: a direct
+    message its contact policy refused names it and never reached it; a
+    broadcast reached it without naming it (both backends)."""
+    lynx, otter, heron = join("flow/lynx"), join("flow/otter"), join("flow/heron")
+    otter.set_contact_policy("listed", allow=["lynx"])
+    refused = heron.send(["otter", "lynx"], "zebra kept from otter")
+    assert [(n.address, n.reason) for n in refused.not_reached] == [("otter", "contact_policy")]
+    broadcast = heron.send("broadcast", "zebra for everyone")
+    assert "otter" in broadcast.reached
+    direct = lynx.send("otter", "zebra for otter")
+    sent = otter.send("lynx", "zebra from otter")
+    heron.send("lynx", "zebra otter never saw")
+    assert {h.id for h in otter.search("zebra")} == {broadcast.id, direct.id, sent.id}
+    assert {h.id for h in lynx.search("zebra")} >= {refused.id, direct.id, sent.id}
+    assert len(operator.search(space, "zebra")) == 5
+
+
 @pytest.mark.parametrize("query", ['"unbalanced', "AND", "nosuchcolumn:word", "a NEAR(", "   "])
 def test_S36_a_query_outside_the_language_is_invalid_input_naming_the_query(
     corpus: dict[str, Any], operator: Operator, query: str

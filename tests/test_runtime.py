@@ -169,13 +169,18 @@ KILLABLE = textwrap.dedent(
 
 
 def test_S26_teammate_killed_mid_message_is_restarted_and_handles_it_once(
-    team: Team, lead: Agent, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    team: Team, lead: Agent, store: Store, tmp_path: Path
 ) -> None:
     script = tmp_path / "killable.py"
     script.write_text(KILLABLE)
     marker = tmp_path / "marker"
-    monkeypatch.setenv("MARKER", str(marker))
-    mate = team.spawn_teammate("dave", "worker", "important", command=[sys.executable, str(script)])
+    mate = team.spawn_teammate(
+        "dave",
+        "worker",
+        "important",
+        command=[sys.executable, str(script)],
+        env={"MARKER": str(marker)},  # a teammate's process gets only what it is given (S39)
+    )
     wait_for(lambda: marker.exists() and marker.read_text().endswith("\n"))  # mid-message now
     first_pid = mate.process.pid
     os.killpg(

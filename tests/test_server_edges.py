@@ -92,6 +92,68 @@ def test_S33_a_chunked_body_over_the_cap_is_413_before_auth_and_the_connection_s
     assert_no_server_error(srv)
 
 
+def test_S33_a_request_body_of_exactly_the_cap_is_taken_and_one_byte_more_is_413(
+    srv: Server,
+) -> None:
+    """The cap is inclusive: cap-1 and cap bytes reach the app, cap+1 does not,
+    with a Content-Length and chunked alike."""
+    from broker.frontends.http.app import Options
+
+    cap = Options().max_body  # what `broker serve` runs with
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+    join(srv, sid, "otter")
+
+    def body(size: int, text: str) -> bytes:
+        head = json.dumps({"to": ["otter"], "text": text}).encode()
+        return head + b" " * (size - len(head))  # JSON may end in white space
+
+    def chunked(data: bytes) -> Iterator[bytes]:
+        for i in range(0, len(data), 65536):
+            yield data[i : i + 65536]
+
+    sent = []
+    with srv.client(token) as c:
+        for how in ("length", "chunked"):
+            for size in (cap - 1, cap, cap + 1):
+                text = f"{how} {size}"
+                data = body(size, text)
+                assert len(data) == size
+                content: Any = data if how == "length" else chunked(data)
+                r = c.post(
+                    agent_path(sid, "/send"),
+                    content=content,
+                    headers={"content-type": "application/json"},
+                )
+                if size > cap:
+                    assert_refused(r, 413, "body_too_large")
+                else:
+                    assert r.status_code == 200, (how, size, r.text)
+                    sent.append(text)
+    assert [e["body"] for e in log_of(srv, sid) if e["kind"] == "direct"] == sent
+    assert len(sent) == 4
+    assert_no_server_error(srv)
+
+
+def test_S10_a_message_of_exactly_body_max_bytes_is_sent_and_one_byte_more_is_413(
+    srv: Server,
+) -> None:
+    """The space's message cap counts UTF-8 bytes, inclusive: 99 and 100 bytes
+    go, 101 is refused and writes nothing."""
+    sid = new_space(srv, body_max_bytes=100)
+    token = join(srv, sid, "lynx")
+    join(srv, sid, "otter")
+    with srv.client(token) as c:
+        for text, ok in (("é" * 49 + "x", True), ("é" * 50, True), ("é" * 50 + "x", False)):
+            r = c.post(agent_path(sid, "/send"), json={"to": ["otter"], "text": text})
+            if ok:
+                assert r.status_code == 200, r.text
+            else:
+                assert_refused(r, 413, "body_too_large", "text")
+    bodies = [e["body"] for e in log_of(srv, sid) if e["kind"] == "direct"]
+    assert bodies == ["é" * 49 + "x", "é" * 50]
+
+
 def test_S33_numbers_in_headers_and_queries_are_ascii_digits_or_422(srv: Server) -> None:
     sid = new_space(srv)
     with srv.operator() as op:

@@ -375,6 +375,36 @@ def test_S29_a_key_file_open_to_others_or_a_symlink_is_refused(
     assert cli("message", "list", space).code == 0
 
 
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o602, 0o610, 0o601, 0o400])
+def test_S29_a_key_file_any_group_or_other_may_use_is_refused(
+    store: Store, mode: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readable by the group alone (0640) or by others alone (0604), or any
+    other bit for them: refused; the owner's own bits (0400) are fine."""
+    monkeypatch.delenv("BROKER_OPERATOR_KEY", raising=False)
+    path = Path(f"{store.path}.operator-key")
+    path.chmod(mode)
+    try:
+        if mode & 0o077:
+            with pytest.raises(errors.AuthError, match=rf"open to others \(mode {mode:04o}\)"):
+                Operator(store)
+        else:
+            Operator(store)
+    finally:
+        path.chmod(0o600)
+
+
+def test_S29_a_key_file_readable_by_the_group_is_refused_on_the_cli(cli: Cli, store: Store) -> None:
+    space, _ = create(cli)
+    path = Path(f"{store.path}.operator-key")
+    for mode in (0o640, 0o604):
+        path.chmod(mode)
+        line = one_line(cli("message", "list", space), 4)
+        assert f"open to others (mode {mode:04o})" in line and "chmod 600" in line
+    path.chmod(0o600)
+    assert cli("message", "list", space).code == 0
+
+
 def test_S29_the_key_from_the_environment_overrides_the_file(
     store: Store, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

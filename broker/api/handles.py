@@ -9,9 +9,13 @@ tool) construct it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent, TeammateStatus
+from broker.launch import broker_command as broker_command
+from broker.launch import check_env_names as check_env_names
+from broker.launch import child_env as child_env
 from broker.store.migrate import HEAD
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
@@ -32,6 +36,7 @@ def __getattr__(name: str) -> Any:
         globals()["Operator"] = Operator
         return Operator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SCHEMA_HEAD = HEAD
 """The newest schema revision this broker knows (``broker db current``)."""
@@ -65,6 +70,14 @@ def check_teammate_durations(lease: float | None, idle_exit: float | None) -> No
         inbox.check_seconds(lease)
     if idle_exit is not None:
         bounds.seconds(idle_exit, "idle_exit", top=bounds.WEEK_S, zero=True)
+
+
+def make_private_dirs(path: str | Path) -> None:
+    """Make the folder ``path`` and its missing parents, each 0700 whatever the
+    umask (S47), for a front end that writes where the user said."""
+    from broker.store import runfiles
+
+    runfiles.make_dirs(path)
 
 
 def check_writable_target(path: str, field: str) -> None:

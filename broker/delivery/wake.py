@@ -360,6 +360,9 @@ class Waiter:
                     continue  # the last waiter removed the folder between our mkdir and bind
             else:
                 raise OSError(errno.ENOENT, "cannot bind a doorbell socket", path)
+            # bind's mode is 0777 filtered by the umask; the folder (0700)
+            # already keeps others out, the file is private too (S47).
+            os.chmod(path, runfiles.FILE_MODE)
         except BaseException:
             s.close()
             raise

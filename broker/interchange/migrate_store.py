@@ -7,18 +7,19 @@ target already has refuses the lot), and then exported again from the target
 and compared with the first tree, file by file and byte by byte: the copy is
 reported ``identical`` only if every file matches. Tokens are not copied (an
 export never holds them): agents re-join on the target, as after ``import``.
-The source is only read.
+The source is only read. The two trees live in a scratch folder beside the
+source store (``broker.store.scratch``: 0700, removed on every exit path).
 """
 
 from __future__ import annotations
 
 import filecmp
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from broker import errors
+from broker.store.scratch import scratch
 from broker.store.sqlite import Store
 
 
@@ -61,8 +62,10 @@ def migrate_store(source: Store, to_url: str) -> StoreCopy:
         display = getattr(target, "display", target.url)
         ids = [s.id for s in list_spaces(source)]
         now = source.now_ts()  # one "now" for both exports: live claims read the same
-        with tempfile.TemporaryDirectory(prefix="broker-migrate-") as tmp:
-            first, again = Path(tmp) / "from", Path(tmp) / "check"
+        # Beside the source, private, removed on every exit path (S47): not
+        # the shared temp folder, where a killed run left a plaintext copy.
+        with scratch(source, "migrate") as tmp:
+            first, again = tmp / "from", tmp / "check"
             for sid in ids:
                 export_space(source, sid, first, now=now)
             if ids:

@@ -7,7 +7,9 @@ the space's rows in ONE write transaction, journaled in ``purges``:
 
 1. a read transaction writes the export (keeping each file's digest) and takes
    a fingerprint of every row of the space;
-2. the files are read back and compared; the counts are compared;
+2. every file and folder of the export is fsynced (S46: nothing is deleted
+   before its export is on disk), the files are read back and compared; the
+   counts are compared;
 3. a write transaction re-takes the fingerprint (nothing changed since the
    export, or nothing is deleted), writes the journal row and the ``purging``
    marker, deletes every row of the space (each count checked), removes the
@@ -139,6 +141,7 @@ def purge_space(
             writer = snapshot(store, t, sid, root, progress=progress or NoProgress(), digests=True)
             before = fingerprint(t, sid)
         folder = writer.folder
+        folder.sync()  # on disk before anything is deleted (S46)
         folder.verify()
         assert folder.digests is not None
         _check_counts(folder.digests, before)

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from broker import errors
+from broker.store import runfiles
 
 NO_STORE = (
     "no broker database at {path}: create one with `broker space create` or "
@@ -65,19 +66,10 @@ def prepare(db: str) -> Path:
     """The database file, made (folder 0700, file 0600) if it is not there."""
     path = _file_path(db)
     _check_is_file(path)
-    folder = path.parent
     try:
-        if not folder.exists():
-            try:
-                folder.mkdir(parents=True, mode=0o700)
-            except FileExistsError:
-                pass  # another process opening the same new store made it first
-            else:
-                os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+        runfiles.make_dirs(path.parent)  # it and its missing parents 0700 (S47)
         if not path.exists():
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-            os.close(fd)
-            os.chmod(path, 0o600)
+            os.close(runfiles.create_file(path, os.O_WRONLY))
     except OSError as exc:
         raise errors.StoreError(f"cannot create the database file {path}: {exc.strerror}") from exc
     return path

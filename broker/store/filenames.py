@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import IO
 
 from broker import errors
+from broker.store import runfiles
 
 MAX_NAME = 120  # bytes; NAME_MAX is 255, leave room for suffixes and temp names
 _KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=,#@.")
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 
 
 def safe_name(name: str, *, max_bytes: int = MAX_NAME) -> str:
@@ -82,9 +81,9 @@ def inside(root: Path, *parts: str) -> Path:
 
 
 def make_dirs(root: Path, *parts: str) -> Path:
-    """Create ``root/parts...`` (mode 0700) after the ``inside`` check."""
+    """Create ``root/parts...`` (each folder made 0700, S47) after the ``inside`` check."""
     path = inside(root, *parts)
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    runfiles.make_dirs(path)
     # mkdir(exist_ok) follows a symlink that was planted meanwhile: check again.
     inside(root, *parts)
     return path
@@ -96,6 +95,7 @@ def atomic_writer(path: Path, *, fsync: bool = False) -> Iterator[IO[str]]:
     place: readers see the old file or the whole new one, never a torn one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, runfiles.FILE_MODE)  # mkstemp's 0600 is filtered by the umask
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             yield fh
             fh.flush()
@@ -184,4 +184,6 @@ def os_errors(path: str | os.PathLike[str], what: str = "export to") -> Iterator
     except ValueError as exc:
         if "null" not in str(exc):
             raise
-        raise errors.InvalidInput(f"cannot {what} {path!r}: a path cannot contain NUL", path=str(path)) from exc
+        raise errors.InvalidInput(
+            f"cannot {what} {path!r}: a path cannot contain NUL", path=str(path)
+        ) from exc

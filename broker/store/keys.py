@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker import errors
+from broker.store import runfiles
 from broker.store.sql import stmt
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ def _write_key_file(path: Path) -> str:
     or a racing process's) is adopted instead."""
     key = new_key()
     try:
-        if not path.parent.exists():  # BROKER_HOME of a PostgreSQL store's key: made 0700
-            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        runfiles.make_dirs(path.parent)  # BROKER_HOME of a PostgreSQL store's key (S47)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)  # os.open's mode is filtered by the umask
     except FileExistsError:
         found = read_key_file(path)
         if found is None:  # it vanished between the two calls: try once more

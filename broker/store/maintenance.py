@@ -39,6 +39,7 @@ from broker.store.dbfile import sqlite_path
 from broker.store.filenames import check_writable_target
 from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
 from broker.store.migrate import HEAD
+from broker.store.runfiles import fsync_path
 from broker.store.settings import StoreSettings
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, wrap_db_error
@@ -84,7 +85,7 @@ class Finding:
 
     check: str
     """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
-    quarantine, size, settings"""
+    quarantine, size, settings, scratch (a temporary copy left behind), guard (the git hook)"""
     severity: Literal["ok", "info", "warning", "error"]
     message: str
     fix: str | None
@@ -159,6 +160,7 @@ def _checks(store: Store) -> Iterator[Finding]:
     yield from _guard("integrity", lambda: _integrity(store))
     yield from _guard("file", lambda: _files(store))
     yield from _guard("doorbells", lambda: _doorbells(store))
+    yield from _guard("scratch", lambda: _scratch(store))
     if rev and rev[0] == HEAD:
         yield from _guard("leases", lambda: _leases(store))
         yield from _guard("quarantine", lambda: _quarantine(store))
@@ -382,6 +384,21 @@ def _private(path: Path, *, folder: bool, what: str) -> Iterator[Finding]:
         yield Finding("file", "ok", f"{what} {path}: mode {mode:o}, yours", None, str(path), data)
 
 
+def _scratch(store: Store) -> Iterator[Finding]:
+    """A killed run's temporary copy of the store's content (S47): doctor only
+    reports it (it writes nothing); the next scratch folder's run removes it."""
+    from broker.store import scratch
+
+    for path in scratch.leftovers(scratch.base(store)):
+        yield Finding(
+            "scratch",
+            "warning",
+            f"{path} is a temporary copy of the store's content left by a killed run",
+            f"rm -r {path}",
+            str(path),
+        )
+
+
 def _doorbells(store: Store) -> Iterator[Finding]:
     from broker.delivery import wake
 
@@ -500,6 +517,15 @@ def backup(
     key = Path(f"{store.path}{KEY_SUFFIX}")
     key_copy = Path(f"{target}{KEY_SUFFIX}")
     _check_backup_target(store, target, key_copy if key.exists() else None, force)
+    from broker.store.scratch import exit_on_signals
+
+    with exit_on_signals():  # the copy is removed on SIGTERM too (S47)
+        return _backup(store, target, key, key_copy, progress, start)
+
+
+def _backup(
+    store: Store, target: Path, key: Path, key_copy: Path, progress: Progress | None, start: float
+) -> BackupResult:
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name[:40]}.", suffix=".tmp", dir=target.parent
     )
@@ -511,9 +537,9 @@ def backup(
             raise errors.StoreError(
                 f"the copy failed its integrity check ({integrity[0]}): no backup was kept"
             )
-        _fsync(tmp)
+        fsync_path(tmp)
         os.replace(tmp, target)
-        _fsync(target.parent)
+        fsync_path(target.parent)
         if key.exists():
             _copy_private(key, key_copy)
     except OSError as exc:
@@ -614,14 +640,6 @@ def _copy_private(src: Path, dest: Path) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- vacuum ---------------------------------------------------------------------------------

@@ -1,4 +1,11 @@
-"""Private run-time files (doorbells, lock files): this user's, checked, never via a symlink.
+"""Private files (S47): every folder the broker makes is 0700 and every file
+0600, whatever the umask (``make_dirs``, ``create_file``); run-time files
+(doorbells, lock files) are also this user's, checked, never via a symlink.
+
+A folder made with ``mkdir(mode)`` gets the mode filtered by the umask, and
+its missing parents (``parents=True``) get 0777 filtered by it: under umask
+000 an export's root and ``runs/`` were 0777. So each folder made here is
+made one level at a time and given its mode explicitly, and so is each file.
 
 Doorbell folders and lock files are created by whichever process of the user
 comes first and reused by the others, so a path that already exists is normal.
@@ -26,6 +33,47 @@ from broker import errors
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+
+def make_dirs(path: str | os.PathLike[str]) -> None:
+    """Make ``path`` and its missing parents, each 0700 whatever the umask
+    (folders that exist are left as they are: they are not ours)."""
+    missing: list[str] = []
+    here = os.path.abspath(path)
+    while not os.path.isdir(here):
+        missing.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by another process: not ours to change
+        os.chmod(folder, DIR_MODE)  # mkdir's mode is filtered by the umask
+
+
+def create_file(path: str | os.PathLike[str], flags: int) -> int:
+    """``os.open`` ``path`` (never through a symlink), creating it 0600
+    whatever the umask; an existing file is opened as it is."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return os.open(path, flags & ~os.O_EXCL)
+    os.fchmod(fd, FILE_MODE)  # os.open's mode is filtered by the umask
+    return fd
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """``fsync`` a file or a folder by its path (never through a symlink): a
+    folder's fsync makes the names in it (a rename into place) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def check(path: str, st: os.stat_result, *, folder: bool) -> None:
@@ -73,11 +121,11 @@ def private_dir(path: str, *, create: bool = True) -> bool:
 def open_private(path: str, flags: int, *, create: bool = True) -> int:
     """``os.open`` a private file of this user (0600, ``O_NOFOLLOW``), checked
     after opening (``fstat``: what was opened is what is checked)."""
-    flags |= os.O_NOFOLLOW | os.O_CLOEXEC
-    if create:
-        flags |= os.O_CREAT
     try:
-        fd = os.open(path, flags, FILE_MODE)
+        if create:
+            fd = create_file(path, flags)  # 0600 whatever the umask (S47)
+        else:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise errors.StoreError(

@@ -30,21 +30,19 @@ skips the rest.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from broker import errors
-from broker.api.handles import Agent, Operator, Store
-from broker.model.records import HistoryEntry, SendResult, Turn, to_dict
+from broker.api.handles import Agent, Operator, Store, broker_command, check_env_names, child_env
+from broker.model.records import HistoryEntry, SendResult, Turn
 
 Handler = Callable[["TeammateContext", Turn], None]
 Mode = Literal["thread", "process"]
@@ -149,170 +147,6 @@ def serve(
     return "shutdown"
 
 
-# --- commands as handlers (any-language teammates) -------------------------------------------
-def turn_json(turn: Turn) -> str:
-    data = to_dict(turn)
-    data["content"] = turn.content
-    return json.dumps(data, ensure_ascii=False)
-
-
-def command_handler(
-    command: list[str],
-    env: dict[str, str] | None = None,
-    timeout: float = 600.0,
-    on_stderr: Callable[[str], None] | None = None,
-    on_note: Callable[[str], None] | None = None,
-) -> Handler:
-    """Run ``command`` once per turn with the turn as JSON on stdin.
-
-    Each stdout line that is a JSON object with a ``"to"`` is a message sent as
-    the teammate: ``{"to", "text"}``, and optionally ``thread``, ``reply_to``,
-    ``importance``, ``ack_required``, ``idempotency_key`` (``msg send``'s
-    fields; any other field is refused, naming it: S10). The other non-empty
-    lines together are one reply to the lead. A turn's output is sent as one
-    batch, in one transaction (``Agent.send_many``): a line that is refused
-    (an unknown field, an empty text, a bad address) fails the turn and
-    nothing of its output is sent; a message that reaches nobody is logged
-    as such (S8) and the rest is sent; ``on_note`` is told of it.
-    A non-zero exit is a failure (input quarantined, teammate failed), and
-    then nothing is sent either. ``on_stderr`` receives each line the command
-    writes to stderr as it comes (`broker agent run` shows them); the last
-    one is kept for the failure."""
-
-    def handle(ctx: TeammateContext, turn: Turn) -> None:
-        ident = ctx.agent.identity
-        child_env = {**os.environ, **(env or {})}
-        child_env.update(
-            BROKER_SPACE=ident.space_id,
-            BROKER_AS=ident.address,
-            BROKER_TOKEN=ctx.extra.get("token", ""),
-        )
-        if on_stderr is None:
-            proc = subprocess.run(
-                command,
-                input=turn_json(turn),
-                capture_output=True,
-                text=True,
-                env=child_env,
-                timeout=timeout,
-            )
-            returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-        else:
-            returncode, stdout, stderr = _run_streaming(
-                command, turn_json(turn), child_env, timeout, on_stderr
-            )
-        items, lines = _output_items(stdout)
-        if returncode != 0:
-            tail = (stderr.strip().splitlines() or ["(no stderr)"])[-1]
-            raise errors.HandlerFailed(
-                f"command exited {returncode}: {tail}{_unsent(items)}", returncode=returncode
-            )
-        try:
-            results = ctx.agent.send_many(items)
-        except errors.InvalidInput as exc:
-            n = exc.fields.get("item")
-            where = f"stdout line {lines[n]}" if isinstance(n, int) else "its output"
-            said = exc.message.split(": ", 1)[1] if isinstance(n, int) else exc.message
-            raise errors.HandlerFailed(f"{where}: {said}{_unsent(items)}") from None
-        for n, result in enumerate(results):
-            for miss in result.not_reached:
-                if on_note is not None:
-                    on_note(f"stdout line {lines[n]} did not reach {miss.address}: {miss.reason}")
-
-    return handle
-
-
-def _output_items(stdout: str) -> tuple[list[dict[str, Any]], list[int | str]]:
-    """The messages of a command's output (see ``command_handler``) and, for
-    each, the stdout line it came from (the reply to the lead: its lines)."""
-    items: list[dict[str, Any]] = []
-    lines: list[int | str] = []
-    plain: list[str] = []
-    plain_at: list[int] = []
-    for n, line in enumerate(stdout.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            obj = None
-        if isinstance(obj, dict) and "to" in obj:
-            items.append(obj)  # checked whole by send_many, unknown fields too
-            lines.append(n)
-        else:
-            plain.append(line)
-            plain_at.append(n)
-    if plain:
-        items.append({"to": "lead", "text": "\n".join(plain)})
-        first, last = plain_at[0], plain_at[-1]
-        span = str(first) if first == last else f"{first}-{last}"
-        lines.append(f"{span} (the reply to the lead)")
-    return items, lines
-
-
-def _unsent(items: list[dict[str, Any]]) -> str:
-    n = len(items)
-    if not n:
-        return ""
-    return f"; nothing of the turn's output was sent ({n} message{'' if n == 1 else 's'})"
-
-
-def _run_streaming(
-    command: list[str],
-    stdin_text: str,
-    env: dict[str, str],
-    timeout: float,
-    on_stderr: Callable[[str], None],
-) -> tuple[int, str, str]:
-    """``subprocess.run`` with stderr handed to ``on_stderr`` line by line as it
-    comes; returns (exit status, stdout, the last stderr line)."""
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    last = [""]
-    out: list[str] = []
-
-    def read_stdout(stream: Any) -> None:
-        out.append(stream.read())
-
-    def pump_stderr(stream: Any) -> None:
-        for line in stream:
-            if line.strip():
-                last[0] = line
-            on_stderr(line.rstrip("\n"))
-
-    def feed_stdin(stream: Any) -> None:
-        # A writer thread: a command that prints before it reads all of a large
-        # turn must not deadlock against us.
-        with contextlib.suppress(BrokenPipeError, OSError):
-            stream.write(stdin_text)
-            stream.close()
-
-    threads = [
-        threading.Thread(target=read_stdout, args=(proc.stdout,), daemon=True),
-        threading.Thread(target=pump_stderr, args=(proc.stderr,), daemon=True),
-        threading.Thread(target=feed_stdin, args=(proc.stdin,), daemon=True),
-    ]
-    for t in threads:
-        t.start()
-    try:
-        proc.wait(timeout)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        for t in threads:
-            t.join(5)
-    return proc.returncode, "".join(out), last[0]
-
-
 # --- the team (lead side) --------------------------------------------------------------------
 @dataclass
 class Teammate:
@@ -330,6 +164,8 @@ class Teammate:
     process: Any = None  # multiprocessing.Process or subprocess.Popen
     restarts: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
+    env: dict[str, str] = field(default_factory=dict)
+    """variables its process is given besides its identity (S39)"""
 
 
 class Team:
@@ -359,14 +195,25 @@ class Team:
         mode: Mode = "thread",
         archetype: str = "specialist",
         agent: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Teammate:
         """Join the teammate, durably write its first task into its inbox, start its worker.
 
         ``handler`` runs in a thread (``mode="thread"``) or a worker process
-        (``mode="process"``; the handler must then be a module-level function); ``command`` runs ``broker agent run`` as a child
-        process with the command as the per-turn handler (any language)."""
+        (``mode="process"``; the handler must then be a module-level
+        function); ``command`` runs ``broker agent run`` as a child process
+        with the command as the per-turn handler (any language). A worker
+        process and its command get exactly the teammate's identity and the
+        store's URL (S39), plus the basics (``PATH``, ``HOME``, the locale)
+        and the variables given in ``env`` (never a ``BROKER_*`` one)."""
         if (handler is None) == (command is None):
             raise errors.InvalidInput("give exactly one of handler or command")
+        if env and command is None and mode != "process":
+            raise errors.InvalidInput(
+                "env is for a teammate with its own process (command, or mode='process')",
+                field="env",
+            )
+        check_env_names((), env)
         if name in self.teammates:
             raise errors.Conflict(f"teammate {name!r} already exists")
         me, joined = self.operator.join(  # on the teammate's behalf (S27)
@@ -390,6 +237,7 @@ class Team:
             me,
             handler=handler,
             command=command,
+            env=dict(env or {}),
         )
         self.teammates[name] = mate
         if command is not None:
@@ -427,6 +275,7 @@ class Team:
                 mate.token,
                 handler,
                 self.lease,
+                mate.env,
             ),
             name=f"teammate-{mate.name}",
             daemon=True,
@@ -435,16 +284,17 @@ class Team:
         return proc
 
     def _start_command(self, mate: Teammate, command: list[str]) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "BROKER_URL": str(self.store.url),
-            "BROKER_SPACE": self.space_id,
-            "BROKER_AS": mate.address,
-            "BROKER_TOKEN": mate.token,
-        }
-        args = [sys.executable, "-m", "broker", "agent", "run", self.space_id, mate.address]
+        env = child_env(
+            space=self.space_id,
+            address=mate.address,
+            token=mate.token,
+            reach=str(self.store.url),
+            extra=mate.env,
+        )
+        args = [*broker_command(), "agent", "run", self.space_id, mate.address]
         if self.lease is not None:
             args += ["--ttl", str(self.lease)]
+        args += [f"--env={name}" for name in mate.env]  # handed on to the command
         # Its own process group, so the teammate and its command live and die together.
         return subprocess.Popen([*args, "--", *command], env=env, start_new_session=True)
 
@@ -566,8 +416,19 @@ def _join(proc: Any, timeout: float) -> None:
 
 
 def _process_main(
-    url: str, space_id: str, address: str, token: str, handler: Handler, lease: float | None
+    url: str,
+    space_id: str,
+    address: str,
+    token: str,
+    handler: Handler,
+    lease: float | None,
+    env: dict[str, str],
 ) -> None:
+    # A fork of the fork server carries the lead's environment: what the
+    # handler reads or starts gets the teammate's alone (S39).
+    child = child_env(space=space_id, address=address, token=token, reach=url, extra=env)
+    os.environ.clear()
+    os.environ.update(child)
     store = Store(url)
     # A restarted worker gets its killed predecessor's leases back at once (S32).
     me = Agent.connect(store, space_id, address, token)

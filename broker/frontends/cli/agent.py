@@ -51,6 +51,14 @@ def agent() -> None:
 @click.option("--max-turns", type=COUNT, metavar="N", help="Exit after this many turns.")
 @wait_option("Exit after waiting this long for a turn (default: wait for ever).", None)
 @click.option("--quiet", "-q", is_flag=True, help="No line per turn on stderr.")
+@click.option(
+    "--env",
+    "passed",
+    multiple=True,
+    metavar="NAME",
+    help="Hand the variable NAME of this environment on to COMMAND (repeatable; "
+    "never a BROKER_* one).",
+)
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
@@ -65,6 +73,7 @@ def run(
     max_turns: int | None,
     wait: float | None,
     quiet: bool,
+    passed: tuple[str, ...],
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -78,14 +87,17 @@ def run(
     it, quarantines the turn's messages, marks NAME failed and tells the lead
     (exit 7); the reason is shown here too. COMMAND's stderr is shown as it
     comes, and one line per turn says how it ended (--quiet: not those).
-    BROKER_SPACE/BROKER_AS/BROKER_TOKEN are set for COMMAND so it can call
-    `broker` itself. Write `--` before COMMAND.
+    COMMAND's environment is NAME's identity (BROKER_SPACE, BROKER_AS,
+    BROKER_TOKEN) and the store's BROKER_URL, so it can call `broker` itself,
+    with PATH, HOME and the locale, and the variables named by --env: never
+    the operator key or a join key (S39). Write `--` before COMMAND.
     """
     from broker import errors
-    from broker.api.handles import Agent, Operator
-    from broker.teammates import runtime
+    from broker.api.handles import Agent, Operator, check_env_names
+    from broker.teammates import commands, runtime
 
     runtime.check_options(ttl, wait)  # bad input joins nobody
+    check_env_names(passed, None)
     s = store()
     env_token = os.environ.get("BROKER_TOKEN")
     if env_token and os.environ.get("BROKER_AS") == name:
@@ -123,7 +135,9 @@ def run(
     def show_note(note: str) -> None:
         click.echo(f"{who}: {safe(note)}", err=True)
 
-    handler = runtime.command_handler(list(command), on_stderr=show_stderr, on_note=show_note)
+    handler = commands.command_handler(
+        list(command), on_stderr=show_stderr, on_note=show_note, passed=passed
+    )
 
     def with_token(ctx: runtime.TeammateContext, turn: Turn) -> None:
         ctx.extra["token"] = token

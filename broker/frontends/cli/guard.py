@@ -22,6 +22,13 @@ board post by the committing agent (what it would have refused, or that
 nothing was), so the others see it. When it cannot be posted (no identity, a
 broker error) the hook says why on stderr.
 
+The hook runs the broker by its interpreter's absolute path in isolated
+mode (``broker.launch.broker_command``): git runs hooks from the repository's top
+folder, and ``python -m broker`` from there would run a ``broker`` package
+planted in the working tree (S39). ``install`` replaces a hook an earlier
+broker wrote (``broker doctor``, run inside the repository, flags one still
+in place).
+
 A pre-commit hook that is not ours is never overwritten silently: ``install``
 refuses, and with ``--force`` keeps it as ``pre-commit.pre-broker`` and runs it
 first (chained); ``uninstall`` puts it back.
@@ -33,7 +40,6 @@ import contextlib
 import os
 import shlex
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,19 +61,23 @@ from broker.frontends.cli._output import safe
 
 if TYPE_CHECKING:
     from broker.api.handles import Agent
-    from broker.model.records import PathCheck
+    from broker.model.records import Finding, PathCheck
 
 MARKER = "# broker guard hook"
+# Hooks without this line run `python -m broker` from the repository's top
+# folder, where git runs hooks: a planted broker/__main__.py ran instead (S39).
+FORMAT = "# hook format 2: runs broker by its interpreter, isolated"
 CHAINED = "pre-commit.pre-broker"
 HOOK = """#!/bin/sh
 {marker}: written by `broker guard install`, removed by `broker guard uninstall`.
+{format}
 # Refuses a commit touching paths another participant reserved exclusively (S37).
 # BROKER_GUARD=off overrides; the override is posted on the board.
 here=$(dirname "$0")
 if [ -x "$here/{chained}" ]; then
   "$here/{chained}" "$@" || exit $?
 fi
-exec {python} -m broker guard pre-commit{space}
+exec {command} guard pre-commit{space}
 """
 
 
@@ -97,6 +107,35 @@ def _ours(path: Path) -> bool:
         return MARKER in path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return False
+
+
+def hook_findings(repo: Path) -> list[Finding]:
+    """``broker doctor``'s word on the guard of the repository holding
+    ``repo``: nothing outside a repository or without broker's hook; a
+    warning for a hook an earlier broker wrote (it runs ``python -m broker``
+    from the working tree, where any agent can plant a ``broker`` package)."""
+    from broker.model.records import Finding
+
+    try:
+        hook = _hooks(repo) / "pre-commit"
+        top = _git(repo, "rev-parse", "--show-toplevel").strip()
+    except errors.BrokerError:
+        return []
+    if not _ours(hook):
+        return []
+    if FORMAT in hook.read_text(encoding="utf-8", errors="replace"):
+        return [Finding("guard", "ok", f"git guard hook {hook}: current", None, str(hook))]
+    return [
+        Finding(
+            "guard",
+            "warning",
+            f"the git guard hook {hook} was written by an earlier broker: it runs "
+            "`python -m broker` from the working tree, so a broker package planted there "
+            "runs in every committer's process with their secrets",
+            f"broker guard install --repo {shlex.quote(top)}",
+            str(hook),
+        )
+    ]
 
 
 repo_option = click.option(
@@ -133,7 +172,7 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     # A hook may be a link to a shared script (a link is moved, never
     # written through), but what it or the chained hook points at must be
     # a regular file: reading a FIFO would hang, and a device may never end.
-    from broker.api.handles import check_writable_target
+    from broker.api.handles import check_writable_target, make_private_dirs
 
     for path in (hook.resolve(), chained.resolve()):
         check_writable_target(str(path), "repo")
@@ -148,11 +187,14 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
             raise errors.Conflict(f"{chained} exists already: move one of the two hooks away")
         hook.rename(chained)
         note = f" (the existing hook is kept as {CHAINED} and runs first)"
-    hooks.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(hooks)  # core.hooksPath may name a folder not made yet (S47)
+    from broker.api.handles import broker_command
+
     text = HOOK.format(
         marker=MARKER,
+        format=FORMAT,
         chained=CHAINED,
-        python=shlex.quote(sys.executable),
+        command=shlex.join(broker_command()),
         space=f" --default-space {shlex.quote(space)}" if space else "",
     )
     # A fresh temp file (never a fixed name that a planted symlink could
@@ -162,6 +204,8 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            # Executable by every committer: git skips, with a mere hint, a
+            # hook it cannot run, and the guard would be off for them.
             os.fchmod(fh.fileno(), 0o755)
         os.replace(tmp, hook)
     except BaseException:

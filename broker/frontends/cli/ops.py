@@ -8,6 +8,7 @@ informational, 8 when the worst finding is a warning, 9 when it is an error.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -45,13 +46,17 @@ def doctor(as_json: bool) -> None:
     """Check the store and say how to fix what is wrong.
 
     One line per check: severity, what was checked, what was found, and the
-    command that fixes it. --json prints one JSON object per finding (JSON
-    Lines). Exit status: 0 clean (ok or info only), 8 warnings, 9 errors.
+    command that fixes it. Run inside a git repository, it also checks the
+    repository's git guard hook (one an earlier broker wrote is a warning).
+    --json prints one JSON object per finding (JSON Lines). Exit status: 0
+    clean (ok or info only), 8 warnings, 9 errors.
     """
     from broker.api.handles import Operator
     from broker.api.handles import doctor_exit_code as exit_code
+    from broker.frontends.cli.guard import hook_findings
 
-    findings = Operator.doctor(_url())
+    # The git guard of the repository doctor runs in, if any (S39).
+    findings = [*Operator.doctor(_url()), *hook_findings(Path("."))]
     if as_json:
         emit_json_lines(findings)
     else:

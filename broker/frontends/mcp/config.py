@@ -13,16 +13,18 @@ database (or in BROKER_OPERATOR_KEY) by itself.
 from __future__ import annotations
 
 import re
-import shutil
-import sys
 from typing import Any
 
 SERVED = ("http://", "https://", "unix://")
 
 
 def _command() -> list[str]:
-    exe = shutil.which("broker")
-    return [exe] if exe else [sys.executable, "-m", "broker"]
+    # The client starts the server from a folder of its own choosing (often
+    # a shared working tree): never `python -m broker` from there, nor a
+    # `broker` found on a PATH that may name that folder (S39).
+    from broker.api.handles import broker_command
+
+    return broker_command()
 
 
 def _server_name(address: str) -> str:

@@ -26,6 +26,7 @@ from broker.store.filenames import (
     read_nofollow,
     write_text_atomic,
 )
+from broker.store.runfiles import create_file, fsync_path
 
 LOCK_FILE = "log.jsonl.lock"
 
@@ -147,8 +148,7 @@ class SpaceFolder:
         """``log.jsonl.lock``: empty; the lock file-based writers take."""
         lock = self.path(LOCK_FILE)
         if not lock.exists():
-            fd = os.open(lock, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-            os.close(fd)
+            os.close(create_file(lock, os.O_WRONLY))
             self.files += 1
         if self.digests is not None:
             self.digests[LOCK_FILE] = FileDigest(hashlib.sha256(b"").hexdigest(), 0)
@@ -170,7 +170,8 @@ class SpaceFolder:
         for parts, items in lines.items():
             if not items:
                 continue
-            with open(self.path(*parts), "a", encoding="utf-8", newline="\n") as fh:
+            fd = create_file(self.path(*parts), os.O_WRONLY | os.O_APPEND)
+            with open(fd, "a", encoding="utf-8", newline="\n") as fh:
                 fh.write("".join(items))
                 fh.flush()
             n += len(items)
@@ -201,6 +202,23 @@ class SpaceFolder:
                     f"export check failed: {rel} in {self.dir} does not match the database "
                     "(changed or cut short after it was written)"
                 )
+
+    def sync(self) -> None:
+        """Make what the snapshot wrote durable (S46): ``fsync`` every file it
+        wrote, then every folder from the deepest up to the export root's
+        parent (a file renamed into place, or a folder made, is durable only
+        once the folder holding its name is synced)."""
+        if self.digests is None:
+            raise RuntimeError("sync() needs a SpaceFolder made with digests=True")
+        root = self.root.resolve()  # self.dir is below it (``inside``)
+        for rel in self.digests:
+            fsync_path(self.dir / rel)
+        # Every folder of the space's tree (an empty one too), then up to the root's parent.
+        folders = [Path(here) for here, _, _ in os.walk(self.dir)]
+        folders.sort(key=lambda f: len(f.parts), reverse=True)
+        folders += [p for p in self.dir.parents if p.is_relative_to(root.parent)]
+        for folder in folders:
+            fsync_path(folder)
 
     def manifest(self) -> str:
         """One digest for the whole export: SHA-256 of the sorted per-file lines."""
