@@ -90,6 +90,7 @@ PG_CONTRACT = {
     "test_search_query",
     "test_edge_text",
     "test_liveness",
+    "test_takeover",
 }
 
 

@@ -359,19 +359,28 @@ class Team:
         mode: Mode = "thread",
         archetype: str = "specialist",
         agent: str | None = None,
+        token: str | None = None,
     ) -> Teammate:
         """Join the teammate, durably write its first task into its inbox, start its worker.
 
         ``handler`` runs in a thread (``mode="thread"``) or a worker process
         (``mode="process"``; the handler must then be a module-level function); ``command`` runs ``broker agent run`` as a child
-        process with the command as the per-turn handler (any language)."""
+        process with the command as the per-turn handler (any language).
+
+        The runtime joins on the teammate's behalf with the operator key, which
+        also continues a name that has joined before (an earlier team's) once
+        its holder is gone (S40); ``token``, the teammate's last token (kept
+        by a lead that restarted: ``Teammate.token``), continues it at once.
+        The runtime keeps each teammate's token and restarts a killed worker
+        with it (S32)."""
         if (handler is None) == (command is None):
             raise errors.InvalidInput("give exactly one of handler or command")
         if name in self.teammates:
             raise errors.Conflict(f"teammate {name!r} already exists")
-        me, joined = self.operator.join(  # on the teammate's behalf (S27)
+        me, joined = self.operator.join(  # on the teammate's behalf (S27, S40)
             self.space_id,
             name,
+            token=token,
             role=role,
             archetype=archetype,
             agent=agent,
