@@ -506,7 +506,8 @@ def test_S27_a_credential_is_exactly_one_non_empty_string(
         )
     assert refusal(errors.AuthError, Credential().check) == (
         "joining needs a credential: the space's join key (--join-key or BROKER_JOIN_KEY), "
-        "the operator key, or a parent's token (--parent-token)",
+        "the operator key, or a parent's token (--parent-token); an address that joined "
+        "before, its last token (--token)",
         {},
     )
     assert refusal(errors.InvalidInput, Credential(key, "op").check) == (

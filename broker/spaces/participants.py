@@ -75,7 +75,8 @@ class Credential:
         if not given and not self.token:
             raise errors.AuthError(
                 "joining needs a credential: the space's join key (--join-key or "
-                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token)"
+                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token); an "
+                "address that joined before, its last token (--token)"
             )
         if len(given) > 1:
             raise errors.InvalidInput(

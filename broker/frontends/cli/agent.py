@@ -23,7 +23,6 @@ from broker.frontends.cli._output import safe
 from broker.vocab import ARCHETYPES
 
 if TYPE_CHECKING:
-    from broker.api.handles import Operator
     from broker.model.records import Turn
 
 
@@ -47,6 +46,7 @@ def agent() -> None:
 @click.option(
     "--token",
     "last_token",
+    envvar="BROKER_TOKEN",
     metavar="SECRET",
     help="NAME's last token: continue NAME while its holder is still live (a second "
     "copy of an agent never cuts off the first without it).",
@@ -92,7 +92,7 @@ def run(
     archetype, task and parent it had unless they are given.
     """
     from broker import errors
-    from broker.api.handles import Agent, Operator
+    from broker.api.handles import Agent, Operator, joined_before
     from broker.teammates import runtime
 
     runtime.check_options(ttl, wait)  # bad input joins nobody
@@ -105,7 +105,7 @@ def run(
         # An operator command: it joins NAME on the agent's behalf with the
         # operator key (S27, S40), found as every operator command finds it (S29).
         op = Operator(s, via="cli")
-        if (archetype is None or parent is None) and _first_join(op, run_id, name):
+        if (archetype is None or parent is None) and not joined_before(op, run_id, name):
             archetype = archetype if archetype is not None else "specialist"
             parent = parent if parent is not None else "lead"
         me, joined = op.join(
@@ -176,16 +176,3 @@ def run(
     if interrupted.is_set():
         raise click.exceptions.Exit(EXIT_INTERRUPTED)
 
-
-def _first_join(op: Operator, run_id: str, name: str) -> bool:
-    """Whether NAME has never joined RUN_ID: the defaults of ``--archetype`` and
-    ``--parent`` are a first join's; a re-join keeps what the address has (S40)."""
-    from broker import errors
-    from broker.spaces.addressing import address_of
-
-    try:
-        agentiflow = op.get_space(run_id).kind == "agentiflow"
-        op.participant(run_id, address_of(name, agentiflow=agentiflow))
-    except (errors.NotFound, errors.InvalidInput):
-        return True  # not there; or a bad NAME or RUN_ID, which the join refuses
-    return False
