@@ -67,6 +67,7 @@ SETTING_BOUNDS: dict[str, tuple[float, float]] = {
     "log_max_mb": (0.0001, 1_048_576),  # about 100 bytes
     "max_deliveries": (1, 10_000),
     "lease_seconds": (MIN_SECONDS, 7 * 86400),
+    "live_seconds": (1, 7 * 86400),
     "sender_share": (0.001, 1),
 }
 

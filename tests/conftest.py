@@ -93,6 +93,7 @@ PG_CONTRACT = {
     "test_child_processes",
     "test_private_files",
     "test_group_commit",
+    "test_takeover",
 }
 
 

@@ -2,10 +2,11 @@
 
 A participant blocked in a wait (``inbox next --wait``, ``claim``/``next_turn``
 with ``wait``, their asyncio twins, a served long-poll) keeps its heartbeat
-fresh for as long as it waits, so nobody with the join key can take its
-address meanwhile; once its process is killed the beats stop and the address
-can be taken back a lease later. A join may record as its process only the
-joining process or one of its ancestors.
+fresh for as long as it waits, so nobody can continue its address without its
+token meanwhile, not even the operator (the join key never can, S40); once its
+process is killed the beats stop and the operator can continue the address
+``live_seconds`` later. A join may record as its process only the joining
+process or one of its ancestors.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trusted
 from conftest import Result
 from served import Server, clean_env, serving
 
@@ -32,7 +34,7 @@ from broker.spaces import participants
 
 pytestmark = pytest.mark.timeout(300)
 
-LEASE = 3.0  # the spaces' lease_seconds here: the liveness window of a heartbeat
+LEASE = 3.0  # the spaces' lease_seconds and live_seconds here: a heartbeat's liveness window
 Cli = Callable[..., Result]
 
 
@@ -55,6 +57,11 @@ def _holder(store: Store, space: str, address: str) -> tuple[str, str]:
 
 def _join_key(store: Store, space: str) -> participants.Credential:
     return participants.Credential(join_key=Operator(store).rotate_join_key(space).join_key)
+
+
+def _operator_key(store: Store) -> participants.Credential:
+    """The credential that may continue an address once its holder is gone (S40)."""
+    return trusted.credential(store)
 
 
 def _retake(
@@ -82,8 +89,9 @@ def _taken_back_within(seconds: float, take: Callable[[], Any]) -> Any:
 @pytest.fixture
 def lead_space(cli: Cli) -> str:
     made = cli(
-        "space", "create", "--kind", "agentiflow", "--setting", f"lease_seconds={LEASE:g}", "--json"
-    )
+        "space", "create", "--kind", "agentiflow", "--setting", f"lease_seconds={LEASE:g}",
+        "--setting", f"live_seconds={LEASE:g}", "--json",
+    )  # fmt: skip
     assert made.code == 0, made.err
     return str(made.json()["id"])
 
@@ -100,10 +108,12 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
     )
     try:
         time.sleep(3 * LEASE)  # three windows: a heartbeat of its join alone is long stale
-        usurper = cli("join", space, "flow/usurper", "--lead")
-        assert usurper.code == 5, usurper.err
-        assert usurper.err.strip() == (
-            "broker: conflict: lead is held by 'flow/boss' (its heartbeat is fresh): a re-join "
+        usurper = cli("join", space, "flow/usurper", "--lead")  # the join key: never (S40)
+        assert usurper.code == 4 and "forbidden" in usurper.err, usurper.err
+        with pytest.raises(errors.Conflict) as info:  # the operator: not while it waits
+            _retake(store, space, "flow/usurper", _operator_key(store), lead=True)
+        assert info.value.message == (
+            "lead is held by 'flow/boss' (its heartbeat is fresh): a re-join "
             f"presents its token (--token), or waits until it has left or its heartbeat is "
             f"older than {LEASE:g} s"
         )
@@ -119,7 +129,7 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
         # can be taken back (S32), not before.
         waiter = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(2 * LEASE)
-        key = _join_key(store, space)
+        key = _operator_key(store)
         with pytest.raises(errors.Conflict):
             _retake(store, space, "flow/usurper", key, lead=True)
         assert waiter.poll() is None  # still waiting
@@ -142,9 +152,9 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
 @pytest.mark.parametrize("how", ["claim", "next_turn", "async claim", "async next_turn"])
 def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store, how: str) -> None:
     op = Operator(store)
-    space = op.create_space("workflow", lease_seconds=LEASE).id
+    space = op.create_space("workflow", lease_seconds=LEASE, live_seconds=LEASE).id
     agent, _ = op.join(space, "flow/lynx")  # no process recorded: live by its heartbeat
-    key = _join_key(store, space)
+    key = _operator_key(store)
     waited: dict[str, Any] = {}
 
     def wait() -> None:
@@ -167,7 +177,7 @@ def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store, how: 
     finally:
         thread.join(60)
     assert "got" in waited  # the wait ended as waits do, not with auth_failed
-    # Nobody waits now: a lease later the address is free again.
+    # Nobody waits now: live_seconds later the operator may continue it.
     taken = _taken_back_within(LEASE + 5, lambda: _retake(store, space, "flow/lynx@2", key))
     assert taken.address == "lynx"
 
@@ -190,7 +200,8 @@ def test_S27_a_served_long_poll_keeps_its_caller_live_and_a_killed_client_does_n
 ) -> None:
     with srv.operator() as op:
         made = op.post(
-            "/api/spaces", json={"kind": "session", "settings": {"lease_seconds": LEASE}}
+            "/api/spaces",
+            json={"kind": "session", "settings": {"lease_seconds": LEASE, "live_seconds": LEASE}},
         )
         assert made.status_code == 201, made.text
         sid = made.json()["id"]
@@ -269,11 +280,9 @@ def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, sto
         sibling.wait()
 
 
-def test_S27_a_waiter_beats_every_third_of_the_lease_once_a_second_at_most_10_s_at_least() -> None:
+def test_S27_a_waiter_beats_every_third_of_live_seconds_between_1_and_10_s() -> None:
     from broker.spaces import auth
     from broker.store.settings import Limits
 
-    every = {
-        lease: auth.beat_every(Limits(lease_seconds=lease)) for lease in (0.5, 3, 12, 30, 3600)
-    }
-    assert every == {0.5: 1.0, 3: 1.0, 12: 4.0, 30: 10.0, 3600: 10.0}
+    every = {live: auth.beat_every(Limits(live_seconds=live)) for live in (1, 3, 12, 30, 3600)}
+    assert every == {1: 1.0, 3: 1.0, 12: 4.0, 30: 10.0, 3600: 10.0}

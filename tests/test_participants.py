@@ -507,7 +507,8 @@ def test_S27_a_credential_is_exactly_one_non_empty_string(
         )
     assert refusal(errors.AuthError, Credential().check) == (
         "joining needs a credential: the space's join key (--join-key or BROKER_JOIN_KEY), "
-        "the operator key, or a parent's token (--parent-token)",
+        "the operator key, or a parent's token (--parent-token); an address that joined "
+        "before, its last token (--token)",
         {},
     )
     assert refusal(errors.InvalidInput, Credential(key, "op").check) == (
@@ -676,25 +677,23 @@ def test_S27_an_idle_holder_is_live_and_a_stopped_space_takes_no_join(
 ) -> None:
     space, key = keyed
     Credential = participants.Credential
+    # The operator key may continue an address (S40), but not while its holder is live.
+    op_key = trusted.credential(store)
     lynx = join_with(store, space, "flow/lynx", Credential(join_key=key))
     participants.set_status(store, lynx.participant_id, "idle")  # between turns: still live
-    assert refusal(
-        errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", Credential(join_key=key))
-    ) == (
+    assert refusal(errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", op_key)) == (
         "lynx is held by 'flow/lynx' (its heartbeat is fresh): a re-join presents its token "
-        "(--token), or waits until it has left or its heartbeat is older than 30 s",
+        "(--token), or waits until it has left or its heartbeat is older than 3600 s",
         {},
     )
     otter = join_with(store, space, "flow/otter", Credential(join_key=key), pid=os.getpid())
-    not_its = Credential(join_key=key, token=otter.token)
+    not_its = Credential(operator_key=op_key.operator_key, token=otter.token)
     assert refusal(errors.Conflict, lambda: join_with(store, space, "flow/lynx@2", not_its)) == (
         "lynx is held by 'flow/lynx' (its heartbeat is fresh) and the token given is not its "
         "token: nothing was changed",
         {},
     )
-    assert refusal(
-        errors.Conflict, lambda: join_with(store, space, "flow/otter@2", Credential(join_key=key))
-    ) == (
+    assert refusal(errors.Conflict, lambda: join_with(store, space, "flow/otter@2", op_key)) == (
         f"otter is held by 'flow/otter' (its process {os.getpid()} is alive): a re-join presents "
         "its token (--token), or waits until it has left or its process has exited",
         {},
@@ -722,19 +721,25 @@ def test_S10_a_token_alone_names_its_holder(store: Store, space: str) -> None:
         )
 
 
-def test_S27_a_holder_whose_heartbeat_is_a_lease_old_may_be_replaced(
+def test_S27_S40_a_holder_silent_for_live_seconds_may_be_continued_by_the_operator(
     clocked_url: str, clock: Clock
 ) -> None:
+    """A served or CLI holder (no process recorded) in a model call makes no call
+    for minutes: it stays live for the space's live_seconds (3600), not a lease."""
     store = open_store(clocked_url, clock=clock)
     try:
         created = Operator(store).create_space("workflow")  # lease_seconds 30
         key = participants.Credential(join_key=created.join_key)
+        op_key = trusted.credential(store)
         first = join_with(store, created.id, "flow/lynx", key)
-        clock.advance(29)
-        with pytest.raises(errors.Conflict):
+        for step in (30, 600, 2969):  # a lease, a long model call, just under an hour
+            clock.advance(step)
+            with pytest.raises(errors.Conflict):
+                join_with(store, created.id, "flow/lynx@2", op_key)
+        clock.advance(1)  # its heartbeat is exactly live_seconds old: gone
+        with pytest.raises(errors.Forbidden):  # the join key never continues it (S40)
             join_with(store, created.id, "flow/lynx@2", key)
-        clock.advance(1)  # its heartbeat is exactly one lease old: gone
-        second = join_with(store, created.id, "flow/lynx@2", key)
+        second = join_with(store, created.id, "flow/lynx@2", op_key)
         assert (second.address, second.participant_id) == ("lynx", first.participant_id)
     finally:
         store.close()

@@ -26,7 +26,7 @@ import trusted
 from broker import Agent, Operator, Store
 from broker.delivery import inbox
 from broker.model.inputs import ClaimInput
-from broker.store import procs
+from broker.store import keys, procs
 from broker.store.sql import stmt
 
 LEASE_S = 30.0
@@ -40,10 +40,10 @@ CONSUMER = textwrap.dedent(
     url, space, name, mode, token, what = sys.argv[1:7]
     started = time.perf_counter()
     store = Store(url)
-    if mode == "join":  # with the space's join key; a retry of a live holder gives its token
+    if mode == "join":  # a restart on its behalf (S40); a retry of a live holder gives its token
         holder = None if token == "-" else token
         me, joined = Agent.join(
-            store, space, name, join_key=os.environ["JOIN_KEY"], token=holder
+            store, space, name, operator_key=os.environ["OPERATOR_KEY"], token=holder
         )
         token = joined.token
     else:
@@ -71,16 +71,16 @@ CONSUMER = textwrap.dedent(
 class Consumers:
     """Consumer processes of one test; all killed and reaped at the end."""
 
-    def __init__(self, tmp_path: Path, url: str, space: str, join_key: str) -> None:
+    def __init__(self, tmp_path: Path, url: str, space: str, operator_key: str) -> None:
         self.script = tmp_path / "consumer.py"
         self.script.write_text(CONSUMER)
-        self.url, self.space, self.join_key = url, space, join_key
+        self.url, self.space, self.operator_key = url, space, operator_key
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(
         self, name: str, mode: str = "join", token: str = "-", what: str = "claim"
     ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-        env = {**os.environ, "LEASE": str(LEASE_S), "JOIN_KEY": self.join_key}
+        env = {**os.environ, "LEASE": str(LEASE_S), "OPERATOR_KEY": self.operator_key}
         proc = subprocess.Popen(
             [sys.executable, str(self.script), self.url, self.space, name, mode, token, what],
             stdin=subprocess.PIPE,
@@ -116,7 +116,7 @@ def setup(store: Store, db_url: str, tmp_path: Path) -> Iterator[tuple[str, Agen
     created = Operator(store).create_space("workflow", lease_seconds=LEASE_S)
     space = created.id
     sender, _ = trusted.join(store, space, "sender")
-    consumers = Consumers(tmp_path, db_url, space, created.join_key)
+    consumers = Consumers(tmp_path, db_url, space, keys.presented(store))
     try:
         yield space, sender, consumers
     finally:
@@ -144,7 +144,7 @@ def test_S32_a_sigkilled_consumers_rejoined_successor_gets_its_messages_back_at_
     assert [m for m, _ in held["got"]] == ids
     assert {s for s, _ in states(store, space).values()} == {"processing"}
     killed_at = consumers.kill(first)
-    # S27: the successor re-joins with the join key alone: the killed holder is
+    # S27, S40: the successor re-joins with the operator key alone: the killed holder is
     # gone at once (its process is dead), though its heartbeat is still fresh.
     successor, back = consumers.start("worker")
     back_at = time.perf_counter()
@@ -264,11 +264,11 @@ def test_S32_recovered_deliveries_count_as_attempts_up_to_quarantine(
     sender, _ = trusted.join(store, space, "sender")
     _, pre = trusted.join(store, space, "worker")
     mid = sender.send("worker", "poison").id
-    consumers = Consumers(tmp_path, db_url, space, created.join_key)
+    consumers = Consumers(tmp_path, db_url, space, keys.presented(store))
     try:
         for attempt in (1, 2):
             # The first takes over from this process's live join with its token;
-            # the second finds its killed predecessor gone (S27), token or not.
+            # the second finds its killed predecessor gone (S27), its token stale.
             proc, held = consumers.start("worker", token=pre.token)
             assert held["got"] == [[mid, attempt]]
             consumers.kill(proc)

@@ -106,13 +106,17 @@ def test_S27_a_live_address_cannot_be_taken_over(cli: Cli, store: Store) -> None
     otter = join(cli, space, "flow/otter", BROKER_JOIN_KEY=key)
     assert cli("msg", "send", "--to", "lynx", "for lynx only", env=as_env(space, otter)).code == 0
     before, held = count_rows(store), row(store, space, "lynx")
-    line = one_line(cli("join", space, "flow/lynx@2", "--join-key", key), 5)
-    assert "conflict" in line and "'flow/lynx'" in line and "heartbeat is fresh" in line
+    # S40: the join key admits new addresses only, live or not.
+    line = one_line(cli("join", space, "flow/lynx@2", "--join-key", key), 4)
+    assert line == (
+        "broker: forbidden: lynx has joined this space before: continuing it needs its last "
+        "token (--token) or the operator key; the join key admits new addresses only"
+    )
     # A wrong token is no better than none.
     line = one_line(
-        cli("join", space, "flow/lynx@2", "--join-key", key, "--token", otter["token"]), 5
+        cli("join", space, "flow/lynx@2", "--join-key", key, "--token", otter["token"]), 4
     )
-    assert "not its token" in line
+    assert "(the token given is not its last token)" in line
     assert count_rows(store) == before and row(store, space, "lynx") == held
     # lynx's own token still works, and its inbox is still its own.
     claim = cli("inbox", "claim", "--json", env=as_env(space, lynx))
@@ -124,8 +128,8 @@ def test_S27_the_lead_cannot_be_taken_over(cli: Cli, store: Store) -> None:
     lead = join(cli, space, "flow/heron", "--lead", BROKER_JOIN_KEY=key)
     before = count_rows(store)
     for codename in ("flow/heron@2", "flow/falcon"):
-        line = one_line(cli("join", space, codename, "--lead", "--join-key", key), 5)
-        assert "conflict" in line and "lead is held by 'flow/heron'" in line
+        line = one_line(cli("join", space, codename, "--lead", "--join-key", key), 4)
+        assert "forbidden" in line and "lead has joined this space before" in line
     assert count_rows(store) == before
     assert cli("board", "post", "still the lead", env=as_env(space, lead)).code == 0
 
@@ -149,11 +153,18 @@ def test_S27_a_retry_with_the_holders_token_rejoins_and_keeps_the_inbox(
     assert lead2["address"] == "lead"
 
 
-def test_S27_an_address_whose_holder_left_can_be_joined_again(cli: Cli, store: Store) -> None:
+def test_S27_S40_an_address_whose_holder_left_is_joined_again_with_its_last_token(
+    cli: Cli, store: Store
+) -> None:
     space, key = create(cli)
     lynx = join(cli, space, "flow/heron>lynx#1", BROKER_JOIN_KEY=key)
     assert cli("leave", env=as_env(space, lynx)).code == 0
-    again = join(cli, space, "flow/heron>lynx#1@2", BROKER_JOIN_KEY=key)
+    before = count_rows(store)
+    line = one_line(cli("join", space, "flow/heron>lynx#1@2", "--join-key", key), 4)
+    assert "forbidden" in line and "needs its last token (--token)" in line
+    assert count_rows(store) == before
+    # Its last token alone continues it: a restart that holds only its identity needs no join key.
+    again = join(cli, space, "flow/heron>lynx#1@2", BROKER_JOIN_KEY="", BROKER_TOKEN=lynx["token"])
     assert again["participant_id"] == lynx["participant_id"]
 
 
@@ -183,14 +194,18 @@ def test_S27_an_address_whose_process_was_killed_can_be_joined_again(
         token = proc.stdout.readline().strip()
         assert token
         before = count_rows(store)
-        line = one_line(cli("join", space, "flow/heron>lynx#1@2", "--join-key", key), 5)
-        assert f"its process {proc.pid} is alive" in line
+        operator_key = keys.presented(store)  # may continue it once it is gone (S40)
+        with pytest.raises(errors.Conflict, match=f"its process {proc.pid} is alive"):
+            Agent.join(store, space, "flow/heron>lynx#1@2", operator_key=operator_key)
         assert count_rows(store) == before
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        # Gone at once, though its heartbeat is seconds old (well inside the 30 s lease).
-        again = join(cli, space, "flow/heron>lynx#1@2", BROKER_JOIN_KEY=key)
-        assert again["address"] == "lynx#1" and again["token"] != token
+        # The join key, never (S40), dead or alive.
+        line = one_line(cli("join", space, "flow/heron>lynx#1@2", "--join-key", key), 4)
+        assert "forbidden" in line and "has joined this space before" in line
+        # Gone at once, though its heartbeat is seconds old (well inside live_seconds).
+        _, again = Agent.join(store, space, "flow/heron>lynx#1@2", operator_key=operator_key)
+        assert again.address == "lynx#1" and again.token != token
     finally:
         if proc.poll() is None:
             proc.kill()

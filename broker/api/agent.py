@@ -91,13 +91,17 @@ class Agent(AgentPaths, AgentMail):
         token: str | None = None,
         **fields: object,
     ) -> tuple[Agent, Joined]:
-        """Join ``space`` as ``codename`` (S27) with exactly one credential: the
+        """Join ``space`` as ``codename`` (S27) with one credential: the
         space's ``join_key``, the store's ``operator_key``, or a parent's
         ``parent_token`` (the child's parent is then that participant, and its
-        grant at most the parent's, S28). ``token``: the holder's token, to
-        re-join (retry) an address whose holder is still live. A wrong or
-        missing credential is ``auth_failed``; a live holder without its token,
-        ``conflict``; nothing is written either way."""
+        grant at most the parent's, S28). ``token``: the address's last token,
+        which alone continues an address that has joined before (a retry, a
+        restart, a re-join after leaving); otherwise only its recorded
+        parent's token or the operator key can, never the join key (S40:
+        ``forbidden``). A wrong or missing credential is ``auth_failed``; a
+        live holder without its token, ``conflict``; nothing is written
+        either way. A re-join keeps the ``step``, ``parent``, ``role``,
+        ``archetype`` and ``task`` it does not name; ``""`` clears one."""
         from broker.model.pydantic_inputs import (  # pydantic: joins only, not sends
             JoinInput,
             parse_input,

@@ -87,3 +87,20 @@ def check_writable_target(path: str, field: str) -> None:
     from broker.store import filenames
 
     filenames.check_writable_target(path, field)
+
+
+def joined_before(op: Operator, space: str, codename: str) -> bool:
+    """Whether the address ``codename`` joins as has joined ``space`` before:
+    a re-join keeps the directory fields it does not name (S40), so a front
+    end's defaults (``agent run``'s ``--archetype``, ``--parent``) are a first
+    join's only. A space or codename that does not resolve: False (the join
+    itself refuses it, naming what is wrong)."""
+    from broker import errors
+    from broker.spaces.addressing import address_of
+
+    try:
+        agentiflow = op.get_space(space).kind == "agentiflow"
+        op.participant(space, address_of(codename, agentiflow=agentiflow))
+    except (errors.NotFound, errors.InvalidInput):
+        return False
+    return True

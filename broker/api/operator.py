@@ -80,9 +80,11 @@ class Operator(OperatorPaths, OperatorMail):
     def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
         """Join ``codename`` on an agent's behalf with the operator key (the
         teammates runtime, ``agent run``, the demo and the server do); see
-        ``Agent.join``. No process is recorded unless ``pid`` is given (this
-        process or one of its ancestors, S27): the participant is live by its
-        heartbeat, not by this process."""
+        ``Agent.join``. The operator key continues an address that has joined
+        before (S40) once its holder is gone; ``token=`` (its last token)
+        continues it while it is live. No process is recorded unless ``pid``
+        is given (this process or one of its ancestors, S27): the participant
+        is live by its heartbeat, not by this process."""
         fields.setdefault("pid", None)
         return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
 

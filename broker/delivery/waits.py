@@ -7,8 +7,9 @@ doorbell is bound before the first check, each check that found nothing
 sleeps until rung, until ``wait`` runs out or just past the inbox's next lease
 expiry, and at most until the caller's next heartbeat is due
 (``auth.Pulse``). Without that beat a CLI or served participant blocked in a
-long wait would look gone after ``lease_seconds`` and its address, the lead's
-included, could be taken by anyone with the join key.
+wait longer than ``live_seconds`` would look gone, and its address, the
+lead's included, could be continued without its token (by the operator or
+its parent, S40) while it still waits.
 """
 
 from __future__ import annotations

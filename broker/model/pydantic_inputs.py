@@ -98,15 +98,19 @@ Label = AfterValidator(_one_line)
 
 
 class JoinInput(_In):
+    """A join. The directory fields (step, parent, role, archetype, task) left
+    out (None) keep what a re-join's address stored; an empty one clears it
+    (S40)."""
+
     codename: Annotated[
         str, StringConstraints(min_length=1, max_length=400, strip_whitespace=True), Label
     ]
     agent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
     run_id: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    step: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
-    parent: Annotated[str, StringConstraints(min_length=1, max_length=200), Label] | None = None
+    step: Annotated[str, StringConstraints(max_length=200), Label] | None = None
+    parent: Annotated[str, StringConstraints(max_length=200), Label] | None = None
     role: Annotated[str, StringConstraints(max_length=200), Label] | None = None
-    archetype: Archetype | None = None
+    archetype: Archetype | Literal[""] | None = None
     task: Annotated[str, StringConstraints(max_length=2000), Label] | None = None
     lead: bool = False
     messaging: bool = True
@@ -181,6 +185,11 @@ class LimitsModel(BaseModel):
     max_deliveries: int = _bound("max_deliveries", "deliveries before quarantine, S15 (1 to 10000)")
     lease_seconds: float = _bound(
         "lease_seconds", "default claim lease in seconds (0.001 to 604800, 7 days)"
+    )
+    live_seconds: float = _bound(
+        "live_seconds",
+        "how long a participant with no recorded process stays live after its last call, "
+        "S27 (1 to 604800, 7 days)",
     )
     sender_share: float = _bound(
         "sender_share",

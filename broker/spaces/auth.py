@@ -136,12 +136,13 @@ class Pulse:
     """Keeps a caller blocked in a wait live (S27): while a claim, a turn or a
     watch waits on its doorbell, nothing else refreshes its heartbeat, and a
     CLI or served participant is live only while that heartbeat is fresher
-    than its space's ``lease_seconds``. The wait sleeps at most ``due_in()``
+    than its space's ``live_seconds``. The wait sleeps at most ``due_in()``
     and calls ``beat()`` after each wake-up; a beat writes only when a third
     of the window (at most ``WAIT_BEAT_S``, at least ``HEARTBEAT_S``) has
     passed, so a hundred idle waiters cost a few small writes a second, not
-    one per wake-up. A killed waiter stops beating: its address can be taken
-    back once its last beat is a lease old (S32).
+    one per wake-up. A killed waiter stops beating: its address can be
+    continued without its token once its last beat is ``live_seconds`` old
+    (S32, S40).
 
     Made right after a call that checked the caller (a claim or a turn: its
     heartbeat is then at most ``HEARTBEAT_S`` old), so the first beat is due
@@ -167,7 +168,7 @@ class Pulse:
 
 def beat_every(limits: Limits) -> float:
     """How often a blocked caller beats: a third of its liveness window."""
-    return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.lease_seconds / 3))
+    return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.live_seconds / 3))
 
 
 def heartbeat(store: Store, ident: Identity) -> Caller:

@@ -104,7 +104,10 @@ def prune(
     (``check_pid``), or when its heartbeat is older than ``older_than``
     seconds (0 to 10 years). Age alone never removes the lead, an entry whose
     registered process is alive, or one whose heartbeat is fresher than the
-    space's ``lease_seconds`` (a live participant, S27)."""
+    space's ``lease_seconds``. Between that and ``live_seconds`` the operator
+    decides: a participant without a process that has been silent that long
+    may be in a model call, or may have crashed without leaving, and pruning
+    it is how the operator frees its address sooner (S27, S40)."""
     if older_than is not None:
         older_than = bounds.seconds(older_than, "older_than", top=MAX_AGE_S, zero=True)
     if not isinstance(check_pid, bool):

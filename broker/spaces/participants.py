@@ -7,6 +7,7 @@ live on it, so the directory and the roster can never drift apart.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
@@ -53,9 +54,12 @@ PID_MAX = 2**31 - 1
 
 @record
 class Credential:
-    """What a joiner presents (S27): exactly one of the space's join key, the
-    store's operator key or, for a child, its parent's token; and ``token``,
-    the current holder's token, when it re-joins an address that is live."""
+    """What a joiner presents (S27, S40): at most one of the space's join key,
+    the store's operator key or, for a child, its parent's token; and
+    ``token``, the address's last token, to continue an address that has
+    joined before (a retry, a restart, a re-join after leaving). The last
+    token alone is enough for that; a new address needs one of the other
+    three, and the join key admits new addresses only."""
 
     join_key: str | None = None
     operator_key: str | None = None
@@ -68,10 +72,11 @@ class Credential:
             if value is not None and (not isinstance(value, str) or not value):
                 raise errors.InvalidInput(f"{name} must be a non-empty string", field=name)
         given = [n for n in ("join_key", "operator_key", "parent_token") if getattr(self, n)]
-        if not given:
+        if not given and not self.token:
             raise errors.AuthError(
                 "joining needs a credential: the space's join key (--join-key or "
-                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token)"
+                "BROKER_JOIN_KEY), the operator key, or a parent's token (--parent-token); an "
+                "address that joined before, its last token (--token)"
             )
         if len(given) > 1:
             raise errors.InvalidInput(
@@ -89,9 +94,12 @@ def join(
 ) -> Joined:
     """Join (or re-join, S3) a running space; returns the address and a fresh token.
 
-    The credential is checked first (S27), then the address: a live holder is
-    replaced only by a re-join presenting its token. The grant asked for is
-    bounded by the credential (S28). Any refusal writes nothing."""
+    The credential is checked first (S27), then the address: one that has
+    joined before is continued only with its last token, its recorded
+    parent's token or the operator key (S40), and a live holder is replaced
+    only by a re-join presenting its token (S27). A re-join keeps the
+    directory fields it does not name (S40). The grant asked for is bounded
+    by the credential (S28). Any refusal writes nothing."""
     credential.check()
     tools = grants.validate(inp.tools) if inp.tools is not None else None
     if not inp.messaging and tools:
@@ -110,16 +118,12 @@ def join(
         space = t.one(_SPACE, {"space_id": space_id})
         state, kind, settings = space["state"], space["kind"], space["settings"]
         parent_grant = _credential(t, space_id, credential)  # None: any set may be granted
-        parent_addr = inp.parent
-        if credential.parent_token:
-            assert parent_grant is not None
-            if inp.parent is not None and inp.parent != parent_grant.address:
-                raise errors.InvalidInput(
-                    f"parent {inp.parent!r} is not the holder of the parent token "
-                    f"({parent_grant.address!r}): leave --parent out or name that one",
-                    field="parent",
-                )
-            parent_addr = parent_grant.address
+        if parent_grant is not None and inp.parent not in (None, parent_grant.address):
+            raise errors.InvalidInput(
+                f"parent {inp.parent!r} is not the holder of the parent token "
+                f"({parent_grant.address!r}): leave --parent out or name that one",
+                field="parent",
+            )
         try:
             address = address_of(inp.codename, lead=inp.lead, agentiflow=kind == "agentiflow")
         except errors.InvalidInput as exc:
@@ -129,6 +133,17 @@ def join(
             raise errors.SpaceNotRunning(
                 f"space {space_id} is {state}: nobody can join it", space_id=space_id
             )
+        holder = t.row(_HOLDER, {"space_id": space_id, "address": address})
+        if holder is None and not (
+            credential.join_key or credential.operator_key or credential.parent_token
+        ):
+            raise errors.AuthError(
+                f"{address} has not joined space {space_id} before, and a token continues only "
+                "its own address: a new address needs the join key, the operator key or a "
+                "parent's token"
+            )
+        kept = _kept(holder, inp)
+        parent_addr = parent_grant.address if parent_grant is not None else kept["parent"]
         messaging = inp.messaging
         if parent_addr:
             parent = t.one(_PARENT_MESSAGING, {"space_id": space_id, "address": parent_addr})
@@ -137,9 +152,9 @@ def join(
         wanted = grants.effective(messaging, tools, inp.lead)
         if parent_grant is not None:
             _bounded(wanted, parent_grant.granted, f"its parent {parent_grant.address}")
-        holder = t.row(_HOLDER, {"space_id": space_id, "address": address})
         if holder is not None:
-            _may_replace(store, t, holder, address, credential, limits_of(settings).lease_seconds)
+            _may_continue(holder, address, credential, parent_grant)
+            _may_replace(store, holder, address, credential, limits_of(settings).live_seconds)
             if not credential.operator_key:
                 # S28: a re-join never widens what the address held (the operator may).
                 before = grants.effective(
@@ -153,18 +168,18 @@ def join(
             "codename": inp.codename,
             "agent": inp.agent or address.split(">")[-1].split("#")[0],
             "run_id": inp.run_id or inp.codename,
-            "step": inp.step,
+            "step": kept["step"],
             "parent": parent_addr,
         }
         values = {
             "codename": inp.codename,
             "agent": row["agent"],
             "run_id": row["run_id"],
-            "step": inp.step,
+            "step": kept["step"],
             "parent": parent_addr,
-            "role": inp.role,
-            "archetype": inp.archetype,
-            "task": inp.task,
+            "role": kept["role"],
+            "archetype": kept["archetype"],
+            "task": kept["task"],
             "is_lead": inp.lead,
             "messaging": messaging,
             "tools": json.dumps(tools) if tools is not None else None,
@@ -213,6 +228,24 @@ def join(
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
 
 
+KEPT = ("step", "parent", "role", "archetype", "task")
+
+
+def _kept(holder: dict[str, Any] | None, inp: JoinInput) -> dict[str, str | None]:
+    """The directory fields a join stores (S40): what it names, an empty value
+    clearing one; what it does not name, the address's stored value (none
+    on a first join). A retry that repeats nothing keeps its parent, step,
+    role, archetype and task, so ``parent`` and ``step:NAME`` still reach it."""
+    out: dict[str, str | None] = {}
+    for name in KEPT:
+        given = getattr(inp, name)
+        if given is None:
+            out[name] = holder[name] if holder is not None else None
+        else:
+            out[name] = given or None  # '' clears it
+    return out
+
+
 def _check_pid(pid: int) -> None:
     """S27: a joiner records only a process it can show is its own (itself or
     an ancestor), since that process keeps the address live for as long as it
@@ -233,18 +266,21 @@ def _check_pid(pid: int) -> None:
 class _Parent:
     address: str
     granted: frozenset[str]
+    joined_at_utc: str
 
 
 def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
     """Check the joiner's credential in ``t`` (``auth_failed`` if wrong); for a
-    parent token, the parent and its grant (which bounds the child's, S28)."""
+    parent token, the parent and its grant (which bounds the child's, S28).
+    A last token alone is checked against the address it continues (S40)."""
     if cred.operator_key:
         keys.verify_operator(t, cred.operator_key)
         return None
     if cred.join_key:
         keys.verify_join_key(t, space_id, cred.join_key)
         return None
-    assert cred.parent_token
+    if not cred.parent_token:
+        return None
     row = t.row(_BY_TOKEN, {"token_hash": keys.digest(cred.parent_token)})
     if row is None or row["space_id"] != space_id or row["status"] == "left":
         # One message for unknown, foreign and departed parents: no oracle.
@@ -253,7 +289,7 @@ def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
         )
     tools = json.loads(row["tools"]) if row["tools"] is not None else None
     granted = grants.effective(bool(row["messaging"]), tools, bool(row["is_lead"]))
-    return _Parent(row["address"], granted)
+    return _Parent(row["address"], granted, row["joined_at_utc"])
 
 
 def _bounded(
@@ -274,30 +310,68 @@ def _bounded(
     raise errors.Forbidden(f"cannot grant {asked}: more than {whom} has ({have})", tools=extra)
 
 
-def _may_replace(
-    store: Store, t: Tx, holder: dict[str, Any], address: str, cred: Credential, lease: float
+def _may_continue(
+    holder: dict[str, Any], address: str, cred: Credential, parent: _Parent | None
 ) -> None:
-    """S27: a live holder (running or idle, and its process alive or its
-    heartbeat fresh within the lease) is replaced only by a re-join that
-    presents its token; a holder that is gone may be replaced by any joiner.
-    A holder with a recorded process is live exactly while that process is:
-    a SIGKILLed one is gone at once, whatever its last heartbeat (S32); one
-    without (a CLI join) is live while its heartbeat is fresh."""
+    """S40: an address that has joined before (a retry, a restart, a re-join
+    after leaving, one restored by an import) is continued only with its last
+    token, its recorded parent's token, or the operator key; the join key
+    admits new addresses only. A parent counts only if it was in the space
+    when the child first joined: a newcomer that takes a recorded parent's
+    address later does not become its parent."""
     if cred.token is not None and keys.matches(cred.token, holder["token_hash"]):
         return
-    if holder["status"] not in LIVE:
+    if cred.operator_key:
         return
+    recorded = holder["parent"]
+    if (
+        parent is not None
+        and recorded is not None
+        and parent.address == recorded
+        and parent.joined_at_utc <= holder["joined_at_utc"]
+    ):
+        return
+    wrong = " (the token given is not its last token)" if cred.token is not None else ""
+    via_parent = f", the token of its parent {recorded} (--parent-token)" if recorded else ""
+    raise errors.Forbidden(
+        f"{address} has joined this space before{wrong}: continuing it needs its last token "
+        f"(--token){via_parent} or the operator key; the join key admits new addresses only"
+    )
+
+
+def _live(holder: dict[str, Any], now: datetime, window: float) -> tuple[str, str] | None:
+    """Why ``holder`` is live, and what ends it; None when it is gone (S27).
+
+    Live means running or idle, and: with a recorded process, that process
+    alive (a SIGKILLed one is gone at once, whatever its last heartbeat,
+    S32); without (a CLI or served join), its last call or wait within
+    ``window`` seconds (the space's ``live_seconds``: longer than a model
+    call, S40)."""
+    if holder["status"] not in LIVE:
+        return None
     if holder["pid"] is not None:
         if procs.start_time(int(holder["pid"])) is None:
-            return
-        why = f"its process {holder['pid']} is alive"
-        until = "its process has exited"  # its heartbeat does not count (S27)
-    else:
-        seen = holder["last_seen_utc"]
-        if seen is None or (store.now() - parse_ts(seen)).total_seconds() >= lease:
-            return
-        why = "its heartbeat is fresh"
-        until = f"its heartbeat is older than {lease:g} s"
+            return None
+        # its heartbeat does not count (S27)
+        return f"its process {holder['pid']} is alive", "its process has exited"
+    seen = holder["last_seen_utc"]
+    if seen is None or (now - parse_ts(seen)).total_seconds() >= window:
+        return None
+    return "its heartbeat is fresh", f"its heartbeat is older than {window:g} s"
+
+
+def _may_replace(
+    store: Store, holder: dict[str, Any], address: str, cred: Credential, window: float
+) -> None:
+    """S27: a live holder is replaced only by a re-join that presents its
+    token, whoever else the joiner is (the operator and a parent too: a
+    second copy of an agent must not cut off the first)."""
+    if cred.token is not None and keys.matches(cred.token, holder["token_hash"]):
+        return
+    live = _live(holder, store.now(), window)
+    if live is None:
+        return
+    why, until = live
     if cred.token is not None:
         raise errors.Conflict(
             f"{address} is held by {holder['codename']!r} ({why}) and the token given is not "

@@ -41,6 +41,10 @@ class Limits:
     log_max_mb: float = 64
     max_deliveries: int = 5
     lease_seconds: float = 30.0
+    # How long a participant with no recorded process (a CLI or served join)
+    # stays live after its last call (S27, S40): longer than any model call,
+    # so nobody continues its address while it thinks.
+    live_seconds: float = 3600.0
     sender_share: float = 0.5
 
     def sender_inbox_cap(self) -> int:

@@ -196,6 +196,7 @@ class Team:
         archetype: str = "specialist",
         agent: str | None = None,
         env: Mapping[str, str] | None = None,
+        token: str | None = None,
     ) -> Teammate:
         """Join the teammate, durably write its first task into its inbox, start its worker.
 
@@ -205,7 +206,14 @@ class Team:
         with the command as the per-turn handler (any language). A worker
         process and its command get exactly the teammate's identity and the
         store's URL (S39), plus the basics (``PATH``, ``HOME``, the locale)
-        and the variables given in ``env`` (never a ``BROKER_*`` one)."""
+        and the variables given in ``env`` (never a ``BROKER_*`` one).
+
+        The runtime joins on the teammate's behalf with the operator key, which
+        also continues a name that has joined before (an earlier team's) once
+        its holder is gone (S40); ``token``, the teammate's last token (kept
+        by a lead that restarted: ``Teammate.token``), continues it at once.
+        The runtime keeps each teammate's token and restarts a killed worker
+        with it (S32)."""
         if (handler is None) == (command is None):
             raise errors.InvalidInput("give exactly one of handler or command")
         if env and command is None and mode != "process":
@@ -216,9 +224,10 @@ class Team:
         check_env_names((), env)
         if name in self.teammates:
             raise errors.Conflict(f"teammate {name!r} already exists")
-        me, joined = self.operator.join(  # on the teammate's behalf (S27)
+        me, joined = self.operator.join(  # on the teammate's behalf (S27, S40)
             self.space_id,
             name,
+            token=token,
             role=role,
             archetype=archetype,
             agent=agent,

@@ -37,15 +37,19 @@ def agent() -> None:
 @click.option("--role", metavar="TEXT", help="Directory role.")
 @click.option(
     "--archetype",
-    type=click.Choice(ARCHETYPES),
-    default="specialist",
-    show_default=True,
-    help="Directory: the kind of agent.",
+    type=click.Choice([*ARCHETYPES, ""]),
+    help="Directory: the kind of agent (a first join: specialist unless given).",
 )
 @click.option("--task", metavar="TEXT", help="Directory task.")
 @click.option("--agent", "agent_name", metavar="NAME", help="Agent name (role:NAME reaches it).")
+@click.option("--parent", metavar="ADDR", help="Who launched it (a first join: lead unless given).")
 @click.option(
-    "--parent", default="lead", show_default=True, metavar="ADDR", help="Who launched it."
+    "--token",
+    "last_token",
+    envvar="BROKER_TOKEN",
+    metavar="SECRET",
+    help="NAME's last token: continue NAME while its holder is still live (a second "
+    "copy of an agent never cuts off the first without it).",
 )
 @ttl_option("How long a turn may stay unconfirmed before it is redelivered.")
 @click.option("--max-turns", type=COUNT, metavar="N", help="Exit after this many turns.")
@@ -65,10 +69,11 @@ def run(
     run_id: str,
     name: str,
     role: str | None,
-    archetype: str,
+    archetype: str | None,
     task: str | None,
     agent_name: str | None,
-    parent: str,
+    parent: str | None,
+    last_token: str | None,
     ttl: float | None,
     max_turns: int | None,
     wait: float | None,
@@ -91,9 +96,14 @@ def run(
     BROKER_TOKEN) and the store's BROKER_URL, so it can call `broker` itself,
     with PATH, HOME and the locale, and the variables named by --env: never
     the operator key or a join key (S39). Write `--` before COMMAND.
+
+    NAME joins with the operator key; if NAME has joined before, that
+    continues it (S40) once its holder is gone (left, failed, its process
+    exited), or while it is live with --token. A re-join keeps the role,
+    archetype, task and parent it had unless they are given.
     """
     from broker import errors
-    from broker.api.handles import Agent, Operator, check_env_names
+    from broker.api.handles import Agent, Operator, check_env_names, joined_before
     from broker.teammates import commands, runtime
 
     runtime.check_options(ttl, wait)  # bad input joins nobody
@@ -105,10 +115,15 @@ def run(
         token = env_token
     else:
         # An operator command: it joins NAME on the agent's behalf with the
-        # operator key (S27), found as every operator command finds it (S29).
-        me, joined = Operator(s, via="cli").join(
+        # operator key (S27, S40), found as every operator command finds it (S29).
+        op = Operator(s, via="cli")
+        if (archetype is None or parent is None) and not joined_before(op, run_id, name):
+            archetype = archetype if archetype is not None else "specialist"
+            parent = parent if parent is not None else "lead"
+        me, joined = op.join(
             run_id,
             name,
+            token=last_token,
             agent=agent_name,
             role=role,
             archetype=archetype,
@@ -174,3 +189,4 @@ def run(
         raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
     if interrupted.is_set():
         raise click.exceptions.Exit(EXIT_INTERRUPTED)
+

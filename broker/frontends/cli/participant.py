@@ -31,7 +31,9 @@ from broker.vocab import ARCHETYPES
 @click.option("--step", metavar="NAME", help="Workflow step (step:NAME reaches it).")
 @click.option("--parent", metavar="ADDR", help="Address of the run that launched this one.")
 @click.option("--role", metavar="TEXT", help="Directory: short role description.")
-@click.option("--archetype", type=click.Choice(ARCHETYPES), help="Directory: the kind of agent.")
+@click.option(
+    "--archetype", type=click.Choice([*ARCHETYPES, ""]), help="Directory: the kind of agent."
+)
 @click.option("--task", metavar="TEXT", help="Directory: one-line task.")
 @click.option(
     "--pid",
@@ -69,7 +71,8 @@ from broker.vocab import ARCHETYPES
     "holder_token",
     envvar="BROKER_TOKEN",
     metavar="SECRET",
-    help="Re-join (retry) an address still held live: its holder's token.",
+    help="Continue an address that has joined before (a retry, a restart, a re-join "
+    "after leaving): its last token. Enough on its own; the join key cannot.",
 )
 @json_option
 def join(
@@ -94,11 +97,14 @@ def join(
     """Join space RUN_ID as CODENAME (and register in its directory); prints
     the address and a secret token, shown once.
 
-    Joining takes the space's join key (--join-key or BROKER_JOIN_KEY) or, for a
-    child, its parent's token (--parent-token): the child's grant is at most the
-    parent's. A retried run (CODENAME with an @N attempt) re-joins with the same
-    address and keeps its inbox; while the address is held live, the retry
-    presents the holder's token (--token or BROKER_TOKEN)."""
+    A new address joins with the space's join key (--join-key or
+    BROKER_JOIN_KEY) or, for a child, its parent's token (--parent-token): the
+    child's grant is at most the parent's. An address that has joined before
+    (a retried run: CODENAME with an @N attempt, a restart, a re-join after
+    leaving) keeps its inbox, and is continued only with its last token
+    (--token or BROKER_TOKEN), its recorded parent's token or the operator
+    key; the join key admits new addresses only. A re-join keeps the step,
+    parent, role, archetype and task it does not name; '' clears one."""
     import os
     import shlex
 

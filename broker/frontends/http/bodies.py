@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
 from broker.model.pydantic_inputs import (
+    Archetype,
     DirectiveInput,
     PostInput,
 )
@@ -113,20 +114,22 @@ class JoinBody(_Body):
     """Join a participant on an agent's behalf (the operator's key authenticates it).
 
     No ``pid``: the server cannot tell whose a client's process is, so a served
-    participant is live by its heartbeat (its calls and long-polls), S27."""
+    participant is live by its heartbeat (its calls and long-polls), S27.
+    A re-join keeps the directory fields it leaves out; ``""`` clears one (S40)."""
 
     codename: Text
     agent: Id | None = None
     run_id: Id | None = None
-    step: Id | None = None
-    parent: Id | None = None
+    step: Annotated[str, StringConstraints(max_length=200)] | None = None
+    parent: Annotated[str, StringConstraints(max_length=200)] | None = None
     role: Annotated[str, StringConstraints(max_length=200)] | None = None
+    archetype: Archetype | Literal[""] | None = None
     task: Annotated[str, StringConstraints(max_length=2000)] | None = None
     lead: bool = False
     messaging: bool = True
     tools: Annotated[list[Id], Field(max_length=64)] | None = None
     token: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    """the holder's token: re-join (retry) an address still held live (S27)"""
+    """the address's last token: continue it while its holder is live (S27, S40)"""
 
 
 # --- agent: the inbox queue (S13-S16) -------------------------------------------------

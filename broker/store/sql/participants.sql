@@ -3,15 +3,19 @@
 -- the roster and the joined/left journal (S2-S5, S27, S28).
 
 -- name: holder
--- Who holds an address now: liveness (status, pid, heartbeat), its token hash
--- (a retry presents it, S27; authenticate compares it, S10) and its grant (a
--- re-join never widens it, S28).
-SELECT id, codename, status, pid, last_seen_utc, token_hash, messaging, tools, is_lead
+-- Who holds an address now: liveness (status, pid, heartbeat), its last token's
+-- hash (continuing the address presents it, S40; authenticate compares it,
+-- S10), its grant (a re-join never widens it, S28), its recorded parent and
+-- first join (whose token may continue it, S40) and the directory fields a
+-- re-join keeps unless it names them (S40).
+SELECT id, codename, status, pid, last_seen_utc, token_hash, messaging, tools, is_lead,
+  parent, joined_at_utc, step, role, archetype, task
 FROM participants WHERE space_id = :space_id AND address = :address
 
 -- name: by_token
--- The participant a parent token belongs to (S27: a child joins with it).
-SELECT id, space_id, address, status, messaging, tools, is_lead
+-- The participant a parent token belongs to (S27: a child joins with it; S40:
+-- a parent continues its child, if it was there when the child first joined).
+SELECT id, space_id, address, status, messaging, tools, is_lead, joined_at_utc
 FROM participants WHERE token_hash = :token_hash
 
 -- name: parent_messaging
