@@ -484,6 +484,10 @@ class AsyncOperator:
     def via(self) -> str:
         return self.sync.via
 
+    @property
+    def key(self) -> str:
+        return self.sync.key
+
     send = _in_thread(Operator.send)
     log = _in_thread(Operator.log)
     threads = _in_thread(Operator.threads)

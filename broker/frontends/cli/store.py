@@ -79,8 +79,9 @@ def migrate_store(to: str, as_json: bool) -> None:
         emit_json(copy.as_dict())
         return
     state = "identical" if copy.identical else "DIFFERENT"
-    click.echo(f"{len(copy.spaces)} spaces -> {copy.to}: {copy.files} files, {state}")
-    click.echo(f"carried: {copy.join_keys} join keys, {copy.tokens} participant tokens")
+    click.echo(f"{_count(len(copy.spaces), 'space')} -> {copy.to}: {copy.files} files, {state}")
+    carried = f"{_count(copy.join_keys, 'join key')}, {_count(copy.tokens, 'participant token')}"
+    click.echo(f"carried: {carried}")
     if copy.operator_key == "carried":
         where = f"in {copy.key_file}" if copy.key_file else "BROKER_OPERATOR_KEY, as here"
         click.echo(f"operator key: this store's, carried ({where})")
@@ -123,3 +124,7 @@ def key_show(as_json: bool) -> None:
             "it is the operator's authority over every space of this store.",
             err=True,
         )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
