@@ -1,8 +1,11 @@
 """Operating a store per backend, and a swarm across hosts (PostgreSQL behind
 ``broker serve``, agents and the operator elsewhere).
 
-Real processes throughout: ``broker serve`` on a PostgreSQL database with no
-extra flag, answering over HTTP; ``broker key show`` and BROKER_OPERATOR_KEY
+Real servers and stores: ``broker serve`` runs as a process of its own on a
+PostgreSQL database with no extra flag, answering over HTTP and its socket;
+the other commands run through the CLI in this process (click's runner), each
+with exactly the BROKER_* environment a user would have. Covered: ``broker
+key show`` and BROKER_OPERATOR_KEY
 carrying the operator key to another BROKER_HOME; ``doctor``, ``backup`` and
 ``vacuum`` on PostgreSQL; URLs printed whole (and a password never); a store
 from a newer broker refused in one line with its own exit code on both
@@ -104,7 +107,9 @@ class Serve:
     """``broker serve --port 0`` in a process of its own, stopped by ``stop``."""
 
     def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.log = Path(tempfile.mkstemp(prefix="serve-", suffix=".log")[1])
+        fd, name = tempfile.mkstemp(prefix="serve-", suffix=".log")
+        os.close(fd)
+        self.log = Path(name)
         self._out = open(self.log, "w+b")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", "serve", "--port", "0", *args],
