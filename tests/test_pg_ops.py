@@ -286,6 +286,20 @@ def test_pg_doctor_runs_the_servers_own_checks(tmp_path: Path) -> None:
         )
 
 
+def test_pg_doctor_on_a_server_it_cannot_reach_is_one_finding_with_its_fix(
+    tmp_path: Path,
+) -> None:
+    found = doctor("postgresql+psycopg://postgres@127.0.0.1:1/nothing")  # nothing listens
+    assert [(f.check, f.severity) for f in found] == [("store", "error"), ("settings", "info")]
+    assert found[0].message.startswith("cannot reach the PostgreSQL store at postgresql+psycopg://")
+    assert found[0].fix == "start the server, or check the host, port and user in BROKER_URL"
+    with pgtest.database(home=tmp_path / "home") as url:  # the server is there; this database not
+        missing = doctor(url + "_gone")
+    assert [f.check for f in missing] == ["store", "settings"]
+    assert "does not exist" in missing[0].message and "createdb NAME" in (missing[0].fix or "")
+    assert exit_code(missing) == 9
+
+
 def test_pg_doctor_warns_when_the_connection_budget_cannot_hold_one_more_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

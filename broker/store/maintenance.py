@@ -156,7 +156,11 @@ def _path_of(url: str | None) -> str | None:
 
 def _checks(store: Store) -> Iterator[Finding]:
     pg = store.dialect == "postgresql"
-    yield from _guard("store", lambda: _store_mode(store))
+    found = list(_guard("store", lambda: _store_mode(store)))
+    yield from found
+    if pg and found[0].severity == "error":  # no server to ask: one line, not one per check
+        yield from _guard("settings", lambda: _settings(store))
+        return
     if pg:  # the server's own checks: no file, WAL or pragma of ours to look at
         yield from _guard("server", lambda: _pg_server(store))
         yield from _guard("text", lambda: _pg_text(store))
@@ -196,6 +200,19 @@ def _guard(check: str, fn: Callable[[], Iterable[Finding]]) -> Iterator[Finding]
 
 
 def _store_mode(store: Store) -> Iterator[Finding]:
+    if store.dialect == "postgresql":
+        try:
+            store.connect().close()
+        except errors.StoreError as exc:
+            missing = "does not exist" in exc.message
+            fix = (
+                "create the database (the broker makes its tables, not the database): "
+                "createdb NAME as its owner, then broker db upgrade"
+                if missing
+                else "start the server, or check the host, port and user in BROKER_URL"
+            )
+            yield Finding("store", "error", exc.message, fix, store.display)
+            return
     if store.read_only is None:
         yield Finding("store", "ok", f"store at {store.display}", None, store.display)
     else:
