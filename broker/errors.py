@@ -217,8 +217,19 @@ class UnsupportedSQLite(StoreError):
 
 
 class SchemaOutOfDate(StoreError):
+    """The store's schema is behind this broker: ``broker db upgrade`` brings it up."""
+
     code = "schema_out_of_date"
     exit_code = 13
+
+
+class StoreTooNew(StoreError):
+    """The store's schema was written by a newer broker: this one cannot use it,
+    and ``db upgrade`` cannot help (it knows no revision past its own head);
+    upgrading broker itself does."""
+
+    code = "store_too_new"
+    exit_code = 14
 
 
 class FileError(StoreError):

@@ -7,6 +7,15 @@ environment, which every process it starts inherits; at the end of the session
 any process still carrying the mark (or still a child of pytest) is reported
 and killed, and anything left in the session's temp folder is reported.
 
+No test writes to the user's home: ``HOME`` is a folder of the session too
+(and the ``XDG_*`` folders, which would name the real ones, are unset), so a
+store opened at its default place (``~/.local/share/broker``) lands there,
+and the run fails if anything did; it fails too if the real broker folders
+(``~/.local/share/broker``, ``$XDG_DATA_HOME/broker``) hold a file named after
+this session's PostgreSQL databases (a key file written by a path that ignores
+``HOME``). Only pip's cache stays the real one (``PIP_CACHE_DIR``): the wheel
+test would download every dependency again into an empty one.
+
 With pytest-xdist (``-n 2``, the README's command) every worker is a session of
 its own: its own mark, temp folder, PostgreSQL template and check, reported as
 an error of that worker's last test.
@@ -116,7 +125,7 @@ def db_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database() as url:
+        with pgtest.database(home=tmp_path / "home") as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
@@ -128,7 +137,7 @@ def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database() as url:
+        with pgtest.database(home=tmp_path / "home") as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'clocked.db'}"
@@ -269,6 +278,39 @@ SYSTEM_TMP = tempfile.gettempdir()  # the machine's temp folder, before the sess
 # per-user doorbell folder of long store paths lives in /tmp, not $TMPDIR).
 KEPT_TMP: set[str] = set()
 ORPHAN_GRACE_S = 10.0  # processes killed by the last test may still be exiting
+# The variables that name folders of the user's: unset for the session, so
+# every default falls under the session's HOME.
+XDG_VARS = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+
+
+def broker_data_folders() -> list[Path]:
+    """The broker's default data folders of the real user (before HOME moves)."""
+    folders = [Path(os.path.expanduser("~")) / ".local" / "share" / "broker"]
+    if os.environ.get("XDG_DATA_HOME"):
+        folders.append(Path(os.environ["XDG_DATA_HOME"]) / "broker")
+    return folders
+
+
+def home_problems(home: Path, real: list[Path], marker: str) -> list[str]:
+    """What the session wrote where it must not: anything in the broker folder
+    of the session's HOME, and any entry named after this session (``marker``)
+    in the real user's broker folders."""
+    problems: list[str] = []
+    ours = home / ".local" / "share" / "broker"
+    if ours.exists():
+        found = sorted(str(p.relative_to(home)) for p in ours.rglob("*")) or [".local/share/broker"]
+        problems.append(
+            "a test wrote to the home folder's broker store instead of its own temp folder "
+            f"(BROKER_HOME/--url): ~/{', ~/'.join(found[:10])}"
+        )
+    for folder in real:
+        try:
+            names = [n for n in os.listdir(folder) if marker in n]
+        except OSError:
+            continue
+        if names:
+            problems.append(f"this session wrote into the real {folder}: {', '.join(names[:10])}")
+    return problems
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -356,11 +398,20 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         spacegen.TEMPLATE_DIR = tmp_path_factory.mktemp("template")
     private = tempfile.mkdtemp(prefix="broker-tests-")
     os.chmod(private, 0o1777)  # like /tmp: tests that act as another user reach into it
+    home = Path(private) / "home"
+    home.mkdir(mode=0o700)
+    real_broker = broker_data_folders()
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or os.path.expanduser("~/.cache/pip")
     token = secrets.token_hex(8)
-    saved_env = {k: os.environ.get(k) for k in ("TMPDIR", SESSION_VAR)}
+    names = ("TMPDIR", SESSION_VAR, "HOME", "PIP_CACHE_DIR", *XDG_VARS)
+    saved_env = {k: os.environ.get(k) for k in names}
     saved_tempdir = tempfile.tempdir
     os.environ["TMPDIR"] = tempfile.tempdir = private
     os.environ[SESSION_VAR] = token
+    os.environ["HOME"] = str(home)
+    os.environ["PIP_CACHE_DIR"] = pip_cache
+    for name in XDG_VARS:
+        os.environ.pop(name, None)
     try:
         yield
     finally:
@@ -387,6 +438,8 @@ def _session_hygiene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.waitpid(pid, os.WNOHANG)
+    problems += home_problems(home, real_broker, pgtest.SESSION)
+    shutil.rmtree(home, ignore_errors=True)
     leftovers = sorted(set(os.listdir(private)) - KEPT_TMP)
     shutil.rmtree(private, ignore_errors=True)
     if leftovers:

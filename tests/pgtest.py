@@ -16,13 +16,15 @@ import atexit
 import contextlib
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 SERVER = os.environ.get("BROKER_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-_SESSION = f"broker_t_{os.getpid()}_{secrets.token_hex(3)}"
+SESSION = f"broker_t_{os.getpid()}_{secrets.token_hex(3)}"
 _state: dict[str, object] = {}
 skipped: list[str] = []  # why PostgreSQL tests were skipped (the summary prints it)
 
@@ -71,7 +73,7 @@ def _template() -> str:
         _unavailable(str(why))
     from broker import Store
 
-    name = f"{_SESSION}_tpl"
+    name = f"{SESSION}_tpl"
     with _admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'CREATE DATABASE "{name}"')
     atexit.register(_drop, name)
@@ -108,28 +110,44 @@ _MIGRATED = "migrated"
 
 
 @contextlib.contextmanager
-def database(template: str | None = _MIGRATED) -> Iterator[str]:
+def database(template: str | None = _MIGRATED, *, home: Path | None = None) -> Iterator[str]:
     """A fresh database of this session, migrated (or empty with ``template=None``);
-    dropped on exit."""
+    dropped on exit.
+
+    Its key file is in ``home`` (the test's own folder: the ``db_url`` fixture
+    passes ``tmp_path / "home"``, the ``cli`` fixture's BROKER_HOME), else in a
+    temp folder of its own, removed on exit; BROKER_HOME names that folder
+    while the database exists, so an in-process ``Operator(store)`` finds the
+    key there and nothing is written to the user's broker folder."""
     source = _template()  # also: is the server there at all
-    name = f"{_SESSION}_{secrets.token_hex(4)}"
+    name = f"{SESSION}_{secrets.token_hex(4)}"
     clone = f' TEMPLATE "{source}"' if template == _MIGRATED else ""
     with _admin() as conn:  # type: ignore[attr-defined]
         conn.execute(f'CREATE DATABASE "{name}"{clone}')
     url = url_of(name)
+    own = home is None
+    folder = Path(tempfile.mkdtemp(prefix="pg-home-")) if home is None else home
+    saved = os.environ.get("BROKER_HOME")
+    os.environ["BROKER_HOME"] = str(folder)
     key = _key_file(url)
-    if clone:
-        # A clone holds the template's operator key hash: its key file goes with
-        # it (as `broker backup` copies the file beside a SQLite copy).
-        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(str(_state["key"]) + "\n")
     try:
+        if clone:
+            # A clone holds the template's operator key hash: its key file goes
+            # with it (as `broker backup` copies the file beside a SQLite copy).
+            key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(str(_state["key"]) + "\n")
         yield url
     finally:
         _drop(name)
         key.unlink(missing_ok=True)
+        if saved is None:
+            os.environ.pop("BROKER_HOME", None)
+        else:
+            os.environ["BROKER_HOME"] = saved
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _key_file(url: str) -> Path:

@@ -64,6 +64,7 @@ STORE_LEVEL = {
     ("demo",), ("import",), ("doctor",), ("backup",), ("vacuum",), ("serve",),
     ("guard", "install"), ("guard", "uninstall"),  # a git repository's hook, not a space
     ("migrate-store",),  # every space into another store (test_pg_export)
+    ("key", "show"),  # the store's operator key
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
 GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
@@ -238,6 +239,7 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("queue", "requeue"): {"requeued"},
     ("db", "upgrade"): {"url", "before", "after"},
     ("db", "current"): {"url", "current", "head", "up_to_date"},
+    ("key", "show"): {"store", "operator_key"},
 }
 # Run elsewhere with --json (they start processes or write files, or serve):
 # agent run (test_runtime), demo (test_cli_directory), export/import (test_export),
@@ -367,6 +369,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("queue", "requeue"): ([sid, p.quarantined_id], None),
         ("db", "upgrade"): ([], None),
         ("db", "current"): ([], None),
+        ("key", "show"): ([], None),
     }
     # in this order: extend, then ack, the same lease
     for path, (args, env) in singles.items():

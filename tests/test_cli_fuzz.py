@@ -34,7 +34,7 @@ from test_cli_contract import COMMANDS
 from broker import Store
 from broker.frontends.cli import main
 
-DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}
+DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14}
 DOCTOR = {8, 9}  # `broker doctor`: warnings, errors found
 # Refusals that must write nothing at all. (4 may leave a tool_unavailable
 # notice in the caller's transcript, S24: that is checked separately below.)

@@ -51,6 +51,9 @@ NOT_SERVED = {
     "Operator.import_dir",  # reads files from a folder on that host
     "Operator.purge_space",  # exports to a folder on that host, then deletes
     "Operator.migrate_store",  # opens another store from that host
+    # The key a handle proved on the store (`broker key show`, where the key file
+    # is); a RemoteOperator's key is the one it presents, checked per request.
+    "Operator.key",
 }
 # Parameters no served call takes: a served call is its own transaction (the
 # server group-commits it with its neighbours), so ``tx`` has no meaning there.

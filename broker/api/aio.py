@@ -498,6 +498,10 @@ class AsyncOperator:
     def via(self) -> str:
         return self.sync.via
 
+    @property
+    def key(self) -> str:
+        return self.sync.key
+
     async def call(self, op: Operation, inp: Input, tx: Tx | None = None) -> Any:
         """``Operator.call``: a declared operation with its checked input record."""
         return await run(self.sync.call, op, inp, tx)

@@ -42,6 +42,15 @@ SCHEMA_HEAD = HEAD
 """The newest schema revision this broker knows (``broker db current``)."""
 
 
+def newer_schema_fix(rev: str | None) -> str | None:
+    """What to do about a schema revision a newer broker wrote (``broker db
+    current``): upgrade broker itself, since ``db upgrade`` knows no revision
+    past its head; None for any other revision."""
+    from broker.store import migrate
+
+    return f"upgrade broker ({migrate.UPGRADE_BROKER})" if migrate.is_newer(rev) else None
+
+
 # --- helpers for front ends (imported lazily: a CLI call pays only for what it uses) --------
 def doctor_exit_code(findings: Iterable[Finding]) -> int:
     """The exit status of ``broker doctor``: 0 all ok or info, 8 a warning, 9 an error."""

@@ -68,6 +68,12 @@ class Operator(OperatorPaths, OperatorMail):
         self.via: Via = via
         self._key = secret
 
+    @property
+    def key(self) -> str:
+        """The operator key this handle proved (``broker key show``): what
+        ``BROKER_OPERATOR_KEY`` takes on a host without the key file."""
+        return self._key
+
     def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
         """A new running space, with its join key (shown this once, S27)."""
         return spaces.create(self.store, kind, settings=dict(settings))
@@ -429,10 +435,12 @@ class Operator(OperatorPaths, OperatorMail):
     def migrate_store(self, to: str) -> StoreCopy:
         """Copy every space into the store at URL ``to`` (SQLite <-> PostgreSQL)
         through the JSONL layout, in one import transaction, then check the
-        target's export is byte-identical to the source's (``identical``)."""
+        target's export is byte-identical to the source's (``identical``).
+        Join keys, participants' tokens and (into a store holding no space yet)
+        this operator key are carried across: nothing is issued again."""
         from broker.interchange.migrate_store import migrate_store
 
-        return migrate_store(self.store, to)
+        return migrate_store(self.store, to, self._key)
 
 
 def _cursor(after: str | int | None) -> tuple[str | None, int | None]:

@@ -21,6 +21,7 @@ from broker.spaces.auth import Identity
 
 # The row mapper and writers live in broker.spaces.roster (below spaces); re-exported
 # here, the participants' public module.
+from broker.spaces.roster import carry_tokens as carry_tokens
 from broker.spaces.roster import insert_events as insert_events
 from broker.spaces.roster import insert_rows as insert_rows
 from broker.spaces.roster import journal_event

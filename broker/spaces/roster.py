@@ -26,6 +26,7 @@ _INSERT_EVENT = stmt("participants.insert_event")
 _JOURNAL_FIELDS = stmt("participants.journal_fields")
 _MARK_LEFT = stmt("participants.mark_left")
 _PRESENT_IDS = stmt("participants.present_ids")
+_CARRY_TOKEN = stmt("trust.carry_token")
 
 Rows = Sequence[dict[str, Any]]
 
@@ -62,6 +63,13 @@ def insert_rows(t: Tx, rows: Rows) -> None:
     """Write whole participant rows (every column, by name): the one writer of
     ``participants`` inserts, used by ``join`` and by the importer."""
     t.many(_INSERT, rows)
+
+
+def carry_tokens(t: Tx, rows: Rows) -> None:
+    """Give copied participants their tokens back (``{id, token_hash}`` rows from
+    the store they were copied from, ``broker migrate-store``): an agent goes on
+    with the token it holds, and its address's history stays its own."""
+    t.many(_CARRY_TOKEN, rows)
 
 
 def insert_events(t: Tx, rows: Rows) -> None:

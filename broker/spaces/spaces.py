@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "ses_", "run": "run_"}
 _REF = re.compile(r"[a-z0-9_]{1,40}")
 _SET_JOIN_KEY = stmt("trust.set_join_key")
+_CARRY_JOIN_KEY = stmt("trust.carry_join_key")
 _SET_SETTINGS = stmt("spaces.set_settings")
 _INSERT = stmt("spaces.insert")
 _EXACT_ID = stmt("spaces.exact_id")
@@ -53,6 +54,13 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
     t.many(_INSERT, rows)
+
+
+def carry_join_keys(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """Give copied spaces their join keys back (``{space_id, key_hash}`` rows from
+    the store they were copied from, ``broker migrate-store``): the key the
+    agents hold still lets newcomers in."""
+    t.many(_CARRY_JOIN_KEY, rows)
 
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ constant-time (``hmac.compare_digest``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -37,6 +38,7 @@ KEY_SUFFIX = ".operator-key"  # the operator key file beside the database
 _GET = stmt("trust.operator_key")
 _INSERT = stmt("trust.insert_operator_key")
 _JOIN_KEY = stmt("trust.join_key")
+_REPLACE = stmt("trust.replace_operator_key")
 
 
 def digest(secret: str) -> str:
@@ -145,6 +147,51 @@ def ensure(store: Store) -> None:
         t.execute(_INSERT, {"key_hash": digest(secret), "now": store.now_ts()})
 
 
+def operator_key_hash(t: Tx) -> str | None:
+    row = t.one(_GET)
+    return None if row is None else str(row["key_hash"])
+
+
+def take_operator_key(store: Store, t: Tx, secret: str) -> None:
+    """Make ``secret`` the store's operator key in ``t`` (a copy of another
+    store into this one, which holds no space yet: ``broker migrate-store``).
+    The key file is written by ``write_key_file`` once ``t`` has committed."""
+    params = {"key_hash": digest(secret), "now": store.now_ts()}
+    t.execute(_INSERT if operator_key_hash(t) is None else _REPLACE, params)
+
+
+def write_key_file(store: Store, secret: str) -> Path | None:
+    """Put ``secret`` in the store's key file (made 0600, or replaced whole
+    through a private temp file and a rename, never through a symlink). With
+    BROKER_OPERATOR_KEY set and no file yet, nothing is written: the variable
+    is the key (as when a store is made). The file's path, or None."""
+    path = key_file(store)
+    if path is None or os.environ.get(KEY_ENV) and not (path.exists() or path.is_symlink()):
+        return None
+    if path.is_symlink() or path.exists() and not path.is_file():
+        raise errors.StoreError(f"the operator key file {path} is not a regular file: not written")
+    try:
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{new_key()[:8]}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(secret + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+    except OSError as exc:
+        raise errors.StoreError(
+            f"cannot write the operator key file {path}: {exc.strerror}; set {KEY_ENV} "
+            "to the key instead"
+        ) from exc
+    return path
+
+
 def presented(store: Store, key: str | None = None) -> str:
     """The operator key a caller presents: ``key``, else BROKER_OPERATOR_KEY,
     else the key file beside the database."""
@@ -159,7 +206,10 @@ def presented(store: Store, key: str | None = None) -> str:
     found = read_key_file(path) if path is not None else None
     if found is None:
         where = f"no key file at {path}" if path is not None else "no key file"
-        raise errors.AuthError(f"operator key required: {where} and {KEY_ENV} is not set")
+        raise errors.AuthError(
+            f"operator key required: {where} and {KEY_ENV} is not set (where the key file "
+            f"is, `broker key show` prints the key to set {KEY_ENV} to)"
+        )
     return found
 
 

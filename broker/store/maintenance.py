@@ -38,7 +38,7 @@ from broker.record_type import record
 from broker.store.dbfile import sqlite_path
 from broker.store.filenames import check_writable_target
 from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
-from broker.store.migrate import HEAD
+from broker.store.migrate import HEAD, UPGRADE_BROKER, is_newer
 from broker.store.runfiles import fsync_path
 from broker.store.settings import StoreSettings
 from broker.store.sql import stmt
@@ -71,6 +71,10 @@ _VACUUM = stmt("store.vacuum")
 _EXPIRED = stmt("ops.expired_leases")
 _QUARANTINED = stmt("ops.quarantined_by_space")
 _SPACES = stmt("ops.spaces_count")
+_PG_SERVER = stmt("ops.pg_server")
+_PG_TEXT = stmt("ops.pg_text")
+_PG_CONNECTIONS = stmt("ops.pg_connections")
+_PG_SIZE = stmt("ops.pg_size")
 
 # --- what doctor, backup and vacuum return (re-exported by broker.model.records) ----------
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
@@ -85,7 +89,9 @@ class Finding:
 
     check: str
     """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
-    quarantine, size, settings, scratch (a temporary copy left behind), guard (the git hook)"""
+    quarantine, size, settings, scratch (a temporary copy left behind), guard (the git hook);
+    on PostgreSQL server, text and connections in place of the file's own (sqlite to wal,
+    integrity, doorbells)"""
     severity: Literal["ok", "info", "warning", "error"]
     message: str
     fix: str | None
@@ -151,15 +157,28 @@ def _path_of(url: str | None) -> str | None:
 
 
 def _checks(store: Store) -> Iterator[Finding]:
-    yield from _guard("store", lambda: _store_mode(store))
-    yield from _guard("sqlite", lambda: _sqlite(store))
-    yield from _guard("journal_mode", lambda: _journal_mode(store))
-    yield from _guard("wal", lambda: _wal(store))
+    pg = store.dialect == "postgresql"
+    found = list(_guard("store", lambda: _store_mode(store)))
+    yield from found
+    if pg and found[0].severity == "error":  # no server to ask: one line, not one per check
+        yield from _guard("settings", lambda: _settings(store))
+        return
+    if pg:  # the server's own checks: no file, WAL or pragma of ours to look at
+        yield from _guard("server", lambda: _pg_server(store))
+        yield from _guard("text", lambda: _pg_text(store))
+        yield from _guard("connections", lambda: _pg_connections(store))
+    else:
+        yield from _guard("sqlite", lambda: _sqlite(store))
+        yield from _guard("journal_mode", lambda: _journal_mode(store))
+        yield from _guard("wal", lambda: _wal(store))
     rev: list[str | None] = []
     yield from _guard("schema", lambda: _schema(store, rev))
-    yield from _guard("integrity", lambda: _integrity(store))
-    yield from _guard("file", lambda: _files(store))
-    yield from _guard("doorbells", lambda: _doorbells(store))
+    if pg:
+        yield from _guard("file", lambda: _pg_key_file(store))
+    else:
+        yield from _guard("integrity", lambda: _integrity(store))
+        yield from _guard("file", lambda: _files(store))
+        yield from _guard("doorbells", lambda: _doorbells(store))
     yield from _guard("scratch", lambda: _scratch(store))
     if rev and rev[0] == HEAD:
         yield from _guard("leases", lambda: _leases(store))
@@ -168,7 +187,7 @@ def _checks(store: Store) -> Iterator[Finding]:
         yield Finding(
             "leases", "info", "leases and quarantine not checked: the schema is not at head", None
         )
-    yield from _guard("size", lambda: _size(store))
+    yield from _guard("size", lambda: _pg_size(store) if pg else _size(store))
     yield from _guard("settings", lambda: _settings(store))
 
 
@@ -184,15 +203,28 @@ def _guard(check: str, fn: Callable[[], Iterable[Finding]]) -> Iterator[Finding]
 
 
 def _store_mode(store: Store) -> Iterator[Finding]:
+    if store.dialect == "postgresql":
+        try:
+            store.connect().close()
+        except errors.StoreError as exc:
+            missing = "does not exist" in exc.message
+            fix = (
+                "create the database (the broker makes its tables, not the database): "
+                "createdb NAME as its owner, then broker db upgrade"
+                if missing
+                else "start the server, or check the host, port and user in BROKER_URL"
+            )
+            yield Finding("store", "error", exc.message, fix, store.display)
+            return
     if store.read_only is None:
-        yield Finding("store", "ok", f"store at {store.path}", None, str(store.path))
+        yield Finding("store", "ok", f"store at {store.display}", None, store.display)
     else:
         yield Finding(
             "store",
             "warning",
-            f"the store at {store.path} can only be read: {store.read_only}",
+            f"the store at {store.display} can only be read: {store.read_only}",
             "run broker from a user that can write it, or `broker backup PATH` to a writable folder",
-            str(store.path),
+            store.display,
         )
 
 
@@ -277,12 +309,12 @@ def _schema(store: Store, out: list[str | None]) -> Iterator[Finding]:
         yield Finding(
             "schema", "error", "the database has no broker schema", "broker db upgrade", data=data
         )
-    elif rev.isdigit() and HEAD.isdigit() and int(rev) > int(HEAD):
+    elif is_newer(rev):
         yield Finding(
             "schema",
             "error",
-            f"schema {rev} is newer than this broker knows ({HEAD})",
-            "upgrade broker (pip install -U swarm-broker)",
+            f"schema {rev} is newer than this broker knows ({HEAD}): a newer broker wrote it",
+            f"upgrade broker ({UPGRADE_BROKER})",
             data=data,
         )
     else:
@@ -322,6 +354,12 @@ def _files(store: Store) -> Iterator[Finding]:
             "file", "info", "no writer lock file yet: the next write makes it", None, str(lock)
         )
     key = Path(f"{db}{KEY_SUFFIX}")
+    yield from _key_file(
+        key, f"restore {key.name} beside the database (`broker backup` copies it), or set {KEY_ENV}"
+    )
+
+
+def _key_file(key: Path, fix: str) -> Iterator[Finding]:
     if key.exists() or key.is_symlink():
         yield from _private(key, folder=False, what="the operator key file")
     elif os.environ.get(KEY_ENV):
@@ -333,7 +371,7 @@ def _files(store: Store) -> Iterator[Finding]:
             "file",
             "warning",
             f"no operator key file at {key}: operator commands cannot prove who they are",
-            f"restore {key.name} beside the database (`broker backup` copies it), or set {KEY_ENV}",
+            fix,
             str(key),
         )
 
@@ -419,6 +457,108 @@ def _doorbells(store: Store) -> Iterator[Finding]:
         yield Finding("doorbells", f.severity, f.message, f.fix, f.path, f.data)
 
 
+# --- the checks of a store on PostgreSQL ------------------------------------------------------
+def _pg_server(store: Store) -> Iterator[Finding]:
+    with store.read() as t:
+        row = t.one(_PG_SERVER)
+    version = str(row["server_version"])
+    data = {"version": version, "version_num": int(row["server_version_num"])}
+    yield Finding("server", "ok", f"PostgreSQL {version}", None, data=data)
+
+
+def _pg_text(store: Store) -> Iterator[Finding]:
+    with store.read() as t:
+        row = t.one(_PG_TEXT)
+    encoding, collate = str(row["encoding"]), str(row["lc_collate"])
+    data: dict[str, Any] = {
+        "encoding": encoding,
+        "lc_collate": collate,
+        "lc_ctype": str(row["lc_ctype"]),
+        "byte_order": bool(row["byte_order"]),
+    }
+    if encoding != "UTF8":
+        yield Finding(
+            "text",
+            "error",
+            f"the database's encoding is {encoding}, not UTF8: text outside it (any agent may "
+            "send some) is refused or garbled, and search folds only UTF-8",
+            "copy the store into a UTF8 database: createdb --encoding UTF8 --template template0 "
+            "NAME, then broker migrate-store --into its URL",
+            data=data,
+        )
+    elif not data["byte_order"]:
+        yield Finding(
+            "text",
+            "info",
+            f"text sorts by the collation {collate}, not in byte order as on SQLite: lists "
+            "ordered by a name (addresses, keys, threads) may come in another order",
+            "for SQLite's order, create the database with: createdb --locale C --encoding UTF8 "
+            "--template template0 NAME (then broker migrate-store --into its URL)",
+            data=data,
+        )
+    else:
+        yield Finding("text", "ok", f"UTF8, collation {collate} (byte order)", None, data=data)
+
+
+def _pg_connections(store: Store) -> Iterator[Finding]:
+    from broker.store.postgres import POOL_MAX
+
+    with store.read() as t:
+        row = t.one(_PG_CONNECTIONS)
+    most, reserved, used = (
+        int(row["max_connections"]),
+        int(row["superuser_reserved"]),
+        int(row["in_use"]),
+    )
+    free = most - reserved - used
+    per_process = POOL_MAX + 1  # a full pool, and the LISTEN connection of its waiters
+    data = {
+        "max_connections": most,
+        "superuser_reserved": reserved,
+        "in_use": used,
+        "free": free,
+        "per_process": per_process,
+    }
+    said = f"{used} of {most} connections in use ({reserved} kept for superusers), {free} free"
+    fix = (
+        "raise max_connections in postgresql.conf (a server restart), or open the store from "
+        "fewer processes: agents of one `broker serve` hold no connection of their own"
+    )
+    if free <= 0:
+        yield Finding(
+            "connections", "error", f"{said}: a new broker process cannot connect", fix, data=data
+        )
+    elif free < per_process:
+        yield Finding(
+            "connections",
+            "warning",
+            f"{said}: fewer than one busy broker process may open ({per_process}: a pool of "
+            f"{POOL_MAX} and one for its waiters)",
+            fix,
+            data=data,
+        )
+    else:
+        yield Finding("connections", "ok", said, None, data=data)
+
+
+def _pg_key_file(store: Store) -> Iterator[Finding]:
+    from broker.store.keys import key_file
+
+    key = key_file(store)
+    assert key is not None  # a PostgreSQL store names its key file in BROKER_HOME
+    yield from _key_file(
+        key,
+        f"on the host that made the store, `broker key show` prints the key: set {KEY_ENV} "
+        f"to it here, or put it in {key} (mode 600)",
+    )
+
+
+def _pg_size(store: Store) -> Iterator[Finding]:
+    with store.read() as t:
+        size = int(t.one(_PG_SIZE)["database_bytes"])
+    yield Finding("size", "ok", f"database {_mib(size)}", None, store.display, {"bytes": size})
+
+
 def _leases(store: Store) -> Iterator[Finding]:
     with store.read() as t:
         row = t.one(_EXPIRED, {"now": store.now_ts()})
@@ -477,20 +617,24 @@ def _size(store: Store) -> Iterator[Finding]:
 def _settings(store: Store) -> Iterator[Finding]:
     s = store.settings
     data: dict[str, Any] = {
-        "url": s.url,
+        "url": store.public_url,
         "synchronous": s.synchronous,
         "busy_timeout_ms": s.busy_timeout_ms,
         "writer_lock": s.writer_lock if store.dialect == "sqlite" else None,
         "lock_file": store.lock_path,
         "read_only": store.read_only,
-        "env": {k: v for k, v in os.environ.items() if k.startswith("BROKER_") and k != KEY_ENV},
+        "env": {  # BROKER_URL as printed everywhere: a password stays hidden
+            k: store.public_url if v == store.url else v
+            for k, v in os.environ.items()
+            if k.startswith("BROKER_") and k != KEY_ENV
+        },
     }
     yield Finding(
         "settings",
         "info",
         f"synchronous={s.synchronous}, busy_timeout={s.busy_timeout_ms} ms, "
         + (f"writer_lock={'on' if s.writer_lock else 'off'}, " if store.dialect == "sqlite" else "")
-        + f"url={s.url}",
+        + f"url={store.public_url}",
         None,
         data=data,
     )
@@ -512,6 +656,12 @@ def backup(
     store: Store, dest: str | Path, *, force: bool = False, progress: Progress | None = None
 ) -> BackupResult:
     """Copy the store online to ``dest`` (module doc); ``force`` replaces a regular file."""
+    _sqlite_only(
+        store,
+        "backup copies a SQLite file",
+        f"use pg_dump --format=custom --file=PATH {store.sql_url()} (pg_restore reads it "
+        "back), and keep the operator key with it (`broker key show`)",
+    )
     start = time.perf_counter()
     target = expand(str(dest), "the backup file", "path").absolute()
     key = Path(f"{store.path}{KEY_SUFFIX}")
@@ -557,6 +707,13 @@ def _backup(
         key_file=str(key_copy) if key.exists() else None,
         seconds=round(time.perf_counter() - start, 3),
     )
+
+
+def _sqlite_only(store: Store, what: str, instead: str) -> None:
+    """A file operation asked of a store on PostgreSQL: one line saying what to
+    use instead (``invalid_input``: nothing was done)."""
+    if store.dialect == "postgresql":
+        raise errors.InvalidInput(f"{what}, and this store is on PostgreSQL: {instead}")
 
 
 def _check_backup_target(store: Store, target: Path, key_copy: Path | None, force: bool) -> None:
@@ -648,6 +805,11 @@ def vacuum(store: Store) -> VacuumResult:
     WAL; sizes are the database and its WAL together. (SQLite documents that
     VACUUM may renumber rowids of tables without an INTEGER PRIMARY KEY; it
     keeps them in practice, but a running ``export --follow`` is best restarted.)"""
+    _sqlite_only(
+        store,
+        "vacuum rewrites a SQLite file",
+        f"the server's autovacuum does this; by hand: psql {store.sql_url()} -c 'VACUUM'",
+    )
     start = time.perf_counter()
     before = _store_bytes(store)
     with store.exclusive() as conn:

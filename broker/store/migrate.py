@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 HEAD = "0014"
+UPGRADE_BROKER = "pip install -U swarm-broker"
 _PACKAGE = Path(__file__).resolve().parent.parent  # broker/
 
 
@@ -24,6 +25,25 @@ def script_location() -> Path:
     from broker.errors import SchemaOutOfDate
 
     raise SchemaOutOfDate(f"broker's migration scripts are missing (looked in {_PACKAGE})")
+
+
+def is_newer(rev: str | None) -> bool:
+    """A revision this broker does not number at or below its head: written by a
+    newer broker (revisions are numbered in order, ``0001`` up to ``HEAD``)."""
+    return rev is not None and not (rev.isdigit() and int(rev) <= int(HEAD))
+
+
+def too_new(where: str, rev: str) -> Exception:
+    """The one refusal of a store from a newer broker, on every path that opens
+    one (``StoreTooNew``, exit 14): never "run db upgrade", which cannot help."""
+    from broker.errors import StoreTooNew
+
+    return StoreTooNew(
+        f"the store at {where} has schema {rev}, newer than this broker knows (its newest is "
+        f"{HEAD}): a newer broker wrote it; upgrade broker ({UPGRADE_BROKER})",
+        schema=rev,
+        head=HEAD,
+    )
 
 
 def config(url: str | None = None) -> Any:

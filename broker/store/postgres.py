@@ -36,10 +36,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from broker import errors
 from broker.ids import Clock
-from broker.store.migrate import HEAD
+from broker.store.migrate import HEAD, is_newer, too_new
 from broker.store.settings import StoreSettings
 from broker.store.sql import Stmt, stmt
-from broker.store.sqlite import Store, Tx
+from broker.store.sqlite import Store, Tx, shell_word
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -243,7 +243,7 @@ class PgStore(Store):
         self.url = self.settings.url
         self.dialect = "postgresql"
         self.conninfo = conninfo(self.url)
-        self.display = redacted(self.url)
+        self.display = self.public_url = redacted(self.url)
         # No file: `path` names the database in messages (and keys per-store state).
         self.path = Path(self.display)
         self.key_path = key_path(self.conninfo)  # the operator key file (S29), in BROKER_HOME
@@ -362,8 +362,11 @@ class PgStore(Store):
     def ensure_schema(self) -> None:
         """Migrate an empty or older database to head, once: concurrent first
         opens queue on an advisory lock (PostgreSQL's DDL is transactional)."""
-        if self.schema_version() == HEAD:
+        rev = self.schema_version()
+        if rev == HEAD:
             return
+        if is_newer(rev):
+            raise too_new(self.display, str(rev))
         from broker.store.migrate import upgrade
 
         lock = self.connect()
@@ -389,6 +392,8 @@ class PgStore(Store):
                 f"no broker schema in the PostgreSQL database {self.display}: create it with "
                 "`broker db upgrade` (or `broker space create`)"
             )
+        if is_newer(rev):
+            raise too_new(self.display, rev)
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
                 f"the store at {self.display} has schema {rev}, this broker needs {HEAD}: "
@@ -415,6 +420,20 @@ class PgStore(Store):
         if space_id not in raw.locked:
             raw.execute(_LOCK_SPACE, {"space_id": space_id})
             raw.locked.add(space_id)
+
+    def socket_path(self) -> Path:
+        """No folder of the database's here: the socket lives in BROKER_HOME,
+        beside the store's key file (``pg-HOST-PORT-DBNAME.sock``)."""
+        return home_file(self.conninfo, ".sock")
+
+    def sql_url(self) -> str:
+        """The libpq URL psql and pg_dump take (the password hidden), quoted for a shell."""
+        import shlex
+
+        return shlex.quote(redacted(self.conninfo))
+
+    def sql_shell(self, query: str) -> str:
+        return f"psql {self.sql_url()} -c {shell_word(query)}"
 
     def data_version(self) -> int:
         """No cheap commit counter on PostgreSQL: wake-ups come by NOTIFY."""
@@ -510,9 +529,15 @@ def key_path(info: str) -> Path:
     """The operator key file of a PostgreSQL store: no file sits beside the
     database, so it lives in BROKER_HOME, named after the server and database
     (``pg-HOST-PORT-DBNAME.operator-key``); BROKER_OPERATOR_KEY overrides it."""
-    import re
-
     from broker.store.keys import KEY_SUFFIX
+
+    return home_file(info, KEY_SUFFIX)
+
+
+def home_file(info: str, suffix: str) -> Path:
+    """A file of this host's for the PostgreSQL store ``info`` (its operator key,
+    the socket of its ``broker serve``): in BROKER_HOME, named after the server
+    and database, ``pg-HOST-PORT-DBNAME`` and ``suffix``."""
     from broker.store.settings import broker_home
 
     parts = urlsplit(info)
@@ -520,4 +545,4 @@ def key_path(info: str) -> Path:
         [parts.hostname or "local", str(parts.port or 5432), parts.path.lstrip("/") or "postgres"]
     )
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-    return broker_home() / f"pg-{safe}{KEY_SUFFIX}"
+    return broker_home() / f"pg-{safe}{suffix}"

@@ -44,12 +44,14 @@ from broker import errors
 from broker.ids import Clock, fmt_ts, system_clock
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
-from broker.store.migrate import HEAD
+from broker.store.migrate import HEAD, is_newer, too_new
 from broker.store.settings import StoreSettings
 from broker.store.sql import stmt
 from broker.store.writelock import WriterLock
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import sqlalchemy as sa
 
 Params = Sequence[Any] | dict[str, Any]
@@ -182,6 +184,14 @@ class Connection(sqlite3.Connection):
     writer_lock: WriterLock | None = None
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one shell word: in double quotes when nothing in it is special
+    there (a query's own single quotes stay readable), else shlex's quoting."""
+    import shlex
+
+    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)
+
+
 class Store:
     """A broker database. Thread-safe; create one per process and share it.
 
@@ -235,6 +245,8 @@ class Store:
         self.path = (
             dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
         )
+        self.display = str(self.path)  # how messages name the store
+        self.public_url = self.url  # the URL as printed (PostgreSQL's hides a password)
         self.lock_path = f"{self.path}.lock"
         self.read_only: str | None = dbfile.read_only_reason(self.path)
         if self.read_only is None and not create and self.path.stat().st_size == 0:
@@ -343,8 +355,11 @@ class Store:
 
     def ensure_schema(self) -> None:
         """Migrate an empty or older database to head; cheap when already there."""
-        if self.schema_version() == HEAD:
+        rev = self.schema_version()
+        if rev == HEAD:
             return
+        if is_newer(rev):
+            raise too_new(self.display, str(rev))
         if self.read_only is not None or not self.create:
             self._check_schema()
             return
@@ -379,6 +394,8 @@ class Store:
         rev = self.schema_version()
         if rev is None:
             raise errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
+        if is_newer(rev):
+            raise too_new(self.display, rev)
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
                 f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
@@ -401,6 +418,21 @@ class Store:
         check-then-insert cannot race). On SQLite ``BEGIN IMMEDIATE`` already
         serialises every writer of the file: nothing to do, no round trip. The
         PostgreSQL store locks the space's counter row (``broker.store.postgres``)."""
+
+    def socket_path(self) -> Path:
+        """Where ``broker serve`` listens by default: ``broker.sock`` beside the database."""
+        return self.path.parent / "broker.sock"
+
+    # --- the engine's own SQL client ------------------------------------------------
+    def sql_url(self) -> str:
+        """What the engine's own tools take to open this store, quoted for a shell."""
+        import shlex
+
+        return shlex.quote(str(self.path))
+
+    def sql_shell(self, query: str) -> str:
+        """The shell command that runs ``query`` in the engine's own SQL client."""
+        return f"sqlite3 {self.sql_url()} {shell_word(query)}"
 
     # --- time --------------------------------------------------------------------
     def now(self) -> datetime:

@@ -31,8 +31,11 @@ from typing import Any
 from broker import errors
 from broker.api.handles import Operator, Store
 from broker.model.records import Turn
+from broker.store.sql import stmt
 from broker.teammates.runtime import Team, TeammateContext
 from broker.vocab import BOARD_READ_MAX
+
+_BY_SENDER = stmt("demo.direct_by_sender")  # printed for the user, never run here
 
 TASK = re.compile(r"^task (\d+): ")
 RESULT = re.compile(r"^result (\d+) = (\d+) \[directive:(yes|no) urgent:(yes|no)\]")
@@ -213,7 +216,7 @@ def run_demo(
         )
     return DemoSummary(
         space=space.id,
-        db=str(store.path),
+        db=store.display,
         teammates=teammates,
         tasks=tasks,
         tasks_done=len(results),
@@ -231,7 +234,7 @@ def run_demo(
             f"broker message list {space.id} --kind operator,directive",
             f"broker dir list {space.id} --all",
             f"broker board journal {space.id}",
-            f"sqlite3 {store.path} \"SELECT sender, count(*) FROM messages WHERE space_id = '{space.id}' "
-            "AND kind = 'direct' GROUP BY sender\"",
+            # A space id is [a-z0-9_]: quoted as it is, it cannot break the query.
+            store.sql_shell(_BY_SENDER.replace(":space_id", f"'{space.id}'")),
         ],
     )

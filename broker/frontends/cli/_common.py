@@ -76,6 +76,7 @@ COMMANDS = {
     "import": "export",
     "inbox": "inbox",
     "join": "participant",
+    "key": "store",
     "leave": "participant",
     "mcp": "mcp",
     "message": "message",

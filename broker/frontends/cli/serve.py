@@ -69,6 +69,34 @@ def _unix_socket(path: Path) -> socket.socket:
     return sock
 
 
+def _default_socket(s: Any, no_tcp: bool) -> Path | None:
+    """The store's own socket: beside a SQLite database, or for a PostgreSQL
+    store in BROKER_HOME beside its key file (the folder made 0700 if need be).
+    A path too long for a socket is no reason to refuse to serve over TCP: the
+    server then listens on TCP alone, and says so."""
+    path = Path(s.socket_path())
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX and not no_tcp:
+        click.echo(
+            f"broker serve: no Unix socket: its place {path} is {size} bytes, over the "
+            f"{UNIX_PATH_MAX} a socket's path takes (give a shorter --socket to have one)",
+            err=True,
+        )
+        return None
+    if not path.parent.exists():
+        try:
+            path.parent.mkdir(parents=True, mode=0o700)
+        except FileExistsError:
+            pass  # another process made it meanwhile
+        except OSError as exc:
+            raise errors.StoreError(
+                f"cannot make the folder {path.parent} for the socket: {exc.strerror}"
+            ) from None
+        else:
+            os.chmod(path.parent, 0o700)  # mkdir's mode is filtered by the umask
+    return path
+
+
 def _tcp_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -91,7 +119,8 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     "socket_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Unix socket to listen on (default: broker.sock beside the database, 0600).",
+    help="Unix socket to listen on, 0600 (default: broker.sock beside a SQLite database; "
+    "for PostgreSQL, pg-HOST-PORT-DB.sock in BROKER_HOME).",
 )
 @click.option(
     "--host",
@@ -177,8 +206,8 @@ def serve(
             f"--host {host} is not loopback: pass --allow-remote (and put TLS in front)"
         )
     s = store(create=True)  # the server owns its store: it makes a new one
-    sock_path = Path(socket_path) if socket_path else Path(s.path).parent / "broker.sock"
-    sockets = [_unix_socket(sock_path)]
+    sock_path = Path(socket_path) if socket_path else _default_socket(s, no_tcp)
+    sockets = [_unix_socket(sock_path)] if sock_path is not None else []
     if not no_tcp:
         sockets.append(_tcp_socket(host, port))
     options = Options(
@@ -201,23 +230,24 @@ def serve(
         http=protocol(options.header_timeout_s, options.body_timeout_s),
     )
     server = _Server(config, app)
-    where = [f"unix://{sock_path}"]
+    where = [f"unix://{sock_path}"] if sock_path is not None else []
     if not no_tcp:
-        bound = sockets[1].getsockname()
+        bound = sockets[-1].getsockname()
         where.append(f"http://{'[' + host + ']' if ':' in host else host}:{bound[1]}")
 
     def announce() -> None:
-        click.echo(f"broker serve: {' '.join(where)} (store {s.path})", err=True)
+        click.echo(f"broker serve: {' '.join(where)} (store {s.display})", err=True)
         if as_json:
-            emit_json({"urls": where, "store": str(s.path)})
+            emit_json({"urls": where, "store": s.display})
 
     try:
         server.run(sockets, announce)
     finally:
         for sock in sockets:
             sock.close()
-        with contextlib.suppress(OSError):
-            sock_path.unlink()
+        if sock_path is not None:
+            with contextlib.suppress(OSError):
+                sock_path.unlink()
 
 
 def _mcp_app(s: Any) -> Any:

@@ -28,6 +28,7 @@ STATUS: tuple[tuple[type[errors.BrokerError], int], ...] = (
     (errors.Conflict, 409),
     (errors.StoreBusy, 503),
     (errors.SchemaOutOfDate, 503),
+    (errors.StoreTooNew, 503),
 )
 
 # What each status means, for the OpenAPI document.
@@ -38,7 +39,8 @@ DESCRIPTIONS = {
     409: "space not running, conflict, lease lost, key held, not delivered (S8), messaging full",
     413: "request body or message body too large (body_too_large)",
     422: "invalid input, naming the field (invalid_input); nothing written",
-    503: "the store stayed busy past its timeout; retry",
+    503: "the store stayed busy past its timeout (retry), or its schema is not this "
+    "broker's (schema_out_of_date, store_too_new)",
 }
 
 

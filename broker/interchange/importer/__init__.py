@@ -40,7 +40,7 @@ from broker.interchange.importer.space import find_spaces, import_spaces
 from broker.interchange.importer.tree import Tree
 from broker.spaces.spaces import PREFIX
 from broker.store.filenames import os_errors
-from broker.store.sqlite import Store
+from broker.store.sqlite import Store, Tx
 
 LAYOUTS = ("auto", "space", "mailbox")
 
@@ -53,8 +53,10 @@ def import_dir(
     skip_bad: bool = False,
     kind: str = "run",
     progress: Progress | None = None,
+    tx: Tx | None = None,
 ) -> ImportSummary:
-    """Import an exported space layout or a mailbox tree found at ``path``."""
+    """Import an exported space layout or a mailbox tree found at ``path``
+    (inside ``tx`` when given: the caller's transaction commits it)."""
     root = Path(path)
     if layout not in LAYOUTS:
         raise errors.InvalidInput(f"unknown layout {layout!r}: space or mailbox")
@@ -65,10 +67,10 @@ def import_dir(
         if layout == "auto":
             layout = detect_layout(tree)
         if layout == "mailbox":
-            return import_mailbox(store, tree, kind, run)
+            return import_mailbox(store, tree, kind, run, tx)
         summary = ImportSummary(layout="space", source=str(root))
         try:
-            with store.write() as t:
+            with store.write(tx) as t:
                 import_spaces(t, tree, run, summary)
                 run.finish(summary)
         finally:

@@ -397,13 +397,15 @@ def _participant_row(
 NEVER_SEEN = "1970-01-01T00:00:00.000000Z"
 
 
-def import_mailbox(store: Store, tree: Tree, kind: str, run: Run) -> ImportSummary:
+def import_mailbox(
+    store: Store, tree: Tree, kind: str, run: Run, tx: Tx | None = None
+) -> ImportSummary:
     """Import the mail tree at ``tree`` as a new space of ``kind``, all or nothing."""
     job = MailImport(store, tree, kind, run)
     job.scan()
     run.progress.start(len(job.mails), "import mail")
     try:
-        with store.write() as t:
+        with store.write(tx) as t:
             job.write(t)
             run.finish(job.summary)
     finally:

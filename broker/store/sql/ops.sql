@@ -13,3 +13,38 @@ GROUP BY space_id ORDER BY n DESC, space_id
 
 -- name: spaces_count
 SELECT count(*) AS n FROM spaces
+
+-- The checks of a store on PostgreSQL (doctor). PostgreSQL only: the SQLite
+-- text of each is a stand-in of the same columns, never run.
+
+-- name: pg_server
+-- The server's version.
+SELECT '' AS server_version, 0 AS server_version_num
+-- postgresql:
+SELECT current_setting('server_version') AS server_version,
+  current_setting('server_version_num')::int AS server_version_num
+
+-- name: pg_text
+-- The database's encoding and collation, and whether text sorts in byte order
+-- (as on SQLite, whose default is BINARY): 'B' before 'a', 'z' before 'é'.
+-- Asked of the sort itself, so an ICU default collation is judged too.
+SELECT 'UTF8' AS encoding, 'C' AS lc_collate, 'C' AS lc_ctype, 1 AS byte_order
+-- postgresql:
+SELECT pg_encoding_to_char(encoding) AS encoding, datcollate AS lc_collate,
+  datctype AS lc_ctype, ('B' < 'a' AND 'z' < 'é')::int AS byte_order
+FROM pg_database WHERE datname = current_database()
+
+-- name: pg_connections
+-- The server's connection budget: its maximum, the slots kept for superusers,
+-- and the client connections open now (every database, every user).
+SELECT 0 AS max_connections, 0 AS superuser_reserved, 0 AS in_use
+-- postgresql:
+SELECT current_setting('max_connections')::int AS max_connections,
+  current_setting('superuser_reserved_connections')::int AS superuser_reserved,
+  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') AS in_use
+
+-- name: pg_size
+-- The database's size on the server's disk.
+SELECT 0 AS database_bytes
+-- postgresql:
+SELECT pg_database_size(current_database()) AS database_bytes
