@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from broker import errors
 from broker.board import globs
-from broker.board.globs import check_path, check_pattern, matches, overlap, shape_overlap
+from broker.board import overlap as overlaps
+from broker.board.globs import check_path, check_pattern, matches
+from broker.board.overlap import overlap, shape_overlap
 
 
 def _segment_regex(seg: str) -> str:
@@ -223,10 +225,10 @@ def test_S41_a_pair_of_hostile_patterns_is_decided_in_few_steps(a: str, b: str, 
     steps are counted (calls of the set intersection), not timed."""
     check_pattern(a), check_pattern(b)
     overlap.cache_clear()
-    globs._segment_overlap.cache_clear()
-    globs._meet.cache_clear()
+    overlaps._segment_overlap.cache_clear()
+    globs.meet.cache_clear()
     witness = overlap(a, b)
-    info = globs._meet.cache_info()
+    info = globs.meet.cache_info()
     assert info.hits + info.misses < 3000, info
     assert (witness is not None) == meet
     if witness is not None:

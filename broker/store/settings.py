@@ -42,6 +42,9 @@ class Limits:
     max_deliveries: int = 5
     lease_seconds: float = 30.0
     sender_share: float = 0.5
+    join_key_share: float = 0.5
+    holds_cap: int = 100
+    space_holds_cap: int = 1000
 
     def sender_inbox_cap(self) -> int:
         """Waiting deliveries one sender may hold in one inbox (at least 1):
