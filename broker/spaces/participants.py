@@ -14,7 +14,7 @@ from broker.delivery import inbox
 from broker.delivery.transcript import notice
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
-from broker.spaces import auth, grants
+from broker.spaces import auth, grants, shares
 from broker.spaces.addressing import address_of
 from broker.spaces.auth import Identity
 
@@ -195,7 +195,7 @@ def join(
                 "contact_allow": None,
             }
             insert_rows(t, [fresh])
-        journal_event(t, pid, space_id, "joined", row, now, None)
+        journal_event(t, pid, space_id, "joined", row, now, _admitted(credential))
         if tools and not messaging:
             # Off inherited from the parent wins over the tools it named: they are
             # not offered, and its transcript says so (nothing dropped silently).
@@ -211,6 +211,14 @@ def join(
     from broker.model.records import Joined  # built on first use (records_space)
 
     return Joined(space_id=space_id, participant_id=pid, address=address, token=token)
+
+
+def _admitted(cred: Credential) -> str:
+    """How a join was admitted, as its journal line records it: what decides
+    the participant's share group (S42)."""
+    if cred.operator_key:
+        return shares.OPERATOR_KEY
+    return shares.JOIN_KEY if cred.join_key else shares.PARENT_TOKEN
 
 
 def _check_pid(pid: int) -> None:

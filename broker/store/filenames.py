@@ -184,4 +184,6 @@ def os_errors(path: str | os.PathLike[str], what: str = "export to") -> Iterator
     except ValueError as exc:
         if "null" not in str(exc):
             raise
-        raise errors.InvalidInput(f"cannot {what} {path!r}: a path cannot contain NUL", path=str(path)) from exc
+        raise errors.InvalidInput(
+            f"cannot {what} {path!r}: a path cannot contain NUL", path=str(path)
+        ) from exc

@@ -60,6 +60,15 @@ class Limits:
         """The bytes of the log one sender may hold (S30): ``sender_share`` of the log's cap."""
         return decimal_product(self.log_cap_bytes(), self.sender_share)
 
+    def join_key_inbox_cap(self) -> int:
+        """Waiting deliveries the join key's newcomers may hold in one inbox
+        together (at least 1, S42): ``join_key_share × inbox_cap`` rounded down."""
+        return max(1, math.floor(decimal_product(self.inbox_cap, self.join_key_share)))
+
+    def join_key_log_cap_bytes(self) -> float:
+        """The bytes of the log the join key's newcomers may hold together (S42)."""
+        return decimal_product(self.log_cap_bytes(), self.join_key_share)
+
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
         """The limits by name (all, or the names in ``include``)."""
         return {name: getattr(self, name) for name in BOUNDS if include is None or name in include}

@@ -232,9 +232,7 @@ class Store:
                 f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
             )
         self.create = create
-        self.path = (
-            dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
-        )
+        self.path = dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
         self.lock_path = f"{self.path}.lock"
         self.read_only: str | None = dbfile.read_only_reason(self.path)
         if self.read_only is None and not create and self.path.stat().st_size == 0:
