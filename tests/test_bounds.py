@@ -165,3 +165,27 @@ def test_S41_a_check_past_its_time_is_busy_not_a_held_thread(
     assert exc.value.fields == {"paths": 2, "reservations": 1}
     monkeypatch.setattr(reservations, "CHECK_SECONDS", 2.0)
     assert [c.blocked for c in lynx.check_paths(["a" * 300, "b"])] == [True, False]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S41_S30_space_show_counts_the_holds_and_the_bytes_the_board_keeps(
+    join: Callable[..., Agent], operator: Operator, space: str, cli: Callable[..., Any]
+) -> None:
+    """The board's storage is shown beside the log's: its rows are outside
+    the log, and kept (ended reservations and the journal too)."""
+    lynx = join("lynx")
+    empty = operator.space_usage(space)
+    assert (empty.holds, empty.board_bytes) == (0, 0)
+    lynx.claim_key("deploy")
+    usage = operator.space_usage(space)
+    # The claim row (key, holder, fence, two times) and its journal line (id,
+    # key, event, owner, fence, two times): the same count on either engine.
+    assert usage.board_bytes == (6 + 4 + 8 + 54) + (26 + 6 + 7 + 4 + 8 + 54)
+    [g] = lynx.reserve("src/**", reason="why")
+    lynx.release_reservation(g.fence)
+    after = operator.space_usage(space)
+    assert after.holds == 1 and after.board_bytes > usage.board_bytes  # the ended row stays
+    assert [(i.address, i.holds) for i in after.inboxes] == [("lynx", 1)]
+    shown = cli("space", "show", space).out
+    assert "board     1 live holds of 1000 (one participant at most 100)" in shown
+    assert "PARTICIPANT  STATUS   WAITING  HOLDS" in shown

@@ -154,3 +154,21 @@ def test_S42_cli_newcomers_refused_for_their_group_exit_6(cli: Callable[..., Any
     r = send("b")
     assert r.code == 6 and r.err.count("\n") == 1, r
     assert "join_key_share" in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S42_S30_space_show_says_what_the_join_keys_newcomers_hold_together(
+    store: Store, operator: Operator
+) -> None:
+    created = operator.create_space("workflow", join_key_share=0.25)
+    sid = created.id
+    a, ja = Agent.join(store, sid, "a", join_key=created.join_key)
+    kid, _ = Agent.join(store, sid, "a>k", parent_token=ja.token)
+    own, _ = trusted.join(store, sid, "own")
+    for who in (a, kid, own):
+        who.send("operator", "x" * 100)
+    usage = operator.space_usage(sid)
+    by_sender = {u.sender: u.log_bytes for u in usage.top_senders}
+    assert usage.join_key_members == 2  # a, and the child it admitted
+    assert usage.join_key_log_bytes == by_sender["a"] + by_sender["a>k"]
+    assert usage.join_key_log_cap_bytes == 16 * 1024 * 1024
