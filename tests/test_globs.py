@@ -159,7 +159,7 @@ def test_S37_paths_take_wildcards_literally() -> None:
 
 
 # --- S41: a pattern's cost is bounded, whatever it holds ----------------------------------
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(PATTERNS, PATTERNS, st.lists(PATHS, max_size=30))
 def test_S37_S41_the_witness_built_from_shapes_is_exact_too(
     a: str, b: str, paths: list[str]
@@ -186,7 +186,7 @@ LONG = (
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(LONG, LONG, st.lists(st.text("ab", min_size=1, max_size=40), min_size=1, max_size=5))
 def test_S37_S41_long_patterns_match_and_overlap_as_the_oracle_says(
     a: str, b: str, segs: list[str]

@@ -145,7 +145,7 @@ def test_S42_cli_newcomers_refused_for_their_group_exit_6(cli: Callable[..., Any
 
     def send(who: str) -> Any:
         env = {"BROKER_SPACE": sid, "BROKER_AS": who, "BROKER_TOKEN": tokens[who]}
-        return cli("msg", "send", "--to", "operator", "x" * 600, env=env)
+        return cli("msg", "send", "--to", "operator", "x" * 1500, env=env)
 
     sent = 0
     while (r := send("a")).code == 0 and sent < 20:
