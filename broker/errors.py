@@ -185,6 +185,15 @@ class MessagingFull(BrokerError):
     exit_code = 6
 
 
+class HoldsFull(BrokerError):
+    """A participant or its space holds all the live key claims and path
+    reservations its limits allow (``holds_cap``, ``space_holds_cap``, S41):
+    release one, or wait for one to expire."""
+
+    code = "holds_full"
+    exit_code = 6
+
+
 class HandlerFailed(BrokerError):
     """A teammate's handler (or its command) failed on a turn (S26)."""
 

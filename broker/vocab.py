@@ -69,11 +69,23 @@ SETTING_BOUNDS: dict[str, tuple[float, float]] = {
     "lease_seconds": (MIN_SECONDS, 7 * 86400),
     "live_seconds": (1, 7 * 86400),
     "sender_share": (0.001, 1),
+    "join_key_share": (0.001, 1),
+    "holds_cap": (1, 100_000),
+    "space_holds_cap": (1, 1_000_000),
 }
 
 
 # The settings that are whole numbers (the others are decimals).
-INT_SETTINGS = frozenset({"body_max_bytes", "inbox_cap", "broadcast_cap", "max_deliveries"})
+INT_SETTINGS = frozenset(
+    {
+        "body_max_bytes",
+        "inbox_cap",
+        "broadcast_cap",
+        "max_deliveries",
+        "holds_cap",
+        "space_holds_cap",
+    }
+)
 
 
 def describe_setting(name: str) -> str:

@@ -368,7 +368,7 @@ def test_S30_cli_space_set_and_show(cli: Callable[..., Any], store: Store) -> No
     assert shown["usage"]["limits"]["log_max_mb"] == 128
     assert shown["usage"]["sender_log_cap_bytes"] == 32 * MB
     text = cli("space", "show", sid).out
-    assert "log_max_mb      128" in text and "sender_share    0.25" in text
+    assert "log_max_mb       128" in text and "sender_share     0.25" in text
     assert "operator" in text  # the change itself is in the log, from the operator
     assert cli("space", "show", sid, "--json").json() == shown  # set prints what show does
 

@@ -295,7 +295,7 @@ def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time
         for e in participants.journal(store, sid)
     ]
     assert got == [
-        ("joined", "heron", "flow/heron", "planner", "r-1", None, None, None, fmt_ts(t0)),
+        ("joined", "heron", "flow/heron", "planner", "r-1", None, None, "operator key", fmt_ts(t0)),
         (
             "joined",
             "heron>lynx#1",
@@ -304,7 +304,7 @@ def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time
             "r-2",
             "scan",
             "heron",
-            None,
+            "operator key",  # how it was admitted (S42)
             fmt_ts(t0 + timedelta(seconds=1)),
         ),
         (
@@ -326,7 +326,7 @@ def test_S4_journal_holds_joined_and_left_with_agent_run_id_step_parent_and_time
             "r-3",
             "scan",
             "heron",
-            None,
+            "operator key",
             fmt_ts(t0 + timedelta(seconds=3)),
         ),
     ]

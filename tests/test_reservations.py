@@ -17,6 +17,7 @@ from conftest import Clock, open_store
 
 from broker import Agent, Operator, Store, errors
 from broker.board import globs
+from broker.board.overlap import overlap
 from broker.model.records import to_dict
 
 FORK = mp.get_context("fork")
@@ -330,7 +331,7 @@ def test_S37_16_processes_racing_for_overlapping_patterns_never_overlap_exclusiv
         for b in holds[i + 1 :]:
             if a["holder"] == b["holder"] or (a["mode"] == b["mode"] == "shared"):
                 continue
-            if globs.overlap(a["pattern"], b["pattern"]) is None:
+            if overlap(a["pattern"], b["pattern"]) is None:
                 continue
             ta, tb = a["token"], b["token"]
             if start[ta] < stop[tb] and start[tb] < stop[ta]:

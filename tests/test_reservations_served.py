@@ -111,3 +111,30 @@ def test_S22_S37_served_operator_ends_anyones_hold_over_http_and_the_remote_hand
         assert op.reservations(sid) == [] and op.claims(sid) == []
     finally:
         conn.close()
+
+
+def test_S41_served_holds_full_is_429_with_retry_after_and_the_clients_holds_full(
+    srv: Server,
+) -> None:
+    with srv.operator() as c:
+        sid = c.post("/api/spaces", json={"kind": "workflow", "settings": {"holds_cap": 1}})
+        assert sid.status_code in (200, 201), sid.text
+        sid = sid.json()["id"]
+    store = Store(srv.url)
+    try:
+        _, lynx_j = trusted.join(store, sid, "lynx")
+    finally:
+        store.close()
+    with srv.client(lynx_j.token) as c:
+        first = c.post(f"/api/runs/{sid}/agent/board/claim", json={"key": "a"})
+        assert first.status_code == 200, first.text
+        full = c.post(f"/api/runs/{sid}/agent/board/claim", json={"key": "b"})
+    assert full.status_code == 429 and full.headers["Retry-After"] == "1"
+    assert full.json()["error"] == "holds_full" and full.json()["setting"] == "holds_cap"
+    conn = connect(srv.base)
+    try:
+        lynx = RemoteAgent.connect(conn, sid, "lynx", lynx_j.token)
+        with pytest.raises(errors.HoldsFull):
+            lynx.reserve("src/**")
+    finally:
+        conn.close()

@@ -101,13 +101,16 @@ def claim(
     key = validate_key(key)
     ttl = validate_ttl(ttl)
 
-    def run(t: Tx, _row: Caller) -> ClaimGrant:
+    def run(t: Tx, row: Caller) -> ClaimGrant:
         now = store.now()
         at = fmt_ts(now)
         expires = ts_after(now, ttl)
         space_id = ident.space_id
         where = {"space_id": space_id, "key": key}
         cur = t.one(_CLAIM_ROW, where)
+        regrant = cur is not None and cur["holder"] == ident.address
+        regrant = regrant and cur["lease_expires_at"] > at
+        holds.make_room(t, space_id, ident.address, at, 0 if regrant else 1, row.limits)
         grant = {"holder": ident.address, "claimed_at_utc": at, "lease_expires_at": expires}
         if cur is None:
             token = 1

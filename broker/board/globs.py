@@ -20,29 +20,32 @@ characters included (git stages ``a\\nb.py`` as readily as ``ab.py``), so
 a name. A path to check is only matched, never stored; a pattern is a label
 that is stored and shown, so it holds no control character (S33).
 
-Two patterns *overlap* (two reservations conflict) iff some path matches both.
-That is decided exactly, not guessed from prefixes: each pattern is compiled to
-a small automaton over characters whose transitions carry character sets
-(intervals of code points), and ``overlap`` searches the product of the two
-automata and a third one that accepts exactly the valid paths, breadth first.
-The language of the product is empty iff no common path exists; when it is
-not, the search returns the shortest witness path, which matches both (the
-property test checks both directions against an independent matcher).
+Two patterns *overlap* (two reservations conflict) iff some path matches
+both: ``broker.board.overlap`` decides it, from the patterns' *shapes* read
+here. A shape is a pattern's segments of tokens (a character set for each
+``?``, class or plain character, and ``*``), with ``**`` as "zero or more
+whole segments" (a last ``**`` is a ``*`` segment followed by one).
+
+Matching a path places the pattern's fixed-width pieces leftmost: inside a
+segment, the pieces between stars, as regular expressions of fixed width;
+in a path, the runs of segments between ``**``. The earliest place of a piece
+never hurts the pieces after it, so there is no backtracking, and no pattern
+makes a match slow (S41).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from broker import errors
 from broker.model import bounds
 
 PATTERN_MAX = 180  # characters; a journal key is "path " + the pattern (200 at most)
-# Wildcards (* ? [..] **) per pattern: bounds the overlap search, which runs
-# under the write lock, to milliseconds whatever an agent sends.
+# Wildcards (* ? [..] **) per pattern: a pattern is a label a person reads,
+# and the shape's work grows with them.
 WILDCARDS_MAX = 16
 PATH_MAX = 4096  # Linux's PATH_MAX: any path git can stage in a repository fits
 TOP = 0x10FFFF
@@ -52,14 +55,23 @@ _SLASH = ord("/")
 _DOT = ord(".")
 # Every character a path segment may hold: any a file name can, but '/' (and
 # NUL, which no file name holds), never a lone surrogate (it is not text).
-_SEGMENT: CharSet = ((0x01, 0x2E), (0x30, 0xD7FF), (0xE000, TOP))
-_SLASH_SET: CharSet = ((_SLASH, _SLASH),)
-_DOT_SET: CharSet = ((_DOT, _DOT),)
+SEGMENT: CharSet = ((0x01, 0x2E), (0x30, 0xD7FF), (0xE000, TOP))
+SLASH_SET: CharSet = ((_SLASH, _SLASH),)
+DOT_SET: CharSet = ((_DOT, _DOT),)
 _PREFERRED = "abcdefghijklmnopqrstuvwxyz0123456789_-"  # readable witnesses first
+
+# A token is a character set, or STAR ('*'); a segment a tuple of tokens; an
+# item of a shape a segment, or DSTAR ('**': zero or more whole segments).
+STAR = None
+DSTAR = None
+Token = CharSet | None
+Seg = tuple[Token, ...]
+Item = Seg | None
 
 
 @lru_cache(maxsize=65536)
-def _meet(a: CharSet, b: CharSet) -> CharSet:
+def meet(a: CharSet, b: CharSet) -> CharSet:
+    """The characters in both sets."""
     out: list[tuple[int, int]] = []
     i = j = 0
     while i < len(a) and j < len(b):
@@ -73,7 +85,7 @@ def _meet(a: CharSet, b: CharSet) -> CharSet:
     return tuple(out)
 
 
-def _minus(a: CharSet, b: CharSet) -> CharSet:
+def minus(a: CharSet, b: CharSet) -> CharSet:
     """``a`` without ``b``: ``a`` met with the complement of ``b``."""
     comp: list[tuple[int, int]] = []
     start = 0
@@ -83,7 +95,7 @@ def _minus(a: CharSet, b: CharSet) -> CharSet:
         start = hi + 1
     if start <= TOP:
         comp.append((start, TOP))
-    return _meet(a, tuple(comp))
+    return meet(a, tuple(comp))
 
 
 def _union(ranges: Iterable[tuple[int, int]]) -> CharSet:
@@ -97,35 +109,12 @@ def _union(ranges: Iterable[tuple[int, int]]) -> CharSet:
 
 
 @lru_cache(maxsize=4096)
-def _pick(s: CharSet) -> str:
+def pick(s: CharSet) -> str:
+    """One character of the set, a readable one if it has any."""
     for c in _PREFERRED:
         if any(lo <= ord(c) <= hi for lo, hi in s):
             return c
     return chr(s[0][0])
-
-
-@dataclass
-class _Nfa:
-    """States are ints; ``edges[q]`` lists (charset, target); ``eps[q]`` targets."""
-
-    edges: list[list[tuple[CharSet, int]]] = field(default_factory=list)
-    eps: list[list[int]] = field(default_factory=list)
-    accept: frozenset[int] = frozenset()
-
-    def new(self) -> int:
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
-
-    def closure(self, states: Iterable[int]) -> frozenset[int]:
-        seen = set(states)
-        todo = list(seen)
-        while todo:
-            for nxt in self.eps[todo.pop()]:
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return frozenset(seen)
 
 
 def _bad(pattern: str, why: str, what: str = "pattern") -> errors.InvalidInput:
@@ -156,7 +145,7 @@ def _check_text(text: object, what: str, top: int, *, controls: bool = False) ->
 def check_pattern(pattern: object) -> str:
     """A reservation pattern, checked at the edge; returns it unchanged."""
     checked = _check_text(pattern, "pattern", PATTERN_MAX)
-    compile_pattern(checked)  # syntax: classes closed, no trailing '\'
+    shape(checked)  # syntax: classes closed, no trailing '\', wildcards bounded
     return checked
 
 
@@ -196,144 +185,186 @@ def _class(seg: str, i: int, pattern: str) -> tuple[CharSet, int]:
         first = False
         j += 1
     chosen = _union(ranges)
-    return (_minus(_SEGMENT, chosen) if negate else _meet(_SEGMENT, chosen)), j + 1
+    return (minus(SEGMENT, chosen) if negate else meet(SEGMENT, chosen)), j + 1
+
+
+# --- the shape of a pattern ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Shape:
+    """A pattern read into segments of tokens (see the module's docstring)."""
+
+    items: tuple[Item, ...]
+    # False when no valid path matches it (an empty class such as ``[/]``, or
+    # a segment that can only be '.' or '..').
+    satisfiable: bool
+    prefix: str  # every matching path starts with this text
+    suffix: str  # ... and ends with this
+
+
+def _tokens(seg: str, pattern: str, wild: int) -> tuple[Seg, int]:
+    """One segment's tokens, and the wildcard count so far."""
+    out: list[Token] = []
+    i = 0
+    while i < len(seg):
+        c = seg[i]
+        if c in "*?[":
+            wild += 1
+            if wild > WILDCARDS_MAX:
+                raise _bad(pattern, f"more than {WILDCARDS_MAX} wildcards")
+        if c == "*":
+            if not out or out[-1] is not STAR:  # '**' inside a segment is '*'
+                out.append(STAR)
+            i += 1
+            continue
+        if c == "?":
+            label, i = SEGMENT, i + 1
+        elif c == "[":
+            label, i = _class(seg, i, pattern)
+        else:
+            if c == "\\":
+                i += 1
+                if i >= len(seg):
+                    raise _bad(pattern, "it ends with '\\'")
+                c = seg[i]
+            label, i = ((ord(c), ord(c)),), i + 1
+        out.append(label)
+    return tuple(out), wild
 
 
 @lru_cache(maxsize=4096)
-def compile_pattern(pattern: str) -> _Nfa:
-    """The automaton of a (syntactically checked) pattern."""
-    nfa = _Nfa()
-    cur = nfa.new()
+def shape(pattern: str) -> Shape:
+    """The shape of a pattern whose text is checked (``check_pattern``):
+    refuses a bad class, a trailing ``\\`` and too many wildcards."""
     segs = pattern.split("/")
+    items: list[Item] = []
     wild = 0
-    accept: int | None = None
     for n, seg in enumerate(segs):
-        last = n == len(segs) - 1
         if seg == "**":
             wild += 1
             if wild > WILDCARDS_MAX:
                 raise _bad(pattern, f"more than {WILDCARDS_MAX} wildcards")
-            inside = nfa.new()
-            nfa.edges[cur].append((_SEGMENT, inside))
-            nfa.edges[inside].append((_SEGMENT, inside))
-            nfa.edges[inside].append((_SLASH_SET, cur))
-            if last:
-                accept = inside
-            else:
-                nxt = nfa.new()
-                nfa.eps[cur].append(nxt)
-                cur = nxt
+            if n == len(segs) - 1:
+                items.append((STAR,))  # last, it is one segment or more
+            if not items or items[-1] is not DSTAR:
+                items.append(DSTAR)
             continue
-        i = 0
-        while i < len(seg):
-            c = seg[i]
-            if c in "*?[":
-                wild += 1
-                if wild > WILDCARDS_MAX:
-                    raise _bad(pattern, f"more than {WILDCARDS_MAX} wildcards")
-            if c == "*":
-                nfa.edges[cur].append((_SEGMENT, cur))
-                i += 1
-                continue
-            if c == "?":
-                label, i = _SEGMENT, i + 1
-            elif c == "[":
-                label, i = _class(seg, i, pattern)
-            else:
-                if c == "\\":
-                    i += 1
-                    if i >= len(seg):
-                        raise _bad(pattern, "it ends with '\\'")
-                    c = seg[i]
-                label, i = ((ord(c), ord(c)),), i + 1
-            nxt = nfa.new()
-            nfa.edges[cur].append((label, nxt))
-            cur = nxt
-        if last:
-            accept = cur
+        tokens, wild = _tokens(seg, pattern, wild)
+        items.append(tokens)
+    ok = all(item is DSTAR or _possible(item) for item in items)
+    return Shape(tuple(items), ok, _literal(items), _literal(items[::-1], reverse=True))
+
+
+def _possible(seg: Seg) -> bool:
+    """Whether some valid segment matches: every set has a character, and a
+    segment without a star is not bound to be '.' or '..' (a star can always
+    take one more character)."""
+    if any(tok is not STAR and not tok for tok in seg):
+        return False
+    return STAR in seg or len(seg) > 2 or any(tok != DOT_SET for tok in seg)
+
+
+def _literal(items: Sequence[Item], *, reverse: bool = False) -> str:
+    """The text every match starts with (or, ``reverse``, ends with)."""
+    out: list[str] = []
+    for n, item in enumerate(items):
+        if item is DSTAR:
+            break
+        for tok in item[::-1] if reverse else item:
+            if tok is STAR or len(tok) != 1 or tok[0][0] != tok[0][1]:
+                return "".join(out[::-1] if reverse else out)
+            out.append(chr(tok[0][0]))
+        if any(later is not DSTAR for later in items[n + 1 :]):
+            out.append("/")  # a segment follows, whatever a '**' between takes
+    return "".join(out[::-1] if reverse else out)
+
+
+def pieces_of(seg: Seg) -> list[tuple[CharSet, ...]]:
+    """A segment split at its stars: fixed-width pieces (one more than stars)."""
+    out: list[list[CharSet]] = [[]]
+    for tok in seg:
+        if tok is STAR:
+            out.append([])
         else:
-            nxt = nfa.new()
-            nfa.edges[cur].append((_SLASH_SET, nxt))
-            cur = nxt
-    assert accept is not None
-    nfa.accept = frozenset({accept})
-    return nfa
+            out[-1].append(tok)
+    return [tuple(p) for p in out]
 
 
-def _valid_paths() -> _Nfa:
-    """Accepts exactly the valid paths: non-empty segments, none '.' or '..'."""
-    nfa = _Nfa()
-    start, dot, dots, seg = nfa.new(), nfa.new(), nfa.new(), nfa.new()
-    other = _minus(_SEGMENT, _DOT_SET)
-    nfa.edges[start] += [(_DOT_SET, dot), (other, seg)]
-    nfa.edges[dot] += [(_DOT_SET, dots), (other, seg)]
-    nfa.edges[dots] += [(_SEGMENT, seg)]
-    nfa.edges[seg] += [(_SEGMENT, seg), (_SLASH_SET, start)]
-    nfa.accept = frozenset({seg})
-    return nfa
+def groups_of(items: Sequence[Item]) -> list[tuple[Seg, ...]]:
+    """A shape split at its ``**``: runs of segments (one more than ``**``)."""
+    out: list[list[Seg]] = [[]]
+    for item in items:
+        if item is DSTAR:
+            out.append([])
+        else:
+            out[-1].append(item)
+    return [tuple(g) for g in out]
 
 
-_PATHS = _valid_paths()
+# --- matching ---------------------------------------------------------------------------
+def _char_class(s: CharSet) -> str:
+    if len(s) == 1 and s[0][0] == s[0][1]:
+        return re.escape(chr(s[0][0]))
+    return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in s) + "]"
+
+
+@lru_cache(maxsize=8192)
+def _piece_regex(piece: tuple[CharSet, ...]) -> re.Pattern[str]:
+    return re.compile("".join(_char_class(s) for s in piece), re.S)
+
+
+@lru_cache(maxsize=8192)
+def _segment_matcher(seg: Seg) -> tuple[int, list[re.Pattern[str]]]:
+    """(the segment's least length, its pieces as fixed-width expressions)."""
+    pieces = pieces_of(seg)
+    return sum(len(p) for p in pieces), [_piece_regex(p) for p in pieces]
+
+
+def _segment_matches(seg: Seg, text: str) -> bool:
+    least, rx = _segment_matcher(seg)
+    if len(rx) == 1:
+        return rx[0].fullmatch(text) is not None
+    if len(text) < least:
+        return False
+    first, last = rx[0], rx[-1]
+    if first.match(text) is None:
+        return False
+    head = first.pattern and len(pieces_of(seg)[0])
+    tail = len(text) - len(pieces_of(seg)[-1])
+    if last.fullmatch(text, tail) is None:
+        return False
+    pos = head or 0
+    for piece in rx[1:-1]:  # leftmost first: the earliest place never hurts the rest
+        found = piece.search(text, pos, tail)
+        if found is None:
+            return False
+        pos = found.end()
+    return True
+
+
+def _run_matches(run: tuple[Seg, ...], segs: Sequence[str], at: int) -> bool:
+    return all(_segment_matches(s, segs[at + k]) for k, s in enumerate(run))
 
 
 def matches(pattern: str, path: str) -> bool:
     """Whether ``path`` matches ``pattern`` (both checked by the caller)."""
-    nfa = compile_pattern(pattern)
-    states = nfa.closure([0])
-    for ch in path:
-        o = ord(ch)
-        states = nfa.closure(
-            t for q in states for s, t in nfa.edges[q] if any(lo <= o <= hi for lo, hi in s)
-        )
-        if not states:
+    sh = shape(pattern)
+    if not sh.satisfiable or not path.startswith(sh.prefix) or not path.endswith(sh.suffix):
+        return False
+    segs = path.split("/")
+    groups = groups_of(sh.items)
+    if len(groups) == 1:
+        return len(segs) == len(groups[0]) and _run_matches(groups[0], segs, 0)
+    first, last = groups[0], groups[-1]
+    end = len(segs) - len(last)
+    if end < len(first) or not _run_matches(first, segs, 0):
+        return False
+    if not _run_matches(last, segs, end):
+        return False
+    pos = len(first)
+    for run in groups[1:-1]:  # leftmost first, as inside a segment
+        while pos + len(run) <= end and not _run_matches(run, segs, pos):
+            pos += 1
+        if pos + len(run) > end:
             return False
-    return bool(states & nfa.accept)
-
-
-@lru_cache(maxsize=65536)
-def overlap(a: str, b: str) -> str | None:
-    """A shortest path matching both patterns, or None when no path does: the
-    exact overlap rule of S37.
-
-    A breadth-first search over triples of states (pattern a, pattern b, the
-    valid-path automaton): a character step needs one edge from each whose
-    character sets intersect; an epsilon step (``**`` skipping segments) moves
-    one automaton alone and costs no character (0-1 BFS, so the first
-    accepting triple found is reached by a shortest path). At most
-    |A| x |B| x 4 triples, so the time is polynomial in the patterns' lengths."""
-    autos = (compile_pattern(a), compile_pattern(b), _PATHS)
-    Triple = tuple[int, int, int]
-    start: Triple = (0, 0, 0)
-    back: dict[Triple, tuple[Triple, str] | None] = {start: None}
-    todo: deque[Triple] = deque([start])
-    while todo:
-        state = todo.popleft()
-        if all(q in n.accept for q, n in zip(state, autos, strict=True)):
-            out: list[str] = []
-            step = back[state]
-            while step is not None:
-                state, ch = step
-                out.append(ch)
-                step = back[state]
-            return "".join(reversed(out))
-        for i, nfa in enumerate(autos):  # epsilon steps: no character, explored first
-            for nxt_q in nfa.eps[state[i]]:
-                moved = list(state)
-                moved[i] = nxt_q
-                nxt = (moved[0], moved[1], moved[2])
-                if nxt not in back:
-                    back[nxt] = (state, "")
-                    todo.appendleft(nxt)
-        qa, qb, qv = state
-        for sa, ta in autos[0].edges[qa]:
-            for sb, tb in autos[1].edges[qb]:
-                ab = _meet(sa, sb)
-                if not ab:
-                    continue
-                for sv, tv in autos[2].edges[qv]:
-                    chars = _meet(ab, sv)
-                    nxt = (ta, tb, tv)
-                    if chars and nxt not in back:
-                        back[nxt] = (state, _pick(chars))
-                        todo.append(nxt)
-    return None
+        pos += len(run)
+    return True

@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from broker import errors
 from broker.ids import new_id
 from broker.model.records import JournalEntry
+from broker.store.settings import Limits
 from broker.store.sql import stmt
 from broker.store.sqlite import Tx
 
@@ -39,6 +41,7 @@ _END = stmt("reservations.end")
 _RENEW_RESERVATION = stmt("reservations.renew")
 _END_EXPIRED = stmt("reservations.end_expired")
 _RESERVATIONS_HELD_BY = stmt("reservations.held_by")
+_LIVE_HOLDS = stmt("board.live_holds")
 
 Rows = Sequence[dict[str, Any]]
 
@@ -46,6 +49,38 @@ Rows = Sequence[dict[str, Any]]
 def journal_key(pattern: str) -> str:
     """The ``claim_journal`` key of a path pattern's lines (never a board key)."""
     return f"path {pattern}"
+
+
+# --- how much may be held (S41) ------------------------------------------------------------
+def make_room(t: Tx, space_id: str, holder: str, at: str, adding: int, limits: Limits) -> None:
+    """Refuse (``HoldsFull``) a grant that would take ``holder`` past
+    ``holds_cap`` live holds, or its space past ``space_holds_cap``: key
+    claims and path reservations count together, and a re-grant of what the
+    holder already holds adds nothing. Every request meets every live hold
+    of its space (a reservation's overlap, a path's check), so the bound is
+    what keeps one participant, or many, from making the board slow for all."""
+    if adding <= 0:
+        return
+    row = t.one(_LIVE_HOLDS, {"space_id": space_id, "holder": holder, "at": at})
+    mine, everyone = int(row["holder_holds"]), int(row["space_holds"])
+    if mine + adding > limits.holds_cap:
+        raise errors.HoldsFull(
+            f"{holder} holds {mine} live key claims and reservations and asks for {adding} "
+            f"more; its holds_cap is {limits.holds_cap}: release some, or wait for them to expire",
+            holder=holder,
+            held=mine,
+            cap=limits.holds_cap,
+            setting="holds_cap",
+        )
+    if everyone + adding > limits.space_holds_cap:
+        raise errors.HoldsFull(
+            f"space {space_id} holds {everyone} live key claims and reservations; its "
+            f"space_holds_cap is {limits.space_holds_cap}: wait for some to be released or "
+            "expire (the operator can end holds and change the cap)",
+            held=everyone,
+            cap=limits.space_holds_cap,
+            setting="space_holds_cap",
+        )
 
 
 # --- claim_journal ---------------------------------------------------------------------

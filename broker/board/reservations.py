@@ -7,7 +7,7 @@ path" needs one order over all of them; every grant gets the largest token
 of the space + 1 (rows are kept after they end, so that never goes back).
 
 Two live reservations of different holders conflict when their patterns
-overlap (``globs.overlap``: some path matches both) and at least one is
+overlap (``broker.board.overlap``: some path matches both) and at least one is
 exclusive; a request that conflicts with any live grant is refused whole
 (``Conflict`` naming holder, pattern, expiry and a path both match). A
 participant never conflicts with itself; reserving a pattern it already holds
@@ -23,12 +23,15 @@ operator's journal) journals ``expired`` and ends the row, once.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from broker import errors
 from broker.board import claims, globs, holds
+from broker.board.overlap import overlap
 from broker.ids import fmt_ts, ts_after
 from broker.model import bounds
 from broker.model.records import JournalEntry, PathCheck, Reservation
@@ -40,7 +43,16 @@ from broker.store.sqlite import Store, Tx
 
 DEFAULT_TTL = claims.DEFAULT_TTL
 MAX_PATTERNS = 100  # per reserve call
-MAX_PATHS = 10000  # per check (a large commit)
+# One check's cost is its paths times the live reservations of the space
+# (bounded by space_holds_cap, S41): both are bounded, and so is its time. A
+# large commit is checked a slice at a time (the git guard does).
+MAX_PATHS = 1000
+CHECK_SECONDS = 2.0
+# Agents' checks running at once in one process: a server's threads stay free
+# for everyone else (the operator's requests above all); one more is refused
+# as busy, to retry, rather than queued on a thread.
+CHECKS_AT_ONCE = 2
+_checking = threading.BoundedSemaphore(CHECKS_AT_ONCE)
 REASON_MAX = 500
 MODES = ("exclusive", "shared")
 _NEXT_TOKEN = stmt("reservations.next_token")
@@ -113,11 +125,40 @@ def _expire(t: Tx, space_id: str, at: str) -> int:
     return len(rows)
 
 
-def _conflict(want: str, mode: str, me: str, live: Iterable[Reservation]) -> None:
+def _rivals(want: str, mode: str, me: str, live: Iterable[Reservation]) -> Iterable[Reservation]:
+    """The live grants ``want`` could conflict with: someone else's, not both shared."""
     for r in live:
-        if r.holder == me or (mode == "shared" and r.mode == "shared"):
-            continue
-        witness = globs.overlap(want, r.pattern)
+        if r.holder != me and not (mode == "shared" and r.mode == "shared"):
+            yield r
+
+
+def _overlaps(
+    store: Store, ident: Identity, wanted: list[str], mode: str, tx: Tx | None
+) -> dict[tuple[str, str], str | None]:
+    """The overlaps of the wanted patterns with the live grants of the space,
+    decided before the write lock is taken (S41): under it, only grants made
+    in between are left to decide. Reads the live rows; writes nothing."""
+    with store.read(tx) as t:
+        live = [
+            _record(r) for r in t.all(_LIVE, {"space_id": ident.space_id, "at": store.now_ts()})
+        ]
+    return {
+        (want, r.pattern): overlap(want, r.pattern)
+        for want in wanted
+        for r in _rivals(want, mode, ident.address, live)
+    }
+
+
+def _conflict(
+    want: str,
+    mode: str,
+    me: str,
+    live: Iterable[Reservation],
+    known: dict[tuple[str, str], str | None],
+) -> None:
+    for r in _rivals(want, mode, me, live):
+        pair = (want, r.pattern)
+        witness = known[pair] if pair in known else overlap(want, r.pattern)
         if witness is not None:
             raise errors.Conflict(
                 f"{want!r} overlaps {r.holder}'s {r.mode} reservation of {r.pattern!r} "
@@ -151,16 +192,20 @@ def reserve(
     if reason is not None:
         reason = bounds.label(reason, "reason", REASON_MAX)
     mode = "shared" if shared else "exclusive"
+    known = _overlaps(store, ident, wanted, mode, tx)
 
-    def run(t: Tx, _row: Caller) -> list[Reservation]:
+    def run(t: Tx, caller: Caller) -> list[Reservation]:
         now = store.now()
         at = fmt_ts(now)
         expires = ts_after(now, ttl)
         space = ident.space_id
         _expire(t, space, at)
         live = [_record(r) for r in t.all(_LIVE, {"space_id": space, "at": at})]
+        held = {r.pattern for r in live if r.holder == ident.address and r.mode == mode}
+        adding = sum(1 for want in wanted if want not in held)  # a re-grant adds nothing
+        holds.make_room(t, space, ident.address, at, adding, caller.limits)
         for want in wanted:
-            _conflict(want, mode, ident.address, live)
+            _conflict(want, mode, ident.address, live, known)
         token = t.one(_NEXT_TOKEN, {"space_id": space})["token"]
         grants: list[Reservation] = []
         for want in wanted:
@@ -289,7 +334,15 @@ def release_as_operator(
 def _check(t: Tx, space_id: str, paths: list[str], me: str | None, at: str) -> list[PathCheck]:
     live = [_record(r) for r in t.all(_LIVE, {"space_id": space_id, "at": at})]
     out = []
+    deadline = time.monotonic() + CHECK_SECONDS
     for path in paths:
+        if time.monotonic() > deadline:
+            raise errors.StoreBusy(
+                f"checking {len(paths)} paths against {len(live)} live reservations takes more "
+                f"than {CHECK_SECONDS:g} s: check fewer paths at a time",
+                paths=len(paths),
+                reservations=len(live),
+            )
         held = [r for r in live if globs.matches(r.pattern, path)]
         blocked = any(r.mode == "exclusive" and r.holder != me for r in held)
         out.append(PathCheck(path=path, held_by=held, blocked=blocked))
@@ -306,7 +359,15 @@ def check(
     def run(t: Tx, _row: Caller) -> list[PathCheck]:
         return _check(t, ident.space_id, wanted, ident.address, store.now_ts())
 
-    return gate.call(store, ident, "board.read", run, tx=tx, write=False)
+    if not _checking.acquire(blocking=False):
+        raise errors.StoreBusy(
+            f"{CHECKS_AT_ONCE} path checks are running in this broker process; retry in a moment",
+            retry_after=1,
+        )
+    try:
+        return gate.call(store, ident, "board.read", run, tx=tx, write=False)
+    finally:
+        _checking.release()
 
 
 def check_as_operator(

@@ -21,6 +21,7 @@ from broker.ids import new_id
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
+from broker.spaces import shares
 from broker.spaces.addressing import Target
 from broker.spaces.spaces import limits_of
 from broker.store.settings import Limits
@@ -116,6 +117,10 @@ class Batch:
         self.exempt = sender.participant_id is None
         self.sender_bytes: int | None = None  # this sender's log bytes, read when needed
         self.held: dict[str, int] = {}  # recipient -> this sender's deliveries waiting there
+        # S42: the sender's share group, and what it holds, read when needed.
+        self.group: shares.Group | None = None
+        self.group_bytes: int | None = None
+        self.group_held: dict[str, int] = {}  # recipient -> the group's deliveries there
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
 
     # --- one send, in named steps ---------------------------------------------------------
@@ -207,6 +212,8 @@ class Batch:
                 self.waiting[pid] = now_waiting + 1
                 if pid in self.held:
                     self.held[pid] += 1
+                if pid in self.group_held:
+                    self.group_held[pid] += 1
         if out.bcast:
             if not self.exempt and self.bcast_no - out.slowest >= limits.broadcast_cap:
                 out.bcast, out.reached, out.ring = False, [], []
@@ -237,6 +244,8 @@ class Batch:
         self.log_bytes += size
         if self.sender_bytes is not None:
             self.sender_bytes += size
+        if self.group_bytes is not None:
+            self.group_bytes += size
         thread, reply_to, importance, ack_required = mail.row()
         self.messages.append(
             {
@@ -274,10 +283,11 @@ class Batch:
 
     # --- the checks -----------------------------------------------------------------------
     def _check_log(self, limits: Limits) -> None:
-        """S11, S30: past ``log_max_mb`` an agent's send is refused, and so it is
-        once the sender holds ``sender_share`` of it. The sender's bytes are
-        read only when the whole log is past that share (below it nobody can
-        hold more), then kept up to date in the batch."""
+        """S11, S30, S42: past ``log_max_mb`` an agent's send is refused, and so
+        it is once the sender holds ``sender_share`` of it, or its share group
+        holds the group's share. What they hold is read only when the whole
+        log is past the smallest share (below it nobody can hold more), then
+        kept up to date in the batch."""
         cap = limits.log_cap_bytes()
         if self.log_bytes >= cap:
             raise errors.MessagingFull(
@@ -285,38 +295,91 @@ class Batch:
                 space_id=self.space_id,
             )
         share = limits.sender_log_cap_bytes()
-        if self.log_bytes < share:
+        if self.log_bytes < min(share, limits.join_key_log_cap_bytes()):
             return
-        if self.sender_bytes is None:
-            row = self.t.one(
-                _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
-            )
-            # This batch's rows (all this sender's) are not in the table yet.
-            pending = sum(m["size_bytes"] for m in self.messages)
-            self.sender_bytes = (int(row[0]) if row else 0) + pending
-        if self.sender_bytes >= share:
+        if self.log_bytes >= share:
+            if self.sender_bytes is None:
+                row = self.t.one(
+                    _SENDER_LOG_BYTES, {"space_id": self.space_id, "sender": self.sender.address}
+                )
+                self.sender_bytes = (int(row[0]) if row else 0) + self._pending_bytes()
+            if self.sender_bytes >= share:
+                raise errors.MessagingFull(
+                    f"{self.sender.address} holds {human_size(self.sender_bytes)} of the log of "
+                    f"space {self.space_id}: its sender_share ({limits.sender_share:g} of "
+                    f"log_max_mb {limits.log_max_mb:g} MB) is used up; sends from it are refused",
+                    space_id=self.space_id,
+                    sender=self.sender.address,
+                    reason="sender_share",
+                )
+        self._check_group_log(limits)
+
+    def _pending_bytes(self) -> int:
+        # This batch's rows (all this sender's) are not in the table yet.
+        return sum(m["size_bytes"] for m in self.messages)
+
+    def _group(self) -> shares.Group:
+        if self.group is None:
+            self.group = shares.group_of(self.t, self.space_id, self.sender.address)
+        return self.group
+
+    def _check_group_log(self, limits: Limits) -> None:
+        """S42: the sender's share group (the join key's newcomers, or a
+        parent with the children it admitted) holds its share of the log together."""
+        group = self._group()
+        if not group.shared:
+            return  # one sender alone: its own share is the bound
+        setting = "join_key_share" if group.join_key else "sender_share"
+        share = getattr(limits, setting)
+        cap = limits.join_key_log_cap_bytes() if group.join_key else limits.sender_log_cap_bytes()
+        if self.log_bytes < cap:
+            return
+        if self.group_bytes is None:
+            held = shares.log_bytes(self.t, self.space_id, group.members)
+            self.group_bytes = held + self._pending_bytes()
+        if self.group_bytes >= cap:
             raise errors.MessagingFull(
-                f"{self.sender.address} holds {human_size(self.sender_bytes)} of the log of space "
-                f"{self.space_id}: its sender_share ({limits.sender_share:g} of log_max_mb "
-                f"{limits.log_max_mb:g} MB) is used up; sends from it are refused",
+                f"{group.describe()} hold {human_size(self.group_bytes)} of the log of space "
+                f"{self.space_id} together: their {setting} ({share:g} of log_max_mb "
+                f"{limits.log_max_mb:g} MB) is used up; sends from {self.sender.address} are "
+                "refused",
                 space_id=self.space_id,
                 sender=self.sender.address,
-                reason="sender_share",
+                reason=setting,
+                group=group.name,
             )
 
     def _over_share(self, pid: str, now_waiting: int, limits: Limits) -> bool:
-        """S30: does this sender hold its share of ``pid``'s inbox? Counted only
-        when the inbox itself holds that share (below it, nobody can)."""
+        """S30, S42: does this sender, or its share group, hold its share of
+        ``pid``'s inbox? Counted only when the inbox itself holds that share
+        (below it, nobody can)."""
         cap = limits.sender_inbox_cap()
-        if now_waiting < cap:
+        if now_waiting < min(cap, limits.join_key_inbox_cap()):
             return False
-        held = self.held.get(pid)
-        if held is None:
-            row = self.t.one(_SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address})
-            # Deliveries added by this batch are not in the table yet.
-            pending = sum(1 for d in self.deliveries if d["recipient_id"] == pid)
-            held = self.held[pid] = int(row[0]) + pending
-        return held >= cap
+        if now_waiting >= cap:
+            held = self.held.get(pid)
+            if held is None:
+                row = self.t.one(
+                    _SENDER_WAITING, {"recipient_id": pid, "sender": self.sender.address}
+                )
+                held = self.held[pid] = int(row[0]) + self._pending_deliveries(pid)
+            if held >= cap:
+                return True
+        group = self._group()
+        if not group.shared:
+            return False
+        group_cap = limits.join_key_inbox_cap() if group.join_key else cap
+        if now_waiting < group_cap:
+            return False
+        together = self.group_held.get(pid)
+        if together is None:
+            together = shares.waiting(self.t, pid, group.members) + self._pending_deliveries(pid)
+            self.group_held[pid] = together
+        return together >= group_cap
+
+    def _pending_deliveries(self, pid: str) -> int:
+        # Deliveries added by this batch are not in the table yet.
+        return sum(1 for d in self.deliveries if d["recipient_id"] == pid)
 
     def _contact_policies(self, out: Outcome) -> None:
         """Drop the recipients whose contact policy refuses this sender (S38);
@@ -386,7 +449,7 @@ class Batch:
         store, space_id, woken = self.store, self.space_id, list(self.woken)
         t.after_commit(lambda: wake.ring(store, space_id, woken))
         self.messages, self.deliveries, self.woken = [], [], set()
-        self.held = {}  # the flushed deliveries are in the table now
+        self.held, self.group_held = {}, {}  # the flushed deliveries are in the table now
 
 
 def _same_send(

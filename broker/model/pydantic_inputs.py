@@ -195,3 +195,14 @@ class LimitsModel(BaseModel):
         "sender_share",
         "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0.001 to 1)",
     )
+    join_key_share: float = _bound(
+        "join_key_share",
+        "the most the participants admitted by the join key may hold together of another's "
+        "inbox_cap and of log_max_mb, S42 (0.001 to 1)",
+    )
+    holds_cap: int = _bound(
+        "holds_cap", "live key claims and path reservations per participant, S41 (1 to 100000)"
+    )
+    space_holds_cap: int = _bound(
+        "space_holds_cap", "live key claims and path reservations in the space, S41 (1 to 1000000)"
+    )

@@ -15,7 +15,7 @@ from broker.delivery import inbox
 from broker.delivery.transcript import notice
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
-from broker.spaces import auth, grants
+from broker.spaces import auth, grants, shares
 from broker.spaces.addressing import address_of
 from broker.spaces.auth import Identity
 
@@ -211,7 +211,7 @@ def join(
                 "contact_allow": None,
             }
             insert_rows(t, [fresh])
-        journal_event(t, pid, space_id, "joined", row, now, None)
+        journal_event(t, pid, space_id, "joined", row, now, _admitted(credential))
         if tools and not messaging:
             # Off inherited from the parent wins over the tools it named: they are
             # not offered, and its transcript says so (nothing dropped silently).
@@ -245,6 +245,17 @@ def _kept(holder: dict[str, Any] | None, inp: JoinInput) -> dict[str, str | None
         else:
             out[name] = given or None  # '' clears it
     return out
+
+
+def _admitted(cred: Credential) -> str:
+    """How a join was admitted, as its journal line records it: what decides
+    the participant's share group (S42). A re-join with the address's last
+    token alone continues it: its admission stays the one before."""
+    if cred.operator_key:
+        return shares.OPERATOR_KEY
+    if cred.join_key:
+        return shares.JOIN_KEY
+    return shares.PARENT_TOKEN if cred.parent_token else shares.LAST_TOKEN
 
 
 def _check_pid(pid: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from broker import errors
 from broker.mail.messages import OPERATOR, append
 from broker.model.records import InboxUse, SenderUse, SpaceUsage
-from broker.spaces import spaces
+from broker.spaces import shares, spaces
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 from broker.vocab import number
@@ -25,20 +25,27 @@ from broker.vocab import number
 _SPACE_TOTALS = stmt("usage.space_totals")
 _TOP_SENDERS = stmt("usage.top_senders")
 _INBOXES = stmt("usage.inboxes")
+_BOARD = stmt("usage.board")
 TOP_MAX = 1000
 
 
 def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) -> SpaceUsage:
     """The limits in effect in a space and what uses them: log bytes against
-    ``log_max_mb``, the ``top`` senders by their part of the log, and each
-    participant's waiting deliveries against ``inbox_cap``."""
+    ``log_max_mb``, the ``top`` senders by their part of the log, what the join
+    key's newcomers hold of it together (S42), each participant's waiting
+    deliveries against ``inbox_cap`` and live holds against ``holds_cap``,
+    and the board's live holds and stored bytes (S41)."""
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= TOP_MAX:
         raise errors.InvalidInput(f"bad top {top!r}: 1 to {TOP_MAX}", field="top")
     with store.read(tx) as t:
         sid = spaces.resolve_id(t, ref)
         row = t.one(_SPACE_TOTALS, {"space_id": sid})
         senders = t.all(_TOP_SENDERS, {"space_id": sid, "n": top})
-        inboxes = t.all(_INBOXES, {"space_id": sid})
+        at = store.now_ts()
+        inboxes = t.all(_INBOXES, {"space_id": sid, "at": at})
+        board = t.one(_BOARD, {"space_id": sid, "at": at})
+        newcomers = {a for a, g in shares.groups(t, sid).items() if g.join_key}
+        newcomer_bytes = shares.log_bytes(t, sid, newcomers)
     limits = spaces.limits_of(row["settings"])
     # At least one byte: a share of the log divides by it (the bounds keep it
     # above 100 bytes; a stored value below them is the default, Limits.lenient).
@@ -69,9 +76,15 @@ def space_usage(store: Store, ref: str, *, top: int = 10, tx: Tx | None = None) 
                 status=r["status"],
                 waiting=int(r["waiting"]),
                 cap=limits.inbox_cap,
+                holds=int(r["holds"]),
             )
             for r in inboxes
         ],
+        holds=int(board["holds"]),
+        board_bytes=int(board["board_bytes"]),
+        join_key_members=len(newcomers),
+        join_key_log_bytes=newcomer_bytes,
+        join_key_log_cap_bytes=math.floor(limits.join_key_log_cap_bytes()),
     )
 
 

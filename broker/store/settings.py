@@ -46,6 +46,9 @@ class Limits:
     # so nobody continues its address while it thinks.
     live_seconds: float = 3600.0
     sender_share: float = 0.5
+    join_key_share: float = 0.5
+    holds_cap: int = 100
+    space_holds_cap: int = 1000
 
     def sender_inbox_cap(self) -> int:
         """Waiting deliveries one sender may hold in one inbox (at least 1):
@@ -60,6 +63,15 @@ class Limits:
     def sender_log_cap_bytes(self) -> float:
         """The bytes of the log one sender may hold (S30): ``sender_share`` of the log's cap."""
         return decimal_product(self.log_cap_bytes(), self.sender_share)
+
+    def join_key_inbox_cap(self) -> int:
+        """Waiting deliveries the join key's newcomers may hold in one inbox
+        together (at least 1, S42): ``join_key_share × inbox_cap`` rounded down."""
+        return max(1, math.floor(decimal_product(self.inbox_cap, self.join_key_share)))
+
+    def join_key_log_cap_bytes(self) -> float:
+        """The bytes of the log the join key's newcomers may hold together (S42)."""
+        return decimal_product(self.log_cap_bytes(), self.join_key_share)
 
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
         """The limits by name (all, or the names in ``include``)."""

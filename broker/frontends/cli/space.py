@@ -175,6 +175,17 @@ def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
                 f"{usage.messages} rows; one sender at most {_mb(usage.sender_log_cap_bytes)}",
             ),
             ("inbox", f"one sender at most {usage.sender_inbox_cap} waiting in another's inbox"),
+            (
+                "join key",
+                f"{usage.join_key_members} admitted hold {_mb(usage.join_key_log_bytes)} of the "
+                f"log together; at most {_mb(usage.join_key_log_cap_bytes)}",
+            ),
+            (
+                "board",
+                f"{usage.holds} live holds of {number(usage.limits['space_holds_cap'])} (one "
+                f"participant at most {number(usage.limits['holds_cap'])}); "
+                f"{_mb(usage.board_bytes)} kept",
+            ),
         ]
     )
     click.echo()
@@ -196,8 +207,8 @@ def _show(sp: Space, usage: SpaceUsage, as_json: bool) -> None:
     )
     click.echo()
     table(
-        [(i.address, i.status, f"{i.waiting}/{i.cap}") for i in usage.inboxes],
-        ["participant", "status", "waiting"],
+        [(i.address, i.status, f"{i.waiting}/{i.cap}", i.holds) for i in usage.inboxes],
+        ["participant", "status", "waiting", "holds"],
         empty="(no participants)",
     )
 

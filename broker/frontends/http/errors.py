@@ -25,6 +25,7 @@ STATUS: tuple[tuple[type[errors.BrokerError], int], ...] = (
     (errors.Forbidden, 403),
     (errors.NotDelivered, 409),  # logged and committed, then refused (S8)
     (errors.MessagingFull, 409),
+    (errors.HoldsFull, 429),  # S41: exhaustion is a refusal with Retry-After
     (errors.Conflict, 409),
     (errors.StoreBusy, 503),
     (errors.SchemaOutOfDate, 503),
@@ -39,6 +40,8 @@ DESCRIPTIONS = {
     409: "space not running, conflict, lease lost, key held, not delivered (S8), messaging full",
     413: "request body or message body too large (body_too_large)",
     422: "invalid input, naming the field (invalid_input); nothing written",
+    429: "the caller or its space holds all the live claims its limits allow (holds_full); "
+    "release one or retry later",
     503: "the store stayed busy past its timeout (retry), or its schema is not this "
     "broker's (schema_out_of_date, store_too_new)",
 }
@@ -60,7 +63,7 @@ def error_body(exc: errors.BrokerError) -> dict[str, Any]:
 def error_response(exc: errors.BrokerError) -> JSONResponse:
     status = status_of(exc)
     headers = {"WWW-Authenticate": 'Bearer realm="broker"'} if status == 401 else None
-    if status == 503:
+    if status in (429, 503):
         headers = {"Retry-After": "1"}
     if status == 500:
         log.error("server error %s: %s", exc.code, exc.message)

@@ -113,6 +113,8 @@ class InboxUse:
     waiting: int
     """deliveries ready or being processed"""
     cap: int
+    holds: int = 0
+    """its live key claims and path reservations (against ``holds_cap``, S41)"""
 
 @record
 class SpaceUsage:
@@ -135,6 +137,17 @@ class SpaceUsage:
     messages: int
     top_senders: list[SenderUse]
     inboxes: list[InboxUse]
+    holds: int = 0
+    """live key claims and path reservations in the space (against ``space_holds_cap``, S41)"""
+    board_bytes: int = 0
+    """what the board keeps: key claim rows, reservation rows (ended ones too) and
+    the claim journal, in bytes of their text and numbers"""
+    join_key_members: int = 0
+    """participants the join key admitted, with the children they admitted (S42)"""
+    join_key_log_bytes: int = 0
+    """what they hold of the log together"""
+    join_key_log_cap_bytes: int = 0
+    """what they may hold together (``join_key_share`` of ``log_max_mb``)"""
 
 @record
 class Purged:

@@ -104,3 +104,21 @@ ORDER BY at_utc, id
 SELECT id, key, event, owner, token, lease_expires_at, at_utc, reason FROM claim_journal
 WHERE space_id = :space_id AND (CAST(:key AS text) IS NULL OR key = :key)
 ORDER BY at_utc, id
+
+-- name: live_holds
+-- Live holds (key claims and path reservations, not expired at :at) of the
+-- space and of one holder, counted against space_holds_cap and holds_cap
+-- (S41) before a grant. Reservations are read through their partial index
+-- on live rows; key claims through the space's rows of board_claims.
+SELECT
+  (SELECT count(*) FROM board_claims
+    WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at > :at)
+  + (SELECT count(*) FROM reservations
+    WHERE space_id = :space_id AND ended_at_utc IS NULL AND lease_expires_at > :at)
+    AS space_holds,
+  (SELECT count(*) FROM board_claims
+    WHERE space_id = :space_id AND holder = :holder AND lease_expires_at > :at)
+  + (SELECT count(*) FROM reservations
+    WHERE space_id = :space_id AND holder = :holder AND ended_at_utc IS NULL
+      AND lease_expires_at > :at)
+    AS holder_holds

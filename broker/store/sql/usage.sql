@@ -24,7 +24,45 @@ SELECT sender, log_bytes, messages FROM sender_usage WHERE space_id = :space_id
 ORDER BY log_bytes DESC, sender LIMIT :n
 
 -- name: inboxes
--- Each participant's waiting deliveries (ready + processing) and unread
--- broadcasts, live ones first, fullest first.
-SELECT address, status, waiting, bcast_seen FROM participants WHERE space_id = :space_id
+-- Each participant's waiting deliveries (ready + processing), unread
+-- broadcasts and live holds (S41), live ones first, fullest first.
+SELECT address, status, waiting, bcast_seen,
+  (SELECT count(*) FROM board_claims c WHERE c.space_id = p.space_id AND c.holder = p.address
+    AND c.lease_expires_at > :at)
+  + (SELECT count(*) FROM reservations r WHERE r.space_id = p.space_id AND r.holder = p.address
+    AND r.ended_at_utc IS NULL AND r.lease_expires_at > :at) AS holds
+FROM participants p WHERE space_id = :space_id
 ORDER BY CASE WHEN status IN ('running', 'idle') THEN 0 ELSE 1 END, waiting DESC, address
+
+-- name: board
+-- A space's live holds (S41) and what its board keeps, in bytes of the text
+-- and numbers of its rows (8 per number, 27 per time, 26 per id): key claim
+-- rows, reservation rows (ended ones are kept, so fences only grow) and the
+-- claim journal. For space show, not a send: it reads every board row.
+SELECT
+  (SELECT count(*) FROM board_claims
+    WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at > :at)
+  + (SELECT count(*) FROM reservations
+    WHERE space_id = :space_id AND ended_at_utc IS NULL AND lease_expires_at > :at) AS holds,
+  COALESCE((SELECT sum(length(CAST(key AS BLOB)) + length(CAST(COALESCE(holder, '') AS BLOB))
+    + 8 + 2 * 27) FROM board_claims WHERE space_id = :space_id), 0)
+  + COALESCE((SELECT sum(length(CAST(pattern AS BLOB)) + length(CAST(holder AS BLOB))
+    + length(CAST(COALESCE(reason, '') AS BLOB)) + length(CAST(mode AS BLOB)) + 8 + 3 * 27)
+    FROM reservations WHERE space_id = :space_id), 0)
+  + COALESCE((SELECT sum(26 + length(CAST(key AS BLOB)) + length(CAST(event AS BLOB))
+    + length(CAST(owner AS BLOB)) + length(CAST(COALESCE(reason, '') AS BLOB)) + 8 + 2 * 27)
+    FROM claim_journal WHERE space_id = :space_id), 0) AS board_bytes
+-- postgresql:
+SELECT
+  (SELECT count(*) FROM board_claims
+    WHERE space_id = :space_id AND holder IS NOT NULL AND lease_expires_at > :at)
+  + (SELECT count(*) FROM reservations
+    WHERE space_id = :space_id AND ended_at_utc IS NULL AND lease_expires_at > :at) AS holds,
+  COALESCE((SELECT sum(octet_length(key) + octet_length(COALESCE(holder, ''))
+    + 8 + 2 * 27) FROM board_claims WHERE space_id = :space_id), 0)
+  + COALESCE((SELECT sum(octet_length(pattern) + octet_length(holder)
+    + octet_length(COALESCE(reason, '')) + octet_length(mode) + 8 + 3 * 27)
+    FROM reservations WHERE space_id = :space_id), 0)
+  + COALESCE((SELECT sum(26 + octet_length(key) + octet_length(event)
+    + octet_length(owner) + octet_length(COALESCE(reason, '')) + 8 + 2 * 27)
+    FROM claim_journal WHERE space_id = :space_id), 0) AS board_bytes
