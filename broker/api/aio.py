@@ -9,8 +9,9 @@ event loop (``broker serve``, ``broker mcp``):
   cancelled call still finishes its statement before the cancellation goes
   on, so when ``await`` raises ``CancelledError`` nothing is left in flight.
 - Waiting (``claim(wait=...)``, ``next_turn(wait=...)``, ``follow``) parks on
-  the doorbell (S20) without holding a thread: the ``broker.delivery.wake.Waiter``'s
-  sockets are watched by the event loop (``loop.add_reader``). The order is
+  the doorbell (S20) without holding a thread or a file descriptor: the
+  ``broker.delivery.wake.Waiter``'s bell, rung by the process's one doorbell,
+  settles a future of the event loop (S41). The order is
   the one ``broker.delivery.wake`` documents, with the Waiter's own steps: the
   doorbell is bound and the change marker read *before* the database is
   checked, every wait starts by comparing the marker (a commit in between is
@@ -202,7 +203,7 @@ class Doorbell:
 
     async def _wait(self, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
-        socks = list(self.waiter.socks)
+        bell = self.waiter.bell
         deadline = time.monotonic() + timeout
         tick = wake.SAFETY_S
         while True:
@@ -212,14 +213,15 @@ class Doorbell:
             self.waiter.sleeping()
             fut: asyncio.Future[bool] = loop.create_future()
             timer = loop.call_later(min(left, tick), _settle, fut, False)
-            for s in socks:
-                loop.add_reader(s.fileno(), _settle, fut, True)
+            # Rung from the doorbell's thread: the future is settled in the loop.
+            bell.wake_with(functools.partial(loop.call_soon_threadsafe, _settle, fut, True))
+            if bell.rung:
+                _settle(fut, True)  # rung before the waker was in place
             try:
                 rung = await fut
             finally:
                 timer.cancel()
-                for s in socks:
-                    loop.remove_reader(s.fileno())
+                bell.wake_with(None)
             if rung:
                 return self.waiter.woken("rung")  # drained, marker re-read
             if self.waiter.ticked():
