@@ -205,6 +205,14 @@ class StoreBusy(StoreError):
     exit_code = 11
 
 
+class TooManyConnections(StoreBusy):
+    """PostgreSQL refused a new connection: the server (or the database, or
+    the role) is at its connection limit (S41). Retry later, or make room:
+    ``max_connections``, fewer processes, or smaller pools."""
+
+    code = "too_many_connections"
+
+
 class ServerUnreachable(StoreError):
     """Client mode: the broker server at BROKER_URL did not answer."""
 

@@ -188,6 +188,12 @@ def serve(
         header_timeout_s=header_timeout,
         body_timeout_s=body_timeout,
     )
+    from broker.api import aio
+
+    # PostgreSQL's connection budget (S41): one connection for each thread that
+    # may hold one at once (request workers, asyncio workers, the group
+    # committer) and a spare; its LISTEN connection comes on top.
+    s.size_pool(options.workers + aio.WORKERS + 2)
     app = create_app(s, options, mcp=_mcp_app(s))
     if not quiet:
         log_to_stderr()
