@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from broker import errors
+from broker.api import parking
 from broker.api.handles import Agent, Operator
 from broker.delivery import inbox, waits, wake
 from broker.ids import parse_ts
@@ -59,6 +60,9 @@ from broker.vocab import SpaceKind
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# The bounds a server puts on its twins' parked waits (S41); front ends reach them here.
+Parking = parking.Parking
 
 WORKERS = 16  # threads for the blocking part of calls (each holds one SQLite connection)
 MAX_WAIT_S = 86_400.0  # the longest wait a call may ask for (S33: bounded numbers)
@@ -261,14 +265,22 @@ class AsyncAgent:
     """A participant acting in its space, for asyncio code: the methods of
     ``broker.api.handles.Agent`` as coroutines (see the module docstring)."""
 
-    def __init__(self, store: Store, identity: Identity) -> None:
+    def __init__(self, store: Store, identity: Identity, parking: Parking | None = None) -> None:
         self.sync = Agent(store, identity)
         self._turn: Turn | None = None  # taken by a cancelled next_turn, returned next
+        self.parking = parking  # a server's bounds on parked waits (S41); None: unbounded
 
     @classmethod
-    def wrap(cls, agent: Agent) -> AsyncAgent:
-        """The async twin of an existing ``Agent`` (same store, same identity)."""
-        return cls(agent.store, agent.identity)
+    def wrap(cls, agent: Agent, parking: Parking | None = None) -> AsyncAgent:
+        """The async twin of an existing ``Agent`` (same store, same identity);
+        a server gives its ``Parking`` (``broker.api.parking``)."""
+        return cls(agent.store, agent.identity, parking)
+
+    def _park(self, stack: contextlib.ExitStack) -> bool:
+        """Count the wait about to park in ``stack`` (its call's), or refuse it (S41)."""
+        if self.parking is not None:
+            stack.enter_context(self.parking.park(self.identity))
+        return True
 
     @classmethod
     async def connect(cls, store: Store, space: str, address: str, token: str | None) -> AsyncAgent:
@@ -390,12 +402,15 @@ class AsyncAgent:
         step = functools.partial(self._claim_step, limit, lease, owner)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
-            while True:
-                got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
-                left = deadline - time.monotonic()
-                if got.deliveries or left <= 0:
-                    return got
-                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+            with contextlib.ExitStack() as parked:
+                counted = False
+                while True:
+                    got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
+                    left = deadline - time.monotonic()
+                    if got.deliveries or left <= 0:
+                        return got
+                    counted = counted or self._park(parked)
+                    await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
     @staticmethod
     async def _sleep(bell: Doorbell, pulse: auth.Pulse, timeout: float) -> None:
@@ -450,12 +465,15 @@ class AsyncAgent:
         step = functools.partial(self._turn_step, lease, limit)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
-            while True:
-                turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
-                left = deadline - time.monotonic()
-                if turn.id is not None or left <= 0:
-                    return turn
-                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+            with contextlib.ExitStack() as parked:
+                counted = False
+                while True:
+                    turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
+                    left = deadline - time.monotonic()
+                    if turn.id is not None or left <= 0:
+                        return turn
+                    counted = counted or self._park(parked)
+                    await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
     def _turn_step(self, lease: float | None, limit: int | None) -> tuple[Turn, str | None]:
         turn = self.sync.next_turn(0.0, lease, limit)

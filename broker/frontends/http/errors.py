@@ -28,6 +28,8 @@ STATUS: tuple[tuple[type[errors.BrokerError], int], ...] = (
     (errors.Conflict, 409),
     (errors.StoreBusy, 503),
     (errors.SchemaOutOfDate, 503),
+    (errors.TooManyWaits, 429),
+    (errors.Exhausted, 503),
 )
 
 # What each status means, for the OpenAPI document.
@@ -38,7 +40,9 @@ DESCRIPTIONS = {
     409: "space not running, conflict, lease lost, key held, not delivered (S8), messaging full",
     413: "request body or message body too large (body_too_large)",
     422: "invalid input, naming the field (invalid_input); nothing written",
-    503: "the store stayed busy past its timeout; retry",
+    429: "too many waits parked by this participant or its space (too_many_waits); retry",
+    503: "the store stayed busy past its timeout, the database is full (too_many_connections) "
+    "or the server is at its file budget (server_busy); retry",
 }
 
 
@@ -58,8 +62,11 @@ def error_body(exc: errors.BrokerError) -> dict[str, Any]:
 def error_response(exc: errors.BrokerError) -> JSONResponse:
     status = status_of(exc)
     headers = {"WWW-Authenticate": 'Bearer realm="broker"'} if status == 401 else None
-    if status == 503:
-        headers = {"Retry-After": "1"}
+    if status in (429, 503):
+        # S41: a refusal for a full resource says when to come back.
+        headers = {"Retry-After": str(exc.fields.get("retry_after", 1))}
+        if isinstance(exc, errors.ServerBusy):
+            headers["Connection"] = "close"  # its descriptor is what the server lacks
     if status == 500:
         log.error("server error %s: %s", exc.code, exc.message)
     return JSONResponse(error_body(exc), status_code=status, headers=headers)
