@@ -7,8 +7,9 @@ reach the server over TCP (127.0.0.1:5432; no network namespaces here).
   (``pg_terminate_backend``) while its claim is applied but not committed; the
   transaction rolls back (no half-applied lease), the broken connection leaves
   the pool, and the next call succeeds.
-- A writer killed between its COMMIT and its NOTIFY rings nobody: the waiter
-  still sees the message at its safety tick (S20).
+- A writer killed right after its COMMIT has rung already: the NOTIFY is
+  queued in its transaction and PostgreSQL delivers it with the COMMIT; a
+  rolled-back write rings nobody (S20, S41).
 """
 
 from __future__ import annotations

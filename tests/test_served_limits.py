@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import trusted
 
 from broker import Store
-from tests.served import Server
+from tests.served import Server, clean_env
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -105,6 +106,16 @@ def test_S41_an_agent_parks_at_most_its_cap_of_waits_then_429_with_retry_after(
         assert (status, body["error"]) == (429, "too_many_waits"), body
         assert headers["retry-after"] == "1" and body["retry_after"] == 1
         assert "\n" not in body["message"] and "a already has 2 waits parked" in body["message"]
+        # the CLI in client mode says so in one line, exit 11 (busy: retry)
+        env = clean_env(server.home, BROKER_URL=f"unix://{server.socket}", BROKER_TOKEN=tokens["a"])
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "broker", "inbox", "claim", "--wait", "30",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(cli.communicate(), 120)
+        assert cli.returncode == 11, err
+        assert err.decode().startswith("broker: too_many_waits: a already has 2 waits parked")
+        assert len(err.decode().strip().splitlines()) == 1
         # not waiting is not parking: still answered
         status, _, lease = await http(server, "POST", claim, tokens["a"], {})
         assert (status, lease["deliveries"]) == (200, [])
