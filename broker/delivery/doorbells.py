@@ -307,12 +307,18 @@ class ProcessDoorbell:
                 except BlockingIOError:
                     break
                 except OSError:
-                    return
+                    if self.closed:
+                        return
+                    keys.add("*")  # an error we cannot read past: everyone re-checks
+                    break
                 keys.update(data.decode("ascii", "replace").split())
             try:
                 os.unlink(lost)
             except OSError:
-                self.bells.ring(keys)
+                if "*" in keys:
+                    self.bells.ring_all()
+                else:
+                    self.bells.ring(keys)
             else:
                 self.bells.ring_all()  # a writer found the queue full: its ring is in none
         with contextlib.suppress(OSError):

@@ -220,7 +220,7 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
 def _overflowed(sock: socket.socket, path: str) -> None:
     """A process's queue is full: leave the mark its thread looks for after
     each batch (it then rings all its waiters), and send once more so that
-    a thread that already looked reads another batch."""
+    a thread that already looked reads another batch ("*": ring everyone)."""
     with contextlib.suppress(OSError):
         os.close(runfiles.open_private(f"{path}.lost", os.O_WRONLY))
     with contextlib.suppress(OSError):
