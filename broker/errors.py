@@ -214,6 +214,39 @@ class StoreBusy(StoreError):
     exit_code = 11
 
 
+class TooManyConnections(StoreBusy):
+    """PostgreSQL refused a new connection: the server (or the database, or
+    the role) is at its connection limit (S41). Retry later, or make room:
+    ``max_connections``, fewer processes, or smaller pools."""
+
+    code = "too_many_connections"
+
+
+class Exhausted(BrokerError):
+    """A bounded resource is at its bound (S41): nothing was done; retry after
+    ``retry_after`` seconds. Never a hang, never a crash."""
+
+    code = "exhausted"
+    exit_code = 11
+
+    def __init__(self, message: str, retry_after: int = 1, **fields: Any) -> None:
+        super().__init__(message, retry_after=retry_after, **fields)
+
+
+class TooManyWaits(Exhausted):
+    """A participant, or its space, already has as many waits parked in the
+    server as it may (HTTP 429)."""
+
+    code = "too_many_waits"
+
+
+class ServerBusy(Exhausted):
+    """The server as a whole is at its budget (file descriptors): it keeps the
+    rest for the operator and its own files (HTTP 503)."""
+
+    code = "server_busy"
+
+
 class ServerUnreachable(StoreError):
     """Client mode: the broker server at BROKER_URL did not answer."""
 

@@ -100,13 +100,13 @@ def agent_session(store: Store, space: str, address: str, token: str, **kw: Any)
 
 
 def doorbell_waiters(store: Store, participant_id: str) -> int:
-    """Sockets bound on a participant's doorbell now (S20): a waiter parked
-    on it, in any process. A barrier for tests that must send only once the
+    """Waiters registered on a participant's doorbell now (S20), in any
+    process: each process's marker in the key's folder is as many bytes long
+    as it has waiters there. A barrier for tests that must send only once the
     other side waits."""
-    root = wake.root_path(store) if hasattr(wake, "root_path") else wake._root(store)
-    folder = Path(root) / wake.participant_key(participant_id)
+    folder = Path(wake.root_path(store)) / wake.participant_key(participant_id)
     try:
-        return sum(1 for _ in folder.iterdir())
+        return sum(f.stat().st_size for f in folder.iterdir())
     except FileNotFoundError:
         return 0
 

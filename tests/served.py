@@ -33,7 +33,9 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
 class Server:
     """``python -m broker serve --port 0`` on a store in ``home``."""
 
-    def __init__(self, home: Path, *args: str) -> None:
+    def __init__(self, home: Path, *args: str, max_fds: int | None = None) -> None:
+        """``max_fds``: the server process's RLIMIT_NOFILE, soft and hard (S41
+        tests make exhaustion reachable with a few hundred descriptors)."""
         self.home = home
         self.log = home.parent / f"serve-{os.getpid()}-{time.monotonic_ns()}.log"
         home.mkdir(parents=True, exist_ok=True)
@@ -43,6 +45,7 @@ class Server:
             stdout=self._log,
             stderr=self._log,
             env=clean_env(home),
+            preexec_fn=None if max_fds is None else _limit_fds(max_fds),
         )
         self.socket = ""
         self.base = ""
@@ -95,6 +98,15 @@ class Server:
                 self.proc.wait()
             self._log.close()
             self.log.unlink(missing_ok=True)
+
+
+def _limit_fds(n: int) -> Any:
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
 
 
 def serving(factory: Any, name: str) -> Iterator[Server]:

@@ -82,10 +82,11 @@ def _public(obj: object) -> set[str]:
     return {n for n in dir(obj) if not n.startswith("_")}
 
 
-# Names only the async twins have: the sync handle, a wrapper, and the inbox's
+# Names only the async twins have: the sync handle, a wrapper, the inbox's
 # doorbell (a front end's watcher awaits it without a thread; a sync caller
-# waits through claim(wait=...) or next_turn(wait=...)).
-ASYNC_ONLY = {"sync", "wrap", "doorbell"}
+# waits through claim(wait=...) or next_turn(wait=...)), and a server's bounds
+# on its parked waits (S41).
+ASYNC_ONLY = {"sync", "wrap", "doorbell", "parking"}
 
 
 def test_async_twins_have_the_sync_handles_methods_as_coroutines(

@@ -20,7 +20,7 @@ import pytest
 
 from broker import Store
 from broker.api.aio import AsyncAgent, AsyncOperator, Doorbell
-from broker.delivery import wake
+from broker.delivery import doorbells, wake
 from tests.test_wake import Pair, killed_writer
 
 
@@ -140,10 +140,10 @@ def test_S20_async_doorbell_sleeps_until_rung_and_says_so(
 def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
     """A place where Unix sockets cannot be bound (some network file systems)."""
 
-    def refuse(self: wake.Waiter, folder: str) -> None:
-        raise OSError(95, "Operation not supported", folder)
+    def refuse(path: str) -> None:
+        raise OSError(95, "Operation not supported", path)
 
-    monkeypatch.setattr(wake.Waiter, "_bind", refuse)
+    monkeypatch.setattr(doorbells, "_bind", refuse)
 
 
 @pytest.mark.usefixtures("no_sockets")

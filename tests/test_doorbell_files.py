@@ -30,7 +30,7 @@ import trusted
 from conftest import SYSTEM_TMP
 
 from broker import Operator, Store, errors
-from broker.delivery import wake
+from broker.delivery import doorbells, wake
 
 
 def _attacker_command() -> tuple[list[str], int] | str:
@@ -178,7 +178,7 @@ def test_private_files_the_per_user_fallback_folder_planted_by_another_user_is_r
 ) -> None:
     """A store path too long for a socket address uses <tmp>/broker-<uid>/<digest>:
     with the temp folder shared, another user may have made that folder first."""
-    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(shared / "no-run-user"), str(shared)))
+    monkeypatch.setattr(doorbells, "RUNTIME_PARENTS", (str(shared / "no-run-user"), str(shared)))
     db = tmp_path / ("long-" * 20) / "victim.db"
     v = victim(db)
     root = wake.root_path(v.store)
@@ -199,7 +199,7 @@ def test_private_files_a_run_user_folder_of_another_user_is_not_used(
 ) -> None:
     run = shared / "run-user"
     attacker.must(f"mkdir -m 0700 {run}")
-    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(run), str(shared)))
+    monkeypatch.setattr(doorbells, "RUNTIME_PARENTS", (str(run), str(shared)))
     v = victim(tmp_path / ("long-" * 20) / "victim.db")
     assert wake.root_path(v.store).startswith(str(shared / f"broker-{os.getuid()}") + "/")
     with wake.Waiter(v.store, [v.key]) as w:
@@ -296,14 +296,14 @@ def test_S20_a_store_path_too_long_for_a_socket_address_rings_through_a_short_pr
     xdg_runtime_dir: Path,
 ) -> None:
     xdg = xdg_runtime_dir  # stands for /run/user/<uid>
-    monkeypatch.setattr(wake, "RUNTIME_PARENTS", (str(xdg), "/nonexistent"))
+    monkeypatch.setattr(doorbells, "RUNTIME_PARENTS", (str(xdg), "/nonexistent"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/somewhere/else")  # never read: all processes agree
     v = victim(tmp_path / ("long-" * 20) / "victim.db")
     root = wake.root_path(v.store)
     assert root.startswith(str(xdg / "broker") + "/") and len(root) <= wake.ROOT_MAX
     with wake.Waiter(v.store, [v.key]) as w:
         assert not w.polling
-        assert all(len(os.fsencode(p)) <= wake.SOCKET_PATH_MAX for p in w.paths)
+        assert w.socket_path and len(os.fsencode(w.socket_path)) <= wake.SOCKET_PATH_MAX
         v.a.send("b", "rung")
         assert w.wait(30) is True and w.woke == "rung"
     assert stat.S_IMODE(os.stat(xdg / "broker").st_mode) == 0o700
@@ -345,14 +345,13 @@ def _bind_at(path: str) -> bool:
 
 def test_S20_the_longest_doorbell_socket_path_fits_a_socket_address_with_no_byte_to_spare() -> None:
     """ROOT_MAX is the longest doorbell folder that still fits the worst case:
-    the longest participant key and a 7-digit pid (Linux's maximum)."""
-    key = wake.participant_key("Z" * 26)
+    a process's socket (one per process, beside the key folders) named with a
+    7-digit pid (Linux's maximum)."""
     name = "4194304-abcdef"
     for extra, fits in ((0, True), (1, False)):
         root = _folder_of_length(wake.ROOT_MAX + extra)
         try:
-            (root / key).mkdir()
-            assert _bind_at(str(root / key / name)) is fits, (extra, len(str(root / key / name)))
+            assert _bind_at(str(root / name)) is fits, (extra, len(str(root / name)))
         finally:
             shutil.rmtree(root.parent)
 
@@ -366,7 +365,7 @@ def test_S20_the_doorbell_folder_stays_beside_the_database_up_to_the_longest_tha
             v = victim(folder / "v.db")
             assert (wake.root_path(v.store) == f"{folder}/v.db-wake") is beside
             with wake.Waiter(v.store, [wake.participant_key("Z" * 26)]) as w:
-                assert not w.polling  # the longest key's socket binds in it
+                assert not w.polling  # the process's socket binds in it
             v.store.close()
         finally:
             shutil.rmtree(folder.parent)

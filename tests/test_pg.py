@@ -429,17 +429,17 @@ def test_pg_S20_a_waiter_that_cannot_listen_polls_every_PG_POLL_S_and_says_so(
 
 
 def test_pg_S20_a_closed_waiter_leaves_no_subscription_on_the_listener(pg: Store) -> None:
-    """Each waiter subscribes a socket pair on the process's one LISTEN
+    """Each waiter subscribes its bell on the process's one LISTEN
     connection; closing the waiter takes it off, so a long-lived process does
-    not ring (and keep) the sockets of every waiter it ever had."""
+    not ring (and keep) the bells of every waiter it ever had."""
     from broker.delivery import pgwake, wake
 
     keys = [wake.space_key("s1"), wake.participant_key("p1")]
     listener = pgwake.listener(pg)
-    before = {k: set(v) for k, v in listener.subs.items()}
+    before = [listener.waiting(k) for k in keys]
     with wake.Waiter(pg, keys):
-        assert all(len(listener.subs[k]) == len(before.get(k, ())) + 1 for k in keys)
-    assert {k: set(v) for k, v in listener.subs.items()} == before
+        assert [listener.waiting(k) for k in keys] == [n + 1 for n in before]
+    assert [listener.waiting(k) for k in keys] == before
 
 
 def test_pg_S14_acks_and_sends_into_one_inbox_at_once_never_deadlock(pg: Store) -> None:

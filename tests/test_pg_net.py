@@ -7,8 +7,9 @@ reach the server over TCP (127.0.0.1:5432; no network namespaces here).
   (``pg_terminate_backend``) while its claim is applied but not committed; the
   transaction rolls back (no half-applied lease), the broken connection leaves
   the pool, and the next call succeeds.
-- A writer killed between its COMMIT and its NOTIFY rings nobody: the waiter
-  still sees the message at its safety tick (S20).
+- A writer killed right after its COMMIT has rung already: the NOTIFY is
+  queued in its transaction and PostgreSQL delivers it with the COMMIT; a
+  rolled-back write rings nobody (S20, S41).
 """
 
 from __future__ import annotations
@@ -90,33 +91,45 @@ def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_su
         assert t.one("SELECT state FROM deliveries")[0] == "done"
 
 
-def _send_then_die_before_notify(url: str, ident: Any) -> None:
-    from broker.delivery import pgwake
-
-    def killed(store: Any, keys: Any) -> int:  # the hook: right after the COMMIT
-        os.kill(os.getpid(), signal.SIGKILL)
-        return 0
-
-    pgwake.notify = killed  # type: ignore[assignment]
+def _send_then_die_right_after_commit(url: str, ident: Any) -> None:
     store = Store(url)
-    Agent(store, ident).send("b", "committed, never rung")
+    with store.transaction() as tx:  # the hook runs right after the COMMIT
+        tx.after_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
+        Agent(store, ident).send("b", "committed, then killed")
 
 
-def test_pg_S20_a_writer_killed_between_commit_and_notify_is_seen_at_the_safety_tick(
-    pg: Store, pg_url: str, monkeypatch: pytest.MonkeyPatch
+def test_pg_S20_a_writer_killed_right_after_its_commit_still_rings_its_waiters(
+    pg: Store, pg_url: str
 ) -> None:
+    """The NOTIFY is queued inside the send's transaction and delivered by
+    PostgreSQL at COMMIT: a writer killed right after its COMMIT has rung
+    already (before, the ring came after the commit and this waiter slept
+    to its safety tick)."""
     sid = Operator(pg).create_space("workflow").id
     a, _ = trusted.join(pg, sid, "a")
     b, _ = trusted.join(pg, sid, "b")
-    monkeypatch.setattr(wake, "SAFETY_S", 0.2)
     with wake.Waiter(pg, [wake.participant_key(b.identity.participant_id)]) as waiter:
         assert b.claim().deliveries == []
-        writer = FORK.Process(target=_send_then_die_before_notify, args=(pg_url, a.identity))
+        writer = FORK.Process(target=_send_then_die_right_after_commit, args=(pg_url, a.identity))
         writer.start()
         writer.join(60)
         assert writer.exitcode == -signal.SIGKILL
         with pg.read() as t:  # committed before the kill
             assert t.one("SELECT count(*) FROM deliveries")[0] == 1
         assert waiter.wait(60) is True
-        assert waiter.woke == "tick"  # nobody rang: the tick re-checked
-    assert [d.body for d in b.claim().deliveries] == ["committed, never rung"]
+        assert waiter.woke == "rung"  # by the COMMIT's own NOTIFY, not a re-check
+    assert [d.body for d in b.claim().deliveries] == ["committed, then killed"]
+
+
+def test_pg_S20_a_rolled_back_write_rings_nobody(pg: Store) -> None:
+    """A NOTIFY queued in a transaction that rolls back is dropped with it."""
+    sid = Operator(pg).create_space("workflow").id
+    a, _ = trusted.join(pg, sid, "a")
+    b, _ = trusted.join(pg, sid, "b")
+    with wake.Waiter(pg, [wake.participant_key(b.identity.participant_id)]) as waiter:
+        with pytest.raises(RuntimeError), pg.transaction() as tx:
+            a.send("b", "never committed", tx=tx)
+            raise RuntimeError("the caller's own work failed")
+        assert waiter.wait(0.5) is False and waiter.woke == "timeout"
+        a.send("b", "committed")
+        assert waiter.wait(30) is True and waiter.woke == "rung"

@@ -275,7 +275,7 @@ def test_pg_doctor_runs_the_servers_own_checks(tmp_path: Path) -> None:
         conn = found["connections"]["data"]
         assert conn["in_use"] >= 1  # this doctor's own connection at least
         assert conn["free"] == conn["max_connections"] - conn["superuser_reserved"] - conn["in_use"]
-        assert conn["per_process"] == postgres.POOL_MAX + 1
+        assert conn["per_process"] == postgres.POOL_SIZE + 1
         key = postgres.key_path(postgres.conninfo(url))
         assert found["file"]["path"] == str(key) and found["file"]["severity"] == "ok"
         # Another host: no key file there, and its fix says how to carry the key.
@@ -309,7 +309,7 @@ def test_pg_doctor_warns_when_the_connection_budget_cannot_hold_one_more_process
             conn = next(f for f in doctor(store) if f.check == "connections")
             assert conn.severity == "ok"
             # A pool as large as the server's free slots: one more process would not fit.
-            monkeypatch.setattr(postgres, "POOL_MAX", conn.data["free"])
+            monkeypatch.setattr(postgres, "POOL_SIZE", conn.data["free"])
             tight = next(f for f in doctor(store) if f.check == "connections")
             assert tight.severity == "warning" and "max_connections" in (tight.fix or "")
             assert exit_code(doctor(store)) == 8

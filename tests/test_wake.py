@@ -32,7 +32,7 @@ import trusted
 from conftest import open_store
 
 from broker import Agent, Operator, Store, errors
-from broker.delivery import wake
+from broker.delivery import doorbells, wake
 from broker.delivery.follow import follow_log
 from broker.model.records import LogEntry
 from broker.spaces import spaces
@@ -339,10 +339,10 @@ def test_S20_traffic_for_others_does_not_turn_a_waiter_into_a_poller(
 def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
     """A place where Unix sockets cannot be bound (some network file systems)."""
 
-    def refuse(self: wake.Waiter, folder: str) -> None:
-        raise OSError(95, "Operation not supported", folder)
+    def refuse(path: str) -> None:
+        raise OSError(95, "Operation not supported", path)
 
-    monkeypatch.setattr(wake.Waiter, "_bind", refuse)
+    monkeypatch.setattr(doorbells, "_bind", refuse)
 
 
 @pytest.mark.usefixtures("no_sockets")
@@ -400,11 +400,14 @@ def test_S20_the_socket_of_a_killed_waiter_is_removed_by_the_next_ring(
 def test_S20_a_closed_waiter_leaves_no_socket_and_no_folder_behind(store: Store, two: Pair) -> None:
     with wake.Waiter(store, [two.b_key, wake.space_key(two.space)]) as waiter:
         paths = list(waiter.paths)
-        assert len(paths) == 2 and all(os.path.exists(p) for p in paths)
+        sock = waiter.socket_path
+        assert len(paths) == 2 and all(os.path.exists(p) for p in [*paths, sock])
     assert not any(os.path.exists(p) or os.path.exists(os.path.dirname(p)) for p in paths)
+    doorbells.release_idle()  # the process's doorbell outlives its last waiter by LINGER_S
+    assert not os.path.exists(sock)
     assert sorted(os.listdir(wake.root_path(store))) == ["slots"]
-    mm = wake._maps[wake.root_path(store)]  # the counts writers read: back to nobody
-    assert (mm[wake._slot(two.b_key)], mm[wake._slot(wake.space_key(two.space))]) == (0, 0)
+    mm = doorbells._maps[wake.root_path(store)]  # the counts writers read: back to nobody
+    assert (mm[doorbells.slot(two.b_key)], mm[doorbells.slot(wake.space_key(two.space))]) == (0, 0)
 
 
 # --- follow -----------------------------------------------------------------------------------
@@ -546,9 +549,12 @@ def test_S20_writers_never_create_doorbell_files(store: Store, two: Pair) -> Non
     assert wake.ring_keys(store, [two.b_key, wake.space_key(two.space)]) == 0
 
 
-def test_S20_every_waiter_on_a_key_is_rung(store: Store, two: Pair) -> None:
+def test_S41_every_waiter_on_a_key_is_rung_through_the_one_doorbell_of_its_process(
+    store: Store, two: Pair
+) -> None:
     with wake.Waiter(store, [two.b_key]) as w1, wake.Waiter(store, [two.b_key]) as w2:
-        assert wake.ring_keys(store, [two.b_key]) == 2
+        assert w1.socket_path == w2.socket_path and w1.paths == w2.paths
+        assert wake.ring_keys(store, [two.b_key]) == 1  # one process, one datagram
         assert (w1.wait(30), w1.woke, w2.wait(30), w2.woke) == (True, "rung", True, "rung")
 
 
@@ -557,8 +563,8 @@ def test_S20_a_key_sharing_a_busy_slot_does_not_stop_the_keys_after_it_from_ring
 ) -> None:
     """Slots are hash buckets: a key whose bucket is counted by another key's
     waiter has no folder; the ring must go on to the next keys."""
-    slot = wake._slot(two.b_key)
-    collider = next(k for k in (f"c{i}" for i in range(10**6)) if wake._slot(k) == slot)
+    slot = doorbells.slot(two.b_key)
+    collider = next(k for k in (f"c{i}" for i in range(10**6)) if doorbells.slot(k) == slot)
     with wake.Waiter(store, [two.b_key]) as waiter:
         assert wake.ring_keys(store, [collider, two.b_key]) == 1
         assert waiter.wait(30) is True and waiter.woke == "rung"
@@ -569,18 +575,22 @@ def test_S20_a_waiter_that_never_drains_its_doorbell_never_blocks_a_writer(
 ) -> None:
     with wake.Waiter(store, [two.b_key]), wake.Waiter(store, [two.b_key]):
         rung = _in_thread(lambda: [wake.ring_keys(store, [two.b_key]) for _ in range(3000)])
-    assert rung == [2] * 3000  # a full buffer counts as rung: it has been rung already
+    assert rung == [1] * 3000  # a full queue counts as rung: its process rings everyone
 
 
-def test_S20_a_slot_counts_its_waiters_saturates_at_255_and_then_stays_maybe_waiting(
+def test_S20_a_slot_counts_the_processes_waiting_on_it_saturates_at_255_and_then_stays_maybe_waiting(
     store: Store, two: Pair
 ) -> None:
-    slot = wake._slot(two.b_key)
+    slot = doorbells.slot(two.b_key)
     with contextlib.ExitStack() as stack:
         waiters = [stack.enter_context(wake.Waiter(store, [two.b_key])) for _ in range(256)]
-        mm = wake._maps[wake.root_path(store)]
-        assert mm[slot] == 255 and all(not w.polling for w in waiters)
-        assert wake.ring_keys(store, [two.b_key]) == 256
+        root = wake.root_path(store)
+        mm = doorbells._maps[root]
+        assert mm[slot] == 1 and all(not w.polling for w in waiters)  # one process
+        assert wake.ring_keys(store, [two.b_key]) == 1
+        for _ in range(300):  # as 300 other processes would
+            doorbells.count_in(root, slot, +1)
+        assert mm[slot] == 255
     assert mm[slot] == 255  # saturated: writers keep listing the folder (harmless)
 
 

@@ -10,6 +10,11 @@ JSON lines, every event of the doorbell's test hook (``{"event", "woke", "ns"}``
 ``bound URL KEY``: makes a Waiter on KEY, prints its socket path, and is killed
 by SIGKILL before it can clean up (a waiter that died).
 
+``two-waiters URL SPACE A TOKEN_A B TOKEN_B``: registers a Waiter for A and one
+for B in this one process, prints ``{"parked": 2}`` once B's is about to
+sleep, and prints ``{"w1": [bodies], "woke": why}`` once B's wait returned
+with mail (S41: the test stops this process meanwhile).
+
 ``killed-writer URL SPACE ADDRESS TOKEN TO BODY``: sends BODY to TO and is
 killed by SIGKILL right after the COMMIT, before its doorbell rings (the
 after-commit hooks run in order: ours first).
@@ -70,8 +75,35 @@ def bound(url: str, key: str) -> None:
     from broker.delivery import wake
 
     w = wake.Waiter(Store(url), [key])
-    _emit({"path": w.paths[0]})
+    _emit({"path": w.paths[0], "socket": w.socket_path})
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def two_waiters(url: str, space: str, a: str, token_a: str, b: str, token_b: str) -> None:
+    from broker import Agent, Store
+    from broker.delivery import wake
+
+    store = Store(url)
+    agent_a, agent_b = (
+        Agent.connect(store, space, a, token_a),
+        Agent.connect(store, space, b, token_b),
+    )
+    keys = [wake.participant_key(x.identity.participant_id) for x in (agent_a, agent_b)]
+
+    def hook(w: wake.Waiter, event: str) -> None:
+        if event == "sleep" and w.keys == keys[1:] and not told:
+            told.append(1)
+            _emit({"parked": 2})
+
+    told: list[int] = []
+    with wake.Waiter(store, keys[:1]), wake.Waiter(store, keys[1:]) as waiter_b:
+        wake._hook = hook
+        while True:
+            got = agent_b.claim()
+            if got.deliveries:
+                _emit({"w1": [d.body for d in got.deliveries], "woke": waiter_b.woke})
+                return
+            waiter_b.wait(60)
 
 
 def killed_writer(url: str, space: str, address: str, token: str, to: str, body: str) -> None:
@@ -90,6 +122,8 @@ if __name__ == "__main__":
         waiter(*args)
     elif what == "bound":
         bound(*args)
+    elif what == "two-waiters":
+        two_waiters(*args)
     elif what == "killed-writer":
         killed_writer(*args)
     else:

@@ -97,7 +97,8 @@ class _BrokerPair:
 class _BrokerPgPair(_BrokerPair):
     how = (
         "broker on PostgreSQL: waiter claim(limit=1, wait=5) (LISTEN/NOTIFY, one listening "
-        "connection per process); sender: Agent.send, stamped after COMMIT, before the NOTIFY"
+        "connection per process); sender: Agent.send, its NOTIFY queued in the transaction "
+        "and delivered by the COMMIT, stamped right after the COMMIT"
     )
 
     def __init__(self, folder: Path, waiters: int = 1) -> None:

@@ -9,8 +9,9 @@ event loop (``broker serve``, ``broker mcp``):
   cancelled call still finishes its statement before the cancellation goes
   on, so when ``await`` raises ``CancelledError`` nothing is left in flight.
 - Waiting (``claim(wait=...)``, ``next_turn(wait=...)``, ``follow``) parks on
-  the doorbell (S20) without holding a thread: the ``broker.delivery.wake.Waiter``'s
-  sockets are watched by the event loop (``loop.add_reader``). The order is
+  the doorbell (S20) without holding a thread or a file descriptor: the
+  ``broker.delivery.wake.Waiter``'s bell, rung by the process's one doorbell,
+  settles a future of the event loop (S41). The order is
   the one ``broker.delivery.wake`` documents, with the Waiter's own steps: the
   doorbell is bound and the change marker read *before* the database is
   checked, every wait starts by comparing the marker (a commit in between is
@@ -47,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from broker import errors
+from broker.api import parking
 from broker.api.handles import Agent, Operator
 from broker.api.operations import Operation
 from broker.delivery import inbox, waits, wake
@@ -60,6 +62,9 @@ from broker.vocab import SpaceKind
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# The bounds a server puts on its twins' parked waits (S41); front ends reach them here.
+Parking = parking.Parking
 
 WORKERS = 16  # threads for the blocking part of calls (each holds one SQLite connection)
 MAX_WAIT_S = 86_400.0  # the longest wait a call may ask for (S33: bounded numbers)
@@ -204,7 +209,7 @@ class Doorbell:
 
     async def _wait(self, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
-        socks = list(self.waiter.socks)
+        bell = self.waiter.bell
         deadline = time.monotonic() + timeout
         tick = wake.SAFETY_S
         while True:
@@ -214,14 +219,15 @@ class Doorbell:
             self.waiter.sleeping()
             fut: asyncio.Future[bool] = loop.create_future()
             timer = loop.call_later(min(left, tick), _settle, fut, False)
-            for s in socks:
-                loop.add_reader(s.fileno(), _settle, fut, True)
+            # Rung from the doorbell's thread: the future is settled in the loop.
+            bell.wake_with(functools.partial(loop.call_soon_threadsafe, _settle, fut, True))
+            if bell.rung:
+                _settle(fut, True)  # rung before the waker was in place
             try:
                 rung = await fut
             finally:
                 timer.cancel()
-                for s in socks:
-                    loop.remove_reader(s.fileno())
+                bell.wake_with(None)
             if rung:
                 return self.waiter.woken("rung")  # drained, marker re-read
             if self.waiter.ticked():
@@ -261,14 +267,22 @@ class AsyncAgent:
     """A participant acting in its space, for asyncio code: the methods of
     ``broker.api.handles.Agent`` as coroutines (see the module docstring)."""
 
-    def __init__(self, store: Store, identity: Identity) -> None:
+    def __init__(self, store: Store, identity: Identity, parking: Parking | None = None) -> None:
         self.sync = Agent(store, identity)
         self._turn: Turn | None = None  # taken by a cancelled next_turn, returned next
+        self.parking = parking  # a server's bounds on parked waits (S41); None: unbounded
 
     @classmethod
-    def wrap(cls, agent: Agent) -> AsyncAgent:
-        """The async twin of an existing ``Agent`` (same store, same identity)."""
-        return cls(agent.store, agent.identity)
+    def wrap(cls, agent: Agent, parking: Parking | None = None) -> AsyncAgent:
+        """The async twin of an existing ``Agent`` (same store, same identity);
+        a server gives its ``Parking`` (``broker.api.parking``)."""
+        return cls(agent.store, agent.identity, parking)
+
+    def _park(self, stack: contextlib.ExitStack) -> bool:
+        """Count the wait about to park in ``stack`` (its call's), or refuse it (S41)."""
+        if self.parking is not None:
+            stack.enter_context(self.parking.park(self.identity))
+        return True
 
     @classmethod
     async def connect(cls, store: Store, space: str, address: str, token: str | None) -> AsyncAgent:
@@ -402,12 +416,15 @@ class AsyncAgent:
         step = functools.partial(self._claim_step, limit, lease, owner)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
-            while True:
-                got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
-                left = deadline - time.monotonic()
-                if got.deliveries or left <= 0:
-                    return got
-                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+            with contextlib.ExitStack() as parked:
+                counted = False
+                while True:
+                    got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
+                    left = deadline - time.monotonic()
+                    if got.deliveries or left <= 0:
+                        return got
+                    counted = counted or self._park(parked)
+                    await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
     @staticmethod
     async def _sleep(bell: Doorbell, pulse: auth.Pulse, timeout: float) -> None:
@@ -462,12 +479,15 @@ class AsyncAgent:
         step = functools.partial(self._turn_step, lease, limit)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
         async with self.doorbell() as bell:
-            while True:
-                turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
-                left = deadline - time.monotonic()
-                if turn.id is not None or left <= 0:
-                    return turn
-                await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+            with contextlib.ExitStack() as parked:
+                counted = False
+                while True:
+                    turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
+                    left = deadline - time.monotonic()
+                    if turn.id is not None or left <= 0:
+                        return turn
+                    counted = counted or self._park(parked)
+                    await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
     def _turn_step(self, lease: float | None, limit: int | None) -> tuple[Turn, str | None]:
         turn = self.sync.next_turn(0.0, lease, limit)

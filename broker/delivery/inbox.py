@@ -383,7 +383,7 @@ def release(
         done = settle(t, ident, token, id_list, _RELEASE, {"error": error}, "ready")
         if done:
             space_id, pid = ident.space_id, ident.participant_id
-            t.after_commit(lambda: wake.ring(store, space_id, [pid]))
+            wake.ring_at_commit(t, wake.keys_of(space_id, [pid]))
     return len(done)
 
 
@@ -496,12 +496,7 @@ def recover(t: Tx, participant_id: str, now: str) -> int:
         _RECOVER, {"recipient_id": participant_id, "now": now, "processes": json.dumps(dead)}
     )
     if back:
-        store = t.store
-
-        def ring() -> None:
-            wake.ring_keys(store, [wake.participant_key(participant_id)])
-
-        t.after_commit(ring)
+        wake.ring_at_commit(t, [wake.participant_key(participant_id)])
     return len(back)
 
 
@@ -535,5 +530,5 @@ def requeue(store: Store, space_ref: str, ids: Iterable[str], *, tx: Tx | None =
                 f"not quarantined in space {space_id}: {', '.join(unknown)}", ids=unknown
             )
         woken = sorted({r["recipient_id"] for r in rows})
-        t.after_commit(lambda: wake.ring(store, space_id, woken))
+        wake.ring_at_commit(t, wake.keys_of(space_id, woken))
     return len(rows)

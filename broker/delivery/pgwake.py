@@ -1,48 +1,51 @@
-"""Doorbells on PostgreSQL: LISTEN/NOTIFY behind the same ``wake`` API (S20).
+"""Doorbells on PostgreSQL: LISTEN/NOTIFY behind the same ``wake`` API (S20, S41).
 
-A writer, right after its commit, sends one ``NOTIFY`` on the store's channel
-whose payload names the keys it concerns (``broker.delivery.wake``'s participant and
-space keys). Each process keeps ONE listening connection per database (not
-one per waiter), and a thread that hands every notification to the waiters
-registered on its keys by writing a byte to their socket pair, so a
-``wake.Waiter`` (``select``) and ``aio.Doorbell`` (the event loop's reader)
-wait on PostgreSQL exactly as they wait on a SQLite store's doorbell sockets.
+A write queues one ``NOTIFY`` on the store's channel inside its own
+transaction (``notify_in``, called by ``wake.ring_at_commit``), whose payload
+names the keys it concerns (``broker.delivery.wake``'s participant and space
+keys). PostgreSQL delivers it when the transaction commits and drops it if
+it rolls back: no writer can die between its COMMIT and its ring.
+
+Each process keeps ONE listening connection per database, shared by all its
+waiters (S41: a process waiting for a thousand participants still holds one;
+``application_name`` ``broker-listen`` in ``pg_stat_activity``), and a thread
+that hands every notification to the waiters registered on its keys by
+ringing their ``Bell`` (``broker.delivery.bells``: no file descriptor per
+waiter), so a ``wake.Waiter`` and ``aio.Doorbell`` wait on PostgreSQL exactly
+as they wait on a SQLite store's doorbell.
 
 No lost wake-up: a waiter is registered with a listener whose ``LISTEN`` is
 already in force before the caller's first check, so a commit after that
 check is notified to it. If the listening connection drops, it reconnects and
 rings every waiter of the process (a notification may have been missed; the
-waiters re-check). The one window SQLite's change marker covers and this does
-not: a writer killed between its COMMIT and its NOTIFY rings nobody; its
-waiters see the change at their next check (a timeout or another ring).
+waiters re-check).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from broker.delivery.bells import Bell, Bells
 from broker.store.sql import stmt
 
 if TYPE_CHECKING:
-    from broker.store.sqlite import Store
+    from broker.store.sqlite import Store, Tx
 
 CHANNEL = "broker_wake"  # one channel per store: a channel is scoped to its database
 PAYLOAD_MAX = 7900  # NOTIFY payloads stop at 8000 bytes
+APPLICATION = "broker-listen"  # the listening connection's name in pg_stat_activity
 _NOTIFY = stmt("store.notify")
 
 _listeners: dict[tuple[int, str], Listener] = {}
 _guard = threading.Lock()
 
 
-def notify(store: Store, keys: Iterable[str]) -> int:
-    """After a commit: one NOTIFY per ~8 kB of keys. Never raises (a ring is a hint)."""
+def _payloads(keys: Iterable[str]) -> list[str]:
+    """The keys as NOTIFY payloads of at most ``PAYLOAD_MAX`` bytes each."""
     payloads: list[str] = []
     current = ""
     for key in keys:
@@ -52,11 +55,25 @@ def notify(store: Store, keys: Iterable[str]) -> int:
         current = f"{current} {key}" if current else key
     if current:
         payloads.append(current)
+    return payloads
+
+
+def notify_in(t: Tx, keys: Iterable[str]) -> None:
+    """Queue the NOTIFY of ``keys`` in ``t``: delivered by its COMMIT, dropped
+    with its rollback (or its savepoint's)."""
+    for payload in _payloads(keys):
+        t.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+
+
+def notify(store: Store, keys: Iterable[str]) -> int:
+    """A NOTIFY of its own, outside any write (``wake.ring_keys``). Never raises
+    (a ring is a hint)."""
+    payloads = _payloads(keys)
     if not payloads:
         return 0
     try:
         raw, held = store._checkout()
-    except Exception:  # noqa: BLE001 - the commit stands; waiters re-check on their own
+    except Exception:  # noqa: BLE001 - waiters re-check on their own
         return 0
     try:
         for payload in payloads:
@@ -73,8 +90,7 @@ class Listener:
 
     def __init__(self, conninfo: str) -> None:
         self.conninfo = conninfo
-        self.subs: dict[str, set[socket.socket]] = defaultdict(set)
-        self.lock = threading.Lock()
+        self.bells = Bells()
         self.conn = self._connect()  # LISTEN is in force from here on
         self.thread = threading.Thread(target=self._run, name="broker-listen", daemon=True)
         self.thread.start()
@@ -82,41 +98,30 @@ class Listener:
     def _connect(self) -> Any:
         import psycopg
 
-        conn = psycopg.connect(self.conninfo, autocommit=True)
+        conn = psycopg.connect(
+            self.conninfo, autocommit=True, connect_timeout=10, application_name=APPLICATION
+        )
         conn.execute(f"LISTEN {CHANNEL}")
         return conn
 
-    def subscribe(self, keys: Iterable[str]) -> tuple[socket.socket, socket.socket]:
-        """(read end for the waiter, write end kept here) registered on ``keys``."""
-        rd, wr = socket.socketpair()
-        rd.setblocking(False)
-        wr.setblocking(False)
-        with self.lock:
-            for key in keys:
-                self.subs[key].add(wr)
-        return rd, wr
+    def subscribe(self, keys: Iterable[str], bell: Bell) -> None:
+        """Ring ``bell`` on every notification naming one of ``keys``."""
+        with self.bells.lock:
+            self.bells.add(keys, bell)
 
-    def unsubscribe(self, wr: socket.socket) -> None:
-        with self.lock:
-            for key in [k for k, socks in self.subs.items() if wr in socks]:
-                self.subs[key].discard(wr)
-                if not self.subs[key]:
-                    del self.subs[key]
-        wr.close()
+    def unsubscribe(self, keys: Iterable[str], bell: Bell) -> None:
+        with self.bells.lock:
+            self.bells.remove(keys, bell)
 
-    def _ring(self, targets: Iterable[socket.socket]) -> None:
-        for s in targets:
-            with contextlib.suppress(OSError):  # full (already rung) or closed meanwhile
-                s.send(b"!")
+    def waiting(self, key: str) -> int:
+        """How many waiters of this process wait on ``key`` now."""
+        return self.bells.waiting(key)
 
     def _run(self) -> None:
         while True:
             try:
                 for note in self.conn.notifies():
-                    keys = note.payload.split()
-                    with self.lock:
-                        targets = {s for k in keys for s in self.subs.get(k, ())}
-                    self._ring(targets)
+                    self.bells.ring(note.payload.split())
             except Exception:  # noqa: BLE001 - the connection dropped: reconnect below
                 pass
             delay = 0.05
@@ -125,11 +130,9 @@ class Listener:
                 try:
                     self.conn = self._connect()
                     break
-                except Exception:  # noqa: BLE001 - the server is away: keep trying
+                except Exception:  # noqa: BLE001 - the server is away or full: keep trying
                     delay = min(delay * 2, 2.0)
-            with self.lock:  # something may have been missed meanwhile: everyone re-checks
-                targets = {s for socks in self.subs.values() for s in socks}
-            self._ring(targets)
+            self.bells.ring_all()  # something may have been missed meanwhile: everyone re-checks
 
 
 def listener(store: Store) -> Listener:

@@ -1,36 +1,58 @@
-"""Doorbells: wake a waiter in another process right after a commit (S20).
+"""Doorbells: wake a waiter in another process right after a commit (S20, S41).
 
 Waiting for mail must be fast (a waiter returns within milliseconds of the
 commit that concerns it) and cheap (a hundred idle waiters cost nearly
-nothing). Polling the tables gives one or the other, not both. So each waiter
-binds a Unix datagram socket in a folder named after what it waits for (a
-participant, or a whole space); a writer, after its commit, sends one byte to
-every socket in the folders its commit concerns. An idle waiter sleeps in
-``select`` and costs nothing.
+nothing), and a process's waiters must not cost it a file descriptor each: a
+server holding a thousand long-polls or MCP identities would run out (S41).
+So each process has ONE doorbell per store: a Unix datagram socket in the
+doorbell folder, read by one thread of the process. A waiter registers the
+keys it waits for (a participant, or a whole space): the first waiter of the
+process on a key puts a marker file named after the process's socket in the
+key's folder. A writer, after its commit, lists the folders of the keys its
+commit concerns and sends each process found there one datagram naming its
+keys; the process's thread rings the in-process ``Bell`` of every waiter on
+them (``broker.delivery.bells``: no file descriptor). An idle waiter sleeps
+on its bell and costs nothing.
 
 Writers must not pay for doorbells nobody listens to (a send is ~100 µs; a
-directory listing is ~10). So waiters also count themselves in a small shared
-memory map of slots (one byte per hash bucket of keys, changed under a file
-lock); a writer reads the slot — no system call — and lists a folder only when
-somebody may be waiting there.
+directory listing is ~10). So processes also count their keys in a small
+shared memory map of slots (one byte per hash bucket of keys, changed under a
+file lock); a writer reads the slot — no system call — and lists a folder
+only when somebody may be waiting there.
 
-No lost wake-up, by construction. A ``Waiter`` registers (slot counted, socket
-bound) and then reads the store's change marker (``PRAGMA data_version``,
-which moves when another connection commits) *before* its caller checks the
-database; every return of ``wait()`` re-reads it before the caller checks
-again. A writer commits *before* it reads the slot, so a commit that lands
-between the caller's check and its ``wait()`` finds the socket bound and
-rings it. A commit that rings nobody (its writer was killed between COMMIT and
-the ring, or wrote with plain SQL) still moves the marker: ``wait()`` compares
-it on entry and returns at once if anything was committed since the reading
-(at most once in a row, so that traffic concerning others cannot turn a waiter
-into a poller of the tables; a change left unread then is taken by the first
-tick). While asleep the waiter looks at the marker about every ``SAFETY_S`` seconds
-(a few microseconds, no lock): a safety net, not the mechanism anything
-depends on. If sockets cannot be used at all, waiters poll the marker instead
-(``FALLBACK_POLL_S``). The asyncio API (``broker.api.aio.Doorbell``) blocks in its
-event loop instead of ``select`` but takes the same steps, the Waiter's own
-(``enter``, ``sleeping``, ``woken``, ``changed``): one logic, not two.
+A datagram socket's queue is short (``net.unix.max_dgram_qlen``, often 10):
+a writer that finds it full (the process is busy or stopped) never blocks; it
+leaves a ``<socket>.lost`` file beside the socket and sends once more. The
+process's thread looks for that file after each batch it reads and, finding
+it, rings every waiter of the process: a missed ring costs re-checks, never
+a wake-up.
+
+No lost wake-up, by construction. A ``Waiter`` registers (slot counted,
+marker made, bell added) and then reads the store's change marker (``PRAGMA
+data_version``, which moves when another connection commits) *before* its
+caller checks the database; every return of ``wait()`` re-reads it before
+the caller checks again. A writer commits *before* it reads the slot, so a
+commit that lands between the caller's check and its ``wait()`` finds the
+marker and rings the process, whose thread rings the bell; the bell stays
+rung until the waiter's next ``wait()`` sees it. A commit that rings nobody
+(its writer was killed between COMMIT and the ring, or wrote with plain SQL)
+still moves the marker: ``wait()`` compares it on entry and returns at once
+if anything was committed since the reading (at most once in a row, so that
+traffic concerning others cannot turn a waiter into a poller of the tables;
+a change left unread then is taken by the first tick). While asleep the
+waiter looks at the marker about every ``SAFETY_S`` seconds (a few
+microseconds, no lock): a safety net, not the mechanism anything depends on.
+If sockets cannot be used at all, waiters poll the marker instead
+(``FALLBACK_POLL_S``). The asyncio API (``broker.api.aio.Doorbell``) awaits
+the bell in its event loop instead of blocking a thread but takes the same
+steps, the Waiter's own (``enter``, ``sleeping``, ``woken``, ``changed``):
+one logic, not two. On PostgreSQL the process's doorbell is its one LISTEN
+connection (``broker.delivery.pgwake``), and the same bells.
+
+The process's socket and thread live while the process has a waiter on the
+store, and ``doorbells.LINGER_S`` after the last one leaves (a server whose
+long-polls come and go does not make a socket and a thread for each);
+``broker.delivery.doorbells`` keeps them, the folder and its files.
 
 Where the doorbells live (spec §Reliability): never in a folder another local user can
 pre-create or redirect. The folder is ``<database>-wake`` beside the database
@@ -39,8 +61,8 @@ address (108 bytes), a short per-user folder is used instead:
 ``/run/user/<uid>/broker/<digest>`` when that folder (the usual
 ``$XDG_RUNTIME_DIR``) is this user's own, else ``/tmp/broker-<uid>/<digest>``;
 found without reading the environment, so that every process agrees.
-Every folder is created 0700 and the ``slots`` file 0600; each is checked
-before use (``broker.store.runfiles``: this user's, not a symlink, not writable by
+Every folder is created 0700 and every file 0600; each is checked before use
+(``broker.store.runfiles``: this user's, not a symlink, not writable by
 others) and files are opened with ``O_NOFOLLOW``; a folder planted by someone
 else is refused with a one-line ``StoreError`` naming it.
 """
@@ -50,25 +72,21 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import fcntl
-import hashlib
-import mmap
 import os
-import threading
 import time
-import zlib
-from collections.abc import Callable, Iterable
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
+from broker.delivery import doorbells
+from broker.delivery.bells import Bell
 from broker.store import runfiles
 from broker.store.sql import stmt
 
 if TYPE_CHECKING:
     import socket
 
-    from broker.store.sqlite import Store
+    from broker.store.sqlite import Store, Tx
 
 # socket, select and secrets load where a waiter or a ring needs them: a send
 # that rings nobody (or a claim) does not pay ~4 ms of their imports.
@@ -76,16 +94,19 @@ if TYPE_CHECKING:
 SAFETY_S = 5.0  # while asleep, look for commits that rang nobody this often
 FALLBACK_POLL_S = 0.002  # data_version polling when sockets are unavailable
 PG_POLL_S = 0.05  # PostgreSQL without its LISTEN connection: re-check this often
-SLOTS = 8192  # shared-memory buckets of waiter counts
-
-# A socket address holds 107 bytes and a NUL: <root>/<key>/<pid>-<6 hex>.
-SOCKET_PATH_MAX = 107
-KEY_MAX = 27  # "p" + a 26-character participant id; "s" + 16 hex for a space
-_NAME_MAX = 14  # up to 7 digits of pid, "-", 6 hex digits
-ROOT_MAX = SOCKET_PATH_MAX - (1 + KEY_MAX + 1 + _NAME_MAX)
+DATAGRAM_MAX = 2048  # bytes of keys per datagram (a writer splits longer lists)
 
 _DATA_VERSION = stmt("store.data_version")
-_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+# The keys and the folder every waiter and writer names (broker.delivery.doorbells).
+participant_key = doorbells.participant_key
+space_key = doorbells.space_key
+root_path = doorbells.root_path
+KEY_MAX, ROOT_MAX, SOCKET_PATH_MAX = (
+    doorbells.KEY_MAX,
+    doorbells.ROOT_MAX,
+    doorbells.SOCKET_PATH_MAX,
+)
 
 # Test hook: called as ``_hook(waiter, event)`` with event "enter" (wait() was
 # called and has not read the change marker yet: the window between a caller's
@@ -94,8 +115,6 @@ _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _hook: Callable[[Waiter, str], None] | None = None
 
 _sender: socket.socket | None = None
-_maps: dict[str, mmap.mmap] = {}
-_count_lock = threading.Lock()  # lockf excludes processes, not threads of one process
 
 
 def _close_sender() -> None:
@@ -107,101 +126,14 @@ atexit.register(_close_sender)
 
 
 def _reset_after_fork() -> None:
-    global _sender, _count_lock
+    global _sender
     _sender = None  # never share a socket object across fork()
-    _count_lock = threading.Lock()  # another thread may have held it at fork()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-# --- where ----------------------------------------------------------------------------------
-def root_path(store: Store) -> str:
-    """The doorbell folder of ``store`` (see the module doc); touches no file."""
-    return _where(store)[0]
-
-
-def _where(store: Store) -> tuple[str, str | None]:
-    """(the doorbell folder, the per-user folder holding it when it is not beside
-    the database), computed once per store."""
-    cached: tuple[str, str | None] | None = getattr(store, "_wake_where", None)
-    if cached is not None:
-        return cached
-    db = os.path.realpath(store.path)
-    where: tuple[str, str | None] = (f"{db}-wake", None)
-    if len(os.fsencode(where[0])) > ROOT_MAX:
-        base = _runtime_base()
-        where = (os.path.join(base, hashlib.sha256(os.fsencode(db)).hexdigest()[:16]), base)
-    store._wake_where = where  # type: ignore[attr-defined]
-    return where
-
-
-# Where the short per-user folder of a long store path is looked for. Not from
-# the environment ($XDG_RUNTIME_DIR, $TMPDIR): every process of the user must
-# find the same folder whatever its environment (an MCP server, a sandbox or a
-# cron job may not carry the shell's), or rings miss their waiters.
-RUNTIME_PARENTS = ("/run/user/{uid}", "/tmp")
-
-
-def _runtime_base() -> str:
-    """A short per-user folder for roots whose store path is too long: the
-    user's own /run/user/<uid> (the usual $XDG_RUNTIME_DIR), else /tmp."""
-    uid = os.getuid()
-    run = RUNTIME_PARENTS[0].format(uid=uid)
-    try:
-        runfiles.check(run, os.lstat(run), folder=True)
-        return os.path.join(run, "broker")
-    except (OSError, errors.StoreError):
-        pass  # missing, or not this user's own: no place for our sockets
-    return os.path.join(RUNTIME_PARENTS[1], f"broker-{uid}")
-
-
-def _open(store: Store, *, create: bool) -> tuple[str, mmap.mmap] | None:
-    """The doorbell folder and its slot map, checked; None if no waiter ever made
-    them (``create`` off: writers never create anything)."""
-    root, base = _where(store)
-    mm = _maps.get(root)
-    if mm is not None:
-        return root, mm
-    if base is not None and not runfiles.private_dir(base, create=create):
-        return None
-    if not runfiles.private_dir(root, create=create):
-        return None
-    try:
-        fd = runfiles.open_private(os.path.join(root, "slots"), os.O_RDWR, create=create)
-    except FileNotFoundError:
-        return None
-    try:
-        if os.fstat(fd).st_size < SLOTS:
-            os.ftruncate(fd, SLOTS)  # only ever grows it, with zeros: safe to race
-        mm = mmap.mmap(fd, SLOTS)
-    finally:
-        os.close(fd)
-    _maps[root] = mm
-    return root, mm
-
-
-@lru_cache(maxsize=65536)
-def _slot(key: str) -> int:
-    return zlib.crc32(key.encode()) % SLOTS
-
-
-@lru_cache(maxsize=65536)
-def participant_key(participant_id: str) -> str:
-    """The doorbell of one participant's inbox (a safe, short folder name)."""
-    if len(participant_id) < KEY_MAX and _ID_CHARS.issuperset(participant_id):
-        return f"p{participant_id}"
-    # An imported id may be anything: never let it name a path.
-    return "p" + hashlib.sha256(participant_id.encode("utf-8", "surrogatepass")).hexdigest()[:26]
-
-
-@lru_cache(maxsize=4096)
-def space_key(space_id: str) -> str:
-    """The doorbell of a whole space (its followers)."""
-    return "s" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-# --- ringing (writers, after their commit) --------------------------------------------------
+# --- ringing (writers) ------------------------------------------------------------------------
 def _sender_sock() -> socket.socket:
     global _sender
     if _sender is None:
@@ -222,68 +154,114 @@ def _listdir(folder: str) -> list[str]:
         os.close(fd)
 
 
+def _payloads(keys: list[str]) -> Iterator[bytes]:
+    """The keys as datagrams of at most ``DATAGRAM_MAX`` bytes."""
+    current = ""
+    for key in keys:
+        if current and len(current) + len(key) + 1 > DATAGRAM_MAX:
+            yield current.encode()
+            current = ""
+        current = f"{current} {key}" if current else key
+    if current:
+        yield current.encode()
+
+
 def ring_keys(store: Store, keys: Iterable[str]) -> int:
-    """Ring every waiter on ``keys``; returns how many sockets were rung.
+    """Ring every process waiting on ``keys``; returns how many process
+    doorbells were rung (each rings its own waiters on those keys).
 
     Runs after a commit, so it never raises: without a usable doorbell folder
     nobody is rung (waiters refuse an unsafe folder themselves, loudly, or
-    poll the change marker)."""
-    if store.dialect != "sqlite":  # PostgreSQL: NOTIFY (broker.delivery.pgwake)
+    poll the change marker). On PostgreSQL it is a NOTIFY of its own; writes
+    ring inside their transaction instead (``ring_at_commit``)."""
+    if store.dialect != "sqlite":
         from broker.delivery import pgwake
 
         return pgwake.notify(store, keys)
     try:
-        opened = _open(store, create=False)
+        opened = doorbells.open_root(store, create=False)
     except (OSError, errors.StoreError):
         return 0
     if opened is None:
         return 0  # nobody ever waited on this database
     root, mm = opened
-    rung = 0
+    targets: dict[str, list[str]] = {}  # a process's doorbell -> its keys rung now
     for key in keys:
-        if not mm[_slot(key)]:
+        if not mm[doorbells.slot(key)]:
             continue  # nobody waits on this bucket: no system call at all
-        folder = os.path.join(root, key)
         try:
-            names = _listdir(folder)
+            names = _listdir(os.path.join(root, key))
         except (OSError, errors.StoreError):
             continue
-        sock = _sender_sock()
         for name in names:
-            path = os.path.join(folder, name)
+            if doorbells.NAME.fullmatch(name):
+                targets.setdefault(name, []).append(key)
+    if not targets:
+        return 0
+    sock = _sender_sock()
+    rung = 0
+    for name, rung_keys in targets.items():
+        path = os.path.join(root, name)
+        for payload in _payloads(rung_keys):
             try:
-                sock.sendto(b"!", path)
-                rung += 1
+                sock.sendto(payload, path)
             except BlockingIOError:
-                rung += 1  # its buffer is full: it has been rung already
+                _overflowed(sock, path)  # its queue is full: it will ring everyone
             except OSError as exc:
-                if exc.errno == errno.ECONNREFUSED:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)  # its waiter died without cleaning up
+                if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                    _remove_dead(root, name, rung_keys)  # its process died without cleaning up
+                    break
+                continue
+        else:
+            rung += 1
     return rung
 
 
-def ring(store: Store, space_id: str, participant_ids: Iterable[str] = ()) -> None:
-    """After a commit: wake the participants it concerns and the space's followers."""
-    ring_keys(store, [space_key(space_id), *(participant_key(p) for p in participant_ids)])
+def _overflowed(sock: socket.socket, path: str) -> None:
+    """A process's queue is full: leave the mark its thread looks for after
+    each batch (it then rings all its waiters), and send once more so that
+    a thread that already looked reads another batch ("*": ring everyone)."""
+    with contextlib.suppress(OSError):
+        os.close(runfiles.open_private(f"{path}.lost", os.O_WRONLY))
+    with contextlib.suppress(OSError):
+        sock.sendto(b"*", path)
 
 
-def ring_space(store: Store, space_id: str) -> None:
-    ring_keys(store, [space_key(space_id)])
+def _remove_dead(root: str, name: str, keys: Iterable[str]) -> None:
+    for key in keys:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(root, key, name))
+    for leftover in (name, f"{name}.lost"):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(root, leftover))
 
 
-def _count(root: str, slot: int, delta: int) -> None:
-    """Change a slot's waiter count under an exclusive lock (waiters only)."""
-    mm = _maps[root]
-    with _count_lock:
-        fd = runfiles.open_private(os.path.join(root, "slots"), os.O_RDWR, create=False)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            value = mm[slot]
-            if value < 255:  # saturated slots stay "maybe waiting": only costs a listing
-                mm[slot] = max(0, value + delta)
-        finally:
-            os.close(fd)  # releases the lock
+def keys_of(space_id: str, participant_ids: Iterable[str] = ()) -> list[str]:
+    """The doorbells a write in ``space_id`` concerning ``participant_ids`` rings:
+    theirs and the space's followers'."""
+    return [space_key(space_id), *(participant_key(p) for p in participant_ids)]
+
+
+def ring_at_commit(t: Tx, keys: Iterable[str]) -> None:
+    """Ring ``keys`` when ``t`` commits, never before and never for a rollback.
+
+    SQLite rings the doorbells after the COMMIT (a writer killed in between
+    rings nobody: its waiters see the change marker move). PostgreSQL queues
+    the NOTIFY inside the transaction itself, and the server delivers it at
+    COMMIT (and drops it with a rollback, a rolled-back savepoint's too): no
+    window in which a commit rings nobody."""
+    key_list = list(keys)
+    if t.store.dialect == "sqlite":
+        store = t.store
+
+        def ring() -> None:
+            ring_keys(store, key_list)
+
+        t.after_commit(ring)
+        return
+    from broker.delivery import pgwake
+
+    pgwake.notify_in(t, key_list)
 
 
 # --- waiting --------------------------------------------------------------------------------
@@ -292,99 +270,74 @@ class Waiter:
     call ``wait()`` after each check that found nothing: whatever commits after
     the Waiter was made (or after the previous ``wait()`` returned) wakes it.
 
+    It holds no file descriptor of its own: its ``bell`` is rung by the
+    process's doorbell (see the module doc).
+
     Raises ``StoreError`` if the doorbell folder is not this user's own; falls
     back to polling the change marker if sockets cannot be used here."""
 
     def __init__(self, store: Store, keys: Iterable[str]) -> None:
         self.store = store
-        self.socks: list[socket.socket] = []
-        self.paths: list[str] = []
-        self.slots: list[int] = []
-        self.root: str | None = None
+        self.keys = list(dict.fromkeys(keys))
+        self.bell = Bell()
         self.woke = ""  # why the last wait() returned: changed | rung | tick | polled | timeout
         # Waiters started together must not tick together: each tick's re-check
         # commits (a heartbeat), which every other waiter would see on entry.
         import secrets
 
         self._jitter = 0.75 + secrets.randbelow(501) / 1000
-        self._pg: tuple[Any, socket.socket] | None = None  # (listener, write end)
+        self._pid = os.getpid()
+        self._home: doorbells.ProcessDoorbell | None = None
+        self._pg: Any = None  # the process's pgwake.Listener
         if store.dialect != "sqlite":
-            self._listen_pg(keys)
-            self._marker = self._read_marker()
-            return
-        try:
-            opened = _open(store, create=True)
-            if opened is None:
-                raise OSError(errno.ENOENT, "the doorbell folder vanished", root_path(store))
-            self.root = opened[0]
-            for key in keys:
-                slot = _slot(key)
-                _count(self.root, slot, +1)
-                self.slots.append(slot)
-                self._bind(os.path.join(self.root, key))
-        except OSError:
-            self.close()  # a read-only folder, no Unix sockets...: poll data_version
-        except BaseException:
-            self.close()
-            raise
+            self._listen_pg()
+        else:
+            # A read-only folder, no Unix sockets...: poll data_version.
+            with contextlib.suppress(OSError):
+                self._home = doorbells.register(store, self.keys, self.bell)
         # After registering, before the caller's first check (see the module doc).
         self._marker = self._read_marker()
 
-    def _listen_pg(self, keys: Iterable[str]) -> None:
-        """PostgreSQL: a socket pair the process's LISTEN connection rings
+    def _listen_pg(self) -> None:
+        """PostgreSQL: the bell on the process's LISTEN connection
         (``broker.delivery.pgwake``); polling if the server cannot be listened to."""
         from broker.delivery import pgwake
 
         try:
             found = pgwake.listener(self.store)
-            rd, wr = found.subscribe(keys)
+            found.subscribe(self.keys, self.bell)
         except Exception:  # noqa: BLE001 - no listener: poll (PG_POLL_S)
             return
-        self._pg = (found, wr)
-        self.socks.append(rd)
-
-    def _bind(self, folder: str) -> None:
-        import secrets
-        import socket
-
-        path = os.path.join(folder, f"{os.getpid()}-{secrets.token_hex(3)}")
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        try:
-            s.setblocking(False)
-            for _ in range(5):
-                runfiles.private_dir(folder)
-                try:
-                    s.bind(path)
-                    break
-                except FileNotFoundError:
-                    continue  # the last waiter removed the folder between our mkdir and bind
-            else:
-                raise OSError(errno.ENOENT, "cannot bind a doorbell socket", path)
-            # bind's mode is 0777 filtered by the umask; the folder (0700)
-            # already keeps others out, the file is private too (S47).
-            os.chmod(path, runfiles.FILE_MODE)
-        except BaseException:
-            s.close()
-            raise
-        self.socks.append(s)
-        self.paths.append(path)
+        self._pg = found
 
     @property
     def polling(self) -> bool:
-        return not self.socks
+        return self._home is None and self._pg is None
+
+    @property
+    def paths(self) -> list[str]:
+        """The markers of this waiter's keys (its process's, shared with its
+        other waiters on them); empty when polling or on PostgreSQL."""
+        home = self._home
+        return [] if home is None else [home.marker(k) for k in self.keys]
+
+    @property
+    def socket_path(self) -> str | None:
+        """Its process's doorbell socket (None when polling or on PostgreSQL)."""
+        return None if self._home is None else self._home.path
 
     def _read_marker(self) -> tuple[int, int] | None:
         """(connection, data_version): the version only compares on one connection,
         so a reading on another one counts as a change (a harmless extra check)."""
         store = self.store
+        if store.dialect != "sqlite":
+            return 0, 0  # no such marker: NOTIFY is sent by the COMMIT itself
         try:
             raw, held = store._checkout()
         except Exception:  # noqa: BLE001 - a failing read must not lose a wake-up
             return None
         try:
-            # PostgreSQL has no such marker (a constant): any pooled connection reads it.
-            where = id(raw) if store.dialect == "sqlite" else 0
-            return where, int(raw.execute(_DATA_VERSION).fetchone()[0])
+            return id(raw), int(raw.execute(_DATA_VERSION).fetchone()[0])
         except Exception:  # noqa: BLE001
             return None
         finally:
@@ -402,16 +355,13 @@ class Waiter:
 
     def ticked(self) -> bool:
         """At a safety tick: whether a commit may have rung nobody. SQLite reads
-        its change marker; PostgreSQL has none, so every tick re-checks (one
-        query per waiter per ``SAFETY_S``): a writer killed between its COMMIT
-        and its NOTIFY is seen there, not only at the wait's timeout."""
-        return self.changed() or self.store.dialect != "sqlite"
+        its change marker. PostgreSQL has none and needs none: its NOTIFY is
+        part of the commit (``ring_at_commit``), and a LISTEN connection that
+        dropped rings every waiter when it is back."""
+        return self.changed()
 
     def _drain(self) -> None:
-        for s in self.socks:
-            with contextlib.suppress(OSError):  # BlockingIOError once empty
-                while s.recv(64):
-                    pass
+        self.bell.clear()
 
     def enter(self) -> bool:
         """The first step of every wait: True if something committed since the
@@ -440,7 +390,7 @@ class Waiter:
 
     def woken(self, why: str) -> bool:
         """The end of a wait: ``why`` is "rung", "tick", "polled" or "timeout".
-        After a ring the doorbell is drained and the marker re-read: the caller
+        After a ring the bell is cleared and the marker re-read: the caller
         re-checks from here. True unless it timed out."""
         if why == "rung":
             self._drain()
@@ -456,8 +406,6 @@ class Waiter:
     def wait(self, timeout: float) -> bool:
         """Sleep until rung or ``timeout``; True if something may have changed
         since the Waiter was made or the previous ``wait()`` returned."""
-        import select
-
         if self.enter():
             return True
         deadline = time.monotonic() + timeout
@@ -467,7 +415,7 @@ class Waiter:
                 return self.woken("timeout")
             self.sleeping()
             if self.polling:
-                if self._pg is None and self.store.dialect != "sqlite":
+                if self.store.dialect != "sqlite":
                     # PostgreSQL without a listener: no change marker to read,
                     # so the caller re-checks every PG_POLL_S.
                     time.sleep(min(left, PG_POLL_S))
@@ -477,8 +425,7 @@ class Waiter:
                     return self.woken("polled")
                 continue
             tick = SAFETY_S * self._jitter
-            ready, _, _ = select.select(self.socks, [], [], min(left, tick))
-            if ready:
+            if self.bell.wait(min(left, tick)):
                 return self.woken("rung")
             if self.ticked():
                 return self.woken("tick")  # a commit rang nobody: re-check
@@ -487,23 +434,14 @@ class Waiter:
                     self.store.checkpoint()  # idle for a whole tick: fold the WAL back
 
     def close(self) -> None:
-        if self._pg is not None:
-            self._pg[0].unsubscribe(self._pg[1])
-            self._pg = None
-        for s in self.socks:
-            with contextlib.suppress(OSError):
-                s.close()
-        for p in self.paths:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
-            # The last waiter removes the folder (fails harmlessly if others remain).
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(p))
-        if self.root is not None:
-            for slot in self.slots:
-                with contextlib.suppress(OSError, errors.StoreError):
-                    _count(self.root, slot, -1)
-        self.socks, self.paths, self.slots = [], [], []
+        home, pg = self._home, self._pg
+        self._home = self._pg = None
+        if self._pid != os.getpid():
+            return  # made before a fork(): its registrations are the parent's
+        if pg is not None:
+            pg.unsubscribe(self.keys, self.bell)
+        if home is not None:
+            doorbells.unregister(home, self.keys, self.bell)
 
     def __enter__(self) -> Waiter:
         return self

@@ -446,8 +446,7 @@ class Batch:
             return
         insert_rows(t, self.messages)
         inbox.insert_rows(t, self.deliveries)  # the one writer of deliveries
-        store, space_id, woken = self.store, self.space_id, list(self.woken)
-        t.after_commit(lambda: wake.ring(store, space_id, woken))
+        wake.ring_at_commit(t, wake.keys_of(self.space_id, self.woken))
         self.messages, self.deliveries, self.woken = [], [], set()
         self.held, self.group_held = {}, {}  # the flushed deliveries are in the table now
 
@@ -586,5 +585,5 @@ def append_receipt(
 ) -> str:
     """A ``seen`` receipt (S18). Receipts are written even past ``log_max_mb`` (S11)."""
     mid, _, _ = append(store, t, space_id, "seen", sender, json.dumps(message_ids), ref=turn_id)
-    t.after_commit(lambda: wake.ring_space(store, space_id))
+    wake.ring_at_commit(t, [wake.space_key(space_id)])
     return mid

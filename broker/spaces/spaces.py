@@ -248,8 +248,8 @@ def _set_state(
                 leave_all(store, t, sid, reason=f"space {state}")
         space = to_model(t.one(_GET, {"space_id": sid}))
         # Waiters (a follow, a blocked claim) learn of the stop once it is
-        # visible: after the commit, also when ``tx`` is the caller's.
-        t.after_commit(lambda: wake.ring_space(store, sid))
+        # visible: at the commit, also when ``tx`` is the caller's.
+        wake.ring_at_commit(t, [wake.space_key(sid)])
     return space
 
 

@@ -501,7 +501,7 @@ def _pg_text(store: Store) -> Iterator[Finding]:
 
 
 def _pg_connections(store: Store) -> Iterator[Finding]:
-    from broker.store.postgres import POOL_MAX
+    from broker.store.postgres import POOL_SIZE
 
     with store.read() as t:
         row = t.one(_PG_CONNECTIONS)
@@ -511,7 +511,7 @@ def _pg_connections(store: Store) -> Iterator[Finding]:
         int(row["in_use"]),
     )
     free = most - reserved - used
-    per_process = POOL_MAX + 1  # a full pool, and the LISTEN connection of its waiters
+    per_process = POOL_SIZE + 1  # a full pool, and the LISTEN connection of its waiters
     data = {
         "max_connections": most,
         "superuser_reserved": reserved,
@@ -533,7 +533,7 @@ def _pg_connections(store: Store) -> Iterator[Finding]:
             "connections",
             "warning",
             f"{said}: fewer than one busy broker process may open ({per_process}: a pool of "
-            f"{POOL_MAX} and one for its waiters)",
+            f"{POOL_SIZE} and one for its waiters)",
             fix,
             data=data,
         )

@@ -21,6 +21,15 @@ What differs, and why it is invisible to a caller:
 - No file: no writer lock, no WAL, no doorbell folder (wake-ups are
   LISTEN/NOTIFY, ``broker.delivery.pgwake``); the first-open migration is serialised
   by an advisory lock instead of the lock file.
+
+The connection budget (S41): a process holds at most ``pool_size``
+connections in its pool (``POOL_SIZE`` unless ``size_pool`` says otherwise;
+``broker serve`` sizes it to its threads), keeps one of them open while idle
+and closes the others after ``POOL_IDLE_S`` unused, plus ONE listening
+connection while anything in it waits (``broker.delivery.pgwake``). Pooled
+connections are named ``broker`` in ``pg_stat_activity`` unless the URL names
+them. A server at its connection limit refuses a new connection with
+``too_many_connections`` (exit 11) at once, not after a wait.
 """
 
 from __future__ import annotations
@@ -49,14 +58,21 @@ try:
     from psycopg import pq
     from psycopg.adapt import Dumper
     from psycopg.types.numeric import NumericLoader
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the `pg` extra is not installed
     raise errors.StoreError(
         "PostgreSQL needs psycopg 3 and psycopg_pool: pip install 'swarm-broker[pg]'"
     ) from exc
 
 MIGRATE_LOCK = 0x62726F6B  # pg_advisory_lock key of the first-open migration ("brok")
-POOL_MAX = 64
+POOL_SIZE = 8  # pooled connections a process holds at most (``size_pool`` changes it)
+POOL_IDLE_S = 30.0  # a pooled connection beyond the first is closed after this long unused
+APPLICATION = "broker"  # pooled connections' application_name, unless the URL gives one
+CONNECT_TIMEOUT_S = 10
+GROW_WAIT_S = 1.0  # a checkout waiting this long asks the server whether it is full
+# SQLSTATE 53300 (too_many_connections); a refused connection's text says it
+# before the server sends a code psycopg keeps.
+_FULL = ("too many connections", "too many clients", "remaining connection slots are reserved")
 
 _BEGIN_WRITE = stmt("store.begin_write").postgresql
 _BEGIN_READ = stmt("store.begin_read").postgresql
@@ -206,12 +222,29 @@ class PgConn:
         self.conn.close()
 
 
+def full(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server refusing a connection for its connection limit."""
+    if (getattr(exc, "sqlstate", None) or "") == "53300":
+        return True
+    return any(words in str(exc) for words in _FULL)
+
+
+def too_many_connections(display: str, exc: BaseException) -> errors.TooManyConnections:
+    why = " ".join(str(exc).split()).rpartition("FATAL:")[2].strip() or "too many connections"
+    return errors.TooManyConnections(
+        f"the PostgreSQL server at {display} refused a connection ({why}): retry later, or make "
+        "room (fewer processes or smaller pools, or a higher max_connections)"
+    )
+
+
 def wrap_pg_error(exc: BaseException) -> errors.BrokerError:
     """Map a psycopg error (raw or SQLAlchemy-wrapped) to a broker error."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).split("\n")[0]
     if "append-only" in text:
         return errors.AppendOnly(text)
+    if full(orig):
+        return errors.TooManyConnections(f"the PostgreSQL server refused a connection: {text}")
     if isinstance(orig, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
         return errors.StoreBusy(f"database stayed locked: {text}")
     if (getattr(orig, "sqlstate", None) or "").startswith("40"):  # deadlock, serialization
@@ -252,6 +285,7 @@ class PgStore(Store):
         self.read_only = None
         self._target, self._uri = self.conninfo, False
         self._migrating = None
+        self.pool_size = POOL_SIZE
         self._reset_connections()
         from broker.store import sqlite
 
@@ -278,34 +312,63 @@ class PgStore(Store):
             with self._lock:
                 if self._pool is None or self._pid != os.getpid():
                     self._pid = os.getpid()
-                    # One direct connection first: a server that is not there is
-                    # one line at once, not the pool's retries for its timeout.
+                    # One direct connection first: a server that is not there (or
+                    # full) is one line at once, not the pool's retries for its timeout.
                     self.connect().close()
                     self._pool = ConnectionPool(
                         self.conninfo,
                         min_size=1,
-                        max_size=POOL_MAX,
-                        kwargs={"autocommit": True},
+                        max_size=max(1, self.pool_size),
+                        max_idle=POOL_IDLE_S,
+                        kwargs={"autocommit": True, "fallback_application_name": APPLICATION},
                         configure=self._configure_pg,
                         timeout=self.settings.busy_timeout_ms / 1000,
                         open=False,
                         name=f"broker-{id(self):x}",
                     )
                     try:
-                        self._pool.open(wait=True, timeout=10)
+                        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
                     except Exception as exc:
+                        self._pool.close()
                         self._pool = None
-                        raise errors.StoreError(
-                            f"cannot reach the PostgreSQL store at {self.display}: {exc}"
-                        ) from exc
+                        raise self._why_not(exc, opening=True) from exc
         return self._pool
+
+    def size_pool(self, size: int) -> None:
+        """At most ``size`` connections in this process's pool (S41)."""
+        self.pool_size = max(1, int(size))
+        pool = self._pool
+        if pool is not None and self._pid == os.getpid():
+            pool.resize(1, self.pool_size)
+
+    def _why_not(self, exc: BaseException, *, opening: bool = False) -> errors.BrokerError:
+        """Why the pool gave no connection: the server refuses one (asked
+        directly, so the refusal is the server's own words), or every
+        connection of the pool stayed busy past the busy timeout."""
+        try:
+            self.connect().close()
+        except errors.BrokerError as refused:
+            return refused
+        if isinstance(exc, PoolTimeout) and not opening:
+            return errors.StoreBusy(
+                f"all {self.pool_size} connections of this process to {self.display} stayed "
+                f"busy for {self.settings.busy_timeout_ms / 1000:g} s (BROKER_BUSY_TIMEOUT_MS)"
+            )
+        return errors.StoreError(f"cannot reach the PostgreSQL store at {self.display}: {exc}")
 
     def connect(self) -> PgConn:  # type: ignore[override]
         """A new configured connection outside the pool (the caller closes it)."""
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                fallback_application_name=APPLICATION,
+            )
             self._configure_pg(conn)
         except psycopg.Error as exc:
+            if full(exc):
+                raise too_many_connections(self.display, exc) from exc
             why = " ".join(str(exc).split())
             raise errors.StoreError(
                 f"cannot reach the PostgreSQL store at {self.display}: {why}"
@@ -314,9 +377,21 @@ class PgStore(Store):
 
     def _checkout(self) -> tuple[PgConn, bool]:  # type: ignore[override]
         try:
-            return PgConn(self.pool().getconn()), True
+            pool = self.pool()
+            wait = self.settings.busy_timeout_ms / 1000
+            try:
+                return PgConn(pool.getconn(timeout=min(GROW_WAIT_S, wait))), True
+            except PoolTimeout:
+                if wait <= GROW_WAIT_S:
+                    raise
+            # None free for a while: if the server refuses the pool a new one,
+            # say so now (the pool would retry it until the busy timeout).
+            self.connect().close()
+            return PgConn(pool.getconn(timeout=wait - GROW_WAIT_S)), True
         except errors.BrokerError:
             raise
+        except PoolTimeout as exc:
+            raise self._why_not(exc) from exc
         except Exception as exc:
             raise wrap_pg_error(exc) from exc
 

@@ -458,6 +458,11 @@ class Store:
 
     transaction = write  # the public name for "my work and the broker's, together"
 
+    def size_pool(self, size: int) -> None:
+        """At most ``size`` connections in this process's pool (PostgreSQL's
+        connection budget, S41). A SQLite store keeps one connection per
+        thread that uses it: nothing to size."""
+
     def data_version(self) -> int:
         """``PRAGMA data_version`` on this thread's connection: it changes when
         another connection commits. A few microseconds, no lock, no transaction."""

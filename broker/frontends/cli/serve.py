@@ -158,6 +158,28 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     show_default=True,
     help="Seconds (at most 600) to let in-flight requests finish on SIGTERM.",
 )
+@click.option(
+    "--max-waits-per-agent",
+    type=Whole(1, 10_000),
+    default=4,
+    show_default=True,
+    help="Long-polls (claim or turn with a wait, MCP inbox_next) one participant may park "
+    "at once; the next is 429 too_many_waits.",
+)
+@click.option(
+    "--max-waits-per-space",
+    type=Whole(1, 1_000_000),
+    default=1024,
+    show_default=True,
+    help="Long-polls all participants of one space may park at once (429 past it).",
+)
+@click.option(
+    "--fd-reserve",
+    type=Whole(64, 1_000_000),
+    default=None,
+    help="Open files kept for the operator and the server's own files (default: a "
+    "quarter of the fd limit); past the rest, agents get 503 server_busy.",
+)
 @click.option("--quiet", is_flag=True, help="No access log lines.")
 @json_option
 def serve(
@@ -172,6 +194,9 @@ def serve(
     header_timeout: float,
     body_timeout: float,
     grace: float,
+    max_waits_per_agent: int,
+    max_waits_per_space: int,
+    fd_reserve: int | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -187,6 +212,7 @@ def serve(
         import uvicorn
 
         from broker.frontends.http.app import Options, create_app, log_to_stderr
+        from broker.frontends.http.budget import raise_limit
         from broker.frontends.http.deadlines import protocol
     except ImportError as exc:
         raise errors.BrokerError(
@@ -205,6 +231,9 @@ def serve(
         raise errors.InvalidInput(
             f"--host {host} is not loopback: pass --allow-remote (and put TLS in front)"
         )
+    # Up to the hard fd limit the operator set (ulimit -n, LimitNOFILE): the
+    # budget of S41 is taken from it (broker.frontends.http.budget).
+    raise_limit()
     s = store(create=True)  # the server owns its store: it makes a new one
     sock_path = Path(socket_path) if socket_path else _default_socket(s, no_tcp)
     sockets = [_unix_socket(sock_path)] if sock_path is not None else []
@@ -216,7 +245,16 @@ def serve(
         max_batch=max_batch,
         header_timeout_s=header_timeout,
         body_timeout_s=body_timeout,
+        waits_per_agent=max_waits_per_agent,
+        waits_per_space=max_waits_per_space,
+        fd_reserve=fd_reserve,
     )
+    from broker.api import aio
+
+    # PostgreSQL's connection budget (S41): one connection for each thread that
+    # may hold one at once (request workers, asyncio workers, the group
+    # committer) and a spare; its LISTEN connection comes on top.
+    s.size_pool(options.workers + aio.WORKERS + 2)
     app = create_app(s, options, mcp=_mcp_app(s))
     if not quiet:
         log_to_stderr()

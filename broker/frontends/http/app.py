@@ -42,6 +42,7 @@ from broker.frontends.http.api import (
     parse_query,
     whole_number,
 )
+from broker.frontends.http.budget import FdBudget, Shed, busy
 from broker.frontends.http.commit import Committer
 from broker.frontends.http.credentials import Credentials, bearer
 from broker.frontends.http.errors import error_response, plain
@@ -67,6 +68,12 @@ class Options:
     workers: int = 16  # threads for reads and other blocking library calls
     body_timeout_s: float = 30.0  # a request body must arrive whole this soon (408 past it)
     header_timeout_s: float = 10.0  # a request's head must arrive this soon (deadlines.py)
+    # S41: parked waits per participant and per space (429 past them), and the
+    # file descriptors kept for the operator and the server's own files
+    # (None: a quarter of RLIMIT_NOFILE; 503 for agents past the rest).
+    waits_per_agent: int = aio.Parking.PER_PARTICIPANT
+    waits_per_space: int = aio.Parking.PER_SPACE
+    fd_reserve: int | None = None
 
 
 class ServerState:
@@ -78,6 +85,10 @@ class ServerState:
         self.credentials = Credentials(store)
         self.committer = Committer(store, max_batch=options.max_batch)
         self.pool = CapacityLimiter(options.workers)
+        self.budget = FdBudget(options.fd_reserve)
+        self.parking = aio.Parking(
+            options.waits_per_agent, options.waits_per_space, room=self.budget.room
+        )
         self.hubs: Hubs | None = None
         self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
@@ -93,7 +104,7 @@ class ServerState:
         if twin is None or twin.identity != agent.identity:
             if len(self._twins) > 4096:
                 self._twins.clear()
-            twin = self._twins[key] = AsyncAgent.wrap(agent)
+            twin = self._twins[key] = AsyncAgent.wrap(agent, self.parking)
         return twin
 
     def shutdown(self) -> None:
@@ -247,6 +258,8 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
         except errors.BrokerError as exc:
             if isinstance(exc, errors.AuthError):
                 state.credentials.forget(secret)
+            if isinstance(exc, errors.StoreError) and state.budget.exhausted(exc):
+                exc = busy()  # out of descriptors: the server's budget, not a store fault
             return error_response(exc)
         if isinstance(result, Response):
             return result
@@ -303,6 +316,8 @@ def create_app(
     if mcp is not None:
         if hasattr(mcp, "executor"):  # its tools' writes join the group committer too
             mcp.executor = state
+        if hasattr(mcp, "parking"):
+            mcp.parking = state.parking  # MCP's waits count with the API's (S41)
         routes.append(Mount("/mcp", app=mcp))
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -313,6 +328,8 @@ def create_app(
         return _not_allowed(request, allow)
 
     async def crashed(request: Request, exc: Exception) -> Response:
+        if state.budget.exhausted(exc):  # S41: out of descriptors is a 503, never a 500
+            return error_response(busy())
         log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
         return plain("server_error", "internal error (logged); this is a bug", 500)
 
@@ -331,7 +348,8 @@ def create_app(
     )
     app.state.broker = state
     capped = BodyCap(app, options.max_body, options.body_timeout_s)
-    return AccessLog(capped)  # type: ignore[return-value]
+    shed = Shed(capped, state.budget, state.credentials.is_operator)
+    return AccessLog(shed)  # type: ignore[return-value]
 
 
 _ASSETS = {"console.js", "console.css"}

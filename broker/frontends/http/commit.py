@@ -17,7 +17,8 @@ Semantics per job are those of the library's ``tx=`` path (spec §Storage):
 - if the commit itself fails, nothing of the batch was written, and each job
   is run again alone, so one bad job cannot fail its neighbours.
 
-Wake-ups (doorbells) ring after the commit, as ``Tx.after_commit`` hooks.
+Wake-ups (doorbells) ring at the commit: after it on SQLite (``Tx.after_commit``
+hooks), by the COMMIT itself on PostgreSQL (a NOTIFY queued in the transaction).
 """
 
 from __future__ import annotations

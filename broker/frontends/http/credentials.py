@@ -87,6 +87,16 @@ class Credentials:
                 ) from None
             raise
 
+    def is_operator(self, secret: str | None) -> bool:
+        """Whether ``secret`` is the operator key (a fresh check is cached as
+        ``operator``'s): the server keeps room for it when it has little (S41)."""
+        if not secret:
+            return False
+        cached = self._operators.get(_digest(secret))
+        if cached is not None and time.monotonic() - cached[0] < OPERATOR_TTL_S:
+            return True
+        return self._is_operator(secret)
+
     def forget(self, secret: str | None) -> None:
         """Drop a cached handle whose credential the library just refused."""
         if secret:

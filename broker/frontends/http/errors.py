@@ -30,6 +30,8 @@ STATUS: tuple[tuple[type[errors.BrokerError], int], ...] = (
     (errors.StoreBusy, 503),
     (errors.SchemaOutOfDate, 503),
     (errors.StoreTooNew, 503),
+    (errors.TooManyWaits, 429),
+    (errors.Exhausted, 503),
 )
 
 # What each status means, for the OpenAPI document.
@@ -40,10 +42,11 @@ DESCRIPTIONS = {
     409: "space not running, conflict, lease lost, key held, not delivered (S8), messaging full",
     413: "request body or message body too large (body_too_large)",
     422: "invalid input, naming the field (invalid_input); nothing written",
-    429: "the caller or its space holds all the live claims its limits allow (holds_full); "
-    "release one or retry later",
-    503: "the store stayed busy past its timeout (retry), or its schema is not this "
-    "broker's (schema_out_of_date, store_too_new)",
+    429: "the caller or its space holds all the live claims its limits allow (holds_full), "
+    "or too many waits parked by this participant or its space (too_many_waits); retry",
+    503: "the store stayed busy past its timeout, the database is full (too_many_connections), "
+    "the server is at its file budget (server_busy), or the store's schema is not this "
+    "broker's (schema_out_of_date, store_too_new); retry",
 }
 
 
@@ -64,7 +67,10 @@ def error_response(exc: errors.BrokerError) -> JSONResponse:
     status = status_of(exc)
     headers = {"WWW-Authenticate": 'Bearer realm="broker"'} if status == 401 else None
     if status in (429, 503):
-        headers = {"Retry-After": "1"}
+        # S41: a refusal for a full resource says when to come back.
+        headers = {"Retry-After": str(exc.fields.get("retry_after", 1))}
+        if isinstance(exc, errors.ServerBusy):
+            headers["Connection"] = "close"  # its descriptor is what the server lacks
     if status == 500:
         log.error("server error %s: %s", exc.code, exc.message)
     return JSONResponse(error_body(exc), status_code=status, headers=headers)

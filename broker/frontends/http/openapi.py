@@ -19,7 +19,7 @@ from broker.frontends.http.results import ErrorBody
 REF = "#/components/schemas/{model}"
 ERRORS = {
     "operator": (401, 403, 404, 409, 413, 422, 503),
-    "agent": (401, 403, 404, 409, 413, 422, 503),
+    "agent": (401, 403, 404, 409, 413, 422, 429, 503),
     "none": (),
 }
 

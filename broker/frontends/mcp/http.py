@@ -31,7 +31,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from broker import errors
-from broker.api.aio import AsyncAgent, AsyncOperator, run
+from broker.api.aio import AsyncAgent, AsyncOperator, Parking, run
 from broker.api.handles import Agent, Operator, Store
 from broker.frontends.http.edge import loads
 from broker.frontends.http.errors import error_body, status_of
@@ -70,11 +70,14 @@ def bearer(scope: Scope) -> str | None:
     return None
 
 
-def identify(store: Store, secret: str) -> AsyncAgent | AsyncOperator:
-    """The agent whose token ``secret`` is, or the operator if it is the
-    operator key; anything else is ``auth_failed`` (one message, no oracle)."""
+def identify(
+    store: Store, secret: str, parking: Parking | None = None
+) -> AsyncAgent | AsyncOperator:
+    """The agent whose token ``secret`` is (its waits bounded by ``parking``),
+    or the operator if it is the operator key; anything else is
+    ``auth_failed`` (one message, no oracle)."""
     try:
-        return AsyncAgent.wrap(Agent.from_token(store, secret))
+        return AsyncAgent.wrap(Agent.from_token(store, secret), parking)
     except errors.AuthError:
         pass
     try:
@@ -96,6 +99,7 @@ class MCPHttpApp:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.parking: Parking | None = None  # the server's bounds on parked waits (S41)
         self._served: OrderedDict[str, _Served] = OrderedDict()
         self._lock = asyncio.Lock()
         # Where tools' library calls run: ``broker serve`` hands its own (the
@@ -167,9 +171,11 @@ class MCPHttpApp:
         async with self._lock:
             served = self._served.get(digest)
             if served is None or served.task.done():
-                caller = await run(identify, self.store, secret)
+                caller = await run(identify, self.store, secret, self.parking)
                 server: BrokerMCP[Any] = (
-                    agent_server(caller) if isinstance(caller, AsyncAgent) else operator_server(caller)
+                    agent_server(caller)
+                    if isinstance(caller, AsyncAgent)
+                    else operator_server(caller)
                 )
                 if self.executor is not None:
                     server.executor = self.executor

@@ -70,6 +70,7 @@ _BY_STATUS: dict[int, type[errors.BrokerError]] = {
     409: errors.Conflict,
     413: errors.BodyTooLarge,
     422: errors.InvalidInput,
+    429: errors.TooManyWaits,
     503: errors.StoreBusy,
 }
 

@@ -1,0 +1,153 @@
+"""The server's file budget (S41): agents never take the operator's room.
+
+Every connection, parked long-poll and database file is a file descriptor,
+and a process has at most ``RLIMIT_NOFILE`` of them; past it ``accept()``
+fails (the operator's connection waits or is reset) and opening anything
+fails (a database connection, a socket). So the server keeps a share of its
+limit, ``reserve``, for the operator and its own files:
+
+- ``room()``: a new agent wait parks only while the descriptors in use stay
+  below ``limit - reserve`` (``broker.api.parking``: else ``server_busy``, 503);
+- ``Shed``: past that line every request that is not the operator's, on the
+  API and on MCP, is answered 503 ``server_busy`` with ``Retry-After`` and
+  ``Connection: close`` before anything else runs, so each refusal gives a
+  descriptor back; the operator's requests run as usual (the console's page
+  and ``/healthz`` too: they carry no credential, and hold nothing);
+- ``exhausted(exc)``: a failure that is the process running out of
+  descriptors (``EMFILE``, ``ENFILE``; SQLite's "unable to open database
+  file" while at the limit) is answered as ``server_busy``, never a 500.
+
+``broker serve`` raises its soft limit to the hard one at start
+(``raise_limit``): the fd limit an operator sets (``ulimit -n``, systemd's
+``LimitNOFILE``) is the one that counts (docs/served.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from broker import errors
+
+RESERVE_SHARE = 0.25  # of the limit, kept for the operator and the server's own files
+RESERVE_MIN = 64
+COUNT_EVERY_S = 0.05  # how stale a count of open descriptors may be
+_FD_FOLDERS = ("/proc/self/fd", "/dev/fd")
+_EXHAUSTED = (errno.EMFILE, errno.ENFILE)
+# Paths anyone may fetch without a credential, holding nothing: never shed.
+_OPEN_PATHS = ("/healthz", "/openapi.json", "/static/")
+
+
+def raise_limit() -> tuple[int, int]:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit; the
+    (soft, hard) limits in force after it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError):
+            pass  # a platform that refuses it: the soft limit stays the budget
+    return soft, hard
+
+
+def _limit() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+class FdBudget:
+    """The descriptors of this process against its limit, less the reserve."""
+
+    def __init__(self, reserve: int | None = None) -> None:
+        self.limit = _limit()
+        wanted = reserve if reserve is not None else int(self.limit * RESERVE_SHARE)
+        self.reserve = min(max(RESERVE_MIN, wanted), self.limit // 2)
+        self._counted = (0.0, 0)
+        self._folder = next((f for f in _FD_FOLDERS if os.path.isdir(f)), None)
+
+    def in_use(self) -> int:
+        """Descriptors open now (counted at most every ``COUNT_EVERY_S``); 0 where
+        they cannot be counted (then only the limit itself bounds the server)."""
+        at, seen = self._counted
+        now = time.monotonic()
+        if now - at < COUNT_EVERY_S or self._folder is None:
+            return seen
+        try:
+            seen = len(os.listdir(self._folder))
+        except OSError as exc:
+            seen = self.limit if exc.errno in _EXHAUSTED else seen
+        self._counted = (now, seen)
+        return seen
+
+    def room(self) -> bool:
+        """Whether an agent may take one more descriptor (a parked wait)."""
+        return self.in_use() < self.limit - self.reserve
+
+    def exhausted(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is this process out of descriptors."""
+        seen: BaseException | None = exc
+        while seen is not None:
+            if isinstance(seen, OSError) and seen.errno in _EXHAUSTED:
+                return True
+            if "unable to open database file" in str(seen) or "Too many open files" in str(seen):
+                # SQLite does not say why it could not open the file; past the
+                # budget's line, the likely why is the process's descriptors.
+                self._counted = (0.0, 0)
+                return not self.room()
+            seen = seen.__cause__ or seen.__context__
+        return False
+
+
+def busy() -> errors.ServerBusy:
+    return errors.ServerBusy(
+        "the server is at its budget of open files (it keeps the rest for the operator "
+        "and its own files): retry",
+        retry_after=1,
+    )
+
+
+class Shed:
+    """Past the budget, every request but the operator's is a 503 at once."""
+
+    def __init__(self, app: ASGIApp, budget: FdBudget, is_operator: Any) -> None:
+        self.app = app
+        self.budget = budget
+        self.is_operator = is_operator
+        self.state = getattr(app, "state", None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.budget.room() or self._spared(scope):
+            await self.app(scope, receive, send)
+            return
+        exc = busy()
+        body = json.dumps(exc.to_dict()).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"retry-after", b"1"),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _spared(self, scope: Scope) -> bool:
+        path: str = scope.get("path", "")
+        if path == "/" or path.startswith(_OPEN_PATHS):
+            return True
+        secret = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, rest = bytes(value).decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer":
+                    secret = rest.strip() or None
+        return bool(self.is_operator(secret))

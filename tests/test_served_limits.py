@@ -1,0 +1,199 @@
+"""S41 in served mode: parked waits are bounded per agent and per space, and
+the server keeps room for the operator under file-descriptor pressure.
+
+A real ``broker serve`` process; requests are raw HTTP/1.1 over its Unix
+socket from one event loop (hundreds at once, each its own connection, as
+an attacker's would be). Before the fix one token could park waits until the
+server ran out of descriptors: the operator's requests were reset and some
+polls were answered 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trusted
+
+from broker import Store
+from tests.served import Server, clean_env
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def http(
+    server: Server, method: str, path: str, secret: str | None, body: Any = None
+) -> tuple[int, dict[str, str], Any]:
+    """One request on a connection of its own: status, headers, JSON body."""
+    reader, writer = await asyncio.open_unix_connection(server.socket)
+    try:
+        data = b"" if body is None else json.dumps(body).encode()
+        auth = f"Authorization: Bearer {secret}\r\n" if secret else ""
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: broker\r\n{auth}"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        writer.write(head.encode() + data)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 120)
+    finally:
+        writer.close()
+    head_bytes, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    return status, headers, json.loads(rest) if rest.strip() else None
+
+
+def _agent_path(space: str, rest: str) -> str:
+    return f"/api/spaces/{space}/agent{rest}"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Any]:
+    made: list[Server] = []
+
+    def start(*args: str, max_fds: int | None = None) -> tuple[Server, Store, str]:
+        server = Server(tmp_path / f"home{len(made)}", "--quiet", *args, max_fds=max_fds)
+        made.append(server)
+        store = Store(server.url)
+        stores.append(store)
+        with server.operator() as op:
+            r = op.post("/api/spaces", json={"kind": "workflow"})
+            assert r.status_code == 201, r.text
+        return server, store, r.json()["id"]
+
+    stores: list[Store] = []
+    yield start
+    for s in stores:
+        s.close()
+    for server in made:
+        server.stop()
+
+
+async def _parked(server: Server, n: int) -> None:
+    """Until the server reports ``n`` long-polls parked on a doorbell."""
+    for _ in range(3000):
+        status, _, health = await http(server, "GET", "/healthz", None)
+        if status == 200 and health["waiting"] >= n:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never {n} parked waits")
+
+
+def test_S41_an_agent_parks_at_most_its_cap_of_waits_then_429_with_retry_after(
+    served: Any,
+) -> None:
+    server, store, space = served("--max-waits-per-agent", "2", "--max-waits-per-space", "3")
+    tokens = {name: trusted.join(store, space, name)[1].token for name in ("a", "b", "c")}
+    sender, _ = trusted.join(store, space, "sender")
+    claim = _agent_path(space, "/inbox/claim")
+
+    async def main() -> None:
+        a_waits = [
+            asyncio.create_task(http(server, "POST", claim, tokens["a"], {"wait": 60}))
+            for _ in range(2)
+        ]
+        await _parked(server, 2)
+        # a third wait of the same token: refused at once, with when to retry
+        status, headers, body = await http(server, "POST", claim, tokens["a"], {"wait": 60})
+        assert (status, body["error"]) == (429, "too_many_waits"), body
+        assert headers["retry-after"] == "1" and body["retry_after"] == 1
+        assert "\n" not in body["message"] and "a already has 2 waits parked" in body["message"]
+        # the CLI in client mode says so in one line, exit 11 (busy: retry)
+        env = clean_env(server.home, BROKER_URL=f"unix://{server.socket}", BROKER_TOKEN=tokens["a"])
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "broker", "inbox", "claim", "--wait", "30",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(cli.communicate(), 120)
+        assert cli.returncode == 11, err
+        assert err.decode().startswith("broker: too_many_waits: a already has 2 waits parked")
+        assert len(err.decode().strip().splitlines()) == 1
+        # not waiting is not parking: still answered
+        status, _, lease = await http(server, "POST", claim, tokens["a"], {})
+        assert (status, lease["deliveries"]) == (200, [])
+        # the operator is answered while the agent holds its cap
+        status, _, spaces = await http(server, "GET", "/api/spaces", server.key)
+        assert status == 200 and [s["id"] for s in spaces] == [space]
+        # the space's cap: b parks one (3 in the space), c is refused naming the space
+        b_wait = asyncio.create_task(http(server, "POST", claim, tokens["b"], {"wait": 60}))
+        await _parked(server, 3)
+        status, headers, body = await http(server, "POST", claim, tokens["c"], {"wait": 60})
+        assert (status, body["error"], headers["retry-after"]) == (429, "too_many_waits", "1")
+        assert f"space {space} already has 3 waits parked" in body["message"]
+        # mail ends the parked waits, which are answered as usual
+        for to in ("a", "a", "b"):
+            await asyncio.to_thread(sender.send, to, f"for {to}")
+        done = await asyncio.wait_for(asyncio.gather(*a_waits, b_wait), 60)
+        assert [r[0] for r in done] == [200, 200, 200]
+        assert sorted(d["body"] for r in done for d in r[2]["deliveries"]) == [
+            "for a",
+            "for a",
+            "for b",
+        ]
+        # the waits that ended gave their places back
+        status, _, _ = await http(server, "POST", claim, tokens["c"], {"wait": 0.05})
+        assert status == 200
+
+    asyncio.run(main())
+
+
+def test_S41_under_fd_pressure_agents_get_503_retry_after_never_500_and_the_operator_gets_in(
+    served: Any,
+) -> None:
+    """The server may open 400 files. Agents fire 350 long-polls at once (each
+    a connection of its own): those past the budget are 503 ``server_busy``
+    with ``Retry-After``, none is a 500, and the operator's request is answered
+    while the rest stay parked."""
+    server, store, space = served(
+        "--max-waits-per-agent", "1000", "--max-waits-per-space", "100000", max_fds=400
+    )
+    names = [f"w{i}" for i in range(5)]
+    tokens = {name: trusted.join(store, space, name)[1].token for name in names}
+    sender, _ = trusted.join(store, space, "sender")
+    claim = _agent_path(space, "/inbox/claim")
+
+    async def main() -> tuple[Counter[tuple[int, str]], int]:
+        polls = [
+            asyncio.create_task(
+                http(server, "POST", claim, tokens[names[i % 5]], {"wait": 60, "limit": 1})
+            )
+            for i in range(350)
+        ]
+        # Until every poll is either answered or parked.
+        for _ in range(3000):
+            status, _, health = await http(server, "GET", "/healthz", None)
+            answered = sum(p.done() for p in polls)
+            if status == 200 and answered + health["waiting"] >= 350:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the polls were neither answered nor parked")
+        early = [p.result() for p in polls if p.done()]
+        status, _, spaces = await http(server, "GET", "/api/spaces", server.key)
+        operator = status
+        parked = 350 - len(early)
+        for i in range(parked):
+            await asyncio.to_thread(sender.send, names[i % 5], "wake")
+        rest = await asyncio.wait_for(asyncio.gather(*polls), 120)
+        seen: Counter[tuple[int, str]] = Counter()
+        for status, headers, body in rest:
+            code = body.get("error", "") if isinstance(body, dict) else ""
+            seen[(status, code)] += 1
+            if status == 503:
+                assert headers["retry-after"] == "1" and headers["connection"] == "close"
+        return seen, operator
+
+    seen, operator = asyncio.run(main())
+    print("\nS41 fd pressure:", dict(seen), "operator", operator)
+    assert operator == 200
+    assert not [k for k in seen if k[0] >= 500 and k != (503, "server_busy")], seen
+    assert seen[(503, "server_busy")] > 0 and seen[(200, "")] > 0, seen
+    assert sum(seen.values()) == 350
