@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from broker.delivery import wake
 from broker.ids import new_id
 from broker.model.records import JournalEntry
 from broker.store.sql import stmt
@@ -79,6 +80,7 @@ def journal(
         "reason": reason,
     }
     insert_journal(t, [row])
+    wake.ring_after(t, wake.state_key(space_id))  # the console's board follows holds live
     return jid
 
 

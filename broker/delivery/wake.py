@@ -58,6 +58,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +69,7 @@ from broker.store.sql import stmt
 if TYPE_CHECKING:
     import socket
 
-    from broker.store.sqlite import Store
+    from broker.store.sqlite import Store, Tx
 
 # socket, select and secrets load where a waiter or a ring needs them: a send
 # that rings nobody (or a claim) does not pay ~4 ms of their imports.
@@ -261,6 +262,35 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
                     with contextlib.suppress(OSError):
                         os.unlink(path)  # its waiter died without cleaning up
     return rung
+
+
+@lru_cache(maxsize=4096)
+def state_key(space_id: str) -> str:
+    """The doorbell of what the operator watches in a space besides its log:
+    who is in it (joins, leaves, statuses) and what they hold (claims and
+    reservations). Sends ring ``space_key``; watchers of the state wait on both."""
+    return "v" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+SPACES_KEY = "spaces"  # the doorbell of the list of spaces (created, stopped, archived, purged)
+
+
+@dataclass(frozen=True)
+class Ring:
+    """A ring of ``keys`` to run after a commit (``Tx.after_commit``): equal
+    rings of one transaction run once, so a stop that records fifty departures
+    rings each watcher once."""
+
+    store: Store
+    keys: tuple[str, ...]
+
+    def __call__(self) -> None:
+        ring_keys(self.store, self.keys)
+
+
+def ring_after(t: Tx, *keys: str) -> None:
+    """Ring ``keys`` once ``t`` has committed (once however often it is asked)."""
+    t.after_commit(Ring(t.store, keys))
 
 
 def ring(store: Store, space_id: str, participant_ids: Iterable[str] = ()) -> None:

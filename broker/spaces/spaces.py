@@ -53,6 +53,7 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
     t.many(_INSERT, rows)
+    wake.ring_after(t, wake.SPACES_KEY)
 
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +243,7 @@ def _set_state(
         # Waiters (a follow, a blocked claim) learn of the stop once it is
         # visible: after the commit, also when ``tx`` is the caller's.
         t.after_commit(lambda: wake.ring_space(store, sid))
+        wake.ring_after(t, wake.SPACES_KEY, wake.state_key(sid))
     return space
 
 
