@@ -509,6 +509,8 @@ class AsyncOperator:
     release_key = _in_thread(Operator.release_key)
     claim_journal = _in_thread(Operator.claim_journal)
     queue_stats = _in_thread(Operator.queue_stats)
+    activity = _in_thread(Operator.activity)
+    retract = _in_thread(Operator.retract)
     backup = _in_thread(Operator.backup)
     vacuum = _in_thread(Operator.vacuum)
     export_space = _in_thread(Operator.export_space)

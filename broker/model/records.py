@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from broker.model.records_more import ContactPolicy as ContactPolicy
     from broker.model.records_more import Finding as Finding
     from broker.model.records_more import HistoryEntry as HistoryEntry
+    from broker.model.records_more import InboxStats as InboxStats
     from broker.model.records_more import InboxUse as InboxUse
     from broker.model.records_more import ParticipantEvent as ParticipantEvent
     from broker.model.records_more import PathCheck as PathCheck
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from broker.model.records_more import Reservation as Reservation
     from broker.model.records_more import SearchHit as SearchHit
     from broker.model.records_more import SenderUse as SenderUse
+    from broker.model.records_more import SpaceActivity as SpaceActivity
     from broker.model.records_more import SpaceUsage as SpaceUsage
     from broker.model.records_more import TranscriptEntry as TranscriptEntry
     from broker.model.records_more import TurnRecord as TurnRecord
@@ -63,6 +65,7 @@ _LATER = {
     "CreatedSpace": "space",
     "Finding": "more",
     "HistoryEntry": "more",
+    "InboxStats": "more",
     "InboxUse": "more",
     "JoinKey": "space",
     "Joined": "space",
@@ -76,6 +79,7 @@ _LATER = {
     "SearchHit": "more",
     "SenderUse": "more",
     "Space": "space",
+    "SpaceActivity": "more",
     "SpaceUsage": "more",
     "Thread": "space",
     "TranscriptEntry": "more",

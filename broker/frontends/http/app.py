@@ -44,6 +44,7 @@ from broker.frontends.http.api import (
 from broker.frontends.http.commit import Committer
 from broker.frontends.http.credentials import Credentials, bearer
 from broker.frontends.http.errors import error_response, plain
+from broker.frontends.http.live import Views
 from broker.frontends.http.middleware import AccessLog, BodyCap
 from broker.frontends.http.middleware import (
     log_to_stderr as log_to_stderr,  # the CLI imports it here
@@ -78,11 +79,13 @@ class ServerState:
         self.committer = Committer(store, max_batch=options.max_batch)
         self.pool = CapacityLimiter(options.workers)
         self.hubs: Hubs | None = None
+        self.views: Views | None = None
         self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)
+        self.views = Views(self.hubs, self.run)
 
     def aio(self, agent: Agent) -> AsyncAgent:
         """The asyncio twin of ``agent``, kept per participant: a turn taken by a
