@@ -92,9 +92,9 @@ LIMIT :lim
 
 -- name: recent_senders
 -- How many rows each sender wrote at or after :since (receipts aside), among
--- the space's last :window rows: times grow with seq within a space (S44), so
--- the rows since a time are a tail of the log, read backwards on the
--- (space_id, seq) index and never more than :window of them.
+-- the space's last :window rows: the rows of the last minute are the newest
+-- seqs (up to the skew of the writers' clocks), so this reads a tail of the log
+-- backwards on the (space_id, seq) index, never more than :window rows.
 SELECT sender, count(*) AS n
 FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_id = :space_id
       ORDER BY seq DESC LIMIT :window) AS tail
