@@ -484,6 +484,18 @@ class AsyncOperator:
     def via(self) -> str:
         return self.sync.via
 
+    def doorbell(self, space_id: str | None = None) -> Doorbell:
+        """The Doorbell of what an operator watches in a space (a full id): rung
+        by its sends, joins, leaves, status changes and every change of a claim
+        or a reservation; without a space, by spaces created, stopped, archived
+        or purged. Open it (``async with``) before reading, then ``await
+        wait(timeout)`` and read again. Async only: the server's live views
+        (the console) wait on it without a thread. An inbox's claim or ack
+        rings nobody (the hot path stays as it was): the safety tick sees it."""
+        if space_id is None:
+            return Doorbell(self.store, [wake.SPACES_KEY])
+        return Doorbell(self.store, [wake.state_key(space_id), wake.space_key(space_id)])
+
     send = _in_thread(Operator.send)
     log = _in_thread(Operator.log)
     threads = _in_thread(Operator.threads)

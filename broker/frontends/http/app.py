@@ -100,7 +100,9 @@ class ServerState:
 
     def shutdown(self) -> None:
         if self.hubs is not None:
-            self.hubs.close()
+            self.hubs.close()  # sets the shutdown every stream ends on, views' included
+        if self.views is not None:
+            self.views.close()
 
     def close(self) -> None:
         self.shutdown()

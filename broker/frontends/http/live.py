@@ -6,10 +6,9 @@ state`` or ``event: spaces``, ``data`` the JSON), so a subscriber needs no
 resume point and one that falls behind loses nothing by skipping readings.
 
 Each view has ONE watcher per server, shared by its subscribers, parked on the
-doorbells of what it shows (``broker.delivery.wake``: a space's ``state_key``,
-rung by joins, leaves, statuses and every hold's journal line, and its
-``space_key``, rung by every send; ``SPACES_KEY`` for the list), never polling
-the tables. On a ring it pauses briefly, so a burst of commits makes one
+doorbell of what it shows (``AsyncOperator.doorbell``: a space's, rung by its
+sends, joins, leaves, statuses and every change of a hold; or the list's),
+never polling the tables. On a ring it pauses briefly, so a burst of commits makes one
 reading, reads the view on the worker pool, and publishes it only if it
 changed. Claims, reservations and leases also end without a commit when they
 run out: the watcher wakes at the earliest expiry its reading shows. A watcher
@@ -29,16 +28,15 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from broker import errors
-from broker.api.aio import AsyncOperator, Doorbell
-from broker.delivery import wake
+from broker.api.aio import AsyncOperator
 from broker.frontends.http.sse import Hubs
-from broker.ids import parse_ts
 from broker.model.records import to_dict
 
 log = logging.getLogger("broker.server")
@@ -54,10 +52,10 @@ Reading = tuple[str, bytes, float | None]  # event name, JSON data, seconds to t
 class View:
     """One watched view: the latest reading and the subscribers waiting for it."""
 
-    def __init__(self, views: Views, name: str, keys: list[str], read: Callable[[], Reading]):
+    def __init__(self, views: Views, name: str, space_id: str | None, read: Callable[[], Reading]):
         self.views = views
         self.name = name
-        self.keys = keys
+        self.space_id = space_id
         self.read = read
         self.event = b""  # the latest reading, encoded as one SSE event
         self.version = 0
@@ -70,6 +68,10 @@ class View:
         if self._task is None:
             self._task = asyncio.ensure_future(self._watch())
 
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
     async def changed(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
@@ -78,7 +80,7 @@ class View:
         op = self.views.operator
         try:
             # The doorbell first, then the reading: a commit in between rings it.
-            async with Doorbell(op.store, self.keys) as bell:
+            async with op.doorbell(self.space_id) as bell:
                 loop = asyncio.get_running_loop()
                 while self.subscribers and not self.views.closing.is_set():
                     began = loop.time()
@@ -122,17 +124,21 @@ class Views:
         self.cutoffs = 0
 
     def space(self, space_id: str) -> View:
-        keys = [wake.state_key(space_id), wake.space_key(space_id)]
-        return self._get(space_id, keys, lambda: space_state(self.operator, space_id))
+        return self._get(space_id, space_id, lambda: space_state(self.operator, space_id))
 
     def spaces(self) -> View:
-        return self._get("spaces", [wake.SPACES_KEY], lambda: space_list(self.operator))
+        return self._get("spaces", None, lambda: space_list(self.operator))
 
-    def _get(self, name: str, keys: list[str], read: Callable[[], Reading]) -> View:
+    def _get(self, name: str, space_id: str | None, read: Callable[[], Reading]) -> View:
         view = self.views.get(name)
         if view is None or view.ended:
-            view = self.views[name] = View(self, name, keys, read)
+            view = self.views[name] = View(self, name, space_id, read)
         return view
+
+    def close(self) -> None:
+        """Shutdown: the watchers stop (their subscribers end on ``shutdown``)."""
+        for view in list(self.views.values()):
+            view.stop()
 
     def drop(self, view: View) -> None:
         """Forget an ended view (its watcher ends once no subscriber is left)."""
@@ -161,8 +167,12 @@ def space_state(op: AsyncOperator, space_id: str) -> Reading:
     ends = [c.expires_at for c in claims] + [r.expires_at for r in reservations]
     expiry = None
     if ends:
-        expiry = (parse_ts(min(ends)) - parse_ts(activity.at_utc)).total_seconds()
+        expiry = (_time(min(ends)) - _time(activity.at_utc)).total_seconds()
     return "state", _json(state), expiry
+
+
+def _time(stored: str) -> datetime:
+    return datetime.fromisoformat(stored)  # the store's ISO-8601 UTC ("...Z")
 
 
 def space_list(op: AsyncOperator) -> Reading:
