@@ -27,8 +27,8 @@ HEAVY = {"sqlalchemy", "alembic", "pydantic", "pydantic_core"}
 # Lighter, but still milliseconds each on every agent tool call: no hot command
 # loads them. The standard library's: strptime's (``_strptime``, ``calendar``),
 # ``secrets`` (with ``random``), ``socket``. The broker's: the operator's
-# handle and the records of other calls (``broker.model.records_more``,
-# ``broker.model.records_space``).
+# handle and the records of other calls (``broker.model.records.spaces``, and
+# ``broker.store.maintenance``'s).
 NOT_HOT = {
     "_strptime",
     "calendar",
@@ -36,8 +36,8 @@ NOT_HOT = {
     "random",
     "socket",
     "broker.api.operator",
-    "broker.model.records_more",
-    "broker.model.records_space",
+    "broker.model.records.spaces",
+    "broker.store.maintenance",
 }
 # Sending's modules: only the commands that send (msg send) or write the log
 # (inbox seen's receipt) load them; claims, acks, turns and board claims do not.

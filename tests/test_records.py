@@ -166,7 +166,7 @@ def test_a_schema_derived_from_a_record_agrees_with_to_dict(
 
 
 def test_no_record_has_a_second_name_for_the_sender() -> None:
-    # dir(records) names the records of broker.model.records_more too (built on first use).
+    # dir(records) names the records of every concept module too (built on first use).
     classes = [
         c
         for c in (getattr(records, name) for name in dir(records))
@@ -181,12 +181,12 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
 
 
 def test_records_of_other_calls_load_on_first_use() -> None:
-    # A fresh interpreter: importing broker.model.records builds only the hot path's
-    # classes; the others (broker.model.records_space, broker.model.records_more) come with
-    # the first use of one of their names, and are the same classes either way.
+    # A fresh interpreter: importing broker.model.records builds no class; each
+    # concept's records (spaces', the store maintenance's...) come with the first
+    # use of one of their names, and are the same classes either way.
     code = (
         "import sys, pickle, broker.model.records as r\n"
-        "later = ('broker.model.records_more', 'broker.model.records_space')\n"
+        "later = ('broker.store.maintenance', 'broker.model.records.spaces')\n"
         "print([m in sys.modules for m in later])\n"
         "f, s = r.Finding('sqlite', 'ok', 'fine', None), r.JoinKey('s', 'k')\n"
         "print([m in sys.modules for m in later], 'Finding' in dir(r), 'Space' in dir(r))\n"

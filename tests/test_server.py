@@ -648,7 +648,7 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
     probe = ("import sys\nfrom broker.frontends.cli import main\ntry:\n main(['msg','send','--to','otter','probe'])\n"
              "except SystemExit as e:\n assert e.code in (0, None), e.code\n"
              "bad = [m for m in sys.modules if m.split('.')[0] in ('sqlite3','_sqlite3','sqlalchemy','pydantic','broker.db')]\n"
-             "bad += [m for m in ('broker.frontends.remote.operator','broker.model.records_more','broker.model.records_space') if m in sys.modules]\n"
+             "bad += [m for m in ('broker.frontends.remote.operator','broker.model.records.spaces','broker.store.maintenance') if m in sys.modules]\n"
              "assert not bad, bad\nprint('clean')")  # fmt: skip
     r = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60

@@ -15,7 +15,15 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 # Modules whose annotations are written in the forms ``_expr`` reads.
-RECORD_MODULES = frozenset({"broker.model.records", "broker.model.records_more", "broker.model.records_space"})
+RECORD_MODULES = frozenset(
+    {
+        "broker.model.records.mail",
+        "broker.model.records.delivery",
+        "broker.model.records.board",
+        "broker.model.records.spaces",
+        "broker.store.maintenance",
+    }
+)
 
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})

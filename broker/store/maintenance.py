@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from broker import errors
 from broker.envvars import expand
-from broker.model.records import BackupResult, Finding, VacuumResult
+from broker.record_type import record
 from broker.store.dbfile import sqlite_path
 from broker.store.filenames import check_writable_target
 from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
@@ -70,6 +70,54 @@ _VACUUM = stmt("store.vacuum")
 _EXPIRED = stmt("ops.expired_leases")
 _QUARANTINED = stmt("ops.quarantined_by_space")
 _SPACES = stmt("ops.spaces_count")
+
+# --- what doctor, backup and vacuum return (re-exported by broker.model.records) ----------
+# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
+_DOCSTRINGS = {"use_attribute_docstrings": True}
+
+
+@record
+class Finding:
+    """One check of ``broker doctor``."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    check: str
+    """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
+    quarantine, size, settings"""
+    severity: Literal["ok", "info", "warning", "error"]
+    message: str
+    fix: str | None
+    """the command (or step) that fixes it; None when there is nothing to fix"""
+    path: str | None = None
+    data: dict[str, Any] | None = None
+    """the measured values behind the message"""
+
+
+@record
+class BackupResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes: int
+    pages: int
+    schema: str | None
+    integrity: str
+    """the copy's integrity check: "ok" (a copy that fails it is never kept)"""
+    key_file: str | None
+    """where the operator key file was copied beside the backup, if the store has one"""
+    seconds: float
+
+
+@record
+class VacuumResult:
+    __pydantic_config__ = _DOCSTRINGS
+
+    path: str
+    bytes_before: int
+    """database + WAL, before"""
+    bytes_after: int
+    seconds: float
 
 
 def exit_code(findings: Iterable[Finding]) -> int:

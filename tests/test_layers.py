@@ -1,8 +1,11 @@
-"""No import circles among the broker's modules (one module, one responsibility).
+"""The layers of the package (spec §Module layout): imports run down the stack,
+never up, and no modules import each other in a circle.
 
 Checked on the source: every import statement, the lazy ones inside functions
 included (a lazy import only hides a circle, it does not remove it); imports
 under ``if TYPE_CHECKING:`` are annotations, not imports, and are skipped.
+A module is split where a second concept hides in it, never by its size: this
+test is the rule, not a line count.
 """
 
 from __future__ import annotations
@@ -101,6 +104,68 @@ def test_the_allowed_list_only_names_circles_that_still_exist() -> None:
     present = circles(import_graph())
     for allowed in ALLOWED:
         assert allowed in present, f"{sorted(allowed)} is no circle any more: drop it from ALLOWED"
+
+
+# The stack, bottom first: a module may import its own level and those below.
+# The four domain packages share one level (a send appends to an inbox, a turn
+# writes a receipt to the log): between them only module circles are refused.
+LEVELS: list[set[str]] = [
+    # the package's face (``__version__``, and public names it loads by name on
+    # first use: no import of it reaches up) with the error root and vocabularies
+    {"__init__", "errors", "wording", "vocab", "envvars", "ids", "record_type"},
+    {"store"},
+    {"model"},
+    {"spaces", "mail", "delivery", "board"},
+    {"interchange"},
+    {"api"},
+    {"teammates"},
+    {"frontends"},
+    {"__main__"},  # python -m broker
+]
+# Imports up the stack still being removed, (importer, imported). Only shrinks.
+UPWARD_ALLOWED: set[tuple[str, str]] = {
+    # doctor checks the doorbell folder, whose place the doorbells module knows
+    ("broker.store.maintenance", "broker.delivery.wake"),
+}
+
+
+def level(module: str) -> int:
+    parts = module.split(".")
+    name = "__init__" if len(parts) == 1 else parts[1]
+    for n, names in enumerate(LEVELS):
+        if name in names:
+            return n
+    raise AssertionError(f"{module} is in no level of the stack: add its package to LEVELS")
+
+
+def upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, deps in graph.items() for b in deps if level(b) > level(a)}
+
+
+def test_imports_run_down_the_layers_never_up() -> None:
+    found = upward(import_graph()) - UPWARD_ALLOWED
+    assert not found, "imports up the stack: " + "; ".join(f"{a} -> {b}" for a, b in sorted(found))
+
+
+def test_the_upward_allowed_list_only_names_imports_that_still_exist() -> None:
+    gone = UPWARD_ALLOWED - upward(import_graph())
+    assert not gone, f"no longer imported: drop {sorted(gone)} from UPWARD_ALLOWED"
+
+
+def test_every_package_of_broker_sits_in_a_level() -> None:
+    for module in import_graph():
+        level(module)
+
+
+def test_the_layer_check_sees_an_import_up_the_stack(tmp_path: Path) -> None:
+    pkg = tmp_path / "broker"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "api").mkdir()
+    for init in (pkg, pkg / "store", pkg / "api"):
+        (init / "__init__.py").write_text("")
+    (pkg / "store" / "s.py").write_text("def f():\n    from broker.api import a\n")
+    (pkg / "api" / "a.py").write_text("from broker.store import s\n")
+    assert upward(import_graph(pkg)) == {("broker.store.s", "broker.api.a")}
 
 
 def test_the_check_sees_lazy_imports_and_skips_type_checking(tmp_path: Path) -> None:
