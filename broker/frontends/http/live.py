@@ -43,7 +43,7 @@ log = logging.getLogger("broker.server")
 
 SETTLE_S = 0.1  # after a ring: let the rest of a burst of commits land first
 MIN_GAP_S = 0.25  # at most four readings a second, however busy the space
-IDLE_S = 15.0  # a quiet watcher re-reads this often (its doorbell's safety net aside)
+IDLE_S = 15.0  # a quiet watcher looks this often whether anyone still subscribes
 
 
 Reading = tuple[str, bytes, float | None]  # event name, JSON data, seconds to the next expiry
@@ -90,8 +90,13 @@ class View:
                         self.event = event
                         self.version += 1
                         self._wake()
-                    timeout = IDLE_S if expiry is None else min(IDLE_S, max(expiry, 0.0) + 0.05)
-                    await bell.wait(timeout)
+                    due = None if expiry is None else loop.time() + max(expiry, 0.0) + 0.05
+                    while self.subscribers and not self.views.closing.is_set():
+                        left = IDLE_S if due is None else min(IDLE_S, due - loop.time())
+                        if await bell.wait(max(left, 0.0)) or (
+                            due is not None and loop.time() >= due
+                        ):
+                            break  # rung, or a hold ran out: read again
                     await asyncio.sleep(max(SETTLE_S, MIN_GAP_S - (loop.time() - began)))
         except asyncio.CancelledError:
             pass
