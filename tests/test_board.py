@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -308,6 +309,59 @@ def test_S9_retracting_twice_or_an_unknown_id_is_a_clear_error(join: Callable[..
         boss.retract(post.id)
     with pytest.raises(errors.DirectiveNotFound):
         boss.retract("01NOSUCHDIRECTIVE00000000")
+
+
+def test_S9_the_operator_lifts_anyones_directive_once(
+    join: Callable[..., Agent], store: Store, space: str
+) -> None:
+    boss = join("boss", lead=True)
+    worker = join("w1", agent="worker")
+    d = boss.directive("role:worker", "stay in src/")
+    op = Operator(store, via="cp")
+    lifted = op.retract(space, d.id)
+    assert (lifted.kind, lifted.reached, lifted.not_reached) == ("retract", [], [])
+    assert directives_for(store, worker) == []
+    row = op.log(space)[-1]
+    assert (row.kind, row.sender, row.ref, row.via, row.to) == ("retract", "operator", d.id, "cp", [])
+    assert [(e.kind, e.in_force) for e in boss.board_read()] == [("directive", False), ("retract", None)]
+    # once, and only a directive; the author cannot lift it again either
+    with pytest.raises(errors.AlreadyRetracted, match=f"by {lifted.id}"):
+        op.retract(space, d.id)
+    with pytest.raises(errors.AlreadyRetracted):
+        boss.retract(d.id)
+    post = boss.post("not a directive")
+    for wrong in (post.id, "01NOSUCHDIRECTIVE00000000"):
+        with pytest.raises(errors.DirectiveNotFound):
+            op.retract(space, wrong)
+    for bad, field in (("  ", "directive_id"), (7, "directive_id")):
+        with pytest.raises(errors.InvalidInput) as info:
+            op.retract(space, bad)  # type: ignore[arg-type]
+        assert info.value.fields["field"] == field
+    assert len(op.log(space)) == 3  # the refusals wrote nothing
+
+
+def test_S9_the_operators_lift_needs_a_running_space_and_survives_export_and_import(
+    join: Callable[..., Agent], store: Store, space: str, tmp_path: Path
+) -> None:
+    boss = join("boss", lead=True)
+    join("w1", agent="worker")
+    kept = boss.directive("role:worker", "stay in src/")
+    gone = boss.directive("role:worker", "pause the deploys")
+    op = Operator(store)
+    op.retract(space, gone.id)
+    op.export_space(space, tmp_path / "out")
+    op.stop_space(space)
+    with pytest.raises(errors.SpaceNotRunning):
+        op.retract(space, kept.id)
+    other = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
+    try:
+        summary = Operator(other).import_dir(tmp_path / "out")
+        (copied,) = [b for b in Operator(other).board(summary.spaces[0]) if b.kind == "retract"]
+        assert (copied.sender, copied.ref) == ("operator", gone.id)
+        in_force = {b.id: b.in_force for b in Operator(other).board(summary.spaces[0])}
+        assert (in_force[kept.id], in_force[gone.id]) == (True, False)
+    finally:
+        other.close()
 
 
 def test_S3_a_rejoined_run_keeps_its_directives_and_its_authorship(

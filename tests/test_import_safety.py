@@ -163,8 +163,8 @@ def test_S29_a_jsonl_log_line_cannot_dress_a_message_as_the_operators(
     for change, reason in (
         ({"sender": "operator"}, "sender 'operator' goes with kind 'operator'"),
         # an agent's line dressed as the operator's by its kind alone
-        ({"kind": "operator"}, "sender 'operator' goes with kind 'operator', and only with it"),
-        ({"kind": "operator", "via": "cli"}, "sender 'operator' goes with kind 'operator'"),
+        ({"kind": "operator"}, "kind 'operator' goes with sender 'operator', and only with it"),
+        ({"kind": "operator", "via": "cli"}, "kind 'operator' goes with sender 'operator'"),
         ({"urgent": True}, "only an operator message can be urgent"),
         ({"via": "cli"}, "via names an operator surface"),
     ):

@@ -704,3 +704,43 @@ def test_S15_poison_between_good_messages_keeps_fifo_and_fills_the_batch(store: 
     assert [d.id for d in got.deliveries] == later
     assert len(inbox_view.quarantined(store, sid)) == 40
     assert [delivery(store, m)["state"] for m in first] == ["processing", "processing"]
+
+
+# --- the operator's view of each inbox (the console) -------------------------------------------
+def test_S15_activity_counts_each_inbox_as_a_queue_and_the_last_minutes_sends(
+    cstore: Store, clock: Clock
+) -> None:
+    op = Operator(cstore)
+    space = op.create_space("workflow").id
+    lead, _ = trusted.join(cstore, space, "heron", lead=True)
+    lynx, _ = trusted.join(cstore, space, "lynx")
+    otter, _ = trusted.join(cstore, space, "otter")
+    ids = [lead.send("lynx", f"task {i}").id for i in range(3)]
+    otter.send("lynx", "from otter")
+    op.send(space, "from the operator", to=["lynx"])
+
+    def queue(address: str) -> tuple[int, int, int, int, int]:
+        (row,) = [i for i in op.activity(space).inboxes if i.address == address]
+        return (row.waiting, row.in_flight, row.retried, row.quarantined, row.sent_last_minute)
+
+    assert queue("lynx") == (5, 0, 0, 0, 0)
+    assert (queue("lead")[4], queue("otter")[4], op.activity(space).sent_last_minute) == (3, 1, 5)
+    lease = lynx.claim(limit=3, lease=60)
+    assert queue("lynx") == (2, 3, 0, 0, 0)
+    lynx.release(lease.lease_token, [ids[0]])  # handed out once, back: waiting, retried
+    assert queue("lynx") == (3, 2, 1, 0, 0)
+    lynx.quarantine(lease.lease_token, ids[1], "cannot parse")
+    assert queue("lynx") == (3, 1, 1, 1, 0)
+    clock.advance(61)  # the lease ran out: waiting again, and retried; the sends are old
+    assert queue("lynx") == (4, 0, 2, 1, 0)
+    assert op.activity(space).sent_last_minute == 0
+    turn = lynx.next_turn()
+    assert turn.id is not None
+    lynx.seen(turn.id)  # a receipt is no send
+    assert op.activity(space).sent_last_minute == 0
+    lynx.leave()
+    activity = op.activity(space)
+    assert [(i.address, i.status) for i in activity.inboxes] == [
+        ("lead", "running"), ("lynx", "left"), ("otter", "running")
+    ]
+    assert activity.space_id == space and activity.at_utc == cstore.now_ts()

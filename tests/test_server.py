@@ -517,18 +517,38 @@ def test_served_sigterm_ends_streams_with_a_resume_point_and_finishes_in_flight(
                 polling.set()
                 polled["r"] = c.post(agent_path(sid, "/inbox/claim"), json={"wait": 50})
 
+        views: dict[str, list[str]] = {}
+
+        def watch(path: str) -> None:  # the console's live views end the same way
+            with srv.operator() as op, op.stream("GET", path, timeout=30) as r:
+                for event, _, _ in _events(r.iter_lines()):
+                    views.setdefault(path, []).append(event)
+
         t = threading.Thread(target=listen)
         t.start()
         p = threading.Thread(target=long_poll)
         p.start()
+        watchers = [
+            threading.Thread(target=watch, args=(path,))
+            for path in (f"/api/sessions/{sid}/state/stream", "/api/spaces/stream")
+        ]
+        for w in watchers:
+            w.start()
         assert opened.wait(20) and polling.wait(20)
+        while len(views) < 2 and t.is_alive():  # each view has sent its first reading
+            threading.Event().wait(0.01)
         with httpx.Client(transport=httpx.HTTPTransport(uds=srv.socket)) as h:
             while h.get("http://x/healthz").json()["waiting"] < 1:  # the long poll is parked
                 threading.Event().wait(0.01)
         code = srv.terminate(30)
         t.join(30)
         p.join(30)
+        for w in watchers:
+            w.join(30)
         assert code == 0
+        for path, reading in ((f"/api/sessions/{sid}/state/stream", "state"),
+                              ("/api/spaces/stream", "spaces")):  # fmt: skip
+            assert views[path][-1] == "shutdown" and set(views[path][:-1]) == {reading}, views
         # the parked long-poll finished with what was there (nothing), not an error
         assert polled["r"].status_code == 200 and polled["r"].json()["deliveries"] == []
         assert events[0][0] == "message"

@@ -526,6 +526,18 @@ class AsyncOperator:
         """``Operator.call``: a declared operation with its checked input record."""
         return await run(self.sync.call, op, inp, tx)
 
+    def doorbell(self, space_id: str | None = None) -> Doorbell:
+        """The Doorbell of what an operator watches in a space (a full id): rung
+        by its sends, joins, leaves, status changes and every change of a claim
+        or a reservation; without a space, by spaces created, stopped, archived
+        or purged. Open it (``async with``) before reading, then ``await
+        wait(timeout)`` and read again. Async only: the server's live views
+        (the console) wait on it without a thread. An inbox's claim or ack
+        rings nobody (the hot path stays as it was): the safety tick sees it."""
+        if space_id is None:
+            return Doorbell(self.store, [wake.SPACES_KEY])
+        return Doorbell(self.store, [wake.state_key(space_id), wake.space_key(space_id)])
+
     send = _in_thread(Operator.send)
     log = _in_thread(Operator.log)
     threads = _in_thread(Operator.threads)
@@ -551,6 +563,8 @@ class AsyncOperator:
     release_key = _in_thread(Operator.release_key)
     claim_journal = _in_thread(Operator.claim_journal)
     queue_stats = _in_thread(Operator.queue_stats)
+    activity = _in_thread(Operator.activity)
+    retract = _in_thread(Operator.retract)
     backup = _in_thread(Operator.backup)
     vacuum = _in_thread(Operator.vacuum)
     export_space = _in_thread(Operator.export_space)

@@ -29,6 +29,7 @@ from broker.model.records import (
     QueueStats,
     SendResult,
     Space,
+    SpaceActivity,
     SpaceUsage,
     TurnRecord,
     VacuumResult,
@@ -330,6 +331,14 @@ class Operator(OperatorPaths, OperatorMail):
 
         return posts.view(self.store, space, after=after, limit=limit)
 
+    def retract(self, space: str, directive_id: str, *, tx: Tx | None = None) -> SendResult:
+        """Lift any directive of ``space``, whoever issued it (S9: the operator is
+        the one exception to "only its author"): a ``retract`` row from
+        ``operator``; lifted already: ``AlreadyRetracted``."""
+        from broker.board import posts
+
+        return posts.retract_as_operator(self.store, space, directive_id, via=self.via, tx=tx)
+
     def claims(self, space: str) -> list[ClaimGrant]:
         """The live board claims of a space (held and not expired), by key."""
         from broker.board import claims
@@ -354,6 +363,13 @@ class Operator(OperatorPaths, OperatorMail):
 
         reservations.expire(self.store, space)
         return claims.journal(self.store, space, key=key)
+
+    def activity(self, space: str) -> SpaceActivity:
+        """Each inbox of ``space`` as a queue (waiting, in flight, retried,
+        quarantined) and the send rate of the last minute, in one reading."""
+        from broker.delivery import inbox_view
+
+        return inbox_view.activity(self.store, space)
 
     def queue_stats(self, space: str) -> QueueStats:
         """A space's deliveries by state and the redeliveries they took (S13-S15)."""

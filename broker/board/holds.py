@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker import errors
+from broker.delivery import wake
 from broker.ids import new_id
 from broker.model.records import JournalEntry
 from broker.store.settings import Limits
@@ -114,6 +115,7 @@ def journal(
         "reason": reason,
     }
     insert_journal(t, [row])
+    wake.ring_at_commit(t, [wake.state_key(space_id)])  # the console's board follows holds live
     return jid
 
 

@@ -13,7 +13,8 @@ log; ``board.post`` itself is ``messages.post``).
   (``active_directives``), so a role, step or broadcast directive also applies
   to participants that join later and match. It applies until lifted.
 - ``retract``: lifts a directive (tool ``board.retract``); only its author
-  (the address that issued it) may, and only once.
+  (the address that issued it) may, and only once; the operator may lift any
+  (``retract_as_operator``).
 
 Key claims (S22-S23) are ``broker.board.claims``.
 """
@@ -34,9 +35,10 @@ from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
-from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
+from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, Via
 
 if TYPE_CHECKING:
+    from broker.mail.recipients import Sender
     from broker.model.records import BoardEntry
 
 _CURSOR_SEQ = stmt("messages.seq_of")
@@ -194,41 +196,82 @@ def retract(
     """``board.retract``: lift a directive. Only its author may, once."""
     from broker.mail import messages
 
-    if not directive_id.strip():  # its type is checked at the edge (broker.model.typecheck)
-        raise errors.InvalidInput("retract needs the id of a directive", field="directive_id")
-    did = directive_id.strip()
+    did = _directive_id(directive_id)
 
     def run(t: Tx, row: Caller) -> SendResult:
-        found = t.one(_MESSAGE_HEAD, {"space_id": ident.space_id, "id": did})
-        if found is None or found["kind"] != "directive":
-            raise errors.DirectiveNotFound(f"no directive {did!r} in this space", directive_id=did)
-        if found["sender"] != ident.address:
+        author = _author(t, ident.space_id, did)
+        if author != ident.address:
             raise errors.NotAuthor(
-                f"only the author of directive {did} ({found['sender']}) may retract it, "
+                f"only the author of directive {did} ({author}) may retract it, "
                 f"not {ident.address}",
                 directive_id=did,
-                author=found["sender"],
+                author=author,
             )
-        done = t.one(_RETRACTED_BY, {"directive_id": did, "space_id": ident.space_id})
-        if done is not None:
-            raise errors.AlreadyRetracted(
-                f"directive {did} was already retracted (by {done['id']})",
-                directive_id=did,
-                retract_id=done["id"],
-            )
+        _in_force(t, ident.space_id, did)
         sender = messages.Sender(ident.address, ident.participant_id, row.parent)
-        return messages.send_in_tx(
-            store,
-            t,
-            ident.space_id,
-            sender,
-            "retract",
-            [],  # addressed to nobody: nothing to deliver (the board shows it)
-            f"retracts directive {did}",
-            ref=did,
-        )
+        return _lift(store, t, ident.space_id, sender, did, None)
 
     return gate.call(store, ident, "board.retract", run, tx=tx)
+
+
+def retract_as_operator(
+    store: Store, space_ref: str, directive_id: str, *, via: Via, tx: Tx | None = None
+) -> SendResult:
+    """The operator lifts any directive of the space, whoever issued it (S9's
+    one exception to "only its author"): a ``retract`` row from ``operator``
+    recording the surface (``via``), once per directive like the author's."""
+    from broker.mail import messages
+
+    did = _directive_id(directive_id)
+    with store.write(tx) as t:
+        space_id = resolve_id(t, space_ref)
+        _author(t, space_id, did)
+        _in_force(t, space_id, did)
+        return _lift(store, t, space_id, messages.Sender(messages.OPERATOR, None), did, via)
+
+
+def _directive_id(directive_id: str) -> str:
+    if not directive_id.strip():  # its type is checked at the edge (broker.model.typecheck)
+        raise errors.InvalidInput("retract needs the id of a directive", field="directive_id")
+    return directive_id.strip()
+
+
+def _author(t: Tx, space_id: str, did: str) -> str:
+    """Who issued directive ``did`` of the space (else ``directive_not_found``)."""
+    found = t.one(_MESSAGE_HEAD, {"space_id": space_id, "id": did})
+    if found is None or found["kind"] != "directive":
+        raise errors.DirectiveNotFound(f"no directive {did!r} in this space", directive_id=did)
+    author: str = found["sender"]
+    return author
+
+
+def _in_force(t: Tx, space_id: str, did: str) -> None:
+    """A directive is lifted once (else ``already_retracted``)."""
+    done = t.one(_RETRACTED_BY, {"directive_id": did, "space_id": space_id})
+    if done is not None:
+        raise errors.AlreadyRetracted(
+            f"directive {did} was already retracted (by {done['id']})",
+            directive_id=did,
+            retract_id=done["id"],
+        )
+
+
+def _lift(
+    store: Store, t: Tx, space_id: str, sender: Sender, did: str, via: Via | None
+) -> SendResult:
+    from broker.mail import messages
+
+    return messages.send_in_tx(
+        store,
+        t,
+        space_id,
+        sender,
+        "retract",
+        [],  # addressed to nobody: nothing to deliver (the board shows it)
+        f"retracts directive {did}",
+        via=via,
+        ref=did,
+    )
 
 
 def active_directives(

@@ -167,6 +167,16 @@ def space_key(space_id: str) -> str:
     return "s" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def state_key(space_id: str) -> str:
+    """The doorbell of what the operator watches in a space besides its log:
+    who is in it (joins, leaves, statuses) and what they hold (claims and
+    reservations). Sends ring ``space_key``; watchers of the state wait on both."""
+    return "v" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+SPACES_KEY = "spaces"  # the doorbell of the list of spaces (created, stopped, archived, purged)
+
+
 def count_in(root: str, bucket: int, delta: int) -> None:
     """Change a slot's count of waiting processes under an exclusive lock
     (waiters only; writers read it without one)."""

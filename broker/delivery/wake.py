@@ -75,6 +75,7 @@ import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
@@ -101,6 +102,8 @@ _DATA_VERSION = stmt("store.data_version")
 # The keys and the folder every waiter and writer names (broker.delivery.doorbells).
 participant_key = doorbells.participant_key
 space_key = doorbells.space_key
+state_key = doorbells.state_key
+SPACES_KEY = doorbells.SPACES_KEY
 root_path = doorbells.root_path
 KEY_MAX, ROOT_MAX, SOCKET_PATH_MAX = (
     doorbells.KEY_MAX,
@@ -227,6 +230,24 @@ def _overflowed(sock: socket.socket, path: str) -> None:
         sock.sendto(b"*", path)
 
 
+@dataclass(frozen=True)
+class Ring:
+    """A ring of ``keys`` to run after a commit (``Tx.after_commit``): equal
+    rings of one transaction run once, so a stop that records fifty departures
+    rings each watcher once."""
+
+    store: Store
+    keys: tuple[str, ...]
+
+    def __call__(self) -> None:
+        ring_keys(self.store, self.keys)
+
+
+def ring(store: Store, space_id: str, participant_ids: Iterable[str] = ()) -> None:
+    """After a commit: wake the participants it concerns and the space's followers."""
+    ring_keys(store, [space_key(space_id), *(participant_key(p) for p in participant_ids)])
+
+
 def _remove_dead(root: str, name: str, keys: Iterable[str]) -> None:
     for key in keys:
         with contextlib.suppress(OSError):
@@ -252,12 +273,7 @@ def ring_at_commit(t: Tx, keys: Iterable[str]) -> None:
     window in which a commit rings nobody."""
     key_list = list(keys)
     if t.store.dialect == "sqlite":
-        store = t.store
-
-        def ring() -> None:
-            ring_keys(store, key_list)
-
-        t.after_commit(ring)
+        t.after_commit(Ring(t.store, tuple(key_list)))  # equal rings of one commit run once
         return
     from broker.delivery import pgwake
 

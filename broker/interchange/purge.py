@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import errors
+from broker.delivery import wake
 from broker.ids import new_id
 from broker.interchange.export.files import FileDigest, NoProgress, Progress
 from broker.interchange.export.space import snapshot
@@ -194,6 +195,7 @@ def _delete(t: Tx, purged: Purged, via: str) -> None:
             )
     t.execute(_UNMARK, params)
     t.execute(_DELETE_SPACE, params)
+    wake.ring_at_commit(t, [wake.SPACES_KEY])  # the console's list of spaces
 
 
 def _os_user() -> str:

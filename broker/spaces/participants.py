@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.delivery import inbox
+from broker.delivery import inbox, wake
 from broker.delivery.transcript import notice
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
@@ -442,7 +442,9 @@ def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None 
     if status not in ("running", "idle", "failed", "shutdown"):
         raise errors.InvalidInput(f"bad status {status!r}", field="status")
     with store.write(tx) as t:
-        t.execute(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
+        row = t.one(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
+        if row is not None:
+            wake.ring_at_commit(t, [wake.state_key(row["space_id"])])
 
 
 def list_participants(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.board import holds
+from broker.delivery import wake
 from broker.ids import new_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -81,6 +82,7 @@ def insert_events(t: Tx, rows: Rows) -> None:
 def journal_event(
     t: Tx, pid: str, space_id: str, event: str, row: Mapping[str, Any], now: str, reason: str | None
 ) -> None:
+    wake.ring_at_commit(t, [wake.state_key(space_id)])  # watchers of the roster (the console)
     insert_events(
         t,
         [

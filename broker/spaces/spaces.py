@@ -54,6 +54,7 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
     t.many(_INSERT, rows)
+    wake.ring_at_commit(t, [wake.SPACES_KEY])
 
 
 def carry_join_keys(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
@@ -249,7 +250,7 @@ def _set_state(
         space = to_model(t.one(_GET, {"space_id": sid}))
         # Waiters (a follow, a blocked claim) learn of the stop once it is
         # visible: at the commit, also when ``tx`` is the caller's.
-        wake.ring_at_commit(t, [wake.space_key(sid)])
+        wake.ring_at_commit(t, [wake.space_key(sid), wake.SPACES_KEY, wake.state_key(sid)])
     return space
 
 

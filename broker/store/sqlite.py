@@ -158,8 +158,10 @@ class Tx:
         self.raw.execute(_RELEASE)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` once the outermost transaction has committed (wake-ups)."""
-        self._after_commit.append(fn)
+        """Run ``fn`` once the outermost transaction has committed (wake-ups); a
+        callable equal to one already pending is not added again."""
+        if fn not in self._after_commit:
+            self._after_commit.append(fn)
 
 
 _stores: weakref.WeakSet[Store] = weakref.WeakSet()

@@ -46,6 +46,7 @@ from broker.frontends.http.budget import FdBudget, Shed, busy
 from broker.frontends.http.commit import Committer
 from broker.frontends.http.credentials import Credentials, bearer
 from broker.frontends.http.errors import error_response, plain
+from broker.frontends.http.live import Views
 from broker.frontends.http.middleware import AccessLog, BodyCap
 from broker.frontends.http.middleware import (
     log_to_stderr as log_to_stderr,  # the CLI imports it here
@@ -90,11 +91,13 @@ class ServerState:
             options.waits_per_agent, options.waits_per_space, room=self.budget.room
         )
         self.hubs: Hubs | None = None
+        self.views: Views | None = None
         self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.hubs = Hubs(AsyncOperator.wrap(self._internal), loop)
+        self.views = Views(self.hubs, self.run)
 
     def aio(self, agent: Agent) -> AsyncAgent:
         """The asyncio twin of ``agent``, kept per participant: a turn taken by a
@@ -109,7 +112,9 @@ class ServerState:
 
     def shutdown(self) -> None:
         if self.hubs is not None:
-            self.hubs.close()
+            self.hubs.close()  # sets the shutdown every stream ends on, views' included
+        if self.views is not None:
+            self.views.close()
 
     def close(self) -> None:
         self.shutdown()

@@ -110,7 +110,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     "in": "header",
                     "required": False,
                     "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
-                    "description": "the last seq received: the stream resumes after it",
+                    "description": "the log's stream: the last seq received, it resumes "
+                    "after it (a view's stream sends its whole reading and ignores it)",
                 }
             )
         if params:
@@ -131,8 +132,9 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
         responses: dict[str, Any] = {}
         if ep.stream:
             responses[str(ep.status)] = {
-                "description": "events: message (id = seq), keep-alive comments, and a last "
-                "shutdown / cutoff / end event with resume_after",
+                "description": "the log: message events (id = seq); a view: state or spaces "
+                "events, each the whole reading; keep-alive comments, and a last shutdown / "
+                "cutoff / end event (the log's with resume_after)",
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             }
         else:

@@ -14,6 +14,7 @@ from broker import errors
 from broker.api.handles import Operator
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
+from broker.frontends.http.live import View, ViewStream
 from broker.frontends.http.results import Count
 from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
@@ -32,7 +33,9 @@ from broker.model.records import (
     QueueStats,
     Reservation,
     SearchHit,
+    SendResult,
     Space,
+    SpaceActivity,
     SpaceUsage,
     Thread,
     TurnRecord,
@@ -163,6 +166,20 @@ async def stream_messages(call: Call) -> Any:
     )
 
 
+def _view_stream(call: Call, view: View) -> ViewStream:
+    opts = call.state.options
+    return ViewStream(call.state.views, view, keepalive_s=opts.keepalive_s, stall_s=opts.stall_s)
+
+
+async def stream_state(call: Call) -> Any:
+    _, space = await _space(call)
+    return _view_stream(call, call.state.views.space(space.id))
+
+
+async def stream_spaces(call: Call) -> Any:
+    return _view_stream(call, call.state.views.spaces())
+
+
 # --- participants, board, queue ------------------------------------------------------------
 async def participants(call: Call) -> Any:
     op, space = await _space(call)
@@ -260,6 +277,17 @@ async def release_reservation(call: Call) -> Any:
     )
 
 
+async def retract(call: Call) -> Any:
+    op, space = await _space(call)
+    b: bodies.RetractBody = call.body
+    return await call.state.write(lambda tx: op.retract(space.id, b.directive_id, tx=tx))
+
+
+async def activity(call: Call) -> Any:
+    op, space = await _space(call)
+    return await call.state.run(op.activity, space.id)
+
+
 async def quarantined(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(op.quarantined, space.id)
@@ -282,6 +310,9 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", "/api/spaces", list_spaces, "operator", "List spaces",
                  query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
                  returns=list[Space]),
+        Endpoint("GET", "/api/spaces/stream", stream_spaces, "operator",
+                 "The list of spaces as Server-Sent Events: one 'spaces' event (the whole "
+                 "list) at once and after every change", stream=True),
         Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
                  body=bodies.CreateSpaceBody, returns=CreatedSpace, status=201),
         Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
@@ -318,6 +349,10 @@ def endpoints() -> list[Endpoint]:
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
                               0, 2**62),),
                  stream=True),
+        Endpoint("GET", SPACE + "/state/stream", stream_state, "operator",
+                 "The space's state as Server-Sent Events: one 'state' event (the space, "
+                 "participants, live claims and reservations, activity) at once and after "
+                 "every change", stream=True),
         Endpoint("GET", SPACE + "/participants", participants, "operator",
                  "Participants with status and last seen",
                  query=(Query("include_left", "bool",
@@ -342,6 +377,12 @@ def endpoints() -> list[Endpoint]:
                  returns=list[BoardEntry]),
         Endpoint("GET", SPACE + "/queue", queue_stats, "operator",
                  "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
+        Endpoint("GET", SPACE + "/activity", activity, "operator",
+                 "Each inbox as a queue (waiting, in flight, retried, quarantined) and the "
+                 "send rate of the last minute", returns=SpaceActivity),
+        Endpoint("POST", SPACE + "/board/retract", retract, "operator",
+                 "Lift any directive, whoever issued it (S9: the operator's exception)",
+                 body=bodies.RetractBody, returns=SendResult),
         Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
                  returns=list[ClaimGrant]),
         Endpoint("POST", SPACE + "/claims/release", release_key, "operator",

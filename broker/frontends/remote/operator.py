@@ -31,7 +31,9 @@ from broker.model.records import (
     QuarantinedDelivery,
     QueueStats,
     SearchHit,
+    SendResult,
     Space,
+    SpaceActivity,
     SpaceUsage,
     Thread,
     TurnRecord,
@@ -314,6 +316,16 @@ class RemoteOperator(RemoteOperatorPaths):
         return list_of(
             BoardEntry, self._call("GET", space_path(space) + "/board/view", query=query)
         )
+
+    def activity(self, space: str) -> SpaceActivity:
+        """Each inbox of a space as a queue, and the send rate of the last minute."""
+        return from_dict(SpaceActivity, self._call("GET", space_path(space) + "/activity"))  # type: ignore[no-any-return]
+
+    def retract(self, space: str, directive_id: str) -> SendResult:
+        """Lift any directive of a space, whoever issued it (S9's exception)."""
+        body = {"directive_id": directive_id}
+        data = self._call("POST", space_path(space) + "/board/retract", body)
+        return from_dict(SendResult, data)  # type: ignore[no-any-return]
 
     def claims(self, space: str) -> list[ClaimGrant]:
         """The live board claims of a space, by key."""

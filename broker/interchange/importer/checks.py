@@ -265,15 +265,20 @@ def check(spec: Spec, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_message(values: dict[str, Any]) -> None:
-    """A log line's fields agree with each other: only the operator's messages
-    are kind ``operator``, urgent, or carry an operator surface (S29)."""
+    """A log line's fields agree with each other: only the operator's rows
+    are kind ``operator``, urgent, or carry an operator surface (S29); the
+    operator writes kind ``operator``, and ``retract`` when it lifts a
+    directive (S9)."""
     operator_kind = values["kind"] == "operator"
-    if (values["sender"] == "operator") != operator_kind:
-        raise BadLine("sender 'operator' goes with kind 'operator', and only with it")
+    by_operator = values["sender"] == "operator"
+    if operator_kind and not by_operator:
+        raise BadLine("kind 'operator' goes with sender 'operator', and only with it")
+    if by_operator and values["kind"] not in ("operator", "retract"):
+        raise BadLine("sender 'operator' goes with kind 'operator' or 'retract' only")
     if values["urgent"] and not operator_kind:
         raise BadLine("only an operator message can be urgent")
-    if values["via"] is not None and not operator_kind:
-        raise BadLine("via names an operator surface: only an operator message has one")
+    if values["via"] is not None and not by_operator:
+        raise BadLine("via names an operator surface: only the operator's rows have one")
     if values["recipients"] != "[]":
         for form in json.loads(values["recipients"]):
             problem = _form_problem(form)

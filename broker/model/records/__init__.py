@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from broker.model.records.board import Reservation as Reservation
     from broker.model.records.delivery import Delivery as Delivery
     from broker.model.records.delivery import HistoryEntry as HistoryEntry
+    from broker.model.records.delivery import InboxStats as InboxStats
     from broker.model.records.delivery import Lease as Lease
     from broker.model.records.delivery import QuarantinedDelivery as QuarantinedDelivery
     from broker.model.records.delivery import QueueStats as QueueStats
+    from broker.model.records.delivery import SpaceActivity as SpaceActivity
     from broker.model.records.delivery import TranscriptEntry as TranscriptEntry
     from broker.model.records.delivery import Turn as Turn
     from broker.model.records.delivery import TurnItem as TurnItem
@@ -74,6 +76,7 @@ _WHERE = {
     "Delivery": "broker.model.records.delivery",
     "Finding": "broker.store.maintenance",
     "HistoryEntry": "broker.model.records.delivery",
+    "InboxStats": "broker.model.records.delivery",
     "InboxUse": "broker.model.records.spaces",
     "JoinKey": "broker.model.records.spaces",
     "Joined": "broker.model.records.spaces",
@@ -92,6 +95,7 @@ _WHERE = {
     "SendResult": "broker.model.records.mail",
     "SenderUse": "broker.model.records.spaces",
     "Space": "broker.model.records.spaces",
+    "SpaceActivity": "broker.model.records.delivery",
     "SpaceUsage": "broker.model.records.spaces",
     "Thread": "broker.model.records.mail",
     "TranscriptEntry": "broker.model.records.delivery",

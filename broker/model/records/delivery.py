@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Literal
 
 from broker.record_type import record
-from broker.vocab import TurnGroup
+from broker.vocab import Status, TurnGroup
 
 # Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
 _DOCSTRINGS = {"use_attribute_docstrings": True}
@@ -113,6 +113,41 @@ class QueueStats:
     quarantine: int
     redeliveries: int
     """extra deliveries: the sum of (count - 1) over messages claimed more than once"""
+
+
+@record
+class InboxStats:
+    """One participant's inbox as a queue, and what it sent lately (the console)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    address: str
+    status: Status
+    waiting: int
+    """deliveries the next claim would take: ready, or leased and the lease ran out"""
+    in_flight: int
+    """deliveries leased and not expired (being processed)"""
+    retried: int
+    """of those waiting or in flight, the ones handed out before (a lease expired or was released)"""
+    quarantined: int
+    sent_last_minute: int
+    """log rows it wrote in the last 60 seconds (receipts aside)"""
+
+
+@record
+class SpaceActivity:
+    """A space's queues and send rate now (the console's queue view, S13-S15)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    space_id: str
+    at_utc: str
+    """the store's time of the reading"""
+    sent_last_minute: int
+    """log rows written in the last 60 seconds by anyone, the operator included
+    (receipts aside; counted among the last 5000 rows)"""
+    inboxes: list[InboxStats]
+    """every participant's inbox, departed ones included, in join order"""
 
 @record
 class HistoryEntry:

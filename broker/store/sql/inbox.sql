@@ -274,3 +274,23 @@ SELECT count(*) FILTER (WHERE state = 'ready') AS ready,
   count(*) FILTER (WHERE state = 'quarantine') AS quarantine,
   coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1), 0) AS redeliveries
 FROM deliveries WHERE space_id = :space_id
+
+-- name: by_inbox
+-- Each participant's inbox as a queue, for the operator's console, read on the
+-- partial indexes (never the finished rows): waiting (ready, and leases that
+-- ran out: the next claim takes them), in flight (leased and not expired),
+-- retried (of those, the ones handed out before: a lease expired or was
+-- released) and quarantined. In join order.
+SELECT p.address, p.status,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready')
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND d.lease_expires_at <= :at) AS waiting,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND d.lease_expires_at > :at) AS in_flight,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+     AND d.attempts > 0)
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
+  (SELECT count(*) FROM deliveries d WHERE d.space_id = p.space_id AND d.recipient_id = p.id
+     AND d.state = 'quarantine') AS quarantined
+FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id

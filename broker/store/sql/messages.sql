@@ -89,3 +89,14 @@ WHERE space_id = :space_id AND seq > :after
        OR kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
 ORDER BY seq
 LIMIT :lim
+
+-- name: recent_senders
+-- How many rows each sender wrote at or after :since (receipts aside), among
+-- the space's last :window rows: the rows of the last minute are the newest
+-- seqs (up to the skew of the writers' clocks), so this reads a tail of the log
+-- backwards on the (space_id, seq) index, never more than :window rows.
+SELECT sender, count(*) AS n
+FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_id = :space_id
+      ORDER BY seq DESC LIMIT :window) AS tail
+WHERE created_at_utc >= :since AND kind != 'seen'
+GROUP BY sender ORDER BY sender

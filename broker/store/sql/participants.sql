@@ -62,9 +62,11 @@ UPDATE participants SET status = 'left', left_at_utc = :now WHERE id = :id
 SELECT id FROM participants WHERE space_id = :space_id AND status != 'left'
 
 -- name: set_status
--- A participant's own status report; one that has left stays left.
+-- A participant's own status report; one that has left stays left. Its space
+-- comes back, for the doorbell of the space's watchers.
 UPDATE participants SET status = :status, last_seen_utc = :now
 WHERE id = :id AND status != 'left'
+RETURNING space_id
 
 -- name: list_all
 -- The roster of a space, departed ones included, in join order (the columns

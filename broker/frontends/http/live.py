@@ -1,0 +1,271 @@
+"""Live views as Server-Sent Events, for the console: a space's state (who is
+in it, what they hold, its queues) and the list of spaces.
+
+A view is a reading, not a log: each event carries the whole of it (``event:
+state`` or ``event: spaces``, ``data`` the JSON), so a subscriber needs no
+resume point and one that falls behind loses nothing by skipping readings.
+
+Each view has ONE watcher per server, shared by its subscribers, parked on the
+doorbell of what it shows (``AsyncOperator.doorbell``: a space's, rung by its
+sends, joins, leaves, statuses and every change of a hold; or the list's),
+never polling the tables. On a ring it pauses briefly, so a burst of commits makes one
+reading, reads the view on the worker pool, and publishes it only if it
+changed. Claims, reservations and leases also end without a commit when they
+run out: the watcher wakes at the earliest expiry its reading shows. A watcher
+with no subscriber left ends.
+
+Bounded like the log stream (``sse.py``): a subscriber holds one event at most
+(the latest reading; it never queues them), and one that does not take a
+write within ``stall_s`` is cut off with a last ``cutoff`` event. Keep-alive
+comments flow when nothing changes; on shutdown every stream ends with a
+``shutdown`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from broker import errors
+from broker.api.aio import AsyncOperator
+from broker.frontends.http.sse import Hubs
+from broker.model.records import to_dict
+
+log = logging.getLogger("broker.server")
+
+SETTLE_S = 0.1  # after a ring: let the rest of a burst of commits land first
+MIN_GAP_S = 0.25  # at most four readings a second, however busy the space
+IDLE_S = 15.0  # a quiet watcher looks this often whether anyone still subscribes
+
+
+Reading = tuple[str, bytes, float | None]  # event name, JSON data, seconds to the next expiry
+
+
+class View:
+    """One watched view: the latest reading and the subscribers waiting for it."""
+
+    def __init__(self, views: Views, name: str, space_id: str | None, read: Callable[[], Reading]):
+        self.views = views
+        self.name = name
+        self.space_id = space_id
+        self.read = read
+        self.event = b""  # the latest reading, encoded as one SSE event
+        self.version = 0
+        self.subscribers = 0
+        self.ended = False
+        self._changed = asyncio.Event()
+        self._task: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._watch())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def changed(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
+
+    async def _watch(self) -> None:
+        op = self.views.operator
+        try:
+            # The doorbell first, then the reading: a commit in between rings it.
+            async with op.doorbell(self.space_id) as bell:
+                loop = asyncio.get_running_loop()
+                while self.subscribers and not self.views.closing.is_set():
+                    began = loop.time()
+                    name, data, expiry = await self.views.run(self.read)
+                    event = f"event: {name}\ndata: {data.decode()}\n\n".encode()
+                    if event != self.event:
+                        self.event = event
+                        self.version += 1
+                        self._wake()
+                    due = None if expiry is None else loop.time() + max(expiry, 0.0) + 0.05
+                    while self.subscribers and not self.views.closing.is_set():
+                        left = IDLE_S if due is None else min(IDLE_S, due - loop.time())
+                        if await bell.wait(max(left, 0.0)) or (
+                            due is not None and loop.time() >= due
+                        ):
+                            break  # rung, or a hold ran out: read again
+                    await asyncio.sleep(max(SETTLE_S, MIN_GAP_S - (loop.time() - began)))
+        except asyncio.CancelledError:
+            pass
+        except errors.BrokerError as exc:  # the space was purged while watched
+            body = json.dumps({"error": exc.code, "message": exc.message})
+            self.event = f"event: gone\ndata: {body}\n\n".encode()
+            self.version += 1
+        except Exception:  # noqa: BLE001 - a watcher must not die silently
+            log.exception("live view %s failed", self.name)
+        finally:
+            self.ended = True
+            self._task = None
+            self.views.drop(self)
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+class Views:
+    """Every live view of the server, by name (a space id, or ``spaces``)."""
+
+    def __init__(self, hubs: Hubs, run: Callable[..., Any]) -> None:
+        self.operator: AsyncOperator = hubs.operator
+        self.closing = hubs.closing
+        self.shutdown = hubs.shutdown
+        self.run = run
+        self.views: dict[str, View] = {}
+        self.cutoffs = 0
+
+    def space(self, space_id: str) -> View:
+        return self._get(space_id, space_id, lambda: space_state(self.operator, space_id))
+
+    def spaces(self) -> View:
+        return self._get("spaces", None, lambda: space_list(self.operator))
+
+    def _get(self, name: str, space_id: str | None, read: Callable[[], Reading]) -> View:
+        view = self.views.get(name)
+        if view is None or view.ended:
+            view = self.views[name] = View(self, name, space_id, read)
+        return view
+
+    def close(self) -> None:
+        """Shutdown: the watchers stop (their subscribers end on ``shutdown``)."""
+        for view in list(self.views.values()):
+            view.stop()
+
+    def drop(self, view: View) -> None:
+        """Forget an ended view (its watcher ends once no subscriber is left)."""
+        if self.views.get(view.name) is view and view.ended:
+            del self.views[view.name]
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def space_state(op: AsyncOperator, space_id: str) -> Reading:
+    """A space's state as the console shows it, and when the first hold in it
+    runs out (seconds from the reading; None: nothing held)."""
+    sync = op.sync
+    activity = sync.activity(space_id)
+    claims = sync.claims(space_id)
+    reservations = sync.reservations(space_id)
+    state = {
+        "space": to_dict(sync.get_space(space_id)),
+        "participants": [to_dict(p) for p in sync.participants(space_id)],
+        "claims": [to_dict(c) for c in claims],
+        "reservations": [to_dict(r) for r in reservations],
+        "activity": to_dict(activity),
+    }
+    ends = [c.expires_at for c in claims] + [r.expires_at for r in reservations]
+    expiry = None
+    if ends:
+        expiry = (_time(min(ends)) - _time(activity.at_utc)).total_seconds()
+    return "state", _json(state), expiry
+
+
+def _time(stored: str) -> datetime:
+    return datetime.fromisoformat(stored)  # the store's ISO-8601 UTC ("...Z")
+
+
+def space_list(op: AsyncOperator) -> Reading:
+    return "spaces", _json([to_dict(s) for s in op.sync.spaces()]), None
+
+
+class ViewStream(Response):
+    """One subscriber of a view (an ASGI response with its own send loop)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, views: Views, view: View, *, keepalive_s: float, stall_s: float) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [  # no content-length: the body is open-ended
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-store"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self.views = views
+        self.view = view
+        self.keepalive_s = keepalive_s
+        self.stall_s = stall_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        view = self.view
+        view.subscribers += 1
+        view.start()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await self._stream(send, gone)
+        except _Stalled:
+            self.views.cutoffs += 1
+            log.warning("live view subscriber of %s cut off: stalled", view.name)
+            with contextlib.suppress(Exception):
+                cutoff = b'event: cutoff\ndata: {"reason":"stalled"}\n\n'
+                await asyncio.wait_for(send(_body(cutoff, more=False)), 0.1)
+            return
+        finally:
+            watcher.cancel()
+            view.subscribers -= 1
+            self.views.drop(view)
+        with contextlib.suppress(Exception):
+            await send(_body(b"", more=False))
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        try:
+            await asyncio.wait_for(send(_body(data)), self.stall_s)
+        except TimeoutError:
+            raise _Stalled from None
+
+    async def _stream(self, send: Send, gone: asyncio.Event) -> None:
+        view, seen = self.view, 0
+        await self._write(send, b"retry: 1000\n\n")
+        while not gone.is_set():
+            if self.views.shutdown.is_set():
+                await self._write(send, b"event: shutdown\ndata: {}\n\n")
+                return
+            if view.version > seen:
+                seen = view.version
+                await self._write(send, view.event)
+                continue
+            if view.ended:
+                await self._write(send, b"event: end\ndata: {}\n\n")
+                return
+            waits = [
+                asyncio.ensure_future(view.changed(self.keepalive_s)),
+                asyncio.ensure_future(self.views.shutdown.wait()),
+                asyncio.ensure_future(gone.wait()),
+            ]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in waits:
+                task.cancel()
+            if view.version == seen and not view.ended and not gone.is_set():
+                await self._write(send, b": keep-alive\n\n")
+
+
+class _Stalled(Exception):
+    pass
+
+
+def _body(data: bytes, more: bool = True) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": more}
