@@ -67,7 +67,9 @@ STORE_LEVEL = {
     ("key", "show"),  # the store's operator key
 }  # fmt: skip
 # Merged away: one command per job (join/leave, dir list).
-GONE = [("message", "participants"), ("team", "status"), ("dir", "register"), ("dir", "unregister")]
+GONE = [("team", "status"), ("dir", "register"), ("dir", "unregister")]
+# The source's names kept beside the broker's: the same command under a second name.
+ALIASES = {("message", "participants"): ("dir", "list")}
 
 
 def options(cmd: click.Command) -> dict[str, click.Option]:
@@ -87,6 +89,9 @@ def test_cli_no_two_commands_for_one_job() -> None:
         res = runner.invoke(main, [*path, "--help"])
         assert res.exit_code == 2 and "No such command" in res.stderr, path
     assert ("team",) not in {p for p, _ in walk(main)}
+    for alias, command in ALIASES.items():
+        assert COMMANDS[alias].callback is COMMANDS[command].callback, alias
+        assert COMMANDS[alias].params == COMMANDS[command].params, alias
 
 
 def test_cli_every_command_and_group_has_help_text() -> None:
@@ -195,6 +200,7 @@ LISTS: dict[tuple[str, ...], type] = {
     ("space", "list"): records.Space,
     ("message", "list"): records.LogEntry,
     ("dir", "list"): records.Participant,
+    ("message", "participants"): records.Participant,
     ("dir", "prune"): records.Participant,
     ("board", "read"): records.BoardEntry,
     ("board", "view"): records.BoardEntry,
@@ -218,6 +224,7 @@ SINGLE: dict[tuple[str, ...], type | set[str]] = {
     ("leave",): {"address", "status"},
     ("msg", "send"): records.SendResult,
     ("message", "send"): records.SendResult,
+    ("agentiflow", "send"): records.SendResult,
     ("board", "post"): records.SendResult,
     ("board", "directive"): records.SendResult,
     ("board", "retract"): records.SendResult,
@@ -322,6 +329,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("space", "list"): ([], None),
         ("message", "list"): ([sid], None),
         ("dir", "list"): ([sid], None),
+        ("message", "participants"): ([sid], None),
         ("board", "read"): ([], lynx),
         ("board", "reserve"): (["src/**", "docs/*.md"], lynx),  # fences 1 and 2
         ("board", "check"): (["src/a.py", "README"], lynx),
@@ -353,6 +361,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("dir", "show"): ([sid, "lynx#1"], None),
         ("msg", "send"): (["--to", "lead", "hi"], lynx),
         ("message", "send"): ([sid, "--to", "lead", "hi"], None),
+        ("agentiflow", "send"): ([sid, "hi", "--now"], None),
         ("board", "post"): (["green"], lynx),
         ("board", "directive"): (["--to", "lynx#1", "do it"], lead),
         ("board", "claim"): (["task-9"], lynx),

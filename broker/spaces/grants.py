@@ -15,6 +15,11 @@ from collections.abc import Iterable
 from broker.errors import InvalidInput
 
 DEFAULT = frozenset({"board.claim", "board.release", "board.post", "board.read", "msg.send"})
+# How a participant's messaging tools were granted, in the source's words (its
+# ``tool_grant`` records): the default set offered to every run with a space, or
+# the tools a workflow's ``messaging: { tools: [...] }`` names (here: named at join).
+MESSAGING_DEFAULT = "ambient:messaging_default"
+WORKFLOW_MESSAGING = "ambient:workflow_messaging"
 AUTHORITY = frozenset({"board.directive", "board.retract"})
 ALL = DEFAULT | AUTHORITY
 WILDCARDS = frozenset({"*", "board.*", "msg.*"})
@@ -52,3 +57,12 @@ def effective(messaging: bool, tools: list[str] | None, is_lead: bool) -> frozen
     if is_lead:
         granted |= AUTHORITY
     return frozenset(granted)
+
+
+def source(messaging: bool, tools: list[str] | None) -> str | None:
+    """The ``tool_grant`` a participant's messaging tools are recorded under:
+    ``ambient:messaging_default`` for the default set, ``ambient:workflow_messaging``
+    for tools named at join, None when messaging is off (no tool: receive-only)."""
+    if not messaging:
+        return None
+    return MESSAGING_DEFAULT if tools is None else WORKFLOW_MESSAGING

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from broker.board import holds
 from broker.delivery import wake
 from broker.ids import new_id
+from broker.spaces import grants
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 
@@ -36,6 +37,8 @@ def to_model(row: Mapping[str, Any]) -> Participant:
     """The one participant row mapper: a row of ``list_all``/``list_present``/``by_address``."""
     from broker.model.records import Participant  # built on first use (records_space)
 
+    messaging = bool(row["messaging"])
+    tools = json.loads(row["tools"]) if row["tools"] is not None else None
     return Participant(
         id=row["id"],
         space_id=row["space_id"],
@@ -49,14 +52,15 @@ def to_model(row: Mapping[str, Any]) -> Participant:
         archetype=row["archetype"],
         task=row["task"],
         is_lead=bool(row["is_lead"]),
-        messaging=bool(row["messaging"]),
-        tools=json.loads(row["tools"]) if row["tools"] is not None else None,
+        messaging=messaging,
+        tools=tools,
         status=row["status"],
         pid=row["pid"],
         joined_at_utc=row["joined_at_utc"],
         left_at_utc=row["left_at_utc"],
         last_seen_utc=row["last_seen_utc"],
         waiting=row["waiting"],
+        tool_grant=grants.source(messaging, tools),
     )
 
 

@@ -65,6 +65,7 @@ EXIT_PIPE = 141  # 128 + SIGPIPE: the reader went away
 # per tool call; start-up time is its latency).
 COMMANDS = {
     "agent": "agent",
+    "agentiflow": "message",
     "backup": "ops",
     "board": "board",
     "db": "store",

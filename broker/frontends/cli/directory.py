@@ -7,6 +7,8 @@ teammates; agents get in with `broker join` and out with `broker leave`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from broker.frontends.cli._common import (
@@ -22,6 +24,9 @@ from broker.frontends.cli._common import (
     yes_option,
 )
 from broker.frontends.cli._output import safe, when
+
+if TYPE_CHECKING:
+    from broker.model.records import Participant
 
 
 @main.group("dir")
@@ -85,6 +90,7 @@ def show(run_id: str, address: str, as_json: bool) -> None:
             ("status", p.status),
             ("messaging", ("on" if p.messaging else "off (receive-only)")),
             ("tools", ", ".join(p.tools) if p.tools else "(default set)"),
+            ("tool grant", _tool_grant(p)),
             ("waiting", p.waiting),
             ("pid", p.pid),
             ("joined", when(p.joined_at_utc)),
@@ -92,6 +98,17 @@ def show(run_id: str, address: str, as_json: bool) -> None:
             ("last seen", when(p.last_seen_utc)),
         ]
     )
+
+
+def _tool_grant(p: Participant) -> str:
+    """Its ``tool_grant`` (S24) and the tools it gives, a lead's authority included:
+    ``ambient:messaging_default: board.claim, ...``."""
+    from broker.spaces import grants
+
+    if p.tool_grant is None:
+        return "none: messaging off (receive-only)"
+    granted = grants.effective(p.messaging, p.tools, p.is_lead)
+    return f"{p.tool_grant}: {', '.join(sorted(granted)) or 'no tool'}"
 
 
 @dir_.command("prune")

@@ -22,6 +22,7 @@ from broker.frontends.cli._common import (
     json_option,
     main,
     operator,
+    text_arg,
 )
 from broker.frontends.cli._output import run_send, safe
 from broker.frontends.cli.options import from_operation
@@ -382,3 +383,55 @@ def message_search(
 def message_status(run_id: str, message_id: str, as_json: bool) -> None:
     """Who has seen MESSAGE_ID among those it reached."""
     _print_status(operator().status(run_id, message_id), as_json)
+
+
+def _participants_alias() -> click.Command:
+    """``message participants RUN_ID``: the seed's name for ``dir list``, the
+    same command (its options, output and exit codes) under a second name."""
+    import copy
+
+    from broker.frontends.cli.directory import list_
+
+    alias = copy.copy(list_)
+    alias.name = "participants"
+    alias.help = (
+        "List the participants of RUN_ID, as `dir list` does (the same command; the "
+        "source's `message participants <run-id>`)."
+    )
+    alias.short_help = None
+    return alias
+
+
+message.add_command(_participants_alias())
+
+
+@main.group()
+def agentiflow() -> None:
+    """An agentiflow's shorthands (operator): `agentiflow send` to its lead."""
+
+
+@agentiflow.command("send")
+@click.argument("run_id")
+@click.argument("text", nargs=-1, required=True)
+@click.option(
+    "--now",
+    is_flag=True,
+    help="Urgent: marked URGENT and shown to the lead first, ahead of everything else, at "
+    "its next turn (never inside a tool call in progress).",
+)
+@json_option
+def agentiflow_send(run_id: str, text: tuple[str, ...], now: bool, as_json: bool) -> None:
+    """Send TEXT to the lead of agentiflow RUN_ID as the operator ('-' reads
+    stdin): short for `message send RUN_ID --to lead [--urgent]`, --now being
+    --urgent. A space of another kind has no lead to send to: refused, nothing
+    logged. Exits 1 if the lead was not reached."""
+    body = text_arg(text)
+    op = operator()
+    space = op.get_space(run_id)
+    if space.kind != "agentiflow":
+        raise errors.InvalidInput(
+            f"{space.id} is a {space.kind}, not an agentiflow: it has no lead to send to "
+            f"(use `broker message send {space.id} --to ADDRESS`)",
+            field="run_id",
+        )
+    run_send(lambda: op.send(space.id, body, to=["lead"], urgent=now), as_json)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from broker.spaces import grants
 from broker.store.filenames import safe_name
 from broker.store.sqlite import Tx
 from broker.vocab import (
@@ -32,7 +33,11 @@ from broker.vocab import (
     TRANSCRIPT_DIRECTIONS,
 )
 
-FORMAT = 1
+FORMAT = 2
+# The layout's versions. 2 writes the source's field names where the broker's
+# differ: the claim journal's ``at`` (1: ``at_utc``), and the directory's
+# ``tool_grant`` (derived). The importer reads both (``journal_spec``).
+FORMATS = (1, 2)
 BATCH = 1000
 INT64 = (-(2**63), 2**63 - 1)  # SQLite's INTEGER range
 
@@ -57,6 +62,7 @@ class Field:
         "low",
         "max_len",
         "added",
+        "derive",
     )
 
     def __init__(
@@ -72,6 +78,7 @@ class Field:
         low: int = 0,
         max_len: int | None = None,
         added: bool = False,
+        derive: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.name = name
         self.column = column or name  # the table column an imported field is written to
@@ -85,6 +92,11 @@ class Field:
         # Added to the layout after its first version: a line written before may
         # lack it (read as null), so older exports still import.
         self.added = added
+        # Derived in Python from the line's other fields (not selected by the
+        # statement); such fields come last. Never imported.
+        self.derive = derive
+        if derive is not None:
+            self.imported = False
 
 
 class Spec:
@@ -96,6 +108,9 @@ class Spec:
         self.fields = tuple(fields)
         self.doc = doc
         self.names = tuple(f.name for f in self.fields)
+        self._derived = {f.name: f.derive for f in self.fields if f.derive is not None}
+        # What its statement selects, in order: every field but the derived ones.
+        self.selected = tuple(f.name for f in self.fields if f.derive is None)
         self.name_set = frozenset(self.names)
         self.by_name = {f.name: f for f in self.fields}
         self.imported = tuple(f for f in self.fields if f.imported)
@@ -104,13 +119,15 @@ class Spec:
 
     def obj(self, row: Sequence[Any]) -> dict[str, Any]:
         """The line's object from a row of a statement checked by ``rows``."""
-        out = dict(zip(self.names, row, strict=False))  # extra ``_`` columns follow
+        out = dict(zip(self.selected, row, strict=False))  # extra ``_`` columns follow
         for name in self._json:
             if out[name] is not None:
                 out[name] = json.loads(out[name])
         for name in self._bool:
             if out[name] is not None:
                 out[name] = bool(out[name])
+        if self._derived:
+            out = {n: out[n] if n in out else self._derived[n](out) for n in self.names}
         return out
 
     def line(self, row: Sequence[Any]) -> str:
@@ -132,9 +149,9 @@ class ColumnMismatch(Exception):
 
 def check_columns(description: Sequence[Sequence[Any]], spec: Spec) -> None:
     names = [d[0] for d in description]
-    head, extra = names[: len(spec.names)], names[len(spec.names) :]
-    if tuple(head) != spec.names or not all(n.startswith("_") for n in extra):
-        raise ColumnMismatch(f"{spec.file}: statement selects {names}, spec has {spec.names}")
+    head, extra = names[: len(spec.selected)], names[len(spec.selected) :]
+    if tuple(head) != spec.selected or not all(n.startswith("_") for n in extra):
+        raise ColumnMismatch(f"{spec.file}: statement selects {names}, spec has {spec.selected}")
 
 
 def rows(t: Tx, stmt: str, params: dict[str, Any], spec: Spec) -> Iterator[sqlite3.Row]:
@@ -154,7 +171,12 @@ SPACE = Spec(
     "space.json",
     "spaces",
     [
-        Field("format", INT, imported=False, doc="layout version (1)"),
+        Field(
+            "format",
+            INT,
+            derive=lambda _line: FORMAT,
+            doc="layout version: 2; 1 wrote the claim journal's `at` as `at_utc`",
+        ),
         Field("id", TEXT, doc="the space id (run id)", max_len=40),
         Field("kind", TEXT, choices=SPACE_KINDS),
         Field("state", TEXT, choices=SPACE_STATES),
@@ -268,6 +290,15 @@ DIRECTORY = Spec(
         Field("is_lead", BOOL, doc="an agentiflow's lead"),
         Field("messaging", BOOL, doc="false: receive-only"),
         Field("tools", LIST, null=True, doc="tools named at join; null: the default set"),
+        Field(
+            "tool_grant",
+            TEXT,
+            null=True,
+            added=True,
+            derive=lambda line: grants.source(line["messaging"], line["tools"]),
+            doc="how its tools were granted (S24): ambient:messaging_default | "
+            "ambient:workflow_messaging; null: messaging off",
+        ),
         Field("status", TEXT, choices=PARTICIPANT_STATUSES),
         Field(
             "waiting",
@@ -339,7 +370,7 @@ JOURNAL = Spec(
         Field("owner", ADDRESS, doc="the address holding, or that held, the key", max_len=200),
         Field("token", INT, doc="fencing token of the grant"),
         Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
-        Field("at_utc", TIME, doc="when it happened"),
+        Field("at", TIME, column="at_utc", doc="when it happened (format 1: `at_utc`)"),
         Field(
             "reason",
             TEXT,
@@ -351,6 +382,19 @@ JOURNAL = Spec(
     ],
     "The claim journal (S23), in the order it was written.",
 )
+# The claim journal as format 1 wrote it (``at_utc``): read by the importer only.
+JOURNAL_V1 = Spec(
+    JOURNAL.file,
+    JOURNAL.table,
+    [Field("at_utc", TIME) if f.name == "at" else f for f in JOURNAL.fields],
+    JOURNAL.doc,
+)
+
+
+def journal_spec(format: int) -> Spec:
+    """The claim journal's line schema in an export of layout ``format``."""
+    return JOURNAL_V1 if format == 1 else JOURNAL
+
 
 RESERVATIONS = Spec(
     "board/reservations.jsonl",

@@ -26,9 +26,9 @@ from broker.interchange.export.lines import (
     CURSORS,
     DIRECTORY,
     EVENTS,
+    FORMATS,
     HISTORY,
     INBOX,
-    JOURNAL,
     KEYS,
     LOG,
     MAILBOX_FILES,
@@ -37,6 +37,7 @@ from broker.interchange.export.lines import (
     TRANSCRIPT,
     TURNS,
     Spec,
+    journal_spec,
 )
 from broker.interchange.importer.checks import (
     SPACE_ID,
@@ -117,6 +118,7 @@ class SpaceImport:
         self.run = run
         self.summary = summary
         self.space_id = ""
+        self.format = FORMATS[-1]  # space.json's, once read
 
     def rel(self, *parts: str) -> str:
         return self.tree.rel((*self.folder, *parts))
@@ -136,7 +138,7 @@ class SpaceImport:
         self.keys()
         self.reservations()
         self.summary.journal += self.append_only(
-            JOURNAL, claims.insert_journal, "board", "claims.jsonl"
+            journal_spec(self.format), claims.insert_journal, "board", "claims.jsonl"
         )
         boxes = [n for n, k in self.tree.listing(*self.folder, "mailboxes") if k == "dir"]
         for name in boxes:
@@ -168,12 +170,16 @@ class SpaceImport:
                 raise BadLine(
                     f"bad space id {values['id']!r}: lowercase letters, digits and '_' only"
                 )
-            if type(obj["format"]) is not int or obj["format"] != 1:
-                raise BadLine(f"unknown format {obj['format']!r}: this broker reads format 1")
+            if type(obj["format"]) is not int or obj["format"] not in FORMATS:
+                known = " and ".join(map(str, FORMATS))
+                raise BadLine(
+                    f"unknown format {obj['format']!r}: this broker reads formats {known}"
+                )
         except BadLine as exc:
             self.run.bad(rel, 1, str(exc))
             return False
         self.space_id = values["id"]
+        self.format = obj["format"]
         if self.t.one(_EXISTS, {"space": self.space_id}):
             raise errors.Conflict(
                 f"space {self.space_id} already exists in this store: import into another "

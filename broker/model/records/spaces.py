@@ -67,6 +67,10 @@ class Participant:
     last_seen_utc: str
     waiting: int = 0
     """deliveries ready or being processed"""
+    tool_grant: str | None = None
+    """how its messaging tools were granted (S24), as the source records it:
+    ``ambient:messaging_default`` (the default set), ``ambient:workflow_messaging``
+    (the tools named at join), null when messaging is off (receive-only)"""
 
 @record
 class Joined:

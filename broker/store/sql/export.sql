@@ -8,8 +8,8 @@
 SELECT kind, state FROM spaces WHERE id = :space
 
 -- name: space
--- space.json.
-SELECT 1 AS format, s.id AS id, s.kind AS kind, s.state AS state, s.settings AS settings,
+-- space.json (its format is the exporter's, added in Python).
+SELECT s.id AS id, s.kind AS kind, s.state AS state, s.settings AS settings,
        s.last_seq AS last_seq, s.last_bcast AS last_bcast, s.log_bytes AS log_bytes,
        s.created_at_utc AS created_at_utc, s.updated_at_utc AS updated_at_utc
 FROM spaces s WHERE s.id = :space
@@ -71,7 +71,7 @@ FROM board_claims c WHERE c.space_id = :space ORDER BY c.key
 -- name: journal
 -- board/claims.jsonl: the claim journal after rowid :after.
 SELECT j.id AS id, j.key AS key, j.event AS event, j.owner AS owner, j.token AS token,
-       j.lease_expires_at AS lease_expires_at, j.at_utc AS at_utc, j.reason AS reason,
+       j.lease_expires_at AS lease_expires_at, j.at_utc AS "at", j.reason AS reason,
        j.rowid AS _rowid
 FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.rowid
 
