@@ -33,7 +33,15 @@ def sqlite_path(url: str) -> str:
             return url[len(prefix) :].split("?", 1)[0]
     if url.startswith("postgresql"):
         raise errors.StoreError("PostgreSQL is not supported yet: use a sqlite:/// URL")
-    raise errors.InvalidInput(f"bad database URL {url!r}: expected sqlite:////path/to/file.db")
+    raise errors.InvalidInput(f"bad database URL {url!r}: {STORE_URLS}", field="url")
+
+
+# The forms a store URL takes, for every refusal of one (a CLI adds client mode's).
+STORE_URLS = (
+    "use sqlite:///PATH (a file: sqlite:////abs/path/broker.db) or "
+    "postgresql+psycopg://USER@HOST:PORT/DB"
+)
+SERVER_URLS = "http(s)://HOST:PORT or unix:///PATH/broker.sock"
 
 
 def _file_path(db: str) -> Path:

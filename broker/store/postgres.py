@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from broker import errors
 from broker.ids import Clock
+from broker.store.dbfile import STORE_URLS
 from broker.store.migrate import HEAD, is_newer, too_new
 from broker.store.settings import StoreSettings
 from broker.store.sql import Stmt, stmt
@@ -88,9 +89,7 @@ def conninfo(url: str) -> str:
     """``postgresql+psycopg://...`` -> the libpq URL psycopg takes."""
     scheme, rest = url.split("://", 1)
     if scheme not in ("postgresql", "postgresql+psycopg", "postgres"):
-        raise errors.InvalidInput(
-            f"bad database URL {url!r}: expected postgresql+psycopg://user@host:port/database"
-        )
+        raise errors.InvalidInput(f"bad database URL {redacted(url)!r}: {STORE_URLS}", field="url")
     try:  # an unclosed [ or a port that is not one: refused here, in one line
         urlsplit(url).port  # noqa: B018 - read for the check it makes
     except ValueError as exc:

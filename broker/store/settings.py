@@ -2,7 +2,7 @@
 
 ``BROKER_HOME`` is the folder of the embedded SQLite file (default: the XDG data
 folder, ``~/.local/share/broker``); ``BROKER_URL`` overrides the database URL
-entirely (``sqlite:////path/to/file.db`` or, later, ``postgresql://...``).
+entirely (``sqlite:////path/to/file.db`` or ``postgresql+psycopg://USER@HOST:PORT/DB``).
 Limits have defaults here and can be overridden per space (``space create
 --setting key=value``); the space's value wins.
 """

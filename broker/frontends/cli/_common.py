@@ -375,7 +375,17 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
     if "store" not in obj:
         from broker.api.handles import Store
 
-        obj["store"] = opened = Store(obj.get("url"), migrate=migrate, create=create)
+        try:
+            opened = Store(obj.get("url"), migrate=migrate, create=create)
+        except errors.InvalidInput as exc:
+            from broker.store.dbfile import SERVER_URLS, STORE_URLS
+
+            if STORE_URLS in exc.message:
+                # The CLI also talks to a server (client mode): name those forms too.
+                exc.message += f"; in client mode, a server's {SERVER_URLS}"
+                exc.args = (exc.message,)
+            raise
+        obj["store"] = opened
         root.obj = obj
         root.call_on_close(opened.close)  # in-process callers (tests) open many
     return obj["store"]  # type: ignore[no-any-return]

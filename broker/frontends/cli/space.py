@@ -60,7 +60,18 @@ def _setting_value(key: str, text: str) -> object:
 
 
 @space.command("create")
-@click.option("--kind", type=click.Choice(SPACE_KINDS), required=True, help="Kind of root run.")
+@click.option(
+    "--kind",
+    type=click.Choice(SPACE_KINDS),
+    default="run",
+    show_default=True,
+    help=(
+        "What the space is for: run (a standalone run; pick it when unsure); agentiflow "
+        "(a lead and its workers: the operator's messages go to the lead unless --to says "
+        "otherwise, and `agentiflow send` reaches it); workflow (a run of steps: `step:NAME` "
+        "reaches the runs of a step); session (a chat session: it stays joined between turns)."
+    ),
+)
 @click.option(
     "--setting",
     "settings",
@@ -72,7 +83,7 @@ def _setting_value(key: str, text: str) -> object:
 def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
     """Create a space (and the store if there is none); print its id and its
     join key, shown this once, as one line for the shell:
-    `eval "$(broker space create --kind run)"` sets BROKER_SPACE and
+    `eval "$(broker space create)"` sets BROKER_SPACE and
     BROKER_JOIN_KEY (--json: {"id": ..., "join_key": ..., ...})."""
     if server() is not None:  # client mode: the server has the store
         op = operator()
