@@ -21,7 +21,7 @@ import anyio.to_thread
 from anyio import CapacityLimiter
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
@@ -294,13 +294,24 @@ def create_app(
         return json_response(Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting()))
 
     document: dict[str, Any] = {}
+    page: list[str] = []  # /docs, made from the document once
 
-    async def openapi(request: Request) -> Response:
+    def openapi_document() -> dict[str, Any]:
         if not document:
             from broker.frontends.http.openapi import build
 
             document.update(build(endpoints))
-        return JSONResponse(document)
+        return document
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def docs(request: Request) -> Response:
+        if not page:
+            from broker.frontends.http.apidocs import render
+
+            page.append(render(openapi_document()))
+        return HTMLResponse(page[0], headers=_CONSOLE_HEADERS)
 
     async def console(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_CONSOLE_HEADERS)
@@ -315,6 +326,7 @@ def create_app(
     routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
         Route("/", console, methods=["GET"]),
         Route("/static/{name}", asset, methods=["GET"]),
     ]
@@ -323,7 +335,9 @@ def create_app(
             mcp.executor = state
         if hasattr(mcp, "parking"):
             mcp.parking = state.parking  # MCP's waits count with the API's (S41)
-        routes.append(Mount("/mcp", app=mcp))
+        # /mcp itself answers (a Mount alone redirects it to /mcp/, and some MCP
+        # clients do not follow a redirect of a POST); /mcp/ and below too.
+        routes += [Route("/mcp", mcp), Mount("/mcp", app=mcp)]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return plain("not_found", f"no endpoint {request.method} {request.url.path}", 404)
@@ -357,7 +371,7 @@ def create_app(
     return AccessLog(shed)  # type: ignore[return-value]
 
 
-_ASSETS = {"console.js", "console.css"}
+_ASSETS = {"console.js", "console.css", "docs.css"}
 _CONSOLE_HEADERS = {
     # Agent text is rendered as text (textContent), and no script runs but ours.
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
