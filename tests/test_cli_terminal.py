@@ -212,7 +212,7 @@ def test_S31_json_keeps_the_exact_text_and_is_still_safe_to_print(
     import json
 
     p, env = hostile_space
-    argv = ["message", "list", p.space, "--json"]
+    argv = ["message", "list", p.space, "--json", "--receipts"]  # every row of the log
     code, text = run_on_terminal(argv, env)
     assert code == 0, text
     assert_safe(argv, text)  # C0 as JSON escapes already; C1 and bidi escaped too

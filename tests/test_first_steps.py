@@ -71,3 +71,61 @@ def test_S33_the_librarys_bad_url_names_both_store_forms_and_no_server(tmp_path:
             assert form in refused.value.message
         assert "http" not in refused.value.message and "secret" not in refused.value.message
         assert refused.value.fields == {"field": "url"}
+
+
+# --- the operator's views of the queue and the log --------------------------------------------
+def _swarm(store: Store) -> tuple[str, Any, Any]:
+    import trusted
+
+    from broker import Operator
+
+    sid = Operator(store).create_space("workflow").id
+    lynx, _ = trusted.join(store, sid, "wf/lynx", pid=None)
+    otter, _ = trusted.join(store, sid, "wf/otter", pid=None)
+    return sid, lynx, otter
+
+
+def test_S15_queue_quarantined_shows_the_message_id_and_json_keeps_the_delivery_id(
+    cli: Cli, store: Store
+) -> None:
+    from broker import Operator
+
+    sid, lynx, otter = _swarm(store)
+    sent = lynx.send(["otter"], "poison pill")
+    lease = otter.claim()
+    otter.quarantine(lease.lease_token, sent.id, "cannot parse")
+    table = cli("queue", "quarantined", sid)
+    assert table.code == 0, table.err
+    head, row = table.out.splitlines()
+    assert head.split()[0] == "MESSAGE" and row.split()[:3] == [sent.id, "otter", "lynx"]
+    assert cli("message", "list", sid).out.split()[1] == sent.id  # the id the log shows
+    (item,) = cli("queue", "quarantined", sid, "--json").lines()
+    delivery = lease.deliveries[0].delivery_id
+    assert (item["id"], item["delivery_id"]) == (sent.id, delivery) and delivery not in table.out
+    requeued = cli("queue", "requeue", sid, row.split()[0])  # the id shown requeues it
+    assert requeued.code == 0 and requeued.out.strip() == "requeued 1"
+    assert Operator(store).quarantined(sid) == []
+
+
+def test_S18_message_list_folds_the_seen_receipts_out_unless_asked(cli: Cli, store: Store) -> None:
+    sid, lynx, otter = _swarm(store)
+    first = lynx.send(["otter"], "hello")
+    turn = otter.next_turn()
+    receipt = otter.seen(turn.id).receipt_id
+    second = otter.send(["lynx"], "hi back")
+
+    def ids(*argv: str) -> list[str]:
+        res = cli("message", "list", sid, *argv)
+        assert res.code == 0, res.err
+        if "--json" in argv:
+            return [line["id"] for line in res.lines()]
+        return [line.split()[1] for line in res.out.splitlines()]
+
+    assert ids() == ids("--json") == [first.id, second.id]
+    assert ids("--receipts") == ids("--receipts", "--json") == [first.id, receipt, second.id]
+    assert ids("--kind", "seen") == ids("--kind", "seen", "--json") == [receipt]
+    assert ids("--kind", "direct,seen") == [first.id, receipt, second.id]
+    assert ids("--tail", "1", "--receipts") == [second.id]
+    assert ids("--after", first.id) == [second.id]
+    help_text = " ".join(CliRunner().invoke(main, ["message", "list", "--help"]).output.split())
+    assert "folded out, from --json too" in help_text and "--receipts" in help_text

@@ -218,17 +218,18 @@ def queue() -> None:
 @click.argument("run_id")
 @json_option
 def quarantined(run_id: str, as_json: bool) -> None:
-    """List the quarantined deliveries of RUN_ID with their evidence."""
+    """List the quarantined deliveries of RUN_ID with their evidence: the
+    message id (as `message list` shows it), the inbox, sender, delivery count,
+    reason and last error. `queue requeue RUN_ID MESSAGE_ID` puts the message
+    back in every inbox it is quarantined in; --json also gives each delivery's
+    own id (delivery_id), which requeues that one inbox."""
     items = operator().quarantined(run_id)
     if as_json:
         emit_json_lines(items)
         return
     table(
-        [
-            (i.delivery_id, i.recipient, i.sender, i.deliveries, i.reason, i.last_error)
-            for i in items
-        ],
-        ["delivery", "inbox", "sender", "count", "reason", "last error"],
+        [(i.id, i.recipient, i.sender, i.deliveries, i.reason, i.last_error) for i in items],
+        ["message", "inbox", "sender", "count", "reason", "last error"],
         shrink=(4, 5),
     )
 
@@ -238,7 +239,9 @@ def quarantined(run_id: str, as_json: bool) -> None:
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
 @json_option
 def requeue(run_id: str, ids: tuple[str, ...], as_json: bool) -> None:
-    """Put quarantined deliveries (delivery or message ids) back to ready."""
+    """Put quarantined deliveries back to ready: a message id (as `queue
+    quarantined` shows it) in every inbox it is quarantined in, a delivery id
+    (its --json delivery_id) in that one inbox."""
     n = operator().requeue(run_id, list(ids))
     emit_json({"requeued": n}) if as_json else click.echo(f"requeued {n}")
 

@@ -26,7 +26,7 @@ from broker.frontends.cli._common import (
 )
 from broker.frontends.cli._output import run_send, safe
 from broker.frontends.cli.options import from_operation
-from broker.vocab import SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
+from broker.vocab import MESSAGE_KINDS, SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
 
 if TYPE_CHECKING:
     from broker.model.records import AckStatus, LogEntry, SearchHit
@@ -199,9 +199,10 @@ def message_send(args: dict[str, Any], as_json: bool) -> None:
     run_send(lambda: op.send(**args), as_json)
 
 
-def _kinds(value: str | None) -> list[str] | None:
-    from broker.vocab import MESSAGE_KINDS
+RECEIPT = "seen"  # the kind of a confirmed turn's receipt (S18)
 
+
+def _kinds(value: str | None) -> list[str] | None:
     if not value:
         return None
     kinds = [k.strip() for k in value.split(",") if k.strip()]
@@ -279,7 +280,16 @@ def _print_entries(entries: list[LogEntry], as_json: bool) -> None:
 @click.option(
     "--after", metavar="SEQ|ID", help="Only messages after this one: its seq (#12 or 12) or id."
 )
-@click.option("--kind", metavar="KINDS", help="Comma-separated kinds, e.g. direct,operator.")
+@click.option(
+    "--kind",
+    metavar="KINDS",
+    help="Comma-separated kinds, e.g. direct,operator (seen: the receipts).",
+)
+@click.option(
+    "--receipts",
+    is_flag=True,
+    help="Also show the seen receipts (folded out by default, --json too).",
+)
 @click.option("--from", "sender", metavar="ADDR", help="Only messages this participant sent.")
 @click.option(
     "--to", "to", metavar="ADDR", help="Only messages addressed to ADDR or that reached it."
@@ -296,6 +306,7 @@ def message_list(
     run_id: str,
     after: str | None,
     kind: str | None,
+    receipts: bool,
     sender: str | None,
     to: str | None,
     since: str | None,
@@ -306,13 +317,18 @@ def message_list(
     as_json: bool,
 ) -> None:
     """Print the log of RUN_ID, oldest first: '#SEQ ID TIME KIND SENDER -> REACHED: BODY'
-    (--json: one object per line)."""
+    (--json: one object per line). The seen receipts a confirmed turn writes are
+    folded out, from --json too: --receipts shows them among the rest, --kind
+    seen only them."""
     if limit is not None and tail is not None:
         raise errors.InvalidInput("--limit and --tail exclude each other", field="tail")
     if thread is not None and follow:
         raise errors.InvalidInput("--thread and --follow exclude each other", field="follow")
+    kinds = _kinds(kind)
+    if kinds is None and not receipts:
+        kinds = [k for k in MESSAGE_KINDS if k != RECEIPT]
     filters: dict[str, Any] = {
-        "kinds": _kinds(kind),
+        "kinds": kinds,
         "sender": sender,
         "to": to,
         "since": _since(since),
@@ -386,7 +402,7 @@ def message_status(run_id: str, message_id: str, as_json: bool) -> None:
 
 
 def _participants_alias() -> click.Command:
-    """``message participants RUN_ID``: the seed's name for ``dir list``, the
+    """``message participants RUN_ID``: the source's name for ``dir list``, the
     same command (its options, output and exit codes) under a second name."""
     import copy
 
