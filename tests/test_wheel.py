@@ -3,8 +3,9 @@
 Builds the wheel from a copy of the sources, installs it into a fresh virtual
 environment (its runtime dependencies come from the package index, as for a
 user), and from a folder outside the checkout runs the installed ``broker``:
-``db upgrade`` on a new database file, ``db current --json``, then ``doctor
---json`` (clean: no warning, no error). Nothing of
+``db upgrade`` on a new database file, ``db current --json``, ``doctor
+--json`` (clean: no warning, no error), then ``demo`` (the README's line for
+trying broker: nothing but the runtime dependencies). Nothing of
 the checkout is importable there (no PYTHONPATH), so a file missing from the
 wheel fails here.
 """
@@ -27,6 +28,8 @@ DISTRIBUTION = "swarm-broker"
 # What the wheel is built from: the sdist's content, nothing else of the checkout.
 SOURCES = ("pyproject.toml", "README.md", "broker", "migrations")
 TIMEOUT = 600  # s per step; a cold pip cache downloads the dependencies
+# The README's line for trying broker: the runtime dependencies alone (no extra).
+TRY_IT = "python3 -m venv .venv && . .venv/bin/activate && pip install . && broker demo"
 
 
 def run(
@@ -146,6 +149,20 @@ def test_wheel_installs_in_a_fresh_venv_and_migrates_a_new_database(tmp_path: Pa
     assert {"sqlite", "schema", "integrity", "file"} <= checks, checks
     schema = next(f for f in findings if f["check"] == "schema")
     assert schema["severity"] == "ok" and HEAD in schema["message"], schema
+
+    # 6. The README's "try it" line needs nothing but what `pip install .` installs:
+    #    `broker demo`, its swarm of teammate processes included, runs on it.
+    assert TRY_IT in (ROOT / "README.md").read_text(), "the README's try-it line changed"
+    demo_env = clean_env(BROKER_HOME=str(tmp_path / "demo"))
+    demo = json.loads(run([broker_cmd, "demo", "--json"], cwd=elsewhere, env=demo_env).stdout)
+    assert demo["tasks_done"] == demo["tasks"] == 40 and demo["duplicate_results"] == 0, demo
+    extras = ("starlette", "uvicorn", "mcp", "psycopg", "httpx", "pytest")
+    found = run(
+        [sys.executable, "-m", "pip", "--python", str(python), "list", "--format=json"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert not {p["name"].lower() for p in json.loads(found.stdout)} & set(extras)
 
     # The commands wrote nothing into the folder they ran in: the store is in BROKER_HOME.
     assert list(elsewhere.iterdir()) == []
