@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import random
 import sqlite3
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -545,6 +546,125 @@ def test_S22_ttl_is_bounded(join: Callable[..., Agent], ttl: float) -> None:
     lynx = join("lynx")
     with pytest.raises(errors.InvalidInput, match="ttl"):
         lynx.claim_key("k", ttl)
+
+
+# --- waiting for a key (--wait) -----------------------------------------------------------------
+def _watch_key_waits(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Event]:
+    """How the waits on a board key's doorbell end (``woke``), and an event set
+    when one goes to sleep (the test hook of broker.delivery.wake)."""
+    from broker.delivery import wake
+
+    woke: list[str] = []
+    asleep = threading.Event()
+
+    def hook(waiter: Any, event: str) -> None:
+        if not waiter.keys[0].startswith("k"):  # board keys' doorbells only
+            return
+        if event == "sleep":
+            asleep.set()
+        elif event == "woke":
+            woke.append(waiter.woke)
+
+    monkeypatch.setattr(wake, "_hook", hook)
+    return woke, asleep
+
+
+def test_S22_S20_a_claim_that_waits_gets_the_key_when_its_holder_releases_it_rung_not_polled(
+    join: Callable[..., Agent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lynx, otter = join("lynx"), join("otter")
+    held = lynx.claim_key("build/lock", ttl=600)
+    woke, asleep = _watch_key_waits(monkeypatch)
+    got: dict[str, Any] = {}
+    waiter = threading.Thread(
+        target=lambda: got.update(grant=otter.claim_key("build/lock", ttl=60, wait=120))
+    )
+    waiter.start()
+    try:
+        assert asleep.wait(60), "the claim never went to sleep on the key's doorbell"
+        assert "grant" not in got  # parked while lynx holds it
+        lynx.release_key("build/lock", held.fence)
+    finally:
+        waiter.join(120)
+    grant = got["grant"]
+    assert (grant.holder, grant.fence) == ("otter", held.fence + 1)
+    assert woke == ["rung"]  # one wake-up, by the release's ring: no tick, no poll
+    journal = [(j.event, j.owner, j.fence) for j in Operator(lynx.store).claim_journal(
+        lynx.space_id, key="build/lock")]  # fmt: skip
+    assert journal == [("claimed", "lynx", 1), ("released", "lynx", 1), ("claimed", "otter", 2)]
+
+
+def test_S22_a_claim_that_waits_takes_the_key_when_the_holders_claim_runs_out(
+    join: Callable[..., Agent], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lynx, otter = join("lynx"), join("otter")
+    lynx.claim_key("db/migrate", ttl=0.5)  # an expiry rings nobody: the waiter's own timer
+    woke, asleep = _watch_key_waits(monkeypatch)
+    got: dict[str, Any] = {}
+    waiter = threading.Thread(
+        target=lambda: got.update(grant=otter.claim_key("db/migrate", wait=120))
+    )
+    waiter.start()
+    try:
+        assert asleep.wait(60)
+        clock.advance(1)  # the store's clock: lynx's claim is over
+    finally:
+        waiter.join(120)
+    assert got["grant"].holder == "otter" and got["grant"].fence == 2
+    assert woke and woke[-1] in ("timeout", "rung", "tick")
+    events = [(j.event, j.owner) for j in Operator(lynx.store).claim_journal(lynx.space_id)]
+    assert events == [("claimed", "lynx"), ("expired", "lynx"), ("claimed", "otter")]
+
+
+def test_S22_a_claim_that_waits_in_vain_is_claim_held_and_writes_nothing(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    lynx, otter = join("lynx"), join("otter")
+    g = lynx.claim_key("k", ttl=600)
+    before = Operator(store).claim_journal(lynx.space_id)
+    with pytest.raises(errors.ClaimHeld) as held:
+        otter.claim_key("k", wait=0.2)
+    assert held.value.fields == {"key": "k", "holder": "lynx", "expires_at": g.expires_at}
+    assert Operator(store).claim_journal(lynx.space_id) == before
+
+
+@pytest.mark.parametrize("wait", [-1, 86400.5, float("nan"), float("inf"), True, "5"])
+def test_S33_a_claims_wait_is_bounded(join: Callable[..., Agent], wait: Any) -> None:
+    lynx = join("lynx")
+    with pytest.raises(errors.InvalidInput, match="wait"):
+        lynx.claim_key("k", wait=wait)
+    assert Operator(lynx.store).claim_journal(lynx.space_id) == []
+
+
+def test_S22_a_claim_cannot_wait_inside_a_transaction(
+    join: Callable[..., Agent], store: Store
+) -> None:
+    lynx = join("lynx")
+    with store.transaction() as tx, pytest.raises(errors.InvalidInput, match="transaction"):
+        lynx.claim_key("k", wait=1, tx=tx)
+    assert lynx.claim_key("k", wait=1).fence == 1  # free: granted at once, no wait
+
+
+def test_S22_S20_the_async_claim_waits_on_the_keys_doorbell_without_a_thread(
+    join: Callable[..., Agent],
+) -> None:
+    import asyncio
+
+    from broker.api.aio import AsyncAgent
+
+    lynx, otter = join("lynx"), AsyncAgent.wrap(join("otter"))
+    held = lynx.claim_key("k", ttl=600)
+
+    async def race() -> Any:
+        waiting = asyncio.ensure_future(otter.claim_key("k", wait=120))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        await asyncio.to_thread(lynx.release_key, "k", held.fence)
+        return await waiting
+
+    assert asyncio.run(race()).fence == held.fence + 1
+    with pytest.raises(errors.ClaimHeld):
+        asyncio.run(AsyncAgent.wrap(lynx).claim_key("k", wait=0.1))
 
 
 def test_S22_a_claim_joins_the_callers_transaction(

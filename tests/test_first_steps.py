@@ -129,3 +129,52 @@ def test_S18_message_list_folds_the_seen_receipts_out_unless_asked(cli: Cli, sto
     assert ids("--after", first.id) == [second.id]
     help_text = " ".join(CliRunner().invoke(main, ["message", "list", "--help"]).output.split())
     assert "folded out, from --json too" in help_text and "--receipts" in help_text
+
+
+# --- board claim --wait -----------------------------------------------------------------------
+def test_S22_board_claim_wait_parks_on_the_keys_doorbell_until_the_holder_releases(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import trusted
+
+    from broker import Operator
+    from broker.delivery import doorbells
+
+    sid = Operator(store).create_space("workflow").id
+    lynx, lynx_joined = trusted.join(store, sid, "wf/lynx", pid=None)
+    _, otter = trusted.join(store, sid, "wf/otter", pid=None)
+    held = lynx.claim_key("build/lock", ttl=600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env.update(BROKER_HOME=str(tmp_path / "home"), BROKER_SPACE=sid, BROKER_AS=otter.address)
+    env["BROKER_TOKEN"] = otter.token
+    argv = [sys.executable, "-m", "broker", "board", "claim", "build/lock", "--wait", "120"]
+    proc = subprocess.Popen([*argv, "--json"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        # parked: its process's marker is in the key's doorbell folder
+        folder = Path(doorbells.root_path(store)) / doorbells.board_key(sid, "build/lock")
+        deadline = time.monotonic() + 60
+        while not (folder.is_dir() and any(folder.iterdir())):
+            assert proc.poll() is None, "board claim --wait returned while the key was held"
+            assert time.monotonic() < deadline, "board claim --wait never parked"
+            time.sleep(0.05)
+        lynx.release_key("build/lock", held.fence)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    grant = json.loads(out)
+    assert (grant["holder"], grant["fence"]) == ("otter", held.fence + 1)
+
+    lynx_env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": lynx_joined.token}
+    in_vain = cli("board", "claim", "build/lock", "--wait", "0.2", env=lynx_env)
+    assert in_vain.code == 5 and "held by otter until" in in_vain.err
+    bad = cli("board", "claim", "build/lock", "--wait", "-1", env=lynx_env)
+    assert bad.code == 2 and "--wait" in bad.err

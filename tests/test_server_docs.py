@@ -124,3 +124,31 @@ def test_mcp_answers_at_slash_mcp_itself_without_a_redirect(srv: Server, store: 
         assert "msg_send" in tools and not failed, path
     bodies = [e.body for e in Operator(store).log(sid)]
     assert bodies == ["over /mcp", "over /mcp/"]
+
+
+def test_S22_client_mode_board_claim_wait_is_refused_until_the_server_parks_it(
+    srv: Server, store: Store
+) -> None:
+    """The server's board claim does not wait yet: in client mode `--wait` is
+    refused in one line, never turned into a poll or dropped; without it the
+    claim is served as always."""
+    import os
+    import subprocess
+    import sys
+
+    sid = Operator(store).create_space("workflow").id
+    _, joined = trusted.join(store, sid, "lynx")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env.update(BROKER_URL=srv.base, BROKER_SPACE=sid, BROKER_AS="lynx")
+    env["BROKER_TOKEN"] = joined.token
+
+    def claim(*extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "broker", "board", "claim", "k", *extra]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+    refused = claim("--wait", "5")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("broker: invalid_input: waiting for a board key is not served")
+    assert Operator(store).claim_journal(sid) == []
+    served = claim("--json")
+    assert served.returncode == 0, served.stderr

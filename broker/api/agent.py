@@ -233,11 +233,15 @@ class Agent(AgentPaths, AgentMail):
 
         return posts.retract(self.store, self.identity, directive_id, tx=tx)
 
-    def claim_key(self, key: str, ttl: float = 300.0, *, tx: Tx | None = None) -> ClaimGrant:
-        """``board.claim``: an exclusive lease on a board key, with a fencing token."""
+    def claim_key(
+        self, key: str, ttl: float = 300.0, *, wait: float = 0.0, tx: Tx | None = None
+    ) -> ClaimGrant:
+        """``board.claim``: an exclusive lease on a board key, with a fencing token.
+        With ``wait`` > 0, a key someone else holds is waited for, up to ``wait``
+        seconds (woken by its release); still held then: ``ClaimHeld``."""
         from broker.board import claims
 
-        return claims.claim(self.store, self.identity, key, ttl, tx=tx)
+        return claims.claim(self.store, self.identity, key, ttl, wait=wait, tx=tx)
 
     def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
         """``board.release``: free a key held with the fencing token ``fence``."""

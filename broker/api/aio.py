@@ -54,7 +54,15 @@ from broker.api.operations import Operation
 from broker.delivery import inbox, waits, wake
 from broker.ids import parse_ts
 from broker.model.fields import Input
-from broker.model.records import CreatedSpace, Finding, Joined, Lease, LogEntry, Turn
+from broker.model.records import (
+    ClaimGrant,
+    CreatedSpace,
+    Finding,
+    Joined,
+    Lease,
+    LogEntry,
+    Turn,
+)
 from broker.spaces import auth, spaces
 from broker.spaces.auth import Identity
 from broker.store.sqlite import Store, Tx
@@ -345,7 +353,6 @@ class AsyncAgent:
     board_read = _in_thread(Agent.board_read)
     directive = _in_thread(Agent.directive)
     retract = _in_thread(Agent.retract)
-    claim_key = _in_thread(Agent.claim_key)
     reserve = _in_thread(Agent.reserve)
     release_reservation = _in_thread(Agent.release_reservation)
     renew_reservation = _in_thread(Agent.renew_reservation)
@@ -425,6 +432,40 @@ class AsyncAgent:
                         return got
                     counted = counted or self._park(parked)
                     await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
+
+    async def claim_key(
+        self, key: str, ttl: float = 300.0, *, wait: float = 0.0, tx: Tx | None = None
+    ) -> ClaimGrant:
+        """Async ``Agent.claim_key``. With ``wait`` > 0, a key someone else holds
+        is waited for on its doorbell (without a thread) until released, until
+        its claim runs out, or ``wait`` seconds (then ``ClaimHeld``). A grant
+        made as the waiting caller was cancelled is released, not kept."""
+        from broker.board import claims
+
+        wait = claims.check_wait(wait)
+        if wait <= 0 or tx is not None:
+            return await run(self.sync.claim_key, key, ttl, wait=wait, tx=tx)
+        deadline = time.monotonic() + wait
+        attempt = functools.partial(self.sync.claim_key, key, ttl)
+        pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
+        async with Doorbell(self.store, [wake.board_key(self.space_id, key)]) as bell:
+            with contextlib.ExitStack() as parked:
+                counted = False
+                while True:
+                    try:
+                        return await _run_undoable(attempt, self._give_back_key)
+                    except errors.ClaimHeld as exc:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise
+                        counted = counted or self._park(parked)
+                        until = waits.until(self.store, exc.fields["expires_at"], left)
+                        await self._sleep(bell, pulse, until)
+
+    def _give_back_key(self, grant: ClaimGrant) -> None:
+        """Undo a key claim whose waiting caller was cancelled: the key is free again."""
+        with contextlib.suppress(errors.BrokerError):  # already expired and claimed again
+            self.sync.release_key(grant.key, grant.fence)
 
     @staticmethod
     async def _sleep(bell: Doorbell, pulse: auth.Pulse, timeout: float) -> None:

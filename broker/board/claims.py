@@ -22,6 +22,7 @@ import re
 
 from broker import errors
 from broker.board import globs, holds
+from broker.delivery import waits, wake
 from broker.ids import fmt_ts, ts_after
 from broker.model import bounds
 from broker.model.records import ClaimGrant, JournalEntry
@@ -33,6 +34,7 @@ from broker.store.sqlite import Store, Tx
 
 DEFAULT_TTL = 300.0  # seconds
 MAX_TTL = 86400.0
+MAX_WAIT = bounds.DAY_S  # how long a claim may wait for its key
 KEY_MAX = 200
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
 _CLAIM_ROW = stmt("board.claim_row")
@@ -70,6 +72,11 @@ def validate_key(key: object) -> str:
     return key
 
 
+def check_wait(wait: object) -> float:
+    """How long a claim may wait for its key: 0 (answer at once) to a day."""
+    return bounds.seconds(wait, "wait", top=MAX_WAIT, zero=True)
+
+
 def validate_ttl(ttl: object) -> float:
     """A lease length in seconds: at least a millisecond, at most a day."""
     return bounds.seconds(ttl, "ttl", top=MAX_TTL)
@@ -93,13 +100,41 @@ def claim(
     key: str,
     ttl: float = DEFAULT_TTL,
     *,
+    wait: float = 0.0,
     tx: Tx | None = None,
 ) -> ClaimGrant:
     """``board.claim``: an exclusive lease on ``key`` for ``ttl`` seconds, with a
     fencing token larger than any earlier grant of the key. Held by someone
-    else: ``ClaimHeld`` with the holder and the expiry."""
+    else: ``ClaimHeld`` with the holder and the expiry; with ``wait`` > 0, it
+    first waits up to ``wait`` seconds for the key: woken by the release on the
+    key's doorbell (S20), or when the holder's claim runs out."""
     key = validate_key(key)
     ttl = validate_ttl(ttl)
+    wait = check_wait(wait)
+    if wait == 0:
+        return _claim(store, ident, key, ttl, tx)
+    if tx is not None:
+        raise errors.InvalidInput(
+            "cannot wait inside a transaction: it would hold the write lock", field="wait"
+        )
+    held: list[errors.ClaimHeld] = []
+
+    def once() -> tuple[ClaimGrant | None, str | None]:
+        try:
+            return _claim(store, ident, key, ttl, None), None
+        except errors.ClaimHeld as exc:
+            held[:] = [exc]
+            return None, exc.fields["expires_at"]  # its end rings nobody: wake then
+
+    keys = [wake.board_key(ident.space_id, key)]
+    got = waits.block(store, ident, wait, once, lambda g: g is not None, keys)
+    if got is None:
+        raise held[0]
+    return got
+
+
+def _claim(store: Store, ident: Identity, key: str, ttl: float, tx: Tx | None) -> ClaimGrant:
+    """One attempt of ``claim`` (checked input)."""
 
     def run(t: Tx, row: Caller) -> ClaimGrant:
         now = store.now()

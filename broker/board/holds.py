@@ -115,7 +115,10 @@ def journal(
         "reason": reason,
     }
     insert_journal(t, [row])
-    wake.ring_at_commit(t, [wake.state_key(space_id)])  # the console's board follows holds live
+    keys = [wake.state_key(space_id)]  # the console's board follows holds live
+    if event in ("released", "expired"):
+        keys.append(wake.board_key(space_id, key))  # a claimer waiting for the key tries again
+    wake.ring_at_commit(t, keys)
     return jid
 
 

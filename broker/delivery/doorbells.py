@@ -174,6 +174,13 @@ def state_key(space_id: str) -> str:
     return "v" + hashlib.sha1(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def board_key(space_id: str, key: str) -> str:
+    """The doorbell of one board key of a space: rung when its claim ends
+    (released or expired), so a claimer waiting for the key tries again."""
+    name = f"{space_id}\0{key}".encode("utf-8", "surrogatepass")
+    return "k" + hashlib.sha1(name).hexdigest()[:16]
+
+
 SPACES_KEY = "spaces"  # the doorbell of the list of spaces (created, stopped, archived, purged)
 
 

@@ -2,10 +2,11 @@
 the caller live while it blocks (S27).
 
 ``claim`` and ``next_turn`` with ``wait`` > 0 (and their asyncio twins, which
-the server's long-polls and MCP's waiting tools run) share this loop: the
-doorbell is bound before the first check, each check that found nothing
-sleeps until rung, until ``wait`` runs out or just past the inbox's next lease
-expiry, and at most until the caller's next heartbeat is due
+the server's long-polls and MCP's waiting tools run), and a board claim that
+waits for its key, share this loop: the doorbell is bound before the first
+check, each check that found nothing sleeps until rung, until ``wait`` runs
+out or just past the next expiry (the inbox's leases, the key's claim), and
+at most until the caller's next heartbeat is due
 (``auth.Pulse``). Without that beat a CLI or served participant blocked in a
 wait longer than ``live_seconds`` would look gone, and its address, the
 lead's included, could be continued without its token (by the operator or
@@ -42,12 +43,16 @@ def block(
     wait: float,
     once: Callable[[], tuple[T, str | None]],
     done: Callable[[T], bool],
+    keys: list[str] | None = None,
 ) -> T:
-    """Call ``once()`` (a result and the inbox's next lease expiry) until
-    ``done(result)`` or ``wait`` seconds have passed; the last result."""
+    """Call ``once()`` (a result and the time something changes with no commit
+    to ring: the inbox's next lease expiry, a claim's end) until ``done(result)``
+    or ``wait`` seconds have passed; the last result. It sleeps on ``keys``'
+    doorbells (default: the caller's inbox)."""
     deadline = time.monotonic() + wait
     pulse = auth.Pulse(store, ident)
-    with wake.Waiter(store, [wake.participant_key(ident.participant_id)]) as waiter:
+    keys = keys if keys is not None else [wake.participant_key(ident.participant_id)]
+    with wake.Waiter(store, keys) as waiter:
         while True:
             got, expiry = once()
             left = deadline - time.monotonic()

@@ -103,6 +103,7 @@ _DATA_VERSION = stmt("store.data_version")
 participant_key = doorbells.participant_key
 space_key = doorbells.space_key
 state_key = doorbells.state_key
+board_key = doorbells.board_key
 SPACES_KEY = doorbells.SPACES_KEY
 root_path = doorbells.root_path
 KEY_MAX, ROOT_MAX, SOCKET_PATH_MAX = (

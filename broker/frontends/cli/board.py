@@ -25,6 +25,7 @@ from broker.frontends.cli._common import (
     table,
     text_arg,
     ttl_option,
+    wait_option,
 )
 from broker.frontends.cli._output import TO_HELP, run_send, safe, when
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
@@ -192,17 +193,28 @@ def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
 @board.command("claim")
 @click.argument("key")
 @ttl_option("How long the claim lasts (at least 0.001, at most 86400).", DEFAULT_TTL)
+@wait_option(
+    "Wait up to SECONDS (at most 86400) for a key someone else holds: woken the moment "
+    "it is released, or when its claim runs out; no polling."
+)
 @identity_options
 @json_option
 def claim(
-    key: str, ttl: float, space: str | None, as_: str | None, token: str | None, as_json: bool
+    key: str,
+    ttl: float,
+    wait: float,
+    space: str | None,
+    as_: str | None,
+    token: str | None,
+    as_json: bool,
 ) -> None:
     """Claim KEY exclusively for --ttl seconds; prints its fencing token (--fence
     for release and renew).
 
-    Held by someone else: exit 5 with the holder and expiry. Claiming a key you
-    already hold re-grants it with a larger fence (the old one goes stale)."""
-    _grant(agent(space, as_, token).claim_key(key, ttl), as_json, "claimed")
+    Held by someone else: exit 5 with the holder and expiry (with --wait, once
+    the wait is over). Claiming a key you already hold re-grants it with a
+    larger fence (the old one goes stale)."""
+    _grant(agent(space, as_, token).claim_key(key, ttl, wait=wait), as_json, "claimed")
 
 
 @board.command("release")

@@ -197,7 +197,15 @@ class RemoteAgent(RemoteAgentPaths):
             records.BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
         )
 
-    def claim_key(self, key: str, ttl: float = 300.0) -> ClaimGrant:
+    def claim_key(self, key: str, ttl: float = 300.0, *, wait: float = 0.0) -> ClaimGrant:
+        if wait != 0:
+            # The server's board claim does not park yet: refused, never turned
+            # into a poll or silently into a claim that does not wait.
+            raise errors.InvalidInput(
+                "waiting for a board key is not served yet: claim without --wait (claim_held "
+                "names the holder and when its claim ends), or wait on the store's file",
+                field="wait",
+            )
         data = self._call("POST", "/board/claim", {"key": key, "ttl": ttl})
         return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
