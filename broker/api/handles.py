@@ -113,3 +113,13 @@ def joined_before(op: Operator, space: str, codename: str) -> bool:
     except (errors.NotFound, errors.InvalidInput):
         return False
     return True
+
+
+def by_sender_hint(store: Store, space_id: str) -> str:
+    """The shell command that counts a space's direct messages by sender in the
+    store's own SQL client (``broker demo``'s "inspect it" hint: printed for
+    the user, never run here)."""
+    from broker.store.sql import stmt
+
+    query = stmt("demo.direct_by_sender").replace(":space_id", f"'{space_id}'")
+    return store.sql_shell(query)

@@ -29,13 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import errors
-from broker.api.handles import Operator, Store
+from broker.api.handles import Operator, Store, by_sender_hint
 from broker.model.records import Turn
-from broker.store.sql import stmt
 from broker.teammates.runtime import Team, TeammateContext
 from broker.vocab import BOARD_READ_MAX
-
-_BY_SENDER = stmt("demo.direct_by_sender")  # printed for the user, never run here
 
 TASK = re.compile(r"^task (\d+): ")
 RESULT = re.compile(r"^result (\d+) = (\d+) \[directive:(yes|no) urgent:(yes|no)\]")
@@ -235,6 +232,6 @@ def run_demo(
             f"broker dir list {space.id} --all",
             f"broker board journal {space.id}",
             # A space id is [a-z0-9_]: quoted as it is, it cannot break the query.
-            store.sql_shell(_BY_SENDER.replace(":space_id", f"'{space.id}'")),
+            by_sender_hint(store, space.id),
         ],
     )
