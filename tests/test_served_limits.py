@@ -160,13 +160,17 @@ def test_S41_under_fd_pressure_agents_get_503_retry_after_never_500_and_the_oper
     sender, _ = trusted.join(store, space, "sender")
     claim = _agent_path(space, "/inbox/claim")
 
+    def poll(i: int) -> asyncio.Task[Any]:
+        body = {"wait": 60, "limit": 1}
+        return asyncio.create_task(http(server, "POST", claim, tokens[names[i % 5]], body))
+
     async def main() -> tuple[Counter[tuple[int, str]], int]:
-        polls = [
-            asyncio.create_task(
-                http(server, "POST", claim, tokens[names[i % 5]], {"wait": 60, "limit": 1})
-            )
-            for i in range(350)
-        ]
+        # A first wave well inside the budget parks (350 connections opened at
+        # once may all be counted before the first is parked: then all are
+        # past the line, rightly, and none would show a parked wait).
+        polls = [poll(i) for i in range(100)]
+        await _parked(server, 100)
+        polls += [poll(i) for i in range(100, 350)]
         # Until every poll is either answered or parked.
         for _ in range(3000):
             status, _, health = await http(server, "GET", "/healthz", None)

@@ -123,3 +123,23 @@ def by_sender_hint(store: Store, space_id: str) -> str:
 
     query = stmt("demo.direct_by_sender").replace(":space_id", f"'{space_id}'")
     return store.sql_shell(query)
+
+
+def granted_tools(messaging: bool, tools: list[str] | None, is_lead: bool) -> frozenset[str]:
+    """The tools a participant's grant gives it, a lead's authority included
+    (``dir show``'s tool_grant line)."""
+    from broker.spaces import grants
+
+    return grants.effective(messaging, tools, is_lead)
+
+
+def with_server_urls(exc: Exception) -> None:
+    """A bad store URL's message names the server forms of client mode too (the
+    CLI talks to a server as well as to a file)."""
+    from broker.store.dbfile import SERVER_URLS, STORE_URLS
+
+    message = getattr(exc, "message", "")
+    if STORE_URLS in message:
+        message += f"; in client mode, a server's {SERVER_URLS}"
+        exc.message = message  # type: ignore[attr-defined]
+        exc.args = (message,)

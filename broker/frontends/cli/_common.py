@@ -378,12 +378,9 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
         try:
             opened = Store(obj.get("url"), migrate=migrate, create=create)
         except errors.InvalidInput as exc:
-            from broker.store.dbfile import SERVER_URLS, STORE_URLS
+            from broker.api.handles import with_server_urls
 
-            if STORE_URLS in exc.message:
-                # The CLI also talks to a server (client mode): name those forms too.
-                exc.message += f"; in client mode, a server's {SERVER_URLS}"
-                exc.args = (exc.message,)
+            with_server_urls(exc)
             raise
         obj["store"] = opened
         root.obj = obj

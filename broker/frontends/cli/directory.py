@@ -103,11 +103,11 @@ def show(run_id: str, address: str, as_json: bool) -> None:
 def _tool_grant(p: Participant) -> str:
     """Its ``tool_grant`` (S24) and the tools it gives, a lead's authority included:
     ``ambient:messaging_default: board.claim, ...``."""
-    from broker.spaces import grants
+    from broker.api.handles import granted_tools
 
     if p.tool_grant is None:
         return "none: messaging off (receive-only)"
-    granted = grants.effective(p.messaging, p.tools, p.is_lead)
+    granted = granted_tools(p.messaging, p.tools, p.is_lead)
     return f"{p.tool_grant}: {', '.join(sorted(granted)) or 'no tool'}"
 
 
