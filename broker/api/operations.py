@@ -236,5 +236,11 @@ CLAIM = Operation(
     undo="_give_back",
 )
 
-OPERATIONS: tuple[Operation, ...] = (SEND, OPERATOR_SEND, CLAIM)
+# --- the operator's operations (below: agents' operations stay above this line) ---------------
+
+
+# Every declaration above, in the order declared.
+OPERATIONS: tuple[Operation, ...] = tuple(
+    v for v in list(globals().values()) if isinstance(v, Operation)
+)
 BY_NAME = {op.name: op for op in OPERATIONS}

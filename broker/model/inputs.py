@@ -148,3 +148,6 @@ class ClaimInput(Input):
         default=None,
         line=True,
     )
+
+
+# --- the operator's input records (below: agents' records stay above this line) ----------
