@@ -239,3 +239,16 @@ def test_record_refuses_field_options_its_methods_would_ignore(option: dict[str,
         class Bad:
             a: int
             b: int = dataclasses.field(default=0, **option)  # type: ignore[call-overload]
+
+
+def test_from_row_reads_each_field_by_name_and_refuses_a_missing_column() -> None:
+    # The one row mapper (broker.record_type.from_row): a field is the column of
+    # its name unless given; a query out of step with its record is a KeyError.
+    from broker.record_type import from_row
+
+    row = {"address": "bob", "why": "inbox_full", "extra": 1}
+    assert from_row(records.NotReached, row, reason=row["why"]) == records.NotReached(
+        "bob", "inbox_full"
+    )
+    with pytest.raises(KeyError, match="reason"):
+        from_row(records.NotReached, row)

@@ -26,6 +26,7 @@ from broker.delivery import waits, wake
 from broker.ids import fmt_ts, ts_after
 from broker.model import bounds
 from broker.model.records import ClaimGrant, JournalEntry
+from broker.record_type import from_row
 from broker.spaces import gate
 from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
@@ -346,14 +347,7 @@ def live(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ClaimGra
         space_id = resolve_id(t, space_ref)
         rows = t.all(_LIVE_CLAIMS, {"space_id": space_id, "at": store.now_ts()})
     return [
-        ClaimGrant(
-            key=r["key"],
-            fence=r["token"],
-            holder=r["holder"],
-            claimed_at_utc=r["claimed_at_utc"],
-            expires_at=r["lease_expires_at"],
-        )
-        for r in rows
+        from_row(ClaimGrant, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]
 
 
@@ -372,15 +366,5 @@ def journal(
         space_id = resolve_id(t, space_ref)
         rows = t.all(_JOURNAL, {"space_id": space_id, "key": key})
     return [
-        JournalEntry(
-            id=r["id"],
-            key=r["key"],
-            event=r["event"],
-            owner=r["owner"],
-            fence=r["token"],
-            expires_at=r["lease_expires_at"],
-            at_utc=r["at_utc"],
-            reason=r["reason"],
-        )
-        for r in rows
+        from_row(JournalEntry, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]

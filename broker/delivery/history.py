@@ -17,6 +17,7 @@ from typing import Any
 
 from broker.ids import new_id
 from broker.model.records import HistoryEntry, Turn
+from broker.record_type import from_row
 from broker.spaces import auth
 from broker.spaces.auth import Identity
 from broker.store.sql import stmt
@@ -78,14 +79,4 @@ def entries(store: Store, ident: Identity, *, tx: Tx | None = None) -> list[Hist
     with store.read(tx) as t:
         auth.caller(t, ident)
         rows = t.all(_ENTRIES, {"participant_id": ident.participant_id})
-    return [
-        HistoryEntry(
-            message_id=r["message_id"],
-            turn_id=r["turn_id"],
-            kind=r["kind"],
-            sender=r["sender"],
-            body=r["body"],
-            at_utc=r["at_utc"],
-        )
-        for r in rows
-    ]
+    return [from_row(HistoryEntry, r) for r in rows]

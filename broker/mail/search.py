@@ -29,6 +29,7 @@ from typing import Any
 from broker import errors
 from broker.mail import search_query
 from broker.model.records import SearchHit
+from broker.record_type import from_row
 from broker.spaces.auth import Identity, caller
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
@@ -100,19 +101,13 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
             more, more_snips = _matches(t, params)
         finally:
             t.execute(_TAIL_DROP)
-        rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[
-            : int(str(params["n"]))
-        ]
+        rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[: int(str(params["n"]))]
         snips.update(more_snips)
     return [
-        SearchHit(
-            id=r["id"],
-            seq=r["seq"],
-            kind=r["kind"],
-            sender=r["sender"],
+        from_row(
+            SearchHit,
+            r,
             to=json.loads(r["recipients"]),
-            thread=r["thread"],
-            created_at_utc=r["created_at_utc"],
             snippet=snips.get(r["rid"], ""),
             rank=round(float(r["rank"]), 6),
         )

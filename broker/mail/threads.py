@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.model.records import LogEntry, NotReached
-from broker.record_type import record
+from broker.record_type import from_row, record
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -67,23 +67,13 @@ def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
 
 def to_entry(r: Any) -> LogEntry:
     """The one log row mapper (``threads.log`` here, ``messages.log``): read by name."""
-    return LogEntry(
-        id=r["id"],
-        space_id=r["space_id"],
-        seq=r["seq"],
-        kind=r["kind"],
-        sender=r["sender"],
+    return from_row(
+        LogEntry,
+        r,
         to=json.loads(r["recipients"]),
-        body=r["body"],
         urgent=bool(r["urgent"]),
-        via=r["via"],
-        ref=r["ref"],
         reached=json.loads(r["reached"]),
         not_reached=[NotReached(**n) for n in json.loads(r["not_reached"])],
-        idempotency_key=r["idempotency_key"],
-        created_at_utc=r["created_at_utc"],
-        thread=r["thread"],
-        reply_to=r["reply_to"],
         importance=r["importance"] or "normal",
         ack_required=bool(r["ack_required"]),
     )
@@ -104,16 +94,4 @@ def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Threa
         rows = t.all(_LIST, {"space_id": space_id})
     from broker.model.records import Thread  # built on first use (records_space)
 
-    return [
-        Thread(
-            thread=r["thread"],
-            messages=r["messages"],
-            first_id=r["first_id"],
-            first_at=r["first_at"],
-            last_id=r["last_id"],
-            last_at=r["last_at"],
-            participants=r["participants"],
-            senders=json.loads(r["senders"]),
-        )
-        for r in rows
-    ]
+    return [from_row(Thread, r, senders=json.loads(r["senders"])) for r in rows]
