@@ -225,16 +225,7 @@ def release(
         at = store.now_ts()
         _, expires = _held_by_caller(t, ident, key, token, at, "release")
         holds.free_claim(t, ident.space_id, key)
-        jid = _journal(t, ident.space_id, key, "released", ident.address, token, expires, at)
-        return JournalEntry(
-            id=jid,
-            key=key,
-            event="released",
-            owner=ident.address,
-            fence=token,
-            expires_at=expires,
-            at_utc=at,
-        )
+        return holds.released(t, ident.space_id, key, ident.address, token, expires, at, None)
 
     return gate.call(store, ident, "board.release", run, tx=tx)
 

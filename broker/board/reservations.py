@@ -262,19 +262,8 @@ def release(store: Store, ident: Identity, token: int, *, tx: Tx | None = None) 
         at = store.now_ts()
         r = _held(t, ident, token, at, "release")
         holds.end_reservation(t, ident.space_id, token, at)
-        expires = r["lease_expires_at"]
-        jid = _journal(
-            t, ident.space_id, r["pattern"], "released", ident.address, token, expires, at
-        )
-        return JournalEntry(
-            id=jid,
-            key=journal_key(r["pattern"]),
-            event="released",
-            owner=ident.address,
-            fence=token,
-            expires_at=expires,
-            at_utc=at,
-        )
+        key, expires = journal_key(r["pattern"]), r["lease_expires_at"]
+        return holds.released(t, ident.space_id, key, ident.address, token, expires, at, None)
 
     return gate.call(store, ident, "board.release", run, tx=tx)
 
