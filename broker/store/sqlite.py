@@ -237,34 +237,39 @@ class Store:
         self.settings = settings or StoreSettings.from_env(url)
         self.clock: Clock = clock or system_clock
         self.url = self.settings.url
-        self.dialect = "sqlite"
-        db = sqlite_path(self.url)
-        if sqlite3.sqlite_version_info < MIN_SQLITE:
-            raise errors.UnsupportedSQLite(
-                f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
-            )
         self.create = create
-        self.path = (
-            dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
-        )
-        self.display = str(self.path)  # how messages name the store
-        self.public_url = self.url  # the URL as printed (PostgreSQL's hides a password)
-        self.lock_path = f"{self.path}.lock"
-        self.read_only: str | None = dbfile.read_only_reason(self.path)
-        if self.read_only is None and not create and self.path.stat().st_size == 0:
-            # Only inspected (migrate=False): read it as it is, or the WAL
-            # pragma would write a header into a file nobody asked to change.
-            self.read_only = "it is an empty file, only inspected here"
-        self._target, self._uri = str(self.path), False
-        if self.read_only is not None:
-            self._target, self._uri = dbfile.read_only_uri(self.path), True
         self._migrating: int | None = None  # the thread running ensure_schema's migration
+        self._place(migrate)
         self._reset_connections()
         _stores.add(self)
         if migrate and create and self.read_only is None:
             self.ensure_schema()
         elif migrate:
             self._check_schema()
+
+    def _place(self, migrate: bool) -> None:
+        """Where the store is, how messages name it, and whether it may be written
+        (``__init__``): here a SQLite file, made if ``create`` (``PgStore._place``)."""
+        self.dialect = "sqlite"
+        db = sqlite_path(self.url)
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise errors.UnsupportedSQLite(
+                f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
+            )
+        self.path = (
+            dbfile.prepare(db) if self.create else dbfile.existing(db, allow_empty=not migrate)
+        )
+        self.display = str(self.path)  # how messages name the store
+        self.public_url = self.url  # the URL as printed (PostgreSQL's hides a password)
+        self.lock_path = f"{self.path}.lock"
+        self.read_only: str | None = dbfile.read_only_reason(self.path)
+        if self.read_only is None and not self.create and self.path.stat().st_size == 0:
+            # Only inspected (migrate=False): read it as it is, or the WAL
+            # pragma would write a header into a file nobody asked to change.
+            self.read_only = "it is an empty file, only inspected here"
+        self._target, self._uri = str(self.path), False
+        if self.read_only is not None:
+            self._target, self._uri = dbfile.read_only_uri(self.path), True
 
     def _reset_connections(self) -> None:
         self._checkpoint_every = CHECKPOINT_EVERY
@@ -338,25 +343,34 @@ class Store:
             self._engine = engine
         return self._engine
 
-    def _sa_connection(self, raw: sqlite3.Connection) -> sa.Connection:
-        import sqlalchemy as sa
-
+    def _sa_connection(self, raw: Any) -> sa.Connection:
+        """SQLAlchemy on the transaction's own connection ``raw`` (``Tx.connection``):
+        a pool of exactly this connection, made once per connection, never reset
+        on return: the transaction belongs to the broker's Tx, not to SQLAlchemy."""
         engine = self._sa_engines.get(id(raw))
         if engine is None:
-            # A pool of exactly this connection, never reset on return: the
-            # transaction belongs to the broker's Tx, not to SQLAlchemy.
-            engine = sa.create_engine(
-                f"sqlite:///{self.path}",
-                creator=lambda: raw,
-                poolclass=sa.pool.StaticPool,
-                pool_reset_on_return=None,
-            )
-            sa.event.listen(engine, "begin", _on_begin)
-            self._sa_engines[id(raw)] = engine
+            engine = self._sa_engines[id(raw)] = self._sa_engine_on(raw)
         return engine.connect()
 
+    def _sa_engine_on(self, raw: sqlite3.Connection) -> sa.Engine:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(
+            f"sqlite:///{self.path}",
+            creator=lambda: raw,
+            poolclass=sa.pool.StaticPool,
+            pool_reset_on_return=None,
+        )
+        sa.event.listen(engine, "begin", _on_begin)
+        return engine
+
+    # --- schema (both backends: each names its lock, its errors, its empty database) ---
+    # What reading the version of a never-migrated database says (every part).
+    _NEVER_MIGRATED: tuple[str, ...] = ("no such table",)
+
     def ensure_schema(self) -> None:
-        """Migrate an empty or older database to head; cheap when already there."""
+        """Migrate an empty or older database to head, once (``_migration_lock``);
+        cheap when already there. A store not created or writable here is only checked."""
         rev = self.schema_version()
         if rev == HEAD:
             return
@@ -367,6 +381,21 @@ class Store:
             return
         from broker.store.migrate import upgrade
 
+        try:
+            with self._migration_lock():
+                if self.schema_version() == HEAD:
+                    return  # another process migrated it while this one waited
+                upgrade(self.engine)
+                from broker.store import keys
+
+                keys.ensure(self)  # the operator key is made with the store (S29)
+        except errors.BrokerError:
+            raise
+        except Exception as exc:  # alembic wraps driver errors its own way
+            raise self._wrap_error(exc) from exc
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
         # Alembic's SQLite support is not transactional DDL (each migration may
         # commit on its own), so two processes opening one new file must not
         # migrate side by side: the writer lock (its own file description here)
@@ -377,30 +406,29 @@ class Store:
         try:
             lock.acquire(max(MIGRATE_WAIT_S, self.settings.busy_timeout_ms / 1000))
             self._migrating = threading.get_ident()
-            if self.schema_version() == HEAD:
-                return
-            upgrade(self.engine)
-            from broker.store import keys
-
-            keys.ensure(self)  # the operator key is made with the store (S29)
-        except errors.BrokerError:
-            raise
-        except Exception as exc:  # alembic wraps driver errors its own way
-            raise wrap_db_error(exc) from exc
+            yield
         finally:
             self._migrating = None
             lock.close()  # closing the file description drops the lock
+
+    @staticmethod
+    def _wrap_error(exc: BaseException) -> errors.BrokerError:
+        return wrap_db_error(exc)
+
+    def _no_schema(self) -> errors.BrokerError:
+        """The refusal of a database with no broker schema (``_check_schema``)."""
+        return errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
 
     def _check_schema(self) -> None:
         """A store that is not migrated here (read-only) must already be at head."""
         rev = self.schema_version()
         if rev is None:
-            raise errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
+            raise self._no_schema()
         if is_newer(rev):
             raise too_new(self.display, rev)
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
-                f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
+                f"the store at {self.display} has schema {rev}, this broker needs {HEAD}: "
                 "run `broker db upgrade`"
             )
 
@@ -409,10 +437,10 @@ class Store:
             with self.read() as tx:
                 row = tx.one(_SCHEMA_VERSION)
         except errors.StoreError as exc:
-            if "no such table" in exc.message:
+            if all(part in exc.message for part in self._NEVER_MIGRATED):
                 return None  # an empty database: never migrated
             raise
-        return row["version_num"] if row else None
+        return row[0] if row else None
 
     def lock_space(self, t: Tx, space_id: str) -> None:
         """Make the writers of one space queue behind each other from here to the
