@@ -12,14 +12,13 @@ import click
 from broker.frontends.cli._common import (
     COUNT,
     EXIT_INTERRUPTED,
-    emit_json,
     json_option,
     main,
     store,
     ttl_option,
     wait_option,
 )
-from broker.frontends.cli._output import safe
+from broker.frontends.cli._output import emit, safe
 from broker.vocab import ARCHETYPES
 
 if TYPE_CHECKING:
@@ -181,12 +180,8 @@ def run(
         idle_exit=wait,
         on_turn=log_turn,
     )
-    if as_json:
-        emit_json({"address": me.address, "status": status})
-    else:
-        click.echo(f"{who} {status}")
+    emit({"address": me.address, "status": status}, as_json, f"{who} {status}")
     if status == "failed":
         raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
     if interrupted.is_set():
         raise click.exceptions.Exit(EXIT_INTERRUPTED)
-

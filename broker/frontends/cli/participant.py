@@ -17,7 +17,7 @@ from broker.frontends.cli._common import (
     main,
     store,
 )
-from broker.frontends.cli._output import safe
+from broker.frontends.cli._output import emit, safe
 from broker.vocab import ARCHETYPES
 
 
@@ -150,7 +150,4 @@ def leave(space: str | None, as_: str | None, token: str | None, as_json: bool) 
     """Leave your space (and its directory); recorded in the participants journal."""
     me = agent(space, as_, token)
     me.leave()
-    if as_json:
-        emit_json({"address": me.address, "status": "left"})
-    else:
-        click.echo(f"{safe(me.address)} left")
+    emit({"address": me.address, "status": "left"}, as_json, f"{safe(me.address)} left")

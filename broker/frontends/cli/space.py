@@ -20,7 +20,7 @@ from broker.frontends.cli._common import (
     table,
     yes_option,
 )
-from broker.frontends.cli._output import to_jsonable, when
+from broker.frontends.cli._output import emit, to_jsonable, when
 from broker.vocab import SPACE_KINDS, SPACE_STATES
 
 if TYPE_CHECKING:
@@ -95,10 +95,7 @@ def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
         kind,  # type: ignore[arg-type]  # checked by click.Choice
         **_parse_settings(settings),
     )
-    if as_json:
-        emit_json(sp)
-    else:
-        click.echo(f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
+    emit(sp, as_json, f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
 
 
 @space.command("join-key")
@@ -115,10 +112,7 @@ def join_key(run_id: str, rotate: bool, as_json: bool) -> None:
     before join keys, or whose key was lost or leaked. The old key stops
     working; participants already in keep their tokens."""
     new = operator().rotate_join_key(run_id)
-    if as_json:
-        emit_json(new)
-    else:
-        click.echo(f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
+    emit(new, as_json, f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
 
 
 @space.command("list")
@@ -252,7 +246,7 @@ def stop(run_id: str, yes: bool, as_json: bool) -> None:
     if sp.state == "running":
         confirm(f"Stop {sp.id}? {_live(sp.id)} will be recorded as left.", yes)
     sp = operator().stop_space(sp.id)
-    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+    emit(sp, as_json, f"{sp.id} {sp.state}")
 
 
 @space.command("archive")
@@ -266,7 +260,7 @@ def archive(run_id: str, yes: bool, as_json: bool) -> None:
         extra = f" {_live(sp.id)} will be recorded as left." if sp.state == "running" else ""
         confirm(f"Archive {sp.id} for good?{extra}", yes)
     sp = operator().archive_space(sp.id)
-    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+    emit(sp, as_json, f"{sp.id} {sp.state}")
 
 
 @space.command("purge")
