@@ -417,6 +417,13 @@ class PgStore(Store):
     def _wrap_error(exc: BaseException) -> errors.BrokerError:
         return wrap_pg_error(exc)
 
+    _SA_ERRORS = frozenset(
+        {"OperationalError", "IntegrityError", "ProgrammingError", "InternalError", "DataError"}
+    )
+
+    def _statement_failed(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error) or type(exc).__name__ in self._SA_ERRORS
+
     def _no_schema(self) -> errors.BrokerError:
         return errors.StoreNotFound(
             f"no broker schema in the PostgreSQL database {self.display}: create it with "
@@ -479,13 +486,7 @@ class PgStore(Store):
                 yield tx
             except BaseException as exc:
                 broken = not self._pg_rollback(tx)
-                if isinstance(exc, psycopg.Error) or type(exc).__name__ in (
-                    "OperationalError",
-                    "IntegrityError",
-                    "ProgrammingError",
-                    "InternalError",
-                    "DataError",
-                ):
+                if self._statement_failed(exc):
                     raise wrap_pg_error(exc) from exc
                 raise
             try:

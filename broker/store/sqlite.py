@@ -415,6 +415,15 @@ class Store:
     def _wrap_error(exc: BaseException) -> errors.BrokerError:
         return wrap_db_error(exc)
 
+    # SQLAlchemy's wrappers of the driver's errors (a caller's SQL through
+    # ``Tx.connection``), known by name: SQLAlchemy is not imported to test them.
+    _SA_ERRORS = frozenset({"OperationalError", "IntegrityError"})
+
+    def _statement_failed(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised inside a transaction, is the database refusing a
+        statement (wrapped into one ``StoreError`` line) rather than the caller's own."""
+        return isinstance(exc, sqlite3.Error) or type(exc).__name__ in self._SA_ERRORS
+
     def _no_schema(self) -> errors.BrokerError:
         """The refusal of a database with no broker schema (``_check_schema``)."""
         return errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
@@ -580,10 +589,7 @@ class Store:
                 yield tx
             except BaseException as exc:
                 self._rollback(tx)
-                if isinstance(exc, sqlite3.Error) or type(exc).__name__ in (
-                    "OperationalError",
-                    "IntegrityError",
-                ):
+                if self._statement_failed(exc):
                     raise wrap_db_error(exc) from exc
                 raise
             try:
