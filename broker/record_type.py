@@ -13,6 +13,9 @@ an instance of the very same class with equal fields (in order), hashed as
 the tuple of the fields. The class is a dataclass all the same (``fields``,
 ``replace``, ``asdict``, ``is_dataclass``, pickling, ``FrozenInstanceError``),
 and its ``__dataclass_params__`` say ``repr`` and ``eq`` as they are in effect.
+
+``from_row`` is the one way a record is read from a database row: field by
+field, by name, each caller giving only the columns it renames or decodes.
 """
 
 from __future__ import annotations
