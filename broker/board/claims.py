@@ -114,10 +114,6 @@ def claim(
     wait = check_wait(wait)
     if wait == 0:
         return _claim(store, ident, key, ttl, tx)
-    if tx is not None:
-        raise errors.InvalidInput(
-            "cannot wait inside a transaction: it would hold the write lock", field="wait"
-        )
     held: list[errors.ClaimHeld] = []
 
     def once() -> tuple[ClaimGrant | None, str | None]:
@@ -128,7 +124,7 @@ def claim(
             return None, exc.fields["expires_at"]  # its end rings nobody: wake then
 
     keys = [wake.board_key(ident.space_id, key)]
-    got = waits.block(store, ident, wait, once, lambda g: g is not None, keys)
+    got = waits.block(store, ident, wait, once, lambda g: g is not None, keys, tx=tx)
     if got is None:
         raise held[0]
     return got

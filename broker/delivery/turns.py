@@ -379,14 +379,13 @@ def next_turn(
         wait = inbox.check_wait(wait)
     if wait == 0:
         return _turn_once(store, ident, lease, limit, process, tx)[0]
-    if tx is not None:
-        raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
     return waits.block(  # keeps the caller live while it waits (S27)
         store,
         ident,
         wait,
         lambda: _turn_once(store, ident, lease, limit, process, None),
         lambda turn: turn.id is not None,
+        tx=tx,
     )
 
 
@@ -470,8 +469,6 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         upto = _cursor_after(turn, others)
         if upto > turn["bcast_seen"]:
             t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": upto})
-        receipt_id = append_receipt(
-            store, t, ident.space_id, ident.address, turn_id, shown
-        )
+        receipt_id = append_receipt(store, t, ident.space_id, ident.address, turn_id, shown)
         t.execute(_MARK_SEEN, {"turn_id": turn_id, "now": now})
     return TurnSeen(turn_id=turn_id, receipt_id=receipt_id, acked=len(acked), message_ids=shown)
