@@ -156,12 +156,27 @@ UNUSED_INDEXES_BACK = [
 ]
 
 
+# PostgreSQL keeps table comments (the metadata's, word for word).
+DELIVERIES_COMMENT = (
+    "Inbox queues: one row per message per recipient (S13-S16). No primary key index: "
+    "the rowid (an identity column on PostgreSQL) is the row''s key (revision 0015)."
+)
+DELIVERIES_COMMENT_0001 = "Inbox queues: one row per message per recipient (S13-S16)."
+FOLDS_COMMENT = (
+    "Batched derived state (SQLite): sender_usage takes the log in batches of 32 rows, "
+    "as the search index does (S30, S36), so a send does not write its page; readers add "
+    "the rows past `upto`. Unused on PostgreSQL."
+)
+
+
 def upgrade() -> None:
     op.execute(FOLDS)
     for name in UNUSED_INDEXES:
         op.execute(f"DROP INDEX {name}")
     if op.get_bind().dialect.name != "sqlite":
         op.execute("ALTER TABLE deliveries DROP CONSTRAINT pk_deliveries")
+        op.execute(f"COMMENT ON TABLE deliveries IS '{DELIVERIES_COMMENT}'")
+        op.execute(f"COMMENT ON TABLE folds IS '{FOLDS_COMMENT}'")
         return
     op.execute(
         "INSERT INTO folds (name, upto) "
@@ -177,6 +192,7 @@ def downgrade() -> None:
         op.execute(ddl)
     if op.get_bind().dialect.name != "sqlite":
         op.execute("ALTER TABLE deliveries ADD CONSTRAINT pk_deliveries PRIMARY KEY (id)")
+        op.execute(f"COMMENT ON TABLE deliveries IS '{DELIVERIES_COMMENT_0001}'")
         op.execute("DROP TABLE folds")
         return
     _rebuild_deliveries(primary_key=True)
