@@ -110,20 +110,40 @@ def purge_ddl(dialect: str) -> list[str]:
     return []
 
 
+# SQLite: ``sender_usage`` takes the log in batches, as the search index does:
+# once USAGE_BATCH log rows wait past ``folds.upto``, the insert trigger adds
+# them all to their senders' rows and moves ``upto`` to the last (two pages
+# every 32 sends instead of one page every send). Readers add the rows past
+# ``upto`` themselves (usage.sender_log_bytes, usage.top_senders,
+# shares.log_bytes). A space's delete (a purge) folds the tail of the other
+# spaces first and then sets ``upto`` to the log's last rowid: rowids freed at
+# the top of the log are used again, and must count when they are.
+USAGE_BATCH = 32
+USAGE_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)"
+USAGE_FOLD = (
+    "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+    "SELECT space_id, sender, sum(size_bytes), count(*) FROM messages "
+    f"WHERE rowid > {USAGE_UPTO} GROUP BY space_id, sender "
+    "ON CONFLICT (space_id, sender) DO UPDATE SET "
+    "log_bytes = log_bytes + excluded.log_bytes, messages = messages + excluded.messages; "
+    "INSERT INTO folds (name, upto) "
+    "SELECT 'sender_usage', coalesce(max(rowid), 0) FROM messages WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
+)
+
+
 def sender_usage_ddl(dialect: str) -> list[str]:
     """``sender_usage`` follows the log (S30): each new log row adds its size to
     its sender's count; the rows go with their space (a purge). Kept by the
     database, like ``participants.waiting``, so every path that appends to the
-    log (sends, receipts, imports) counts, and the share check is one read."""
+    log (sends, receipts, imports) counts, and the share check is one read
+    (plus, on SQLite, the few log rows of the batch not folded in yet)."""
     if dialect == "sqlite":
         return [
             "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
-            "BEGIN INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
-            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
-            "ON CONFLICT (space_id, sender) DO UPDATE SET "
-            "log_bytes = log_bytes + excluded.log_bytes, messages = messages + 1; END",
+            f"WHEN NEW.rowid - {USAGE_UPTO} >= {USAGE_BATCH} BEGIN {USAGE_FOLD} END",
             "CREATE TRIGGER IF NOT EXISTS spaces_sender_usage AFTER DELETE ON spaces "
-            "BEGIN DELETE FROM sender_usage WHERE space_id = OLD.id; END",
+            f"BEGIN {USAGE_FOLD} DELETE FROM sender_usage WHERE space_id = OLD.id; END",
         ]
     if dialect == "postgresql":
         return [
