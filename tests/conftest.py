@@ -103,6 +103,7 @@ PG_CONTRACT = {
     "test_private_files",
     "test_group_commit",
     "test_takeover",
+    "test_append_only",
 }
 
 
