@@ -104,6 +104,7 @@ PG_CONTRACT = {
     "test_group_commit",
     "test_takeover",
     "test_append_only",
+    "test_trust_clock",
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from broker import errors
 from broker.delivery import inbox, wake
-from broker.ids import new_id
+from broker.ids import new_id, parse_ts
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
@@ -34,6 +34,7 @@ _SET_COUNTERS = stmt("messages.set_counters")
 _BUMP_COUNTERS = stmt("messages.bump_counters")
 _INSERT_MESSAGE = stmt("messages.insert_message")
 _LOGGED_KEY = stmt("messages.logged_key")
+_LAST_AT = stmt("messages.last_at")
 _SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
 _SENDER_WAITING = stmt("usage.sender_waiting")
 
@@ -122,6 +123,7 @@ class Batch:
         self.group_bytes: int | None = None
         self.group_held: dict[str, int] = {}  # recipient -> the group's deliveries there
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
+        self.last_at: str | None = None  # the space's last log time (S44), read when needed
 
     # --- one send, in named steps ---------------------------------------------------------
     def add(
@@ -265,7 +267,7 @@ class Batch:
                 "bcast_no": self.bcast_no if out.bcast else None,
                 "idempotency_key": key,
                 "size_bytes": size,
-                "created_at_utc": self.store.now_ts(),
+                "created_at_utc": self._stamp(),
                 "thread": thread,
                 "reply_to": reply_to,
                 "importance": importance,
@@ -280,6 +282,14 @@ class Batch:
             not_reached=[NotReached(**n) for n in out.not_reached],
             duplicate=False,
         )
+
+    def _stamp(self) -> str:
+        """This row's time: never earlier than the space's last (S44)."""
+        if self.last_at is None:
+            self.last_at = stamp(self.store, self.t, self.space_id)
+            return self.last_at
+        self.last_at = max(self.store.now_ts(), self.last_at)
+        return self.last_at
 
     # --- the checks -----------------------------------------------------------------------
     def _check_log(self, limits: Limits) -> None:
@@ -507,6 +517,20 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
+def stamp(store: Store, t: Tx, space_id: str) -> str:
+    """The time of a new log row of the space (S44): the store's clock, never
+    earlier than the space's last row, whatever the clock of the process that
+    writes it (a wall clock stepped back, a host behind the others). The
+    store's clock is moved up to that time too, so the leases this process
+    judges next run on from there."""
+    now = store.now_ts()
+    row = t.one(_LAST_AT, {"space_id": space_id})
+    if row is not None and row[0] > now:
+        store.clock.floor(parse_ts(row[0]))
+        now = store.now_ts()
+    return now
+
+
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """The one writer of ``messages``: a send's rows, and the importer's."""
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
@@ -537,7 +561,7 @@ def append(
     send (receipts; imports and tests); returns (id, seq, created_at_utc).
     Sends go through ``Batch``: these two are the only writers of ``messages``."""
     store.lock_space(t, space_id)
-    now = store.now_ts()
+    now = stamp(store, t, space_id)
     mid = new_id()
     reached_json = json.dumps(reached or [])
     not_reached_json = json.dumps(not_reached or [])

@@ -38,13 +38,14 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from broker import errors
-from broker.ids import Clock
+from broker.ids import Clock, SteadyClock
 from broker.store.dbfile import STORE_URLS
 from broker.store.migrate import HEAD, is_newer, too_new
 from broker.store.settings import StoreSettings
@@ -82,6 +83,7 @@ _ROLLBACK = stmt("store.rollback").postgresql
 _MIGRATE_LOCK = stmt("store.migrate_lock")
 _SCHEMA_VERSION = stmt("store.schema_version")
 _LOCK_SPACE = stmt("store.lock_space")
+_DB_CLOCK = stmt("store.clock").postgresql
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
 
 
@@ -268,10 +270,11 @@ class PgStore(Store):
         migrate: bool = True,
         create: bool = True,
     ) -> None:
-        from broker.ids import system_clock
-
         self.settings = settings or StoreSettings.from_env(url)
-        self.clock = clock or system_clock
+        # S44: the database's clock, read once per process (``pool``), unless a
+        # clock is given (tests that move time).
+        self.clock = SteadyClock(clock)
+        self._db_clock = clock is None
         self.url = self.settings.url
         self.dialect = "postgresql"
         self.conninfo = conninfo(self.url)
@@ -299,6 +302,15 @@ class PgStore(Store):
         self._pool: ConnectionPool[Any] | None = None
         self._pid = os.getpid()
 
+    def _follow_db_clock(self, conn: PgConn) -> None:
+        """S44: this process's time becomes the database's (``SteadyClock.offset``):
+        every host judges time and leases by one clock, whatever its own says."""
+        wall = self.clock.wall
+        before = wall()
+        seconds = float(conn.execute(_DB_CLOCK).fetchone()[0])
+        here = before + (wall() - before) / 2
+        self.clock.offset = datetime.fromtimestamp(seconds, UTC) - here
+
     # --- connections -------------------------------------------------------------
     def _configure_pg(self, conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_loader("numeric", _IntegralNumeric)
@@ -313,7 +325,12 @@ class PgStore(Store):
                     self._pid = os.getpid()
                     # One direct connection first: a server that is not there (or
                     # full) is one line at once, not the pool's retries for its timeout.
-                    self.connect().close()
+                    first = self.connect()
+                    try:
+                        if self._db_clock:
+                            self._follow_db_clock(first)
+                    finally:
+                        first.close()
                     self._pool = ConnectionPool(
                         self.conninfo,
                         min_size=1,

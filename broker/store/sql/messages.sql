@@ -101,3 +101,8 @@ FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_id = :space_
       ORDER BY seq DESC LIMIT :window) AS tail
 WHERE created_at_utc >= :since AND kind != 'seen'
 GROUP BY sender ORDER BY sender
+
+-- name: last_at
+-- The time of the space's last log row (S44): a send is never stamped
+-- earlier, whatever the clock of the process that sends.
+SELECT created_at_utc FROM messages WHERE space_id = :space_id ORDER BY seq DESC LIMIT 1
