@@ -105,6 +105,7 @@ PG_CONTRACT = {
     "test_takeover",
     "test_append_only",
     "test_trust_clock",
+    "test_trust_attacks",
 }
 
 

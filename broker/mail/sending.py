@@ -148,7 +148,8 @@ class Batch:
             self._check_log(self.limits)
         out = self._outcome(kind, targets)
         if mail.reply_to is not None:
-            mail = thread_of(self.t, self.space_id, mail)
+            viewer = None if self.exempt else self.sender.address  # the operator sees all
+            mail = thread_of(self.t, self.space_id, mail, viewer)
         delivered = self._apply_caps(out)
         self.woken.update(out.ring)
         self.woken.update(delivered)
