@@ -71,28 +71,35 @@ def _unguard(off: tuple[str, ...], db: Path) -> None:
         Batch._over_share = lambda self, pid, now_waiting, limits: False  # type: ignore[method-assign]
 
 
-def child(config: str, n: int) -> dict[str, float]:
-    """One run: ``n`` sends, then ``n`` claim+acks of them, timed per phase."""
+def child(config: str, n: int, work: str | None) -> dict[str, float]:
+    """One run: ``n`` sends, then ``n`` claim+acks of them, timed per phase:
+    wall time, and this process's CPU time (what a guard adds, without the
+    fsync waits and the other processes of a shared machine)."""
     from bench.peers.broker_queue import BrokerQueue
 
-    with tempfile.TemporaryDirectory(prefix="guards-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="guards-", dir=work) as tmp:
         q = BrokerQueue(Path(tmp))
         _unguard(CONFIGS[config], Path(tmp) / "broker.db")
         for i in range(50):  # warm the statement caches
             q.put(f"warm {i}")
         assert len(q.claim_ack_many(50)) == 50
         texts = [f"message {i:06d} " + "x" * 48 for i in range(n)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for text in texts:
             q.put(text)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         got: list[str] = []
         for _ in range(n):
             got += q.claim_ack()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         assert got == texts, "FIFO, each once"
         q.close()
-    return {"send_us": (t1 - t0) / n * 1e6, "claim_ack_us": (t2 - t1) / n * 1e6}
+    return {
+        "send_us": (t1 - t0) / n * 1e6,
+        "claim_ack_us": (t2 - t1) / n * 1e6,
+        "send_cpu_us": (c1 - c0) / n * 1e6,
+        "claim_ack_cpu_us": (c2 - c1) / n * 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,10 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--work", help="folder for the scratch stores (default: the temp folder)")
     ap.add_argument("--child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.messages)))
+        print(json.dumps(child(args.child, args.messages, args.work)))
         return 0
     names = list(CONFIGS)
     runs: dict[str, list[dict[str, float]]] = {c: [] for c in names}
@@ -118,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     c,
                     "--messages",
                     str(args.messages),
+                    *(["--work", args.work] if args.work else []),
                 ],
                 check=True,
                 capture_output=True,
@@ -125,19 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             runs[c].append(json.loads(out.stdout))
     result: dict[str, Any] = {"rounds": args.rounds, "messages": args.messages, "configs": {}}
-    base = {
-        k: statistics.median(x[k] for x in runs["guarded"]) for k in ("send_us", "claim_ack_us")
-    }
-    print(
-        f"{'config':10} {'send µs':>9} {'vs guarded':>11} {'claim+ack µs':>13} {'vs guarded':>11}"
-    )
+    keys = ("send_us", "send_cpu_us", "claim_ack_us", "claim_ack_cpu_us")
+    base = {k: statistics.median(x[k] for x in runs["guarded"]) for k in keys}
+    print("µs per operation, median over rounds (× = against guarded)")
+    print(f"{'config':10}" + "".join(f" {k:>22}" for k in keys))
     for c in names:
-        med = {k: statistics.median(x[k] for x in runs[c]) for k in ("send_us", "claim_ack_us")}
+        med = {k: statistics.median(x[k] for x in runs[c]) for k in keys}
         result["configs"][c] = {"median": med, "runs": runs[c]}
-        print(
-            f"{c:10} {med['send_us']:9.1f} {med['send_us'] / base['send_us']:11.3f} "
-            f"{med['claim_ack_us']:13.1f} {med['claim_ack_us'] / base['claim_ack_us']:11.3f}"
-        )
+        cells = "".join(f" {med[k]:12.1f} ({med[k] / base[k]:5.3f}×)" for k in keys)
+        print(f"{c:10}{cells}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
