@@ -49,11 +49,14 @@ def mail(thread: str | None, reply_to: str | None, importance: str, ack_required
     return Mail(thread, reply_to, None if importance == "normal" else importance, ack_required)
 
 
-def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
-    """``m`` with its thread settled: a reply takes its parent's (S35)."""
+def thread_of(t: Tx, space_id: str, m: Mail, viewer: str | None = None) -> Mail:
+    """``m`` with its thread settled: a reply takes its parent's (S35). An agent
+    (``viewer``) replies only to a message it can see (S45): one it sent or
+    that reached it, or a board message; any other reads as no message at
+    all, so a reply tells nothing of a message, or a thread, it never saw."""
     if m.reply_to is None:
         return m
-    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to})
+    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to, "viewer": viewer})
     if row is None:
         raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
     inherited = row["thread"] or m.reply_to

@@ -17,7 +17,12 @@ def triggers_ddl(dialect: str) -> list[str]:
 
     ``participants.waiting`` is derived state kept by the database itself, on
     every path that moves a delivery, so the inbox cap (S7) is one read."""
-    out = append_only_ddl(dialect) + purge_ddl(dialect) + sender_usage_ddl(dialect)
+    out = (
+        append_only_ddl(dialect)
+        + purge_ddl(dialect)
+        + any_connection_ddl(dialect)
+        + sender_usage_ddl(dialect)
+    )
     if dialect == "sqlite":
         out.append(
             "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
@@ -130,6 +135,56 @@ USAGE_FOLD = (
     "SELECT 'sender_usage', coalesce(max(rowid), 0) FROM messages WHERE true "
     "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
 )
+
+
+# The keys of each append-only table: a row with one of them already taken is
+# what ``INSERT OR REPLACE`` / ``REPLACE`` deletes first (S43). Each UNIQUE
+# index of the table is here (tests/test_append_only.py checks the schema).
+UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "messages": (("id",), ("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
+    "participant_events": (("id",),),
+    "transcript": (("id",),),
+    "claim_journal": (("id",),),
+    "purges": (("id",),),
+}
+
+
+def any_connection_ddl(dialect: str) -> list[str]:
+    """S43: append-only against any connection, a plain driver's included.
+
+    SQLite: ``REPLACE`` deletes the row it replaces without firing the DELETE
+    trigger unless the connection turned ``recursive_triggers`` on (the
+    broker's do, S34; a plain ``sqlite3`` does not), so a BEFORE INSERT trigger
+    refuses a row whose key (any UNIQUE index of the table) is taken: whatever
+    the conflict clause, nothing is replaced. PostgreSQL: ``TRUNCATE`` fires no
+    row trigger, so a statement trigger refuses it (``ON CONFLICT DO UPDATE``
+    already fires the UPDATE guard)."""
+    out: list[str] = []
+    if dialect == "sqlite":
+        for table, keys in UNIQUE_KEYS.items():
+            taken = " OR ".join(
+                f"EXISTS (SELECT 1 FROM {table} WHERE "
+                + " AND ".join(f"{c} = NEW.{c}" for c in key)
+                + ")"
+                for key in keys
+            )
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_replace BEFORE INSERT ON {table} "
+                f"WHEN {taken} "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses REPLACE'); END"
+            )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_no_truncate() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'append-only: % refuses TRUNCATE', TG_TABLE_NAME; END $$ "
+            "LANGUAGE plpgsql"
+        )
+        for table in UNIQUE_KEYS:
+            out.append(
+                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION broker_no_truncate()"
+            )
+    return out
 
 
 def sender_usage_ddl(dialect: str) -> list[str]:

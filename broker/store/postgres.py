@@ -38,6 +38,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,7 @@ _COMMIT = stmt("store.commit").postgresql
 _ROLLBACK = stmt("store.rollback").postgresql
 _MIGRATE_LOCK = stmt("store.migrate_lock")
 _LOCK_SPACE = stmt("store.lock_space")
+_DB_CLOCK = stmt("store.clock").postgresql
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
 
 
@@ -256,6 +258,9 @@ class PgStore(Store):
     one per process, shared: a pool of connections (a transaction holds one)."""
 
     def _place(self, migrate: bool) -> None:
+        # S44: the database's clock, read once per process (``pool``), unless a
+        # clock was given (tests that move time).
+        self._db_clock = not self.clock.given
         self.dialect = "postgresql"
         self.conninfo = conninfo(self.url)
         self.display = self.public_url = redacted(self.url)
@@ -272,6 +277,15 @@ class PgStore(Store):
         self._pool: ConnectionPool[Any] | None = None
         self._pid = os.getpid()
 
+    def _follow_db_clock(self, conn: PgConn) -> None:
+        """S44: this process's time becomes the database's (``SteadyClock.offset``):
+        every host judges time and leases by one clock, whatever its own says."""
+        wall = self.clock.wall
+        before = wall()
+        seconds = float(conn.execute(_DB_CLOCK).fetchone()[0])
+        here = before + (wall() - before) / 2
+        self.clock.offset = datetime.fromtimestamp(seconds, UTC) - here
+
     # --- connections -------------------------------------------------------------
     def _configure_pg(self, conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_loader("numeric", _IntegralNumeric)
@@ -286,7 +300,12 @@ class PgStore(Store):
                     self._pid = os.getpid()
                     # One direct connection first: a server that is not there (or
                     # full) is one line at once, not the pool's retries for its timeout.
-                    self.connect().close()
+                    first = self.connect()
+                    try:
+                        if self._db_clock:
+                            self._follow_db_clock(first)
+                    finally:
+                        first.close()
                     self._pool = ConnectionPool(
                         self.conninfo,
                         min_size=1,

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import Clock, fmt_ts, system_clock
+from broker.ids import Clock, SteadyClock, fmt_ts
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
 from broker.store.migrate import HEAD, is_newer, too_new
@@ -235,7 +235,7 @@ class Store:
         cannot be written opens read-only: ``read_only`` is then the reason and
         every write transaction is refused with it."""
         self.settings = settings or StoreSettings.from_env(url)
-        self.clock: Clock = clock or system_clock
+        self.clock = SteadyClock(clock)  # S44: never back, whatever the process's clock
         self.url = self.settings.url
         self.create = create
         self._migrating: int | None = None  # the thread running ensure_schema's migration
@@ -475,6 +475,7 @@ class Store:
 
     # --- time --------------------------------------------------------------------
     def now(self) -> datetime:
+        """The store's time (S44): the clock given, or the process's, never going back."""
         return self.clock()
 
     def now_ts(self) -> str:

@@ -73,8 +73,9 @@ messages = Table(
     Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
     UniqueConstraint("space_id", "seq"),
     partial_index(
-        "ix_messages_space_id_idempotency_key",
+        "ix_messages_space_id_sender_idempotency_key",
         "space_id",
+        "sender",
         "idempotency_key",
         unique=True,
         where="idempotency_key IS NOT NULL",
