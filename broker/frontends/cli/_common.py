@@ -441,10 +441,8 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     mistake, exit 2; a wrong one is ``auth_failed``."""
     conn = server()
     if not token:
-        where = "" if conn is None else " (client mode: the server derives who you are from it)"
         raise click.UsageError(
             "no identity: set BROKER_TOKEN (the token `broker join` printed) or pass --token"
-            + where
         )
     if conn is not None:  # client mode: the token alone; the server derives who calls
         from broker.frontends.remote import RemoteAgent
