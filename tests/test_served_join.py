@@ -306,3 +306,16 @@ def test_agent_methods_by_turn_id_match_their_declarations(store: Store, join: A
     """The served teammate uses exactly these (a RemoteAgent has them, derived)."""
     for name in ("append_turn_history", "undo_turn_history", "quarantine_turn_input"):
         assert getattr(Agent, name).__operation__ is getattr(RemoteAgent, name).__operation__
+
+
+def test_S27_a_secret_field_is_never_shown_by_its_record_or_its_refusals() -> None:
+    from broker.model.inputs import SpaceJoinInput
+
+    inp = SpaceJoinInput.parse({"space": "run_x", "codename": "lynx", "join_key": "hush-hush"})
+    assert "hush-hush" not in repr(inp) and "join_key=***" in repr(inp)
+    assert "token=None" in repr(inp)  # not given: nothing to hide
+    for bad in ("hush" * 101, 12345, ["hush"], "hush\x00"):
+        with pytest.raises(errors.InvalidInput) as refused:
+            SpaceJoinInput.parse({"space": "run_x", "codename": "lynx", "join_key": bad})
+        assert refused.value.fields["field"] == "join_key"
+        assert "hush" not in refused.value.message and "12345" not in refused.value.message

@@ -125,7 +125,10 @@ class Operation:
         of its class as it is, fields by name checked into one (``Agent.call``,
         ``Operator.call``); anything else is ``invalid_input``."""
         if self.caller != caller:
-            raise errors.InvalidInput(f"{self.name} is not an {caller}'s operation", field="op")
+            article = "an" if caller[0] in "aeiou" else "a"
+            raise errors.InvalidInput(
+                f"{self.name} is not {article} {caller}'s operation", field="op"
+            )
         if type(inp) is self.input:
             return inp
         return self.input.parse(inp)
