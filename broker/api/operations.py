@@ -1,6 +1,7 @@
 """The operation table: every operation the broker offers, declared once.
 
-An ``Operation`` names who may call it (an agent or the operator), whether it
+An ``Operation`` names who may call it (an agent, the operator, or a joiner:
+the holder of a join credential, not yet a participant), whether it
 writes, its input record (``broker.model.inputs``: every field with its type,
 bounds, default and help), its result, the library function that does the
 work, and where it appears on each surface. From that one declaration come:

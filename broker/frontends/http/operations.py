@@ -35,12 +35,11 @@ def endpoints() -> list[Endpoint]:
 def _endpoint(op: Operation) -> Endpoint:
     assert op.http is not None
     base = AGENT if op.caller == "agent" else SPACE if base_space(op) else "/api"
-    auth = op.caller
     return Endpoint(
         op.http.method,
         base + op.http.path,
         _handler(op),
-        auth,
+        op.caller,
         op.summary,
         returns=op.result_type(),
         status=op.http.status,
