@@ -70,6 +70,15 @@ def _sweep() -> None:
             _remove(ns)
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies (PR_SET_PDEATHSIG), so a
+    killed test leaves no server or agent behind (the namespace goes at the next
+    start, by the sweep)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 def _remove(ns: str) -> None:
     pids = _ip("netns", "pids", ns, check=False).stdout.split()
     for pid in pids:
@@ -132,7 +141,7 @@ class Swarm:
         self.server = subprocess.Popen(
             [*BROKER, "serve", "--host", host.server_ip, "--port", "0", "--allow-remote",
              "--grace", "5", "--json"],
-            stdout=subprocess.PIPE, stderr=self.log, env=env,
+            stdout=subprocess.PIPE, stderr=self.log, env=env, preexec_fn=_die_with_parent,
         )  # fmt: skip
         assert self.server.stdout is not None
         line = self.server.stdout.readline()  # --json: where it listens, once
@@ -157,7 +166,7 @@ class Swarm:
     def run_there(self, home: str, *args: str, **secrets_: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.there(home, *BROKER, *args, **secrets_), capture_output=True, text=True,
-            timeout=60,
+            timeout=60, preexec_fn=_die_with_parent,
         )  # fmt: skip
 
     def operator(self, home: str, *args: str, url: str | None = None) -> Any:
@@ -275,7 +284,7 @@ def _walk(swarm: Swarm, pg_url: str) -> None:
     run = subprocess.Popen(
         swarm.there("worker", *BROKER, "agent", "run", sid, "worker", "--",
                     sys.executable, str(script), BROKER_JOIN_KEY=join_key),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent,
     )  # fmt: skip
     swarm.procs.append(run)
     swarm.wait_idle(sid, "worker", run)
