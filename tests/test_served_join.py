@@ -236,6 +236,60 @@ def test_S26_agent_run_against_a_server_runs_its_turns_through_the_remote_client
     assert list(home.iterdir()) == []
 
 
+def test_S40_agent_run_against_a_server_joins_with_the_operator_key_or_keeps_its_identity(
+    srv: Server, served: Store, run_space: tuple[str, str], tmp_path: Path
+) -> None:
+    """The other two ways in: the operator key (BROKER_OPERATOR_KEY, as the
+    runtime on the operator's host), and an identity the agent holds already
+    (BROKER_AS=NAME with its BROKER_TOKEN: no key of any kind)."""
+    sid, join_key = run_space
+    lead, _ = trusted.join(served, sid, "boss", lead=True, pid=None)
+    script = tmp_path / "echo.py"
+    script.write_text(
+        "import json, sys\n"
+        "turn = json.load(sys.stdin)\n"
+        "print('echo: ' + turn['items'][0]['body'])\n"
+    )
+    joined = json.loads(
+        remote(srv, tmp_path / "j", "join", sid, "kept", "--json", BROKER_JOIN_KEY=join_key).stdout
+    )
+    for name, secrets in (
+        ("opjoined", {"BROKER_OPERATOR_KEY": srv.key}),
+        ("kept", {"BROKER_AS": "kept", "BROKER_TOKEN": joined["token"]}),
+    ):
+        home = tmp_path / name
+        home.mkdir()
+        env = {"PATH": os.environ["PATH"], "BROKER_HOME": str(home), "BROKER_URL": srv.base,
+               **secrets}  # fmt: skip
+        run = subprocess.Popen(
+            [sys.executable, "-m", "broker", "agent", "run", sid, name, "--max-turns", "1",
+             "--json", "--", sys.executable, str(script)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            _wait_status(srv, sid, name, "idle", run)
+            lead.send(name, f"hello {name}")
+            out, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+        assert run.returncode == 0, err
+        assert json.loads(out) == {"address": name, "status": "shutdown"}
+        lease = lead.claim(wait=30)
+        assert [d.body for d in lease.deliveries] == [f"echo: hello {name}"]
+        lead.ack(lease.lease_token)
+        assert list(home.iterdir()) == []
+    mates = {p.address: p for p in Operator(served, key=srv.key).participants(sid)}
+    assert (mates["opjoined"].archetype, mates["opjoined"].parent) == ("specialist", "lead")
+    # The kept identity was not joined again: its token still works.
+    conn = Connection(srv.base)
+    try:
+        assert RemoteAgent.from_token(conn, joined["token"]).me().address == "kept"
+    finally:
+        conn.close()
+
+
 def test_agent_run_against_a_server_without_a_credential_is_a_usage_mistake(
     srv: Server, served: Store, run_space: tuple[str, str], tmp_path: Path
 ) -> None:
