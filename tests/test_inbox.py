@@ -609,9 +609,9 @@ def test_cli_inbox_claim_ack_release_extend_quarantine_requeue(
 
 
 def test_cli_inbox_needs_an_identity(cli: Callable[..., Any]) -> None:
-    r = cli("inbox", "claim")
-    assert r.code == 4
-    assert "no space" in r.err
+    r = cli("inbox", "claim")  # no identity at all: a usage mistake (issue 27)
+    assert r.code == 2
+    assert r.err.startswith("broker: usage: no identity: set BROKER_TOKEN")
 
 
 # --- S15: poison never hides a good message -----------------------------------------------

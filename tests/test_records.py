@@ -173,8 +173,9 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
         if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ in RECORD_MODULES
     ]
     assert (
-        len(classes) == 37
-    )  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37), activity
+        len(classes) == 38
+    )  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37), activity,
+    # a turn's bookkeeping by its id (TurnMessages)
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls
