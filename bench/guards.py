@@ -1,23 +1,24 @@
 """What the trust guards cost a send and a claim+ack: paired runs on one tree.
 
-python -m bench.guards                       # 5 rounds x 2000 sends + 2000 claim+acks
-python -m bench.guards --rounds 7 --messages 4000 --json /tmp/guards.json
+python -m bench.guards                          # 3000 sends + 3000 claim+acks per configuration
+python -m bench.guards --messages 6000 --batch 50 --work /dev/shm --json /tmp/guards.json
 
-Each configuration runs in a fresh process with a fresh store (the bench's
-broker lane: ``bench.peers.broker_queue.BrokerQueue``, caps lifted as in
-``python -m bench send claim_ack``), and the configurations take turns round
-after round (rotated), so a burst of load elsewhere hits them alike. A
-configuration turns guards off in its own process only, never in the tree:
+One process, one store per configuration (the bench's broker lane,
+``bench.peers.broker_queue.BrokerQueue``, caps lifted as in ``python -m bench
+send claim_ack``), and the configurations take turns batch after batch
+(``--batch`` operations each, in a rotated order): a burst of load elsewhere
+on a shared machine hits them all alike, so the difference between them is
+the guards', not the machine's. A configuration turns guards off only while
+its own batch runs, never in the tree:
 
-- ``s43``: drops the REPLACE guards (``*_no_replace`` triggers, S43) from its
-  store;
+- ``s43``: its store has no REPLACE guards (``*_no_replace`` triggers dropped);
 - ``s44``: the store's clock is the process's as is (no ``SteadyClock``), and
-  a log row is stamped without reading the space's last time (S44);
-- ``s42``: the log checks of a send (``Batch._check_log``: S11 cap, S30/S42
-  shares) and the per-inbox share (``Batch._over_share``) are skipped.
+  a log row is stamped without reading the space's last time;
+- ``s42``: the log checks of a send (``Batch._check_log``: the S11 cap, the
+  S30/S42 shares) and the per-inbox share (``Batch._over_share``) are skipped.
 
-The figure per configuration is the median over rounds of the mean time of
-one operation; the report gives each against ``guarded`` (everything on).
+Reported per configuration: wall and CPU microseconds per operation (the CPU
+time of this process leaves out fsync waits), and each against ``guarded``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,109 +42,125 @@ CONFIGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _unguard(off: tuple[str, ...], db: Path) -> None:
-    if "s43" in off:
-        conn = sqlite3.connect(str(db))
-        try:
-            names = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                    "AND name LIKE '%_no_replace'"
-                )
-            ]
-            for name in names:
-                conn.execute(f"DROP TRIGGER {name}")
-            conn.commit()
-        finally:
-            conn.close()
-    if "s44" in off:
+def _drop_replace_guards(db: Path) -> None:
+    conn = sqlite3.connect(str(db))
+    try:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_replace'"
+            )
+        ]
+        for name in names:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+class Switches:
+    """The S44 and S42 guards, on or off for the batch that runs next."""
+
+    def __init__(self) -> None:
         from broker import ids
         from broker.mail import sending
 
-        ids.SteadyClock.__call__ = lambda self: self.wall() + self.offset  # type: ignore[method-assign]
-        sending.stamp = lambda store, t, space_id: store.now_ts()
-    if "s42" in off:
-        from broker.mail.sending import Batch
+        self.ids, self.sending = ids, sending
+        self.on = {
+            "clock": ids.SteadyClock.__call__,
+            "stamp": sending.stamp,
+            "check_log": sending.Batch._check_log,
+            "over_share": sending.Batch._over_share,
+        }
 
-        Batch._check_log = lambda self, limits: None  # type: ignore[method-assign]
-        Batch._over_share = lambda self, pid, now_waiting, limits: False  # type: ignore[method-assign]
+    def set(self, off: tuple[str, ...]) -> None:
+        steady, batch = self.ids.SteadyClock, self.sending.Batch
+        if "s44" in off:
+            steady.__call__ = lambda self: self.wall() + self.offset  # type: ignore[method-assign]
+            self.sending.stamp = lambda store, t, space_id: store.now_ts()
+        else:
+            steady.__call__ = self.on["clock"]  # type: ignore[method-assign]
+            self.sending.stamp = self.on["stamp"]
+        if "s42" in off:
+            batch._check_log = lambda self, limits: None  # type: ignore[method-assign]
+            batch._over_share = lambda self, pid, waiting, limits: False  # type: ignore[method-assign]
+        else:
+            batch._check_log = self.on["check_log"]  # type: ignore[method-assign]
+            batch._over_share = self.on["over_share"]  # type: ignore[method-assign]
 
 
-def child(config: str, n: int, work: str | None) -> dict[str, float]:
-    """One run: ``n`` sends, then ``n`` claim+acks of them, timed per phase:
-    wall time, and this process's CPU time (what a guard adds, without the
-    fsync waits and the other processes of a shared machine)."""
+def run(n: int, batch: int, work: str | None) -> dict[str, dict[str, float]]:
     from bench.peers.broker_queue import BrokerQueue
 
+    names = list(CONFIGS)
+    switches = Switches()
+    totals = {
+        c: {"send_wall": 0.0, "send_cpu": 0.0, "ack_wall": 0.0, "ack_cpu": 0.0} for c in names
+    }
     with tempfile.TemporaryDirectory(prefix="guards-", dir=work) as tmp:
-        q = BrokerQueue(Path(tmp))
-        _unguard(CONFIGS[config], Path(tmp) / "broker.db")
-        for i in range(50):  # warm the statement caches
-            q.put(f"warm {i}")
-        assert len(q.claim_ack_many(50)) == 50
+        lanes = {}
+        for c in names:
+            folder = Path(tmp) / c
+            folder.mkdir()
+            lanes[c] = BrokerQueue(folder)
+            if "s43" in CONFIGS[c]:
+                _drop_replace_guards(folder / "broker.db")
         texts = [f"message {i:06d} " + "x" * 48 for i in range(n)]
-        t0, c0 = time.perf_counter(), time.process_time()
-        for text in texts:
-            q.put(text)
-        t1, c1 = time.perf_counter(), time.process_time()
-        got: list[str] = []
-        for _ in range(n):
-            got += q.claim_ack()
-        t2, c2 = time.perf_counter(), time.process_time()
-        assert got == texts, "FIFO, each once"
-        q.close()
+        for c in names:  # warm every lane's statement caches
+            switches.set(CONFIGS[c])
+            for i in range(50):
+                lanes[c].put(f"warm {i}")
+            assert len(lanes[c].claim_ack_many(50)) == 50
+
+        def phase(kind: str, op: Callable[[str, Any, int], None]) -> None:
+            for r, start in enumerate(range(0, n, batch)):
+                stop = min(n, start + batch)
+                for c in names[r % len(names) :] + names[: r % len(names)]:
+                    switches.set(CONFIGS[c])
+                    q = lanes[c]
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    for i in range(start, stop):
+                        op(c, q, i)
+                    totals[c][f"{kind}_wall"] += time.perf_counter() - t0
+                    totals[c][f"{kind}_cpu"] += time.process_time() - c0
+
+        got: dict[str, list[str]] = {c: [] for c in names}
+        phase("send", lambda c, q, i: q.put(texts[i]))
+        phase("ack", lambda c, q, i: got[c].extend(q.claim_ack()))
+        switches.set(())
+        for c in names:
+            assert got[c] == texts, f"{c}: FIFO, each once"
+            lanes[c].close()
     return {
-        "send_us": (t1 - t0) / n * 1e6,
-        "claim_ack_us": (t2 - t1) / n * 1e6,
-        "send_cpu_us": (c1 - c0) / n * 1e6,
-        "claim_ack_cpu_us": (c2 - c1) / n * 1e6,
+        c: {
+            "send_us": t["send_wall"] / n * 1e6,
+            "send_cpu_us": t["send_cpu"] / n * 1e6,
+            "claim_ack_us": t["ack_wall"] / n * 1e6,
+            "claim_ack_cpu_us": t["ack_cpu"] / n * 1e6,
+        }
+        for c, t in totals.items()
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.guards", description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--messages", type=int, default=2000)
+    ap.add_argument("--messages", type=int, default=3000)
+    ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work", help="folder for the scratch stores (default: the temp folder)")
-    ap.add_argument("--child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child, args.messages, args.work)))
-        return 0
-    names = list(CONFIGS)
-    runs: dict[str, list[dict[str, float]]] = {c: [] for c in names}
-    for r in range(args.rounds):
-        for c in names[r % len(names) :] + names[: r % len(names)]:
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "bench.guards",
-                    "--child",
-                    c,
-                    "--messages",
-                    str(args.messages),
-                    *(["--work", args.work] if args.work else []),
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            runs[c].append(json.loads(out.stdout))
-    result: dict[str, Any] = {"rounds": args.rounds, "messages": args.messages, "configs": {}}
+    result = run(args.messages, args.batch, args.work)
     keys = ("send_us", "send_cpu_us", "claim_ack_us", "claim_ack_cpu_us")
-    base = {k: statistics.median(x[k] for x in runs["guarded"]) for k in keys}
-    print("µs per operation, median over rounds (× = against guarded)")
+    base = result["guarded"]
+    print(f"µs per operation, {args.messages} each, batches of {args.batch} (× against guarded)")
     print(f"{'config':10}" + "".join(f" {k:>22}" for k in keys))
-    for c in names:
-        med = {k: statistics.median(x[k] for x in runs[c]) for k in keys}
-        result["configs"][c] = {"median": med, "runs": runs[c]}
+    for c, med in result.items():
         cells = "".join(f" {med[k]:12.1f} ({med[k] / base[k]:5.3f}×)" for k in keys)
         print(f"{c:10}{cells}")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json)}, "result": result}, indent=2)
+        )
     return 0
 
 

@@ -152,3 +152,21 @@ def test_S44_never_before_the_spaces_last_row_when_the_clock_is_given(
         assert [d.id for d in b.claim(limit=2).deliveries] == [first, second]
     finally:
         s.close()
+
+
+def test_S44_a_process_started_after_the_step_judges_leases_from_the_stores_time(
+    store: Store, db_url: str, stepped: Stepped
+) -> None:
+    """It only claims (sends nothing): its clock still starts from the store's
+    newest row (SQLite) or the database's clock (PostgreSQL), not an hour back."""
+    _, a, b = _pair(store)
+    sent = a.send("b", "work").id
+    assert [d.id for d in b.claim(limit=1, lease=1).deliveries] == [sent]
+    stepped.behind = HOUR
+    later = open_store(db_url)  # a worker process that starts now
+    try:
+        time.sleep(1.3)
+        again = Agent(later, b.identity).claim(limit=1, lease=30)
+        assert [d.id for d in again.deliveries] == [sent]
+    finally:
+        later.close()

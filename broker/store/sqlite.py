@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import Clock, SteadyClock, fmt_ts
+from broker.ids import Clock, SteadyClock, fmt_ts, parse_ts
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
 from broker.store.migrate import HEAD, is_newer, too_new
@@ -69,6 +69,7 @@ CHECKPOINT_EVERY = 64
 CHECKPOINT_EVERY_BOUNDS = (8, 1000)
 
 _BEGIN_WRITE = stmt("store.begin_write")
+_NEWEST_AT = stmt("store.newest_at")
 _BEGIN_READ = stmt("store.begin_read")
 _COMMIT = stmt("store.commit")
 _ROLLBACK = stmt("store.rollback")
@@ -236,6 +237,7 @@ class Store:
         every write transaction is refused with it."""
         self.settings = settings or StoreSettings.from_env(url)
         self.clock = SteadyClock(clock)  # S44: never back, whatever the process's clock
+        self._floored = False  # S44: the clock moved up to the store's newest time yet
         self.url = self.settings.url
         self.create = create
         self._migrating: int | None = None  # the thread running ensure_schema's migration
@@ -322,6 +324,8 @@ class Store:
                 uri=self._uri,
             )
             self._configure(conn)
+            if not self._floored:
+                self._floor_clock(conn)
         except sqlite3.Error as exc:
             if self.read_only is not None:
                 raise errors.StoreError(
@@ -330,6 +334,19 @@ class Store:
                 ) from exc
             raise wrap_db_error(exc) from exc
         return conn
+
+    def _floor_clock(self, conn: sqlite3.Connection) -> None:
+        """S44: this process's time starts no earlier than the newest log row of
+        the store (the last one written), so a process started after its clock
+        stepped back judges leases from there on, not an hour before. SQLite
+        has no clock of its own; its writers share the host. Once per store."""
+        self._floored = True
+        try:
+            row = conn.execute(_NEWEST_AT).fetchone()
+        except sqlite3.Error:
+            return  # not migrated yet: nothing written, nothing to follow
+        if row is not None and row[0]:
+            self.clock.floor(parse_ts(row[0]))
 
     @property
     def engine(self) -> Any:

@@ -149,3 +149,11 @@ SELECT json_valid('[]') AS ok
 SELECT (julianday('now') - 2440587.5) * 86400.0
 -- postgresql:
 SELECT extract(epoch FROM clock_timestamp())::float8
+
+-- name: newest_at
+-- The time of the store's newest log row (the last one written, by rowid):
+-- a SQLite store's clock starts no earlier (S44). SQLite only: a PostgreSQL
+-- store reads the database's clock (store.clock).
+SELECT created_at_utc FROM messages ORDER BY rowid DESC LIMIT 1
+-- postgresql:
+SELECT created_at_utc FROM messages ORDER BY created_at_utc DESC LIMIT 1
