@@ -28,7 +28,9 @@ What moving breaks, and what this script does about it:
 - Helper modules (``import trusted``, ``from conftest import Clock``) and test
   modules imported by another test module (``from test_guard import World``)
   are found through pytest's ``pythonpath`` (pyproject.toml): ``tests`` and
-  the folder of every test module another folder imports. No ``__init__.py``
+  the folder of every test module another folder imports. Those imported as
+  modules of the ``tests`` namespace package (``from tests.test_wake import
+  Pair``) get their new dotted name (``tests.unit.delivery.test_wake``). No ``__init__.py``
   anywhere (pytest's default ``prepend`` import mode, modules named by their
   file's name): so every file name stays unique under tests/, which is checked.
 - ``Path(__file__).resolve().parent.parent`` (the repository root) and
@@ -37,7 +39,8 @@ What moving breaks, and what this script does about it:
   a moved file is printed to be checked by hand.
 - Every mention of ``tests/<file>.py`` in the repository's text files
   (scripts/mutation.sh's selections, docs/mutation.md, docstrings, .ci/run,
-  README) is rewritten to the file's new path.
+  README) is rewritten to the file's new path; alembic revisions already
+  written (migrations/versions/) are frozen and left as they are.
 """
 
 from __future__ import annotations
@@ -253,6 +256,11 @@ def depth(folder: str) -> int:
     return 1 + len(Path(folder).parts)
 
 
+NEIGHBOUR = re.compile(
+    r"(?<![\w.])__file__\)?(\.resolve\(\))?\.(parent\b|with_)|os\.path\.\w+\(__file__"
+)
+
+
 def fix_file_paths(path: Path, folder: str) -> list[str]:
     """Rewrite the root and helper paths a moved test derives from its own
     location; return the ``__file__`` lines left for a person to check."""
@@ -265,16 +273,14 @@ def fix_file_paths(path: Path, folder: str) -> list[str]:
     )
     new = re.sub(
         r"Path\(__file__\)\.with_name\(([\"'][\w.]+[\"'])\)",
-        lambda m: f"(Path(__file__).parents[{d - 1}] / {m.group(1)})",
+        lambda m: f"Path(__file__).parents[{d - 1}].joinpath({m.group(1)})",
         new,
     )
     if new != text:
         path.write_text(new, encoding="utf-8")
-    left = []
+    left = []  # any other way from the test's own place to a neighbour
     for n, line in enumerate(new.splitlines(), 1):
-        if "__file__" in line and not re.search(
-            r"Path\(__file__\)(\.resolve\(\))?\.parents\[", line
-        ):
+        if NEIGHBOUR.search(line):
             left.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     return left
 
@@ -318,7 +324,8 @@ def tracked_text_files() -> list[Path]:
     files = []
     for name in filter(None, out.split("\0")):
         path = ROOT / name
-        if path.suffix in keep and path.is_file() and "results" not in path.parts:
+        frozen = name.startswith("migrations/versions/")  # written revisions are never edited
+        if path.suffix in keep and path.is_file() and "results" not in path.parts and not frozen:
             files.append(path)
     return files
 
@@ -335,6 +342,25 @@ def rewrite_mentions(moves: dict[str, str]) -> list[str]:
         except (UnicodeDecodeError, OSError):
             continue
         new = pattern.sub(lambda m: f"tests/{moves[m.group(1)]}/{m.group(1)}", text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(str(path.relative_to(ROOT)))
+    return changed
+
+
+def rewrite_dotted(moves: dict[str, str]) -> list[str]:
+    """``from tests.test_wake import Pair`` (the test module imported as a
+    module of the ``tests`` namespace package) -> ``tests.unit.delivery.test_wake``."""
+    stems = {n.removesuffix(".py"): f for n, f in moves.items()}
+    pattern = re.compile(r"(?<![\w.])tests\.(" + "|".join(sorted(stems)) + r")\b")
+    changed = []
+    for path in tracked_text_files():
+        if path.suffix != ".py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        new = pattern.sub(
+            lambda m: f"tests.{stems[m.group(1)].replace('/', '.')}.{m.group(1)}", text
+        )
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed.append(str(path.relative_to(ROOT)))
@@ -367,7 +393,7 @@ def main(argv: list[str]) -> int:
         by_hand += fix_file_paths(TESTS / folder / name, folder)
     extra = cross_imports(moves)
     set_pythonpath(extra)
-    changed = rewrite_mentions(moves)
+    changed = sorted(set(rewrite_mentions(moves)) | set(rewrite_dotted(moves)))
     print(f"moved {len(moves)} files; pythonpath: tests + {sorted(extra) or 'nothing else'}")
     print(f"mentions of moved files rewritten in {len(changed)} files: {', '.join(changed)}")
     for line in by_hand:
