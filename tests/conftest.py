@@ -128,7 +128,7 @@ def db_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database(home=tmp_path / "home") as url:
+        with pgtest.database(home=tmp_path / "home", reuse=True) as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
@@ -140,7 +140,7 @@ def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database(home=tmp_path / "home") as url:
+        with pgtest.database(home=tmp_path / "home", reuse=True) as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'clocked.db'}"
