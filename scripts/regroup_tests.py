@@ -94,6 +94,9 @@ MAPPING: dict[str, str] = {
     "test_spaces.py": CONTRACT,
     "test_takeover.py": CONTRACT,
     "test_turns.py": CONTRACT,
+    "test_append_only.py": CONTRACT,  # on main after e8901fc, like the four below
+    "test_trust_attacks.py": CONTRACT,
+    "test_trust_clock.py": CONTRACT,
     # --- one concept of broker/ -----------------------------------------------------------
     "test_catalogue.py": "unit/store",
     "test_first_open.py": "unit/store",
@@ -106,6 +109,7 @@ MAPPING: dict[str, str] = {
     "test_store.py": "unit/store",
     "test_views.py": "unit/store",
     "test_writer_lock.py": "unit/store",
+    "test_lean.py": "unit/store",  # every index earns its pages (revision 0015)
     "test_labels.py": "unit/model",
     "test_validate.py": "unit/model",
     "test_shares.py": "unit/spaces",
@@ -160,6 +164,8 @@ MAPPING: dict[str, str] = {
     "test_mail_served.py": "frontends/remote",  # client mode: the CLI through broker serve
     "test_remote_parity.py": "frontends/remote",
     "test_reservations_served.py": "frontends/remote",
+    "test_served_join.py": "frontends/remote",  # every agent command in client mode
+    "test_multihost.py": "frontends/remote",  # agents that hold only the server's URL
     # --- faults and load ------------------------------------------------------------------
     "test_chaos.py": "soak",
     "test_concurrency.py": "soak",
@@ -167,6 +173,7 @@ MAPPING: dict[str, str] = {
     "test_pg_net.py": "soak",
     "test_reliability.py": "soak",
     # --- the repository as a whole --------------------------------------------------------
+    "test_bench_pages.py": "project",
     "test_bench_quick.py": "project",
     "test_bench_same.py": "project",
     "test_front_ends.py": "project",
