@@ -67,7 +67,8 @@ def clock() -> Clock:
 
 
 # --- backends (issue 15) -----------------------------------------------------------------------
-# The contract modules run every test that uses ``db_url`` (or ``store``, ``cli``...)
+# The contract modules (named here, or any test module in tests/contract/) run
+# every test that uses ``db_url`` (or ``store``, ``cli``...)
 # on both backends: SQLite files, and a PostgreSQL database per test cloned from
 # a template migrated once per session (tests/pgtest.py). Tests that are
 # SQLite-only by nature (files, WAL, doorbell files, backup) carry
@@ -113,7 +114,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
     module = metafunc.module.__name__.rpartition(".")[2]
-    if module in PG_CONTRACT and metafunc.definition.get_closest_marker("sqlite_only") is None:
+    # A module in tests/contract/ (scripts/regroup_tests.py) is a contract module too.
+    contract = module in PG_CONTRACT or Path(metafunc.module.__file__).parent.name == "contract"
+    if contract and metafunc.definition.get_closest_marker("sqlite_only") is None:
         metafunc.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
 
 
@@ -128,7 +131,7 @@ def db_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database(home=tmp_path / "home") as url:
+        with pgtest.database(home=tmp_path / "home", reuse=True) as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'home' / 'broker.db'}"
@@ -140,7 +143,7 @@ def clocked_url(tmp_path: Path, backend: str) -> Iterator[str]:
     if backend == "postgresql":
         import pgtest
 
-        with pgtest.database(home=tmp_path / "home") as url:
+        with pgtest.database(home=tmp_path / "home", reuse=True) as url:
             yield url
         return
     yield f"sqlite:///{tmp_path / 'clocked.db'}"
@@ -204,16 +207,50 @@ class Result:
         return [json.loads(line) for line in self.out.splitlines() if line.strip()]
 
 
-@pytest.fixture
-def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
-    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp
-    (and BROKER_URL naming the test's PostgreSQL database on that backend).
+Run = Callable[[list[str], dict[str, str], str | None, int], Result]
 
-    Like an operator's shell after ``eval "$(broker space create ...)"``, it
-    remembers the join key each ``space create`` printed (S27) and hands it to
-    a later ``join`` of that space as BROKER_JOIN_KEY, unless the test gives a
-    credential itself. A space made through the library (whose key the shell
-    never saw) gets one from the operator's ``space join-key --rotate``."""
+
+def _spawned(args: list[str], env: dict[str, str], input: str | None, umask: int) -> Result:
+    """``python -m broker ARGS``: a real process with exactly ``env``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=input,
+        timeout=120,
+        umask=umask,  # -1: the test's own
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _in_process(args: list[str], env: dict[str, str], input: str | None, umask: int) -> Result:
+    """``broker ARGS`` through click's runner in this process, with the
+    process environment ``env`` would be (every other variable the runner
+    sees is this process's own, BROKER_* ones excepted): for refusals click
+    or the variables' check raises before any store is opened, where a new
+    interpreter (about 0.2 s a call) shows nothing a process boundary would."""
+    from click.testing import CliRunner
+
+    from broker.frontends.cli import main
+
+    assert umask == -1, "a umask needs a process of its own: use the cli fixture"
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BROKER_")}
+    overrides.update({k: v for k, v in env.items() if os.environ.get(k) != v})
+    res = CliRunner().invoke(main, args, input=input, env=overrides, prog_name="broker")
+    err = res.stderr
+    if (
+        res.exc_info is not None
+        and res.exception is not None
+        and not isinstance(res.exception, SystemExit)
+    ):
+        import traceback  # what the interpreter would print for an escaped exception
+
+        err += "".join(traceback.format_exception(*res.exc_info))
+    return Result(res.exit_code, res.stdout, err)
+
+
+def _cli(tmp_path: Path, db_url: str, run: Run) -> Callable[..., Result]:
     home = tmp_path / "home"
     join_keys: dict[str, str] = {}
 
@@ -231,35 +268,45 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
         credential = {"--join-key", "--parent-token"} & set(args)
         if args[:1] == ("join",) and len(args) > 1 and not credential:
             if args[1] not in join_keys:
-                _rotate_join_key(args[1], full_env, join_keys)
+                _rotate_join_key(args[1], full_env, join_keys, run)
             if args[1] in join_keys and "BROKER_JOIN_KEY" not in full_env:
                 full_env["BROKER_JOIN_KEY"] = join_keys[args[1]]
-        proc = subprocess.run(
-            [sys.executable, "-m", "broker", *args],
-            capture_output=True,
-            text=True,
-            env=full_env,
-            input=input,
-            timeout=120,
-            umask=umask,  # -1: the test's own
-        )
-        if args[:2] == ("space", "create") and proc.returncode == 0:
-            _remember_join_key(proc.stdout, join_keys)
-        return Result(proc.returncode, proc.stdout, proc.stderr)
+        res = run(list(args), full_env, input, umask)
+        if args[:2] == ("space", "create") and res.code == 0:
+            _remember_join_key(res.out, join_keys)
+        return res
 
     return _run
 
 
-def _rotate_join_key(space: str, env: dict[str, str], keys: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "broker", "space", "join-key", space, "--rotate", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    if proc.returncode == 0:  # else the join itself reports why (no store, no space...)
-        data = json.loads(proc.stdout)
+@pytest.fixture
+def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
+    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp
+    (and BROKER_URL naming the test's PostgreSQL database on that backend).
+
+    Like an operator's shell after ``eval "$(broker space create ...)"``, it
+    remembers the join key each ``space create`` printed (S27) and hands it to
+    a later ``join`` of that space as BROKER_JOIN_KEY, unless the test gives a
+    credential itself. A space made through the library (whose key the shell
+    never saw) gets one from the operator's ``space join-key --rotate``."""
+    return _cli(tmp_path, db_url, _spawned)
+
+
+@pytest.fixture
+def cli_inproc(tmp_path: Path, db_url: str) -> Callable[..., Result]:
+    """``cli``'s twin in this process (click's ``CliRunner``): the same
+    arguments, environment and result, without starting an interpreter. For
+    what click or the BROKER_* check refuses before a store is opened (bad
+    options, missing arguments, bad values, help): a process boundary is
+    tested where it is the point (signals, pipes, locks, exit of a real
+    process), with ``cli``."""
+    return _cli(tmp_path, db_url, _in_process)
+
+
+def _rotate_join_key(space: str, env: dict[str, str], keys: dict[str, str], run: Run) -> None:
+    res = run(["space", "join-key", space, "--rotate", "--json"], env, None, -1)
+    if res.code == 0:  # else the join itself reports why (no store, no space...)
+        data = json.loads(res.out)
         keys[space] = keys[data["space_id"]] = data["join_key"]
 
 

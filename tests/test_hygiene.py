@@ -69,3 +69,44 @@ def test_hygiene_a_postgresql_key_file_lives_in_the_tests_folder(tmp_path: Path)
         key = postgres.key_path(postgres.conninfo(url))
         assert key.parent.parent == Path(tempfile.gettempdir()) and key.exists()
     assert not key.parent.exists()
+
+
+def test_hygiene_a_reused_postgresql_clone_comes_back_as_the_template_left_it(
+    tmp_path: Path,
+) -> None:
+    """The contract fixtures take a used clone back (tests/pgtest.py): the next
+    test finds it under a new name, with the template's rows only; a clone
+    whose schema a test changed is dropped, never handed on."""
+    import psycopg
+
+    from broker import Operator, Store
+
+    def rows(url: str, sql: str) -> list[tuple[object, ...]]:
+        with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+            cur = conn.execute(sql)
+            return cur.fetchall() if cur.description else []
+
+    with pgtest.database(home=tmp_path / "a", reuse=True) as first:
+        store = Store(first)
+        try:
+            Operator(store).create_space("workflow")
+        finally:
+            store.close()
+        template_rows = rows(first, "SELECT * FROM operator_key")
+        assert rows(first, "SELECT count(*) FROM spaces") == [(1,)]
+        rows(first, "UPDATE operator_key SET key_hash = 'changed'")  # as a key rotation would
+    kept = pgtest._pool[-1]  # taken back, under a new name
+    assert pgtest.url_of(kept) != first
+    with pgtest.database(home=tmp_path / "b", reuse=True) as second:
+        assert second == pgtest.url_of(kept)  # the next test gets it
+        assert rows(second, "SELECT count(*) FROM spaces") == [(0,)]
+        assert rows(second, "SELECT * FROM operator_key") == template_rows
+        with pytest.raises(psycopg.OperationalError):  # a straggler of the first test
+            rows(first, "SELECT 1")
+        rows(second, "CREATE TABLE junk (a int)")
+        pooled = list(pgtest._pool)
+    assert pgtest._pool == pooled  # the changed clone was not kept
+    assert rows(pgtest.url_of(pgtest._template()), "SELECT 1") == [(1,)]
+    with pgtest.database(home=tmp_path / "c", reuse=True) as third:
+        found = rows(third, "SELECT count(*) FROM pg_class WHERE relname = 'junk'")
+        assert found == [(0,)]

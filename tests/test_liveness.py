@@ -149,37 +149,52 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
         waiter.communicate()
 
 
-@pytest.mark.parametrize("how", ["claim", "next_turn", "async claim", "async next_turn"])
-def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store, how: str) -> None:
+WAYS = ("claim", "next_turn", "async claim", "async next_turn")
+
+
+def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> None:
+    """Every way a library caller waits, side by side: four participants of one
+    space, each blocked in one of them (its own thread), through one liveness
+    window together rather than one window each."""
     op = Operator(store)
     space = op.create_space("workflow", lease_seconds=LEASE, live_seconds=LEASE).id
-    agent, _ = op.join(space, "flow/lynx")  # no process recorded: live by its heartbeat
+    # No process recorded: each is live by its heartbeat alone.
+    agents = {how: op.join(space, f"flow/w{i}")[0] for i, how in enumerate(WAYS)}
     key = _operator_key(store)
     waited: dict[str, Any] = {}
 
-    def wait() -> None:
+    def wait(how: str) -> None:
+        agent = agents[how]
         if how.startswith("async"):
             twin = AsyncAgent.wrap(agent)
             call = twin.claim if how == "async claim" else twin.next_turn
-            waited["got"] = asyncio.run(call(wait=3 * LEASE))  # type: ignore[operator]
+            waited[how] = asyncio.run(call(wait=3 * LEASE))  # type: ignore[operator]
         else:
-            waited["got"] = getattr(agent, how)(wait=3 * LEASE)
+            waited[how] = getattr(agent, how)(wait=3 * LEASE)
 
-    thread = threading.Thread(target=wait)
-    thread.start()
+    threads = [threading.Thread(target=wait, args=(how,)) for how in WAYS]
+    for thread in threads:
+        thread.start()
     try:
         time.sleep(2.5 * LEASE)
-        before = participants.get(store, space, "lynx")
-        with pytest.raises(errors.Conflict) as info:
-            _retake(store, space, "flow/lynx@2", key)
-        assert "(its heartbeat is fresh)" in info.value.message
-        assert participants.get(store, space, "lynx").codename == before.codename == "flow/lynx"
+        for i, how in enumerate(WAYS):
+            before = participants.get(store, space, f"w{i}")
+            with pytest.raises(errors.Conflict) as info:
+                _retake(store, space, f"flow/w{i}@2", key)
+            assert "(its heartbeat is fresh)" in info.value.message, how
+            after = participants.get(store, space, f"w{i}").codename
+            assert after == before.codename == f"flow/w{i}", how
     finally:
-        thread.join(60)
-    assert "got" in waited  # the wait ended as waits do, not with auth_failed
-    # Nobody waits now: live_seconds later the operator may continue it.
-    taken = _taken_back_within(LEASE + 5, lambda: _retake(store, space, "flow/lynx@2", key))
-    assert taken.address == "lynx"
+        for thread in threads:
+            thread.join(60)
+    # Each wait ended as waits do, not with auth_failed.
+    assert sorted(waited) == sorted(WAYS)
+    # Nobody waits now: live_seconds later the operator may continue each.
+    for i, how in enumerate(WAYS):
+        taken = _taken_back_within(
+            LEASE + 5, lambda i=i: _retake(store, space, f"flow/w{i}@2", key)
+        )
+        assert taken.address == f"w{i}", how
 
 
 # --- served: the server waits on the client's behalf ----------------------------------------

@@ -196,7 +196,9 @@ def test_S37_S24_reserving_needs_the_board_claim_grant(
 
 
 # --- the CLI ----------------------------------------------------------------------------------
-def test_S37_cli_reserve_check_unreserve_renew_and_claims(cli: Callable[..., Any]) -> None:
+def test_S37_cli_reserve_check_unreserve_renew_and_claims(
+    cli: Callable[..., Any], cli_inproc: Callable[..., Any]
+) -> None:
     space = cli("space", "create", "--kind", "run", "--json").json()["id"]
 
     def ident(name: str) -> dict[str, str]:
@@ -244,8 +246,8 @@ def test_S37_cli_reserve_check_unreserve_renew_and_claims(cli: Callable[..., Any
     assert sorted(line["fence"] for line in lines) == [2, 3, 4]
     journal = cli("board", "journal", space, "--key", "path src/**", "--json").lines()
     assert [j["event"] for j in journal] == ["claimed", "released"]
-    for cmd in ("reserve", "check", "unreserve", "renew-reservation"):
-        assert cli("board", cmd, "--help").code == 0
+    for cmd in ("reserve", "check", "unreserve", "renew-reservation"):  # help: no process needed
+        assert cli_inproc("board", cmd, "--help").code == 0
 
 
 # --- 16 real processes racing for overlapping patterns ----------------------------------------
