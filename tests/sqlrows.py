@@ -286,3 +286,17 @@ def stop(store: Store, space_id: str) -> None:
     from broker.spaces import spaces
 
     spaces.stop(store, space_id)
+
+
+def waiting_sql(store: Store) -> str:
+    """``SELECT <waiting> FROM participants``, the inbox counter as the broker
+    reads it: on SQLite it is taken in batches (revision 0015) and every reader
+    adds the inbox's deliveries past ``folds.upto`` still ready or processing."""
+    if store.dialect != "sqlite":
+        return "SELECT waiting FROM participants"
+    return (
+        "SELECT waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > "
+        "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) "
+        "AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) "
+        "AS waiting FROM participants"
+    )

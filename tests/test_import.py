@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import spacegen
 import trusted
+from sqlrows import waiting_sql
 
 from broker import Agent, Operator, Store, errors
 from broker.interchange.export import DIRECTORY, INBOX, LOG, export_mailbox, export_space
@@ -75,7 +76,7 @@ def test_import_gives_fresh_tokens_and_a_rejoin_keeps_the_inbox(tmp_path: Path) 
     assert rejoined.address == "lynx" and rejoined.token != joined.token
     assert again.identity.participant_id == lynx.identity.participant_id
     with other.read() as t:
-        assert tuple(t.one("SELECT waiting FROM participants WHERE address = 'lynx'")) == (1,), (
+        assert tuple(t.one(f"{waiting_sql(other)} WHERE address = 'lynx'")) == (1,), (
             "the waiting counter is recomputed from the imported deliveries"
         )
 
@@ -226,7 +227,7 @@ def test_import_of_followed_files_applies_the_last_line_per_id(
             1,
         )
         assert t.one("SELECT status FROM participants WHERE address = 'lynx'")["status"] == "idle"
-        waiting = t.one("SELECT waiting FROM participants WHERE address = 'lynx'")[0]
+        waiting = t.one(f"{waiting_sql(other)} WHERE address = 'lynx'")[0]
         ready = t.one(
             "SELECT COUNT(*) FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
             "WHERE p.address = 'lynx' AND d.state IN ('ready', 'processing')"
@@ -346,7 +347,7 @@ def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None
     agent, _ = trusted.join(store, space, "monkey-a3f7")
     with store.read() as t:
         assert tuple(
-            t.one("SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,))
+            t.one(f"{waiting_sql(store)} WHERE id = ?", (agent.identity.participant_id,))
         ) == (2,)
 
 

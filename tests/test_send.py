@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trusted
+from sqlrows import waiting_sql
 
 from broker import Agent, Operator, Store, errors
 from broker.api.handles import Agent as AgentClass
@@ -319,12 +320,7 @@ def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, A
     with store.write() as t:  # 256 sends in one transaction (fast); each still one row
         for i in range(256):
             assert sender.send("lynx", f"m{i}", tx=t).reached == ["lynx"]
-    assert (
-        _one(
-            store, "SELECT waiting FROM participants WHERE id = ?", (lynx.identity.participant_id,)
-        )
-        == 256
-    )
+    assert _one(store, f"{waiting_sql(store)} WHERE id = ?", (lynx.identity.participant_id,)) == 256
     n = count(store, "messages")
     r = undelivered(lambda: sender.send("lynx", "one too many"))
     assert not_reached(r) == [("lynx", "inbox_full")]
@@ -512,7 +508,9 @@ def test_S9_operator_message_has_via_and_urgent(
         r = Operator(store, via=via).send(space, "x", to=["heron"])  # type: ignore[arg-type]
         assert r.reached == ["heron"] and row(store, r.id)["via"] == via
     with pytest.raises(errors.InvalidInput, match="via"):
-        messages.operator_send(store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms")  # type: ignore[arg-type]
+        messages.operator_send(
+            store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms"
+        )  # type: ignore[arg-type]
 
 
 def test_S9_operator_default_target_is_the_lead_in_an_agentiflow(

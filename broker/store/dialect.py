@@ -24,17 +24,7 @@ def triggers_ddl(dialect: str) -> list[str]:
         + sender_usage_ddl(dialect)
     )
     if dialect == "sqlite":
-        out.append(
-            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
-            f"WHEN NEW.state IN {_WAITING} "
-            "BEGIN UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; END"
-        )
-        out.append(
-            "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
-            f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
-            "BEGIN UPDATE participants SET waiting = waiting + "
-            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END"
-        )
+        out += waiting_ddl_sqlite()
     elif dialect == "postgresql":
         out.append(
             "CREATE OR REPLACE FUNCTION broker_waiting() RETURNS trigger AS $$ BEGIN "
@@ -50,6 +40,41 @@ def triggers_ddl(dialect: str) -> list[str]:
             "FOR EACH ROW EXECUTE FUNCTION broker_waiting()"
         )
     return out
+
+
+# SQLite: the inbox counter takes new deliveries in batches, as sender_usage
+# takes the log: once WAITING_BATCH deliveries wait past ``folds.upto``
+# ('waiting'), the insert trigger counts those still ready or processing into
+# their recipients' rows and moves ``upto`` to the last. A state change moves
+# the counter only for a row already counted (at or below ``upto``): the fold
+# counts the others as they are then. Every reader adds its inbox's rows past
+# ``upto`` (``WAITING_TAIL``). A space's delete (a purge) folds the rest and
+# moves ``upto`` to the last rowid left: freed rowids are used again.
+WAITING_BATCH = 32
+WAITING_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)"
+WAITING_FOLD = (
+    "UPDATE participants SET waiting = waiting + (SELECT count(*) FROM deliveries w "
+    f"WHERE w.rowid > {WAITING_UPTO} AND w.recipient_id = participants.id "
+    f"AND w.state IN {_WAITING}) "
+    f"WHERE id IN (SELECT recipient_id FROM deliveries WHERE rowid > {WAITING_UPTO}); "
+    "INSERT INTO folds (name, upto) "
+    "SELECT 'waiting', coalesce(max(rowid), 0) FROM deliveries WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
+)
+
+
+def waiting_ddl_sqlite() -> list[str]:
+    return [
+        "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
+        f"WHEN NEW.rowid - {WAITING_UPTO} >= {WAITING_BATCH} BEGIN {WAITING_FOLD} END",
+        "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
+        f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
+        f"AND NEW.rowid <= {WAITING_UPTO} "
+        "BEGIN UPDATE participants SET waiting = waiting + "
+        f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END",
+        "CREATE TRIGGER IF NOT EXISTS spaces_waiting AFTER DELETE ON spaces "
+        f"BEGIN {WAITING_FOLD} END",
+    ]
 
 
 def append_only_ddl(dialect: str) -> list[str]:

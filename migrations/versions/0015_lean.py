@@ -1,12 +1,12 @@
-"""a lean send: deliveries keyed by rowid, sender_usage folded in batches
+"""a lean send: deliveries keyed by rowid, counters folded in batches
 
 Revision ID: 0015
 Revises: 0014
 Create Date: 2026-12-02 07:30:00.000000
 
 A one-recipient send wrote 11.6 pages (WAL frames) where a one-table queue
-writes 2 (``python -m bench pages``). This revision takes two of them away,
-on both engines where they apply. Frozen: the DDL is written out here, never
+writes 2 (``python -m bench pages``). This revision takes three of them away
+(8.5 left), on both engines where they apply. Frozen: the DDL is written out here, never
 imported from live code.
 
 - ``deliveries`` loses its primary key index on the ULID ``id`` (1.2 pages and
@@ -24,6 +24,12 @@ imported from live code.
   per-row trigger (a row lock, not a page); ``folds`` is made there too, empty,
   so both engines have one schema.
 
+- SQLite: ``participants.waiting`` (the inbox counter, one page per send)
+  takes new deliveries in batches of 32 past ``folds.upto`` ('waiting'); a
+  state change moves it only for a row already counted, and its readers (the
+  catalogue's, and the view ``v_participants``, made again here) add the
+  inbox's rows past ``upto`` still ready or processing. PostgreSQL keeps its
+  per-row trigger.
 - Two indexes no statement of the catalogue reads (the plans of every
   statement, tests/test_lean.py): ``ix_purges_space_id`` and
   ``ix_participants_space_id_contact_policy``.
@@ -129,8 +135,45 @@ USAGE_PER_ROW = [
     "BEGIN DELETE FROM sender_usage WHERE space_id = OLD.id; END",
 ]
 
+# SQLite: the inbox counter in batches too (participants.waiting: one page per send before).
+W_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)"
+W_STATES = "('ready', 'processing')"
+W_FOLD = (
+    "UPDATE participants SET waiting = waiting + (SELECT count(*) FROM deliveries w "
+    f"WHERE w.rowid > {W_UPTO} AND w.recipient_id = participants.id "
+    f"AND w.state IN {W_STATES}) "
+    f"WHERE id IN (SELECT recipient_id FROM deliveries WHERE rowid > {W_UPTO}); "
+    "INSERT INTO folds (name, upto) "
+    "SELECT 'waiting', coalesce(max(rowid), 0) FROM deliveries WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
+)
+WAITING_BATCHED = [
+    "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
+    f"WHEN NEW.rowid - {W_UPTO} >= 32 BEGIN {W_FOLD} END",
+    "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
+    f"WHEN (OLD.state IN {W_STATES}) != (NEW.state IN {W_STATES}) "
+    f"AND NEW.rowid <= {W_UPTO} "
+    "BEGIN UPDATE participants SET waiting = waiting + "
+    f"(CASE WHEN NEW.state IN {W_STATES} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END",
+    f"CREATE TRIGGER IF NOT EXISTS spaces_waiting AFTER DELETE ON spaces BEGIN {W_FOLD} END",
+]
+W_TAIL = (
+    f"(SELECT count(*) FROM deliveries w WHERE w.rowid > {W_UPTO} "
+    f"AND w.recipient_id = p.id AND w.state IN {W_STATES})"
+)
+V_PARTICIPANTS = (
+    "CREATE VIEW v_participants AS SELECT p.space_id, p.id, p.address, "
+    "p.codename, p.agent, p.run_id, p.step, p.parent, p.role, p.archetype, "
+    "p.task, p.is_lead, p.messaging, p.status, CASE WHEN p.status IN ('running', "
+    "'idle') THEN 1 ELSE 0 END AS live, {waiting}, p.bcast_seen, "
+    "p.joined_at_utc, p.left_at_utc, p.last_seen_utc, CASE WHEN p.status = "
+    "'left' THEN (SELECT e.reason FROM participant_events e WHERE "
+    "e.participant_id = p.id AND e.event = 'left' ORDER BY e.at_utc DESC, e.id "
+    "DESC LIMIT 1) END AS left_reason FROM participants p"
+)
 
-def _rebuild_deliveries(primary_key: bool) -> None:
+
+def _rebuild_deliveries(primary_key: bool, triggers: list[str]) -> None:
     """SQLite cannot add or drop a primary key: a new table, every row copied
     with its rowid (the exporter's order), then its indexes and triggers."""
     op.execute("PRAGMA legacy_alter_table = ON")  # views name `deliveries`: leave them be
@@ -144,7 +187,7 @@ def _rebuild_deliveries(primary_key: bool) -> None:
         op.execute("ALTER TABLE deliveries_0015 RENAME TO deliveries")
     finally:
         op.execute("PRAGMA legacy_alter_table = OFF")
-    for ddl in DELIVERY_INDEXES + WAITING_TRIGGERS:
+    for ddl in DELIVERY_INDEXES + triggers:
         op.execute(ddl)
 
 
@@ -163,9 +206,10 @@ DELIVERIES_COMMENT = (
 )
 DELIVERIES_COMMENT_0001 = "Inbox queues: one row per message per recipient (S13-S16)."
 FOLDS_COMMENT = (
-    "Batched derived state (SQLite): sender_usage takes the log in batches of 32 rows, "
-    "as the search index does (S30, S36), so a send does not write its page; readers add "
-    "the rows past `upto`. Unused on PostgreSQL."
+    "Batched derived state (SQLite): sender_usage takes the log and participants.waiting "
+    "the deliveries in batches of 32 rows, as the search index takes the log (S7, S30, "
+    "S36), so a send does not write their pages; readers add the rows past `upto`. "
+    "Unused on PostgreSQL."
 )
 
 
@@ -184,7 +228,14 @@ def upgrade() -> None:
     )
     for ddl in USAGE_DROP + USAGE_BATCHED:
         op.execute(ddl)
-    _rebuild_deliveries(primary_key=False)
+    # Every counter is exact now (per-row triggers): the fold starts past the last row.
+    op.execute(
+        "INSERT INTO folds (name, upto) SELECT 'waiting', coalesce(max(rowid), 0) FROM deliveries"
+    )
+    _rebuild_deliveries(primary_key=False, triggers=WAITING_BATCHED[:2])
+    op.execute(WAITING_BATCHED[2])
+    op.execute("DROP VIEW v_participants")
+    op.execute(V_PARTICIPANTS.format(waiting=f"p.waiting + {W_TAIL} AS waiting"))
 
 
 def downgrade() -> None:
@@ -195,7 +246,12 @@ def downgrade() -> None:
         op.execute(f"COMMENT ON TABLE deliveries IS '{DELIVERIES_COMMENT_0001}'")
         op.execute("DROP TABLE folds")
         return
-    _rebuild_deliveries(primary_key=True)
+    op.execute("DROP VIEW v_participants")
+    op.execute(V_PARTICIPANTS.format(waiting="p.waiting"))
+    op.execute("DROP TRIGGER IF EXISTS spaces_waiting")
+    op.execute("DROP TRIGGER IF EXISTS deliveries_waiting_insert")
+    op.execute(W_FOLD.split(";")[0])  # the batch's tail into the counters
+    _rebuild_deliveries(primary_key=True, triggers=WAITING_TRIGGERS)
     for ddl in USAGE_DROP:
         op.execute(ddl)
     for statement in FOLD.split(";")[:1]:  # the batch's tail into the counts

@@ -37,12 +37,14 @@ WHERE p.token_hash = :token_hash
 -- reaches that participant: the send corrects it otherwise), the caller
 -- re-checked with its grant (S10, S24), and the recipient with its contact
 -- policy (S38). A refusal rolls the bump back. NULL caller: bad token.
+-- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
+-- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
 WHERE id = :space_id
 RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
   (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
-  (SELECT json_array(id, address, status, waiting, contact_policy, contact_allow, parent)
+  (SELECT json_array(id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')), contact_policy, contact_allow, parent)
    FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
 -- postgresql:
 UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size

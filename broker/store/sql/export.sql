@@ -41,6 +41,17 @@ FROM participant_events e WHERE e.space_id = :space AND e.rowid > :after ORDER B
 
 -- name: directory
 -- directory.jsonl: every participant, in join order. Never the token hash.
+-- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
+-- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
+SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agent,
+       p.run_id AS run_id, p.step AS step, p.parent AS parent, p.role AS role,
+       p.archetype AS archetype, p.task AS task, p.is_lead AS is_lead,
+       p.messaging AS messaging, p.tools AS tools, p.status AS status, p.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = p.id AND w.state IN ('ready', 'processing')) AS waiting,
+       p.pid AS pid, p.joined_at_utc AS joined_at_utc, p.left_at_utc AS left_at_utc,
+       p.last_seen_utc AS last_seen_utc, p.contact_policy AS contact_policy,
+       p.contact_allow AS contact_allow
+FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
+-- postgresql:
 SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agent,
        p.run_id AS run_id, p.step AS step, p.parent AS parent, p.role AS role,
        p.archetype AS archetype, p.task AS task, p.is_lead AS is_lead,

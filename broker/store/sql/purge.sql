@@ -58,6 +58,11 @@ FROM messages WHERE space_id = :space
 
 -- name: rows_participants
 -- Every column of the space's participants rows: the purge's fingerprint of them.
+-- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
+-- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
+SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
+FROM participants WHERE space_id = :space
+-- postgresql:
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
 FROM participants WHERE space_id = :space
 

@@ -139,7 +139,8 @@ participants = Table(
         Integer,
         nullable=False,
         server_default="0",
-        comment="deliveries ready or processing; kept by triggers on deliveries (inbox cap, S7)",
+        comment="deliveries ready or processing; kept by triggers on deliveries (inbox cap, "
+        "S7); on SQLite in batches: its readers add the inbox's rows past folds.upto",
     ),
     Column("pid", Integer, comment="OS process id of the latest join, for prune"),
     Column("joined_at_utc", String(TS), nullable=False),

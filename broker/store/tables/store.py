@@ -94,7 +94,7 @@ sender_usage = Table(
 folds = Table(
     "folds",
     metadata,
-    Column("name", String(40), primary_key=True, comment="what is folded: sender_usage"),
+    Column("name", String(40), primary_key=True, comment="what is folded: sender_usage | waiting"),
     Column(
         "upto",
         Integer,
@@ -102,7 +102,8 @@ folds = Table(
         server_default="0",
         comment="the last log rowid folded in; later rows are the tail readers add",
     ),
-    comment="Batched derived state (SQLite): sender_usage takes the log in batches of 32 "
-    "rows, as the search index does (S30, S36), so a send does not write its page; "
-    "readers add the rows past `upto`. Unused on PostgreSQL.",
+    comment="Batched derived state (SQLite): sender_usage takes the log and "
+    "participants.waiting the deliveries in batches of 32 rows, as the search index takes "
+    "the log (S7, S30, S36), so a send does not write their pages; readers add the rows "
+    "past `upto`. Unused on PostgreSQL.",
 )
