@@ -39,7 +39,11 @@ class _Served:
 
     def __init__(self, folder: Path, args: list[str] | None = None) -> None:
         self.folder = folder
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("BROKER_") or k == "BROKER_SERVE_PROFILE"
+        }
         env["BROKER_HOME"] = str(folder)
         self.env = env
         self.logfile = open(folder / "serve.log", "w+b")  # noqa: SIM115 - closed in stop()

@@ -281,7 +281,9 @@ def serve(
             # No store handle, thread or connection crosses a fork: each worker
             # opens its own.
             _forget_store()
-            _Master(workers, grace, lambda: _worker(options, sockets, quiet, grace)).run(announce)
+            _Master(workers, lambda ready: _worker(options, sockets, quiet, grace, ready)).run(
+                announce
+            )
     finally:
         for sock in sockets:
             sock.close()
@@ -298,9 +300,18 @@ def _forget_store() -> None:
         opened.close()
 
 
-def _worker(options: Any, sockets: list[socket.socket], quiet: bool, grace: float) -> None:
-    """One forked worker: its own store, app, committer and doorbell."""
-    _serve_one(store(create=True), options, sockets, quiet, grace, lambda: None)
+def _worker(
+    options: Any, sockets: list[socket.socket], quiet: bool, grace: float, ready: int
+) -> None:
+    """One forked worker: its own store, app, committer and doorbell; it writes
+    a byte to ``ready`` once it is about to accept."""
+
+    def said() -> None:
+        with contextlib.suppress(OSError):
+            os.write(ready, b"1")
+            os.close(ready)
+
+    _serve_one(store(create=True), options, sockets, quiet, grace, said)
 
 
 def _serve_one(
@@ -349,20 +360,24 @@ class _Master:
     kernel hands each connection to one of them. The master serves nothing: it
     restarts a worker that dies (at most one restart a second), and on SIGTERM
     or SIGINT passes SIGTERM to every worker (each stops gracefully, as a lone
-    server does), waits for them all, and exits 0."""
+    server does), waits for them all, and exits 0. It announces the listeners
+    once every first worker is ready to accept (a client that starts on the
+    announcement finds them serving)."""
 
     RESTART_PAUSE_S = 1.0
+    READY_S = 120.0  # a loaded machine starts a worker slowly
 
-    def __init__(self, n: int, grace: float, work: Callable[[], None]) -> None:
+    def __init__(self, n: int, work: Callable[[int], None]) -> None:
         self.n = n
-        self.grace = grace
         self.work = work
         self.pids: dict[int, float] = {}  # pid -> when it started
         self.stopping = False
 
-    def spawn(self) -> None:
+    def spawn(self) -> int:
+        """Fork one worker; the read end of its readiness pipe."""
         import time
 
+        ready_r, ready_w = os.pipe()
         # Signals wait while the worker forks: it must not run the master's
         # handler (which would stop its siblings) before it has its own.
         stops = {signal.SIGTERM, signal.SIGINT}
@@ -374,7 +389,8 @@ class _Master:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-                self.work()
+                os.close(ready_r)
+                self.work(ready_w)
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
@@ -388,6 +404,8 @@ class _Master:
                 os._exit(code)
         self.pids[pid] = time.monotonic()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        os.close(ready_w)
+        return ready_r
 
     def stop(self, sig: int, frame: Any) -> None:
         self.stopping = True
@@ -400,8 +418,9 @@ class _Master:
 
         previous = {sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            for _ in range(self.n):
-                self.spawn()
+            pipes = [self.spawn() for _ in range(self.n)]
+            for fd in pipes:
+                _wait_ready(fd, self.READY_S)
             announce()
             while self.pids:
                 try:
@@ -418,10 +437,24 @@ class _Master:
                 if time.monotonic() - started < self.RESTART_PAUSE_S:
                     time.sleep(self.RESTART_PAUSE_S)  # a worker that dies at once: no spin
                 if not self.stopping:
-                    self.spawn()
+                    os.close(self.spawn())
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _wait_ready(fd: int, timeout: float) -> None:
+    """Until the worker says it is ready, ends (EOF), or ``timeout`` passes."""
+    import select
+
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        if readable:
+            os.read(fd, 1)
+    except InterruptedError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _how(status: int) -> str:
