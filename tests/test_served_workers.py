@@ -159,3 +159,33 @@ def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: 
     finally:
         store.close()
         server.stop()
+
+
+def test_routes_put_the_operations_first_without_changing_which_route_a_url_meets() -> None:
+    from broker.frontends.http import operations, routes_agent, routes_operator
+    from broker.frontends.http.app import route_order
+
+    declared = routes_operator.endpoints() + routes_agent.endpoints() + operations.endpoints()
+    routed = route_order(declared)
+    assert routed[0].op is not None and routed[-1].op is None
+
+    def paths(eps: list[Any]) -> list[str]:
+        return list(dict.fromkeys(ep.path for ep in eps))
+
+    def overlap(a: str, b: str) -> bool:
+        x, y = a.split("/"), b.split("/")
+        return len(x) == len(y) and all(
+            p == q or p.startswith("{") or q.startswith("{") for p, q in zip(x, y, strict=True)
+        )
+
+    before, after = paths(declared), paths(routed)
+    assert sorted(before) == sorted(after)
+    flipped = [
+        (a, b)
+        for i, a in enumerate(before)
+        for b in before[i + 1 :]
+        if overlap(a, b) and after.index(a) > after.index(b)
+    ]
+    assert flipped == []
+    # the check sees an overlap where there is one
+    assert overlap("/api/{kind}/{id}/agent/send", "/api/{kind}/{id}/{x}/send")

@@ -272,7 +272,8 @@ def serve(
         more = f", {workers} workers" if workers > 1 else ""
         click.echo(f"broker serve: {' '.join(where)} (store {display}{more})", err=True)
         if as_json:
-            emit_json({"urls": where, "store": display, "workers": workers})
+            more_json = {"workers": workers} if workers > 1 else {}
+            emit_json({"urls": where, "store": display, **more_json})
 
     try:
         if workers == 1:
