@@ -270,10 +270,11 @@ def served_name(unix: bool, workers: int | None) -> str:
     return f"served_{'unix' if unix else 'http'}" + ("" if workers is None else f"_w{workers}")
 
 
-def _served_systems() -> list[str]:
-    """The served variants, from ``BENCH_SWARM_SERVED`` (``http,unix,http_w1,...``;
-    default ``http,unix`` at the server's default worker count)."""
-    spec = os.environ.get("BENCH_SWARM_SERVED", "http,unix")
+def _served_systems(quick: bool = False) -> list[str]:
+    """The served variants, from ``BENCH_SWARM_SERVED`` (``http,unix,http_w2,...``;
+    default ``http,unix`` at the server's default worker count, ``http`` alone
+    in a quick run)."""
+    spec = os.environ.get("BENCH_SWARM_SERVED", "http" if quick else "http,unix")
     return [f"served_{v.strip()}" for v in spec.split(",") if v.strip()]
 
 
@@ -486,7 +487,7 @@ def swarm(ctx: Ctx) -> Scenario:
         [BROKER, RAW_SAME_FLOCK, RAW_BUSY, RAW_FLOCK]
         + ([] if ctx.quick else [BROKER_NOLOCK, RAW_FLOCK_NOCKPT])
         + [REDIS]
-        + _served_systems()
+        + _served_systems(ctx.quick)
     )
     only = os.environ.get("BENCH_SWARM_ONLY")  # e.g. broker,served_http: a focused run
     if only:
@@ -549,7 +550,9 @@ def swarm(ctx: Ctx) -> Scenario:
         )
         for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS, BROKER_NOLOCK):
             sc.ratio(BROKER, other, point=procs)
-        for name in _served_systems():  # served / embedded (issue 25: >= 1.0x at P = 32, 64)
+        for name in _served_systems(
+            ctx.quick
+        ):  # served / embedded (issue 25: >= 1.0x at P = 32, 64)
             sc.ratio(name, BROKER, point=procs)
         # How much of the gap is the broker's statements themselves (its
         # semantics) rather than its Python: the same statements, no library.
