@@ -189,3 +189,16 @@ def test_routes_put_the_operations_first_without_changing_which_route_a_url_meet
     assert flipped == []
     # the check sees an overlap where there is one
     assert overlap("/api/{kind}/{id}/agent/send", "/api/{kind}/{id}/{x}/send")
+
+
+def test_sigint_to_the_master_stops_every_worker_too(tmp_path: Path) -> None:
+    server = Server(tmp_path / "home", "--quiet", "--workers", "2")
+    try:
+        workers = _workers(server)
+        assert len(workers) == 2
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(60) == 0
+        assert not [pid for pid in workers if _alive(pid)]
+        assert not Path(server.socket).exists()
+    finally:
+        server.stop()
