@@ -196,6 +196,40 @@ def test_served_pg_broker_serve_on_postgresql_needs_no_flag_and_answers_over_htt
             store.close()
 
 
+def test_served_pg_two_workers_each_with_its_own_pool_write_every_send_once(
+    short_home: Path,
+) -> None:
+    """``broker serve --workers 2`` on PostgreSQL: both workers answer agents
+    (each on new connections, so the kernel hands them to both), and every send
+    is in the log exactly once, whichever worker's committer wrote it."""
+    with pgtest.database(home=short_home) as url:
+        store = Store(url)
+        try:
+            sid, _, _, token = _space_with_lynx(store)
+            srv = Serve(env_of(short_home, BROKER_URL=url), "--workers", "2", "--quiet")
+            try:
+                pids: set[str] = set()
+                sent = []
+                lynx = {"Authorization": f"Bearer {token}"}
+                for i in range(60):
+                    if len(pids) == 2 and i >= 20:
+                        break
+                    with httpx.Client(base_url=srv.base, headers=lynx, timeout=60) as c:
+                        r = c.post(
+                            f"/api/runs/{sid}/agent/send", json={"to": ["lynx"], "text": f"m{i}"}
+                        )
+                        assert r.status_code == 200, r.text
+                        pids.add(r.headers["x-broker-worker"])
+                        sent.append(f"m{i}")
+                assert len(pids) == 2, pids
+            finally:
+                srv.stop()
+            log = Operator(store).log(sid)
+            assert sorted(e.body for e in log) == sorted(sent)
+        finally:
+            store.close()
+
+
 def test_served_pg_a_socket_path_too_long_serves_over_tcp_alone_and_says_so(
     tmp_path: Path,
 ) -> None:

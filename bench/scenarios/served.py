@@ -37,14 +37,18 @@ READY = re.compile(r"broker serve: unix://(\S+) http://(\S+)")
 class _Served:
     """A ``broker serve`` process on a scratch store."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, args: list[str] | None = None) -> None:
         self.folder = folder
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("BROKER_") or k == "BROKER_SERVE_PROFILE"
+        }
         env["BROKER_HOME"] = str(folder)
         self.env = env
         self.logfile = open(folder / "serve.log", "w+b")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", "serve", "--port", "0", "--quiet"],
+            [sys.executable, "-m", "broker", "serve", "--port", "0", "--quiet", *(args or [])],
             stdout=self.logfile,
             stderr=self.logfile,
             env=env,

@@ -40,6 +40,7 @@ Systems, same loop, same body, fresh store each:
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -209,6 +210,78 @@ class _Raw:
 
     def close(self) -> None:
         pass
+
+
+class _ServedSwarm:
+    """The broker behind one ``broker serve`` (on the bench's store), every agent
+    a ``RemoteAgent`` on one keep-alive connection, over loopback TCP or the
+    Unix socket; ``workers`` is ``--workers`` (None: the server's default)."""
+
+    def __init__(self, folder: Path, procs: int, *, unix: bool, workers: int | None) -> None:
+        from bench.peers.broker_queue import join_agent, open_space
+        from bench.scenarios.served import _Served
+
+        store, self.space = open_space(folder)
+        self.joined = [join_agent(store, self.space, f"a{i}") for i in range(procs)]
+        store.close()  # no connection crosses the fork
+        args = [] if workers is None else ["--workers", str(workers)]
+        self.server = _Served(folder, args)
+        self.url = (
+            f"unix://{self.server.socket}"
+            if unix
+            else f"http://{self.server.host}:{self.server.port}"
+        )
+        self.system = served_name(unix, workers)
+        self.how = (
+            f"the broker loop through one `broker serve{' ' + ' '.join(args) if args else ''}` "
+            f"over {'its Unix socket' if unix else 'loopback TCP'}: RemoteAgent.send / "
+            "claim(limit=32, wait) / ack, one keep-alive connection per agent"
+        )
+
+    def endpoint(self, i: int) -> Any:
+        from broker.frontends.remote import RemoteAgent
+        from broker.frontends.remote.wire import connect
+
+        conn = connect(self.url)
+        agent = RemoteAgent.connect(conn, self.space, self.joined[i].address, self.joined[i].token)
+        addresses = [j.address for j in self.joined]
+
+        class Endpoint:
+            def send(self, to: int, text: str) -> None:
+                agent.send(addresses[to], text)
+
+            def drain(self, wait: float) -> tuple[list[str], int]:
+                lease = agent.claim(limit=DRAIN, wait=wait)
+                t = time.monotonic_ns()
+                if lease.deliveries:
+                    agent.ack(lease.lease_token)
+                return [str(d.body) for d in lease.deliveries], t
+
+            def close(self) -> None:
+                conn.close()
+
+        return Endpoint()
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def served_name(unix: bool, workers: int | None) -> str:
+    return f"served_{'unix' if unix else 'http'}" + ("" if workers is None else f"_w{workers}")
+
+
+def _served_systems(quick: bool = False) -> list[str]:
+    """The served variants, from ``BENCH_SWARM_SERVED`` (``http,unix,http_w2,...``;
+    default ``http,unix`` at the server's default worker count, ``http`` alone
+    in a quick run)."""
+    spec = os.environ.get("BENCH_SWARM_SERVED", "http" if quick else "http,unix")
+    return [f"served_{v.strip()}" for v in spec.split(",") if v.strip()]
+
+
+def _served_system(name: str, folder: Path, procs: int) -> _ServedSwarm:
+    rest = name.removeprefix("served_")
+    transport, _, w = rest.partition("_w")
+    return _ServedSwarm(folder, procs, unix=transport == "unix", workers=int(w) if w else None)
 
 
 class _Redis:
@@ -414,7 +487,11 @@ def swarm(ctx: Ctx) -> Scenario:
         [BROKER, RAW_SAME_FLOCK, RAW_BUSY, RAW_FLOCK]
         + ([] if ctx.quick else [BROKER_NOLOCK, RAW_FLOCK_NOCKPT])
         + [REDIS]
+        + _served_systems(ctx.quick)
     )
+    only = os.environ.get("BENCH_SWARM_ONLY")  # e.g. broker,served_http: a focused run
+    if only:
+        systems = [s for s in systems if s in only.split(",")]
     sc.params = {
         "processes": list(procs_list),
         "messages_per_point": total,
@@ -447,6 +524,8 @@ def swarm(ctx: Ctx) -> Scenario:
                     system = _RawSame(folder, procs)
                 elif name == REDIS:
                     system = _Redis(url, where, procs)
+                elif name.startswith("served_"):
+                    system = _served_system(name, folder, procs)
                 else:
                     system = _Raw(
                         folder, procs, lock=name != RAW_BUSY, checkpoints=name != RAW_FLOCK_NOCKPT
@@ -471,6 +550,10 @@ def swarm(ctx: Ctx) -> Scenario:
         )
         for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS, BROKER_NOLOCK):
             sc.ratio(BROKER, other, point=procs)
+        for name in _served_systems(
+            ctx.quick
+        ):  # served / embedded (issue 25: >= 1.0x at P = 32, 64)
+            sc.ratio(name, BROKER, point=procs)
         # How much of the gap is the broker's statements themselves (its
         # semantics) rather than its Python: the same statements, no library.
         sc.ratio(RAW_SAME_FLOCK, RAW_FLOCK, point=procs)

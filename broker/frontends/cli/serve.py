@@ -29,6 +29,7 @@ def _loopback(host: str) -> bool:
 
 
 # sun_path holds 108 bytes on Linux (104 on the BSDs and macOS), the last a NUL.
+DEFAULT_WORKERS = 1  # docs/served.md: why
 UNIX_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 
 
@@ -180,6 +181,15 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     help="Open files kept for the operator and the server's own files (default: a "
     "quarter of the fd limit); past the rest, agents get 503 server_busy.",
 )
+@click.option(
+    "--workers",
+    type=Whole(1, 64),
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    help="Server processes accepting on the same listeners (pre-fork), each with its "
+    "own store handle and group committer; the wait caps are split between them "
+    "(docs/served.md).",
+)
 @click.option("--quiet", is_flag=True, help="No access log lines.")
 @json_option
 def serve(
@@ -197,6 +207,7 @@ def serve(
     max_waits_per_agent: int,
     max_waits_per_space: int,
     fd_reserve: int | None,
+    workers: int,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -209,11 +220,10 @@ def serve(
     picked by --port 0 from it).
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - said here, once, when the extra is missing
 
-        from broker.frontends.http.app import Options, create_app, log_to_stderr
+        from broker.frontends.http.app import Options
         from broker.frontends.http.budget import raise_limit
-        from broker.frontends.http.deadlines import protocol
     except ImportError as exc:
         raise errors.BrokerError(
             f"broker serve needs the 'serve' extra: pip install 'swarm-broker[serve]' ({exc.name})"
@@ -245,11 +255,80 @@ def serve(
         max_batch=max_batch,
         header_timeout_s=header_timeout,
         body_timeout_s=body_timeout,
-        waits_per_agent=max_waits_per_agent,
-        waits_per_space=max_waits_per_space,
+        # S41 across processes: each worker holds its share of a cap (rounded
+        # up), so N workers together park at most N x share (docs/served.md).
+        waits_per_agent=-(-max_waits_per_agent // workers),
+        waits_per_space=-(-max_waits_per_space // workers),
         fd_reserve=fd_reserve,
+        worker_header=workers > 1,
     )
+    where = [f"unix://{sock_path}"] if sock_path is not None else []
+    if not no_tcp:
+        bound = sockets[-1].getsockname()
+        where.append(f"http://{'[' + host + ']' if ':' in host else host}:{bound[1]}")
+    display = s.display
+
+    def announce() -> None:
+        more = f", {workers} workers" if workers > 1 else ""
+        click.echo(f"broker serve: {' '.join(where)} (store {display}{more})", err=True)
+        if as_json:
+            more_json = {"workers": workers} if workers > 1 else {}
+            emit_json({"urls": where, "store": display, **more_json})
+
+    try:
+        if workers == 1:
+            _serve_one(s, options, sockets, quiet, grace, announce)
+        else:
+            # No store handle, thread or connection crosses a fork: each worker
+            # opens its own.
+            _forget_store()
+            _Master(workers, lambda ready: _worker(options, sockets, quiet, grace, ready)).run(
+                announce
+            )
+    finally:
+        for sock in sockets:
+            sock.close()
+        if sock_path is not None:
+            with contextlib.suppress(OSError):
+                sock_path.unlink()
+
+
+def _forget_store() -> None:
+    root = click.get_current_context().find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    opened = obj.pop("store", None)
+    if opened is not None:
+        opened.close()
+
+
+def _worker(
+    options: Any, sockets: list[socket.socket], quiet: bool, grace: float, ready: int
+) -> None:
+    """One forked worker: its own store, app, committer and doorbell; it writes
+    a byte to ``ready`` once it is about to accept."""
+
+    def said() -> None:
+        with contextlib.suppress(OSError):
+            os.write(ready, b"1")
+            os.close(ready)
+
+    _serve_one(store(create=True), options, sockets, quiet, grace, said)
+
+
+def _serve_one(
+    s: Any,
+    options: Any,
+    sockets: list[socket.socket],
+    quiet: bool,
+    grace: float,
+    announce: Callable[[], None],
+) -> None:
+    """Serve on ``sockets`` in this process until SIGTERM (one worker's life)."""
+    import uvicorn
+
     from broker.api import aio
+    from broker.frontends.http.app import create_app, log_to_stderr
+    from broker.frontends.http.deadlines import protocol
 
     # PostgreSQL's connection budget (S41): one connection for each thread that
     # may hold one at once (request workers, asyncio workers, the group
@@ -268,24 +347,140 @@ def serve(
         http=protocol(options.header_timeout_s, options.body_timeout_s),
     )
     server = _Server(config, app)
-    where = [f"unix://{sock_path}"] if sock_path is not None else []
-    if not no_tcp:
-        bound = sockets[-1].getsockname()
-        where.append(f"http://{'[' + host + ']' if ':' in host else host}:{bound[1]}")
-
-    def announce() -> None:
-        click.echo(f"broker serve: {' '.join(where)} (store {s.display})", err=True)
-        if as_json:
-            emit_json({"urls": where, "store": s.display})
-
+    profile = _profiler()
     try:
         server.run(sockets, announce)
     finally:
-        for sock in sockets:
-            sock.close()
-        if sock_path is not None:
-            with contextlib.suppress(OSError):
-                sock_path.unlink()
+        if profile is not None:
+            profile()
+
+
+class _Master:
+    """The pre-fork master: the listeners are bound (by the caller) before the
+    workers are forked, so every worker accepts on the same sockets and the
+    kernel hands each connection to one of them. The master serves nothing: it
+    restarts a worker that dies (at most one restart a second), and on SIGTERM
+    or SIGINT passes SIGTERM to every worker (each stops gracefully, as a lone
+    server does), waits for them all, and exits 0. It announces the listeners
+    once every first worker is ready to accept (a client that starts on the
+    announcement finds them serving)."""
+
+    RESTART_PAUSE_S = 1.0
+    READY_S = 120.0  # a loaded machine starts a worker slowly
+
+    def __init__(self, n: int, work: Callable[[int], None]) -> None:
+        self.n = n
+        self.work = work
+        self.pids: dict[int, float] = {}  # pid -> when it started
+        self.stopping = False
+
+    def spawn(self) -> int:
+        """Fork one worker; the read end of its readiness pipe."""
+        import time
+
+        ready_r, ready_w = os.pipe()
+        # Signals wait while the worker forks: it must not run the master's
+        # handler (which would stop its siblings) before it has its own.
+        stops = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        pid = os.fork()
+        if pid == 0:  # the worker: serve, then leave without the master's cleanup
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+                os.close(ready_r)
+                self.work(ready_w)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # noqa: BLE001 - said on stderr, then the worker ends
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        self.pids[pid] = time.monotonic()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        os.close(ready_w)
+        return ready_r
+
+    def stop(self, sig: int, frame: Any) -> None:
+        self.stopping = True
+        for pid in list(self.pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def run(self, announce: Callable[[], None]) -> None:
+        import time
+
+        previous = {sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            pipes = [self.spawn() for _ in range(self.n)]
+            for fd in pipes:
+                _wait_ready(fd, self.READY_S)
+            announce()
+            while self.pids:
+                try:
+                    pid, status = os.wait()
+                except ChildProcessError:
+                    break
+                started = self.pids.pop(pid, None)
+                if started is None or self.stopping:
+                    continue
+                click.echo(
+                    f"broker serve: worker {pid} ended ({_how(status)}); starting another",
+                    err=True,
+                )
+                if time.monotonic() - started < self.RESTART_PAUSE_S:
+                    time.sleep(self.RESTART_PAUSE_S)  # a worker that dies at once: no spin
+                if not self.stopping:
+                    os.close(self.spawn())
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _wait_ready(fd: int, timeout: float) -> None:
+    """Until the worker says it is ready, ends (EOF), or ``timeout`` passes."""
+    import select
+
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        if readable:
+            os.read(fd, 1)
+    except InterruptedError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit {os.waitstatus_to_exitcode(status)}"
+
+
+def _profiler() -> Callable[[], None] | None:
+    """``BROKER_SERVE_PROFILE=PATH``: cProfile this server process (its event
+    loop thread) and write the stats to PATH.<pid> when it stops (for the bench:
+    where a request's time goes)."""
+    target = os.environ.get("BROKER_SERVE_PROFILE")
+    if not target:
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+
+    def done() -> None:
+        prof.disable()
+        prof.dump_stats(f"{target}.{os.getpid()}")
+
+    return done
 
 
 def _mcp_app(s: Any) -> Any:

@@ -63,7 +63,9 @@ class Response:
             self.headers[name.strip().lower()] = value.strip()
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
         length = self.headers.get("content-length", "0") or "0"
-        self._left = _number(length.encode("latin-1"), "content-length", 10) if not self._chunked else 0
+        self._left = (
+            _number(length.encode("latin-1"), "content-length", 10) if not self._chunked else 0
+        )
         self._buf = b""
         self._done = not self._chunked and self._left == 0
         self.will_close = self.headers.get("connection", "").lower() == "close"
@@ -141,6 +143,9 @@ class Wire:
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
         return Response(self)
 
+    def settimeout(self, timeout: float) -> None:
+        self.sock.settimeout(timeout)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.rfile.close()
@@ -160,6 +165,11 @@ class _Https:
     ) -> Any:
         self.conn.request(method, target, body=body, headers=headers)
         return self.conn.getresponse()
+
+    def settimeout(self, timeout: float) -> None:
+        self.conn.timeout = timeout
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(timeout)
 
     def close(self) -> None:
         self.conn.close()
@@ -203,8 +213,15 @@ class Connection:
         query: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
+        keep: bool = False,
     ) -> Any:
-        """Send one request; the response is the caller's to read."""
+        """Send one request; the response is the caller's to read.
+
+        ``timeout`` (a long-poll's): a connection of its own, closed with the
+        response (a stream), unless ``keep``: then the keep-alive connection
+        with that timeout for this request (``call`` reads the response whole
+        and sets the usual timeout back), so an agent that waits for mail
+        does not open a connection per wait."""
         target = self._base + path
         if query:
             pairs = [(k, v) for k, v in query.items() if v is not None and not isinstance(v, list)]
@@ -219,12 +236,15 @@ class Connection:
             payload = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
             head["Content-Type"] = "application/json"
         wait = timeout if timeout is not None else self.timeout
+        own = timeout is not None and not keep  # a connection for this request alone
         for attempt in (1, 2):
-            fresh = self._conn is None or timeout is not None
+            fresh = self._conn is None or own
             conn = None
             try:
                 conn = self._new(wait) if fresh else self._conn
                 assert conn is not None
+                if timeout is not None and not own:
+                    conn.settimeout(wait)
                 response = conn.request(method, target, body=payload, headers=head)
             except (ConnectionError, OSError, ValueError) as exc:
                 if conn is not None:
@@ -236,7 +256,7 @@ class Connection:
                 raise errors.ServerUnreachable(
                     f"the broker server at {self.url} did not answer: {exc}"
                 ) from None
-            if timeout is None and not getattr(response, "will_close", False):
+            if not own and not getattr(response, "will_close", False):
                 self._conn = conn
             else:
                 if conn is self._conn:
@@ -247,7 +267,7 @@ class Connection:
 
     def call(self, method: str, path: str, *, secret: str | None, **kw: Any) -> Any:
         """A JSON request: its decoded result, or the library's error."""
-        response = self.open(method, path, secret=secret, **kw)
+        response = self.open(method, path, secret=secret, keep=True, **kw)
         try:
             raw = response.read()
         except (OSError, ValueError) as exc:
@@ -259,6 +279,8 @@ class Connection:
             owner = getattr(response, "owner", None)
             if owner is not None:
                 owner.close()
+        if kw.get("timeout") is not None and self._conn is not None:
+            self._conn.settimeout(self.timeout)  # the long-poll's timeout was for it alone
         try:
             data = json.loads(raw) if raw else None
         except ValueError:
