@@ -40,7 +40,12 @@ async def http(
             "Connection: close\r\n\r\n"
         )
         writer.write(head.encode() + data)
-        await writer.drain()
+        try:
+            await writer.drain()
+        except ConnectionResetError:
+            # A shed request is answered (503, Connection: close) and closed as soon
+            # as its head is read: the answer is already in the reader's buffer.
+            pass
         raw = await asyncio.wait_for(reader.read(), 120)
     finally:
         writer.close()
