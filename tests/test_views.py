@@ -269,6 +269,26 @@ def test_views_work_from_a_plain_sqlite3_connection(rich: tuple[Store, spacegen.
     assert counts["v_log"] > 0 and counts["v_participants"] > 0  # the rich space shows up
 
 
+def test_each_view_in_a_new_store_is_the_one_documented(tmp_path: Path) -> None:
+    """A store's views are made by its migrations; the documented SELECT
+    (``broker.store.views``, from which docs/schema.md is written) is what they
+    run: a revision that makes a view again (0015: an inbox's batched depth)
+    and the documentation cannot part."""
+    store = spacegen.fresh_store(tmp_path / "v")
+    conn = sqlite3.connect(store.path)
+    try:
+        made = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+    finally:
+        conn.close()
+
+    def words(sql: str) -> str:
+        sql = re.sub(r"^CREATE VIEW \w+ AS ", "", sql.strip())
+        return re.sub(r"\s*([(),])\s*", r"\1", " ".join(sql.split()))
+
+    for view in VIEWS:
+        assert words(made[view.name]) == words(select_sql(view)), view.name
+
+
 # --- documentation --------------------------------------------------------------------
 def _gen_schema_doc() -> Any:
     spec = importlib.util.spec_from_file_location(

@@ -74,6 +74,14 @@ _SENDERS = {
     # Compact JSON like SQLite's (json_agg's text has a space after each comma).
     "postgresql": "'[' || coalesce(string_agg(to_json(w.sender)::text, ',' ORDER BY w.first), '') || ']'",
 }
+# An inbox's depth: on SQLite the counter plus the deliveries past its fold
+# position, still ready or processing (revision 0015 batches the counter).
+_WAITING = {
+    "sqlite": "p.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > "
+    "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) "
+    "AND w.recipient_id = p.id AND w.state IN ('ready', 'processing')) AS waiting",
+    "postgresql": "p.waiting",
+}
 
 VIEWS: tuple[View, ...] = (
     View(
@@ -226,7 +234,7 @@ VIEWS: tuple[View, ...] = (
         "SELECT p.space_id, p.id, p.address, p.codename, p.agent, p.run_id, p.step, p.parent, "
         "p.role, p.archetype, p.task, p.is_lead, p.messaging, p.status, "
         "CASE WHEN p.status IN ('running', 'idle') THEN 1 ELSE 0 END AS live, "
-        "p.waiting, p.bcast_seen, p.joined_at_utc, p.left_at_utc, p.last_seen_utc, "
+        "{waiting}, p.bcast_seen, p.joined_at_utc, p.left_at_utc, p.last_seen_utc, "
         "CASE WHEN p.status = 'left' THEN (SELECT e.reason FROM participant_events e "
         "WHERE e.participant_id = p.id AND e.event = 'left' ORDER BY e.at_utc DESC, e.id DESC "
         "LIMIT 1) END AS left_reason "
@@ -369,6 +377,7 @@ def select_sql(view: View, dialect: str = "sqlite") -> str:
         nr_address=nr_address,
         nr_reason=nr_reason,
         senders=_SENDERS[dialect],
+        waiting=_WAITING[dialect],
     )
 
 
