@@ -179,7 +179,7 @@ def test_S33_bad_arguments_get_the_broker_code_and_one_line(store: Store, space:
                 ("msg_send", {"to": ["b"], "text": "a\x00b"}, "invalid_input: bad text"),
                 ("msg_send", {"to": ["b"], "text": "hi", "ack_required": 1}, "invalid_input"),
                 ("inbox_next", {"wait": -1}, "invalid_input: bad wait"),
-                ("inbox_next", {"wait": 10_000}, "invalid_input: bad wait"),
+                ("inbox_next", {"wait": 86_401}, "invalid_input: bad wait"),  # the record's day
                 ("board_read", {"limit": 0}, "invalid_input: bad limit"),
                 ("nope", {}, "not_found: no tool 'nope'"),
             ]

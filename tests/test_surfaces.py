@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import click
 import httpx
@@ -30,7 +31,20 @@ from click.testing import CliRunner
 from mcphelp import Session, text
 
 from broker import Agent, Operator, Store, errors
-from broker.api.operations import CLAIM, OPERATIONS, OPERATOR_SEND, SEND, Operation
+from broker.api.operations import (
+    ACK,
+    ACK_AND_CLAIM,
+    CLAIM,
+    EXTEND,
+    NEXT_TURN,
+    OPERATIONS,
+    OPERATOR_SEND,
+    QUARANTINE,
+    RELEASE,
+    SEEN,
+    SEND,
+    Operation,
+)
 from broker.frontends.cli import main
 from broker.frontends.cli._common import COMMANDS
 from broker.frontends.remote import Connection, RemoteAgent, RemoteOperator
@@ -171,10 +185,13 @@ def by_http(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     assert op.http is not None
     _, secret = w.who(op)
     body = dict(case)
+    where = op.http.path
+    for name in op.path_fields:  # /turn/{turn_id}/seen
+        where = where.replace("{" + name + "}", quote(str(body.pop(name)), safe=""))
     if op.caller == "agent":
-        path = f"/api/spaces/{w.space}/agent{op.http.path}"
+        path = f"/api/spaces/{w.space}/agent{where}"
     else:
-        path = f"/api/spaces/{body.pop('space')}{op.http.path}"
+        path = f"/api/spaces/{body.pop('space')}{where}"
     with w.srv.client(secret) as c:
         r = c.request(op.http.method, path, content=json.dumps(body))
     data = r.json()
@@ -208,26 +225,42 @@ def by_mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     return asyncio.run(_mcp(w, op, case))
 
 
+def _cli_params(op: Operation) -> tuple[dict[str, str], list[str]]:
+    """The command's flag for each field it has an option for, and the fields
+    it takes by position, in order (read from the command itself)."""
+    assert op.cli is not None
+    group_name, name = op.cli.split()
+    group = main.get_command(click.Context(main), group_name)
+    assert isinstance(group, click.Group)
+    command = group.commands[name]
+    flags: dict[str, str] = {}
+    for p in command.params:
+        if isinstance(p, click.Option):
+            for f in op.input.FIELDS:
+                if p.name == f.name or f.name in getattr(p, "fields", ()):
+                    flags.setdefault(f.name, max(p.opts, key=len))
+    arguments = [f.name for f in op.input.FIELDS if f.name not in flags]
+    return flags, arguments
+
+
 def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     """The CLI's answer, its flags' names turned back into the fields' (the
     CLI names the flag the user typed: ``bad --to (value 2)`` is ``bad to.1``)."""
     assert op.cli is not None
     argv = [*op.cli.split(), "--json", "--url", w.store.url]
-    flags = {"lease": "--ttl"}
+    flags, arguments = _cli_params(op)
     words: list[str] = []
     for f in op.input.FIELDS:
         if f.name not in case:
             continue
         value = case[f.name]
-        if f.name == "text":
-            words = [value]
-        elif f.name == "space":
-            argv.insert(2, value)
+        if f.name in arguments:  # by position: the body's words, a list's items, one word
+            words += [str(v) for v in (value if isinstance(value, list) else [value])]
         elif isinstance(value, bool):
-            argv += [flags.get(f.name, "--" + f.name.replace("_", "-"))] if value else []
+            argv += [flags[f.name]] if value else []
         else:
             for v in value if isinstance(value, list) else [value]:
-                argv += [flags.get(f.name, "--" + f.name.replace("_", "-")), str(v)]
+                argv += [flags[f.name], str(v)]
     env = {"BROKER_OPERATOR_KEY": w.srv.key}
     if op.caller == "agent":
         handle, secret = w.who(op)
@@ -241,11 +274,10 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     found = re.fullmatch(r"broker: (\w+): (.*)", line)
     assert found is not None, res.stderr
     code, message = found.groups()
-    for f in op.input.FIELDS:  # the flag the user typed, back to the field's name
-        flag = flags.get(f.name, "--" + f.name.replace("_", "-"))
+    for name, flag in flags.items():  # the flag the user typed, back to the field's name
         message = re.sub(rf"^bad {re.escape(flag)} \(value (\d+)\)",
-                         lambda m, n=f.name: f"bad {n}.{int(m[1]) - 1}", message)  # fmt: skip
-        message = re.sub(rf"^bad {re.escape(flag)}\b", f"bad {f.name}", message)
+                         lambda m, n=name: f"bad {n}.{int(m[1]) - 1}", message)  # fmt: skip
+        message = re.sub(rf"^bad {re.escape(flag)}\b", f"bad {name}", message)
     field = re.match(r"bad ([a-z_]+)", message)
     return ("refused", code, field[1] if field else None, message)
 
@@ -282,6 +314,29 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CLAIM, {"wait": -1}, set()),
     (CLAIM, {"owner": "a\u0007b"}, set()),
     (CLAIM, {"limit": True}, {"cli"}),
+    # settling a lease: the token, the ids (one id or a list), the evidence
+    (ACK, {"lease_token": ""}, set()),
+    (ACK, {"lease_token": "t" * 101}, set()),
+    (ACK, {"lease_token": "no-such-lease"}, set()),  # well-formed, held by nobody
+    (ACK, {"lease_token": "no-such-lease", "ids": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),
+    (ACK, {"lease_token": "no-such-lease", "ids": []}, {"cli"}),  # no words: the whole lease
+    (ACK, {"lease_token": "t", "ids": ["x" * 101]}, set()),
+    (ACK, {"lease_token": 5}, {"cli"}),
+    (RELEASE, {"lease_token": "t", "error": "e" * 8001}, set()),
+    (RELEASE, {"lease_token": "no-such-lease", "ids": ["a", "b"], "error": "why"}, set()),
+    (EXTEND, {"lease_token": "t", "seconds": 0}, set()),
+    (EXTEND, {"lease_token": "no-such-lease", "seconds": 30}, set()),
+    (QUARANTINE, {"lease_token": "t", "message_id": "m", "reason": "   "}, set()),
+    (QUARANTINE, {"lease_token": "no-such-lease", "message_id": "m", "reason": "bad"}, set()),
+    (ACK_AND_CLAIM, {"lease_token": "t", "limit": 0}, set()),
+    (ACK_AND_CLAIM, {"lease_token": "no-such-lease"}, set()),
+    # turns
+    (NEXT_TURN, {"wait": -1}, set()),
+    (NEXT_TURN, {"limit": 0}, {"cli"}),  # the CLI's --limit type states the range itself
+    (NEXT_TURN, {"lease": 30, "limit": 5}, set()),
+    (NEXT_TURN, {"sender": "lynx"}, {"cli"}),  # S10
+    (SEEN, {"turn_id": "x" * 101}, set()),
+    (SEEN, {"turn_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # nobody's turn
 ]
 
 

@@ -9,7 +9,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors
 from broker.api.mail import AgentMail
-from broker.api.operations import CLAIM, SEND, Operation, declared, operation
+from broker.api.operations import (
+    ACK,
+    ACK_AND_CLAIM,
+    CLAIM,
+    EXTEND,
+    NEXT_TURN,
+    QUARANTINE,
+    RELEASE,
+    SEEN,
+    SEND,
+    Operation,
+    declared,
+    operation,
+)
 from broker.api.reservations import AgentPaths
 from broker.model.fields import Input
 from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
@@ -271,15 +284,15 @@ class Agent(AgentPaths, AgentMail):
         """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
         return self.call(CLAIM, CLAIM.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(ACK)
     def ack(
         self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
     ) -> int:
         """Ack message ``ids`` of the lease ``lease_token`` (None: the whole lease);
         a repeat returns 0."""
-        from broker.delivery import inbox
+        return ACK.answer(self.call(ACK, ACK.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.ack(self.store, self.identity, lease_token, ids, tx=tx)
-
+    @declared(RELEASE)
     def release(
         self,
         lease_token: str,
@@ -289,10 +302,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> int:
         """Give messages back for replay (their delivery count stays)."""
-        from broker.delivery import inbox
+        return RELEASE.answer(self.call(RELEASE, RELEASE.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.release(self.store, self.identity, lease_token, ids, error=error, tx=tx)
-
+    @declared(EXTEND)
     def extend(
         self,
         lease_token: str,
@@ -302,10 +314,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> str:
         """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
-        from broker.delivery import inbox
+        return EXTEND.answer(self.call(EXTEND, EXTEND.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.extend(self.store, self.identity, lease_token, seconds, ids, tx=tx)
-
+    @declared(QUARANTINE)
     def quarantine(
         self,
         lease_token: str,
@@ -316,12 +327,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> None:
         """Set a bad message aside with its evidence; the queue goes on."""
-        from broker.delivery import inbox
+        self.call(QUARANTINE, QUARANTINE.take(locals()), tx)
 
-        inbox.quarantine(
-            self.store, self.identity, lease_token, message_id, reason, error=error, tx=tx
-        )
-
+    @declared(ACK_AND_CLAIM)
     def ack_and_claim(
         self,
         lease_token: str,
@@ -332,20 +340,10 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> Lease:
         """Ack and claim the next ``limit`` in one transaction."""
-        from broker.delivery import inbox
-
-        return inbox.ack_and_claim(
-            self.store,
-            self.identity,
-            lease_token,
-            ids,
-            limit,
-            lease,
-            process=self.process,
-            tx=tx,
-        )
+        return self.call(ACK_AND_CLAIM, ACK_AND_CLAIM.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- turns (S17-S19) -----------------------------------------------------------
+    @declared(NEXT_TURN)
     def next_turn(
         self,
         wait: float = 0.0,
@@ -355,17 +353,12 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> Turn:
         """What to show the model before its next call, framed and in order."""
-        from broker.delivery import turns
+        return self.call(NEXT_TURN, NEXT_TURN.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return turns.next_turn(
-            self.store, self.identity, wait, lease, limit, process=self.process, tx=tx
-        )
-
+    @declared(SEEN)
     def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
         """Confirm a turn once the model call returned."""
-        from broker.delivery import turns
-
-        return turns.seen(self.store, self.identity, turn_id, tx=tx)
+        return self.call(SEEN, SEEN.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- what the teammates runtime needs (S16, S26) -----------------------------------
     def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:

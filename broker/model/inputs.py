@@ -150,4 +150,102 @@ class ClaimInput(Input):
     )
 
 
+EVIDENCE_MAX = 8000  # a reason or an error kept as evidence on a delivery
+
+
+def _lease_token() -> Any:
+    return fields.text("The lease token the claim returned.", high=100, metavar="TOKEN")
+
+
+def _ids(help: str = "Message ids of the lease (omitted: the whole lease).") -> Any:  # noqa: A002
+    item = fields.Text("a message id", high=100)
+    return fields.texts(help, item, default=None, high=CLAIM_MAX, one=True, metavar="ID")
+
+
+def _lease(help: str = "Seconds the lease lasts (default: the space's lease_seconds).") -> Any:  # noqa: A002
+    return fields.seconds(help, default=None, low=MIN_SECONDS, high=WEEK_S)
+
+
+def _error() -> Any:
+    return fields.text(
+        "Why: kept as evidence on the delivery.", default=None, low=0, high=EVIDENCE_MAX,
+        metavar="TEXT",
+    )  # fmt: skip
+
+
+class AckInput(Input):
+    """``inbox.ack``: claimed messages are done (S14)."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+
+
+class ReleaseInput(Input):
+    """``inbox.release``: claimed messages go back to the inbox for replay (S14)."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+    error: str | None = _error()
+
+
+class ExtendInput(Input):
+    """``inbox.extend``: a lease (or some of its messages) lasts longer."""
+
+    lease_token: str = _lease_token()
+    seconds: float | None = _lease("The new length, from now (default: the space's lease_seconds).")
+    ids: list[str] | None = _ids()
+
+
+class QuarantineInput(Input):
+    """``inbox.quarantine``: a bad message is set aside with its evidence (S15)."""
+
+    lease_token: str = _lease_token()
+    message_id: str = fields.text("The id of the message to set aside.", high=100, metavar="ID")
+    reason: str = fields.text(
+        "Why the message is set aside.",
+        high=EVIDENCE_MAX,
+        blank=False,
+        empty="a quarantine needs a reason",
+        metavar="TEXT",
+    )
+    error: str | None = _error()
+
+
+class AckAndClaimInput(Input):
+    """``inbox.ack_and_claim``: ack and claim the next, in one transaction."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+    limit: int = fields.whole(
+        f"At most this many messages (1 to {CLAIM_MAX}).", default=1, high=CLAIM_MAX, metavar="N"
+    )
+    lease: float | None = _lease()
+
+
+class NextTurnInput(Input):
+    """``inbox.next``: what to show the model before its next call (S17)."""
+
+    wait: float = fields.seconds(
+        "Seconds to wait for something new (0: answer at once; woken at once when mail arrives).",
+        default=0.0,
+        low=0.0,
+        high=DAY_S,
+    )
+    lease: float | None = _lease(
+        "Seconds before an unconfirmed turn is shown again (default: the space's lease_seconds)."
+    )
+    limit: int | None = fields.whole(
+        f"At most this many inbox messages in the turn (1 to {CLAIM_MAX}; default: all).",
+        default=None,
+        high=CLAIM_MAX,
+        metavar="N",
+    )
+
+
+class SeenInput(Input):
+    """``inbox.seen``: a turn the model has read (S18)."""
+
+    turn_id: str = fields.text("The turn's id (from the next turn).", high=100, metavar="TURN")
+
+
 # --- the operator's input records (below: agents' records stay above this line) ----------

@@ -22,10 +22,8 @@ from broker.model.pydantic_inputs import (
 from broker.vocab import MIN_SECONDS, SpaceKind
 
 __all__ = [
-    "AckAndClaimBody",
     "CreateSpaceBody",
     "DirectiveInput",
-    "ExtendBody",
     "JoinBody",
     "KeyClaimBody",
     "KeyReleaseBody",
@@ -35,8 +33,6 @@ __all__ = [
     "PathsBody",
     "PostInput",
     "PruneBody",
-    "QuarantineBody",
-    "ReleaseBody",
     "RequeueBody",
     "ReservationBody",
     "ReservationRenewBody",
@@ -44,20 +40,16 @@ __all__ = [
     "RetractBody",
     "SendManyBody",
     "SettingsBody",
-    "SettleBody",
     "StatusBody",
-    "TurnBody",
 ]
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=7 * 24 * 3600, allow_inf_nan=False)]
-Wait = Annotated[float, Field(ge=0, le=300, allow_inf_nan=False)]
 Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86400, allow_inf_nan=False)]
 Fence = Annotated[int, Field(ge=0, le=2**62)]
 Body = Annotated[str, StringConstraints(min_length=1)]
-IdList = Annotated[list[Id], Field(max_length=10_000)]
 
 
 def _number(value: Any) -> int | float:
@@ -130,41 +122,6 @@ class JoinBody(_Body):
     tools: Annotated[list[Id], Field(max_length=64)] | None = None
     token: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     """the address's last token: continue it while its holder is live (S27, S40)"""
-
-
-# --- agent: the inbox queue (S13-S16) -------------------------------------------------
-class SettleBody(_Body):
-    lease_token: Id
-    ids: IdList | None = None
-    """message ids to settle; omitted: the whole lease"""
-
-
-class ReleaseBody(SettleBody):
-    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
-
-
-class ExtendBody(SettleBody):
-    seconds: Seconds | None = None
-
-
-class QuarantineBody(_Body):
-    lease_token: Id
-    message_id: Id
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
-    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
-
-
-class TurnBody(_Body):
-    wait: Wait = 0.0
-    lease: Seconds | None = None
-    limit: Annotated[int, Field(ge=1, le=10_000)] | None = None
-
-
-class AckAndClaimBody(SettleBody):
-    """Ack (the whole lease, or ``ids``) and claim the next ``limit``, in one transaction."""
-
-    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
-    lease: Seconds | None = None
 
 
 class SendManyBody(_Body):

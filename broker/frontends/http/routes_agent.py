@@ -9,13 +9,12 @@ participant's doorbell.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from broker.api.handles import Agent
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
-from broker.frontends.http.results import Count, Done, Expiry, Me
+from broker.frontends.http.results import Done, Me
 from broker.model.records import (
     AckStatus,
     BoardEntry,
@@ -23,14 +22,11 @@ from broker.model.records import (
     ContactPolicy,
     HistoryEntry,
     JournalEntry,
-    Lease,
     Participant,
     PathCheck,
     Reservation,
     SearchHit,
     SendResult,
-    Turn,
-    TurnSeen,
 )
 from broker.vocab import (
     BOARD_READ_DEFAULT,
@@ -104,64 +100,6 @@ async def directive(call: Call) -> Any:
 async def retract(call: Call) -> Any:
     a, b = _me(call), call.body
     return await call.state.write(lambda tx: a.retract(b.directive_id, tx=tx))
-
-
-async def ack(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return Count(await call.state.write(lambda tx: a.ack(b.lease_token, b.ids, tx=tx)))
-
-
-async def release(call: Call) -> Any:
-    a, b = _me(call), call.body
-    n = await call.state.write(lambda tx: a.release(b.lease_token, b.ids, error=b.error, tx=tx))
-    return Count(n)
-
-
-async def ack_and_claim(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.ack_and_claim(b.lease_token, b.ids, b.limit, b.lease, tx=tx)
-    )
-
-
-async def extend(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return Expiry(
-        await call.state.write(lambda tx: a.extend(b.lease_token, b.seconds, b.ids, tx=tx))
-    )
-
-
-async def quarantine(call: Call) -> Any:
-    a, b = _me(call), call.body
-    await call.state.write(
-        lambda tx: a.quarantine(b.lease_token, b.message_id, b.reason, error=b.error, tx=tx)
-    )
-    return Done(True)
-
-
-async def next_turn(call: Call) -> Any:
-    a, b = _me(call), call.body
-
-    def now() -> Awaitable[Turn]:
-        turn: Awaitable[Turn] = call.state.write(
-            lambda tx: a.next_turn(0.0, b.lease, b.limit, tx=tx)
-        )
-        return turn
-
-    if b.wait > 0:
-        waiting = call.state.aio(a)
-        return await call.state.wait(
-            call.request, lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait
-        )
-    twin = call.state.twin(a)
-    if twin is not None:  # it may hold the turn of a wait its client left: that one first
-        return await twin.next_turn(0.0, b.lease, b.limit)
-    return await now()
-
-
-async def seen(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.write(lambda tx: a.seen(call.params["turn_id"], tx=tx))
 
 
 async def board_read(call: Call) -> Any:
@@ -268,21 +206,6 @@ def endpoints() -> list[Endpoint]:
            body=bodies.DirectiveInput, returns=SendResult),
         ep("POST", "/retract", retract, "board.retract: lift a directive you issued",
            body=bodies.RetractBody, returns=SendResult),
-        ep("POST", "/inbox/ack", ack, "Ack claimed messages", body=bodies.SettleBody,
-           returns=Count),
-        ep("POST", "/inbox/release", release, "Give claimed messages back",
-           body=bodies.ReleaseBody, returns=Count),
-        ep("POST", "/inbox/ack-and-claim", ack_and_claim,
-           "Ack claimed messages and claim the next, in one transaction",
-           body=bodies.AckAndClaimBody, returns=Lease),
-        ep("POST", "/inbox/extend", extend, "Extend a lease", body=bodies.ExtendBody,
-           returns=Expiry),
-        ep("POST", "/inbox/quarantine", quarantine, "Set a bad message aside",
-           body=bodies.QuarantineBody, returns=Done),
-        ep("POST", "/turn", next_turn, "The next turn (S17), optionally waiting",
-           body=bodies.TurnBody, returns=Turn),
-        ep("POST", "/turn/{turn_id}/seen", seen, "Confirm a turn (S18)", returns=TurnSeen,
-           path_params={"turn_id": "the turn's id"}),
         ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
            query=(Query("after", "str", "cursor: a message id"),
                   Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",

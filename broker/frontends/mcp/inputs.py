@@ -24,7 +24,6 @@ from broker.vocab import (
     SEARCH_MAX,
 )
 
-MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=KEY_PATTERN)]
@@ -109,19 +108,6 @@ class RetractInput(_In):
     """``board.retract``."""
 
     directive_id: MessageId
-
-
-class NextTurnInput(_In):
-    """``inbox.next``."""
-
-    wait: float = Field(0.0, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
-    limit: int | None = Field(None, ge=1, le=10_000)
-
-
-class SeenInput(_In):
-    """``inbox.seen``."""
-
-    turn_id: MessageId
 
 
 class NoInput(_In):

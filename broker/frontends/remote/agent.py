@@ -10,12 +10,12 @@ from urllib.parse import quote
 from broker import errors
 from broker.api.operations import Operation, operation
 from broker.frontends.remote.codec import decode, from_dict, list_of
-from broker.frontends.remote.operations import derived
+from broker.frontends.remote.operations import derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model import records
 from broker.model.fields import Input
-from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.model.records import ClaimGrant, JournalEntry, SendResult
 from broker.model.typecheck import checked, self_checked
 from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
@@ -50,10 +50,6 @@ def search_query(
         "since": since,
         "limit": limit,
     }
-
-
-def _ids(ids: Iterable[str] | None) -> list[str] | None:
-    return None if ids is None else [str(i) for i in ids]
 
 
 # --- the agent ---------------------------------------------------------------------------
@@ -233,66 +229,18 @@ class RemoteAgent(RemoteAgentPaths):
         record: Input = op.accept("agent", inp)
         if op.http is None:
             raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
-        body = record.values()
-        if body.get("owner", "") is None:
-            body["owner"] = self._owner()
-        timeout = _poll_timeout(body[op.waits]) if op.waits is not None else TIMEOUT_S
-        data = self._call(op.http.method, op.http.path, body, timeout=timeout)
+        values = record.values()
+        if values.get("owner", "") is None:
+            values["owner"] = self._owner()
+        timeout = _poll_timeout(values[op.waits]) if op.waits is not None else TIMEOUT_S
+        path, body = route(op, values)
+        data = self._call(op.http.method, path, body, timeout=timeout)
         return decode(op, data)
 
     def _owner(self) -> str:
         # The claiming process, as in embedded mode: a restart on this host
         # gets its own work back at once (S32).
         return f"{self.address}:{os.getpid()}"
-
-    def ack(self, lease_token: str, ids: Iterable[str] | None = None) -> int:
-        data = self._call("POST", "/inbox/ack", {"lease_token": lease_token, "ids": _ids(ids)})
-        return int(data["count"])
-
-    def release(
-        self, lease_token: str, ids: Iterable[str] | None = None, *, error: str | None = None
-    ) -> int:
-        body = {"lease_token": lease_token, "ids": _ids(ids), "error": error}
-        return int(self._call("POST", "/inbox/release", body)["count"])
-
-    def ack_and_claim(
-        self,
-        lease_token: str,
-        ids: Iterable[str] | None = None,
-        limit: int = 1,
-        lease: float | None = None,
-    ) -> Lease:
-        """Ack and claim the next ``limit`` in one transaction."""
-        body = {"lease_token": lease_token, "ids": _ids(ids), "limit": limit, "lease": lease}
-        return from_dict(Lease, self._call("POST", "/inbox/ack-and-claim", body))  # type: ignore[no-any-return]
-
-    def extend(
-        self, lease_token: str, seconds: float | None = None, ids: Iterable[str] | None = None
-    ) -> str:
-        body = {"lease_token": lease_token, "seconds": seconds, "ids": _ids(ids)}
-        return str(self._call("POST", "/inbox/extend", body)["expires_at"])
-
-    def quarantine(
-        self, lease_token: str, message_id: str, reason: str, *, error: str | None = None
-    ) -> None:
-        body = {
-            "lease_token": lease_token,
-            "message_id": message_id,
-            "reason": reason,
-            "error": error,
-        }
-        self._call("POST", "/inbox/quarantine", body)
-
-    def next_turn(
-        self, wait: float = 0.0, lease: float | None = None, limit: int | None = None
-    ) -> Turn:
-        body = {"wait": wait, "lease": lease, "limit": limit}
-        data = self._call("POST", "/turn", body, timeout=_poll_timeout(wait))
-        return from_dict(Turn, data)  # type: ignore[no-any-return]
-
-    def seen(self, turn_id: str) -> TurnSeen:
-        data = self._call("POST", f"/turn/{quote(turn_id, safe='')}/seen")
-        return from_dict(TurnSeen, data)  # type: ignore[no-any-return]
 
     def set_status(self, status: str) -> None:
         """This agent's own status (running, idle, failed, shutdown)."""
