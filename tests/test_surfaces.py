@@ -34,15 +34,23 @@ from broker import Agent, Operator, Store, errors
 from broker.api.operations import (
     ACK,
     ACK_AND_CLAIM,
+    CHECK_PATHS,
     CLAIM,
+    CLAIM_KEY,
     EXTEND,
     NEXT_TURN,
     OPERATIONS,
     OPERATOR_SEND,
     QUARANTINE,
     RELEASE,
+    RELEASE_KEY,
+    RENEW_KEY,
+    RENEW_RESERVATION,
+    RESERVE,
+    RETRACT,
     SEEN,
     SEND,
+    UNRESERVE,
     Operation,
 )
 from broker.frontends.cli import main
@@ -123,6 +131,7 @@ class World:
         gone, _ = trusted.join(store, self.space, "gone", pid=None)
         gone.leave()
         self.operator = op
+        self.lynx.claim_key("held-by-lynx", 3600)  # a key someone else holds
 
     def who(self, op: Operation) -> tuple[Any, str]:
         """The library handle a case runs as, and its secret."""
@@ -144,6 +153,8 @@ def refused(exc: errors.BrokerError) -> Outcome:
 
 
 def succeeded(result: Any) -> Outcome:
+    if isinstance(result, list):  # a list is a plain list on every surface: its items' shapes
+        return ("ok", "list", [succeeded(item) for item in result])
     data = result if isinstance(result, dict) else to_dict(result)
     if "reached" in data:  # a send's outcome: who it reached, and why not the others
         return ("ok", data["kind"], sorted(data["reached"]),
@@ -213,6 +224,9 @@ async def _mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
         await client.initialize()
         result = await Session(client, Path(os.devnull)).call(op.mcp or "", **case)
     if not result.is_error:
+        if op.result.startswith("list["):  # the text is the plain list; MCP wraps the structure
+            assert result.structured_content == {"result": json.loads(text(result))}
+            return succeeded(json.loads(text(result)))
         return succeeded(result.structured_content)
     data = result.structured_content or {}
     assert text(result).startswith(f"{data.get('error')}: ")
@@ -266,6 +280,8 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
         handle, secret = w.who(op)
         env |= {"BROKER_SPACE": w.space, "BROKER_AS": handle.address, "BROKER_TOKEN": secret}
     res = CliRunner().invoke(main, [*argv, *words], env=env)
+    if res.exit_code == 0 and op.result.startswith("list["):  # JSON Lines: one item a line
+        return succeeded([json.loads(line) for line in res.stdout.splitlines()])
     if res.exit_code == 0:
         return succeeded(json.loads(res.stdout))
     if res.exit_code == errors.NotDelivered.exit_code:  # S8: the outcome is printed, exit 1
@@ -337,6 +353,30 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (NEXT_TURN, {"sender": "lynx"}, {"cli"}),  # S10
     (SEEN, {"turn_id": "x" * 101}, set()),
     (SEEN, {"turn_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # nobody's turn
+    # board keys (S22): board claim --wait is served too (a long-poll on the key's doorbell)
+    (CLAIM_KEY, {"key": "surfaces-key", "ttl": 30}, set()),  # then re-granted to its holder
+    (CLAIM_KEY, {"key": ""}, set()),
+    (CLAIM_KEY, {"key": "a/../b"}, set()),
+    (CLAIM_KEY, {"key": "k", "ttl": 0}, set()),
+    (CLAIM_KEY, {"key": "k", "wait": -1}, set()),
+    (CLAIM_KEY, {"key": "held-by-lynx"}, set()),
+    (CLAIM_KEY, {"key": "held-by-lynx", "wait": 0.2}, set()),  # waited, still held
+    (RELEASE_KEY, {"key": "no-such-key", "fence": 5}, set()),
+    (RELEASE_KEY, {"key": "k", "fence": True}, {"cli"}),
+    (RENEW_KEY, {"key": "no-such-key", "fence": 5, "ttl": 0}, set()),
+    (RENEW_KEY, {"key": "no-such-key", "fence": 5}, set()),
+    # path reservations (S37): lists are plain lists everywhere (JSON Lines in the CLI)
+    (RESERVE, {"patterns": "docs/surfaces/**", "ttl": 30}, set()),
+    (RESERVE, {"patterns": ["docs/a/**", "docs/b/*.md"], "shared": True}, set()),
+    (RESERVE, {"patterns": []}, {"cli"}),  # no words: click says PATH... is missing
+    (RESERVE, {"patterns": ["../x"]}, set()),
+    (UNRESERVE, {"fence": 999_999}, set()),
+    (RENEW_RESERVATION, {"fence": 999_999, "ttl": 30}, set()),
+    (CHECK_PATHS, {"paths": ["docs/surfaces/a.md", "README"]}, set()),
+    (CHECK_PATHS, {"paths": "src/app.py"}, set()),
+    (CHECK_PATHS, {"paths": []}, {"cli"}),
+    (RETRACT, {"directive_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not granted (S24)
+    (RETRACT, {"directive_id": 7}, {"cli"}),
 ]
 
 

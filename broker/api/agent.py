@@ -13,10 +13,14 @@ from broker.api.operations import (
     ACK,
     ACK_AND_CLAIM,
     CLAIM,
+    CLAIM_KEY,
     EXTEND,
     NEXT_TURN,
     QUARANTINE,
     RELEASE,
+    RELEASE_KEY,
+    RENEW_KEY,
+    RETRACT,
     SEEN,
     SEND,
     Operation,
@@ -240,35 +244,31 @@ class Agent(AgentPaths, AgentMail):
             tx=tx,
         )
 
+    @declared(RETRACT)
     def retract(self, directive_id: str, *, tx: Tx | None = None) -> SendResult:
         """``board.retract``: lift a directive this agent issued."""
-        from broker.board import posts
+        return self.call(RETRACT, RETRACT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.retract(self.store, self.identity, directive_id, tx=tx)
-
+    @declared(CLAIM_KEY)
     def claim_key(
         self, key: str, ttl: float = 300.0, *, wait: float = 0.0, tx: Tx | None = None
     ) -> ClaimGrant:
         """``board.claim``: an exclusive lease on a board key, with a fencing token.
         With ``wait`` > 0, a key someone else holds is waited for, up to ``wait``
         seconds (woken by its release); still held then: ``ClaimHeld``."""
-        from broker.board import claims
+        return self.call(CLAIM_KEY, CLAIM_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.claim(self.store, self.identity, key, ttl, wait=wait, tx=tx)
-
+    @declared(RELEASE_KEY)
     def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
         """``board.release``: free a key held with the fencing token ``fence``."""
-        from broker.board import claims
+        return self.call(RELEASE_KEY, RELEASE_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.release(self.store, self.identity, key, fence, tx=tx)
-
+    @declared(RENEW_KEY)
     def renew_key(
         self, key: str, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> ClaimGrant:
         """Extend a live claim held with ``fence`` to ``ttl`` seconds from now (same fence)."""
-        from broker.board import claims
-
-        return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
+        return self.call(RENEW_KEY, RENEW_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
     @declared(CLAIM)

@@ -398,6 +398,177 @@ SEEN = Operation(
     idempotent=True,
 )
 
+# --- the board: key claims (S22) ------------------------------------------------------------
+CLAIM_KEY = Operation(
+    "board.claim",
+    caller="agent",
+    write=True,
+    input=inputs.KeyClaimInput,
+    result="ClaimGrant",
+    function="broker.board.declared:claim",
+    summary="Claim a board key",
+    description=(
+        "Claim a key exclusively (the broker's board.claim): a file path, a task name, "
+        "anything the swarm agrees to lock. The claim lasts 'ttl' seconds and returns a "
+        "'fence' (fencing token) that you need to release or renew it. If another "
+        "participant holds the key the call fails with claim_held, naming the holder and "
+        "when the claim expires; with 'wait' it first waits that long for the key to be "
+        "released. Claiming a key you already hold renews it with a new fence."
+    ),
+    method="claim_key",
+    positional=("key", "ttl"),
+    grant="board.claim",
+    http=Http("POST", "/board/claim"),
+    mcp="board_claim",
+    cli="board claim",
+    waits="wait",
+    undo="_give_back_key",
+)
+
+RELEASE_KEY = Operation(
+    "board.release",
+    caller="agent",
+    write=True,
+    input=inputs.KeyReleaseInput,
+    result="JournalEntry",
+    function="broker.board.declared:release",
+    summary="Release a board key",
+    description=(
+        "Release a key you hold (the broker's board.release) so others can claim it. "
+        "Fails with lease_lost if your claim expired or was taken over."
+    ),
+    method="release_key",
+    positional=("key", "fence"),
+    grant="board.release",
+    http=Http("POST", "/board/release"),
+    mcp="board_release",
+    cli="board release",
+)
+
+RENEW_KEY = Operation(
+    "board.renew",
+    caller="agent",
+    write=True,
+    input=inputs.KeyRenewInput,
+    result="ClaimGrant",
+    function="broker.board.declared:renew",
+    summary="Renew a board claim",
+    description=(
+        "Extend your claim on a key (the broker's board.renew) to 'ttl' seconds from now, "
+        "with the same fence. Fails with lease_lost if it already expired or was taken over."
+    ),
+    method="renew_key",
+    positional=("key", "fence", "ttl"),
+    grant="board.claim",
+    http=Http("POST", "/board/renew"),
+    mcp="board_renew",
+    cli="board renew",
+)
+
+# --- the board: path reservations (S37) -------------------------------------------------------
+RESERVE = Operation(
+    "board.reserve",
+    caller="agent",
+    write=True,
+    input=inputs.ReserveInput,
+    result="list[Reservation]",
+    function="broker.board.declared:reserve",
+    summary="Reserve file paths",
+    description=(
+        "Reserve the files you are about to change (path patterns, S37), so others do not "
+        "edit them meanwhile: '*' and '?' and '[a-z]' match inside one path segment, '**' "
+        "any number of segments ('src/**' is everything under src). Exclusive unless "
+        "'shared' (shared reservations never conflict with each other). One reservation per "
+        "pattern, all or none, each with a 'fence' to release it: the result is their list. "
+        "If someone else's reservation overlaps (some path matches both), the call fails with "
+        "conflict, naming the holder, their pattern, when it expires and a path both match. A "
+        "git hook refuses commits on paths others hold exclusively."
+    ),
+    positional=("patterns",),
+    grant="board.claim",
+    http=Http("POST", "/board/reserve"),
+    mcp="board_reserve",
+    cli="board reserve",
+)
+
+UNRESERVE = Operation(
+    "board.unreserve",
+    caller="agent",
+    write=True,
+    input=inputs.UnreserveInput,
+    result="JournalEntry",
+    function="broker.board.declared:unreserve",
+    summary="Release a path reservation",
+    description=(
+        "Release one of your path reservations by its 'fence' (from board_reserve) once "
+        "your change is committed. A fence that is not yours, released or expired fails "
+        "with lease_lost."
+    ),
+    method="release_reservation",
+    positional=("fence",),
+    grant="board.release",
+    http=Http("POST", "/board/unreserve"),
+    mcp="board_unreserve",
+    cli="board unreserve",
+)
+
+RENEW_RESERVATION = Operation(
+    "board.renew_reservation",
+    caller="agent",
+    write=True,
+    input=inputs.RenewReservationInput,
+    result="Reservation",
+    function="broker.board.declared:renew_reservation",
+    summary="Extend a path reservation",
+    description=(
+        "Extend your path reservation with 'fence' to 'ttl' seconds from now (same fence). "
+        "A stale or expired fence fails with lease_lost."
+    ),
+    positional=("fence", "ttl"),
+    grant="board.claim",
+    http=Http("POST", "/board/renew-reservation"),
+    cli="board renew-reservation",
+)
+
+CHECK_PATHS = Operation(
+    "board.check",
+    caller="agent",
+    write=False,
+    input=inputs.CheckPathsInput,
+    result="list[PathCheck]",
+    function="broker.board.declared:check",
+    summary="Who holds these paths",
+    description=(
+        "Say, for each path, which live reservations cover it (holder, pattern, mode, "
+        "expiry) and whether it is 'blocked' for you: someone else holds it exclusively, "
+        "so a commit touching it would be refused. Check before you edit. The result is a "
+        "list, one entry per path."
+    ),
+    method="check_paths",
+    positional=("paths",),
+    grant="board.read",
+    http=Http("POST", "/board/check"),
+    mcp="board_check",
+    cli="board check",
+)
+
+# --- the board: directives (S23) --------------------------------------------------------------
+RETRACT = Operation(
+    "board.retract",
+    caller="agent",
+    write=True,
+    input=inputs.RetractInput,
+    result="SendResult",
+    function="broker.board.declared:retract",
+    summary="Retract a directive",
+    description=("Lift a standing directive you issued (the broker's board.retract), by its id."),
+    positional=("directive_id",),
+    grant="board.retract",
+    http=Http("POST", "/retract"),
+    mcp="board_retract",
+    cli="board retract",
+)
+
 # --- the operator's operations (below: agents' operations stay above this line) ---------------
 
 

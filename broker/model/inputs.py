@@ -248,4 +248,104 @@ class SeenInput(Input):
     turn_id: str = fields.text("The turn's id (from the next turn).", high=100, metavar="TURN")
 
 
+# --- the board: key claims (S22) and path reservations (S37) --------------------------------
+FENCE_HELP = "The fencing token the claim (or the reservation) returned: its 'fence'."
+
+
+def _board_key() -> Any:  # the board's own check words a bad key (broker.board.claims)
+    return fields.text(
+        "The key: 1-200 letters, digits and . _ : / - (no '..'), e.g. 'src/app.py'.",
+        low=0,
+        high=4096,
+        metavar="KEY",
+    )
+
+
+def _fence() -> Any:  # the board says what a fence below 1 is
+    return fields.whole(FENCE_HELP, low=0, metavar="N")
+
+
+def _ttl(help: str = "Seconds it lasts (at least 0.001, at most 86400; default 300).") -> Any:  # noqa: A002
+    return fields.seconds(help, default=300.0, low=MIN_SECONDS, high=DAY_S)
+
+
+def _paths(help: str, high: int) -> Any:  # noqa: A002
+    item = fields.Text("a path or a pattern", high=4096)  # globs.PATH_MAX
+    return fields.texts(help, item, low=1, high=high, one=True, metavar="PATH")
+
+
+class KeyClaimInput(Input):
+    """``board.claim``: an exclusive lease on a board key, with a fencing token."""
+
+    key: str = _board_key()
+    ttl: float = _ttl()
+    wait: float = fields.seconds(
+        "Seconds to wait for a key someone else holds (0: answer at once, claim_held naming "
+        "the holder; woken the moment it is released, or when its claim runs out).",
+        default=0.0,
+        low=0.0,
+        high=DAY_S,
+    )
+
+
+class KeyReleaseInput(Input):
+    """``board.release``: free a key held with its fence."""
+
+    key: str = _board_key()
+    fence: int = _fence()
+
+
+class KeyRenewInput(Input):
+    """``board.renew``: a live claim lasts ``ttl`` seconds from now (same fence)."""
+
+    key: str = _board_key()
+    fence: int = _fence()
+    ttl: float = _ttl("The new length, from now (at least 0.001, at most 86400; default 300).")
+
+
+class ReserveInput(Input):
+    """``board.reserve``: path patterns, one grant each, all or none (S37)."""
+
+    patterns: list[str] = _paths(
+        "Path patterns relative to the repository, e.g. 'src/parser/**': '*', '?' and '[a-z]' "
+        "inside one segment, '**' any number of segments.",
+        100,
+    )
+    shared: bool = fields.flag("Shared: other shared holders may overlap (e.g. reading).")
+    ttl: float = _ttl()
+    reason: str | None = fields.text(
+        "Why (shown to whoever runs into it).", default=None, low=0, high=500, metavar="TEXT"
+    )
+
+
+class UnreserveInput(Input):
+    """``board.unreserve``: release a path reservation by its fence."""
+
+    fence: int = _fence()
+
+
+class RenewReservationInput(Input):
+    """``board.renew_reservation``: a live reservation lasts ``ttl`` seconds from now."""
+
+    fence: int = _fence()
+    ttl: float = _ttl("The new length, from now (at least 0.001, at most 86400; default 300).")
+
+
+class CheckPathsInput(Input):
+    """``board.check``: who holds what covers each path (S37)."""
+
+    paths: list[str] = _paths("File paths relative to the repository, e.g. 'src/app.py'.", 10_000)
+
+
+class RetractInput(Input):
+    """``board.retract``: lift a directive the caller issued."""
+
+    directive_id: str = fields.text(  # the board words an empty one (broker.board.posts)
+        "The id of your directive (from the directive or the board).",
+        low=0,
+        high=200,
+        metavar="ID",
+    )
+
+
 # --- the operator's input records (below: agents' records stay above this line) ----------

@@ -25,18 +25,13 @@ __all__ = [
     "CreateSpaceBody",
     "DirectiveInput",
     "JoinBody",
-    "KeyClaimBody",
-    "KeyReleaseBody",
-    "KeyRenewBody",
     "OperatorKeyReleaseBody",
     "OperatorReservationReleaseBody",
-    "PathsBody",
     "PostInput",
     "PruneBody",
     "RequeueBody",
+    "PathsBody",
     "ReservationBody",
-    "ReservationRenewBody",
-    "ReserveBody",
     "RetractBody",
     "SendManyBody",
     "SettingsBody",
@@ -136,42 +131,23 @@ class StatusBody(_Body):
     status: Literal["running", "idle", "failed", "shutdown"]
 
 
-# --- agent: the board (S21-S23) -------------------------------------------------------
+# --- the operator's retract and path check (S23, S37) ----------------------------------------
 class RetractBody(_Body):
     directive_id: Id
 
 
-class KeyClaimBody(_Body):
-    key: Key
-    ttl: Ttl = 300.0
-
-
-class KeyReleaseBody(_Body):
-    key: Key
-    fence: Fence
-
-
-class KeyRenewBody(KeyReleaseBody):
-    ttl: Ttl = 300.0
-
-
-# --- path reservations (S37): the library checks each pattern and path itself ------------
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
 
 
-class ReserveBody(_Body):
-    patterns: Annotated[list[PathText], Field(min_length=1, max_length=100)]
-    shared: bool = False
-    ttl: Ttl = 300.0
-    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+class PathsBody(_Body):
+    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]
+
+
+# --- path reservations (S37) -------------------------------------------------------------
 
 
 class ReservationBody(_Body):
     fence: Fence
-
-
-class ReservationRenewBody(ReservationBody):
-    ttl: Ttl = 300.0
 
 
 # The operator ends someone's hold (S22, S37): the reason is journaled.
@@ -186,7 +162,3 @@ class OperatorKeyReleaseBody(_Body):
 
 class OperatorReservationReleaseBody(ReservationBody):
     reason: Reason | None = None
-
-
-class PathsBody(_Body):
-    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]

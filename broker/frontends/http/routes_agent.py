@@ -18,13 +18,9 @@ from broker.frontends.http.results import Done, Me
 from broker.model.records import (
     AckStatus,
     BoardEntry,
-    ClaimGrant,
     ContactPolicy,
     HistoryEntry,
-    JournalEntry,
     Participant,
-    PathCheck,
-    Reservation,
     SearchHit,
     SendResult,
 )
@@ -97,52 +93,10 @@ async def directive(call: Call) -> Any:
     )
 
 
-async def retract(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.retract(b.directive_id, tx=tx))
-
-
 async def board_read(call: Call) -> Any:
     a, q = _me(call), call.query
     limit = q["limit"] or BOARD_READ_DEFAULT
     return await call.state.run(lambda: a.board_read(after=q["after"], limit=limit))
-
-
-async def key_claim(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.claim_key(b.key, b.ttl, tx=tx))
-
-
-async def key_release(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.release_key(b.key, b.fence, tx=tx))
-
-
-async def key_renew(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.renew_key(b.key, b.fence, b.ttl, tx=tx))
-
-
-async def reserve(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.reserve(b.patterns, shared=b.shared, ttl=b.ttl, reason=b.reason, tx=tx)
-    )
-
-
-async def unreserve(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.release_reservation(b.fence, tx=tx))
-
-
-async def renew_reservation(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.renew_reservation(b.fence, b.ttl, tx=tx))
-
-
-async def check_paths(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.run(lambda: a.check_paths(b.paths))
 
 
 async def set_status(call: Call) -> Any:
@@ -204,28 +158,11 @@ def endpoints() -> list[Endpoint]:
            body=bodies.PostInput, returns=SendResult),
         ep("POST", "/directive", directive, "board.directive (when granted)",
            body=bodies.DirectiveInput, returns=SendResult),
-        ep("POST", "/retract", retract, "board.retract: lift a directive you issued",
-           body=bodies.RetractBody, returns=SendResult),
         ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
            query=(Query("after", "str", "cursor: a message id"),
                   Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",
                         1, BOARD_READ_MAX)),
            returns=list[BoardEntry]),
-        ep("POST", "/board/claim", key_claim, "board.claim: an exclusive lease on a key",
-           body=bodies.KeyClaimBody, returns=ClaimGrant),
-        ep("POST", "/board/release", key_release, "board.release: free a key you hold",
-           body=bodies.KeyReleaseBody, returns=JournalEntry),
-        ep("POST", "/board/renew", key_renew, "Renew a key you hold", body=bodies.KeyRenewBody,
-           returns=ClaimGrant),
-        ep("POST", "/board/reserve", reserve, "Reserve path patterns (S37), all or none",
-           body=bodies.ReserveBody, returns=list[Reservation]),
-        ep("POST", "/board/unreserve", unreserve, "Release a path reservation by its fence",
-           body=bodies.ReservationBody, returns=JournalEntry),
-        ep("POST", "/board/renew-reservation", renew_reservation,
-           "Extend a path reservation by its fence", body=bodies.ReservationRenewBody,
-           returns=Reservation),
-        ep("POST", "/board/check", check_paths, "Who holds what covers each path (S37)",
-           body=bodies.PathsBody, returns=list[PathCheck]),
         ep("POST", "/status", set_status, "Set your status (running, idle, failed, shutdown)",
            body=bodies.StatusBody, returns=Done),
         ep("GET", "/history", history, "Your history (S16), oldest first",

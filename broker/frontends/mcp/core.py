@@ -86,7 +86,13 @@ class Output:
 
 
 def data(value: Any, **extra: Any) -> Output:
-    """A record (or a dict of them) as a result: JSON text and structured content."""
+    """A record (or a dict of them) as a result: JSON text and structured content.
+    A list of records is the same plain list as on the other surfaces in the
+    text; structured content is an object (MCP), so there it is ``{"result":
+    [...]}``, the MCP SDK's own wrapping of a result that is not an object."""
+    if isinstance(value, list) and not extra:
+        items = _plain(value)
+        return Output(text=json.dumps(items, ensure_ascii=False), data={"result": items})
     body = to_dict(value) if not isinstance(value, dict) else _plain(value)
     body.update(extra)
     return Output(text=json.dumps(body, ensure_ascii=False), data=body)

@@ -62,52 +62,7 @@ class BoardReadInput(_In):
     limit: int = Field(BOARD_READ_DEFAULT, ge=1, le=BOARD_READ_MAX)
 
 
-class KeyClaimInput(_In):
-    """``board.claim``."""
-
-    key: Key
-    ttl: Ttl = 300.0
-
-
-class KeyReleaseInput(_In):
-    """``board.release``."""
-
-    key: Key
-    fence: int = Field(ge=1)
-
-
-class KeyRenewInput(_In):
-    """``board.renew``."""
-
-    key: Key
-    fence: int = Field(ge=1)
-    ttl: Ttl = 300.0
-
-
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
-
-
-class ReserveInput(_In):
-    """Path reservations (S37): the library checks each pattern (S33)."""
-
-    patterns: list[PathText] = Field(min_length=1, max_length=100)
-    shared: bool = False
-    ttl: Ttl = 300.0
-    reason: str | None = Field(None, max_length=500)
-
-
-class UnreserveInput(_In):
-    fence: int = Field(ge=1)
-
-
-class CheckPathsInput(_In):
-    paths: list[PathText] = Field(min_length=1, max_length=10_000)
-
-
-class RetractInput(_In):
-    """``board.retract``."""
-
-    directive_id: MessageId
 
 
 class NoInput(_In):

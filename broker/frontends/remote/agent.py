@@ -15,7 +15,7 @@ from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model import records
 from broker.model.fields import Input
-from broker.model.records import ClaimGrant, JournalEntry, SendResult
+from broker.model.records import SendResult
 from broker.model.typecheck import checked, self_checked
 from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
@@ -179,10 +179,6 @@ class RemoteAgent(RemoteAgentPaths):
         body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
         return from_dict(SendResult, self._call("POST", "/directive", body))  # type: ignore[no-any-return]
 
-    def retract(self, directive_id: str) -> SendResult:
-        data = self._call("POST", "/retract", {"directive_id": directive_id})
-        return from_dict(SendResult, data)  # type: ignore[no-any-return]
-
     def leave(self) -> None:
         self._call("POST", "/leave")
 
@@ -192,26 +188,6 @@ class RemoteAgent(RemoteAgentPaths):
         return list_of(
             records.BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
         )
-
-    def claim_key(self, key: str, ttl: float = 300.0, *, wait: float = 0.0) -> ClaimGrant:
-        if wait != 0:
-            # The server's board claim does not park yet: refused, never turned
-            # into a poll or silently into a claim that does not wait.
-            raise errors.InvalidInput(
-                "waiting for a board key is not served yet: claim without --wait (claim_held "
-                "names the holder and when its claim ends), or wait on the store's file",
-                field="wait",
-            )
-        data = self._call("POST", "/board/claim", {"key": key, "ttl": ttl})
-        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
-
-    def release_key(self, key: str, fence: int) -> JournalEntry:
-        data = self._call("POST", "/board/release", {"key": key, "fence": fence})
-        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
-
-    def renew_key(self, key: str, fence: int, ttl: float = 300.0) -> ClaimGrant:
-        data = self._call("POST", "/board/renew", {"key": key, "fence": fence, "ttl": ttl})
-        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
     @property
     def process(self) -> str | None:
