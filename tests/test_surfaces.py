@@ -14,6 +14,7 @@ by the server's group committer (one writer for the whole server).
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import os
@@ -38,6 +39,9 @@ from broker.api.operations import (
     CLAIM,
     CLAIM_KEY,
     EXTEND,
+    GRANTED,
+    HISTORY,
+    ME,
     NEXT_TURN,
     OPERATIONS,
     OPERATOR_SEND,
@@ -50,6 +54,7 @@ from broker.api.operations import (
     RETRACT,
     SEEN,
     SEND,
+    SET_STATUS,
     UNRESERVE,
     Operation,
 )
@@ -128,8 +133,9 @@ class World:
         self.lynx_token = j.token
         self.otter, j = trusted.join(store, self.space, "otter", pid=None)
         self.otter_token = j.token
-        gone, _ = trusted.join(store, self.space, "gone", pid=None)
-        gone.leave()
+        self.gone, j = trusted.join(store, self.space, "gone", pid=None)
+        self.gone_token = j.token
+        self.gone.leave()
         self.operator = op
         self.lynx.claim_key("held-by-lynx", 3600)  # a key someone else holds
 
@@ -155,6 +161,10 @@ def refused(exc: errors.BrokerError) -> Outcome:
 def succeeded(result: Any) -> Outcome:
     if isinstance(result, list):  # a list is a plain list on every surface: its items' shapes
         return ("ok", "list", [succeeded(item) for item in result])
+    if isinstance(result, str):  # a name (the tools granted)
+        return ("ok", "text", result)
+    if result is None or result == {"ok": True}:  # done: nothing to say (Done on HTTP and MCP)
+        return ("ok", "done")
     data = result if isinstance(result, dict) else to_dict(result)
     if "reached" in data:  # a send's outcome: who it reached, and why not the others
         return ("ok", data["kind"], sorted(data["reached"]),
@@ -377,6 +387,13 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CHECK_PATHS, {"paths": []}, {"cli"}),
     (RETRACT, {"directive_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not granted (S24)
     (RETRACT, {"directive_id": 7}, {"cli"}),
+    # the participant itself
+    (ME, {}, set()),
+    (ME, {"address": "lynx"}, set()),  # nobody reads another's row as its own (S10)
+    (GRANTED, {}, set()),
+    (HISTORY, {}, set()),
+    (SET_STATUS, {"status": "idle"}, set()),
+    (SET_STATUS, {"status": "sleeping"}, set()),
 ]
 
 
@@ -430,3 +447,27 @@ def test_an_unknown_tool_names_only_the_tools_the_caller_holds(world: World) -> 
 
     said = asyncio.run(call())
     assert "board_directive" not in said and "board_retract" not in said  # not granted (S24)
+
+
+def test_me_after_leaving_answers_on_every_surface(world: World) -> None:
+    """S4: a participant that left still reads its own row (status ``left``),
+    on every surface; anything else with its token is refused."""
+    left = copy.copy(world)
+    left.who = lambda op: (world.gone, world.gone_token)  # type: ignore[method-assign]
+    want = by_library(left, ME, {})
+    assert want[0] == "ok" and world.gone.me().status == "left"
+    for name, surface in SURFACES.items():
+        if (name == "mcp" and ME.mcp is None) or (name == "cli" and not ME.cli):
+            continue
+        if name == "remote":  # told its space and address: /api/me refuses a left token
+            conn = Connection(world.srv.base)
+            try:
+                remote = RemoteAgent(conn, world.gone_token, world.space, "gone")
+                assert succeeded(remote.me()) == want
+                with pytest.raises(errors.ParticipantLeft):
+                    remote.granted()
+            finally:
+                conn.close()
+            continue
+        assert surface(left, ME, {}) == want, name
+        assert surface(left, GRANTED, {})[:2] == ("refused", "participant_left"), name

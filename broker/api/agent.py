@@ -7,7 +7,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from broker import errors
 from broker.api.mail import AgentMail
 from broker.api.operations import (
     ACK,
@@ -15,6 +14,10 @@ from broker.api.operations import (
     CLAIM,
     CLAIM_KEY,
     EXTEND,
+    GRANTED,
+    HISTORY,
+    LEAVE,
+    ME,
     NEXT_TURN,
     QUARANTINE,
     RELEASE,
@@ -23,6 +26,7 @@ from broker.api.operations import (
     RETRACT,
     SEEN,
     SEND,
+    SET_STATUS,
     Operation,
     declared,
     operation,
@@ -140,6 +144,13 @@ class Agent(AgentPaths, AgentMail):
         alone names its holder, in whichever space)."""
         return cls(store, participants.authenticate_token(store, token))
 
+    @classmethod
+    def _after_leave(cls, store: Store, token: str | None) -> Agent:
+        """``from_token`` that also names a participant that has left: for the
+        operations that still answer it (``Operation.after_leave``: its own row,
+        S4). The server's only; every other call of it is refused as ever."""
+        return cls(store, participants.authenticate_token(store, token, after_leave=True))
+
     @property
     def address(self) -> str:
         return self.identity.address
@@ -193,27 +204,27 @@ class Agent(AgentPaths, AgentMail):
             tx=tx,
         )
 
+    @declared(LEAVE)
     def leave(self, *, tx: Tx | None = None) -> None:
         """Leave the space: this participant is ``left`` in the directory and its
         journal, and every later call with its token is refused (S4), settling
         its leases included. Its inbox stays as it is: what it holds comes back
         when the lease expires, for it to claim once it re-joins."""
-        participants.leave(self.store, self.identity, tx=tx)
+        self.call(LEAVE, LEAVE.take(locals()), tx)
 
+    @declared(ME)
     def me(self, *, tx: Tx | None = None) -> Participant:
         """This participant's own row as of now: its status, grant (``tools``),
         heartbeat and ``waiting`` (deliveries ready or being processed). Writes
         nothing; still answers after ``leave`` (status ``left``)."""
-        return participants.get(self.store, self.space_id, self.address, tx=tx)
+        return self.call(ME, ME.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(GRANTED)
     def granted(self, *, tx: Tx | None = None) -> list[str]:
         """The broker tools (S24) this participant holds now, sorted, re-read
         from its row (a grant changed since it joined counts at once). Refused
         like any call once it has left or its space stopped."""
-        from broker.spaces import auth
-
-        with self.store.read(tx) as t:
-            return sorted(auth.caller(t, self.identity).granted)
+        return self.call(GRANTED, GRANTED.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- the board (S21-S24) -------------------------------------------------------
     def board_read(
@@ -361,18 +372,11 @@ class Agent(AgentPaths, AgentMail):
         return self.call(SEEN, SEEN.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- what the teammates runtime needs (S16, S26) -----------------------------------
+    @declared(SET_STATUS)
     def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
         """This agent's own status (S5, S26: the teammate runtime sets it),
         refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""
-        from broker.spaces import auth
-
-        if status not in ("running", "idle", "failed", "shutdown"):
-            raise errors.InvalidInput(
-                f"bad status {status!r}: running, idle, failed or shutdown", field="status"
-            )
-        with self.store.write(tx) as t:
-            auth.caller(t, self.identity)
-            participants.set_status(self.store, self.identity.participant_id, status, tx=t)
+        self.call(SET_STATUS, SET_STATUS.take(locals()), tx)
 
     def quarantine_turn(self, turn: Turn, reason: str) -> int:
         """Set a failed turn's inbox messages aside with ``reason`` as evidence
@@ -396,8 +400,7 @@ class Agent(AgentPaths, AgentMail):
 
         return history.undo(self.store, self.identity, list(message_ids), tx=tx)
 
-    def history(self) -> list[HistoryEntry]:
+    @declared(HISTORY)
+    def history(self, *, tx: Tx | None = None) -> list[HistoryEntry]:
         """This agent's history, oldest first."""
-        from broker.delivery import history
-
-        return history.entries(self.store, self.identity)
+        return self.call(HISTORY, HISTORY.take(locals()), tx)  # type: ignore[no-any-return]

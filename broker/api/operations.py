@@ -97,6 +97,8 @@ class Operation:
     resumes: bool = False
     """the asyncio handle may hold a result a gone waiter took (a turn, kept for its
     next call): a call that does not wait asks it first (on HTTP too)"""
+    after_leave: bool = False
+    """still answers once its caller has left (S4: a participant's own row)"""
     idempotent: bool = False
     _resolved: list[Callable[..., Any]] = field(default_factory=list, compare=False, repr=False)
 
@@ -136,6 +138,8 @@ class Operation:
         from broker.model import records
 
         name = self.result
+        if name == "list[str]":
+            return list[str]
         if name.startswith("list[") and name.endswith("]"):
             return list[getattr(records, name[5:-1])]  # type: ignore[misc]
         return getattr(records, name)
@@ -567,6 +571,80 @@ RETRACT = Operation(
     http=Http("POST", "/retract"),
     mcp="board_retract",
     cli="board retract",
+)
+
+# --- the participant itself ------------------------------------------------------------------
+ME = Operation(
+    "participant.me",
+    caller="agent",
+    write=False,
+    input=inputs.NoInput,
+    result="Participant",
+    function="broker.spaces.declared:me",
+    summary="Your own directory row (status, grant, waiting)",
+    description=(
+        "Your own row of the directory as of now: status, grant ('tools'), heartbeat and "
+        "'waiting' (deliveries ready or being processed). Writes nothing; still answers after "
+        "you left (status 'left', S4)."
+    ),
+    http=Http("GET", "/me"),
+    after_leave=True,
+)
+
+GRANTED = Operation(
+    "participant.granted",
+    caller="agent",
+    write=False,
+    input=inputs.NoInput,
+    result="list[str]",
+    function="broker.spaces.declared:granted",
+    summary="The broker tools you hold now (S24), sorted",
+    description=(
+        "The broker tools (S24) you hold now, sorted, re-read from your row: a grant changed "
+        "since you joined counts at once."
+    ),
+    http=Http("GET", "/granted"),
+)
+
+SET_STATUS = Operation(
+    "participant.status",
+    caller="agent",
+    write=True,
+    input=inputs.SetStatusInput,
+    result="Done",
+    function="broker.spaces.declared:set_status",
+    summary="Set your status (running, idle, failed, shutdown)",
+    description="Your own status (S5, S26), refreshing your heartbeat.",
+    method="set_status",
+    positional=("status",),
+    http=Http("POST", "/status"),
+)
+
+HISTORY = Operation(
+    "inbox.history",
+    caller="agent",
+    write=False,
+    input=inputs.NoInput,
+    result="list[HistoryEntry]",
+    function="broker.delivery.declared:history",
+    summary="Your history (S16), oldest first",
+    description="The messages your confirmed turns showed you (S16), oldest first.",
+    http=Http("GET", "/history"),
+)
+
+LEAVE = Operation(
+    "participant.leave",
+    caller="agent",
+    write=True,
+    input=inputs.NoInput,
+    result="Done",
+    function="broker.spaces.declared:leave",
+    summary="Leave the space",
+    description=(
+        "Leave the space: you are 'left' in the directory and its journal, and every later "
+        "call with your token is refused (S4) but your own row ('me')."
+    ),
+    http=Http("POST", "/leave"),
 )
 
 # --- the operator's operations (below: agents' operations stay above this line) ---------------

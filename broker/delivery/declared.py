@@ -13,7 +13,7 @@ from broker.model.records import Count, Done, Expiry
 
 if TYPE_CHECKING:
     from broker.model import inputs
-    from broker.model.records import Lease, Turn, TurnSeen
+    from broker.model.records import HistoryEntry, Lease, Turn, TurnSeen
     from broker.spaces.auth import Identity
     from broker.store.sqlite import Store, Tx
 
@@ -83,3 +83,11 @@ def seen(store: Store, ident: Identity, inp: inputs.SeenInput, *, tx: Tx | None 
     from broker.delivery import turns
 
     return turns.seen(store, ident, inp.turn_id, tx=tx)
+
+
+def history(
+    store: Store, ident: Identity, inp: inputs.NoInput, *, tx: Tx | None = None
+) -> list[HistoryEntry]:
+    from broker.delivery import history as history_
+
+    return history_.entries(store, ident, tx=tx)

@@ -348,4 +348,19 @@ class RetractInput(Input):
     )
 
 
+# --- the participant itself ------------------------------------------------------------------
+class NoInput(Input):
+    """An operation that takes nothing (its caller is all it needs): any field is
+    refused (S10)."""
+
+
+class SetStatusInput(Input):
+    """``participant.status``: the caller's own status (S5, S26)."""
+
+    status: str = fields.choice(
+        "running, idle, failed or shutdown (the teammates runtime sets it).",
+        ("running", "idle", "failed", "shutdown"),
+    )
+
+
 # --- the operator's input records (below: agents' records stay above this line) ----------

@@ -35,7 +35,6 @@ __all__ = [
     "RetractBody",
     "SendManyBody",
     "SettingsBody",
-    "StatusBody",
 ]
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
@@ -125,10 +124,6 @@ class SendManyBody(_Body):
 
     items: Annotated[list[dict[str, Any]], Field(max_length=1000)]
     """``{"to", "text", "idempotency_key"}`` objects"""
-
-
-class StatusBody(_Body):
-    status: Literal["running", "idle", "failed", "shutdown"]
 
 
 # --- the operator's retract and path check (S23, S37) ----------------------------------------

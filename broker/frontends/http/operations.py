@@ -43,6 +43,7 @@ def _endpoint(op: Operation) -> Endpoint:
         tag=op.caller,
         path_params={name: op.input.field(name).help for name in op.path_fields},
         op=op,
+        after_leave=op.after_leave,
     )
 
 

@@ -14,13 +14,11 @@ from typing import Any
 from broker.api.handles import Agent
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
-from broker.frontends.http.results import Done, Me
+from broker.frontends.http.results import Me
 from broker.model.records import (
     AckStatus,
     BoardEntry,
     ContactPolicy,
-    HistoryEntry,
-    Participant,
     SearchHit,
     SendResult,
 )
@@ -99,33 +97,6 @@ async def board_read(call: Call) -> Any:
     return await call.state.run(lambda: a.board_read(after=q["after"], limit=limit))
 
 
-async def set_status(call: Call) -> Any:
-    a, b = _me(call), call.body
-    await call.state.write(lambda tx: a.set_status(b.status, tx=tx))
-    return Done(True)
-
-
-async def history(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.history)
-
-
-async def own_row(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.me)
-
-
-async def granted(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.granted)
-
-
-async def leave(call: Call) -> Any:
-    a = _me(call)
-    await call.state.write(lambda tx: a.leave(tx=tx))
-    return Done(True)
-
-
 AGENT = "/api/{kind}/{id}/agent"
 SEARCH_QUERY = (
     Query("query", "str", f"the words to find: {SEARCH_SYNTAX}"),
@@ -163,13 +134,4 @@ def endpoints() -> list[Endpoint]:
                   Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",
                         1, BOARD_READ_MAX)),
            returns=list[BoardEntry]),
-        ep("POST", "/status", set_status, "Set your status (running, idle, failed, shutdown)",
-           body=bodies.StatusBody, returns=Done),
-        ep("GET", "/history", history, "Your history (S16), oldest first",
-           returns=list[HistoryEntry]),
-        ep("GET", "/me", own_row, "Your own directory row (status, grant, waiting)",
-           returns=Participant),
-        ep("GET", "/granted", granted, "The broker tools you hold now (S24), sorted",
-           returns=list[str]),
-        ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
         AckStatus,
         BoardEntry,
         ContactPolicy,
-        HistoryEntry,
-        Participant,
         SearchHit,
     )
 
@@ -179,9 +177,6 @@ class RemoteAgent(RemoteAgentPaths):
         body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
         return from_dict(SendResult, self._call("POST", "/directive", body))  # type: ignore[no-any-return]
 
-    def leave(self) -> None:
-        self._call("POST", "/leave")
-
     def board_read(
         self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
     ) -> list[BoardEntry]:
@@ -217,22 +212,6 @@ class RemoteAgent(RemoteAgentPaths):
         # The claiming process, as in embedded mode: a restart on this host
         # gets its own work back at once (S32).
         return f"{self.address}:{os.getpid()}"
-
-    def set_status(self, status: str) -> None:
-        """This agent's own status (running, idle, failed, shutdown)."""
-        self._call("POST", "/status", {"status": status})
-
-    def history(self) -> list[HistoryEntry]:
-        """This agent's history, oldest first."""
-        return list_of(records.HistoryEntry, self._call("GET", "/history"))
-
-    def me(self) -> Participant:
-        """This participant's own directory row (status, grant, ``waiting``)."""
-        return from_dict(records.Participant, self._call("GET", "/me"))  # type: ignore[no-any-return]
-
-    def granted(self) -> list[str]:
-        """The broker tools (S24) this participant holds now, sorted."""
-        return [str(name) for name in self._call("GET", "/granted")]
 
 
 def _poll_timeout(wait: float) -> float | None:
