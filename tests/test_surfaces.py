@@ -42,9 +42,11 @@ from broker.api.operations import (
     GRANTED,
     HISTORY,
     ME,
+    MESSAGE_STATUS,
     NEXT_TURN,
     OPERATIONS,
     OPERATOR_SEND,
+    POLICY,
     QUARANTINE,
     RELEASE,
     RELEASE_KEY,
@@ -54,6 +56,7 @@ from broker.api.operations import (
     RETRACT,
     SEEN,
     SEND,
+    SET_POLICY,
     SET_STATUS,
     UNRESERVE,
     Operation,
@@ -394,6 +397,15 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (HISTORY, {}, set()),
     (SET_STATUS, {"status": "idle"}, set()),
     (SET_STATUS, {"status": "sleeping"}, set()),
+    # a message's status, the contact policy (S38)
+    (MESSAGE_STATUS, {"message_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not one it sent
+    (MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
+    (POLICY, {}, set()),
+    (SET_POLICY, {"policy": "open"}, set()),
+    (SET_POLICY, {"policy": "listed", "allow": "lynx"}, set()),
+    (SET_POLICY, {"policy": "sometimes"}, set()),
+    (SET_POLICY, {"policy": "open", "allow": [7]}, set()),
+    (SET_POLICY, {"policy": "open"}, set()),  # open again: lynx sends to otter above
 ]
 
 

@@ -647,6 +647,55 @@ LEAVE = Operation(
     http=Http("POST", "/leave"),
 )
 
+# --- a message's status, the contact policy (S38) -------------------------------------------
+MESSAGE_STATUS = Operation(
+    "msg.status",
+    caller="agent",
+    write=False,
+    input=inputs.MessageStatusInput,
+    result="AckStatus",
+    function="broker.mail.declared:status",
+    summary="Who has seen a message you sent",
+    description=(
+        "For a message you sent (typically with ack_required): who among those it reached "
+        "has seen it (confirmed a turn that showed it) and who has not yet."
+    ),
+    method="status",
+    positional=("message_id",),
+    http=Http("GET", "/messages/{message_id}/status"),
+    mcp="msg_status",
+)
+
+POLICY = Operation(
+    "contact.get",
+    caller="agent",
+    write=False,
+    input=inputs.NoInput,
+    result="ContactPolicy",
+    function="broker.mail.declared:policy",
+    summary="Your contact policy (S38)",
+    description="Who may message you directly (S38).",
+    method="contact_policy",
+    http=Http("GET", "/policy"),
+)
+
+SET_POLICY = Operation(
+    "contact.set",
+    caller="agent",
+    write=True,
+    input=inputs.SetPolicyInput,
+    result="ContactPolicy",
+    function="broker.mail.declared:set_policy",
+    summary="Set your contact policy (S38)",
+    description=(
+        "open, parent-and-lead, listed (with 'allow') or closed (S38): a direct send this "
+        "policy refuses is logged contact_policy."
+    ),
+    method="set_contact_policy",
+    positional=("policy", "allow"),
+    http=Http("POST", "/policy"),
+)
+
 # --- the operator's operations (below: agents' operations stay above this line) ---------------
 
 

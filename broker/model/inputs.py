@@ -363,4 +363,26 @@ class SetStatusInput(Input):
     )
 
 
+# --- a message's status, the contact policy (S38) -------------------------------------------
+class MessageStatusInput(Input):
+    """``msg.status``: who has seen a message the caller sent."""
+
+    message_id: str = fields.text("The id the send returned.", high=200, metavar="ID")
+
+
+class SetPolicyInput(Input):
+    """``contact.set``: who may message the caller directly (S38)."""
+
+    policy: str = fields.text(  # the contact policy's own check words a bad one
+        "open, parent-and-lead, listed (with 'allow') or closed.", high=32, metavar="POLICY"
+    )
+    allow: list[str] = fields.texts(
+        "The addresses a 'listed' policy lets through.",
+        fields.Text("an address", high=400),
+        default=(),
+        high=256,
+        metavar="ADDR",
+    )
+
+
 # --- the operator's input records (below: agents' records stay above this line) ----------

@@ -60,11 +60,6 @@ class _Body(Strict):
 
 
 # --- operator ------------------------------------------------------------------------
-class PolicyBody(_Body):
-    """A participant's own contact policy (S38)."""
-
-    policy: Annotated[str, StringConstraints(max_length=32)]
-    allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
 
 
 class CreateSpaceBody(_Body):

@@ -16,9 +16,7 @@ from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.results import Me
 from broker.model.records import (
-    AckStatus,
     BoardEntry,
-    ContactPolicy,
     SearchHit,
     SendResult,
 )
@@ -55,19 +53,10 @@ async def search(call: Call) -> Any:
     )
 
 
-async def status(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(lambda: a.status(call.params["message_id"]))
 
 
-async def policy(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.contact_policy)
 
 
-async def set_policy(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.set_contact_policy(b.policy, b.allow, tx=tx))
 
 
 async def send_many(call: Call) -> Any:
@@ -117,12 +106,6 @@ def endpoints() -> list[Endpoint]:
                  returns=Me, tag="agent"),
         ep("GET", "/search", search, "Full-text search of what you sent or received (S36)",
            query=SEARCH_QUERY, returns=list[SearchHit]),
-        ep("GET", "/messages/{message_id}/status", status,
-           "Who has seen a message you sent", returns=AckStatus,
-           path_params={"message_id": "the message's id"}),
-        ep("GET", "/policy", policy, "Your contact policy (S38)", returns=ContactPolicy),
-        ep("POST", "/policy", set_policy, "Set your contact policy (S38)",
-           body=bodies.PolicyBody, returns=ContactPolicy),
         ep("POST", "/send-many", send_many, "Many msg.send in one transaction",
            body=bodies.SendManyBody, returns=list[SendResult]),
         ep("POST", "/post", post, "board.post: a channel post, or addressed",

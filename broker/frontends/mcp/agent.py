@@ -16,6 +16,7 @@ from broker.api.aio import AsyncAgent
 from broker.api.operations import (
     CHECK_PATHS,
     CLAIM_KEY,
+    MESSAGE_STATUS,
     NEXT_TURN,
     RELEASE_KEY,
     RENEW_KEY,
@@ -61,8 +62,6 @@ async def _search(agent: AsyncAgent, a: inputs.SearchInput) -> Output:
     return data({"hits": hits})
 
 
-async def _status(agent: AsyncAgent, a: inputs.StatusInput) -> Output:
-    return data(await agent.status(a.message_id))
 
 
 async def _post(agent: AsyncAgent, a: inputs.PostInput) -> Output:
@@ -126,18 +125,7 @@ AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
         },
         annotations=_READ,
     ),
-    ToolSpec(
-        name="msg_status",
-        title="Who has seen your message",
-        description=(
-            "For a message you sent (typically with ack_required): who among those it reached "
-            "has seen it (confirmed a turn that showed it) and who has not yet."
-        ),
-        model=inputs.StatusInput,
-        run=_status,
-        fields={"message_id": "The id msg_send returned."},
-        annotations=_READ,
-    ),
+    declared(MESSAGE_STATUS, annotations=_READ),
     ToolSpec(
         name="board_post",
         title="Post on the board",

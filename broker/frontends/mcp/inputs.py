@@ -49,10 +49,6 @@ class SearchInput(_In):
     limit: int = Field(SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
 
 
-class StatusInput(_In):
-    """``msg status``: who has seen a message the agent sent."""
-
-    message_id: MessageId
 
 
 class BoardReadInput(_In):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from broker import errors
 from broker.api.operations import Operation, operation
@@ -24,9 +23,7 @@ if TYPE_CHECKING:
     # `broker msg send` never pays for the classes of search, status, policy,
     # board, history and roster (~12 ms of a ~100 ms process).
     from broker.model.records import (
-        AckStatus,
         BoardEntry,
-        ContactPolicy,
         SearchHit,
     )
 
@@ -144,16 +141,8 @@ class RemoteAgent(RemoteAgentPaths):
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(records.SearchHit, self._call("GET", "/search", query=q))
 
-    def status(self, message_id: str) -> AckStatus:
-        data = self._call("GET", f"/messages/{quote(message_id, safe='')}/status")
-        return from_dict(records.AckStatus, data)  # type: ignore[no-any-return]
 
-    def contact_policy(self) -> ContactPolicy:
-        return from_dict(records.ContactPolicy, self._call("GET", "/policy"))  # type: ignore[no-any-return]
 
-    def set_contact_policy(self, policy: str, allow: Iterable[str] = ()) -> ContactPolicy:
-        data = self._call("POST", "/policy", {"policy": policy, "allow": list(allow)})
-        return from_dict(records.ContactPolicy, data)  # type: ignore[no-any-return]
 
     def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
         """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
