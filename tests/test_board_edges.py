@@ -265,10 +265,10 @@ def test_S9_retract_refusals_say_why_in_plain_words(join: Callable[..., Agent]) 
         with pytest.raises(errors.InvalidInput) as bad:
             boss.retract(blank)
         assert bad.value.message == "retract needs the id of a directive"
-    with pytest.raises(errors.InvalidInput) as bad:  # checked at the edge (apicheck)
+    with pytest.raises(errors.InvalidInput) as bad:  # the input record's words, every surface
         boss.retract(7)  # type: ignore[arg-type]
     assert (bad.value.message, bad.value.fields) == (
-        "bad directive_id 7: text, not int",
+        "bad directive_id: text, not a number",
         {"field": "directive_id"},
     )
     with pytest.raises(errors.DirectiveNotFound) as missing:
@@ -319,8 +319,8 @@ def test_S22_a_claim_and_a_renewal_last_300_seconds_by_default(
 def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None:
     from broker.api.agent import Agent as LibraryAgent
     from broker.frontends.cli import board as cli_board
-    from broker.frontends.mcp.inputs import KeyClaimInput, KeyRenewInput
     from broker.frontends.remote.agent import RemoteAgent
+    from broker.model.inputs import KeyClaimInput, KeyRenewInput  # HTTP's and MCP's too
 
     assert (claims.DEFAULT_TTL, claims.MAX_TTL) == (300.0, 86400.0)  # S22
     for fn in (
@@ -331,7 +331,7 @@ def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None
     ):
         assert inspect.signature(fn).parameters["ttl"].default == claims.DEFAULT_TTL, fn
     for model in (KeyClaimInput, KeyRenewInput):
-        assert model.model_fields["ttl"].default == claims.DEFAULT_TTL, model
+        assert model.field("ttl").default == claims.DEFAULT_TTL, model
     assert cli_board.DEFAULT_TTL == claims.DEFAULT_TTL
 
 

@@ -216,7 +216,7 @@ def test_S33_the_python_api_checks_types_strictly_kwargs_included(
         (lambda: next(operator.follow(space, since="soon")), "since", "ISO-8601"),
         (lambda: operator.log(space, after=2**70), "after", "a whole number within 64 bits"),
         (lambda: lynx.reserve({"src/**"}), "patterns", "a list, not set"),
-        (lambda: lynx.reserve(["a", 5]), "patterns", "item 1 should be text, not int"),
+        (lambda: lynx.reserve(["a", 5]), "patterns", "bad patterns.1: text, not a number"),
     ]
     assert_refusals(store, cases, errors.InvalidInput)
 

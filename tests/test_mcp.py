@@ -179,7 +179,7 @@ def test_S33_bad_arguments_get_the_broker_code_and_one_line(store: Store, space:
                 ("msg_send", {"to": ["b"], "text": "a\x00b"}, "invalid_input: bad text"),
                 ("msg_send", {"to": ["b"], "text": "hi", "ack_required": 1}, "invalid_input"),
                 ("inbox_next", {"wait": -1}, "invalid_input: bad wait"),
-                ("inbox_next", {"wait": 10_000}, "invalid_input: bad wait"),
+                ("inbox_next", {"wait": 86_401}, "invalid_input: bad wait"),  # the record's day
                 ("board_read", {"limit": 0}, "invalid_input: bad limit"),
                 ("nope", {}, "not_found: no tool 'nope'"),
             ]
@@ -233,13 +233,13 @@ def test_every_agent_tool_over_stdio(store: Store, space: str) -> None:
                 await bs.ok("board_release", key="shared", fence=held["fence"])
                 # S37: path reservations through MCP.
                 res = await boss.ok("board_reserve", patterns=["src/**"], reason="via MCP")
-                fence = res["reservations"][0]["fence"]
+                fence = res["result"][0]["fence"]  # a list, as on HTTP (MCP wraps it)
                 clash = await bs.call("board_reserve", patterns=["src/a/*.py"])
                 assert clash.is_error and text(clash).startswith("conflict: ")
                 assert "boss" in text(clash) and "'src/**'" in text(clash)
                 bad = await bs.call("board_reserve", patterns=["../x"])
                 assert bad.is_error and text(bad).startswith("invalid_input: ")
-                chk = (await bs.ok("board_check", paths=["src/a/b.py", "README"]))["paths"]
+                chk = (await bs.ok("board_check", paths=["src/a/b.py", "README"]))["result"]
                 assert [c["blocked"] for c in chk] == [True, False]
                 assert chk[0]["held_by"][0]["holder"] == "boss"
                 assert (await boss.ok("board_unreserve", fence=fence))["event"] == "released"

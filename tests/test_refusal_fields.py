@@ -85,7 +85,7 @@ def test_S33_each_refusal_names_its_field_and_writes_nothing(
         (lambda: operator.search(space, "x", since="garbage"), "since", "ISO-8601"),
         (lambda: lynx.claim_key("k", ttl=1e-9), "ttl", "at least 0.001"),
         (lambda: lynx.reserve({"src/**"}), "patterns", "a list, not set"),
-        (lambda: lynx.reserve(["a", 5]), "patterns", "item 1 should be text"),
+        (lambda: lynx.reserve(["a", 5]), "patterns", "bad patterns.1: text"),  # the record
         (lambda: operator.log(space, after=2**70), "after", "within 64 bits"),
     ]
     before = _written(store)

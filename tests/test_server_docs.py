@@ -6,6 +6,7 @@ MCP at ``/mcp`` itself, without a redirect. A real server, a real browser
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -126,29 +127,34 @@ def test_mcp_answers_at_slash_mcp_itself_without_a_redirect(srv: Server, store: 
     assert bodies == ["over /mcp", "over /mcp/"]
 
 
-def test_S22_client_mode_board_claim_wait_is_refused_until_the_server_parks_it(
+def test_S22_client_mode_board_claim_wait_is_parked_by_the_server(
     srv: Server, store: Store
 ) -> None:
-    """The server's board claim does not wait yet: in client mode `--wait` is
-    refused in one line, never turned into a poll or dropped; without it the
-    claim is served as always."""
+    """In client mode `board claim --wait` is served: the server parks the
+    claim on the key's doorbell (a long-poll, like the inbox's), and answers
+    when the key is free, or claim_held once the wait is over."""
     import os
     import subprocess
     import sys
+    import time
 
     sid = Operator(store).create_space("workflow").id
     _, joined = trusted.join(store, sid, "lynx")
+    otter, _ = trusted.join(store, sid, "otter")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
     env.update(BROKER_URL=srv.base, BROKER_SPACE=sid, BROKER_AS="lynx")
     env["BROKER_TOKEN"] = joined.token
 
-    def claim(*extra: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "broker", "board", "claim", "k", *extra]
+    def claim(key: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "broker", "board", "claim", key, "--json", *extra]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
 
-    refused = claim("--wait", "5")
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("broker: invalid_input: waiting for a board key is not served")
-    assert Operator(store).claim_journal(sid) == []
-    served = claim("--json")
-    assert served.returncode == 0, served.stderr
+    otter.claim_key("long", 3600)
+    started = time.monotonic()
+    in_vain = claim("long", "--wait", "0.5")
+    assert in_vain.returncode == 5 and "claim_held" in in_vain.stderr, in_vain.stderr
+    assert time.monotonic() - started >= 0.5  # it waited on the server, then said so
+    otter.claim_key("short", 1.5)
+    got = claim("short", "--wait", "30")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["holder"] == "lynx"  # woken at otter's expiry, then claimed

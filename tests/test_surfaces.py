@@ -14,6 +14,7 @@ by the server's group committer (one writer for the whole server).
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import os
@@ -21,6 +22,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import click
 import httpx
@@ -32,14 +34,36 @@ from mcphelp import Session, text
 from broker import Agent, Operator, Store, errors
 from broker.api.handles import Joiner
 from broker.api.operations import (
+    ACK,
+    ACK_AND_CLAIM,
+    CHECK_PATHS,
     CLAIM,
+    CLAIM_KEY,
+    EXTEND,
+    GRANTED,
+    HISTORY,
     JOIN,
+    ME,
+    MESSAGE_STATUS,
+    NEXT_TURN,
     OPERATIONS,
     OPERATOR_SEND,
+    POLICY,
+    QUARANTINE,
+    RELEASE,
+    RELEASE_KEY,
+    RENEW_KEY,
+    RENEW_RESERVATION,
+    RESERVE,
+    RETRACT,
+    SEEN,
     SEND,
+    SET_POLICY,
+    SET_STATUS,
     TURN_HISTORY,
     TURN_HISTORY_UNDO,
     TURN_QUARANTINE,
+    UNRESERVE,
     Operation,
 )
 from broker.frontends.cli import main
@@ -121,9 +145,11 @@ class World:
         self.lynx_token = j.token
         self.otter, j = trusted.join(store, self.space, "otter", pid=None)
         self.otter_token = j.token
-        gone, _ = trusted.join(store, self.space, "gone", pid=None)
-        gone.leave()
+        self.gone, j = trusted.join(store, self.space, "gone", pid=None)
+        self.gone_token = j.token
+        self.gone.leave()
         self.operator = op
+        self.lynx.claim_key("held-by-lynx", 3600)  # a key someone else holds
 
     def who(self, op: Operation) -> tuple[Any, str]:
         """The library handle a case runs as, and its secret."""
@@ -147,6 +173,12 @@ def refused(exc: errors.BrokerError) -> Outcome:
 
 
 def succeeded(result: Any) -> Outcome:
+    if isinstance(result, list):  # a list is a plain list on every surface: its items' shapes
+        return ("ok", "list", [succeeded(item) for item in result])
+    if isinstance(result, str):  # a name (the tools granted)
+        return ("ok", "text", result)
+    if result is None or result == {"ok": True}:  # done: nothing to say (Done on HTTP and MCP)
+        return ("ok", "done")
     data = result if isinstance(result, dict) else to_dict(result)
     if "reached" in data:  # a send's outcome: who it reached, and why not the others
         return ("ok", data["kind"], sorted(data["reached"]),
@@ -192,10 +224,13 @@ def by_http(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     assert op.http is not None
     _, secret = w.who(op)
     body = dict(case)
+    where = op.http.path
+    for name in op.path_fields:  # /turn/{turn_id}/seen
+        where = where.replace("{" + name + "}", quote(str(body.pop(name)), safe=""))
     if op.caller == "agent":
-        path = f"/api/spaces/{w.space}/agent{op.http.path}"
+        path = f"/api/spaces/{w.space}/agent{where}"
     else:
-        path = f"/api/spaces/{body.pop('space')}{op.http.path}"
+        path = f"/api/spaces/{body.pop('space')}{where}"
     with w.srv.client(secret or None) as c:
         r = c.request(op.http.method, path, content=json.dumps(body))
     data = r.json()
@@ -217,6 +252,9 @@ async def _mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
         await client.initialize()
         result = await Session(client, Path(os.devnull)).call(op.mcp or "", **case)
     if not result.is_error:
+        if op.result.startswith("list["):  # the text is the plain list; MCP wraps the structure
+            assert result.structured_content == {"result": json.loads(text(result))}
+            return succeeded(json.loads(text(result)))
         return succeeded(result.structured_content)
     data = result.structured_content or {}
     assert text(result).startswith(f"{data.get('error')}: ")
@@ -229,31 +267,49 @@ def by_mcp(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     return asyncio.run(_mcp(w, op, case))
 
 
+def _cli_params(op: Operation) -> tuple[dict[str, str], list[str]]:
+    """The command's flag for each field it has an option for, and the fields
+    it takes by position, in order (read from the command itself)."""
+    assert op.cli is not None
+    group_name, name = op.cli.split()
+    group = main.get_command(click.Context(main), group_name)
+    assert isinstance(group, click.Group)
+    command = group.commands[name]
+    flags: dict[str, str] = {}
+    for p in command.params:
+        if isinstance(p, click.Option):
+            for f in op.input.FIELDS:
+                if p.name == f.name or f.name in getattr(p, "fields", ()):
+                    flags.setdefault(f.name, max(p.opts, key=len))
+    arguments = [f.name for f in op.input.FIELDS if f.name not in flags]
+    return flags, arguments
+
+
 def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     """The CLI's answer, its flags' names turned back into the fields' (the
     CLI names the flag the user typed: ``bad --to (value 2)`` is ``bad to.1``)."""
     assert op.cli is not None
     argv = [*op.cli.split(), "--json", "--url", w.store.url]
-    flags = {"lease": "--ttl"}
+    flags, arguments = _cli_params(op)
     words: list[str] = []
     for f in op.input.FIELDS:
         if f.name not in case:
             continue
         value = case[f.name]
-        if f.name == "text":
-            words = [value]
-        elif f.name == "space":
-            argv.insert(2, value)
+        if f.name in arguments:  # by position: the body's words, a list's items, one word
+            words += [str(v) for v in (value if isinstance(value, list) else [value])]
         elif isinstance(value, bool):
-            argv += [flags.get(f.name, "--" + f.name.replace("_", "-"))] if value else []
+            argv += [flags[f.name]] if value else []
         else:
             for v in value if isinstance(value, list) else [value]:
-                argv += [flags.get(f.name, "--" + f.name.replace("_", "-")), str(v)]
+                argv += [flags[f.name], str(v)]
     env = {"BROKER_OPERATOR_KEY": w.srv.key}
     if op.caller == "agent":
         handle, secret = w.who(op)
         env |= {"BROKER_SPACE": w.space, "BROKER_AS": handle.address, "BROKER_TOKEN": secret}
     res = CliRunner().invoke(main, [*argv, *words], env=env)
+    if res.exit_code == 0 and op.result.startswith("list["):  # JSON Lines: one item a line
+        return succeeded([json.loads(line) for line in res.stdout.splitlines()])
     if res.exit_code == 0:
         return succeeded(json.loads(res.stdout))
     if res.exit_code == errors.NotDelivered.exit_code:  # S8: the outcome is printed, exit 1
@@ -262,11 +318,10 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     found = re.fullmatch(r"broker: (\w+): (.*)", line)
     assert found is not None, res.stderr
     code, message = found.groups()
-    for f in op.input.FIELDS:  # the flag the user typed, back to the field's name
-        flag = flags.get(f.name, "--" + f.name.replace("_", "-"))
+    for name, flag in flags.items():  # the flag the user typed, back to the field's name
         message = re.sub(rf"^bad {re.escape(flag)} \(value (\d+)\)",
-                         lambda m, n=f.name: f"bad {n}.{int(m[1]) - 1}", message)  # fmt: skip
-        message = re.sub(rf"^bad {re.escape(flag)}\b", f"bad {f.name}", message)
+                         lambda m, n=name: f"bad {n}.{int(m[1]) - 1}", message)  # fmt: skip
+        message = re.sub(rf"^bad {re.escape(flag)}\b", f"bad {name}", message)
     field = re.match(r"bad ([a-z_]+)", message)
     return ("refused", code, field[1] if field else None, message)
 
@@ -278,8 +333,17 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     # to as one name or a list, everywhere
     (SEND, {"to": "otter", "text": "one name"}, set()),
     (SEND, {"to": ["otter", "gone"], "text": "a list"}, set()),
-    (SEND, {"to": ["otter"], "text": "fields", "thread": "t-1", "importance": "high",
-            "ack_required": True}, set()),  # fmt: skip
+    (
+        SEND,
+        {
+            "to": ["otter"],
+            "text": "fields",
+            "thread": "t-1",
+            "importance": "high",
+            "ack_required": True,
+        },
+        set(),
+    ),  # fmt: skip
     (SEND, {"to": "zed", "text": "nobody"}, set()),
     (SEND, {"to": [], "text": "x"}, {"cli"}),  # the CLI's --to is required: click says so
     (SEND, {"to": ["otter", " "], "text": "x"}, set()),
@@ -303,6 +367,69 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CLAIM, {"wait": -1}, set()),
     (CLAIM, {"owner": "a\u0007b"}, set()),
     (CLAIM, {"limit": True}, {"cli"}),
+    # settling a lease: the token, the ids (one id or a list), the evidence
+    (ACK, {"lease_token": ""}, set()),
+    (ACK, {"lease_token": "t" * 101}, set()),
+    (ACK, {"lease_token": "no-such-lease"}, set()),  # well-formed, held by nobody
+    (ACK, {"lease_token": "no-such-lease", "ids": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),
+    (ACK, {"lease_token": "no-such-lease", "ids": []}, {"cli"}),  # no words: the whole lease
+    (ACK, {"lease_token": "t", "ids": ["x" * 101]}, set()),
+    (ACK, {"lease_token": 5}, {"cli"}),
+    (RELEASE, {"lease_token": "t", "error": "e" * 8001}, set()),
+    (RELEASE, {"lease_token": "no-such-lease", "ids": ["a", "b"], "error": "why"}, set()),
+    (EXTEND, {"lease_token": "t", "seconds": 0}, set()),
+    (EXTEND, {"lease_token": "no-such-lease", "seconds": 30}, set()),
+    (QUARANTINE, {"lease_token": "t", "message_id": "m", "reason": "   "}, set()),
+    (QUARANTINE, {"lease_token": "no-such-lease", "message_id": "m", "reason": "bad"}, set()),
+    (ACK_AND_CLAIM, {"lease_token": "t", "limit": 0}, set()),
+    (ACK_AND_CLAIM, {"lease_token": "no-such-lease"}, set()),
+    # turns
+    (NEXT_TURN, {"wait": -1}, set()),
+    (NEXT_TURN, {"limit": 0}, {"cli"}),  # the CLI's --limit type states the range itself
+    (NEXT_TURN, {"lease": 30, "limit": 5}, set()),
+    (NEXT_TURN, {"sender": "lynx"}, {"cli"}),  # S10
+    (SEEN, {"turn_id": "x" * 101}, set()),
+    (SEEN, {"turn_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # nobody's turn
+    # board keys (S22): board claim --wait is served too (a long-poll on the key's doorbell)
+    (CLAIM_KEY, {"key": "surfaces-key", "ttl": 30}, set()),  # then re-granted to its holder
+    (CLAIM_KEY, {"key": ""}, set()),
+    (CLAIM_KEY, {"key": "a/../b"}, set()),
+    (CLAIM_KEY, {"key": "k", "ttl": 0}, set()),
+    (CLAIM_KEY, {"key": "k", "wait": -1}, set()),
+    (CLAIM_KEY, {"key": "held-by-lynx"}, set()),
+    (CLAIM_KEY, {"key": "held-by-lynx", "wait": 0.2}, set()),  # waited, still held
+    (RELEASE_KEY, {"key": "no-such-key", "fence": 5}, set()),
+    (RELEASE_KEY, {"key": "k", "fence": True}, {"cli"}),
+    (RENEW_KEY, {"key": "no-such-key", "fence": 5, "ttl": 0}, set()),
+    (RENEW_KEY, {"key": "no-such-key", "fence": 5}, set()),
+    # path reservations (S37): lists are plain lists everywhere (JSON Lines in the CLI)
+    (RESERVE, {"patterns": "docs/surfaces/**", "ttl": 30}, set()),
+    (RESERVE, {"patterns": ["docs/a/**", "docs/b/*.md"], "shared": True}, set()),
+    (RESERVE, {"patterns": []}, {"cli"}),  # no words: click says PATH... is missing
+    (RESERVE, {"patterns": ["../x"]}, set()),
+    (UNRESERVE, {"fence": 999_999}, set()),
+    (RENEW_RESERVATION, {"fence": 999_999, "ttl": 30}, set()),
+    (CHECK_PATHS, {"paths": ["docs/surfaces/a.md", "README"]}, set()),
+    (CHECK_PATHS, {"paths": "src/app.py"}, set()),
+    (CHECK_PATHS, {"paths": []}, {"cli"}),
+    (RETRACT, {"directive_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not granted (S24)
+    (RETRACT, {"directive_id": 7}, {"cli"}),
+    # the participant itself
+    (ME, {}, set()),
+    (ME, {"address": "lynx"}, set()),  # nobody reads another's row as its own (S10)
+    (GRANTED, {}, set()),
+    (HISTORY, {}, set()),
+    (SET_STATUS, {"status": "idle"}, set()),
+    (SET_STATUS, {"status": "sleeping"}, set()),
+    # a message's status, the contact policy (S38)
+    (MESSAGE_STATUS, {"message_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not one it sent
+    (MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
+    (POLICY, {}, set()),
+    (SET_POLICY, {"policy": "open"}, set()),
+    (SET_POLICY, {"policy": "listed", "allow": "lynx"}, set()),
+    (SET_POLICY, {"policy": "sometimes"}, set()),
+    (SET_POLICY, {"policy": "open", "allow": [7]}, set()),
+    (SET_POLICY, {"policy": "open"}, set()),  # open again: lynx sends to otter above
     # a joiner: the credential is a secret field, never quoted back (broker join is by hand)
     (JOIN, {"codename": "newcomer", "join_key": "not-the-key"}, set()),
     (JOIN, {"codename": "newcomer"}, set()),
@@ -371,3 +498,27 @@ def test_an_unknown_tool_names_only_the_tools_the_caller_holds(world: World) -> 
 
     said = asyncio.run(call())
     assert "board_directive" not in said and "board_retract" not in said  # not granted (S24)
+
+
+def test_me_after_leaving_answers_on_every_surface(world: World) -> None:
+    """S4: a participant that left still reads its own row (status ``left``),
+    on every surface; anything else with its token is refused."""
+    left = copy.copy(world)
+    left.who = lambda op: (world.gone, world.gone_token)  # type: ignore[method-assign]
+    want = by_library(left, ME, {})
+    assert want[0] == "ok" and world.gone.me().status == "left"
+    for name, surface in SURFACES.items():
+        if (name == "mcp" and ME.mcp is None) or (name == "cli" and not ME.cli):
+            continue
+        if name == "remote":  # told its space and address: /api/me refuses a left token
+            conn = Connection(world.srv.base)
+            try:
+                remote = RemoteAgent(conn, world.gone_token, world.space, "gone")
+                assert succeeded(remote.me()) == want
+                with pytest.raises(errors.ParticipantLeft):
+                    remote.granted()
+            finally:
+                conn.close()
+            continue
+        assert surface(left, ME, {}) == want, name
+        assert surface(left, GRANTED, {})[:2] == ("refused", "participant_left"), name

@@ -514,7 +514,10 @@ def test_S18_confirming_the_first_of_three_open_turns_moves_the_cursor_past_it_o
 def test_S18_seen_refuses_an_empty_turn_id(crew: Crew) -> None:
     with pytest.raises(errors.InvalidInput) as info:
         crew.b.seen("")
-    assert (info.value.message, info.value.fields) == ("bad turn id ''", {"field": "turn_id"})
+    assert (info.value.message, info.value.fields) == (
+        "bad turn_id: not empty",
+        {"field": "turn_id"},
+    )
 
 
 def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:

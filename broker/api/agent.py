@@ -7,11 +7,26 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from broker import errors
 from broker.api.mail import AgentMail
 from broker.api.operations import (
+    ACK,
+    ACK_AND_CLAIM,
     CLAIM,
+    CLAIM_KEY,
+    EXTEND,
+    GRANTED,
+    HISTORY,
+    LEAVE,
+    ME,
+    NEXT_TURN,
+    QUARANTINE,
+    RELEASE,
+    RELEASE_KEY,
+    RENEW_KEY,
+    RETRACT,
+    SEEN,
     SEND,
+    SET_STATUS,
     TURN_HISTORY,
     TURN_HISTORY_UNDO,
     TURN_QUARANTINE,
@@ -140,6 +155,13 @@ class Agent(AgentPaths, AgentMail):
         alone names its holder, in whichever space)."""
         return cls(store, participants.authenticate_token(store, token))
 
+    @classmethod
+    def _after_leave(cls, store: Store, token: str | None) -> Agent:
+        """``from_token`` that also names a participant that has left: for the
+        operations that still answer it (``Operation.after_leave``: its own row,
+        S4). The server's only; every other call of it is refused as ever."""
+        return cls(store, participants.authenticate_token(store, token, after_leave=True))
+
     @property
     def address(self) -> str:
         return self.identity.address
@@ -193,27 +215,27 @@ class Agent(AgentPaths, AgentMail):
             tx=tx,
         )
 
+    @declared(LEAVE)
     def leave(self, *, tx: Tx | None = None) -> None:
         """Leave the space: this participant is ``left`` in the directory and its
         journal, and every later call with its token is refused (S4), settling
         its leases included. Its inbox stays as it is: what it holds comes back
         when the lease expires, for it to claim once it re-joins."""
-        participants.leave(self.store, self.identity, tx=tx)
+        self.call(LEAVE, LEAVE.take(locals()), tx)
 
+    @declared(ME)
     def me(self, *, tx: Tx | None = None) -> Participant:
         """This participant's own row as of now: its status, grant (``tools``),
         heartbeat and ``waiting`` (deliveries ready or being processed). Writes
         nothing; still answers after ``leave`` (status ``left``)."""
-        return participants.get(self.store, self.space_id, self.address, tx=tx)
+        return self.call(ME, ME.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(GRANTED)
     def granted(self, *, tx: Tx | None = None) -> list[str]:
         """The broker tools (S24) this participant holds now, sorted, re-read
         from its row (a grant changed since it joined counts at once). Refused
         like any call once it has left or its space stopped."""
-        from broker.spaces import auth
-
-        with self.store.read(tx) as t:
-            return sorted(auth.caller(t, self.identity).granted)
+        return self.call(GRANTED, GRANTED.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- the board (S21-S24) -------------------------------------------------------
     def board_read(
@@ -244,35 +266,31 @@ class Agent(AgentPaths, AgentMail):
             tx=tx,
         )
 
+    @declared(RETRACT)
     def retract(self, directive_id: str, *, tx: Tx | None = None) -> SendResult:
         """``board.retract``: lift a directive this agent issued."""
-        from broker.board import posts
+        return self.call(RETRACT, RETRACT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.retract(self.store, self.identity, directive_id, tx=tx)
-
+    @declared(CLAIM_KEY)
     def claim_key(
         self, key: str, ttl: float = 300.0, *, wait: float = 0.0, tx: Tx | None = None
     ) -> ClaimGrant:
         """``board.claim``: an exclusive lease on a board key, with a fencing token.
         With ``wait`` > 0, a key someone else holds is waited for, up to ``wait``
         seconds (woken by its release); still held then: ``ClaimHeld``."""
-        from broker.board import claims
+        return self.call(CLAIM_KEY, CLAIM_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.claim(self.store, self.identity, key, ttl, wait=wait, tx=tx)
-
+    @declared(RELEASE_KEY)
     def release_key(self, key: str, fence: int, *, tx: Tx | None = None) -> JournalEntry:
         """``board.release``: free a key held with the fencing token ``fence``."""
-        from broker.board import claims
+        return self.call(RELEASE_KEY, RELEASE_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.release(self.store, self.identity, key, fence, tx=tx)
-
+    @declared(RENEW_KEY)
     def renew_key(
         self, key: str, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> ClaimGrant:
         """Extend a live claim held with ``fence`` to ``ttl`` seconds from now (same fence)."""
-        from broker.board import claims
-
-        return claims.renew(self.store, self.identity, key, fence, ttl, tx=tx)
+        return self.call(RENEW_KEY, RENEW_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- the inbox queue (S13-S16) -------------------------------------------------
     @declared(CLAIM)
@@ -288,15 +306,15 @@ class Agent(AgentPaths, AgentMail):
         """Claim up to ``limit`` oldest inbox messages under a lease (``lease`` seconds)."""
         return self.call(CLAIM, CLAIM.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(ACK)
     def ack(
         self, lease_token: str, ids: Iterable[str] | None = None, *, tx: Tx | None = None
     ) -> int:
         """Ack message ``ids`` of the lease ``lease_token`` (None: the whole lease);
         a repeat returns 0."""
-        from broker.delivery import inbox
+        return ACK.answer(self.call(ACK, ACK.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.ack(self.store, self.identity, lease_token, ids, tx=tx)
-
+    @declared(RELEASE)
     def release(
         self,
         lease_token: str,
@@ -306,10 +324,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> int:
         """Give messages back for replay (their delivery count stays)."""
-        from broker.delivery import inbox
+        return RELEASE.answer(self.call(RELEASE, RELEASE.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.release(self.store, self.identity, lease_token, ids, error=error, tx=tx)
-
+    @declared(EXTEND)
     def extend(
         self,
         lease_token: str,
@@ -319,10 +336,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> str:
         """Push the lease's expiry to now + ``seconds``; returns the new expiry."""
-        from broker.delivery import inbox
+        return EXTEND.answer(self.call(EXTEND, EXTEND.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.extend(self.store, self.identity, lease_token, seconds, ids, tx=tx)
-
+    @declared(QUARANTINE)
     def quarantine(
         self,
         lease_token: str,
@@ -333,12 +349,9 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> None:
         """Set a bad message aside with its evidence; the queue goes on."""
-        from broker.delivery import inbox
+        self.call(QUARANTINE, QUARANTINE.take(locals()), tx)
 
-        inbox.quarantine(
-            self.store, self.identity, lease_token, message_id, reason, error=error, tx=tx
-        )
-
+    @declared(ACK_AND_CLAIM)
     def ack_and_claim(
         self,
         lease_token: str,
@@ -349,20 +362,10 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> Lease:
         """Ack and claim the next ``limit`` in one transaction."""
-        from broker.delivery import inbox
-
-        return inbox.ack_and_claim(
-            self.store,
-            self.identity,
-            lease_token,
-            ids,
-            limit,
-            lease,
-            process=self.process,
-            tx=tx,
-        )
+        return self.call(ACK_AND_CLAIM, ACK_AND_CLAIM.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- turns (S17-S19) -----------------------------------------------------------
+    @declared(NEXT_TURN)
     def next_turn(
         self,
         wait: float = 0.0,
@@ -372,31 +375,19 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> Turn:
         """What to show the model before its next call, framed and in order."""
-        from broker.delivery import turns
+        return self.call(NEXT_TURN, NEXT_TURN.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return turns.next_turn(
-            self.store, self.identity, wait, lease, limit, process=self.process, tx=tx
-        )
-
+    @declared(SEEN)
     def seen(self, turn_id: str, *, tx: Tx | None = None) -> TurnSeen:
         """Confirm a turn once the model call returned."""
-        from broker.delivery import turns
-
-        return turns.seen(self.store, self.identity, turn_id, tx=tx)
+        return self.call(SEEN, SEEN.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- what the teammates runtime needs (S16, S26) -----------------------------------
+    @declared(SET_STATUS)
     def set_status(self, status: TeammateStatus, *, tx: Tx | None = None) -> None:
         """This agent's own status (S5, S26: the teammate runtime sets it),
         refreshing its heartbeat. A participant that left cannot (ParticipantLeft)."""
-        from broker.spaces import auth
-
-        if status not in ("running", "idle", "failed", "shutdown"):
-            raise errors.InvalidInput(
-                f"bad status {status!r}: running, idle, failed or shutdown", field="status"
-            )
-        with self.store.write(tx) as t:
-            auth.caller(t, self.identity)
-            participants.set_status(self.store, self.identity.participant_id, status, tx=t)
+        self.call(SET_STATUS, SET_STATUS.take(locals()), tx)
 
     def quarantine_turn(self, turn: Turn, reason: str) -> int:
         """Set a failed turn's inbox messages aside with ``reason`` as evidence
@@ -440,8 +431,7 @@ class Agent(AgentPaths, AgentMail):
         """``turn.quarantine``: a failed turn's inbox messages set aside (S15, S26)."""
         return self.call(TURN_QUARANTINE, TURN_QUARANTINE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def history(self) -> list[HistoryEntry]:
+    @declared(HISTORY)
+    def history(self, *, tx: Tx | None = None) -> list[HistoryEntry]:
         """This agent's history, oldest first."""
-        from broker.delivery import history
-
-        return history.entries(self.store, self.identity)
+        return self.call(HISTORY, HISTORY.take(locals()), tx)  # type: ignore[no-any-return]

@@ -4,9 +4,11 @@ mixed into both handles (``broker.api.handles``), kept here so each module stays
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from broker.api.operations import MESSAGE_STATUS, POLICY, SET_POLICY, Operation, declared
+from broker.model.fields import Input
 from broker.model.typecheck import checked, utc_time
 from broker.store.sqlite import Tx
 from broker.vocab import SEARCH_DEFAULT
@@ -24,12 +26,12 @@ class AgentMail:
     store: Store
     identity: Identity
 
+    @declared(MESSAGE_STATUS)
     def status(self, message_id: str, *, tx: Tx | None = None) -> AckStatus:
         """Who among those it reached has seen a message this agent sent (their
         confirmed turns showed it, S18)."""
-        from broker.mail import acks
-
-        return acks.status(self.store, self.identity, message_id, tx=tx)
+        op = MESSAGE_STATUS
+        return self.call(op, op.take(locals()), tx)  # type: ignore[no-any-return]
 
     def search(
         self,
@@ -57,20 +59,21 @@ class AgentMail:
             tx=tx,
         )
 
+    @declared(POLICY)
     def contact_policy(self, *, tx: Tx | None = None) -> ContactPolicy:
         """Who may message this agent directly (S38)."""
-        from broker.spaces import contact
+        return self.call(POLICY, POLICY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return contact.get(self.store, self.identity, tx=tx)
-
+    @declared(SET_POLICY)
     def set_contact_policy(
         self, policy: str, allow: Iterable[str] = (), *, tx: Tx | None = None
     ) -> ContactPolicy:
         """``open`` | ``parent-and-lead`` | ``listed`` (with ``allow``) | ``closed``
         (S38): a direct send this policy refuses is logged ``contact_policy``."""
-        from broker.spaces import contact
+        return self.call(SET_POLICY, SET_POLICY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return contact.set_policy(self.store, self.identity, policy, list(allow), tx=tx)
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        raise NotImplementedError  # the handle's own (broker.api.agent.Agent.call)
 
 
 @checked

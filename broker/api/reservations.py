@@ -4,15 +4,26 @@ the async twins (broker.api.aio) wrap them like the others."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from broker.api.operations import (
+    CHECK_PATHS,
+    RENEW_RESERVATION,
+    RESERVE,
+    UNRESERVE,
+    Operation,
+    declared,
+)
+from broker.model.fields import Input
 from broker.model.typecheck import checked
 
 if TYPE_CHECKING:
     from broker.model.records import JournalEntry, PathCheck, Reservation
     from broker.spaces.auth import Identity
-    from broker.store.sqlite import Store, Tx
+    from broker.store.sqlite import Store
+
+from broker.store.sqlite import Tx
 
 
 @checked
@@ -22,6 +33,7 @@ class AgentPaths:
     store: Store
     identity: Identity
 
+    @declared(RESERVE)
     def reserve(
         self,
         patterns: str | Sequence[str],
@@ -35,32 +47,29 @@ class AgentPaths:
         ``shared``, for ``ttl`` seconds: one grant with a fencing token per
         pattern, all or none. Overlapping a live grant of someone else (both
         exclusive, or one of them): ``Conflict`` naming holder, pattern, expiry."""
-        from broker.board import reservations
+        return self.call(RESERVE, RESERVE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return reservations.reserve(
-            self.store, self.identity, patterns, shared=shared, ttl=ttl, reason=reason, tx=tx
-        )
-
+    @declared(UNRESERVE)
     def release_reservation(self, fence: int, *, tx: Tx | None = None) -> JournalEntry:
         """Release the reservation with ``fence`` (else ``LeaseLost``)."""
-        from broker.board import reservations
+        return self.call(UNRESERVE, UNRESERVE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return reservations.release(self.store, self.identity, fence, tx=tx)
-
+    @declared(RENEW_RESERVATION)
     def renew_reservation(
         self, fence: int, ttl: float = 300.0, *, tx: Tx | None = None
     ) -> Reservation:
         """Extend the live reservation with ``fence`` to ``ttl`` seconds from now."""
-        from broker.board import reservations
+        op = RENEW_RESERVATION
+        return self.call(op, op.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return reservations.renew(self.store, self.identity, fence, ttl, tx=tx)
-
+    @declared(CHECK_PATHS)
     def check_paths(self, paths: str | Sequence[str], *, tx: Tx | None = None) -> list[PathCheck]:
         """Who holds what covers each path; ``blocked`` when someone else holds
         a covering pattern exclusively (what the git guard refuses)."""
-        from broker.board import reservations
+        return self.call(CHECK_PATHS, CHECK_PATHS.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return reservations.check(self.store, self.identity, paths, tx=tx)
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        raise NotImplementedError  # the handle's own (broker.api.agent.Agent.call)
 
 
 @checked

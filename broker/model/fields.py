@@ -267,7 +267,9 @@ class Choice(Field):
         super().__init__(help, **kw)
         self.choices = tuple(choices)
         quoted = [repr(c) for c in self.choices]
-        self.said = f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        self.said = (
+            f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        )
 
     def convert(self, value: object) -> Any:
         if type(value) is str and value in self.choices:
@@ -447,7 +449,9 @@ class Input:
         if not self.NAMES.issuperset(data):
             for name in data:
                 if name not in self.NAMES:
-                    raise InvalidInput(f"unknown field {name!r}: this tool does not take it", field=name)
+                    raise InvalidInput(
+                        f"unknown field {name!r}: this tool does not take it", field=name
+                    )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -479,6 +483,11 @@ class Input:
         if required:
             out["required"] = required
         return out
+
+    @classmethod
+    def field(cls, name: str) -> Field:
+        """The field declared as ``name``."""
+        return next(f for f in cls.FIELDS if f.name == name)
 
     def values(self) -> dict[str, Any]:
         """The fields by name (a new dict: lists stay lists, as JSON carries them)."""

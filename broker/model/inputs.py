@@ -151,6 +151,238 @@ class ClaimInput(Input):
     )
 
 
+def _lease_token() -> Any:
+    return fields.text("The lease token the claim returned.", high=100, metavar="TOKEN")
+
+
+def _ids(help: str = "Message ids of the lease (omitted: the whole lease).") -> Any:  # noqa: A002
+    item = fields.Text("a message id", high=100)
+    return fields.texts(help, item, default=None, high=CLAIM_MAX, one=True, metavar="ID")
+
+
+def _lease(help: str = "Seconds the lease lasts (default: the space's lease_seconds).") -> Any:  # noqa: A002
+    return fields.seconds(help, default=None, low=MIN_SECONDS, high=WEEK_S)
+
+
+def _error() -> Any:
+    return fields.text(
+        "Why: kept as evidence on the delivery.", default=None, low=0, high=EVIDENCE_MAX,
+        metavar="TEXT",
+    )  # fmt: skip
+
+
+class AckInput(Input):
+    """``inbox.ack``: claimed messages are done (S14)."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+
+
+class ReleaseInput(Input):
+    """``inbox.release``: claimed messages go back to the inbox for replay (S14)."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+    error: str | None = _error()
+
+
+class ExtendInput(Input):
+    """``inbox.extend``: a lease (or some of its messages) lasts longer."""
+
+    lease_token: str = _lease_token()
+    seconds: float | None = _lease("The new length, from now (default: the space's lease_seconds).")
+    ids: list[str] | None = _ids()
+
+
+class QuarantineInput(Input):
+    """``inbox.quarantine``: a bad message is set aside with its evidence (S15)."""
+
+    lease_token: str = _lease_token()
+    message_id: str = fields.text("The id of the message to set aside.", high=100, metavar="ID")
+    reason: str = fields.text(
+        "Why the message is set aside.",
+        high=EVIDENCE_MAX,
+        blank=False,
+        empty="a quarantine needs a reason",
+        metavar="TEXT",
+    )
+    error: str | None = _error()
+
+
+class AckAndClaimInput(Input):
+    """``inbox.ack_and_claim``: ack and claim the next, in one transaction."""
+
+    lease_token: str = _lease_token()
+    ids: list[str] | None = _ids()
+    limit: int = fields.whole(
+        f"At most this many messages (1 to {CLAIM_MAX}).", default=1, high=CLAIM_MAX, metavar="N"
+    )
+    lease: float | None = _lease()
+
+
+class NextTurnInput(Input):
+    """``inbox.next``: what to show the model before its next call (S17)."""
+
+    wait: float = fields.seconds(
+        "Seconds to wait for something new (0: answer at once; woken at once when mail arrives).",
+        default=0.0,
+        low=0.0,
+        high=DAY_S,
+    )
+    lease: float | None = _lease(
+        "Seconds before an unconfirmed turn is shown again (default: the space's lease_seconds)."
+    )
+    limit: int | None = fields.whole(
+        f"At most this many inbox messages in the turn (1 to {CLAIM_MAX}; default: all).",
+        default=None,
+        high=CLAIM_MAX,
+        metavar="N",
+    )
+
+
+class SeenInput(Input):
+    """``inbox.seen``: a turn the model has read (S18)."""
+
+    turn_id: str = fields.text("The turn's id (from the next turn).", high=100, metavar="TURN")
+
+
+# --- the board: key claims (S22) and path reservations (S37) --------------------------------
+FENCE_HELP = "The fencing token the claim (or the reservation) returned: its 'fence'."
+
+
+def _board_key() -> Any:  # the board's own check words a bad key (broker.board.claims)
+    return fields.text(
+        "The key: 1-200 letters, digits and . _ : / - (no '..'), e.g. 'src/app.py'.",
+        low=0,
+        high=4096,
+        metavar="KEY",
+    )
+
+
+def _fence() -> Any:  # the board says what a fence below 1 is
+    return fields.whole(FENCE_HELP, low=0, metavar="N")
+
+
+def _ttl(help: str = "Seconds it lasts (at least 0.001, at most 86400; default 300).") -> Any:  # noqa: A002
+    return fields.seconds(help, default=300.0, low=MIN_SECONDS, high=DAY_S)
+
+
+def _paths(help: str, high: int) -> Any:  # noqa: A002
+    item = fields.Text("a path or a pattern", high=4096)  # globs.PATH_MAX
+    return fields.texts(help, item, low=1, high=high, one=True, metavar="PATH")
+
+
+class KeyClaimInput(Input):
+    """``board.claim``: an exclusive lease on a board key, with a fencing token."""
+
+    key: str = _board_key()
+    ttl: float = _ttl()
+    wait: float = fields.seconds(
+        "Seconds to wait for a key someone else holds (0: answer at once, claim_held naming "
+        "the holder; woken the moment it is released, or when its claim runs out).",
+        default=0.0,
+        low=0.0,
+        high=DAY_S,
+    )
+
+
+class KeyReleaseInput(Input):
+    """``board.release``: free a key held with its fence."""
+
+    key: str = _board_key()
+    fence: int = _fence()
+
+
+class KeyRenewInput(Input):
+    """``board.renew``: a live claim lasts ``ttl`` seconds from now (same fence)."""
+
+    key: str = _board_key()
+    fence: int = _fence()
+    ttl: float = _ttl("The new length, from now (at least 0.001, at most 86400; default 300).")
+
+
+class ReserveInput(Input):
+    """``board.reserve``: path patterns, one grant each, all or none (S37)."""
+
+    patterns: list[str] = _paths(
+        "Path patterns relative to the repository, e.g. 'src/parser/**': '*', '?' and '[a-z]' "
+        "inside one segment, '**' any number of segments.",
+        100,
+    )
+    shared: bool = fields.flag("Shared: other shared holders may overlap (e.g. reading).")
+    ttl: float = _ttl()
+    reason: str | None = fields.text(
+        "Why (shown to whoever runs into it).", default=None, low=0, high=500, metavar="TEXT"
+    )
+
+
+class UnreserveInput(Input):
+    """``board.unreserve``: release a path reservation by its fence."""
+
+    fence: int = _fence()
+
+
+class RenewReservationInput(Input):
+    """``board.renew_reservation``: a live reservation lasts ``ttl`` seconds from now."""
+
+    fence: int = _fence()
+    ttl: float = _ttl("The new length, from now (at least 0.001, at most 86400; default 300).")
+
+
+class CheckPathsInput(Input):
+    """``board.check``: who holds what covers each path (S37)."""
+
+    paths: list[str] = _paths("File paths relative to the repository, e.g. 'src/app.py'.", 10_000)
+
+
+class RetractInput(Input):
+    """``board.retract``: lift a directive the caller issued."""
+
+    directive_id: str = fields.text(  # the board words an empty one (broker.board.posts)
+        "The id of your directive (from the directive or the board).",
+        low=0,
+        high=200,
+        metavar="ID",
+    )
+
+
+# --- the participant itself ------------------------------------------------------------------
+class NoInput(Input):
+    """An operation that takes nothing (its caller is all it needs): any field is
+    refused (S10)."""
+
+
+class SetStatusInput(Input):
+    """``participant.status``: the caller's own status (S5, S26)."""
+
+    status: str = fields.choice(
+        "running, idle, failed or shutdown (the teammates runtime sets it).",
+        ("running", "idle", "failed", "shutdown"),
+    )
+
+
+# --- a message's status, the contact policy (S38) -------------------------------------------
+class MessageStatusInput(Input):
+    """``msg.status``: who has seen a message the caller sent."""
+
+    message_id: str = fields.text("The id the send returned.", high=200, metavar="ID")
+
+
+class SetPolicyInput(Input):
+    """``contact.set``: who may message the caller directly (S38)."""
+
+    policy: str = fields.text(  # the contact policy's own check words a bad one
+        "open, parent-and-lead, listed (with 'allow') or closed.", high=32, metavar="POLICY"
+    )
+    allow: list[str] = fields.texts(
+        "The addresses a 'listed' policy lets through.",
+        fields.Text("an address", high=400),
+        default=(),
+        high=256,
+        metavar="ADDR",
+    )
+
+
 # --- joining: someone holding the join key, not yet an agent (S27) -------------------------
 def _secret(help: str) -> Any:  # noqa: A002
     return fields.text(help, default=None, high=400, secret=True, metavar="SECRET")

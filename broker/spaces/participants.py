@@ -432,11 +432,14 @@ def authenticate(
     return ident
 
 
-def authenticate_token(store: Store, token: str | None, *, tx: Tx | None = None) -> Identity:
+def authenticate_token(
+    store: Store, token: str | None, *, after_leave: bool = False, tx: Tx | None = None
+) -> Identity:
     """The participant ``token`` belongs to, whatever its space, or refuse (S10).
 
     Served mode: a Bearer token alone names its holder. Same single message as
-    ``authenticate`` for an unknown or stale token (no oracle)."""
+    ``authenticate`` for an unknown or stale token (no oracle). ``after_leave``:
+    a participant that has left is still named (S4: its own row answers it)."""
     if not token:
         raise errors.token_refused()
     th = hash_token(token)
@@ -445,7 +448,11 @@ def authenticate_token(store: Store, token: str | None, *, tx: Tx | None = None)
         if row is None:
             raise errors.token_refused()
         ident = Identity(row["space_id"], row["id"], row["address"], th)
-        auth.caller(t, ident)  # left, or its space stopped: say which
+        try:
+            auth.caller(t, ident)  # left, or its space stopped: say which
+        except errors.ParticipantLeft:
+            if not after_leave:
+                raise
     return ident
 
 

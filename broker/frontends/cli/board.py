@@ -9,10 +9,20 @@ end anyone's hold) take a RUN_ID. A fencing token is --fence.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from broker.api.operations import (
+    CHECK_PATHS,
+    CLAIM_KEY,
+    RELEASE_KEY,
+    RENEW_KEY,
+    RENEW_RESERVATION,
+    RESERVE,
+    RETRACT,
+    UNRESERVE,
+)
 from broker.frontends.cli._common import (
     Whole,
     agent,
@@ -23,10 +33,9 @@ from broker.frontends.cli._common import (
     operator,
     table,
     text_arg,
-    ttl_option,
-    wait_option,
 )
 from broker.frontends.cli._output import TO_HELP, emit, emit_lines, run_send, safe, when
+from broker.frontends.cli.options import from_operation
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
@@ -168,15 +177,15 @@ def directive(
 
 
 @board.command("retract")
-@click.argument("directive_id", metavar="ID")
+@from_operation(RETRACT, arguments=("directive_id",))
 @identity_options
 @json_option
 def retract(
-    directive_id: str, space: str | None, as_: str | None, token: str | None, as_json: bool
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Lift directive ID. Only its author may (board.retract grant)."""
-    result = agent(space, as_, token).retract(directive_id)
-    emit(result, as_json, f"retracted {safe(directive_id)} ({result.id} seq {result.seq})")
+    result = agent(space, as_, token).retract(**args)
+    emit(result, as_json, f"retracted {safe(args['directive_id'])} ({result.id} seq {result.seq})")
 
 
 def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
@@ -184,68 +193,44 @@ def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
 
 
 @board.command("claim")
-@click.argument("key")
-@ttl_option("How long the claim lasts (at least 0.001, at most 86400).", DEFAULT_TTL)
-@wait_option(
-    "Wait up to SECONDS (at most 86400) for a key someone else holds: woken the moment "
-    "it is released, or when its claim runs out; no polling."
-)
+@from_operation(CLAIM_KEY, arguments=("key",))
 @identity_options
 @json_option
 def claim(
-    key: str,
-    ttl: float,
-    wait: float,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Claim KEY exclusively for --ttl seconds; prints its fencing token (--fence
     for release and renew).
 
     Held by someone else: exit 5 with the holder and expiry (with --wait, once
-    the wait is over). Claiming a key you already hold re-grants it with a
+    the wait is over: woken the moment it is released, or when its claim runs
+    out; no polling). Claiming a key you already hold re-grants it with a
     larger fence (the old one goes stale)."""
-    _grant(agent(space, as_, token).claim_key(key, ttl, wait=wait), as_json, "claimed")
+    _grant(agent(space, as_, token).claim_key(**args), as_json, "claimed")
 
 
 @board.command("release")
-@click.argument("key")
-@fence_option
+@from_operation(RELEASE_KEY, arguments=("key",))
 @identity_options
 @json_option
 def release(
-    key: str,
-    fence: int,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Release KEY held with --fence N. A stale fence: exit 5 (lease_lost)."""
-    entry = agent(space, as_, token).release_key(key, fence)
+    entry = agent(space, as_, token).release_key(**args)
     emit(entry, as_json, f"released {safe(entry.key)} fence {entry.fence}")
 
 
 @board.command("renew")
-@click.argument("key")
-@fence_option
-@ttl_option("The new length, from now (at least 0.001, at most 86400).", DEFAULT_TTL)
+@from_operation(RENEW_KEY, arguments=("key",))
 @identity_options
 @json_option
 def renew(
-    key: str,
-    fence: int,
-    ttl: float,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Extend your claim on KEY to --ttl seconds from now (same fence). A stale
     or expired fence: exit 5 (lease_lost)."""
-    _grant(agent(space, as_, token).renew_key(key, fence, ttl), as_json, "renewed")
+    _grant(agent(space, as_, token).renew_key(**args), as_json, "renewed")
 
 
 @board.command("claims")
@@ -281,21 +266,11 @@ def _reservations(items: list[Reservation]) -> None:
 
 # --- path reservations (S37) --------------------------------------------------------------
 @board.command("reserve")
-@click.argument("patterns", nargs=-1, required=True, metavar="PATTERN...")
-@click.option("--shared", is_flag=True, help="Shared: other shared holders may overlap.")
-@ttl_option("How long the reservation lasts (at least 0.001, at most 86400).", DEFAULT_TTL)
-@click.option("--reason", metavar="TEXT", help="Why (shown to whoever runs into it).")
+@from_operation(RESERVE, arguments=("patterns",))
 @identity_options
 @json_option
 def reserve(
-    patterns: tuple[str, ...],
-    shared: bool,
-    ttl: float,
-    reason: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Reserve path PATTERNs (S37): `*` and `?` and `[a-z]` inside a segment,
     `**` for any number of segments (quote them from the shell). Exclusive
@@ -304,7 +279,7 @@ def reserve(
     Overlapping someone else's reservation (some path matches both, and one of
     the two is exclusive): exit 5 (conflict) naming holder, pattern, expiry and
     a path both match. Reserving a pattern you hold re-grants it (new fence)."""
-    grants = agent(space, as_, token).reserve(list(patterns), shared=shared, ttl=ttl, reason=reason)
+    grants = agent(space, as_, token).reserve(**args)
     emit_lines(grants, as_json, _reserved_line)
 
 
@@ -327,47 +302,41 @@ def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
 
 
 @board.command("check")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@from_operation(CHECK_PATHS, arguments=("paths",))
 @identity_options
 @json_option
 def check(
-    paths: tuple[str, ...], space: str | None, as_: str | None, token: str | None, as_json: bool
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Say who holds what covers each PATH (tool board.read). A path is
     BLOCKED for you when someone else holds a covering pattern exclusively
     (what `broker guard` refuses to commit). Exit 0 either way."""
-    _print_checks(agent(space, as_, token).check_paths(list(paths)), as_json)
+    _print_checks(agent(space, as_, token).check_paths(**args), as_json)
 
 
 @board.command("unreserve")
-@fence_option
+@from_operation(UNRESERVE)
 @identity_options
 @json_option
 def unreserve(
-    fence: int, space: str | None, as_: str | None, token: str | None, as_json: bool
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Release your path reservation with --fence N (from `board reserve`).
     A stale fence: exit 5 (lease_lost)."""
-    entry = agent(space, as_, token).release_reservation(fence)
+    entry = agent(space, as_, token).release_reservation(**args)
     emit(entry, as_json, f"released {safe(entry.key.removeprefix('path '))} fence {entry.fence}")
 
 
 @board.command("renew-reservation")
-@fence_option
-@ttl_option("The new length, from now (at least 0.001, at most 86400).", DEFAULT_TTL)
+@from_operation(RENEW_RESERVATION)
 @identity_options
 @json_option
 def renew_reservation(
-    fence: int,
-    ttl: float,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Extend your path reservation with --fence N to --ttl seconds from now
     (same fence). A stale or expired fence: exit 5 (lease_lost)."""
-    g = agent(space, as_, token).renew_reservation(fence, ttl)
+    g = agent(space, as_, token).renew_reservation(**args)
     emit(g, as_json, f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from broker.api.operations import CLAIM
+from broker.api.operations import ACK, CLAIM, EXTEND, NEXT_TURN, QUARANTINE, RELEASE, SEEN
 from broker.frontends.cli._common import (
-    COUNT,
     agent,
     emit_json,
     emit_json_lines,
@@ -19,22 +18,12 @@ from broker.frontends.cli._common import (
     main,
     operator,
     table,
-    ttl_option,
-    wait_option,
 )
 from broker.frontends.cli._output import block, emit, safe, when
 from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
     from broker.model.records import TurnRecord
-
-lease_token_option = click.option(
-    "--lease-token",
-    "lease_token",
-    required=True,
-    metavar="TOKEN",
-    help="The lease token `inbox claim` printed.",
-)
 
 
 @main.group()
@@ -74,106 +63,68 @@ def claim(
 
 
 @inbox.command("ack")
-@lease_token_option
+@from_operation(ACK, arguments=("ids",))
 @identity_options
 @json_option
-@click.argument("ids", nargs=-1, metavar="[ID]...")
 def ack(
-    lease_token: str,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    ids: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Ack message IDs of a lease (none: the whole lease). A repeat acks 0."""
-    n = agent(space, as_, token).ack(lease_token, list(ids) or None)
+    n = agent(space, as_, token).ack(**args)
     emit({"acked": n}, as_json, f"acked {n}")
 
 
 @inbox.command("release")
-@lease_token_option
-@click.option("--error", metavar="TEXT", help="Why: kept as evidence on the delivery.")
+@from_operation(RELEASE, arguments=("ids",))
 @identity_options
 @json_option
-@click.argument("ids", nargs=-1, metavar="[ID]...")
 def release(
-    lease_token: str,
-    error: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    ids: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Give message IDs (none: the whole lease) back to the inbox for replay."""
-    n = agent(space, as_, token).release(lease_token, list(ids) or None, error=error)
+    n = agent(space, as_, token).release(**args)
     emit({"released": n}, as_json, f"released {n}")
 
 
 @inbox.command("extend")
-@lease_token_option
-@ttl_option("The new length, from now (default: the space's lease_seconds).")
+@from_operation(EXTEND, arguments=("ids",), flags={"seconds": "--ttl"})
 @identity_options
 @json_option
-@click.argument("ids", nargs=-1, metavar="[ID]...")
 def extend(
-    lease_token: str,
-    ttl: float | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    ids: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Extend a lease (or only message IDs of it) to --ttl seconds from now."""
-    expires = agent(space, as_, token).extend(lease_token, ttl, list(ids) or None)
+    expires = agent(space, as_, token).extend(**args)
     emit(
-        {"lease_token": lease_token, "expires_at": expires},
+        {"lease_token": args["lease_token"], "expires_at": expires},
         as_json,
-        f"lease token {safe(lease_token)} until {expires}",
+        f"lease token {safe(args['lease_token'])} until {expires}",
     )
 
 
 @inbox.command("quarantine")
-@lease_token_option
-@click.option("--reason", required=True, metavar="TEXT", help="Why the message is set aside.")
+@from_operation(QUARANTINE, arguments=("message_id",))
 @identity_options
 @json_option
-@click.argument("message_id", metavar="ID")
 def quarantine(
-    lease_token: str,
-    reason: str,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    message_id: str,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Set message ID aside with a reason; the rest of the queue goes on."""
-    agent(space, as_, token).quarantine(lease_token, message_id, reason)
-    emit({"quarantined": message_id}, as_json, f"quarantined {safe(message_id)}")
+    agent(space, as_, token).quarantine(**args)
+    emit({"quarantined": args["message_id"]}, as_json, f"quarantined {safe(args['message_id'])}")
 
 
 @inbox.command("next")
-@wait_option("Block up to SECONDS for something new.")
-@ttl_option("Redeliver the turn if it is not confirmed within SECONDS (default: lease_seconds).")
-@click.option("--limit", type=COUNT, metavar="N", help="At most N inbox messages (default: all).")
+@from_operation(NEXT_TURN, flags={"lease": "--ttl"})
 @identity_options
 @json_option
 def next_(
-    wait: float,
-    ttl: float | None,
-    limit: int | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Your next turn: what to show the model, framed, in delivery order.
 
     Confirm it with `broker inbox seen TURN` once the model call returned."""
-    turn = agent(space, as_, token).next_turn(wait=wait, lease=ttl, limit=limit)
+    turn = agent(space, as_, token).next_turn(**args)
     if as_json:
         emit_json(turn)
         return
@@ -190,19 +141,19 @@ def next_(
 
 
 @inbox.command("seen")
+@from_operation(SEEN, arguments=("turn_id",))
 @identity_options
 @json_option
-@click.argument("turn_id", metavar="TURN")
 def seen(
-    space: str | None, as_: str | None, token: str | None, as_json: bool, turn_id: str
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Confirm TURN: ack its messages, advance the broadcast cursor, log a receipt."""
-    result = agent(space, as_, token).seen(turn_id)
+    result = agent(space, as_, token).seen(**args)
     if as_json:
         emit_json(result)
     else:
         click.echo(
-            f"turn {safe(turn_id)} seen: {len(result.message_ids)} messages, "
+            f"turn {safe(args['turn_id'])} seen: {len(result.message_ids)} messages, "
             f"receipt {result.receipt_id}"
         )
 

@@ -9,7 +9,8 @@ command receives the fields as one ``args`` dict, ready for the library
 method: ``me.send(**args)``.
 
 Positional arguments are the command's choice (``arguments``): a body takes
-the remaining words (``-`` reads stdin), anything else one word. ``flags``
+the remaining words (``-`` reads stdin), so does a list (each word one item:
+``[ID]...``), anything else one word. ``flags``
 renames an option where the CLI's vocabulary has its own word (``--ttl`` is
 every lifetime: a claim's ``lease``).
 """
@@ -78,7 +79,11 @@ def _value(f: fields.Field, given: Any) -> Any:
 def _argument(f: fields.Field) -> Callable[[F], F]:
     if f.name == BODY:
         return click.argument(f.name, nargs=-1, required=True)
-    return click.argument(_param(f, (f.name,)))
+    if isinstance(f, fields.Texts):  # the remaining words, each one item ([ID]...)
+        shown = f.metavar or f.name.upper()
+        metavar = f"{shown}..." if f.required else f"[{shown}]..."
+        return click.argument(_param(f, (f.name,)), nargs=-1, required=f.required, metavar=metavar)
+    return click.argument(_param(f, (f.name,)), metavar=f.metavar)
 
 
 def _option(f: fields.Field, flag: str | None) -> Callable[[F], F]:

@@ -73,6 +73,8 @@ class Endpoint:
     path_params: dict[str, str] = field(default_factory=dict)
     op: Operation | None = None
     """a declared operation (broker.api.operations): its input record is the body"""
+    after_leave: bool = False
+    """an agent's that answers once its caller has left (S4: its own row)"""
 
 
 @dataclass

@@ -243,7 +243,7 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
             if ep.auth == "operator":
                 caller = state.credentials.operator(secret)
             elif ep.auth == "agent":
-                caller = await state.run(state.credentials.agent, secret)
+                caller = await state.run(state.credentials.agent, secret, ep.after_leave)
             body = None
             if ep.op is not None:
                 body = parse_object(await request.body())

@@ -22,42 +22,28 @@ from broker.model.pydantic_inputs import (
 from broker.vocab import MIN_SECONDS, SpaceKind
 
 __all__ = [
-    "AckAndClaimBody",
     "CreateSpaceBody",
     "DirectiveInput",
-    "ExtendBody",
     "JoinBody",
-    "KeyClaimBody",
-    "KeyReleaseBody",
-    "KeyRenewBody",
     "OperatorKeyReleaseBody",
     "OperatorReservationReleaseBody",
-    "PathsBody",
     "PostInput",
     "PruneBody",
-    "QuarantineBody",
-    "ReleaseBody",
     "RequeueBody",
+    "PathsBody",
     "ReservationBody",
-    "ReservationRenewBody",
-    "ReserveBody",
     "RetractBody",
     "SendManyBody",
     "SettingsBody",
-    "SettleBody",
-    "StatusBody",
-    "TurnBody",
 ]
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=7 * 24 * 3600, allow_inf_nan=False)]
-Wait = Annotated[float, Field(ge=0, le=300, allow_inf_nan=False)]
 Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86400, allow_inf_nan=False)]
 Fence = Annotated[int, Field(ge=0, le=2**62)]
 Body = Annotated[str, StringConstraints(min_length=1)]
-IdList = Annotated[list[Id], Field(max_length=10_000)]
 
 
 def _number(value: Any) -> int | float:
@@ -74,11 +60,6 @@ class _Body(Strict):
 
 
 # --- operator ------------------------------------------------------------------------
-class PolicyBody(_Body):
-    """A participant's own contact policy (S38)."""
-
-    policy: Annotated[str, StringConstraints(max_length=32)]
-    allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
 
 
 class CreateSpaceBody(_Body):
@@ -132,41 +113,6 @@ class JoinBody(_Body):
     """the address's last token: continue it while its holder is live (S27, S40)"""
 
 
-# --- agent: the inbox queue (S13-S16) -------------------------------------------------
-class SettleBody(_Body):
-    lease_token: Id
-    ids: IdList | None = None
-    """message ids to settle; omitted: the whole lease"""
-
-
-class ReleaseBody(SettleBody):
-    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
-
-
-class ExtendBody(SettleBody):
-    seconds: Seconds | None = None
-
-
-class QuarantineBody(_Body):
-    lease_token: Id
-    message_id: Id
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
-    error: Annotated[str, StringConstraints(max_length=8000)] | None = None
-
-
-class TurnBody(_Body):
-    wait: Wait = 0.0
-    lease: Seconds | None = None
-    limit: Annotated[int, Field(ge=1, le=10_000)] | None = None
-
-
-class AckAndClaimBody(SettleBody):
-    """Ack (the whole lease, or ``ids``) and claim the next ``limit``, in one transaction."""
-
-    limit: Annotated[int, Field(ge=1, le=10_000)] = 1
-    lease: Seconds | None = None
-
-
 class SendManyBody(_Body):
     """Many ``msg.send`` in one transaction; each item is checked as ``msg.send``'s input
     record (``broker.model.inputs.SendInput``)."""
@@ -175,46 +121,23 @@ class SendManyBody(_Body):
     """``{"to", "text", "idempotency_key"}`` objects"""
 
 
-class StatusBody(_Body):
-    status: Literal["running", "idle", "failed", "shutdown"]
-
-
-# --- agent: the board (S21-S23) -------------------------------------------------------
+# --- the operator's retract and path check (S23, S37) ----------------------------------------
 class RetractBody(_Body):
     directive_id: Id
 
 
-class KeyClaimBody(_Body):
-    key: Key
-    ttl: Ttl = 300.0
-
-
-class KeyReleaseBody(_Body):
-    key: Key
-    fence: Fence
-
-
-class KeyRenewBody(KeyReleaseBody):
-    ttl: Ttl = 300.0
-
-
-# --- path reservations (S37): the library checks each pattern and path itself ------------
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
 
 
-class ReserveBody(_Body):
-    patterns: Annotated[list[PathText], Field(min_length=1, max_length=100)]
-    shared: bool = False
-    ttl: Ttl = 300.0
-    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+class PathsBody(_Body):
+    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]
+
+
+# --- path reservations (S37) -------------------------------------------------------------
 
 
 class ReservationBody(_Body):
     fence: Fence
-
-
-class ReservationRenewBody(ReservationBody):
-    ttl: Ttl = 300.0
 
 
 # The operator ends someone's hold (S22, S37): the reason is journaled.
@@ -229,7 +152,3 @@ class OperatorKeyReleaseBody(_Body):
 
 class OperatorReservationReleaseBody(ReservationBody):
     reason: Reason | None = None
-
-
-class PathsBody(_Body):
-    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]

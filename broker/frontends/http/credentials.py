@@ -80,10 +80,14 @@ class Credentials:
         return op
 
     # --- agent ---------------------------------------------------------------------
-    def agent(self, secret: str | None) -> Agent:
+    def agent(self, secret: str | None, after_leave: bool = False) -> Agent:
+        """The participant ``secret`` is; ``after_leave``: also one that has left
+        (S4: it may still read its own row)."""
         if not secret:
             raise errors.token_refused()
         try:
+            if after_leave:
+                return Agent._after_leave(self.store, secret)
             return Agent.from_token(self.store, secret)
         except errors.AuthError:
             if self._is_operator(secret):

@@ -118,15 +118,17 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
         if params:
             op["parameters"] = params
         if ep.op is not None and ep.method != "GET":
-            from_path = (
+            from_path = frozenset(ep.path_params) | (
                 frozenset({"space"})
                 if "{id}" in ep.path and ep.auth in ("operator", "joiner")
                 else frozenset()
             )
-            op["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": ep.op.input.schema(from_path)}},
-            }
+            body = ep.op.input.schema(from_path)
+            if body["properties"]:  # a call whose path names all it takes has no body
+                op["requestBody"] = {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                }
         elif ep.body is not None:
             op["requestBody"] = {
                 "required": True,

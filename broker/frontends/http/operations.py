@@ -44,7 +44,9 @@ def _endpoint(op: Operation) -> Endpoint:
         returns=op.result_type(),
         status=op.http.status,
         tag=op.caller,
+        path_params={name: op.input.field(name).help for name in op.path_fields},
         op=op,
+        after_leave=op.after_leave,
     )
 
 
@@ -52,6 +54,9 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
     async def handle(call: Call) -> Any:
         data: dict[str, Any] = call.body
         handle: Any
+        for name in op.path_fields:
+            _from_path(data, name)
+            data[name] = call.params[name]
         if op.caller == "agent":
             handle = call.state.agent_for(call)
         else:
@@ -70,6 +75,9 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
         inp = op.input.parse(data)
         if op.waits is not None and getattr(inp, op.waits) > 0:
             return await _long_poll(call, op, handle, inp)
+        if op.resumes and (twin := call.state.twin(handle)) is not None:
+            # it may hold what a wait its client left had taken: that first
+            return await getattr(twin, op.method)(**inp.values())
         if op.write:
             return await call.state.write(lambda tx: handle.call(op, inp, tx))
         return await call.state.run(handle.call, op, inp)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.model.records import Count as Count
+from broker.model.records import Done as Done
+from broker.model.records import Expiry as Expiry
+
 _DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
@@ -17,24 +21,6 @@ class ErrorBody:
     error: str
     """the stable code (spec §Errors)"""
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    __pydantic_config__ = _DOCSTRINGS
-
-    count: int
-    """how many deliveries the call settled or requeued"""
-
-
-@dataclass(frozen=True, slots=True)
-class Expiry:
-    expires_at: str
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    ok: bool
 
 
 @dataclass(frozen=True, slots=True)

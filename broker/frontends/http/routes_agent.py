@@ -9,28 +9,16 @@ participant's doorbell.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from broker.api.handles import Agent
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
-from broker.frontends.http.results import Count, Done, Expiry, Me
+from broker.frontends.http.results import Me
 from broker.model.records import (
-    AckStatus,
     BoardEntry,
-    ClaimGrant,
-    ContactPolicy,
-    HistoryEntry,
-    JournalEntry,
-    Lease,
-    Participant,
-    PathCheck,
-    Reservation,
     SearchHit,
     SendResult,
-    Turn,
-    TurnSeen,
 )
 from broker.vocab import (
     BOARD_READ_DEFAULT,
@@ -65,19 +53,10 @@ async def search(call: Call) -> Any:
     )
 
 
-async def status(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(lambda: a.status(call.params["message_id"]))
 
 
-async def policy(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.contact_policy)
 
 
-async def set_policy(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.set_contact_policy(b.policy, b.allow, tx=tx))
 
 
 async def send_many(call: Call) -> Any:
@@ -101,137 +80,10 @@ async def directive(call: Call) -> Any:
     )
 
 
-async def retract(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.retract(b.directive_id, tx=tx))
-
-
-async def ack(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return Count(await call.state.write(lambda tx: a.ack(b.lease_token, b.ids, tx=tx)))
-
-
-async def release(call: Call) -> Any:
-    a, b = _me(call), call.body
-    n = await call.state.write(lambda tx: a.release(b.lease_token, b.ids, error=b.error, tx=tx))
-    return Count(n)
-
-
-async def ack_and_claim(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.ack_and_claim(b.lease_token, b.ids, b.limit, b.lease, tx=tx)
-    )
-
-
-async def extend(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return Expiry(
-        await call.state.write(lambda tx: a.extend(b.lease_token, b.seconds, b.ids, tx=tx))
-    )
-
-
-async def quarantine(call: Call) -> Any:
-    a, b = _me(call), call.body
-    await call.state.write(
-        lambda tx: a.quarantine(b.lease_token, b.message_id, b.reason, error=b.error, tx=tx)
-    )
-    return Done(True)
-
-
-async def next_turn(call: Call) -> Any:
-    a, b = _me(call), call.body
-
-    def now() -> Awaitable[Turn]:
-        turn: Awaitable[Turn] = call.state.write(
-            lambda tx: a.next_turn(0.0, b.lease, b.limit, tx=tx)
-        )
-        return turn
-
-    if b.wait > 0:
-        waiting = call.state.aio(a)
-        return await call.state.wait(
-            call.request, lambda w: waiting.next_turn(w, b.lease, b.limit), now, b.wait
-        )
-    twin = call.state.twin(a)
-    if twin is not None:  # it may hold the turn of a wait its client left: that one first
-        return await twin.next_turn(0.0, b.lease, b.limit)
-    return await now()
-
-
-async def seen(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.write(lambda tx: a.seen(call.params["turn_id"], tx=tx))
-
-
 async def board_read(call: Call) -> Any:
     a, q = _me(call), call.query
     limit = q["limit"] or BOARD_READ_DEFAULT
     return await call.state.run(lambda: a.board_read(after=q["after"], limit=limit))
-
-
-async def key_claim(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.claim_key(b.key, b.ttl, tx=tx))
-
-
-async def key_release(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.release_key(b.key, b.fence, tx=tx))
-
-
-async def key_renew(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.renew_key(b.key, b.fence, b.ttl, tx=tx))
-
-
-async def reserve(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.reserve(b.patterns, shared=b.shared, ttl=b.ttl, reason=b.reason, tx=tx)
-    )
-
-
-async def unreserve(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.release_reservation(b.fence, tx=tx))
-
-
-async def renew_reservation(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(lambda tx: a.renew_reservation(b.fence, b.ttl, tx=tx))
-
-
-async def check_paths(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.run(lambda: a.check_paths(b.paths))
-
-
-async def set_status(call: Call) -> Any:
-    a, b = _me(call), call.body
-    await call.state.write(lambda tx: a.set_status(b.status, tx=tx))
-    return Done(True)
-
-
-async def history(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.history)
-
-
-async def own_row(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.me)
-
-
-async def granted(call: Call) -> Any:
-    a = _me(call)
-    return await call.state.run(a.granted)
-
-
-async def leave(call: Call) -> Any:
-    a = _me(call)
-    await call.state.write(lambda tx: a.leave(tx=tx))
-    return Done(True)
 
 
 AGENT = "/api/{kind}/{id}/agent"
@@ -254,62 +106,15 @@ def endpoints() -> list[Endpoint]:
                  returns=Me, tag="agent"),
         ep("GET", "/search", search, "Full-text search of what you sent or received (S36)",
            query=SEARCH_QUERY, returns=list[SearchHit]),
-        ep("GET", "/messages/{message_id}/status", status,
-           "Who has seen a message you sent", returns=AckStatus,
-           path_params={"message_id": "the message's id"}),
-        ep("GET", "/policy", policy, "Your contact policy (S38)", returns=ContactPolicy),
-        ep("POST", "/policy", set_policy, "Set your contact policy (S38)",
-           body=bodies.PolicyBody, returns=ContactPolicy),
         ep("POST", "/send-many", send_many, "Many msg.send in one transaction",
            body=bodies.SendManyBody, returns=list[SendResult]),
         ep("POST", "/post", post, "board.post: a channel post, or addressed",
            body=bodies.PostInput, returns=SendResult),
         ep("POST", "/directive", directive, "board.directive (when granted)",
            body=bodies.DirectiveInput, returns=SendResult),
-        ep("POST", "/retract", retract, "board.retract: lift a directive you issued",
-           body=bodies.RetractBody, returns=SendResult),
-        ep("POST", "/inbox/ack", ack, "Ack claimed messages", body=bodies.SettleBody,
-           returns=Count),
-        ep("POST", "/inbox/release", release, "Give claimed messages back",
-           body=bodies.ReleaseBody, returns=Count),
-        ep("POST", "/inbox/ack-and-claim", ack_and_claim,
-           "Ack claimed messages and claim the next, in one transaction",
-           body=bodies.AckAndClaimBody, returns=Lease),
-        ep("POST", "/inbox/extend", extend, "Extend a lease", body=bodies.ExtendBody,
-           returns=Expiry),
-        ep("POST", "/inbox/quarantine", quarantine, "Set a bad message aside",
-           body=bodies.QuarantineBody, returns=Done),
-        ep("POST", "/turn", next_turn, "The next turn (S17), optionally waiting",
-           body=bodies.TurnBody, returns=Turn),
-        ep("POST", "/turn/{turn_id}/seen", seen, "Confirm a turn (S18)", returns=TurnSeen,
-           path_params={"turn_id": "the turn's id"}),
         ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
            query=(Query("after", "str", "cursor: a message id"),
                   Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",
                         1, BOARD_READ_MAX)),
            returns=list[BoardEntry]),
-        ep("POST", "/board/claim", key_claim, "board.claim: an exclusive lease on a key",
-           body=bodies.KeyClaimBody, returns=ClaimGrant),
-        ep("POST", "/board/release", key_release, "board.release: free a key you hold",
-           body=bodies.KeyReleaseBody, returns=JournalEntry),
-        ep("POST", "/board/renew", key_renew, "Renew a key you hold", body=bodies.KeyRenewBody,
-           returns=ClaimGrant),
-        ep("POST", "/board/reserve", reserve, "Reserve path patterns (S37), all or none",
-           body=bodies.ReserveBody, returns=list[Reservation]),
-        ep("POST", "/board/unreserve", unreserve, "Release a path reservation by its fence",
-           body=bodies.ReservationBody, returns=JournalEntry),
-        ep("POST", "/board/renew-reservation", renew_reservation,
-           "Extend a path reservation by its fence", body=bodies.ReservationRenewBody,
-           returns=Reservation),
-        ep("POST", "/board/check", check_paths, "Who holds what covers each path (S37)",
-           body=bodies.PathsBody, returns=list[PathCheck]),
-        ep("POST", "/status", set_status, "Set your status (running, idle, failed, shutdown)",
-           body=bodies.StatusBody, returns=Done),
-        ep("GET", "/history", history, "Your history (S16), oldest first",
-           returns=list[HistoryEntry]),
-        ep("GET", "/me", own_row, "Your own directory row (status, grant, waiting)",
-           returns=Participant),
-        ep("GET", "/granted", granted, "The broker tools you hold now (S24), sorted",
-           returns=list[str]),
-        ep("POST", "/leave", leave, "Leave the space", returns=Done),
     ]  # fmt: skip

@@ -86,7 +86,13 @@ class Output:
 
 
 def data(value: Any, **extra: Any) -> Output:
-    """A record (or a dict of them) as a result: JSON text and structured content."""
+    """A record (or a dict of them) as a result: JSON text and structured content.
+    A list of records is the same plain list as on the other surfaces in the
+    text; structured content is an object (MCP), so there it is ``{"result":
+    [...]}``, the MCP SDK's own wrapping of a result that is not an object."""
+    if isinstance(value, list) and not extra:
+        items = _plain(value)
+        return Output(text=json.dumps(items, ensure_ascii=False), data={"result": items})
     body = to_dict(value) if not isinstance(value, dict) else _plain(value)
     body.update(extra)
     return Output(text=json.dumps(body, ensure_ascii=False), data=body)
@@ -133,8 +139,9 @@ class ToolSpec(Generic[Caller]):
     run: Callable[[Caller, Any], Awaitable[Output]] | None = None
     op: Operation | None = None
     """a declared operation: its input record checks the arguments, the library runs it"""
-    render: Callable[[Any], Output] | None = None
-    """a declared tool's result for the model (default: the record as JSON)"""
+    render: Callable[[Any, Any], Output] | None = None
+    """a declared tool's result for the model, from the result and the input record
+    (default: the record as JSON)"""
     grant: str | None = None
     """the broker tool name it needs (S24); None: always offered (turns, operator tools)"""
     fields: dict[str, str] = field(default_factory=dict)
@@ -229,8 +236,9 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
                 known = ", ".join(sorted(s.name for s in await self.offered_specs()))
                 raise errors.NotFound(f"no tool {name!r}: your tools are {known}", tool=name)
             if spec.op is not None:
-                result = await self.perform(spec.op, spec.op.input.parse(arguments or {}))
-                return spec.render(result) if spec.render is not None else data(result)
+                inp = spec.op.input.parse(arguments or {})
+                result = await self.perform(spec.op, inp)
+                return spec.render(result, inp) if spec.render is not None else data(result)
             assert spec.model is not None and spec.run is not None
             try:  # as JSON, strictly: true is not 1, "5" not 5 (broker.frontends.http.edge)
                 args = spec.model.model_validate_json(json.dumps(arguments or {}), strict=True)
@@ -249,7 +257,8 @@ class BrokerMCP(MCPServer[Any], Generic[Caller]):
         its doorbell (the asyncio API), a write goes through the executor's
         transaction (the group committer in ``broker serve``), a read runs there."""
         caller: Any = self.caller
-        if op.waits is not None and getattr(inp, op.waits) > 0:
+        if op.resumes or (op.waits is not None and getattr(inp, op.waits) > 0):
+            # a wait, or a call that first returns what a cancelled wait had taken
             return await getattr(caller, op.method)(**inp.values())
         handle = caller.sync
         if op.write:
@@ -261,7 +270,7 @@ def declared(
     op: Operation,
     *,
     annotations: ToolAnnotations | None = None,
-    render: Callable[[Any], Output] | None = None,
+    render: Callable[[Any, Any], Output] | None = None,
 ) -> ToolSpec[Any]:
     """The MCP tool of a declared operation: its name, title, description,
     grant and schema all come from the declaration."""

@@ -24,7 +24,6 @@ from broker.vocab import (
     SEARCH_MAX,
 )
 
-MAX_WAIT_S = 600.0  # an MCP request that blocks longer outlives most clients' timeouts
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=KEY_PATTERN)]
@@ -50,10 +49,6 @@ class SearchInput(_In):
     limit: int = Field(SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
 
 
-class StatusInput(_In):
-    """``msg status``: who has seen a message the agent sent."""
-
-    message_id: MessageId
 
 
 class BoardReadInput(_In):
@@ -63,65 +58,7 @@ class BoardReadInput(_In):
     limit: int = Field(BOARD_READ_DEFAULT, ge=1, le=BOARD_READ_MAX)
 
 
-class KeyClaimInput(_In):
-    """``board.claim``."""
-
-    key: Key
-    ttl: Ttl = 300.0
-
-
-class KeyReleaseInput(_In):
-    """``board.release``."""
-
-    key: Key
-    fence: int = Field(ge=1)
-
-
-class KeyRenewInput(_In):
-    """``board.renew``."""
-
-    key: Key
-    fence: int = Field(ge=1)
-    ttl: Ttl = 300.0
-
-
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
-
-
-class ReserveInput(_In):
-    """Path reservations (S37): the library checks each pattern (S33)."""
-
-    patterns: list[PathText] = Field(min_length=1, max_length=100)
-    shared: bool = False
-    ttl: Ttl = 300.0
-    reason: str | None = Field(None, max_length=500)
-
-
-class UnreserveInput(_In):
-    fence: int = Field(ge=1)
-
-
-class CheckPathsInput(_In):
-    paths: list[PathText] = Field(min_length=1, max_length=10_000)
-
-
-class RetractInput(_In):
-    """``board.retract``."""
-
-    directive_id: MessageId
-
-
-class NextTurnInput(_In):
-    """``inbox.next``."""
-
-    wait: float = Field(0.0, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
-    limit: int | None = Field(None, ge=1, le=10_000)
-
-
-class SeenInput(_In):
-    """``inbox.seen``."""
-
-    turn_id: MessageId
 
 
 class NoInput(_In):

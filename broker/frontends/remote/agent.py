@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from broker import errors
 from broker.api.operations import Operation, operation
 from broker.frontends.remote.codec import decode, from_dict, list_of
-from broker.frontends.remote.operations import derived
+from broker.frontends.remote.operations import derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model import records
 from broker.model.fields import Input
-from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.model.records import SendResult
 from broker.model.typecheck import checked, self_checked
 from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
 
@@ -24,11 +23,7 @@ if TYPE_CHECKING:
     # `broker msg send` never pays for the classes of search, status, policy,
     # board, history and roster (~12 ms of a ~100 ms process).
     from broker.model.records import (
-        AckStatus,
         BoardEntry,
-        ContactPolicy,
-        HistoryEntry,
-        Participant,
         SearchHit,
     )
 
@@ -50,10 +45,6 @@ def search_query(
         "since": since,
         "limit": limit,
     }
-
-
-def _ids(ids: Iterable[str] | None) -> list[str] | None:
-    return None if ids is None else [str(i) for i in ids]
 
 
 # --- the agent ---------------------------------------------------------------------------
@@ -150,16 +141,8 @@ class RemoteAgent(RemoteAgentPaths):
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(records.SearchHit, self._call("GET", "/search", query=q))
 
-    def status(self, message_id: str) -> AckStatus:
-        data = self._call("GET", f"/messages/{quote(message_id, safe='')}/status")
-        return from_dict(records.AckStatus, data)  # type: ignore[no-any-return]
 
-    def contact_policy(self) -> ContactPolicy:
-        return from_dict(records.ContactPolicy, self._call("GET", "/policy"))  # type: ignore[no-any-return]
 
-    def set_contact_policy(self, policy: str, allow: Iterable[str] = ()) -> ContactPolicy:
-        data = self._call("POST", "/policy", {"policy": policy, "allow": list(allow)})
-        return from_dict(records.ContactPolicy, data)  # type: ignore[no-any-return]
 
     def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
         """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
@@ -183,39 +166,12 @@ class RemoteAgent(RemoteAgentPaths):
         body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
         return from_dict(SendResult, self._call("POST", "/directive", body))  # type: ignore[no-any-return]
 
-    def retract(self, directive_id: str) -> SendResult:
-        data = self._call("POST", "/retract", {"directive_id": directive_id})
-        return from_dict(SendResult, data)  # type: ignore[no-any-return]
-
-    def leave(self) -> None:
-        self._call("POST", "/leave")
-
     def board_read(
         self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
     ) -> list[BoardEntry]:
         return list_of(
             records.BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
         )
-
-    def claim_key(self, key: str, ttl: float = 300.0, *, wait: float = 0.0) -> ClaimGrant:
-        if wait != 0:
-            # The server's board claim does not park yet: refused, never turned
-            # into a poll or silently into a claim that does not wait.
-            raise errors.InvalidInput(
-                "waiting for a board key is not served yet: claim without --wait (claim_held "
-                "names the holder and when its claim ends), or wait on the store's file",
-                field="wait",
-            )
-        data = self._call("POST", "/board/claim", {"key": key, "ttl": ttl})
-        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
-
-    def release_key(self, key: str, fence: int) -> JournalEntry:
-        data = self._call("POST", "/board/release", {"key": key, "fence": fence})
-        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
-
-    def renew_key(self, key: str, fence: int, ttl: float = 300.0) -> ClaimGrant:
-        data = self._call("POST", "/board/renew", {"key": key, "fence": fence, "ttl": ttl})
-        return from_dict(ClaimGrant, data)  # type: ignore[no-any-return]
 
     @property
     def process(self) -> str | None:
@@ -233,82 +189,18 @@ class RemoteAgent(RemoteAgentPaths):
         record: Input = op.accept("agent", inp)
         if op.http is None:
             raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
-        body = record.values()
-        if body.get("owner", "") is None:
-            body["owner"] = self._owner()
-        timeout = _poll_timeout(body[op.waits]) if op.waits is not None else TIMEOUT_S
-        data = self._call(op.http.method, op.http.path, body, timeout=timeout)
+        values = record.values()
+        if values.get("owner", "") is None:
+            values["owner"] = self._owner()
+        timeout = _poll_timeout(values[op.waits]) if op.waits is not None else TIMEOUT_S
+        path, body = route(op, values)
+        data = self._call(op.http.method, path, body, timeout=timeout)
         return decode(op, data)
 
     def _owner(self) -> str:
         # The claiming process, as in embedded mode: a restart on this host
         # gets its own work back at once (S32).
         return f"{self.address}:{os.getpid()}"
-
-    def ack(self, lease_token: str, ids: Iterable[str] | None = None) -> int:
-        data = self._call("POST", "/inbox/ack", {"lease_token": lease_token, "ids": _ids(ids)})
-        return int(data["count"])
-
-    def release(
-        self, lease_token: str, ids: Iterable[str] | None = None, *, error: str | None = None
-    ) -> int:
-        body = {"lease_token": lease_token, "ids": _ids(ids), "error": error}
-        return int(self._call("POST", "/inbox/release", body)["count"])
-
-    def ack_and_claim(
-        self,
-        lease_token: str,
-        ids: Iterable[str] | None = None,
-        limit: int = 1,
-        lease: float | None = None,
-    ) -> Lease:
-        """Ack and claim the next ``limit`` in one transaction."""
-        body = {"lease_token": lease_token, "ids": _ids(ids), "limit": limit, "lease": lease}
-        return from_dict(Lease, self._call("POST", "/inbox/ack-and-claim", body))  # type: ignore[no-any-return]
-
-    def extend(
-        self, lease_token: str, seconds: float | None = None, ids: Iterable[str] | None = None
-    ) -> str:
-        body = {"lease_token": lease_token, "seconds": seconds, "ids": _ids(ids)}
-        return str(self._call("POST", "/inbox/extend", body)["expires_at"])
-
-    def quarantine(
-        self, lease_token: str, message_id: str, reason: str, *, error: str | None = None
-    ) -> None:
-        body = {
-            "lease_token": lease_token,
-            "message_id": message_id,
-            "reason": reason,
-            "error": error,
-        }
-        self._call("POST", "/inbox/quarantine", body)
-
-    def next_turn(
-        self, wait: float = 0.0, lease: float | None = None, limit: int | None = None
-    ) -> Turn:
-        body = {"wait": wait, "lease": lease, "limit": limit}
-        data = self._call("POST", "/turn", body, timeout=_poll_timeout(wait))
-        return from_dict(Turn, data)  # type: ignore[no-any-return]
-
-    def seen(self, turn_id: str) -> TurnSeen:
-        data = self._call("POST", f"/turn/{quote(turn_id, safe='')}/seen")
-        return from_dict(TurnSeen, data)  # type: ignore[no-any-return]
-
-    def set_status(self, status: str) -> None:
-        """This agent's own status (running, idle, failed, shutdown)."""
-        self._call("POST", "/status", {"status": status})
-
-    def history(self) -> list[HistoryEntry]:
-        """This agent's history, oldest first."""
-        return list_of(records.HistoryEntry, self._call("GET", "/history"))
-
-    def me(self) -> Participant:
-        """This participant's own directory row (status, grant, ``waiting``)."""
-        return from_dict(records.Participant, self._call("GET", "/me"))  # type: ignore[no-any-return]
-
-    def granted(self) -> list[str]:
-        """The broker tools (S24) this participant holds now, sorted."""
-        return [str(name) for name in self._call("GET", "/granted")]
 
 
 def _poll_timeout(wait: float) -> float | None:

@@ -100,6 +100,10 @@ def decode(op: Operation, data: Any) -> Any:
     """A declared operation's result from the server's JSON: its record, or a
     list of them."""
     kind = op.result
+    if kind == "list[str]":
+        if not isinstance(data, list) or not all(isinstance(v, str) for v in data):
+            raise errors.StoreError(f"the server sent {type(data).__name__} for a list of names")
+        return data
     if kind.startswith("list["):
         return list_of(getattr(records, kind[5:-1]), data)
     return from_dict(getattr(records, kind), data)

@@ -5,7 +5,8 @@ For every operation of ``broker.api.operations`` on the HTTP API, the remote
 parameters (the declaration's signature, less ``tx``: a served call is its own
 transaction). It checks its input with the operation's input record here, in
 this process (the same one-line refusal the library gives, without a round
-trip), sends it to the operation's route and decodes the result's record.
+trip), sends it to the operation's route and decodes the result's record (or the
+field of it the library method returns: ``Operation.answer``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from broker.api.operations import OPERATIONS, Caller, Operation
 from broker.model.typecheck import self_checked
@@ -38,7 +40,7 @@ def _method(cls: type, op: Operation) -> Callable[..., Any]:
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = sig.bind(*args, **kwargs)  # a wrong call is a TypeError, as the library's
-        return self.call(op, op.input.parse(bound.arguments))
+        return op.answer(self.call(op, op.input.parse(bound.arguments)))
 
     self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     method.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])  # type: ignore[attr-defined]
@@ -47,3 +49,13 @@ def _method(cls: type, op: Operation) -> Callable[..., Any]:
     method.__doc__ = f"``{op.name}`` over HTTP: {op.summary}."
     method.__operation__ = op  # type: ignore[attr-defined]
     return self_checked(method)  # its input record is its check
+
+
+def route(op: Operation, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The operation's path below the caller's base, the fields it names put in
+    (``/turn/{turn_id}/seen``), and the rest of ``values``: the body."""
+    assert op.http is not None
+    path, body = op.http.path, dict(values)
+    for name in op.path_fields:
+        path = path.replace("{" + name + "}", quote(str(body.pop(name)), safe=""))
+    return path, body

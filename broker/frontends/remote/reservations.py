@@ -31,31 +31,8 @@ class _Host:
 
 @checked
 class RemoteAgentPaths(_Host):
-    """``AgentPaths`` over HTTP (the endpoints of broker/frontends/http/routes_agent.py)."""
-
-    def reserve(
-        self,
-        patterns: str | Sequence[str],
-        *,
-        shared: bool = False,
-        ttl: float = 300.0,
-        reason: str | None = None,
-    ) -> list[Reservation]:
-        items = [patterns] if isinstance(patterns, str) else list(patterns)
-        body = {"patterns": items, "shared": shared, "ttl": ttl, "reason": reason}
-        return self._many(records.Reservation, self._call("POST", "/board/reserve", body))
-
-    def release_reservation(self, fence: int) -> JournalEntry:
-        data = self._call("POST", "/board/unreserve", {"fence": fence})
-        return self._one(JournalEntry, data)  # type: ignore[no-any-return]
-
-    def renew_reservation(self, fence: int, ttl: float = 300.0) -> Reservation:
-        data = self._call("POST", "/board/renew-reservation", {"fence": fence, "ttl": ttl})
-        return self._one(records.Reservation, data)  # type: ignore[no-any-return]
-
-    def check_paths(self, paths: str | Sequence[str]) -> list[PathCheck]:
-        items = [paths] if isinstance(paths, str) else list(paths)
-        return self._many(records.PathCheck, self._call("POST", "/board/check", {"paths": items}))
+    """``AgentPaths`` over HTTP: its methods are declared operations
+    (``broker.frontends.remote.operations.derived``)."""
 
 
 @checked

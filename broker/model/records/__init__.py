@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from broker.model.records.mail import SendResult as SendResult
     from broker.model.records.mail import Thread as Thread
     from broker.model.records.mail import log_matches as log_matches
+    from broker.model.records.results import Count as Count
+    from broker.model.records.results import Done as Done
+    from broker.model.records.results import Expiry as Expiry
     from broker.model.records.spaces import CreatedSpace as CreatedSpace
     from broker.model.records.spaces import InboxUse as InboxUse
     from broker.model.records.spaces import Joined as Joined
@@ -73,8 +76,11 @@ _WHERE = {
     "BoardEntry": "broker.model.records.board",
     "ClaimGrant": "broker.model.records.board",
     "ContactPolicy": "broker.model.records.mail",
+    "Count": "broker.model.records.results",
     "CreatedSpace": "broker.model.records.spaces",
     "Delivery": "broker.model.records.delivery",
+    "Done": "broker.model.records.results",
+    "Expiry": "broker.model.records.results",
     "Finding": "broker.store.maintenance",
     "HistoryEntry": "broker.model.records.delivery",
     "InboxStats": "broker.model.records.delivery",

@@ -1,0 +1,37 @@
+"""The mail operations as the operation table calls them
+(``broker.api.operations``): ``fn(store, identity, inp, *, tx)``, the checked
+input record whole, handed to the function that does the work."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.model import inputs
+    from broker.model.records import AckStatus, ContactPolicy
+    from broker.spaces.auth import Identity
+    from broker.store.sqlite import Store, Tx
+
+
+def status(
+    store: Store, ident: Identity, inp: inputs.MessageStatusInput, *, tx: Tx | None = None
+) -> AckStatus:
+    from broker.mail import acks
+
+    return acks.status(store, ident, inp.message_id, tx=tx)
+
+
+def policy(
+    store: Store, ident: Identity, inp: inputs.NoInput, *, tx: Tx | None = None
+) -> ContactPolicy:
+    from broker.spaces import contact
+
+    return contact.get(store, ident, tx=tx)
+
+
+def set_policy(
+    store: Store, ident: Identity, inp: inputs.SetPolicyInput, *, tx: Tx | None = None
+) -> ContactPolicy:
+    from broker.spaces import contact
+
+    return contact.set_policy(store, ident, inp.policy, list(inp.allow), tx=tx)
