@@ -76,26 +76,29 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
+        # The CI run (tests/test_bench_quick.py): every scenario, every system and
+        # every accounting check, at the smallest sizes that still mean something
+        # (a FIFO deeper than the claims, two points per curve, processes racing).
         return cls(
-            messages=300,
-            backlog=2000,
-            batch=100,
-            batches=4,
-            turns=100,
-            fanout=(10, 100, 250),
+            messages=150,
+            backlog=500,
+            batch=50,
+            batches=3,
+            turns=50,
+            fanout=(10, 50, 100),
             board_procs=4,
             board_keys=4,
-            board_seconds=0.5,
-            procs=(1, 4, 16),
-            sweep_messages=1000,
-            wake_messages=100,
-            idle_waiters=100,
-            idle_seconds=1.0,
-            backlogs=(1000, 10_000, 30_000),
-            backlog_claims=200,
+            board_seconds=0.3,
+            procs=(1, 4),
+            sweep_messages=400,
+            wake_messages=50,
+            idle_waiters=50,
+            idle_seconds=0.5,
+            backlogs=(500, 2000, 5000),
+            backlog_claims=100,
             cli_runs=3,
-            swarm_procs=(4, 8),
-            swarm_messages=400,
+            swarm_procs=(2, 4),
+            swarm_messages=200,
             search_messages=1000,
             search_rounds=2,
         )

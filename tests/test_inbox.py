@@ -554,22 +554,23 @@ def test_S20_claim_wait_times_out_with_an_empty_lease(store: Store) -> None:
 # --- CLI -----------------------------------------------------------------------------------
 @pytest.fixture
 def cli_pair(
-    cli: Callable[..., Any],
-) -> tuple[str, dict[str, str], dict[str, str], Callable[..., Any]]:
-    sid = cli("space", "create", "--kind", "workflow", "--json").json()["id"]
-    envs = []
-    for name in ("a", "b"):
-        j = cli("join", sid, name, "--json").json()
-        envs.append({"BROKER_SPACE": sid, "BROKER_AS": j["address"], "BROKER_TOKEN": j["token"]})
-    return sid, envs[0], envs[1], cli
+    cli: Callable[..., Any], store: Store
+) -> tuple[str, Agent, dict[str, str], Callable[..., Any]]:
+    """A space with ``a`` and ``b`` made through the library (the CLI's space create,
+    join and msg send have their own tests): ``a`` as an Agent, ``b``'s environment."""
+    sid = Operator(store).create_space("workflow").id
+    a, _ = trusted.join(store, sid, "a")
+    _, jb = trusted.join(store, sid, "b")
+    eb = {"BROKER_SPACE": sid, "BROKER_AS": jb.address, "BROKER_TOKEN": jb.token}
+    return sid, a, eb, cli
 
 
 def test_cli_inbox_claim_ack_release_extend_quarantine_requeue(
-    cli_pair: tuple[str, dict[str, str], dict[str, str], Callable[..., Any]],
+    cli_pair: tuple[str, Agent, dict[str, str], Callable[..., Any]],
 ) -> None:
-    sid, ea, eb, cli = cli_pair
-    m1 = cli("msg", "send", "--to", "b", "--json", "first", env=ea).json()["id"]
-    m2 = cli("msg", "send", "--to", "b", "--json", "second", env=ea).json()["id"]
+    sid, a, eb, cli = cli_pair
+    m1 = a.send("b", "first").id
+    m2 = a.send("b", "second").id
     r = cli("inbox", "claim", "--limit", "2", "--ttl", "60", "--json", env=eb)
     assert r.code == 0, r.err
     got = r.json()
@@ -667,7 +668,9 @@ def test_S15_a_claim_reaches_good_messages_behind_any_amount_of_poison(
     store: Store, limit: int, poisoned: int
 ) -> None:
     sid, a, b = pair(store, max_deliveries=1, inbox_cap=5000)
-    send_n(a, poisoned)
+    # The poison is only the setting: sent as one batch (one transaction, batched
+    # statements), not a round trip per message.
+    a.send_many({"to": "b", "text": f"m{i}"} for i in range(poisoned))
     _poison(b, poisoned)
     good = send_n(a, limit)
     lease, statements = _statements(store, lambda: b.claim(limit=limit))

@@ -170,9 +170,22 @@ class QueueModel(RuleBasedStateMachine):
 
 
 QueueModel.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=15,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_S13_S16_queue_matches_its_model = QueueModel.TestCase
+
+
+class QueueModelSoak(QueueModel):
+    """The same model, more and longer runs: ``pytest -m soak`` (.ci/run)."""
+
+
+QueueModelSoak.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_S13_S16_queue_matches_its_model_soak = pytest.mark.soak(QueueModelSoak.TestCase)

@@ -54,12 +54,23 @@ def _admin(url: str) -> Any:
 def test_pg_S16_chaos_kill9_workers_over_tcp_lose_nothing(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    acc = run_chaos(tmp_path, messages=1000, workers=4, kills=4, url=pg_url)
+    # The default run: every kill of the soak run below, on a third of the messages.
+    acc = run_chaos(tmp_path, messages=300, workers=4, kills=4, url=pg_url)
     with capsys.disabled():
         print("\nPostgreSQL " + acc.line())
     # Every planned kill happens: the last share of the work is held back until
     # they have (run_chaos), however fast the server drains the rest.
     _check(acc, kills=4)
+
+
+@pytest.mark.soak
+def test_pg_S16_chaos_soak_3000_messages_8_workers_over_tcp(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acc = run_chaos(tmp_path, messages=3000, workers=8, kills=12, url=pg_url, hang_guard_s=900)
+    with capsys.disabled():
+        print("\nPostgreSQL soak " + acc.line())
+    _check(acc, kills=12)
 
 
 def test_pg_S14_a_connection_cut_mid_transaction_rolls_back_and_the_next_call_succeeds(

@@ -197,13 +197,15 @@ def test_S37_S24_reserving_needs_the_board_claim_grant(
 
 # --- the CLI ----------------------------------------------------------------------------------
 def test_S37_cli_reserve_check_unreserve_renew_and_claims(
-    cli: Callable[..., Any], cli_inproc: Callable[..., Any]
+    cli: Callable[..., Any], cli_inproc: Callable[..., Any], store: Store
 ) -> None:
-    space = cli("space", "create", "--kind", "run", "--json").json()["id"]
+    # The space and its members through the library (the CLI's space create and join
+    # have their own tests): every board command below is a real process.
+    space = Operator(store).create_space("run").id
 
     def ident(name: str) -> dict[str, str]:
-        data = cli("join", space, name, "--json").json()
-        return {"BROKER_SPACE": space, "BROKER_AS": data["address"], "BROKER_TOKEN": data["token"]}
+        joined = trusted.join(store, space, name)[1]
+        return {"BROKER_SPACE": space, "BROKER_AS": joined.address, "BROKER_TOKEN": joined.token}
 
     lynx, otter = ident("lynx"), ident("otter")
     r = cli("board", "reserve", "src/**", "docs/*.md", "--reason", "rewrite", "--json", env=lynx)
