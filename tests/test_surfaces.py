@@ -30,7 +30,21 @@ from click.testing import CliRunner
 from mcphelp import Session, text
 
 from broker import Agent, Operator, Store, errors
-from broker.api.operations import CLAIM, OPERATIONS, OPERATOR_SEND, SEND, Operation
+from broker.api.operations import (
+    ARCHIVE_SPACE,
+    CLAIM,
+    CREATE_SPACE,
+    GET_SPACE,
+    OPERATIONS,
+    OPERATOR_SEND,
+    ROTATE_JOIN_KEY,
+    SEND,
+    SET_SPACE,
+    SPACE_USAGE,
+    SPACES,
+    STOP_SPACE,
+    Operation,
+)
 from broker.frontends.cli import main
 from broker.frontends.cli._common import COMMANDS
 from broker.frontends.remote import Connection, RemoteAgent, RemoteOperator
@@ -52,10 +66,11 @@ def test_each_library_method_takes_exactly_its_declared_parameters(op: Operation
     method = getattr(handle, op.method)
     assert getattr(method, "__operation__", None) is op, f"{handle.__name__}.{op.method}"
     params = list(inspect.signature(method).parameters.values())
-    assert params[0].name == "self" and params[-1].name == "tx"
-    assert params[-1].kind is inspect.Parameter.KEYWORD_ONLY and params[-1].default is None
+    tx = params[-2] if op.spread is not None else params[-1]  # **settings comes after tx
+    assert params[0].name == "self" and tx.name == "tx"
+    assert tx.kind is inspect.Parameter.KEYWORD_ONLY and tx.default is None
     declared = op.signature().parameters.values()
-    assert [(p.name, p.kind, p.default) for p in params[1:-1]] == [
+    assert [(p.name, p.kind, p.default) for p in params[1:] if p is not tx] == [
         (p.name, p.kind, p.default) for p in declared
     ]
 
@@ -109,6 +124,7 @@ class World:
         gone, _ = trusted.join(store, self.space, "gone", pid=None)
         gone.leave()
         self.operator = op
+        self.other = op.create_space("run").id  # "@other": a space a case may stop
 
     def who(self, op: Operation) -> tuple[Any, str]:
         """The library handle a case runs as, and its secret."""
@@ -130,6 +146,8 @@ def refused(exc: errors.BrokerError) -> Outcome:
 
 
 def succeeded(result: Any) -> Outcome:
+    if isinstance(result, list):  # a list: its length varies, its items' shape does not
+        return ("ok", "list", sorted(succeeded(r)[1] for r in result[:1]))
     data = result if isinstance(result, dict) else to_dict(result)
     if "reached" in data:  # a send's outcome: who it reached, and why not the others
         return ("ok", data["kind"], sorted(data["reached"]),
@@ -137,11 +155,20 @@ def succeeded(result: Any) -> Outcome:
     return ("ok", sorted(data))  # a lease: its shape (which messages depends on the order)
 
 
+def by_method(handle: Any, op: Operation, case: dict[str, Any]) -> Any:
+    """The handle's method called with ``case`` (named values as ``**settings``)."""
+    named = case.get(op.spread or "") or {}
+    if not isinstance(named, dict):  # what no method could pass
+        return handle.call(op, case)
+    args = {k: v for k, v in case.items() if k != op.spread}
+    return getattr(handle, op.method)(**args, **named)
+
+
 def by_library(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     handle, _ = w.who(op)
     try:
         if set(case) <= op.input.NAMES:
-            return succeeded(getattr(handle, op.method)(**case))
+            return succeeded(by_method(handle, op, case))
         return succeeded(handle.call(op, op.input.parse(case)))  # what no method could pass
     except errors.NotDelivered as exc:
         return ("not_delivered", succeeded(exc.fields["result"]))
@@ -157,7 +184,7 @@ def by_remote(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
             RemoteAgent(conn, secret) if op.caller == "agent" else RemoteOperator(conn, secret)
         )
         if set(case) <= op.input.NAMES:
-            return succeeded(getattr(handle, op.method)(**case))
+            return succeeded(by_method(handle, op, case))
         return succeeded(handle.call(op, op.input.parse(case)))
     except errors.NotDelivered as exc:
         return ("not_delivered", succeeded(exc.fields["result"]))
@@ -171,14 +198,23 @@ def by_http(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     assert op.http is not None
     _, secret = w.who(op)
     body = dict(case)
+    path = op.http.path
+    for name in op.http.fields:
+        path = path.replace("{" + name + "}", body.pop(name))
     if op.caller == "agent":
-        path = f"/api/spaces/{w.space}/agent{op.http.path}"
+        path = f"/api/spaces/{w.space}/agent{path}"
+    elif "space" in op.input.NAMES:
+        path = f"/api/spaces/{body.pop('space')}{path}"
     else:
-        path = f"/api/spaces/{body.pop('space')}{op.http.path}"
+        path = "/api" + path
     with w.srv.client(secret) as c:
-        r = c.request(op.http.method, path, content=json.dumps(body))
+        if op.http.method == "GET":  # the fields as a query string carries them
+            query = {k: str(v).lower() if isinstance(v, bool) else v for k, v in body.items()}
+            r = c.request("GET", path, params=query)
+        else:
+            r = c.request(op.http.method, path, content=json.dumps(body))
     data = r.json()
-    if r.status_code == 200:
+    if r.status_code == op.http.status:
         return succeeded(data)
     if data["error"] == "not_delivered":
         return ("not_delivered", succeeded(data["result"]))
@@ -212,8 +248,8 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     """The CLI's answer, its flags' names turned back into the fields' (the
     CLI names the flag the user typed: ``bad --to (value 2)`` is ``bad to.1``)."""
     assert op.cli is not None
-    argv = [*op.cli.split(), "--json", "--url", w.store.url]
-    flags = {"lease": "--ttl"}
+    argv = [*op.cli.split(), "--json", "--url", w.store.url, *CLI_EXTRA.get(op, [])]
+    flags = {"lease": "--ttl", "settings": "--setting"}
     words: list[str] = []
     for f in op.input.FIELDS:
         if f.name not in case:
@@ -223,6 +259,12 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
             words = [value]
         elif f.name == "space":
             argv.insert(2, value)
+        elif isinstance(value, dict):  # KEY=VALUE words: RUN_ID's, or each a --setting
+            pairs = [f"{k}={v}" for k, v in value.items()]
+            if op is SET_SPACE:
+                words = pairs
+            else:
+                argv += [x for pair in pairs for x in (flags[f.name], pair)]
         elif isinstance(value, bool):
             argv += [flags.get(f.name, "--" + f.name.replace("_", "-"))] if value else []
         else:
@@ -234,6 +276,9 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
         env |= {"BROKER_SPACE": w.space, "BROKER_AS": handle.address, "BROKER_TOKEN": secret}
     res = CliRunner().invoke(main, [*argv, *words], env=env)
     if res.exit_code == 0:
+        lines = res.stdout.splitlines()
+        if op.result.startswith("list["):
+            return succeeded([json.loads(line) for line in lines])
         return succeeded(json.loads(res.stdout))
     if res.exit_code == errors.NotDelivered.exit_code:  # S8: the outcome is printed, exit 1
         return ("not_delivered", succeeded(json.loads(res.stdout)))
@@ -250,6 +295,9 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     return ("refused", code, field[1] if field else None, message)
 
 
+CLI_EXTRA = {ROTATE_JOIN_KEY: ["--rotate"], STOP_SPACE: ["--yes"], ARCHIVE_SPACE: ["--yes"]}
+SHOWN = {"cli"}  # `space show` and `space set` print the space with its usage: not the result
+
 SURFACES = {"http": by_http, "mcp": by_mcp, "remote": by_remote, "cli": by_cli}
 
 # (operation, input, surfaces that cannot carry it and why)
@@ -257,8 +305,17 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     # to as one name or a list, everywhere
     (SEND, {"to": "otter", "text": "one name"}, set()),
     (SEND, {"to": ["otter", "gone"], "text": "a list"}, set()),
-    (SEND, {"to": ["otter"], "text": "fields", "thread": "t-1", "importance": "high",
-            "ack_required": True}, set()),  # fmt: skip
+    (
+        SEND,
+        {
+            "to": ["otter"],
+            "text": "fields",
+            "thread": "t-1",
+            "importance": "high",
+            "ack_required": True,
+        },
+        set(),
+    ),  # fmt: skip
     (SEND, {"to": "zed", "text": "nobody"}, set()),
     (SEND, {"to": [], "text": "x"}, {"cli"}),  # the CLI's --to is required: click says so
     (SEND, {"to": ["otter", " "], "text": "x"}, set()),
@@ -282,6 +339,34 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CLAIM, {"wait": -1}, set()),
     (CLAIM, {"owner": "a\u0007b"}, set()),
     (CLAIM, {"limit": True}, {"cli"}),
+    # spaces: created, listed, shown, their limits changed (one record of settings), stopped
+    (CREATE_SPACE, {"kind": "session", "settings": {"inbox_cap": 8, "lease_seconds": 45}}, set()),
+    (CREATE_SPACE, {"kind": "moon"}, {"cli"}),  # a click choice
+    (CREATE_SPACE, {"settings": {"nosuch": 1}}, set()),
+    (CREATE_SPACE, {"settings": {"lease_seconds": 1e12}}, set()),
+    (CREATE_SPACE, {"settings": {"inbox_cap": True}}, {"cli"}),  # the CLI reads text
+    (CREATE_SPACE, {"settings": {"inbox_cap": None}}, {"cli"}),
+    (CREATE_SPACE, {"settings": ["inbox_cap"]}, {"cli"}),
+    (SPACES, {"state": "running"}, set()),
+    (SPACES, {"state": "moon"}, {"cli"}),
+    (GET_SPACE, {}, set()),
+    (GET_SPACE, {"space": "nosuch"}, set()),
+    (GET_SPACE, {"space": "a b"}, {"http", "remote"}),  # a path segment, not a run id
+    (SPACE_USAGE, {"top": 3}, SHOWN),
+    (SPACE_USAGE, {"top": 0}, {"cli"}),  # the CLI's --top type states the range itself
+    (SPACE_USAGE, {"top": "3"}, {"cli", "http", "remote"}),  # a query string is text
+    (SPACE_USAGE, {"space": "nosuch"}, set()),
+    (SET_SPACE, {"settings": {"inbox_cap": 300}}, SHOWN),
+    (SET_SPACE, {"settings": {"inbox_cap": 0}}, set()),
+    (SET_SPACE, {"settings": {"body_max_bytes": 1.5}}, set()),
+    (SET_SPACE, {"settings": {}}, set()),
+    (SET_SPACE, {"settings": {"nosuch": 1}}, set()),
+    (ROTATE_JOIN_KEY, {"space": "@other"}, set()),
+    (ROTATE_JOIN_KEY, {"space": "nosuch"}, set()),
+    (STOP_SPACE, {"space": "@other"}, set()),
+    (STOP_SPACE, {"space": "nosuch"}, set()),
+    (ARCHIVE_SPACE, {"space": "@other"}, set()),
+    (ARCHIVE_SPACE, {"space": "nosuch"}, set()),
 ]
 
 
@@ -291,8 +376,10 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
 def test_the_same_input_gets_the_same_answer_on_every_surface(
     world: World, op: Operation, case: dict[str, Any], skip: set[str]
 ) -> None:
-    if op.caller == "operator" and "space" not in case:
+    if op.caller == "operator" and "space" in op.input.NAMES and "space" not in case:
         case = {"space": world.space, **case}
+    if case.get("space") == "@other":
+        case = {**case, "space": world.other}
     want = by_library(world, op, case)
     for name, surface in SURFACES.items():
         if name in skip or (name == "mcp" and op.mcp is None) or (name == "cli" and not op.cli):

@@ -26,6 +26,7 @@ first call (``function`` names it as ``module:name``).
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -51,6 +52,11 @@ class Http:
     method: Literal["GET", "POST", "PATCH", "DELETE"]
     path: str
     status: int = 200
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields the path names (``{message_id}``), in order."""
+        return tuple(re.findall(r"{(\w+)}", self.path))
 
 
 @dataclass(frozen=True)
@@ -91,12 +97,17 @@ class Operation:
     """the asyncio handle's method that gives back what a result took, when the caller of a
     wait has gone in the instant it returned (a claim's messages are released)"""
     idempotent: bool = False
+    spread: str | None = None
+    """a field of named values (``fields.record``) the library method takes as
+    ``**name`` (``create_space("run", inbox_cap=512)``)"""
     _resolved: list[Callable[..., Any]] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.method:
             object.__setattr__(self, "method", self.name.rsplit(".", 1)[-1])
         unknown = set(self.positional) - self.input.NAMES
+        if self.spread is not None and self.spread not in self.input.NAMES:
+            unknown.add(self.spread)
         if unknown:
             raise TypeError(f"{self.name}: positional {sorted(unknown)} are not fields")
 
@@ -137,6 +148,8 @@ class Operation:
         """The library method's parameters as declared (without ``self`` and ``tx``)."""
         params = []
         for f in self.input.FIELDS:
+            if f.name == self.spread:
+                continue
             kind = (
                 inspect.Parameter.POSITIONAL_OR_KEYWORD
                 if f.name in self.positional
@@ -144,6 +157,8 @@ class Operation:
             )
             default = inspect.Parameter.empty if f.required else f.default
             params.append(inspect.Parameter(f.name, kind, default=default))
+        if self.spread is not None:
+            params.append(inspect.Parameter(self.spread, inspect.Parameter.VAR_KEYWORD))
         return inspect.Signature(params)
 
 
@@ -237,6 +252,143 @@ CLAIM = Operation(
 )
 
 # --- the operator's operations (below: agents' operations stay above this line) ---------------
+# Spaces (S1, S30): each names its space in the path (``/api/{kind}/{id}``) but the
+# two that have none yet (create, list: ``/api/spaces``).
+CREATE_SPACE = Operation(
+    "spaces.create",
+    caller="operator",
+    write=True,
+    input=inputs.CreateSpaceInput,
+    result="CreatedSpace",
+    function="broker.api.operator_ops:create_space",
+    summary="Create a space",
+    description=(
+        "A new running space of a kind, with the limits it overrides (S30, S33: each checked "
+        "against its bounds). The result holds its join key, shown this once (S27)."
+    ),
+    method="create_space",
+    positional=("kind",),
+    spread="settings",
+    http=Http("POST", "/spaces", status=201),
+    cli="space create",
+)
+
+SPACES = Operation(
+    "spaces.list",
+    caller="operator",
+    write=False,
+    input=inputs.SpacesInput,
+    result="list[Space]",
+    function="broker.api.operator_ops:list_spaces",
+    summary="List spaces",
+    description="Every space of the store, oldest first (optionally in one state).",
+    method="spaces",
+    http=Http("GET", "/spaces"),
+    cli="space list",
+)
+
+GET_SPACE = Operation(
+    "spaces.show",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:get_space",
+    summary="Show a space",
+    description="One space by run id: full, compact (no kind prefix) or a unique prefix (S1).",
+    method="get_space",
+    positional=("space",),
+    http=Http("GET", ""),
+)
+
+SPACE_USAGE = Operation(
+    "spaces.usage",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceUsageInput,
+    result="SpaceUsage",
+    function="broker.api.operator_ops:space_usage",
+    summary="A space's limits in effect and their use (S30)",
+    description=(
+        "The limits in effect in a space and their use (S30): log bytes against log_max_mb, "
+        "the top senders by log share, each inbox against inbox_cap."
+    ),
+    method="space_usage",
+    positional=("space",),
+    http=Http("GET", "/usage"),
+    cli="space show",
+)
+
+SET_SPACE = Operation(
+    "spaces.set",
+    caller="operator",
+    write=True,
+    input=inputs.SetSpaceInput,
+    result="SpaceUsage",
+    function="broker.api.operator_ops:set_space",
+    summary="Change a space's limits (S30; bounded, logged)",
+    description=(
+        "Change a space's limits (S30): each setting checked against its bounds (S33), merged "
+        "over the space's own, the change logged. The result is the limits in effect and their "
+        "use."
+    ),
+    method="set_space",
+    positional=("space",),
+    spread="settings",
+    context=("via",),
+    http=Http("PATCH", "/settings"),
+    cli="space set",
+)
+
+STOP_SPACE = Operation(
+    "spaces.stop",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:stop_space",
+    summary="Stop a space (it takes no new message or participant)",
+    description=(
+        "Stop a space: it takes no more messages or participants, and those still in it are "
+        "recorded as left."
+    ),
+    method="stop_space",
+    positional=("space",),
+    http=Http("POST", "/stop"),
+    cli="space stop",
+)
+
+ARCHIVE_SPACE = Operation(
+    "spaces.archive",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:archive_space",
+    summary="Archive a space (final)",
+    description="Archive a space: stopped for good, its history kept.",
+    method="archive_space",
+    positional=("space",),
+    http=Http("POST", "/archive"),
+    cli="space archive",
+)
+
+ROTATE_JOIN_KEY = Operation(
+    "spaces.rotate_join_key",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="JoinKey",
+    function="broker.api.operator_ops:rotate_join_key",
+    summary="A new join key for the space (S27; the old one stops working)",
+    description=(
+        "A new join key for a space (made before join keys, or its key lost or leaked): the old "
+        "one stops working at once; joined participants keep their tokens (S27)."
+    ),
+    positional=("space",),
+    http=Http("POST", "/join-key"),
+    cli="space join-key",
+)
 
 
 # Every declaration above, in the order declared.

@@ -10,7 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
-from broker.api.operations import OPERATOR_SEND, Operation, declared, operation
+from broker.api.operations import (
+    ARCHIVE_SPACE,
+    CREATE_SPACE,
+    GET_SPACE,
+    OPERATOR_SEND,
+    ROTATE_JOIN_KEY,
+    SET_SPACE,
+    SPACE_USAGE,
+    SPACES,
+    STOP_SPACE,
+    Operation,
+    declared,
+    operation,
+)
 from broker.api.reservations import OperatorPaths
 from broker.mail import messages
 from broker.model.fields import Input
@@ -36,7 +49,7 @@ from broker.model.records import (
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.spaces import participants, spaces
+from broker.spaces import participants
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
 from broker.vocab import BOARD_READ_DEFAULT, SpaceKind, SpaceState, Via
@@ -75,14 +88,19 @@ class Operator(OperatorPaths, OperatorMail):
         ``BROKER_OPERATOR_KEY`` takes on a host without the key file."""
         return self._key
 
-    def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
-        """A new running space, with its join key (shown this once, S27)."""
-        return spaces.create(self.store, kind, settings=dict(settings))
+    @declared(CREATE_SPACE)
+    def create_space(
+        self, /, kind: SpaceKind = "run", *, tx: Tx | None = None, **settings: Any
+    ) -> CreatedSpace:
+        """A new running space, with its join key (shown this once, S27); ``settings``
+        are the limits it overrides (S30), each checked against its bounds (S33)."""
+        return self.call(CREATE_SPACE, CREATE_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def rotate_join_key(self, space: str) -> JoinKey:
+    @declared(ROTATE_JOIN_KEY)
+    def rotate_join_key(self, space: str, *, tx: Tx | None = None) -> JoinKey:
         """A new join key for ``space`` (made before join keys, or its key lost or
         leaked): the old one stops working; joined participants keep their tokens."""
-        return spaces.rotate_join_key(self.store, space)
+        return self.call(ROTATE_JOIN_KEY, ROTATE_JOIN_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
     def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
         """Join ``codename`` on an agent's behalf with the operator key (the
@@ -269,37 +287,39 @@ class Operator(OperatorPaths, OperatorMail):
             if kept:
                 yield kept
 
-    def spaces(self, *, state: SpaceState | None = None) -> list[Space]:
+    @declared(SPACES)
+    def spaces(self, *, state: SpaceState | None = None, tx: Tx | None = None) -> list[Space]:
         """Every space of the store, oldest first (optionally in one state)."""
-        return spaces.list_spaces(self.store, state=state)
+        return self.call(SPACES, SPACES.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def get_space(self, space: str) -> Space:
+    @declared(GET_SPACE)
+    def get_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """One space by run id (full, compact or a unique prefix, S1)."""
-        return spaces.get(self.store, space)
+        return self.call(GET_SPACE, GET_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+    @declared(SET_SPACE)
+    def set_space(self, /, space: str, *, tx: Tx | None = None, **settings: Any) -> SpaceUsage:
         """Change a space's limits (S30): each setting checked against its bounds
         (S33, ``invalid_input`` naming it), merged over the space's own, the
         change logged; returns the limits in effect and their use."""
-        from broker.spaces import usage
+        return self.call(SET_SPACE, SET_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return usage.set_space(self.store, space, dict(settings), via=self.via)
-
-    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+    @declared(SPACE_USAGE)
+    def space_usage(self, space: str, *, top: int = 10, tx: Tx | None = None) -> SpaceUsage:
         """The limits in effect in ``space`` and their use (S30): log bytes against
         ``log_max_mb``, the ``top`` senders by log share, each inbox against
         ``inbox_cap``."""
-        from broker.spaces import usage
+        return self.call(SPACE_USAGE, SPACE_USAGE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return usage.space_usage(self.store, space, top=top)
-
-    def stop_space(self, space: str) -> Space:
+    @declared(STOP_SPACE)
+    def stop_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """Stop a space: it takes no more messages; its participants are recorded as left."""
-        return spaces.stop(self.store, space)
+        return self.call(STOP_SPACE, STOP_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def archive_space(self, space: str) -> Space:
+    @declared(ARCHIVE_SPACE)
+    def archive_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """Archive a space: stopped for good, its history kept."""
-        return spaces.archive(self.store, space)
+        return self.call(ARCHIVE_SPACE, ARCHIVE_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
     def participant(self, space: str, address: str) -> Participant:
         """One participant (its directory entry) by address."""

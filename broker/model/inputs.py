@@ -17,7 +17,7 @@ from typing import Any
 
 from broker.model import fields
 from broker.model.fields import Input
-from broker.vocab import MIN_SECONDS, SETTING_BOUNDS
+from broker.vocab import MIN_SECONDS, SETTING_BOUNDS, SPACE_KINDS, SPACE_STATES
 
 BODY_MAX = int(SETTING_BOUNDS["body_max_bytes"][1])  # no body is longer than the largest cap
 DAY_S = 86_400.0
@@ -151,3 +151,102 @@ class ClaimInput(Input):
 
 
 # --- the operator's input records (below: agents' records stay above this line) ----------
+
+
+# --- spaces -------------------------------------------------------------------------------
+_SETTING_HELP = {
+    "body_max_bytes": "largest message body, UTF-8 bytes",
+    "inbox_cap": "waiting deliveries per recipient, inbox_full past it",
+    "broadcast_cap": "broadcasts a live participant may have unread, broadcast_full past it",
+    "log_max_mb": "log size in MiB past which sends fail, messaging_full",
+    "max_deliveries": "deliveries before quarantine (S15)",
+    "lease_seconds": "default claim lease in seconds",
+    "live_seconds": "how long a participant with no recorded process stays live after its last "
+    "call (S27)",
+    "sender_share": "the most one sender may hold of another's inbox_cap and of log_max_mb (S30)",
+    "join_key_share": "the most the participants admitted by the join key may hold together of "
+    "another's inbox_cap and of log_max_mb (S42)",
+    "holds_cap": "live key claims and path reservations per participant (S41)",
+    "space_holds_cap": "live key claims and path reservations in the space (S41)",
+}
+
+
+def _setting(name: str) -> Any:
+    """One space setting (S30, S33): its bounds are ``vocab.SETTING_BOUNDS``'."""
+    from broker.store.settings import Limits
+    from broker.vocab import INT_SETTINGS, describe_setting, number
+
+    low, high = SETTING_BOUNDS[name]
+    said = (
+        f"{_SETTING_HELP[name]} ({describe_setting(name)}; "
+        f"default {number(getattr(Limits(), name))})"
+    )
+    if name in INT_SETTINGS:
+        return fields.whole(said, default=None, low=int(low), high=int(high))
+    return fields.number(said, default=None, low=low, high=high)
+
+
+class SpaceSettings(Input):
+    """A space's limits (S30, S33): every setting with its bounds, declared once.
+    ``space create`` and ``space set`` take some of them by name (``fields.record``)."""
+
+    body_max_bytes: int | None = _setting("body_max_bytes")
+    inbox_cap: int | None = _setting("inbox_cap")
+    broadcast_cap: int | None = _setting("broadcast_cap")
+    log_max_mb: float | None = _setting("log_max_mb")
+    max_deliveries: int | None = _setting("max_deliveries")
+    lease_seconds: float | None = _setting("lease_seconds")
+    live_seconds: float | None = _setting("live_seconds")
+    sender_share: float | None = _setting("sender_share")
+    join_key_share: float | None = _setting("join_key_share")
+    holds_cap: int | None = _setting("holds_cap")
+    space_holds_cap: int | None = _setting("space_holds_cap")
+
+
+def _settings(help: str) -> Any:  # noqa: A002
+    return fields.record(help, SpaceSettings, noun="space setting", default=None)
+
+
+class CreateSpaceInput(Input):
+    """``spaces.create``: a new space of a kind, with the limits it overrides."""
+
+    kind: str = fields.choice(
+        "What the space is for: run (a standalone run; pick it when unsure); agentiflow (a lead "
+        "and its workers: the operator's messages go to the lead unless 'to' says otherwise); "
+        "workflow (a run of steps: 'step:NAME' reaches the runs of a step); session (a chat "
+        "session: it stays joined between turns).",
+        SPACE_KINDS,
+        default="run",
+    )
+    settings: dict[str, Any] | None = _settings(
+        "Limits this space overrides, by name, e.g. inbox_cap=512 (the others keep their "
+        "defaults; space show lists them with their bounds)."
+    )
+
+
+class SpacesInput(Input):
+    """``spaces.list``: every space of the store."""
+
+    state: str | None = fields.choice("Only spaces in this state.", SPACE_STATES, default=None)
+
+
+class SpaceInput(Input):
+    """An operator's operation on one space that takes nothing else."""
+
+    space: str = _space()
+
+
+class SetSpaceInput(Input):
+    """``spaces.set``: change a space's limits (S30)."""
+
+    space: str = _space()
+    settings: dict[str, Any] | None = _settings(
+        "The limits to change, by name, e.g. log_max_mb=128 sender_share=0.25."
+    )
+
+
+class SpaceUsageInput(Input):
+    """``spaces.usage``: a space's limits in effect and their use (S30)."""
+
+    space: str = _space()
+    top: int = fields.whole("Senders listed by log share.", default=10, high=1000, metavar="N")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
 from broker.model.pydantic_inputs import (
@@ -19,11 +19,10 @@ from broker.model.pydantic_inputs import (
     DirectiveInput,
     PostInput,
 )
-from broker.vocab import MIN_SECONDS, SpaceKind
+from broker.vocab import MIN_SECONDS
 
 __all__ = [
     "AckAndClaimBody",
-    "CreateSpaceBody",
     "DirectiveInput",
     "ExtendBody",
     "JoinBody",
@@ -43,7 +42,6 @@ __all__ = [
     "ReserveBody",
     "RetractBody",
     "SendManyBody",
-    "SettingsBody",
     "SettleBody",
     "StatusBody",
     "TurnBody",
@@ -60,15 +58,6 @@ Body = Annotated[str, StringConstraints(min_length=1)]
 IdList = Annotated[list[Id], Field(max_length=10_000)]
 
 
-def _number(value: Any) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"a number, not {type(value).__name__}")  # true is not 1 (strict)
-    return value
-
-
-Setting = Annotated[Any, AfterValidator(_number)]  # every limit is a number
-
-
 class _Body(Strict):
     """Closed and strict (``edge.Strict``): the MCP tools' inputs share the base."""
 
@@ -79,17 +68,6 @@ class PolicyBody(_Body):
 
     policy: Annotated[str, StringConstraints(max_length=32)]
     allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
-
-
-class CreateSpaceBody(_Body):
-    kind: SpaceKind
-    settings: dict[str, Setting] = Field(default_factory=dict)
-    """per-space limits (``space set`` names); unknown ones are refused"""
-
-
-class SettingsBody(_Body):
-    settings: dict[str, Setting]
-    """the limits to change; unknown ones are refused"""
 
 
 class PruneBody(_Body):

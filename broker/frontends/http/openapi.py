@@ -87,6 +87,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     schema["maximum"] = q.maximum
             elif q.type == "bool":
                 schema = {"type": "boolean"}
+            elif q.type == "number":
+                schema = {"type": "number"}
             elif q.type == "time":
                 schema = {"type": "string", "maxLength": 40, "description": "ISO-8601, UTC"}
             elif q.type == "list":
@@ -117,13 +119,15 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
         if params:
             op["parameters"] = params
         if ep.op is not None and ep.method != "GET":
-            from_path = (
+            from_path = frozenset(ep.path_params) | (
                 frozenset({"space"}) if "{id}" in ep.path and ep.auth == "operator" else frozenset()
             )
-            op["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": ep.op.input.schema(from_path)}},
-            }
+            body_schema = ep.op.input.schema(from_path)
+            if body_schema["properties"]:  # none: the path says it all (an empty body or {})
+                op["requestBody"] = {
+                    "required": "required" in body_schema,
+                    "content": {"application/json": {"schema": body_schema}},
+                }
         elif ep.body is not None:
             op["requestBody"] = {
                 "required": True,

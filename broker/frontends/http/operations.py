@@ -12,12 +12,16 @@ result as JSON.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from starlette.datastructures import QueryParams
 
 from broker import errors
 from broker.api.operations import OPERATIONS, Operation
-from broker.frontends.http.api import Call, Endpoint
+from broker.frontends.http.api import Call, Endpoint, Query, whole_number
+from broker.frontends.http.edge import echo
+from broker.model import fields
 from broker.model.fields import Input
 
 AGENT = "/api/{kind}/{id}/agent"
@@ -32,23 +36,99 @@ def endpoints() -> list[Endpoint]:
 def _endpoint(op: Operation) -> Endpoint:
     assert op.http is not None
     base = AGENT if op.caller == "agent" else SPACE if base_space(op) else "/api"
+    named = path_fields(op)
+    by_name = {f.name: f for f in op.input.FIELDS}
     return Endpoint(
         op.http.method,
         base + op.http.path,
         _handler(op),
         op.caller,
         op.summary,
+        query=tuple(_query_doc(f) for f in query_fields(op)),
         returns=op.result_type(),
         status=op.http.status,
         tag=op.caller,
+        path_params={name: by_name[name].help for name in named},
         op=op,
     )
+
+
+def path_fields(op: Operation) -> tuple[str, ...]:
+    """The fields the operation's path names (``{message_id}``), in order."""
+    assert op.http is not None
+    return op.http.fields
+
+
+def query_fields(op: Operation) -> list[fields.Field]:
+    """A ``GET``'s fields read from the query string (all but the path's)."""
+    assert op.http is not None
+    if op.http.method != "GET":
+        return []
+    skip = {*path_fields(op), "space"} if base_space(op) else set(path_fields(op))
+    return [f for f in op.input.FIELDS if f.name not in skip]
+
+
+def _query_doc(f: fields.Field) -> Query:
+    """A query field as the API reference shows it."""
+    if isinstance(f, fields.Record):
+        raise TypeError(f"{f.name}: named values cannot travel in a query string")
+    if isinstance(f, fields.Whole):
+        return Query(f.name, "int", f.help, f.low, f.high)
+    if isinstance(f, fields.Flag):
+        return Query(f.name, "bool", f.help)
+    if isinstance(f, fields.Texts):
+        return Query(f.name, "list", f.help)
+    if isinstance(f, fields.Seconds | fields.Number):
+        return Query(f.name, "number", f.help)
+    if isinstance(f, fields.Choice):
+        return Query(f.name, "str", f.help, choices=f.choices)
+    return Query(f.name, "str", f.help)
+
+
+def from_query(op: Operation, params: QueryParams) -> dict[str, Any]:
+    """A ``GET``'s input from its query string: each field's text read as the
+    field's kind (a whole number, true or false, a number; a list repeats the
+    name), for its input record to check like any other input."""
+    by_name = {f.name: f for f in query_fields(op)}
+    out: dict[str, Any] = {}
+    for name in params:
+        f = by_name.get(name)
+        if f is None:
+            raise errors.InvalidInput(f"unknown query parameter {echo(name)}", field=name)
+        values = params.getlist(name)
+        if isinstance(f, fields.Texts):
+            out[name] = values
+            continue
+        if len(values) > 1:
+            raise errors.InvalidInput(f"query parameter {name!r} given more than once", field=name)
+        out[name] = _read(f, values[0])
+    return out
+
+
+def _read(f: fields.Field, text: str) -> Any:
+    if isinstance(f, fields.Whole):
+        return whole_number(f.name, text, None, None)
+    if isinstance(f, fields.Flag):
+        if text not in ("true", "false"):
+            raise errors.InvalidInput(f"bad {f.name} {echo(text)}: true or false", field=f.name)
+        return text == "true"
+    if isinstance(f, fields.Seconds | fields.Number):
+        try:
+            return float(text)
+        except ValueError:
+            raise errors.InvalidInput(
+                f"bad {f.name} {echo(text)}: a number", field=f.name
+            ) from None
+    return text
 
 
 def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
     async def handle(call: Call) -> Any:
         data: dict[str, Any] = call.body
         handle: Any
+        for name in path_fields(op):
+            _from_path(data, name)
+            data[name] = call.params[name]
         if op.caller == "agent":
             handle = call.state.agent_for(call)
         else:
@@ -75,7 +155,7 @@ def base_space(op: Operation) -> bool:
     return op.caller == "operator" and "space" in op.input.NAMES
 
 
-def _from_path(data: dict[str, Any], name: str) -> None:
+def _from_path(data: Mapping[str, Any], name: str) -> None:
     if name in data:
         raise errors.InvalidInput(
             f"unknown field {name!r}: the path names it, not the body", field=name

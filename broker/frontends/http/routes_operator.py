@@ -22,9 +22,7 @@ from broker.model.records import (
     AckStatus,
     BoardEntry,
     ClaimGrant,
-    CreatedSpace,
     Joined,
-    JoinKey,
     JournalEntry,
     LogEntry,
     Participant,
@@ -36,11 +34,10 @@ from broker.model.records import (
     SendResult,
     Space,
     SpaceActivity,
-    SpaceUsage,
     Thread,
     TurnRecord,
 )
-from broker.vocab import MESSAGE_KINDS, SPACE_STATES
+from broker.vocab import MESSAGE_KINDS
 
 BOARD_KINDS = ["post", "directive", "retract"]
 
@@ -56,44 +53,6 @@ async def _space(call: Call) -> tuple[Operator, Space]:
     space = await call.state.run(op.get_space, call.params["id"])
     call.state.check_kind(call.params["kind"], space)
     return op, space
-
-
-# --- spaces ----------------------------------------------------------------------------
-async def list_spaces(call: Call) -> Any:
-    op = _op(call)
-    return await call.state.run(lambda: op.spaces(state=call.query["state"]))
-
-
-async def create_space(call: Call) -> Any:
-    op = _op(call)
-    b: bodies.CreateSpaceBody = call.body
-    return await call.state.run(lambda: op.create_space(b.kind, **b.settings))
-
-
-async def show_space(call: Call) -> Any:
-    _, space = await _space(call)
-    return space
-
-
-async def space_usage(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.space_usage(space.id, top=call.query["top"] or 10))
-
-
-async def stop_space(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.stop_space, space.id)
-
-
-async def archive_space(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.archive_space, space.id)
-
-
-async def set_space(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.SettingsBody = call.body
-    return await call.state.run(lambda: op.set_space(space.id, **b.settings))
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -210,11 +169,6 @@ async def join(call: Call) -> Any:
     return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
 
 
-async def rotate_join_key(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.rotate_join_key, space.id)
-
-
 async def transcript(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(op.transcript, space.id, call.params["address"])
@@ -272,9 +226,7 @@ async def release_key(call: Call) -> Any:
 async def release_reservation(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.OperatorReservationReleaseBody = call.body
-    return await call.state.run(
-        lambda: op.release_reservation(space.id, b.fence, reason=b.reason)
-    )
+    return await call.state.run(lambda: op.release_reservation(space.id, b.fence, reason=b.reason))
 
 
 async def retract(call: Call) -> Any:
@@ -307,19 +259,9 @@ AFTER = Query("after", "str", "only rows after this message id")
 
 def endpoints() -> list[Endpoint]:
     e = [
-        Endpoint("GET", "/api/spaces", list_spaces, "operator", "List spaces",
-                 query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
-                 returns=list[Space]),
         Endpoint("GET", "/api/spaces/stream", stream_spaces, "operator",
                  "The list of spaces as Server-Sent Events: one 'spaces' event (the whole "
                  "list) at once and after every change", stream=True),
-        Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
-                 body=bodies.CreateSpaceBody, returns=CreatedSpace, status=201),
-        Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
-        Endpoint("POST", SPACE + "/stop", stop_space, "operator",
-                 "Stop a space (it takes no new message or participant)", returns=Space),
-        Endpoint("POST", SPACE + "/archive", archive_space, "operator", "Archive a space (final)",
-                 returns=Space),
         Endpoint("GET", SPACE + "/messages", list_messages, "operator",
                  "The space's log, in sequence order",
                  query=(AFTER,
@@ -405,17 +347,7 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip
-    e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
-                      "Change a space's limits (S30; bounded, logged)", body=bodies.SettingsBody,
-                      returns=SpaceUsage))  # fmt: skip
-    e.append(Endpoint("GET", SPACE + "/usage", space_usage, "operator",
-                      "A space's limits in effect and their use (S30)",
-                      query=(Query("top", "int", "senders listed (default 10)", 1, 1000),),
-                      returns=SpaceUsage))  # fmt: skip
     e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
                       "Join a participant on an agent's behalf (its token is shown once)",
                       body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
-    e.append(Endpoint("POST", SPACE + "/join-key", rotate_join_key, "operator",
-                      "A new join key for the space (S27; the old one stops working)",
-                      returns=JoinKey))  # fmt: skip
     return e

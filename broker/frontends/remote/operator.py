@@ -22,9 +22,7 @@ from broker.model.records import (
     AckStatus,
     BoardEntry,
     ClaimGrant,
-    CreatedSpace,
     Joined,
-    JoinKey,
     JournalEntry,
     LogEntry,
     Participant,
@@ -32,9 +30,7 @@ from broker.model.records import (
     QueueStats,
     SearchHit,
     SendResult,
-    Space,
     SpaceActivity,
-    SpaceUsage,
     Thread,
     TurnRecord,
     log_matches,
@@ -75,25 +71,6 @@ class RemoteOperator(RemoteOperatorPaths):
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
 
-    def create_space(self, kind: str, **settings: object) -> CreatedSpace:
-        """A new space of ``kind`` with these per-space limits, and its join key."""
-        data = self._call("POST", "/api/spaces", {"kind": kind, "settings": settings})
-        return from_dict(CreatedSpace, data)  # type: ignore[no-any-return]
-
-    def rotate_join_key(self, space: str) -> JoinKey:
-        """A new join key for ``space`` (S27)."""
-        return from_dict(JoinKey, self._call("POST", space_path(space) + "/join-key"))  # type: ignore[no-any-return]
-
-    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
-        """Change a space's limits (S30)."""
-        data = self._call("PATCH", space_path(space) + "/settings", body={"settings": settings})
-        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
-
-    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
-        """A space's limits in effect and their use (S30)."""
-        data = self._call("GET", space_path(space) + "/usage", query={"top": top})
-        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
-
     def threads(self, space: str) -> list[Thread]:
         """The space's threads (S35)."""
         return list_of(Thread, self._call("GET", space_path(space) + "/threads"))
@@ -118,23 +95,6 @@ class RemoteOperator(RemoteOperatorPaths):
         path = f"{space_path(space)}/messages/{quote(message_id, safe='')}/status"
         return from_dict(AckStatus, self._call("GET", path))  # type: ignore[no-any-return]
 
-    def spaces(self, *, state: str | None = None) -> list[Space]:
-        """Every space of the store, oldest first (optionally in one state)."""
-        return list_of(Space, self._call("GET", "/api/spaces", query={"state": state}))
-
-    def get_space(self, space: str) -> Space:
-        """One space by run id (full, compact or a unique prefix, S1)."""
-        return from_dict(Space, self._call("GET", space_path(space)))  # type: ignore[no-any-return]
-
-    def stop_space(self, space: str) -> Space:
-        """Stop a space: it takes no more messages."""
-        return from_dict(Space, self._call("POST", space_path(space) + "/stop"))  # type: ignore[no-any-return]
-
-    def archive_space(self, space: str) -> Space:
-        """Archive a space: stopped for good, its history kept."""
-        data = self._call("POST", space_path(space) + "/archive")
-        return from_dict(Space, data)  # type: ignore[no-any-return]
-
     # --- messages -----------------------------------------------------------------------
     @self_checked
     def call(self, op: Operation, inp: Input | Mapping[str, Any]) -> Any:
@@ -146,8 +106,13 @@ class RemoteOperator(RemoteOperatorPaths):
             raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
         body = record.values()
         path = op.http.path
-        if "space" in body:  # the space is the path's, never the body's
-            path = space_path(body.pop("space")) + path
+        for name in op.http.fields:  # a field the path names is the path's only
+            path = path.replace("{" + name + "}", quote(str(body.pop(name)), safe=""))
+        # the space is the path's, never the body's
+        path = (space_path(body.pop("space")) if "space" in body else "/api") + path
+        if op.http.method == "GET":
+            query = {k: _query_text(v) for k, v in body.items()}
+            return decode(op, self._call("GET", path, query=query))
         return decode(op, self._call(op.http.method, path, body))
 
     def log(
@@ -354,6 +319,15 @@ class RemoteOperator(RemoteOperatorPaths):
 
 
 PAGE = 1000  # rows per request of log(): the server's default page
+
+
+def _query_text(value: Any) -> Any:
+    """A field's value as a query string carries it (None: left out; a list repeats)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None or isinstance(value, list):
+        return value
+    return str(value)
 
 
 def _cursor(after: str | int | None) -> dict[str, Any]:
