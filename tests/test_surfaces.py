@@ -31,12 +31,19 @@ from mcphelp import Session, text
 
 from broker import Agent, Operator, Store, errors
 from broker.api.operations import (
+    ACTIVITY,
     ARCHIVE_SPACE,
     CLAIM,
+    CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
     OPERATIONS,
+    OPERATOR_RETRACT,
     OPERATOR_SEND,
+    PARTICIPANT,
+    PARTICIPANTS,
+    QUARANTINED,
+    QUEUE_STATS,
     ROTATE_JOIN_KEY,
     SEND,
     SET_SPACE,
@@ -259,6 +266,8 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
             words = [value]
         elif f.name == "space":
             argv.insert(2, value)
+        elif f.name in CLI_ARGS.get(op, ()):  # a command's argument after RUN_ID
+            words.append(value)
         elif isinstance(value, dict):  # KEY=VALUE words: RUN_ID's, or each a --setting
             pairs = [f"{k}={v}" for k, v in value.items()]
             if op is SET_SPACE:
@@ -295,6 +304,7 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     return ("refused", code, field[1] if field else None, message)
 
 
+CLI_ARGS = {PARTICIPANT: ("address",)}
 CLI_EXTRA = {ROTATE_JOIN_KEY: ["--rotate"], STOP_SPACE: ["--yes"], ARCHIVE_SPACE: ["--yes"]}
 SHOWN = {"cli"}  # `space show` and `space set` print the space with its usage: not the result
 
@@ -367,6 +377,21 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (STOP_SPACE, {"space": "nosuch"}, set()),
     (ARCHIVE_SPACE, {"space": "@other"}, set()),
     (ARCHIVE_SPACE, {"space": "nosuch"}, set()),
+    # participants, the queue, the board
+    (PARTICIPANTS, {}, set()),
+    (PARTICIPANTS, {"include_left": False}, set()),
+    (PARTICIPANTS, {"include_left": "yes"}, {"http"}),  # a query string is text
+    (PARTICIPANTS, {"space": "nosuch"}, set()),
+    (PARTICIPANT, {"address": "otter"}, set()),
+    (PARTICIPANT, {"address": "zed"}, set()),
+    (PARTICIPANT, {"space": "nosuch", "address": "otter"}, set()),
+    (QUARANTINED, {}, set()),
+    (QUARANTINED, {"space": "nosuch"}, set()),
+    (QUEUE_STATS, {}, set()),
+    (ACTIVITY, {}, set()),
+    (CLAIMS, {}, set()),
+    (OPERATOR_RETRACT, {"directive_id": "01J0000000000000000000000Z"}, set()),
+    (OPERATOR_RETRACT, {"directive_id": 5}, set()),
 ]
 
 

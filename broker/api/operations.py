@@ -391,6 +391,124 @@ ROTATE_JOIN_KEY = Operation(
 )
 
 
+# Participants, the queue and the board: what the operator reads and lifts.
+PARTICIPANTS = Operation(
+    "participants.list",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantsInput,
+    result="list[Participant]",
+    function="broker.api.operator_ops:participants",
+    summary="Participants with status and last seen",
+    description=(
+        "The participants of a space (its directory), in join order: address, agent, role, "
+        "status, last seen, grant and how many messages wait for each."
+    ),
+    method="participants",
+    positional=("space",),
+    http=Http("GET", "/participants"),
+)
+
+PARTICIPANT = Operation(
+    "participants.show",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantInput,
+    result="Participant",
+    function="broker.api.operator_ops:participant",
+    summary="One participant (its directory entry)",
+    description="One participant of a space by address: its directory entry.",
+    method="participant",
+    positional=("space", "address"),
+    http=Http("GET", "/participants/{address}"),
+    cli="dir show",
+)
+
+QUARANTINED = Operation(
+    "queue.quarantined",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[QuarantinedDelivery]",
+    function="broker.api.operator_ops:quarantined",
+    summary="Quarantined deliveries with their evidence (S15)",
+    description=(
+        "The quarantined deliveries of a space with their evidence: the message, the inbox, "
+        "the sender, the delivery count, the reason and the last error (S15)."
+    ),
+    method="quarantined",
+    positional=("space",),
+    http=Http("GET", "/quarantine"),
+    cli="queue quarantined",
+)
+
+QUEUE_STATS = Operation(
+    "queue.stats",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="QueueStats",
+    function="broker.api.operator_ops:queue_stats",
+    summary="Deliveries by state and their redeliveries (S13-S15)",
+    description="A space's deliveries by state and the redeliveries they took (S13-S15).",
+    method="queue_stats",
+    positional=("space",),
+    http=Http("GET", "/queue"),
+)
+
+ACTIVITY = Operation(
+    "queue.activity",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="SpaceActivity",
+    function="broker.api.operator_ops:activity",
+    summary=(
+        "Each inbox as a queue (waiting, in flight, retried, quarantined) and the send rate of "
+        "the last minute"
+    ),
+    description=(
+        "Each inbox of a space as a queue (waiting, in flight, retried, quarantined) and the "
+        "send rate of the last minute, in one reading."
+    ),
+    method="activity",
+    positional=("space",),
+    http=Http("GET", "/activity"),
+)
+
+CLAIMS = Operation(
+    "board.claims",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[ClaimGrant]",
+    function="broker.api.operator_ops:claims",
+    summary="Live board claims",
+    description="The live board claims of a space (held and not expired), by key.",
+    method="claims",
+    positional=("space",),
+    http=Http("GET", "/claims"),
+)
+
+OPERATOR_RETRACT = Operation(
+    "board.retract_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorRetractInput,
+    result="SendResult",
+    function="broker.api.operator_ops:retract",
+    summary="Lift any directive, whoever issued it (S9: the operator's exception)",
+    description=(
+        "Lift any directive of a space, whoever issued it (S9: the operator is the one "
+        "exception to 'only its author'): a retract row from operator. Lifted already: "
+        "already_retracted."
+    ),
+    method="retract",
+    positional=("space", "directive_id"),
+    context=("via",),
+    http=Http("POST", "/board/retract"),
+)
+
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, Operation)

@@ -11,10 +11,17 @@ from typing import TYPE_CHECKING, Any
 from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
 from broker.api.operations import (
+    ACTIVITY,
     ARCHIVE_SPACE,
+    CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
+    OPERATOR_RETRACT,
     OPERATOR_SEND,
+    PARTICIPANT,
+    PARTICIPANTS,
+    QUARANTINED,
+    QUEUE_STATS,
     ROTATE_JOIN_KEY,
     SET_SPACE,
     SPACE_USAGE,
@@ -49,7 +56,6 @@ from broker.model.records import (
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.spaces import participants
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
 from broker.vocab import BOARD_READ_DEFAULT, SpaceKind, SpaceState, Via
@@ -197,15 +203,17 @@ class Operator(OperatorPaths, OperatorMail):
             return entries[-tail:]
         return entries[:limit] if limit is not None else entries
 
-    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+    @declared(PARTICIPANTS)
+    def participants(
+        self, space: str, *, include_left: bool = True, tx: Tx | None = None
+    ) -> list[Participant]:
         """The participants of ``space`` (its directory), in join order."""
-        return participants.list_participants(self.store, space, include_left=include_left)
+        return self.call(PARTICIPANTS, PARTICIPANTS.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
+    @declared(QUARANTINED)
+    def quarantined(self, space: str, *, tx: Tx | None = None) -> list[QuarantinedDelivery]:
         """Quarantined deliveries of a space, with their evidence."""
-        from broker.delivery import inbox_view
-
-        return inbox_view.quarantined(self.store, space)
+        return self.call(QUARANTINED, QUARANTINED.take(locals()), tx)  # type: ignore[no-any-return]
 
     def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
@@ -321,9 +329,10 @@ class Operator(OperatorPaths, OperatorMail):
         """Archive a space: stopped for good, its history kept."""
         return self.call(ARCHIVE_SPACE, ARCHIVE_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def participant(self, space: str, address: str) -> Participant:
+    @declared(PARTICIPANT)
+    def participant(self, space: str, address: str, *, tx: Tx | None = None) -> Participant:
         """One participant (its directory entry) by address."""
-        return participants.get(self.store, space, address)
+        return self.call(PARTICIPANT, PARTICIPANT.take(locals()), tx)  # type: ignore[no-any-return]
 
     def prune(
         self,
@@ -351,19 +360,17 @@ class Operator(OperatorPaths, OperatorMail):
 
         return posts.view(self.store, space, after=after, limit=limit)
 
+    @declared(OPERATOR_RETRACT)
     def retract(self, space: str, directive_id: str, *, tx: Tx | None = None) -> SendResult:
         """Lift any directive of ``space``, whoever issued it (S9: the operator is
         the one exception to "only its author"): a ``retract`` row from
         ``operator``; lifted already: ``AlreadyRetracted``."""
-        from broker.board import posts
+        return self.call(OPERATOR_RETRACT, OPERATOR_RETRACT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.retract_as_operator(self.store, space, directive_id, via=self.via, tx=tx)
-
-    def claims(self, space: str) -> list[ClaimGrant]:
+    @declared(CLAIMS)
+    def claims(self, space: str, *, tx: Tx | None = None) -> list[ClaimGrant]:
         """The live board claims of a space (held and not expired), by key."""
-        from broker.board import claims
-
-        return claims.live(self.store, space)
+        return self.call(CLAIMS, CLAIMS.take(locals()), tx)  # type: ignore[no-any-return]
 
     def release_key(
         self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
@@ -384,18 +391,16 @@ class Operator(OperatorPaths, OperatorMail):
         reservations.expire(self.store, space)
         return claims.journal(self.store, space, key=key)
 
-    def activity(self, space: str) -> SpaceActivity:
+    @declared(ACTIVITY)
+    def activity(self, space: str, *, tx: Tx | None = None) -> SpaceActivity:
         """Each inbox of ``space`` as a queue (waiting, in flight, retried,
         quarantined) and the send rate of the last minute, in one reading."""
-        from broker.delivery import inbox_view
+        return self.call(ACTIVITY, ACTIVITY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return inbox_view.activity(self.store, space)
-
-    def queue_stats(self, space: str) -> QueueStats:
+    @declared(QUEUE_STATS)
+    def queue_stats(self, space: str, *, tx: Tx | None = None) -> QueueStats:
         """A space's deliveries by state and the redeliveries they took (S13-S15)."""
-        from broker.delivery import inbox_view
-
-        return inbox_view.stats(self.store, space)
+        return self.call(QUEUE_STATS, QUEUE_STATS.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- files: export, import and retention (docs/export.md) ------------------------
     # Restoring rows from files and deleting a space are operator actions (S29):

@@ -13,7 +13,18 @@ from broker.spaces import spaces
 
 if TYPE_CHECKING:
     from broker.model import inputs
-    from broker.model.records import CreatedSpace, JoinKey, Space, SpaceUsage
+    from broker.model.records import (
+        ClaimGrant,
+        CreatedSpace,
+        JoinKey,
+        Participant,
+        QuarantinedDelivery,
+        QueueStats,
+        SendResult,
+        Space,
+        SpaceActivity,
+        SpaceUsage,
+    )
     from broker.store.sqlite import Store, Tx
 
 
@@ -56,3 +67,54 @@ def archive_space(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None)
 
 def rotate_join_key(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None) -> JoinKey:
     return spaces.rotate_join_key(store, inp.space, tx=tx)
+
+
+# --- participants ---------------------------------------------------------------------------
+def participants(
+    store: Store, inp: inputs.ParticipantsInput, *, tx: Tx | None = None
+) -> list[Participant]:
+    from broker.spaces import participants
+
+    return participants.list_participants(store, inp.space, include_left=inp.include_left, tx=tx)
+
+
+def participant(store: Store, inp: inputs.ParticipantInput, *, tx: Tx | None = None) -> Participant:
+    from broker.spaces import participants
+
+    return participants.get(store, inp.space, inp.address, tx=tx)
+
+
+# --- the queue ------------------------------------------------------------------------------
+def quarantined(
+    store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None
+) -> list[QuarantinedDelivery]:
+    from broker.delivery import inbox_view
+
+    return inbox_view.quarantined(store, inp.space, tx=tx)
+
+
+def queue_stats(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None) -> QueueStats:
+    from broker.delivery import inbox_view
+
+    return inbox_view.stats(store, inp.space, tx=tx)
+
+
+def activity(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None) -> SpaceActivity:
+    from broker.delivery import inbox_view
+
+    return inbox_view.activity(store, inp.space, tx=tx)
+
+
+# --- the board ------------------------------------------------------------------------------
+def claims(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None) -> list[ClaimGrant]:
+    from broker.board import claims
+
+    return claims.live(store, inp.space, tx=tx)
+
+
+def retract(
+    store: Store, inp: inputs.OperatorRetractInput, *, via: str, tx: Tx | None = None
+) -> SendResult:
+    from broker.board import posts
+
+    return posts.retract_as_operator(store, inp.space, inp.directive_id, via=via, tx=tx)  # type: ignore[arg-type]

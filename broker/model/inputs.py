@@ -250,3 +250,27 @@ class SpaceUsageInput(Input):
 
     space: str = _space()
     top: int = fields.whole("Senders listed by log share.", default=10, high=1000, metavar="N")
+
+
+# --- participants, the queue, the board -----------------------------------------------------
+class ParticipantsInput(Input):
+    """``participants.list``: the directory of a space."""
+
+    space: str = _space()
+    include_left: bool = fields.flag("Also those that left.", default=True)
+
+
+class ParticipantInput(Input):
+    """``participants.show``: one participant by address."""
+
+    space: str = _space()
+    address: str = fields.text(
+        "The participant's address (e.g. 'lynx' or 'flow/lynx').", high=400, metavar="ADDRESS"
+    )
+
+
+class OperatorRetractInput(Input):
+    """``board.retract`` for the operator: lift any directive (S9's exception)."""
+
+    space: str = _space()
+    directive_id: str = fields.text("The directive's message id.", metavar="ID")

@@ -21,19 +21,14 @@ from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
     AckStatus,
     BoardEntry,
-    ClaimGrant,
     Joined,
     JournalEntry,
     LogEntry,
     Participant,
     PathCheck,
-    QuarantinedDelivery,
-    QueueStats,
     Reservation,
     SearchHit,
-    SendResult,
     Space,
-    SpaceActivity,
     Thread,
     TurnRecord,
 )
@@ -140,17 +135,6 @@ async def stream_spaces(call: Call) -> Any:
 
 
 # --- participants, board, queue ------------------------------------------------------------
-async def participants(call: Call) -> Any:
-    op, space = await _space(call)
-    include_left = call.query["include_left"] is not False  # default: everyone
-    return await call.state.run(lambda: op.participants(space.id, include_left=include_left))
-
-
-async def participant(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.participant, space.id, call.params["address"])
-
-
 async def prune(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.PruneBody = call.body
@@ -190,16 +174,6 @@ async def board_view(call: Call) -> Any:
     )
 
 
-async def queue_stats(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.queue_stats, space.id)
-
-
-async def claims(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.claims, space.id)
-
-
 async def journal(call: Call) -> Any:
     op, space = await _space(call)
     return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
@@ -227,22 +201,6 @@ async def release_reservation(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.OperatorReservationReleaseBody = call.body
     return await call.state.run(lambda: op.release_reservation(space.id, b.fence, reason=b.reason))
-
-
-async def retract(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.RetractBody = call.body
-    return await call.state.write(lambda tx: op.retract(space.id, b.directive_id, tx=tx))
-
-
-async def activity(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.activity, space.id)
-
-
-async def quarantined(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.quarantined, space.id)
 
 
 async def requeue(call: Call) -> Any:
@@ -295,14 +253,6 @@ def endpoints() -> list[Endpoint]:
                  "The space's state as Server-Sent Events: one 'state' event (the space, "
                  "participants, live claims and reservations, activity) at once and after "
                  "every change", stream=True),
-        Endpoint("GET", SPACE + "/participants", participants, "operator",
-                 "Participants with status and last seen",
-                 query=(Query("include_left", "bool",
-                              "also those that left (default true)"),),
-                 returns=list[Participant]),
-        Endpoint("GET", SPACE + "/participants/{address}", participant, "operator",
-                 "One participant (its directory entry)", returns=Participant,
-                 path_params={"address": "the participant's address"}),
         Endpoint("POST", SPACE + "/prune", prune, "operator",
                  "Record stale participants as left (S25); dry_run lists them only",
                  body=bodies.PruneBody, returns=list[Participant]),
@@ -317,16 +267,6 @@ def endpoints() -> list[Endpoint]:
                  query=(AFTER, Query("limit", "int", "at most this many (default 100)", 1,
                                      1000)),
                  returns=list[BoardEntry]),
-        Endpoint("GET", SPACE + "/queue", queue_stats, "operator",
-                 "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
-        Endpoint("GET", SPACE + "/activity", activity, "operator",
-                 "Each inbox as a queue (waiting, in flight, retried, quarantined) and the "
-                 "send rate of the last minute", returns=SpaceActivity),
-        Endpoint("POST", SPACE + "/board/retract", retract, "operator",
-                 "Lift any directive, whoever issued it (S9: the operator's exception)",
-                 body=bodies.RetractBody, returns=SendResult),
-        Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
-                 returns=list[ClaimGrant]),
         Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
                  "End a live key claim whoever holds it (S22; journaled operator: reason)",
                  body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),
@@ -341,9 +281,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/reservations/release", release_reservation, "operator",
                  "End a live path reservation whoever holds it (S37; journaled operator: "
                  "reason)", body=bodies.OperatorReservationReleaseBody, returns=JournalEntry),
-        Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
-                 "Quarantined deliveries with their evidence (S15)",
-                 returns=list[QuarantinedDelivery]),
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip

@@ -21,16 +21,11 @@ from broker.model.fields import Input
 from broker.model.records import (
     AckStatus,
     BoardEntry,
-    ClaimGrant,
     Joined,
     JournalEntry,
     LogEntry,
     Participant,
-    QuarantinedDelivery,
-    QueueStats,
     SearchHit,
-    SendResult,
-    SpaceActivity,
     Thread,
     TurnRecord,
     log_matches,
@@ -230,18 +225,6 @@ class RemoteOperator(RemoteOperatorPaths):
         return newest[0].seq if newest else 0
 
     # --- participants, the board, the queue -----------------------------------------------
-    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
-        """The participants of ``space`` (its directory), in join order."""
-        query = {"include_left": "true" if include_left else "false"}
-        return list_of(
-            Participant, self._call("GET", space_path(space) + "/participants", query=query)
-        )
-
-    def participant(self, space: str, address: str) -> Participant:
-        """One participant (its directory entry) by address."""
-        path = f"{space_path(space)}/participants/{quote(address, safe='')}"
-        return from_dict(Participant, self._call("GET", path))  # type: ignore[no-any-return]
-
     def prune(
         self,
         space: str,
@@ -255,18 +238,10 @@ class RemoteOperator(RemoteOperatorPaths):
         body = {"older_than": older_than, "check_pid": check_pid, "dry_run": dry_run}
         return list_of(Participant, self._call("POST", space_path(space) + "/prune", body))
 
-    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
-        """Quarantined deliveries of a space, with their evidence."""
-        return list_of(QuarantinedDelivery, self._call("GET", space_path(space) + "/quarantine"))
-
     def requeue(self, space: str, ids: Iterable[str]) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
         data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
         return int(data["count"])
-
-    def queue_stats(self, space: str) -> QueueStats:
-        """A space's deliveries by state and the redeliveries they took."""
-        return from_dict(QueueStats, self._call("GET", space_path(space) + "/queue"))  # type: ignore[no-any-return]
 
     def transcript(self, space: str, address: str) -> list[TurnRecord]:
         """A participant's transcript rebuilt turn by turn."""
@@ -281,20 +256,6 @@ class RemoteOperator(RemoteOperatorPaths):
         return list_of(
             BoardEntry, self._call("GET", space_path(space) + "/board/view", query=query)
         )
-
-    def activity(self, space: str) -> SpaceActivity:
-        """Each inbox of a space as a queue, and the send rate of the last minute."""
-        return from_dict(SpaceActivity, self._call("GET", space_path(space) + "/activity"))  # type: ignore[no-any-return]
-
-    def retract(self, space: str, directive_id: str) -> SendResult:
-        """Lift any directive of a space, whoever issued it (S9's exception)."""
-        body = {"directive_id": directive_id}
-        data = self._call("POST", space_path(space) + "/board/retract", body)
-        return from_dict(SendResult, data)  # type: ignore[no-any-return]
-
-    def claims(self, space: str) -> list[ClaimGrant]:
-        """The live board claims of a space, by key."""
-        return list_of(ClaimGrant, self._call("GET", space_path(space) + "/claims"))
 
     def release_key(
         self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
