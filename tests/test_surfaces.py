@@ -33,10 +33,12 @@ from broker import Agent, Operator, Store, errors
 from broker.api.operations import (
     ACTIVITY,
     ARCHIVE_SPACE,
+    BOARD_VIEW,
     CLAIM,
     CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
+    MESSAGE_STATUS,
     OPERATIONS,
     OPERATOR_RETRACT,
     OPERATOR_SEND,
@@ -50,6 +52,8 @@ from broker.api.operations import (
     SPACE_USAGE,
     SPACES,
     STOP_SPACE,
+    THREADS,
+    TRANSCRIPT,
     Operation,
 )
 from broker.frontends.cli import main
@@ -392,6 +396,16 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CLAIMS, {}, set()),
     (OPERATOR_RETRACT, {"directive_id": "01J0000000000000000000000Z"}, set()),
     (OPERATOR_RETRACT, {"directive_id": 5}, set()),
+    (BOARD_VIEW, {}, set()),
+    (BOARD_VIEW, {"limit": 0}, set()),
+    (BOARD_VIEW, {"limit": 1001}, set()),
+    (BOARD_VIEW, {"after": "01J0000000000000000000000Z"}, set()),
+    # messages and transcripts
+    (TRANSCRIPT, {"address": "otter"}, set()),
+    (TRANSCRIPT, {"address": "zed"}, set()),
+    (THREADS, {}, set()),
+    (MESSAGE_STATUS, {"message_id": "01J0000000000000000000000Z"}, set()),
+    (MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
 ]
 
 

@@ -509,6 +509,66 @@ OPERATOR_RETRACT = Operation(
     http=Http("POST", "/board/retract"),
 )
 
+BOARD_VIEW = Operation(
+    "board.view",
+    caller="operator",
+    write=False,
+    input=inputs.BoardViewInput,
+    result="list[BoardEntry]",
+    function="broker.api.operator_ops:board_view",
+    summary="board.view: what board.read returns (directives with in_force)",
+    description=(
+        "The board of a space as an agent's board.read shows it: posts, directives (with "
+        "in_force) and retractions after the cursor 'after', oldest first, at most 'limit'."
+    ),
+    method="board",
+    positional=("space",),
+    http=Http("GET", "/board/view"),
+)
+
+# Messages and transcripts.
+TRANSCRIPT = Operation(
+    "participants.transcript",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantInput,
+    result="list[TurnRecord]",
+    function="broker.api.operator_ops:transcript",
+    summary="A participant's transcript, turn by turn (S19)",
+    description="A participant's transcript rebuilt turn by turn (S19).",
+    method="transcript",
+    positional=("space", "address"),
+    http=Http("GET", "/participants/{address}/transcript"),
+)
+
+THREADS = Operation(
+    "messages.threads",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[Thread]",
+    function="broker.api.operator_ops:threads",
+    summary="The space's threads, most recently active first (S35)",
+    description="The threads of a space, most recently active first (S35).",
+    method="threads",
+    positional=("space",),
+    http=Http("GET", "/threads"),
+)
+
+MESSAGE_STATUS = Operation(
+    "messages.status",
+    caller="operator",
+    write=False,
+    input=inputs.MessageStatusInput,
+    result="AckStatus",
+    function="broker.api.operator_ops:message_status",
+    summary="Who has seen a message",
+    description="Who among those a message reached has seen it (their seen receipts, S18).",
+    method="status",
+    positional=("space", "message_id"),
+    http=Http("GET", "/messages/{message_id}/status"),
+)
+
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, Operation)

@@ -13,9 +13,11 @@ from broker.api.mail import OperatorMail
 from broker.api.operations import (
     ACTIVITY,
     ARCHIVE_SPACE,
+    BOARD_VIEW,
     CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
+    MESSAGE_STATUS,
     OPERATOR_RETRACT,
     OPERATOR_SEND,
     PARTICIPANT,
@@ -27,6 +29,8 @@ from broker.api.operations import (
     SPACE_USAGE,
     SPACES,
     STOP_SPACE,
+    THREADS,
+    TRANSCRIPT,
     Operation,
     declared,
     operation,
@@ -35,6 +39,7 @@ from broker.api.reservations import OperatorPaths
 from broker.mail import messages
 from broker.model.fields import Input
 from broker.model.records import (
+    AckStatus,
     BackupResult,
     BoardEntry,
     ClaimGrant,
@@ -51,6 +56,7 @@ from broker.model.records import (
     Space,
     SpaceActivity,
     SpaceUsage,
+    Thread,
     TurnRecord,
     VacuumResult,
     log_matches,
@@ -221,11 +227,20 @@ class Operator(OperatorPaths, OperatorMail):
 
         return inbox.requeue(self.store, space, ids, tx=tx)
 
-    def transcript(self, space: str, address: str) -> list[TurnRecord]:
+    @declared(TRANSCRIPT)
+    def transcript(self, space: str, address: str, *, tx: Tx | None = None) -> list[TurnRecord]:
         """A participant's transcript rebuilt turn by turn."""
-        from broker.delivery import transcript
+        return self.call(TRANSCRIPT, TRANSCRIPT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return transcript.rebuild(self.store, space, address)
+    @declared(THREADS)
+    def threads(self, space: str, *, tx: Tx | None = None) -> list[Thread]:
+        """The threads of ``space``, most recently active first (S35)."""
+        return self.call(THREADS, THREADS.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(MESSAGE_STATUS)
+    def status(self, space: str, message_id: str, *, tx: Tx | None = None) -> AckStatus:
+        """Who among those a message reached has seen it (their ``seen`` receipts)."""
+        return self.call(MESSAGE_STATUS, MESSAGE_STATUS.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- operations (broker doctor / backup / vacuum) --------------------------------
     @classmethod
@@ -351,14 +366,18 @@ class Operator(OperatorPaths, OperatorMail):
             self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
         )
 
+    @declared(BOARD_VIEW)
     def board(
-        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+        self,
+        space: str,
+        *,
+        after: str | None = None,
+        limit: int = BOARD_READ_DEFAULT,
+        tx: Tx | None = None,
     ) -> list[BoardEntry]:
         """The operator's ``board.view``: posts, directives and retractions after
         the cursor ``after`` (a message id), oldest first, at most ``limit``."""
-        from broker.board import posts
-
-        return posts.view(self.store, space, after=after, limit=limit)
+        return self.call(BOARD_VIEW, BOARD_VIEW.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(OPERATOR_RETRACT)
     def retract(self, space: str, directive_id: str, *, tx: Tx | None = None) -> SendResult:

@@ -14,6 +14,8 @@ from broker.spaces import spaces
 if TYPE_CHECKING:
     from broker.model import inputs
     from broker.model.records import (
+        AckStatus,
+        BoardEntry,
         ClaimGrant,
         CreatedSpace,
         JoinKey,
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
         Space,
         SpaceActivity,
         SpaceUsage,
+        Thread,
+        TurnRecord,
     )
     from broker.store.sqlite import Store, Tx
 
@@ -118,3 +122,34 @@ def retract(
     from broker.board import posts
 
     return posts.retract_as_operator(store, inp.space, inp.directive_id, via=via, tx=tx)  # type: ignore[arg-type]
+
+
+def board_view(
+    store: Store, inp: inputs.BoardViewInput, *, tx: Tx | None = None
+) -> list[BoardEntry]:
+    from broker.board import posts
+
+    return posts.view(store, inp.space, after=inp.after, limit=inp.limit, tx=tx)
+
+
+# --- messages and transcripts ---------------------------------------------------------------
+def transcript(
+    store: Store, inp: inputs.ParticipantInput, *, tx: Tx | None = None
+) -> list[TurnRecord]:
+    from broker.delivery import transcript
+
+    return transcript.rebuild(store, inp.space, inp.address, tx=tx)
+
+
+def threads(store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None) -> list[Thread]:
+    from broker.mail import threads
+
+    return threads.threads(store, inp.space, tx=tx)
+
+
+def message_status(
+    store: Store, inp: inputs.MessageStatusInput, *, tx: Tx | None = None
+) -> AckStatus:
+    from broker.mail import acks
+
+    return acks.operator_status(store, inp.space, inp.message_id, tx=tx)

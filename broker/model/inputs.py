@@ -17,7 +17,14 @@ from typing import Any
 
 from broker.model import fields
 from broker.model.fields import Input
-from broker.vocab import MIN_SECONDS, SETTING_BOUNDS, SPACE_KINDS, SPACE_STATES
+from broker.vocab import (
+    BOARD_READ_DEFAULT,
+    BOARD_READ_MAX,
+    MIN_SECONDS,
+    SETTING_BOUNDS,
+    SPACE_KINDS,
+    SPACE_STATES,
+)
 
 BODY_MAX = int(SETTING_BOUNDS["body_max_bytes"][1])  # no body is longer than the largest cap
 DAY_S = 86_400.0
@@ -274,3 +281,25 @@ class OperatorRetractInput(Input):
 
     space: str = _space()
     directive_id: str = fields.text("The directive's message id.", metavar="ID")
+
+
+class BoardViewInput(Input):
+    """``board.view``: posts, directives and retractions after a cursor."""
+
+    space: str = _space()
+    after: str | None = fields.text(
+        "Only entries after this message id (the last one you saw).", default=None, metavar="ID"
+    )
+    limit: int = fields.whole(
+        f"At most this many (1 to {BOARD_READ_MAX}).",
+        default=BOARD_READ_DEFAULT,
+        high=BOARD_READ_MAX,
+        metavar="N",
+    )
+
+
+class MessageStatusInput(Input):
+    """``messages.status``: who has seen a message."""
+
+    space: str = _space()
+    message_id: str = fields.text("The message's id.", metavar="ID")

@@ -19,8 +19,6 @@ from broker.frontends.http.results import Count
 from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
-    AckStatus,
-    BoardEntry,
     Joined,
     JournalEntry,
     LogEntry,
@@ -29,8 +27,6 @@ from broker.model.records import (
     Reservation,
     SearchHit,
     Space,
-    Thread,
-    TurnRecord,
 )
 from broker.vocab import MESSAGE_KINDS
 
@@ -76,11 +72,6 @@ async def list_messages(call: Call) -> Any:
     )
 
 
-async def threads(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.threads(space.id))
-
-
 async def search(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
@@ -95,11 +86,6 @@ async def search(call: Call) -> Any:
             limit=q["limit"] or 20,
         )
     )
-
-
-async def message_status(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.status(space.id, call.params["message_id"]))
 
 
 async def stream_messages(call: Call) -> Any:
@@ -153,24 +139,11 @@ async def join(call: Call) -> Any:
     return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
 
 
-async def transcript(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.transcript, space.id, call.params["address"])
-
-
 async def board(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
     return await call.state.run(
         lambda: op.log(space.id, after=q["after"], kinds=BOARD_KINDS, limit=q["limit"] or 1000)
-    )
-
-
-async def board_view(call: Call) -> Any:
-    op, space = await _space(call)
-    q = call.query
-    return await call.state.run(
-        lambda: op.board(space.id, after=q["after"], limit=q["limit"] or 100)
     )
 
 
@@ -235,15 +208,9 @@ def endpoints() -> list[Endpoint]:
                               1_000_000),
                         Query("thread", "str", "only this thread (S35)")),
                  returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/threads", threads, "operator",
-                 "The space's threads, most recently active first (S35)",
-                 returns=list[Thread]),
         Endpoint("GET", SPACE + "/search", search, "operator",
                  "Full-text search of the space's log (S36)", query=SEARCH_QUERY,
                  returns=list[SearchHit]),
-        Endpoint("GET", SPACE + "/messages/{message_id}/status", message_status, "operator",
-                 "Who has seen a message", returns=AckStatus,
-                 path_params={"message_id": "the message's id"}),
         Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
                  "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
@@ -256,17 +223,9 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/prune", prune, "operator",
                  "Record stale participants as left (S25); dry_run lists them only",
                  body=bodies.PruneBody, returns=list[Participant]),
-        Endpoint("GET", SPACE + "/participants/{address}/transcript", transcript, "operator",
-                 "A participant's transcript, turn by turn (S19)", returns=list[TurnRecord],
-                 path_params={"address": "the participant's address"}),
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/board/view", board_view, "operator",
-                 "board.view: what board.read returns (directives with in_force)",
-                 query=(AFTER, Query("limit", "int", "at most this many (default 100)", 1,
-                                     1000)),
-                 returns=list[BoardEntry]),
         Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
                  "End a live key claim whoever holds it (S22; journaled operator: reason)",
                  body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),

@@ -19,19 +19,15 @@ from broker.frontends.remote.reservations import RemoteOperatorPaths
 from broker.frontends.remote.wire import Connection, events, json_or_none, space_path
 from broker.model.fields import Input
 from broker.model.records import (
-    AckStatus,
-    BoardEntry,
     Joined,
     JournalEntry,
     LogEntry,
     Participant,
     SearchHit,
-    Thread,
-    TurnRecord,
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
+from broker.vocab import SEARCH_DEFAULT
 
 
 # --- the operator ------------------------------------------------------------------------
@@ -66,10 +62,6 @@ class RemoteOperator(RemoteOperatorPaths):
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
 
-    def threads(self, space: str) -> list[Thread]:
-        """The space's threads (S35)."""
-        return list_of(Thread, self._call("GET", space_path(space) + "/threads"))
-
     def search(
         self,
         space: str,
@@ -84,11 +76,6 @@ class RemoteOperator(RemoteOperatorPaths):
         """Full-text search of the space's log (S36)."""
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(SearchHit, self._call("GET", space_path(space) + "/search", query=q))
-
-    def status(self, space: str, message_id: str) -> AckStatus:
-        """Who has seen an ack-required message, who not."""
-        path = f"{space_path(space)}/messages/{quote(message_id, safe='')}/status"
-        return from_dict(AckStatus, self._call("GET", path))  # type: ignore[no-any-return]
 
     # --- messages -----------------------------------------------------------------------
     @self_checked
@@ -242,20 +229,6 @@ class RemoteOperator(RemoteOperatorPaths):
         """Put quarantined deliveries (delivery or message ids) back to ready."""
         data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
         return int(data["count"])
-
-    def transcript(self, space: str, address: str) -> list[TurnRecord]:
-        """A participant's transcript rebuilt turn by turn."""
-        path = f"{space_path(space)}/participants/{quote(address, safe='')}/transcript"
-        return list_of(TurnRecord, self._call("GET", path))
-
-    def board(
-        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
-    ) -> list[BoardEntry]:
-        """``board.view``: posts, directives and retractions after ``after``."""
-        query = {"after": after, "limit": limit}
-        return list_of(
-            BoardEntry, self._call("GET", space_path(space) + "/board/view", query=query)
-        )
 
     def release_key(
         self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
