@@ -619,7 +619,6 @@ class AsyncOperator:
         """Async ``Operator.doctor`` (needs no operator key)."""
         return await run(Operator.doctor, store)
 
-
     async def join(self, space: str, codename: str, **fields: object) -> tuple[AsyncAgent, Joined]:
         """Async ``Operator.join``: on an agent's behalf, with the operator key."""
         agent, joined = await run(functools.partial(self.sync.join, space, codename, **fields))

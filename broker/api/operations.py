@@ -569,6 +569,45 @@ MESSAGE_STATUS = Operation(
     http=Http("GET", "/messages/{message_id}/status"),
 )
 
+RELEASE_KEY = Operation(
+    "board.release_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorKeyReleaseInput,
+    result="JournalEntry",
+    function="broker.api.operator_ops:release_key",
+    summary="End a key claim",
+    description=(
+        "End the live claim on a board key whoever holds it (board.release for the operator, "
+        "S22): for a claim that blocks others, e.g. its holder is gone. The holder's fence goes "
+        "stale; the claim journal says 'released' with the reason 'operator: ...'. Fails with "
+        "lease_lost if nobody holds the key."
+    ),
+    method="release_key",
+    positional=("space", "key"),
+    http=Http("POST", "/claims/release"),
+    mcp="board_release",
+)
+
+RELEASE_RESERVATION = Operation(
+    "board.unreserve_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorUnreserveInput,
+    result="JournalEntry",
+    function="broker.api.operator_ops:release_reservation",
+    summary="End a path reservation",
+    description=(
+        "End the live path reservation with this fence whoever holds it (S37; board_view lists "
+        "the reservations with their fences). The fence goes stale; the journal says "
+        "'released' with the reason 'operator: ...'. Fails with lease_lost if it is not live."
+    ),
+    method="release_reservation",
+    positional=("space", "fence"),
+    http=Http("POST", "/reservations/release"),
+    mcp="board_unreserve",
+)
+
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, Operation)

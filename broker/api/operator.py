@@ -24,6 +24,8 @@ from broker.api.operations import (
     PARTICIPANTS,
     QUARANTINED,
     QUEUE_STATS,
+    RELEASE_KEY,
+    RELEASE_RESERVATION,
     ROTATE_JOIN_KEY,
     SET_SPACE,
     SPACE_USAGE,
@@ -391,16 +393,30 @@ class Operator(OperatorPaths, OperatorMail):
         """The live board claims of a space (held and not expired), by key."""
         return self.call(CLAIMS, CLAIMS.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(RELEASE_KEY)
     def release_key(
-        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+        self,
+        space: str,
+        key: str,
+        *,
+        fence: int | None = None,
+        reason: str | None = None,
+        tx: Tx | None = None,
     ) -> JournalEntry:
         """End the live claim on ``key``, whoever holds it (S22): journaled
         ``released`` with the reason ``operator: <reason>``; the holder's fence
         goes stale (``lease_lost``). With ``fence``, only that grant is ended.
         Nobody holds it (or ``fence`` is not the current grant): ``LeaseLost``."""
-        from broker.board import claims
+        return self.call(RELEASE_KEY, RELEASE_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.release_as_operator(self.store, space, key, fence=fence, reason=reason)
+    @declared(RELEASE_RESERVATION)
+    def release_reservation(
+        self, space: str, fence: int, *, reason: str | None = None, tx: Tx | None = None
+    ) -> JournalEntry:
+        """End the live reservation with ``fence``, whoever holds it (S37):
+        journaled ``released`` with the reason ``operator: <reason>``; the fence
+        goes stale (``lease_lost``). Not live: ``LeaseLost``."""
+        return self.call(RELEASE_RESERVATION, RELEASE_RESERVATION.take(locals()), tx)  # type: ignore[no-any-return]
 
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first; path

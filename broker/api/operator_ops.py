@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         ClaimGrant,
         CreatedSpace,
         JoinKey,
+        JournalEntry,
         Participant,
         QuarantinedDelivery,
         QueueStats,
@@ -153,3 +154,21 @@ def message_status(
     from broker.mail import acks
 
     return acks.operator_status(store, inp.space, inp.message_id, tx=tx)
+
+
+def release_key(
+    store: Store, inp: inputs.OperatorKeyReleaseInput, *, tx: Tx | None = None
+) -> JournalEntry:
+    from broker.board import claims
+
+    return claims.release_as_operator(
+        store, inp.space, inp.key, fence=inp.fence, reason=inp.reason, tx=tx
+    )
+
+
+def release_reservation(
+    store: Store, inp: inputs.OperatorUnreserveInput, *, tx: Tx | None = None
+) -> JournalEntry:
+    from broker.board import reservations
+
+    return reservations.release_as_operator(store, inp.space, inp.fence, reason=inp.reason, tx=tx)

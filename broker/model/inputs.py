@@ -303,3 +303,31 @@ class MessageStatusInput(Input):
 
     space: str = _space()
     message_id: str = fields.text("The message's id.", metavar="ID")
+
+
+def _reason() -> Any:
+    return fields.text(
+        "Optional: why (journaled as 'operator: REASON').", default=None, low=0, high=500
+    )
+
+
+class OperatorKeyReleaseInput(Input):
+    """``board.release`` for the operator: end a live key claim, whoever holds it (S22)."""
+
+    space: str = _space()
+    key: str = fields.text("The board key.", high=200, metavar="KEY")
+    fence: int | None = fields.whole(
+        "Optional: end it only if this is the current grant's fence.",
+        default=None,
+        high=2**62,
+        metavar="N",
+    )
+    reason: str | None = _reason()
+
+
+class OperatorUnreserveInput(Input):
+    """``board.unreserve`` for the operator: end a live path reservation (S37)."""
+
+    space: str = _space()
+    fence: int = fields.whole("The reservation's fence.", high=2**62, metavar="N")
+    reason: str | None = _reason()

@@ -29,8 +29,6 @@ __all__ = [
     "KeyClaimBody",
     "KeyReleaseBody",
     "KeyRenewBody",
-    "OperatorKeyReleaseBody",
-    "OperatorReservationReleaseBody",
     "PathsBody",
     "PostInput",
     "PruneBody",
@@ -193,20 +191,6 @@ class ReservationBody(_Body):
 
 class ReservationRenewBody(ReservationBody):
     ttl: Ttl = 300.0
-
-
-# The operator ends someone's hold (S22, S37): the reason is journaled.
-Reason = Annotated[str, StringConstraints(max_length=500)]
-
-
-class OperatorKeyReleaseBody(_Body):
-    key: Key
-    fence: Fence | None = None
-    reason: Reason | None = None
-
-
-class OperatorReservationReleaseBody(ReservationBody):
-    reason: Reason | None = None
 
 
 class PathsBody(_Body):

@@ -162,20 +162,6 @@ async def check_paths(call: Call) -> Any:
     return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
 
 
-async def release_key(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.OperatorKeyReleaseBody = call.body
-    return await call.state.run(
-        lambda: op.release_key(space.id, b.key, fence=b.fence, reason=b.reason)
-    )
-
-
-async def release_reservation(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.OperatorReservationReleaseBody = call.body
-    return await call.state.run(lambda: op.release_reservation(space.id, b.fence, reason=b.reason))
-
-
 async def requeue(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.RequeueBody = call.body
@@ -226,9 +212,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
-                 "End a live key claim whoever holds it (S22; journaled operator: reason)",
-                 body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),
         Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
                  "The claim journal (S23)",
                  query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
@@ -237,9 +220,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
                  "Who holds what covers each path (S37)", body=bodies.PathsBody,
                  returns=list[PathCheck]),
-        Endpoint("POST", SPACE + "/reservations/release", release_reservation, "operator",
-                 "End a live path reservation whoever holds it (S37; journaled operator: "
-                 "reason)", body=bodies.OperatorReservationReleaseBody, returns=JournalEntry),
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip

@@ -230,14 +230,6 @@ class RemoteOperator(RemoteOperatorPaths):
         data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
         return int(data["count"])
 
-    def release_key(
-        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
-    ) -> JournalEntry:
-        """End the live claim on ``key``, whoever holds it (journaled ``operator: ...``)."""
-        body = {"key": key, "fence": fence, "reason": reason}
-        data = self._call("POST", space_path(space) + "/claims/release", body)
-        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
-
     def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first."""
         path = space_path(space) + "/claims/journal"

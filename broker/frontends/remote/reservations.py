@@ -68,13 +68,6 @@ class RemoteOperatorPaths(_Host):
             self._call("GET", f"/api/spaces/{quote(space, safe='')}" + "/reservations"),
         )
 
-    def release_reservation(
-        self, space: str, fence: int, *, reason: str | None = None
-    ) -> JournalEntry:
-        path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/release"
-        data = self._call("POST", path, {"fence": fence, "reason": reason})
-        return self._one(JournalEntry, data)  # type: ignore[no-any-return]
-
     def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
         items = [paths] if isinstance(paths, str) else list(paths)
         path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/check"
