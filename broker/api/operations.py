@@ -608,6 +608,56 @@ RELEASE_RESERVATION = Operation(
     mcp="board_unreserve",
 )
 
+PRUNE = Operation(
+    "participants.prune",
+    caller="operator",
+    write=True,
+    input=inputs.PruneInput,
+    result="list[Participant]",
+    function="broker.api.operator_ops:prune",
+    summary="Record stale participants as left (S25); dry_run lists them only",
+    description=(
+        "Record stale participants of a space as left (S25): a registered process that is gone "
+        "(check_pid, on the broker's host), or a heartbeat older than older_than seconds. "
+        "dry_run returns who would be pruned and writes nothing."
+    ),
+    method="prune",
+    positional=("space",),
+    http=Http("POST", "/prune"),
+)
+
+RESERVATIONS = Operation(
+    "board.reservations",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[Reservation]",
+    function="broker.api.operator_ops:reservations",
+    summary="Live path reservations (S37)",
+    description="The live path reservations of a space, by fence (S37).",
+    method="reservations",
+    positional=("space",),
+    http=Http("GET", "/reservations"),
+)
+
+CLAIM_JOURNAL = Operation(
+    "board.journal",
+    caller="operator",
+    write=False,
+    input=inputs.ClaimJournalInput,
+    result="list[JournalEntry]",
+    function="broker.api.operator_ops:claim_journal",
+    summary="The claim journal (S23)",
+    description=(
+        "The claim journal of a space (optionally one key), oldest first; expired holds are "
+        "journaled first, so the history is complete. Path reservations' lines have the key "
+        "'path PATTERN' (S37)."
+    ),
+    method="claim_journal",
+    positional=("space",),
+    http=Http("GET", "/claims/journal"),
+)
+
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, Operation)

@@ -14,6 +14,7 @@ from broker.api.operations import (
     ACTIVITY,
     ARCHIVE_SPACE,
     BOARD_VIEW,
+    CLAIM_JOURNAL,
     CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
@@ -22,10 +23,12 @@ from broker.api.operations import (
     OPERATOR_SEND,
     PARTICIPANT,
     PARTICIPANTS,
+    PRUNE,
     QUARANTINED,
     QUEUE_STATS,
     RELEASE_KEY,
     RELEASE_RESERVATION,
+    RESERVATIONS,
     ROTATE_JOIN_KEY,
     SET_SPACE,
     SPACE_USAGE,
@@ -54,6 +57,7 @@ from broker.model.records import (
     Participant,
     QuarantinedDelivery,
     QueueStats,
+    Reservation,
     SendResult,
     Space,
     SpaceActivity,
@@ -351,6 +355,7 @@ class Operator(OperatorPaths, OperatorMail):
         """One participant (its directory entry) by address."""
         return self.call(PARTICIPANT, PARTICIPANT.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(PRUNE)
     def prune(
         self,
         space: str,
@@ -358,15 +363,12 @@ class Operator(OperatorPaths, OperatorMail):
         older_than: float | None = None,
         check_pid: bool = True,
         dry_run: bool = False,
+        tx: Tx | None = None,
     ) -> list[Participant]:
         """Record stale participants as left (S25): heartbeat older than
         ``older_than`` seconds, or (``check_pid``) a registered process that is
         gone. ``dry_run`` returns who would be pruned and writes nothing."""
-        from broker.spaces import directory
-
-        return directory.prune(
-            self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
-        )
+        return self.call(PRUNE, PRUNE.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(BOARD_VIEW)
     def board(
@@ -418,13 +420,18 @@ class Operator(OperatorPaths, OperatorMail):
         goes stale (``lease_lost``). Not live: ``LeaseLost``."""
         return self.call(RELEASE_RESERVATION, RELEASE_RESERVATION.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+    @declared(CLAIM_JOURNAL)
+    def claim_journal(
+        self, space: str, *, key: str | None = None, tx: Tx | None = None
+    ) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first; path
         reservations' lines have the key ``path <pattern>`` (S37)."""
-        from broker.board import claims, reservations
+        return self.call(CLAIM_JOURNAL, CLAIM_JOURNAL.take(locals()), tx)  # type: ignore[no-any-return]
 
-        reservations.expire(self.store, space)
-        return claims.journal(self.store, space, key=key)
+    @declared(RESERVATIONS)
+    def reservations(self, space: str, *, tx: Tx | None = None) -> list[Reservation]:
+        """The live path reservations of a space, by fence."""
+        return self.call(RESERVATIONS, RESERVATIONS.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(ACTIVITY)
     def activity(self, space: str, *, tx: Tx | None = None) -> SpaceActivity:

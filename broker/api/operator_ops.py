@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Participant,
         QuarantinedDelivery,
         QueueStats,
+        Reservation,
         SendResult,
         Space,
         SpaceActivity,
@@ -172,3 +173,34 @@ def release_reservation(
     from broker.board import reservations
 
     return reservations.release_as_operator(store, inp.space, inp.fence, reason=inp.reason, tx=tx)
+
+
+def reservations(
+    store: Store, inp: inputs.SpaceInput, *, tx: Tx | None = None
+) -> list[Reservation]:
+    from broker.board import reservations
+
+    return reservations.live(store, inp.space, tx=tx)
+
+
+def claim_journal(
+    store: Store, inp: inputs.ClaimJournalInput, *, tx: Tx | None = None
+) -> list[JournalEntry]:
+    """Expired holds journaled first (each in its own write when ``tx`` is None)."""
+    from broker.board import claims, reservations
+
+    reservations.expire(store, inp.space, tx=tx)
+    return claims.journal(store, inp.space, key=inp.key, tx=tx)
+
+
+def prune(store: Store, inp: inputs.PruneInput, *, tx: Tx | None = None) -> list[Participant]:
+    from broker.spaces import directory
+
+    return directory.prune(
+        store,
+        inp.space,
+        older_than=inp.older_than,
+        check_pid=inp.check_pid,
+        dry_run=inp.dry_run,
+        tx=tx,
+    )

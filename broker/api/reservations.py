@@ -69,12 +69,6 @@ class OperatorPaths:
 
     store: Store
 
-    def reservations(self, space: str) -> list[Reservation]:
-        """The live path reservations of a space, by fence."""
-        from broker.board import reservations
-
-        return reservations.live(self.store, space)
-
     def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
         """Who holds what covers each path; ``blocked`` when anyone holds a
         covering pattern exclusively."""

@@ -331,3 +331,32 @@ class OperatorUnreserveInput(Input):
     space: str = _space()
     fence: int = fields.whole("The reservation's fence.", high=2**62, metavar="N")
     reason: str | None = _reason()
+
+
+class PruneInput(Input):
+    """``participants.prune``: record stale participants as left (S25)."""
+
+    space: str = _space()
+    older_than: float | None = fields.seconds(
+        "Also those whose last sign of life is older than this many seconds (0 to 10 years; "
+        "not given: heartbeats are not looked at).",
+        default=None,
+        low=0.0,
+        high=10 * 366 * DAY_S,
+    )
+    check_pid: bool = fields.flag(
+        "Also those whose registered process is gone (on the broker's host).", default=True
+    )
+    dry_run: bool = fields.flag("Only list who would be pruned; change nothing.")
+
+
+class ClaimJournalInput(Input):
+    """``board.journal``: the claim journal of a space (S23)."""
+
+    space: str = _space()
+    key: str | None = fields.text(
+        "Only this key ('path PATTERN' for a path reservation's lines).",
+        default=None,
+        high=4200,
+        metavar="KEY",
+    )

@@ -31,7 +31,6 @@ __all__ = [
     "KeyRenewBody",
     "PathsBody",
     "PostInput",
-    "PruneBody",
     "QuarantineBody",
     "ReleaseBody",
     "RequeueBody",
@@ -66,19 +65,6 @@ class PolicyBody(_Body):
 
     policy: Annotated[str, StringConstraints(max_length=32)]
     allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
-
-
-class PruneBody(_Body):
-    """``Operator.prune`` (S25): who counts as stale."""
-
-    older_than: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = (
-        None
-    )
-    """seconds since the last heartbeat; omitted: heartbeats are not looked at"""
-    check_pid: bool = True
-    """also a registered process that is gone (on the server's host)"""
-    dry_run: bool = False
-    """list who would be pruned, write nothing"""
 
 
 class RequeueBody(_Body):

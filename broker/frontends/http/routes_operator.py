@@ -20,11 +20,8 @@ from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
     Joined,
-    JournalEntry,
     LogEntry,
-    Participant,
     PathCheck,
-    Reservation,
     SearchHit,
     Space,
 )
@@ -121,16 +118,6 @@ async def stream_spaces(call: Call) -> Any:
 
 
 # --- participants, board, queue ------------------------------------------------------------
-async def prune(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.PruneBody = call.body
-    return await call.state.run(  # Operator.prune has its own transaction (no group commit)
-        lambda: op.prune(
-            space.id, older_than=b.older_than, check_pid=b.check_pid, dry_run=b.dry_run
-        )
-    )
-
-
 async def join(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.JoinBody = call.body
@@ -145,16 +132,6 @@ async def board(call: Call) -> Any:
     return await call.state.run(
         lambda: op.log(space.id, after=q["after"], kinds=BOARD_KINDS, limit=q["limit"] or 1000)
     )
-
-
-async def journal(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
-
-
-async def reservations(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.reservations, space.id)
 
 
 async def check_paths(call: Call) -> Any:
@@ -206,17 +183,9 @@ def endpoints() -> list[Endpoint]:
                  "The space's state as Server-Sent Events: one 'state' event (the space, "
                  "participants, live claims and reservations, activity) at once and after "
                  "every change", stream=True),
-        Endpoint("POST", SPACE + "/prune", prune, "operator",
-                 "Record stale participants as left (S25); dry_run lists them only",
-                 body=bodies.PruneBody, returns=list[Participant]),
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
-                 "The claim journal (S23)",
-                 query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
-        Endpoint("GET", SPACE + "/reservations", reservations, "operator",
-                 "Live path reservations (S37)", returns=list[Reservation]),
         Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
                  "Who holds what covers each path (S37)", body=bodies.PathsBody,
                  returns=list[PathCheck]),

@@ -20,9 +20,7 @@ from broker.frontends.remote.wire import Connection, events, json_or_none, space
 from broker.model.fields import Input
 from broker.model.records import (
     Joined,
-    JournalEntry,
     LogEntry,
-    Participant,
     SearchHit,
     log_matches,
 )
@@ -212,28 +210,10 @@ class RemoteOperator(RemoteOperatorPaths):
         return newest[0].seq if newest else 0
 
     # --- participants, the board, the queue -----------------------------------------------
-    def prune(
-        self,
-        space: str,
-        *,
-        older_than: float | None = None,
-        check_pid: bool = True,
-        dry_run: bool = False,
-    ) -> list[Participant]:
-        """Record stale participants as left (S25); ``check_pid`` looks at the
-        processes on the server's host. ``dry_run`` writes nothing."""
-        body = {"older_than": older_than, "check_pid": check_pid, "dry_run": dry_run}
-        return list_of(Participant, self._call("POST", space_path(space) + "/prune", body))
-
     def requeue(self, space: str, ids: Iterable[str]) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
         data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
         return int(data["count"])
-
-    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
-        """The claim journal of a space (optionally one key), oldest first."""
-        path = space_path(space) + "/claims/journal"
-        return list_of(JournalEntry, self._call("GET", path, query={"key": key}))
 
     def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
         """Join a participant on an agent's behalf; its token is in ``Joined``."""

@@ -62,12 +62,6 @@ class RemoteAgentPaths(_Host):
 class RemoteOperatorPaths(_Host):
     """``OperatorPaths`` over HTTP (broker/frontends/http/routes_operator.py)."""
 
-    def reservations(self, space: str) -> list[Reservation]:
-        return self._many(
-            records.Reservation,
-            self._call("GET", f"/api/spaces/{quote(space, safe='')}" + "/reservations"),
-        )
-
     def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
         items = [paths] if isinstance(paths, str) else list(paths)
         path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/check"
