@@ -41,6 +41,7 @@ from broker.api.operations import (
     GET_SPACE,
     MESSAGE_STATUS,
     OPERATIONS,
+    OPERATOR_CHECK_PATHS,
     OPERATOR_RETRACT,
     OPERATOR_SEND,
     PARTICIPANT,
@@ -418,6 +419,9 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (RESERVATIONS, {}, set()),
     (CLAIM_JOURNAL, {}, set()),
     (CLAIM_JOURNAL, {"key": "a b"}, set()),
+    (OPERATOR_CHECK_PATHS, {"paths": "src/app.py"}, set()),
+    (OPERATOR_CHECK_PATHS, {"paths": []}, set()),
+    (OPERATOR_CHECK_PATHS, {"paths": ["/etc/passwd"]}, set()),
     # messages and transcripts
     (TRANSCRIPT, {"address": "otter"}, set()),
     (TRANSCRIPT, {"address": "zed"}, set()),

@@ -658,6 +658,23 @@ CLAIM_JOURNAL = Operation(
     http=Http("GET", "/claims/journal"),
 )
 
+OPERATOR_CHECK_PATHS = Operation(
+    "board.check_any",
+    caller="operator",
+    write=False,
+    input=inputs.OperatorCheckPathsInput,
+    result="list[PathCheck]",
+    function="broker.api.operator_ops:check_paths",
+    summary="Who holds what covers each path (S37)",
+    description=(
+        "For each path, the live reservations of a space that cover it and their holders; "
+        "'blocked' when anyone holds a covering pattern exclusively (S37)."
+    ),
+    method="check_paths",
+    positional=("space", "paths"),
+    http=Http("POST", "/reservations/check"),
+)
+
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(
     v for v in list(globals().values()) if isinstance(v, Operation)

@@ -19,6 +19,7 @@ from broker.api.operations import (
     CREATE_SPACE,
     GET_SPACE,
     MESSAGE_STATUS,
+    OPERATOR_CHECK_PATHS,
     OPERATOR_RETRACT,
     OPERATOR_SEND,
     PARTICIPANT,
@@ -55,6 +56,7 @@ from broker.model.records import (
     JournalEntry,
     LogEntry,
     Participant,
+    PathCheck,
     QuarantinedDelivery,
     QueueStats,
     Reservation,
@@ -427,6 +429,14 @@ class Operator(OperatorPaths, OperatorMail):
         """The claim journal of a space (optionally one key), oldest first; path
         reservations' lines have the key ``path <pattern>`` (S37)."""
         return self.call(CLAIM_JOURNAL, CLAIM_JOURNAL.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(OPERATOR_CHECK_PATHS)
+    def check_paths(
+        self, space: str, paths: str | Iterable[str], *, tx: Tx | None = None
+    ) -> list[PathCheck]:
+        """Who holds what covers each path; ``blocked`` when anyone holds a
+        covering pattern exclusively (S37)."""
+        return self.call(OPERATOR_CHECK_PATHS, OPERATOR_CHECK_PATHS.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(RESERVATIONS)
     def reservations(self, space: str, *, tx: Tx | None = None) -> list[Reservation]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         JoinKey,
         JournalEntry,
         Participant,
+        PathCheck,
         QuarantinedDelivery,
         QueueStats,
         Reservation,
@@ -204,3 +205,11 @@ def prune(store: Store, inp: inputs.PruneInput, *, tx: Tx | None = None) -> list
         dry_run=inp.dry_run,
         tx=tx,
     )
+
+
+def check_paths(
+    store: Store, inp: inputs.OperatorCheckPathsInput, *, tx: Tx | None = None
+) -> list[PathCheck]:
+    from broker.board import reservations
+
+    return reservations.check_as_operator(store, inp.space, inp.paths, tx=tx)

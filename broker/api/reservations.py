@@ -68,10 +68,3 @@ class OperatorPaths:
     """The operator's view of reservations."""
 
     store: Store
-
-    def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
-        """Who holds what covers each path; ``blocked`` when anyone holds a
-        covering pattern exclusively."""
-        from broker.board import reservations
-
-        return reservations.check_as_operator(self.store, space, paths)

@@ -360,3 +360,17 @@ class ClaimJournalInput(Input):
         high=4200,
         metavar="KEY",
     )
+
+
+class OperatorCheckPathsInput(Input):
+    """``board.check`` for the operator: who holds what covers each path (S37)."""
+
+    space: str = _space()
+    paths: list[str] = fields.texts(
+        "Paths to check (relative, '/' separated). One path or a list.",
+        fields.Text("a path", high=4096),
+        low=1,
+        high=10_000,
+        one=True,
+        metavar="PATH",
+    )

@@ -21,7 +21,6 @@ from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
     Joined,
     LogEntry,
-    PathCheck,
     SearchHit,
     Space,
 )
@@ -134,11 +133,6 @@ async def board(call: Call) -> Any:
     )
 
 
-async def check_paths(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
-
-
 async def requeue(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.RequeueBody = call.body
@@ -186,9 +180,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
-                 "Who holds what covers each path (S37)", body=bodies.PathsBody,
-                 returns=list[PathCheck]),
         Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
                  "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from broker.model import records
 from broker.model.records import JournalEntry
@@ -61,8 +60,3 @@ class RemoteAgentPaths(_Host):
 @checked
 class RemoteOperatorPaths(_Host):
     """``OperatorPaths`` over HTTP (broker/frontends/http/routes_operator.py)."""
-
-    def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
-        items = [paths] if isinstance(paths, str) else list(paths)
-        path = f"/api/spaces/{quote(space, safe='')}" + "/reservations/check"
-        return self._many(records.PathCheck, self._call("POST", path, {"paths": items}))
