@@ -45,6 +45,7 @@ STAT_COLUMNS = [
     ("wall_p50_ms", "wall p50 ms"),
     ("wall_p99_ms", "wall p99 ms"),
     ("peak_rss_mb", "peak RSS MB"),
+    ("bytes_per_msg", "bytes / message"),
     ("conflicts", "conflicts"),
     ("errors", "errors"),
     ("locked_errors", "locked"),
@@ -168,6 +169,11 @@ def markdown(results: dict[str, Any]) -> str:
                 ]
         if sc["status"] == "error":
             lines += ["", f"**error**: {sc['error']}"]
+        objects = (sc.get("counts") or {}).get("objects")
+        if objects:
+            from bench.scenarios.pages import object_table
+
+            lines += ["", "per table and index:", "", *object_table(objects)]
         for note in sc.get("notes", []):
             lines += ["", f"note: {note}"]
     lines += ["", "## How each system is run", ""]

@@ -28,6 +28,50 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+def _system() -> datetime:
+    return system_clock()  # looked up at each reading: the process's clock, as it is now
+
+
+class SteadyClock:
+    """The store's clock (S44): the process's clock (``wall``), except that it
+    never goes back. A reading earlier than the last one (the wall clock
+    stepped back) is taken as the last one plus the time ``ticks`` (a
+    monotonic clock) says has passed since: after a step back of an hour,
+    time goes on from where it was, at its own pace, so a lease expires when
+    it should, neither an hour late nor early; FIFO keeps its order. A
+    reading that did not go back is the wall clock's, exactly (a clock a test
+    froze stays frozen). ``floor`` moves it up to a time read from the store
+    (the space's last message), so a process that started after a step back
+    does not run behind what the store already holds. ``offset`` is added to
+    every reading: the PostgreSQL store sets it to the database's clock minus
+    this one, so every host reads the database's time."""
+
+    def __init__(self, wall: Callable[[], datetime] | None = None) -> None:
+        self.wall: Callable[[], datetime] = wall or _system
+        self.given = wall is not None  # a clock a test moves: the store keeps it as it is
+        self.ticks: Callable[[], float] = time.monotonic
+        self.offset = timedelta(0)
+        self._lock = threading.Lock()
+        self._last: datetime | None = None
+        self._tick = 0.0
+
+    def __call__(self) -> datetime:
+        at = self.wall() + self.offset
+        tick = self.ticks()
+        with self._lock:
+            last = self._last
+            if last is not None and at < last:
+                at = last + timedelta(seconds=max(0.0, tick - self._tick))
+            self._last, self._tick = at, tick
+        return at
+
+    def floor(self, at: datetime) -> None:
+        """From now on, no reading earlier than ``at``."""
+        with self._lock:
+            if self._last is None or at > self._last:
+                self._last, self._tick = at, self.ticks()
+
+
 def fmt_ts(dt: datetime) -> str:
     """Fixed-width ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sortable as text)."""
     if dt.tzinfo is not UTC:

@@ -13,16 +13,21 @@ an instance of the very same class with equal fields (in order), hashed as
 the tuple of the fields. The class is a dataclass all the same (``fields``,
 ``replace``, ``asdict``, ``is_dataclass``, pickling, ``FrozenInstanceError``),
 and its ``__dataclass_params__`` say ``repr`` and ``eq`` as they are in effect.
+
+``from_row`` is the one way a record is read from a database row: field by
+field, by name, each caller giving only the columns it renames or decodes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
+_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _fields_of(names: tuple[str, ...]) -> Any:
@@ -64,3 +69,14 @@ def record(cls: type[T]) -> type[T]:
     params = made.__dataclass_params__
     params.repr = params.eq = True  # in effect, as dataclass(eq=True, repr=True) says
     return made  # type: ignore[no-any-return]
+
+
+def from_row(cls: type[T], row: Mapping[str, Any], /, **given: Any) -> T:
+    """A record read from a row by name: each field is the column of its own
+    name, except those ``given`` (a renamed column, a decoded one). The one row
+    mapper of the broker: a field with no column of its name and not given is a
+    ``KeyError`` (a query and its record out of step), never a silent default."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return cls(**{n: given[n] if n in given else row[n] for n in names})

@@ -103,6 +103,9 @@ PG_CONTRACT = {
     "test_private_files",
     "test_group_commit",
     "test_takeover",
+    "test_append_only",
+    "test_trust_clock",
+    "test_trust_attacks",
 }
 
 

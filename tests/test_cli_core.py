@@ -225,9 +225,8 @@ def test_cli_agent_error_paths(cli: Cli, store: Store) -> None:
     sid = make(store, body_max_bytes=16)
     lynx = enter(store, sid, "flow/lynx")
     otter = enter(store, sid, "flow/otter")
-    one_error_line(
-        cli("msg", "send", "--to", "otter", "x"), errors.AuthError.exit_code
-    )  # no identity
+    said = one_error_line(cli("msg", "send", "--to", "otter", "x"), 2)  # no identity: usage
+    assert said.startswith("broker: usage: no identity: set BROKER_TOKEN")
     one_error_line(
         cli("msg", "send", "--to", "otter", "x", env={**lynx, "BROKER_TOKEN": "wrong"}),
         errors.AuthError.exit_code,

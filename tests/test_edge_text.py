@@ -338,16 +338,22 @@ def test_S29_the_join_and_the_importer_share_one_list_of_reserved_words() -> Non
 
 
 # --- refusals that name what they are about (S12, S7) -----------------------------------
-def test_S12_a_key_used_by_another_sender_is_a_conflict_naming_the_key_and_its_user(
+def test_S12_S45_a_key_another_sender_used_is_another_key_and_names_nobody(
     store: Store, join: Callable[..., Agent]
 ) -> None:
     lynx = join("flow/lynx")
     otter = join("flow/otter")
-    lynx.send("otter", "first", idempotency_key="k1")
+    first = lynx.send("otter", "first", idempotency_key="k1")
+    second = otter.send("lynx", "second", idempotency_key="k1")  # otter's own k1: no oracle
+    assert second.id != first.id and not second.duplicate
+    # Each sender's repeat is its own first send; a different text is a conflict
+    # that names the key and what differs, never another sender.
+    assert otter.send("lynx", "second", idempotency_key="k1").id == second.id
     before = written(store)
     with pytest.raises(errors.Conflict) as info:
-        otter.send("lynx", "second", idempotency_key="k1")
-    assert info.value.fields == {"field": "idempotency_key", "used_by": "lynx"}
+        otter.send("lynx", "third", idempotency_key="k1")
+    assert "lynx" not in str(info.value) and "used_by" not in info.value.fields
+    assert info.value.fields["field"] == "idempotency_key"
     assert written(store) == before
 
 

@@ -100,13 +100,16 @@ def test_S13_fifo_is_by_created_at_then_id_with_equal_timestamps(
     assert got == ids
 
 
-def test_S13_fifo_key_is_created_at_not_insertion_order(cstore: Store, clock: Clock) -> None:
+def test_S13_S44_a_clock_stepped_back_stamps_no_message_before_the_last(
+    cstore: Store, clock: Clock
+) -> None:
     _, a, b = pair(cstore)
     clock.advance(10)
-    later = a.send("b", "stamped later").id
-    clock.advance(-5)
-    earlier = a.send("b", "stamped earlier").id  # inserted second, older timestamp
-    assert [d.id for d in b.claim(limit=2).deliveries] == [earlier, later]
+    first = a.send("b", "sent first").id
+    clock.advance(-5)  # the clock steps back: the store's time does not (S44)
+    second = a.send("b", "sent second").id
+    assert delivery(cstore, second)["created_at_utc"] >= delivery(cstore, first)["created_at_utc"]
+    assert [d.id for d in b.claim(limit=2).deliveries] == [first, second]
 
 
 def test_S13_twelve_concurrent_thread_claims_get_twelve_distinct_messages(store: Store) -> None:
@@ -606,9 +609,9 @@ def test_cli_inbox_claim_ack_release_extend_quarantine_requeue(
 
 
 def test_cli_inbox_needs_an_identity(cli: Callable[..., Any]) -> None:
-    r = cli("inbox", "claim")
-    assert r.code == 4
-    assert "no space" in r.err
+    r = cli("inbox", "claim")  # no identity at all: a usage mistake (issue 27)
+    assert r.code == 2
+    assert r.err.startswith("broker: usage: no identity: set BROKER_TOKEN")
 
 
 # --- S15: poison never hides a good message -----------------------------------------------

@@ -323,12 +323,19 @@ def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(
 
 
 def test_S16_waiting_inside_a_transaction_is_refused_saying_why(store: Store) -> None:
+    # One refusal (waits.block) for every wait: the inbox's, a turn's, a board key's.
     _, b = pair(store)
     why = "^cannot wait inside a transaction: it would hold the write lock$"
-    with pytest.raises(errors.InvalidInput, match=why), store.transaction() as t:
-        b.claim(wait=1, tx=t)
-    with pytest.raises(errors.InvalidInput, match=why), store.transaction() as t:
-        b.next_turn(wait=1, tx=t)
+    waits = [
+        lambda t: b.claim(wait=1, tx=t),
+        lambda t: b.next_turn(wait=1, tx=t),
+        lambda t: b.claim_key("k", wait=1, tx=t),
+    ]
+    for wait in waits:
+        with pytest.raises(errors.InvalidInput, match=why) as got, store.transaction() as t:
+            wait(t)
+        assert got.value.fields == {"field": "wait"}
+    assert b.claim_key("k").fence == 1  # the refused claim wrote nothing
 
 
 # --- S14: what a lost lease says -------------------------------------------------------------

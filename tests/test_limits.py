@@ -251,11 +251,45 @@ def test_S30_one_sender_holds_at_most_its_share_of_the_log(
     assert messages(store) == rows + 2
 
 
+def _usage_read(store: Store, sid: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What every reader of sender_usage sees (each adds, on SQLite, the log
+    rows of the batch not folded in yet), beside the log's own sums."""
+    from broker.store.sql import stmt
+
+    by_log = (
+        "SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_id = ? "
+        "GROUP BY sender ORDER BY sender"
+    )
+    with store.read() as t:
+        top = sorted(
+            tuple(r) for r in t.all(stmt("usage.top_senders"), {"space_id": sid, "n": 1000})
+        )
+        senders = [r[0] for r in top]
+        return {
+            "log": [tuple(r) for r in t.all(by_log, (sid,))],
+            "top": top,
+            "one": [
+                (s, int(t.one(stmt("usage.sender_log_bytes"), {"space_id": sid, "sender": s})[0]))
+                for s in senders
+            ],
+            "shares": sorted(tuple(r) for r in t.all(stmt("shares.log_bytes"), {"space_id": sid})),
+        }
+
+
+def _agrees(store: Store, sid: str) -> list[tuple[Any, ...]]:
+    got = _usage_read(store, sid)
+    assert got["top"] == got["log"]
+    assert got["one"] == [(s, b) for s, b, _ in got["log"]]
+    assert got["shares"] == [(s, b) for s, b, _ in got["log"]]
+    return got["log"]
+
+
 def test_S30_sender_usage_follows_the_log_on_every_path_and_goes_with_a_purge(
     store: Store, operator: Operator, tmp_path: Path
 ) -> None:
     """Kept by triggers: sends, batches, receipts and operator rows all count,
-    and equal the log's own sums; a purged space leaves no row of it."""
+    and every reader of it equals the log's own sums; a purged space leaves no
+    row of it."""
     sid = operator.create_space("workflow").id
     a, b = agents(store, sid, "a", "b")
     a.send("b", "one")
@@ -264,24 +298,47 @@ def test_S30_sender_usage_follows_the_log_on_every_path_and_goes_with_a_purge(
     turn = b.next_turn()
     assert turn.id is not None
     b.seen(turn.id)  # a `seen` receipt from b
-    sql = (
-        "SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_id = ? "
-        "GROUP BY sender ORDER BY sender"
-    )
-    with store.read() as t:
-        by_log = [tuple(r) for r in t.all(sql, (sid,))]
-        kept = [
-            tuple(r)
-            for r in t.all(
-                "SELECT sender, log_bytes, messages FROM sender_usage WHERE space_id = ? "
-                "ORDER BY sender",
-                (sid,),
-            )
-        ]
-    assert kept == by_log and {s for s, *_ in kept} == {"a", "b", "operator"}
+    kept = _agrees(store, sid)
+    assert {s for s, *_ in kept} == {"a", "b", "operator"}
     operator.archive_space(sid)
     operator.purge_space(sid, tmp_path / "export")
     assert count(store, "SELECT count(*) FROM sender_usage WHERE space_id = ?", sid) == 0
+
+
+def test_S30_sender_usage_taken_in_batches_stays_exact_across_batches_and_a_purge(
+    store: Store, operator: Operator, tmp_path: Path
+) -> None:
+    """SQLite folds the log into sender_usage 32 rows at a time (revision 0015):
+    its readers add the rows not folded yet, so they agree with the log before,
+    at and after each batch; a purge of the space holding the log's last rows
+    frees rowids that the next sends take again, and those count too."""
+    keep = operator.create_space("workflow").id
+    gone = operator.create_space("workflow").id
+    a, _ = agents(store, keep, "a", "b")
+    z, _ = agents(store, gone, "z", "y")
+    for i in range(40):  # one batch folded, 8 rows waiting
+        a.send("b", f"m{i}")
+        if i in (0, 30, 31, 32, 39):
+            _agrees(store, keep)
+    if store.dialect == "sqlite":
+        with store.read() as t:
+            folded = t.one("SELECT upto FROM folds WHERE name = 'sender_usage'")[0]
+            assert 0 < folded < t.one("SELECT max(rowid) FROM messages")[0]
+    for i in range(20):
+        z.send("y", f"z{i}")  # the log's last rows: the purged space's
+    a.send("b", "between")
+    for i in range(5):
+        z.send("y", f"z-last{i}")
+    operator.archive_space(gone)
+    operator.purge_space(gone, tmp_path / "export")
+    _agrees(store, keep)
+    for i in range(70):  # rowids the purge freed, then two more batches
+        a.send("b", f"after{i}")
+        if i in (0, 10, 40, 69):
+            _agrees(store, keep)
+    log = _agrees(store, keep)
+    assert log[0][0] == "a" and log[0][2] == 111
+    assert count(store, "SELECT count(*) FROM sender_usage WHERE space_id = ?", gone) == 0
 
 
 # --- S30: space set / space_usage -------------------------------------------------------

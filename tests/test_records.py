@@ -173,8 +173,9 @@ def test_no_record_has_a_second_name_for_the_sender() -> None:
         if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ in RECORD_MODULES
     ]
     assert (
-        len(classes) == 37
-    )  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37), activity
+        len(classes) == 38
+    )  # + ops, queue, purge, trust (S27), usage (S30), mail (S35-S38), reservations (S37), activity,
+    # a turn's bookkeeping by its id (TurnMessages)
     for cls in classes:
         names = {f.name for f in dataclasses.fields(cls)}
         assert not names & {"from", "from_"}, cls
@@ -239,3 +240,16 @@ def test_record_refuses_field_options_its_methods_would_ignore(option: dict[str,
         class Bad:
             a: int
             b: int = dataclasses.field(default=0, **option)  # type: ignore[call-overload]
+
+
+def test_from_row_reads_each_field_by_name_and_refuses_a_missing_column() -> None:
+    # The one row mapper (broker.record_type.from_row): a field is the column of
+    # its name unless given; a query out of step with its record is a KeyError.
+    from broker.record_type import from_row
+
+    row = {"address": "bob", "why": "inbox_full", "extra": 1}
+    assert from_row(records.NotReached, row, reason=row["why"]) == records.NotReached(
+        "bob", "inbox_full"
+    )
+    with pytest.raises(KeyError, match="reason"):
+        from_row(records.NotReached, row)

@@ -690,16 +690,18 @@ def test_S12_a_repeat_of_a_send_that_reached_nobody_is_still_not_delivered(
     assert all_rows(store) == before
 
 
-def test_S12_the_same_key_from_another_sender_is_refused(
+def test_S12_S45_the_same_key_from_another_sender_is_another_key(
     store: Store, space: str, crew: dict[str, Agent]
 ) -> None:
-    crew["lynx"].send("heron", "mine", idempotency_key="shared")
-    before = all_rows(store)
-    with pytest.raises(errors.Conflict, match="shared"):
-        crew["otter"].send("heron", "also mine", idempotency_key="shared")
-    with pytest.raises(errors.Conflict):
-        Operator(store).send(space, "the operator's", to=["heron"], idempotency_key="shared")
-    assert all_rows(store) == before
+    lynx = crew["lynx"].send("heron", "mine", idempotency_key="shared")
+    otter = crew["otter"].send("heron", "also mine", idempotency_key="shared")
+    op = Operator(store).send(space, "the operator's", to=["heron"], idempotency_key="shared")
+    assert len({lynx.id, otter.id, op.id}) == 3
+    assert not (lynx.duplicate or otter.duplicate or op.duplicate)
+    # Each sender's repeat finds its own first send, and only that.
+    assert crew["otter"].send("heron", "also mine", idempotency_key="shared").id == otter.id
+    again = Operator(store).send(space, "the operator's", to=["heron"], idempotency_key="shared")
+    assert again.id == op.id
 
 
 K = "k-1"

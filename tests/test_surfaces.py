@@ -30,6 +30,7 @@ from click.testing import CliRunner
 from mcphelp import Session, text
 
 from broker import Agent, Operator, Store, errors
+from broker.api.handles import Joiner
 from broker.api.operations import (
     ACTIVITY,
     ARCHIVE_SPACE,
@@ -39,6 +40,7 @@ from broker.api.operations import (
     CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
+    JOIN,
     MESSAGE_STATUS,
     OPERATIONS,
     OPERATOR_CHECK_PATHS,
@@ -60,11 +62,14 @@ from broker.api.operations import (
     STOP_SPACE,
     THREADS,
     TRANSCRIPT,
+    TURN_HISTORY,
+    TURN_HISTORY_UNDO,
+    TURN_QUARANTINE,
     Operation,
 )
 from broker.frontends.cli import main
 from broker.frontends.cli._common import COMMANDS
-from broker.frontends.remote import Connection, RemoteAgent, RemoteOperator
+from broker.frontends.remote import Connection, RemoteAgent, RemoteJoiner, RemoteOperator
 from broker.model.records import to_dict
 from tests.served import Server, serving, store_of
 
@@ -79,7 +84,7 @@ pytestmark = pytest.mark.timeout(300)
 # --- each declaration, and where it shows --------------------------------------------------
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
 def test_each_library_method_takes_exactly_its_declared_parameters(op: Operation) -> None:
-    handle = Agent if op.caller == "agent" else Operator
+    handle = {"agent": Agent, "operator": Operator, "joiner": Joiner}[op.caller]
     method = getattr(handle, op.method)
     assert getattr(method, "__operation__", None) is op, f"{handle.__name__}.{op.method}"
     params = list(inspect.signature(method).parameters.values())
@@ -99,7 +104,9 @@ def test_each_declared_operation_is_on_the_surfaces_its_declaration_names(op: Op
     if op.http is not None:
         routes = {(ep.method, ep.path) for ep in http_ops.endpoints()}
         assert any(m == op.http.method and p.endswith(op.http.path) for m, p in routes), op.name
-        remote = RemoteAgent if op.caller == "agent" else RemoteOperator
+        remote = {"agent": RemoteAgent, "operator": RemoteOperator, "joiner": RemoteJoiner}[
+            op.caller
+        ]
         assert getattr(getattr(remote, op.method), "__operation__", None) is op
     if op.mcp is not None:
         from broker.frontends.mcp import agent as agent_tools
@@ -133,7 +140,9 @@ class World:
         self.srv = srv
         self.store = store
         op = Operator(store, key=srv.key)
-        self.space = op.create_space("run").id
+        created = op.create_space("run")
+        self.space = created.id
+        self.join_key = created.join_key
         self.lynx, j = trusted.join(store, self.space, "lynx", pid=None)
         self.lynx_token = j.token
         self.otter, j = trusted.join(store, self.space, "otter", pid=None)
@@ -147,6 +156,8 @@ class World:
         """The library handle a case runs as, and its secret."""
         if op.caller == "operator":
             return self.operator, self.srv.key
+        if op.caller == "joiner":
+            return Joiner(self.store), ""  # its credential is a field of its input
         return (self.lynx, self.lynx_token) if op is SEND else (self.otter, self.otter_token)
 
 
@@ -198,7 +209,11 @@ def by_remote(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     conn = Connection(w.srv.base)
     try:
         handle: Any = (
-            RemoteAgent(conn, secret) if op.caller == "agent" else RemoteOperator(conn, secret)
+            RemoteAgent(conn, secret)
+            if op.caller == "agent"
+            else RemoteJoiner(conn)
+            if op.caller == "joiner"
+            else RemoteOperator(conn, secret)
         )
         if set(case) <= op.input.NAMES:
             return succeeded(by_method(handle, op, case))
@@ -224,7 +239,7 @@ def by_http(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
         path = f"/api/spaces/{body.pop('space')}{path}"
     else:
         path = "/api" + path
-    with w.srv.client(secret) as c:
+    with w.srv.client(secret or None) as c:
         if op.http.method == "GET":  # the fields as a query string carries them
             query = {k: str(v).lower() if isinstance(v, bool) else v for k, v in body.items()}
             r = c.request("GET", path, params=query)
@@ -428,6 +443,21 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (THREADS, {}, set()),
     (MESSAGE_STATUS, {"message_id": "01J0000000000000000000000Z"}, set()),
     (MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
+    # a joiner: the credential is a secret field, never quoted back (broker join is by hand)
+    (JOIN, {"codename": "newcomer", "join_key": "not-the-key"}, set()),
+    (JOIN, {"codename": "newcomer"}, set()),
+    (JOIN, {"codename": "newcomer", "join_key": 5}, set()),
+    (JOIN, {"codename": "newcomer", "join_key": "k" * 401}, set()),
+    (JOIN, {"codename": "new\u0007comer", "join_key": "k"}, set()),
+    (JOIN, {"codename": "newcomer", "join_key": "k", "sender": "lead"}, set()),  # S10
+    (JOIN, {"codename": "newcomer", "join_key": "k", "parent_token": "t"}, set()),
+    (JOIN, {"codename": "otter", "token": "not-its-token"}, set()),
+    # the teammate runtime's bookkeeping, by the turn's id
+    (TURN_HISTORY, {"turn_id": "abc"}, set()),
+    (TURN_HISTORY, {"turn_id": "0" * 26}, set()),
+    (TURN_HISTORY_UNDO, {"turn_id": "0" * 26}, set()),
+    (TURN_QUARANTINE, {"turn_id": "0" * 26, "reason": "it broke"}, set()),
+    (TURN_QUARANTINE, {"turn_id": "0" * 26, "reason": "  "}, set()),
 ]
 
 
@@ -437,7 +467,7 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
 def test_the_same_input_gets_the_same_answer_on_every_surface(
     world: World, op: Operation, case: dict[str, Any], skip: set[str]
 ) -> None:
-    if op.caller == "operator" and "space" in op.input.NAMES and "space" not in case:
+    if op.caller != "agent" and "space" in op.input.NAMES and "space" not in case:
         case = {"space": world.space, **case}
     if case.get("space") == "@other":
         case = {**case, "space": world.other}

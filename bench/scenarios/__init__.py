@@ -27,6 +27,11 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
     "search": ("search", "search", "full-text search p95 over a 100,000-message space (S36)"),
     "cli": ("cli", "cli", "whole-process cost of `broker msg send` and `broker inbox claim`"),
     "mcp": ("mcp", "mcp", "MCP tool-call round trip (stdio) beside the CLI process cost"),
+    "pages": (
+        "pages",
+        "pages",
+        "WAL frames per send and bytes on disk per message, per table and index",
+    ),
     "served": (
         "served",
         "served",

@@ -9,10 +9,27 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from broker import errors
 from broker.api.mail import AgentMail
-from broker.api.operations import CLAIM, SEND, Operation, declared, operation
+from broker.api.operations import (
+    CLAIM,
+    SEND,
+    TURN_HISTORY,
+    TURN_HISTORY_UNDO,
+    TURN_QUARANTINE,
+    Operation,
+    declared,
+    operation,
+)
 from broker.api.reservations import AgentPaths
 from broker.model.fields import Input
-from broker.model.records import ClaimGrant, JournalEntry, Lease, SendResult, Turn, TurnSeen
+from broker.model.records import (
+    ClaimGrant,
+    JournalEntry,
+    Lease,
+    SendResult,
+    Turn,
+    TurnMessages,
+    TurnSeen,
+)
 from broker.model.typecheck import checked, self_checked
 from broker.spaces import participants
 from broker.spaces.auth import Identity
@@ -402,6 +419,26 @@ class Agent(AgentPaths, AgentMail):
         from broker.delivery import history
 
         return history.undo(self.store, self.identity, list(message_ids), tx=tx)
+
+    # The same bookkeeping by the turn's id (what a served teammate sends): the
+    # store reads what the turn showed itself.
+    @declared(TURN_HISTORY)
+    def append_turn_history(self, turn_id: str, *, tx: Tx | None = None) -> TurnMessages:
+        """``history.append``: the turn's messages appended to this agent's
+        history, each once (S16); the ids appended now."""
+        return self.call(TURN_HISTORY, TURN_HISTORY.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(TURN_HISTORY_UNDO)
+    def undo_turn_history(self, turn_id: str, *, tx: Tx | None = None) -> TurnMessages:
+        """``history.undo``: what the turn appended, removed again (S16)."""
+        return self.call(TURN_HISTORY_UNDO, TURN_HISTORY_UNDO.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(TURN_QUARANTINE)
+    def quarantine_turn_input(
+        self, turn_id: str, reason: str, *, tx: Tx | None = None
+    ) -> TurnMessages:
+        """``turn.quarantine``: a failed turn's inbox messages set aside (S15, S26)."""
+        return self.call(TURN_QUARANTINE, TURN_QUARANTINE.take(locals()), tx)  # type: ignore[no-any-return]
 
     def history(self) -> list[HistoryEntry]:
         """This agent's history, oldest first."""

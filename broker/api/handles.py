@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent, TeammateStatus
+from broker.api.joiner import Joiner
 from broker.launch import broker_command as broker_command
 from broker.launch import check_env_names as check_env_names
 from broker.launch import child_env as child_env
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from broker.api.operator import Operator as Operator
     from broker.model.records import Finding
 
-__all__ = ["Agent", "Operator", "Store", "TeammateStatus", "Tx"]
+__all__ = ["Agent", "Joiner", "Operator", "Store", "TeammateStatus", "Tx"]
 
 
 def __getattr__(name: str) -> Any:

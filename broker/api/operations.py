@@ -1,6 +1,7 @@
 """The operation table: every operation the broker offers, declared once.
 
-An ``Operation`` names who may call it (an agent or the operator), whether it
+An ``Operation`` names who may call it (an agent, the operator, or a joiner:
+the holder of a join credential, not yet a participant), whether it
 writes, its input record (``broker.model.inputs``: every field with its type,
 bounds, default and help), its result, the library function that does the
 work, and where it appears on each surface. From that one declaration come:
@@ -37,7 +38,9 @@ from broker.model import inputs
 from broker.model.fields import Input
 from broker.model.typecheck import self_checked
 
-Caller = Literal["agent", "operator"]
+Caller = Literal["agent", "operator", "joiner"]
+"""who calls: a participant (its token), the operator (the operator key), or a joiner
+(someone holding a join credential, not yet a participant: ``broker.api.joiner``)"""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -72,7 +75,8 @@ class Operation:
     """the name of the record it returns (of ``broker.model.records``; ``list[X]`` for many)"""
     function: str
     """the library function, ``module:name``: ``fn(store, identity, input, *, tx)`` for an
-    agent's, ``fn(store, input, *, tx)`` for the operator's (with ``context`` by keyword)"""
+    agent's, ``fn(store, input, *, tx)`` for the operator's and a joiner's (with ``context``
+    by keyword)"""
     summary: str
     """one line: the CLI command's help, the API reference's summary, the MCP tool's title"""
     description: str = ""
@@ -133,7 +137,10 @@ class Operation:
         of its class as it is, fields by name checked into one (``Agent.call``,
         ``Operator.call``); anything else is ``invalid_input``."""
         if self.caller != caller:
-            raise errors.InvalidInput(f"{self.name} is not an {caller}'s operation", field="op")
+            article = "an" if caller[0] in "aeiou" else "a"
+            raise errors.InvalidInput(
+                f"{self.name} is not {article} {caller}'s operation", field="op"
+            )
         if type(inp) is self.input:
             return inp
         return self.input.parse(inp)
@@ -249,6 +256,80 @@ CLAIM = Operation(
     cli="inbox claim",
     waits="wait",
     undo="_give_back",
+)
+
+# --- joining (a joiner: the join key's holder, not yet an agent) ---------------------------
+JOIN = Operation(
+    "space.join",
+    caller="joiner",
+    write=True,
+    input=inputs.SpaceJoinInput,
+    result="Joined",
+    function="broker.api.joiner:join",
+    summary="Join a space with its join key",
+    description=(
+        "Join the space as 'codename' with one credential: the space's join key, or a parent's "
+        "token (the child's grant is then at most the parent's, S28); an address that joined "
+        "before is continued with its last 'token' alone (S40). The result holds the address "
+        "and a new secret token, shown once: the participant's credential from then on. A wrong "
+        "or missing credential is auth_failed; a live holder of the address, conflict; nothing "
+        "is written either way."
+    ),
+    positional=("space", "codename"),
+    http=Http("POST", "/join", status=201),
+)
+
+# --- the teammate runtime's turn bookkeeping (S16, S26): by the turn's id ------------------
+TURN_HISTORY = Operation(
+    "history.append",
+    caller="agent",
+    write=True,
+    input=inputs.TurnInput,
+    result="TurnMessages",
+    function="broker.delivery.history:append_turn",
+    summary="Append a turn's messages to your history",
+    description=(
+        "Append the messages your turn showed (not its directives) to your history, each "
+        "once, as the store recorded them (S16: history first, ack second). The ids appended "
+        "now: a redelivered message already there is not appended again."
+    ),
+    method="append_turn_history",
+    positional=("turn_id",),
+    http=Http("POST", "/history/append"),
+)
+
+TURN_HISTORY_UNDO = Operation(
+    "history.undo",
+    caller="agent",
+    write=True,
+    input=inputs.TurnInput,
+    result="TurnMessages",
+    function="broker.delivery.history:undo_turn",
+    summary="Remove what a turn appended to your history",
+    description=(
+        "The turn's ack was lost (its lease ran out and it comes again): remove the history "
+        "rows this turn appended, so the redelivered turn appends them itself (S16)."
+    ),
+    method="undo_turn_history",
+    positional=("turn_id",),
+    http=Http("POST", "/history/undo"),
+)
+
+TURN_QUARANTINE = Operation(
+    "turn.quarantine",
+    caller="agent",
+    write=True,
+    input=inputs.TurnQuarantineInput,
+    result="TurnMessages",
+    function="broker.delivery.turns:quarantine_by_id",
+    summary="Set a failed turn's messages aside",
+    description=(
+        "Your handler failed on this turn: its inbox messages still held by the turn go to "
+        "quarantine with 'reason' as evidence (S15, S26); the queue goes on. The ids moved."
+    ),
+    method="quarantine_turn_input",
+    positional=("turn_id", "reason"),
+    http=Http("POST", "/turn/quarantine"),
 )
 
 # --- the operator's operations (below: agents' operations stay above this line) ---------------

@@ -26,6 +26,7 @@ from broker.delivery import waits, wake
 from broker.ids import fmt_ts, ts_after
 from broker.model import bounds
 from broker.model.records import ClaimGrant, JournalEntry
+from broker.record_type import from_row
 from broker.spaces import gate
 from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
@@ -113,10 +114,6 @@ def claim(
     wait = check_wait(wait)
     if wait == 0:
         return _claim(store, ident, key, ttl, tx)
-    if tx is not None:
-        raise errors.InvalidInput(
-            "cannot wait inside a transaction: it would hold the write lock", field="wait"
-        )
     held: list[errors.ClaimHeld] = []
 
     def once() -> tuple[ClaimGrant | None, str | None]:
@@ -127,7 +124,7 @@ def claim(
             return None, exc.fields["expires_at"]  # its end rings nobody: wake then
 
     keys = [wake.board_key(ident.space_id, key)]
-    got = waits.block(store, ident, wait, once, lambda g: g is not None, keys)
+    got = waits.block(store, ident, wait, once, lambda g: g is not None, keys, tx=tx)
     if got is None:
         raise held[0]
     return got
@@ -224,16 +221,7 @@ def release(
         at = store.now_ts()
         _, expires = _held_by_caller(t, ident, key, token, at, "release")
         holds.free_claim(t, ident.space_id, key)
-        jid = _journal(t, ident.space_id, key, "released", ident.address, token, expires, at)
-        return JournalEntry(
-            id=jid,
-            key=key,
-            event="released",
-            owner=ident.address,
-            fence=token,
-            expires_at=expires,
-            at_utc=at,
-        )
+        return holds.released(t, ident.space_id, key, ident.address, token, expires, at, None)
 
     return gate.call(store, ident, "board.release", run, tx=tx)
 
@@ -346,14 +334,7 @@ def live(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ClaimGra
         space_id = resolve_id(t, space_ref)
         rows = t.all(_LIVE_CLAIMS, {"space_id": space_id, "at": store.now_ts()})
     return [
-        ClaimGrant(
-            key=r["key"],
-            fence=r["token"],
-            holder=r["holder"],
-            claimed_at_utc=r["claimed_at_utc"],
-            expires_at=r["lease_expires_at"],
-        )
-        for r in rows
+        from_row(ClaimGrant, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]
 
 
@@ -372,15 +353,5 @@ def journal(
         space_id = resolve_id(t, space_ref)
         rows = t.all(_JOURNAL, {"space_id": space_id, "key": key})
     return [
-        JournalEntry(
-            id=r["id"],
-            key=r["key"],
-            event=r["event"],
-            owner=r["owner"],
-            fence=r["token"],
-            expires_at=r["lease_expires_at"],
-            at_utc=r["at_utc"],
-            reason=r["reason"],
-        )
-        for r in rows
+        from_row(JournalEntry, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]

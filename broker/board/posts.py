@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from broker import errors
 from broker.model import bounds
 from broker.model.records import SendResult, to_dict
-from broker.record_type import record
+from broker.record_type import from_row, record
 from broker.spaces import gate
 from broker.spaces.addressing import Target, parse_target, parse_targets
 from broker.spaces.auth import Caller, Identity
@@ -104,17 +104,12 @@ def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntr
 def _entry(r: Any) -> BoardEntry:
     from broker.model.records import BoardEntry  # built on first use (records_space)
 
-    return BoardEntry(
-        id=r["id"],
-        seq=r["seq"],
-        kind=r["kind"],
-        sender=r["sender"],
+    return from_row(
+        BoardEntry,
+        r,
         to=json.loads(r["recipients"]),
-        body=r["body"],
-        ref=r["ref"],
         reached=json.loads(r["reached"]),
         in_force=None if r["in_force"] is None else bool(r["in_force"]),
-        created_at_utc=r["created_at_utc"],
     )
 
 
@@ -303,14 +298,7 @@ def active_directives(
         return False
 
     return [
-        Directive(
-            id=r["id"],
-            seq=r["seq"],
-            sender=r["sender"],
-            body=r["body"],
-            created_at_utc=r["created_at_utc"],
-            known=bool(r["known"]),
-        )
+        from_row(Directive, r, known=bool(r["known"]))
         for r in rows
         if applies(json.loads(r["recipients"]), r["sender"], r["sender_parent"])
     ]

@@ -35,6 +35,7 @@ from broker.board.overlap import overlap
 from broker.ids import fmt_ts, ts_after
 from broker.model import bounds
 from broker.model.records import JournalEntry, PathCheck, Reservation
+from broker.record_type import from_row
 from broker.spaces import gate
 from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
@@ -95,15 +96,7 @@ def _token(token: object) -> int:
 
 
 def _record(r: Any) -> Reservation:
-    return Reservation(
-        fence=r["token"],
-        pattern=r["pattern"],
-        mode=r["mode"],
-        holder=r["holder"],
-        reason=r["reason"],
-        claimed_at_utc=r["claimed_at_utc"],
-        expires_at=r["lease_expires_at"],
-    )
+    return from_row(Reservation, r, fence=r["token"], expires_at=r["lease_expires_at"])
 
 
 def _journal(
@@ -269,19 +262,8 @@ def release(store: Store, ident: Identity, token: int, *, tx: Tx | None = None) 
         at = store.now_ts()
         r = _held(t, ident, token, at, "release")
         holds.end_reservation(t, ident.space_id, token, at)
-        expires = r["lease_expires_at"]
-        jid = _journal(
-            t, ident.space_id, r["pattern"], "released", ident.address, token, expires, at
-        )
-        return JournalEntry(
-            id=jid,
-            key=journal_key(r["pattern"]),
-            event="released",
-            owner=ident.address,
-            fence=token,
-            expires_at=expires,
-            at_utc=at,
-        )
+        key, expires = journal_key(r["pattern"]), r["lease_expires_at"]
+        return holds.released(t, ident.space_id, key, ident.address, token, expires, at, None)
 
     return gate.call(store, ident, "board.release", run, tx=tx)
 

@@ -15,8 +15,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from broker import errors
 from broker.ids import new_id
-from broker.model.records import HistoryEntry, Turn
+from broker.model.inputs import TurnInput
+from broker.model.records import HistoryEntry, Turn, TurnMessages
+from broker.record_type import from_row
 from broker.spaces import auth
 from broker.spaces.auth import Identity
 from broker.store.sql import stmt
@@ -26,6 +29,9 @@ _INSERT = stmt("history.insert")
 _APPEND = stmt("history.append")
 _UNDO = stmt("history.undo")
 _ENTRIES = stmt("history.entries")
+_APPEND_TURN = stmt("history.append_turn")
+_UNDO_TURN = stmt("history.undo_turn")
+_TURN = stmt("history.turn")
 
 
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
@@ -73,19 +79,43 @@ def undo(store: Store, ident: Identity, message_ids: Sequence[str], *, tx: Tx | 
     return len(rows)
 
 
+def _own_turn(t: Tx, ident: Identity, turn_id: str) -> None:
+    if t.one(_TURN, {"turn_id": turn_id, "participant_id": ident.participant_id}) is None:
+        raise errors.NotFound(f"no turn {turn_id!r} of {ident.address}", turn_id=turn_id)
+
+
+def append_turn(
+    store: Store, ident: Identity, inp: TurnInput, *, tx: Tx | None = None
+) -> TurnMessages:
+    """``history.append``: the caller's turn ``inp.turn_id`` appended to its
+    history by the store itself (what the turn showed, as its transcript has
+    it: a served teammate sends only the id); the message ids appended now."""
+    with store.write(tx) as t:
+        now = store.now_ts()
+        auth.caller(t, ident, now)
+        _own_turn(t, ident, inp.turn_id)
+        rows = t.all(
+            _APPEND_TURN,
+            {"participant_id": ident.participant_id, "turn_id": inp.turn_id, "at_utc": now},
+        )
+    return TurnMessages(turn_id=inp.turn_id, message_ids=[r["message_id"] for r in rows])
+
+
+def undo_turn(
+    store: Store, ident: Identity, inp: TurnInput, *, tx: Tx | None = None
+) -> TurnMessages:
+    """``history.undo``: the rows the caller's turn ``inp.turn_id`` appended
+    removed again (its ack was lost: the redelivered turn appends them, S16)."""
+    with store.write(tx) as t:
+        auth.caller(t, ident)
+        _own_turn(t, ident, inp.turn_id)
+        rows = t.all(_UNDO_TURN, {"participant_id": ident.participant_id, "turn_id": inp.turn_id})
+    return TurnMessages(turn_id=inp.turn_id, message_ids=[r["message_id"] for r in rows])
+
+
 def entries(store: Store, ident: Identity, *, tx: Tx | None = None) -> list[HistoryEntry]:
     """``ident``'s history, oldest first."""
     with store.read(tx) as t:
         auth.caller(t, ident)
         rows = t.all(_ENTRIES, {"participant_id": ident.participant_id})
-    return [
-        HistoryEntry(
-            message_id=r["message_id"],
-            turn_id=r["turn_id"],
-            kind=r["kind"],
-            sender=r["sender"],
-            body=r["body"],
-            at_utc=r["at_utc"],
-        )
-        for r in rows
-    ]
+    return [from_row(HistoryEntry, r) for r in rows]

@@ -300,14 +300,13 @@ def claim(
     owner = default_owner(ident) if inp.owner is None else inp.owner
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
-    if tx is not None:
-        raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
     return waits.block(  # keeps the caller live while it waits (S27)
         store,
         ident,
         wait,
         lambda: _claim_once(store, ident, limit, lease, owner, process, None, True),
         lambda got: bool(got.deliveries),
+        tx=tx,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from broker.ids import parse_ts, ts_after
 from broker.model.records import InboxStats, QuarantinedDelivery, QueueStats, SpaceActivity
+from broker.record_type import from_row
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -24,18 +25,12 @@ def quarantined(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Q
         space_id = resolve_id(t, space_ref)
         rows = t.all(_QUARANTINED, {"space_id": space_id})
     return [
-        QuarantinedDelivery(
-            delivery_id=r["delivery_id"],
+        from_row(
+            QuarantinedDelivery,
+            r,
             id=r["message_id"],
-            recipient=r["recipient"],
-            kind=r["kind"],
-            sender=r["sender"],
-            body=r["body"],
-            created_at_utc=r["created_at_utc"],
             deliveries=r["attempts"],
             reason=r["quarantine_reason"],
-            last_error=r["last_error"],
-            lease_owner=r["lease_owner"],
         )
         for r in rows
     ]
@@ -46,13 +41,7 @@ def stats(store: Store, space_ref: str, *, tx: Tx | None = None) -> QueueStats:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
         r = t.one(_STATS, {"space_id": space_id})
-    return QueueStats(
-        ready=r["ready"],
-        processing=r["processing"],
-        done=r["done"],
-        quarantine=r["quarantine"],
-        redeliveries=r["redeliveries"],
-    )
+    return from_row(QueueStats, r)
 
 
 def activity(store: Store, space_ref: str, *, tx: Tx | None = None) -> SpaceActivity:
@@ -73,16 +62,5 @@ def activity(store: Store, space_ref: str, *, tx: Tx | None = None) -> SpaceActi
         space_id=space_id,
         at_utc=now,
         sent_last_minute=sum(sent.values()),
-        inboxes=[
-            InboxStats(
-                address=r["address"],
-                status=r["status"],
-                waiting=r["waiting"],
-                in_flight=r["in_flight"],
-                retried=r["retried"],
-                quarantined=r["quarantined"],
-                sent_last_minute=sent.get(r["address"], 0),
-            )
-            for r in rows
-        ],
+        inboxes=[from_row(InboxStats, r, sent_last_minute=sent.get(r["address"], 0)) for r in rows],
     )

@@ -35,7 +35,8 @@ from broker.board import posts
 from broker.delivery import inbox, lease_lost, transcript, waits
 from broker.ids import fmt_ts, new_id, new_token, ts_after
 from broker.model import bounds
-from broker.model.records import Delivery, Turn, TurnItem, TurnSeen
+from broker.model.inputs import TurnQuarantineInput
+from broker.model.records import Delivery, Turn, TurnItem, TurnMessages, TurnSeen
 from broker.spaces import auth
 from broker.spaces.auth import Identity
 from broker.store import procs
@@ -52,6 +53,7 @@ _FOR_SEEN = stmt("turns.for_seen")
 _MARK_SEEN = stmt("turns.mark_seen")
 _RECEIPT = stmt("turns.receipt")
 _LEASE_TOKEN = stmt("turns.lease_token")
+_RECEIVED = stmt("turns.received")
 
 OPERATOR_HEAD = "Message from your operator (the human running this run)"
 OPERATOR_TAIL = (
@@ -379,14 +381,13 @@ def next_turn(
         wait = inbox.check_wait(wait)
     if wait == 0:
         return _turn_once(store, ident, lease, limit, process, tx)[0]
-    if tx is not None:
-        raise errors.InvalidInput("cannot wait inside a transaction: it would hold the write lock")
     return waits.block(  # keeps the caller live while it waits (S27)
         store,
         ident,
         wait,
         lambda: _turn_once(store, ident, lease, limit, process, None),
         lambda turn: turn.id is not None,
+        tx=tx,
     )
 
 
@@ -409,6 +410,29 @@ def quarantine(store: Store, ident: Identity, turn: Turn, reason: str) -> int:
         if row is None:
             return 0
         return len(inbox.quarantine_held(t, ident.participant_id, row["lease_token"], ids, reason))
+
+
+def quarantine_by_id(
+    store: Store, ident: Identity, inp: TurnQuarantineInput, *, tx: Tx | None = None
+) -> TurnMessages:
+    """``turn.quarantine``: the caller's failed turn ``inp.turn_id`` set aside
+    by its id (a served teammate, S26): the inbox messages it showed that its
+    lease still holds go to quarantine with ``inp.reason`` as evidence (those
+    claimed again meanwhile are left to the later turn); their ids."""
+    with store.write(tx) as t:
+        auth.caller(t, ident)
+        pid = ident.participant_id
+        row = t.one(_LEASE_TOKEN, {"turn_id": inp.turn_id, "participant_id": pid})
+        if row is None:
+            raise errors.NotFound(
+                f"no turn {inp.turn_id!r} of {ident.address}", turn_id=inp.turn_id
+            )
+        ids = [
+            r["message_id"]
+            for r in t.all(_RECEIVED, {"turn_id": inp.turn_id, "participant_id": pid})
+        ]
+        moved = inbox.quarantine_held(t, pid, row["lease_token"], ids, inp.reason) if ids else []
+    return TurnMessages(turn_id=inp.turn_id, message_ids=moved)
 
 
 # --- confirming a turn ---------------------------------------------------------------------
@@ -470,8 +494,6 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         upto = _cursor_after(turn, others)
         if upto > turn["bcast_seen"]:
             t.execute(_ADVANCE_CURSOR, {"participant_id": pid, "upto": upto})
-        receipt_id = append_receipt(
-            store, t, ident.space_id, ident.address, turn_id, shown
-        )
+        receipt_id = append_receipt(store, t, ident.space_id, ident.address, turn_id, shown)
         t.execute(_MARK_SEEN, {"turn_id": turn_id, "now": now})
     return TurnSeen(turn_id=turn_id, receipt_id=receipt_id, acked=len(acked), message_ids=shown)

@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from broker import errors
 from broker.delivery import wake
 from broker.ids import parse_ts
 from broker.spaces import auth
 from broker.spaces.auth import Identity
-from broker.store.sqlite import Store
+from broker.store.sqlite import Store, Tx
 
 T = TypeVar("T")
 
@@ -44,11 +45,18 @@ def block(
     once: Callable[[], tuple[T, str | None]],
     done: Callable[[T], bool],
     keys: list[str] | None = None,
+    *,
+    tx: Tx | None = None,
 ) -> T:
     """Call ``once()`` (a result and the time something changes with no commit
     to ring: the inbox's next lease expiry, a claim's end) until ``done(result)``
     or ``wait`` seconds have passed; the last result. It sleeps on ``keys``'
-    doorbells (default: the caller's inbox)."""
+    doorbells (default: the caller's inbox). Refused inside the caller's
+    transaction ``tx``: it would hold the write lock all the while."""
+    if tx is not None:
+        raise errors.InvalidInput(
+            "cannot wait inside a transaction: it would hold the write lock", field="wait"
+        )
     deadline = time.monotonic() + wait
     pulse = auth.Pulse(store, ident)
     keys = keys if keys is not None else [wake.participant_key(ident.participant_id)]

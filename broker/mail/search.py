@@ -29,6 +29,7 @@ from typing import Any
 from broker import errors
 from broker.mail import search_query
 from broker.model.records import SearchHit
+from broker.record_type import from_row
 from broker.spaces.auth import Identity, caller
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
@@ -100,19 +101,13 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
             more, more_snips = _matches(t, params)
         finally:
             t.execute(_TAIL_DROP)
-        rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[
-            : int(str(params["n"]))
-        ]
+        rows = sorted([*rows, *more], key=lambda r: (r["rank"], r["seq"]))[: int(str(params["n"]))]
         snips.update(more_snips)
     return [
-        SearchHit(
-            id=r["id"],
-            seq=r["seq"],
-            kind=r["kind"],
-            sender=r["sender"],
+        from_row(
+            SearchHit,
+            r,
             to=json.loads(r["recipients"]),
-            thread=r["thread"],
-            created_at_utc=r["created_at_utc"],
             snippet=snips.get(r["rid"], ""),
             rank=round(float(r["rank"]), 6),
         )
@@ -122,7 +117,7 @@ def _run(t: Tx, params: dict[str, object]) -> list[SearchHit]:
 
 def search(
     store: Store,
-    space_ref: str,
+    who: str | Identity,
     query: str,
     *,
     sender: str | None = None,
@@ -132,36 +127,27 @@ def search(
     limit: int = SEARCH_DEFAULT,
     tx: Tx | None = None,
 ) -> list[SearchHit]:
-    """The operator's search of one whole space (S36), best match first."""
+    """Full-text search of a space (S36), best match first, as ``who`` sees it:
+    the operator (``who`` a space reference) the whole log; an agent (``who``
+    its ``Identity``, ``agent_search``) only messages it sent or that reached it."""
     query, kind_json = _check(store, query, kinds, limit)
+
+    def viewer(t: Tx) -> tuple[str, str | None]:
+        """The space searched and the agent it is searched for (None: the operator)."""
+        if not isinstance(who, Identity):
+            return resolve_id(t, who), None
+        caller(t, who)
+        return who.space_id, who.address
+
     with store.read(tx) as t:
-        space_id = resolve_id(t, space_ref)  # refused before the index is touched (S33)
+        viewer(t)  # refused before the index is touched (S33)
     index_pending(store, tx)
     with store.read(tx) as t:
-        return _run(t, _params(space_id, query, sender, to, kind_json, since, limit, None))
+        space_id, address = viewer(t)
+        return _run(t, _params(space_id, query, sender, to, kind_json, since, limit, address))
 
 
-def agent_search(
-    store: Store,
-    ident: Identity,
-    query: str,
-    *,
-    sender: str | None = None,
-    to: str | None = None,
-    kinds: Iterable[str] | None = None,
-    since: str | None = None,
-    limit: int = SEARCH_DEFAULT,
-    tx: Tx | None = None,
-) -> list[SearchHit]:
-    """An agent's search: only messages it sent or that reached it (S36)."""
-    query, kind_json = _check(store, query, kinds, limit)
-    with store.read(tx) as t:
-        caller(t, ident)  # refused before the index is touched (S33)
-    index_pending(store, tx)
-    with store.read(tx) as t:
-        caller(t, ident)
-        params = _params(ident.space_id, query, sender, to, kind_json, since, limit, ident.address)
-        return _run(t, params)
+agent_search = search  # an agent's search: ``search`` with the agent's Identity
 
 
 def _params(

@@ -17,7 +17,7 @@ from typing import Any
 
 from broker import errors
 from broker.delivery import inbox, wake
-from broker.ids import new_id
+from broker.ids import new_id, parse_ts
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
@@ -34,6 +34,7 @@ _SET_COUNTERS = stmt("messages.set_counters")
 _BUMP_COUNTERS = stmt("messages.bump_counters")
 _INSERT_MESSAGE = stmt("messages.insert_message")
 _LOGGED_KEY = stmt("messages.logged_key")
+_LAST_AT = stmt("messages.last_at")
 _SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
 _SENDER_WAITING = stmt("usage.sender_waiting")
 
@@ -122,6 +123,7 @@ class Batch:
         self.group_bytes: int | None = None
         self.group_held: dict[str, int] = {}  # recipient -> the group's deliveries there
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
+        self.last_at: str | None = None  # the space's last log time (S44), read when needed
 
     # --- one send, in named steps ---------------------------------------------------------
     def add(
@@ -146,7 +148,8 @@ class Batch:
             self._check_log(self.limits)
         out = self._outcome(kind, targets)
         if mail.reply_to is not None:
-            mail = thread_of(self.t, self.space_id, mail)
+            viewer = None if self.exempt else self.sender.address  # the operator sees all
+            mail = thread_of(self.t, self.space_id, mail, viewer)
         delivered = self._apply_caps(out)
         self.woken.update(out.ring)
         self.woken.update(delivered)
@@ -265,7 +268,7 @@ class Batch:
                 "bcast_no": self.bcast_no if out.bcast else None,
                 "idempotency_key": key,
                 "size_bytes": size,
-                "created_at_utc": self.store.now_ts(),
+                "created_at_utc": self._stamp(),
                 "thread": thread,
                 "reply_to": reply_to,
                 "importance": importance,
@@ -280,6 +283,14 @@ class Batch:
             not_reached=[NotReached(**n) for n in out.not_reached],
             duplicate=False,
         )
+
+    def _stamp(self) -> str:
+        """This row's time: never earlier than the space's last (S44)."""
+        if self.last_at is None:
+            self.last_at = stamp(self.store, self.t, self.space_id)
+            return self.last_at
+        self.last_at = max(self.store.now_ts(), self.last_at)
+        return self.last_at
 
     # --- the checks -----------------------------------------------------------------------
     def _check_log(self, limits: Limits) -> None:
@@ -392,18 +403,14 @@ class Batch:
                 out.not_reached.append({"address": address, "reason": "contact_policy"})
 
     def _logged_key(self, key: str) -> tuple[SendResult, Any] | None:
-        """The first result of an idempotency key already in the log (S12), and its row."""
-        dup = self.t.one(_LOGGED_KEY, {"space_id": self.space_id, "key": key})
+        """The first result of this sender's idempotency key already in the log
+        (S12), and its row. Keys are per sender (S45): another sender's use of
+        the same key is never read, so nothing tells who used it."""
+        dup = self.t.one(
+            _LOGGED_KEY, {"space_id": self.space_id, "sender": self.sender.address, "key": key}
+        )
         if dup is None:
             return None
-        if dup["sender"] != self.sender.address:
-            # The other sender's address is no secret (the directory lists
-            # it); the key is the caller's own.
-            raise errors.Conflict(
-                f"idempotency key {key!r} was already used by {dup['sender']} in this space",
-                field="idempotency_key",
-                used_by=dup["sender"],
-            )
         result = SendResult(
             id=dup["id"],
             seq=dup["seq"],
@@ -511,6 +518,20 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
+def stamp(store: Store, t: Tx, space_id: str) -> str:
+    """The time of a new log row of the space (S44): the store's clock, never
+    earlier than the space's last row, whatever the clock of the process that
+    writes it (a wall clock stepped back, a host behind the others). The
+    store's clock is moved up to that time too, so the leases this process
+    judges next run on from there."""
+    now = store.now_ts()
+    row = t.one(_LAST_AT, {"space_id": space_id})
+    if row is not None and row[0] > now:
+        store.clock.floor(parse_ts(row[0]))
+        now = store.now_ts()
+    return now
+
+
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     """The one writer of ``messages``: a send's rows, and the importer's."""
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
@@ -541,7 +562,7 @@ def append(
     send (receipts; imports and tests); returns (id, seq, created_at_utc).
     Sends go through ``Batch``: these two are the only writers of ``messages``."""
     store.lock_space(t, space_id)
-    now = store.now_ts()
+    now = stamp(store, t, space_id)
     mid = new_id()
     reached_json = json.dumps(reached or [])
     not_reached_json = json.dumps(not_reached or [])

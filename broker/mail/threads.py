@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.model.records import LogEntry, NotReached
-from broker.record_type import record
+from broker.record_type import from_row, record
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -49,11 +49,14 @@ def mail(thread: str | None, reply_to: str | None, importance: str, ack_required
     return Mail(thread, reply_to, None if importance == "normal" else importance, ack_required)
 
 
-def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
-    """``m`` with its thread settled: a reply takes its parent's (S35)."""
+def thread_of(t: Tx, space_id: str, m: Mail, viewer: str | None = None) -> Mail:
+    """``m`` with its thread settled: a reply takes its parent's (S35). An agent
+    (``viewer``) replies only to a message it can see (S45): one it sent or
+    that reached it, or a board message; any other reads as no message at
+    all, so a reply tells nothing of a message, or a thread, it never saw."""
     if m.reply_to is None:
         return m
-    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to})
+    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to, "viewer": viewer})
     if row is None:
         raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
     inherited = row["thread"] or m.reply_to
@@ -67,23 +70,13 @@ def thread_of(t: Tx, space_id: str, m: Mail) -> Mail:
 
 def to_entry(r: Any) -> LogEntry:
     """The one log row mapper (``threads.log`` here, ``messages.log``): read by name."""
-    return LogEntry(
-        id=r["id"],
-        space_id=r["space_id"],
-        seq=r["seq"],
-        kind=r["kind"],
-        sender=r["sender"],
+    return from_row(
+        LogEntry,
+        r,
         to=json.loads(r["recipients"]),
-        body=r["body"],
         urgent=bool(r["urgent"]),
-        via=r["via"],
-        ref=r["ref"],
         reached=json.loads(r["reached"]),
         not_reached=[NotReached(**n) for n in json.loads(r["not_reached"])],
-        idempotency_key=r["idempotency_key"],
-        created_at_utc=r["created_at_utc"],
-        thread=r["thread"],
-        reply_to=r["reply_to"],
         importance=r["importance"] or "normal",
         ack_required=bool(r["ack_required"]),
     )
@@ -104,16 +97,4 @@ def threads(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[Threa
         rows = t.all(_LIST, {"space_id": space_id})
     from broker.model.records import Thread  # built on first use (records_space)
 
-    return [
-        Thread(
-            thread=r["thread"],
-            messages=r["messages"],
-            first_id=r["first_id"],
-            first_at=r["first_at"],
-            last_id=r["last_id"],
-            last_at=r["last_at"],
-            participants=r["participants"],
-            senders=json.loads(r["senders"]),
-        )
-        for r in rows
-    ]
+    return [from_row(Thread, r, senders=json.loads(r["senders"])) for r in rows]

@@ -17,6 +17,10 @@ Every surface takes its part of a field from that one declaration:
 - ``Field.schema`` is the field as JSON Schema (HTTP bodies, MCP tools, the
   OpenAPI document); ``help``, ``metavar`` and the kind give the CLI option.
 
+A ``secret`` text field (a join key, a token) is never shown: a refusal
+names the field without quoting what was sent, and the record's ``repr``
+masks it, so no log line or error message echoes a credential.
+
 Strict, as S33 asks: text is not a number, a number is not a bool, ``True`` is
 not 1; nothing is coerced into what the caller did not say. Text must be
 storable on both backends (valid UTF-8, no NUL). A field whose default is
@@ -150,13 +154,20 @@ class Text(Field):
         line: bool = False,
         pattern: str | None = None,
         words: str | None = None,
+        secret: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(help, **kw)
         self.low, self.high, self.strip, self.blank, self.line = low, high, strip, blank, line
+        self.secret = secret
         self.empty = empty
         self.pattern = re.compile(pattern) if pattern else None
         self.words = words or f"text matching {pattern}"
+
+    def refuse(self, why: str, value: object = REQUIRED, shown: str | None = None) -> InvalidInput:
+        if self.secret:  # never quoted: a refusal may be logged or shown
+            return InvalidInput(f"bad {self.name}: {why}", field=self.name)
+        return super().refuse(why, value, shown)
 
     def convert(self, value: object) -> Any:
         if type(value) is not str:
@@ -415,10 +426,11 @@ def text(
     pattern: str | None = None,
     words: str | None = None,
     metavar: str | None = None,
+    secret: bool = False,
 ) -> Any:
     return Text(
         help, default=default, low=low, high=high, strip=strip, blank=blank, empty=empty,
-        line=line, pattern=pattern, words=words, metavar=metavar,
+        line=line, pattern=pattern, words=words, metavar=metavar, secret=secret,
     )  # fmt: skip
 
 
@@ -554,7 +566,11 @@ class Input:
         return hash((type(self), *map(_hashable, self.__dict__.values())))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        hidden = {f.name for f in self.FIELDS if getattr(f, "secret", False)}
+        shown = ", ".join(
+            f"{k}={'***' if k in hidden and v is not None else repr(v)}"
+            for k, v in self.__dict__.items()
+        )
         return f"{type(self).__qualname__}({shown})"
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any
 from broker.model import fields
 from broker.model.fields import Input
 from broker.vocab import (
+    ARCHETYPES,
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
     MIN_SECONDS,
@@ -30,6 +31,7 @@ BODY_MAX = int(SETTING_BOUNDS["body_max_bytes"][1])  # no body is longer than th
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
 CLAIM_MAX = 10_000  # deliveries one claim may take
+EVIDENCE_MAX = 8000  # a quarantine's reason (broker.delivery.inbox.EVIDENCE_MAX)
 
 TO_FORMS = (
     "Recipients, each one of: an address (e.g. 'lynx'); 'role:NAME' (every live agent named "
@@ -155,6 +157,87 @@ class ClaimInput(Input):
         default=None,
         line=True,
     )
+
+
+# --- joining: someone holding the join key, not yet an agent (S27) -------------------------
+def _secret(help: str) -> Any:  # noqa: A002
+    return fields.text(help, default=None, high=400, secret=True, metavar="SECRET")
+
+
+def _directory(help: str, high: int = 200) -> Any:  # noqa: A002
+    return fields.text(help, default=None, low=0, high=high, line=True, metavar="TEXT")
+
+
+class SpaceJoinInput(Input):
+    """``space.join``: join a space as a new participant with its join key (or
+    a parent's token), or continue an address with its last token (S27, S40).
+    The secrets are never shown back (``fields.Text.secret``)."""
+
+    space: str = _space()
+    codename: str = fields.text(
+        "The name to join as: the address below the space's root (S3).",
+        high=400,
+        strip=True,
+        line=True,
+        metavar="CODENAME",
+    )
+    join_key: str | None = _secret("The space's join key (`space create` prints it).")
+    parent_token: str | None = _secret(
+        "Join as a child of the participant whose token this is (instead of a join key)."
+    )
+    token: str | None = _secret(
+        "Continue an address that has joined before (a retry, a restart): its last token."
+    )
+    agent: str | None = fields.text(
+        "Agent name (role:NAME reaches it).", default=None, line=True, metavar="NAME"
+    )
+    run_id: str | None = fields.text(
+        "Its own run id (default: the codename).", default=None, line=True, metavar="ID"
+    )
+    step: str | None = _directory("Workflow step (step:NAME reaches it); '' clears it.")
+    parent: str | None = _directory("Address of the run that launched this one; '' clears it.")
+    role: str | None = _directory("Directory: short role description; '' clears it.")
+    archetype: str | None = fields.choice(
+        "Directory: the kind of agent ('' clears it).",
+        (*ARCHETYPES, ""),
+        default=None,
+    )
+    task: str | None = _directory("Directory: one-line task; '' clears it.", high=2000)
+    lead: bool = fields.flag("Join as the lead (address 'lead').")
+    messaging: bool = fields.flag("Off: receive-only (inherited by children).", default=True)
+    tools: list[str] | None = fields.texts(
+        "Grant only these tools (board.directive and board.retract only by name).",
+        fields.Text("a tool name", high=100, line=True),
+        default=None,
+        metavar="NAME",
+    )
+
+
+# --- the teammate runtime's turn bookkeeping (S16, S26), served ---------------------------
+def _turn_id() -> Any:
+    return fields.text(
+        "The turn's id (from the turn).",
+        high=26,
+        pattern=r"[0-9A-Za-z]{26}",
+        words="a turn id (26 letters and digits)",
+        metavar="TURN_ID",
+    )
+
+
+class TurnInput(Input):
+    """``history.append`` / ``history.undo``: one of the caller's turns."""
+
+    turn_id: str = _turn_id()
+
+
+class TurnQuarantineInput(Input):
+    """``turn.quarantine``: a failed turn's inbox messages set aside (S15, S26)."""
+
+    turn_id: str = _turn_id()
+    reason: str = fields.text(
+        "Why: kept with the messages as evidence.", high=EVIDENCE_MAX, blank=False,
+        empty="a quarantine needs a reason",
+    )  # fmt: skip
 
 
 # --- the operator's input records (below: agents' records stay above this line) ----------

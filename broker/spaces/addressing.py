@@ -75,6 +75,23 @@ def normal_address(address: str) -> str:
     return text.strip().casefold()
 
 
+# Characters a reader takes for one another in an address, once case is folded
+# (an uppercase I is a lowercase l in many fonts), and pairs that read as one.
+_LOOKALIKE = str.maketrans({"0": "o", "1": "l", "i": "l"})
+_LOOKALIKE_PAIRS = (("rn", "m"), ("vv", "w"))
+
+
+def reads_as(address: str) -> str:
+    """What ``address`` reads as to a person (S45): case and width folded,
+    invisible characters dropped (``normal_address``), and look-alike
+    characters taken as one (``Victim``, ``vict1m``, ``VlCTIM`` all read as
+    ``victim``). Two participants of one space never read alike."""
+    text = normal_address(address).translate(_LOOKALIKE)
+    for pair, one in _LOOKALIKE_PAIRS:
+        text = text.replace(pair, one)
+    return text
+
+
 _UNIT_INDEX = re.compile(r"#[0-9]+\Z")
 
 

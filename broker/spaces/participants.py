@@ -16,7 +16,7 @@ from broker.delivery.transcript import notice
 from broker.ids import hash_token, new_id, new_token, parse_ts
 from broker.record_type import record
 from broker.spaces import auth, grants, shares
-from broker.spaces.addressing import address_of
+from broker.spaces.addressing import address_of, reads_as
 from broker.spaces.auth import Identity
 
 # The row mapper and writers live in broker.spaces.roster (below spaces); re-exported
@@ -47,6 +47,7 @@ _SET_STATUS = stmt("participants.set_status")
 _LIST_ALL = stmt("participants.list_all")
 _LIST_PRESENT = stmt("participants.list_present")
 _BY_ADDRESS = stmt("participants.by_address")
+_ADDRESSES = stmt("participants.addresses")
 _EVENTS = stmt("participants.events")
 
 LIVE = ("running", "idle")
@@ -143,6 +144,8 @@ def join(
                 "its own address: a new address needs the join key, the operator key or a "
                 "parent's token"
             )
+        if holder is None:
+            _reads_unlike_any(t, space_id, address)
         kept = _kept(holder, inp)
         parent_addr = parent_grant.address if parent_grant is not None else kept["parent"]
         messaging = inp.messaging
@@ -256,6 +259,20 @@ def _admitted(cred: Credential) -> str:
     if cred.join_key:
         return shares.JOIN_KEY
     return shares.PARENT_TOKEN if cred.parent_token else shares.LAST_TOKEN
+
+
+def _reads_unlike_any(t: Tx, space_id: str, address: str) -> None:
+    """S45: a new address must not read like one the space already gave
+    (``Victim`` beside ``victim``): a reader, a log line or a model would take
+    one participant for the other. Nothing is written."""
+    mine = reads_as(address)
+    for (other,) in t.all(_ADDRESSES, {"space_id": space_id}):
+        if reads_as(other) == mine:
+            raise errors.InvalidInput(
+                f"address {address!r} reads like {other!r}, already in this space: "
+                "pick a codename that reads differently",
+                field="codename",
+            )
 
 
 def _check_pid(pid: int) -> None:

@@ -17,7 +17,12 @@ def triggers_ddl(dialect: str) -> list[str]:
 
     ``participants.waiting`` is derived state kept by the database itself, on
     every path that moves a delivery, so the inbox cap (S7) is one read."""
-    out = append_only_ddl(dialect) + purge_ddl(dialect) + sender_usage_ddl(dialect)
+    out = (
+        append_only_ddl(dialect)
+        + purge_ddl(dialect)
+        + any_connection_ddl(dialect)
+        + sender_usage_ddl(dialect)
+    )
     if dialect == "sqlite":
         out.append(
             "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
@@ -110,20 +115,90 @@ def purge_ddl(dialect: str) -> list[str]:
     return []
 
 
+# SQLite: ``sender_usage`` takes the log in batches, as the search index does:
+# once USAGE_BATCH log rows wait past ``folds.upto``, the insert trigger adds
+# them all to their senders' rows and moves ``upto`` to the last (two pages
+# every 32 sends instead of one page every send). Readers add the rows past
+# ``upto`` themselves (usage.sender_log_bytes, usage.top_senders,
+# shares.log_bytes). A space's delete (a purge) folds the tail of the other
+# spaces first and then sets ``upto`` to the log's last rowid: rowids freed at
+# the top of the log are used again, and must count when they are.
+USAGE_BATCH = 32
+USAGE_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)"
+USAGE_FOLD = (
+    "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
+    "SELECT space_id, sender, sum(size_bytes), count(*) FROM messages "
+    f"WHERE rowid > {USAGE_UPTO} GROUP BY space_id, sender "
+    "ON CONFLICT (space_id, sender) DO UPDATE SET "
+    "log_bytes = log_bytes + excluded.log_bytes, messages = messages + excluded.messages; "
+    "INSERT INTO folds (name, upto) "
+    "SELECT 'sender_usage', coalesce(max(rowid), 0) FROM messages WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
+)
+
+
+# The keys of each append-only table: a row with one of them already taken is
+# what ``INSERT OR REPLACE`` / ``REPLACE`` deletes first (S43). Each UNIQUE
+# index of the table is here (tests/test_append_only.py checks the schema).
+UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "messages": (("id",), ("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
+    "participant_events": (("id",),),
+    "transcript": (("id",),),
+    "claim_journal": (("id",),),
+    "purges": (("id",),),
+}
+
+
+def any_connection_ddl(dialect: str) -> list[str]:
+    """S43: append-only against any connection, a plain driver's included.
+
+    SQLite: ``REPLACE`` deletes the row it replaces without firing the DELETE
+    trigger unless the connection turned ``recursive_triggers`` on (the
+    broker's do, S34; a plain ``sqlite3`` does not), so a BEFORE INSERT trigger
+    refuses a row whose key (any UNIQUE index of the table) is taken: whatever
+    the conflict clause, nothing is replaced. PostgreSQL: ``TRUNCATE`` fires no
+    row trigger, so a statement trigger refuses it (``ON CONFLICT DO UPDATE``
+    already fires the UPDATE guard)."""
+    out: list[str] = []
+    if dialect == "sqlite":
+        for table, keys in UNIQUE_KEYS.items():
+            taken = " OR ".join(
+                f"EXISTS (SELECT 1 FROM {table} WHERE "
+                + " AND ".join(f"{c} = NEW.{c}" for c in key)
+                + ")"
+                for key in keys
+            )
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_replace BEFORE INSERT ON {table} "
+                f"WHEN {taken} "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses REPLACE'); END"
+            )
+    elif dialect == "postgresql":
+        out.append(
+            "CREATE OR REPLACE FUNCTION broker_no_truncate() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'append-only: % refuses TRUNCATE', TG_TABLE_NAME; END $$ "
+            "LANGUAGE plpgsql"
+        )
+        for table in UNIQUE_KEYS:
+            out.append(
+                f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION broker_no_truncate()"
+            )
+    return out
+
+
 def sender_usage_ddl(dialect: str) -> list[str]:
     """``sender_usage`` follows the log (S30): each new log row adds its size to
     its sender's count; the rows go with their space (a purge). Kept by the
     database, like ``participants.waiting``, so every path that appends to the
-    log (sends, receipts, imports) counts, and the share check is one read."""
+    log (sends, receipts, imports) counts, and the share check is one read
+    (plus, on SQLite, the few log rows of the batch not folded in yet)."""
     if dialect == "sqlite":
         return [
             "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
-            "BEGIN INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
-            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
-            "ON CONFLICT (space_id, sender) DO UPDATE SET "
-            "log_bytes = log_bytes + excluded.log_bytes, messages = messages + 1; END",
+            f"WHEN NEW.rowid - {USAGE_UPTO} >= {USAGE_BATCH} BEGIN {USAGE_FOLD} END",
             "CREATE TRIGGER IF NOT EXISTS spaces_sender_usage AFTER DELETE ON spaces "
-            "BEGIN DELETE FROM sender_usage WHERE space_id = OLD.id; END",
+            f"BEGIN {USAGE_FOLD} DELETE FROM sender_usage WHERE space_id = OLD.id; END",
         ]
     if dialect == "postgresql":
         return [

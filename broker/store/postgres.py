@@ -38,16 +38,14 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from broker import errors
-from broker.ids import Clock
 from broker.store.dbfile import STORE_URLS
-from broker.store.migrate import HEAD, is_newer, too_new
-from broker.store.settings import StoreSettings
 from broker.store.sql import Stmt, stmt
 from broker.store.sqlite import Store, Tx, shell_word
 
@@ -80,8 +78,8 @@ _BEGIN_READ = stmt("store.begin_read").postgresql
 _COMMIT = stmt("store.commit").postgresql
 _ROLLBACK = stmt("store.rollback").postgresql
 _MIGRATE_LOCK = stmt("store.migrate_lock")
-_SCHEMA_VERSION = stmt("store.schema_version")
 _LOCK_SPACE = stmt("store.lock_space")
+_DB_CLOCK = stmt("store.clock").postgresql
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
 
 
@@ -259,20 +257,10 @@ class PgStore(Store):
     """A broker database on a PostgreSQL server (module doc). Thread-safe;
     one per process, shared: a pool of connections (a transaction holds one)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        clock: Clock | None = None,
-        settings: StoreSettings | None = None,
-        migrate: bool = True,
-        create: bool = True,
-    ) -> None:
-        from broker.ids import system_clock
-
-        self.settings = settings or StoreSettings.from_env(url)
-        self.clock = clock or system_clock
-        self.url = self.settings.url
+    def _place(self, migrate: bool) -> None:
+        # S44: the database's clock, read once per process (``pool``), unless a
+        # clock was given (tests that move time).
+        self._db_clock = not self.clock.given
         self.dialect = "postgresql"
         self.conninfo = conninfo(self.url)
         self.display = self.public_url = redacted(self.url)
@@ -280,24 +268,23 @@ class PgStore(Store):
         self.path = Path(self.display)
         self.key_path = key_path(self.conninfo)  # the operator key file (S29), in BROKER_HOME
         self.lock_path = ""
-        self.create = create
         self.read_only = None
         self._target, self._uri = self.conninfo, False
-        self._migrating = None
         self.pool_size = POOL_SIZE
-        self._reset_connections()
-        from broker.store import sqlite
-
-        sqlite._stores.add(self)
-        if migrate and create:
-            self.ensure_schema()
-        elif migrate:
-            self._check_schema()
 
     def _reset_connections(self) -> None:
         super()._reset_connections()
         self._pool: ConnectionPool[Any] | None = None
         self._pid = os.getpid()
+
+    def _follow_db_clock(self, conn: PgConn) -> None:
+        """S44: this process's time becomes the database's (``SteadyClock.offset``):
+        every host judges time and leases by one clock, whatever its own says."""
+        wall = self.clock.wall
+        before = wall()
+        seconds = float(conn.execute(_DB_CLOCK).fetchone()[0])
+        here = before + (wall() - before) / 2
+        self.clock.offset = datetime.fromtimestamp(seconds, UTC) - here
 
     # --- connections -------------------------------------------------------------
     def _configure_pg(self, conn: psycopg.Connection[Any]) -> None:
@@ -313,7 +300,12 @@ class PgStore(Store):
                     self._pid = os.getpid()
                     # One direct connection first: a server that is not there (or
                     # full) is one line at once, not the pool's retries for its timeout.
-                    self.connect().close()
+                    first = self.connect()
+                    try:
+                        if self._db_clock:
+                            self._follow_db_clock(first)
+                    finally:
+                        first.close()
                     self._pool = ConnectionPool(
                         self.conninfo,
                         min_size=1,
@@ -413,76 +405,49 @@ class PgStore(Store):
             )
         return self._engine
 
-    def _sa_connection(self, raw: Any) -> sa.Connection:
+    def _sa_engine_on(self, raw: Any) -> sa.Engine:
         import sqlalchemy as sa
 
         from broker.store.dialect import register_sqlalchemy
 
         register_sqlalchemy()
-        engine = self._sa_engines.get(id(raw))
-        if engine is None:
-            # A pool of exactly this connection, never reset on return: the
-            # transaction belongs to the broker's Tx, not to SQLAlchemy.
-            engine = sa.create_engine(
-                "postgresql+psycopg://",
-                creator=lambda: raw.conn,
-                poolclass=sa.pool.StaticPool,
-                pool_reset_on_return=None,
-            )
-            self._sa_engines[id(raw)] = engine
-        return engine.connect()
+        return sa.create_engine(
+            "postgresql+psycopg://",
+            creator=lambda: raw.conn,
+            poolclass=sa.pool.StaticPool,
+            pool_reset_on_return=None,
+        )
 
-    # --- schema ------------------------------------------------------------------
-    def ensure_schema(self) -> None:
-        """Migrate an empty or older database to head, once: concurrent first
-        opens queue on an advisory lock (PostgreSQL's DDL is transactional)."""
-        rev = self.schema_version()
-        if rev == HEAD:
-            return
-        if is_newer(rev):
-            raise too_new(self.display, str(rev))
-        from broker.store.migrate import upgrade
+    # --- schema (``Store.ensure_schema``, ``_check_schema``, ``schema_version``) ------
+    _NEVER_MIGRATED = ("alembic_version", "does not exist")
 
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        # Concurrent first opens queue on an advisory lock (PostgreSQL's DDL is
+        # transactional: the second finds the schema at head once it gets it).
         lock = self.connect()
         try:
             lock.execute(_MIGRATE_LOCK, {"key": MIGRATE_LOCK})
-            if self.schema_version() == HEAD:
-                return
-            upgrade(self.engine)
-            from broker.store import keys
-
-            keys.ensure(self)  # the operator key is made with the store (S29)
-        except errors.BrokerError:
-            raise
-        except Exception as exc:  # alembic wraps driver errors its own way
-            raise wrap_pg_error(exc) from exc
+            yield
         finally:
             lock.close()  # ends the session: the advisory lock goes with it
 
-    def _check_schema(self) -> None:
-        rev = self.schema_version()
-        if rev is None:
-            raise errors.StoreNotFound(
-                f"no broker schema in the PostgreSQL database {self.display}: create it with "
-                "`broker db upgrade` (or `broker space create`)"
-            )
-        if is_newer(rev):
-            raise too_new(self.display, rev)
-        if rev != HEAD:
-            raise errors.SchemaOutOfDate(
-                f"the store at {self.display} has schema {rev}, this broker needs {HEAD}: "
-                "run `broker db upgrade`"
-            )
+    @staticmethod
+    def _wrap_error(exc: BaseException) -> errors.BrokerError:
+        return wrap_pg_error(exc)
 
-    def schema_version(self) -> str | None:
-        try:
-            with self.read() as tx:
-                row = tx.one(_SCHEMA_VERSION)
-        except errors.StoreError as exc:
-            if "alembic_version" in exc.message and "does not exist" in exc.message:
-                return None  # an empty database: never migrated
-            raise
-        return row[0] if row else None
+    _SA_ERRORS = frozenset(
+        {"OperationalError", "IntegrityError", "ProgrammingError", "InternalError", "DataError"}
+    )
+
+    def _statement_failed(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error) or type(exc).__name__ in self._SA_ERRORS
+
+    def _no_schema(self) -> errors.BrokerError:
+        return errors.StoreNotFound(
+            f"no broker schema in the PostgreSQL database {self.display}: create it with "
+            "`broker db upgrade` (or `broker space create`)"
+        )
 
     # --- transactions ------------------------------------------------------------
     def lock_space(self, t: Tx, space_id: str) -> None:
@@ -540,13 +505,7 @@ class PgStore(Store):
                 yield tx
             except BaseException as exc:
                 broken = not self._pg_rollback(tx)
-                if isinstance(exc, psycopg.Error) or type(exc).__name__ in (
-                    "OperationalError",
-                    "IntegrityError",
-                    "ProgrammingError",
-                    "InternalError",
-                    "DataError",
-                ):
+                if self._statement_failed(exc):
                     raise wrap_pg_error(exc) from exc
                 raise
             try:

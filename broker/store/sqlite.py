@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import Clock, fmt_ts, system_clock
+from broker.ids import Clock, SteadyClock, fmt_ts, parse_ts
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
 from broker.store.migrate import HEAD, is_newer, too_new
@@ -69,6 +69,7 @@ CHECKPOINT_EVERY = 64
 CHECKPOINT_EVERY_BOUNDS = (8, 1000)
 
 _BEGIN_WRITE = stmt("store.begin_write")
+_NEWEST_AT = stmt("store.newest_at")
 _BEGIN_READ = stmt("store.begin_read")
 _COMMIT = stmt("store.commit")
 _ROLLBACK = stmt("store.rollback")
@@ -235,36 +236,42 @@ class Store:
         cannot be written opens read-only: ``read_only`` is then the reason and
         every write transaction is refused with it."""
         self.settings = settings or StoreSettings.from_env(url)
-        self.clock: Clock = clock or system_clock
+        self.clock = SteadyClock(clock)  # S44: never back, whatever the process's clock
+        self._floored = False  # S44: the clock moved up to the store's newest time yet
         self.url = self.settings.url
-        self.dialect = "sqlite"
-        db = sqlite_path(self.url)
-        if sqlite3.sqlite_version_info < MIN_SQLITE:
-            raise errors.UnsupportedSQLite(
-                f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
-            )
         self.create = create
-        self.path = (
-            dbfile.prepare(db) if create else dbfile.existing(db, allow_empty=not migrate)
-        )
-        self.display = str(self.path)  # how messages name the store
-        self.public_url = self.url  # the URL as printed (PostgreSQL's hides a password)
-        self.lock_path = f"{self.path}.lock"
-        self.read_only: str | None = dbfile.read_only_reason(self.path)
-        if self.read_only is None and not create and self.path.stat().st_size == 0:
-            # Only inspected (migrate=False): read it as it is, or the WAL
-            # pragma would write a header into a file nobody asked to change.
-            self.read_only = "it is an empty file, only inspected here"
-        self._target, self._uri = str(self.path), False
-        if self.read_only is not None:
-            self._target, self._uri = dbfile.read_only_uri(self.path), True
         self._migrating: int | None = None  # the thread running ensure_schema's migration
+        self._place(migrate)
         self._reset_connections()
         _stores.add(self)
         if migrate and create and self.read_only is None:
             self.ensure_schema()
         elif migrate:
             self._check_schema()
+
+    def _place(self, migrate: bool) -> None:
+        """Where the store is, how messages name it, and whether it may be written
+        (``__init__``): here a SQLite file, made if ``create`` (``PgStore._place``)."""
+        self.dialect = "sqlite"
+        db = sqlite_path(self.url)
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise errors.UnsupportedSQLite(
+                f"SQLite {sqlite3.sqlite_version} is too old: broker needs >= 3.35 (UPDATE ... RETURNING)"
+            )
+        self.path = (
+            dbfile.prepare(db) if self.create else dbfile.existing(db, allow_empty=not migrate)
+        )
+        self.display = str(self.path)  # how messages name the store
+        self.public_url = self.url  # the URL as printed (PostgreSQL's hides a password)
+        self.lock_path = f"{self.path}.lock"
+        self.read_only: str | None = dbfile.read_only_reason(self.path)
+        if self.read_only is None and not self.create and self.path.stat().st_size == 0:
+            # Only inspected (migrate=False): read it as it is, or the WAL
+            # pragma would write a header into a file nobody asked to change.
+            self.read_only = "it is an empty file, only inspected here"
+        self._target, self._uri = str(self.path), False
+        if self.read_only is not None:
+            self._target, self._uri = dbfile.read_only_uri(self.path), True
 
     def _reset_connections(self) -> None:
         self._checkpoint_every = CHECKPOINT_EVERY
@@ -317,6 +324,8 @@ class Store:
                 uri=self._uri,
             )
             self._configure(conn)
+            if not self._floored:
+                self._floor_clock(conn)
         except sqlite3.Error as exc:
             if self.read_only is not None:
                 raise errors.StoreError(
@@ -325,6 +334,19 @@ class Store:
                 ) from exc
             raise wrap_db_error(exc) from exc
         return conn
+
+    def _floor_clock(self, conn: sqlite3.Connection) -> None:
+        """S44: this process's time starts no earlier than the newest log row of
+        the store (the last one written), so a process started after its clock
+        stepped back judges leases from there on, not an hour before. SQLite
+        has no clock of its own; its writers share the host. Once per store."""
+        self._floored = True
+        try:
+            row = conn.execute(_NEWEST_AT).fetchone()
+        except sqlite3.Error:
+            return  # not migrated yet: nothing written, nothing to follow
+        if row is not None and row[0]:
+            self.clock.floor(parse_ts(row[0]))
 
     @property
     def engine(self) -> Any:
@@ -338,25 +360,34 @@ class Store:
             self._engine = engine
         return self._engine
 
-    def _sa_connection(self, raw: sqlite3.Connection) -> sa.Connection:
-        import sqlalchemy as sa
-
+    def _sa_connection(self, raw: Any) -> sa.Connection:
+        """SQLAlchemy on the transaction's own connection ``raw`` (``Tx.connection``):
+        a pool of exactly this connection, made once per connection, never reset
+        on return: the transaction belongs to the broker's Tx, not to SQLAlchemy."""
         engine = self._sa_engines.get(id(raw))
         if engine is None:
-            # A pool of exactly this connection, never reset on return: the
-            # transaction belongs to the broker's Tx, not to SQLAlchemy.
-            engine = sa.create_engine(
-                f"sqlite:///{self.path}",
-                creator=lambda: raw,
-                poolclass=sa.pool.StaticPool,
-                pool_reset_on_return=None,
-            )
-            sa.event.listen(engine, "begin", _on_begin)
-            self._sa_engines[id(raw)] = engine
+            engine = self._sa_engines[id(raw)] = self._sa_engine_on(raw)
         return engine.connect()
 
+    def _sa_engine_on(self, raw: sqlite3.Connection) -> sa.Engine:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(
+            f"sqlite:///{self.path}",
+            creator=lambda: raw,
+            poolclass=sa.pool.StaticPool,
+            pool_reset_on_return=None,
+        )
+        sa.event.listen(engine, "begin", _on_begin)
+        return engine
+
+    # --- schema (both backends: each names its lock, its errors, its empty database) ---
+    # What reading the version of a never-migrated database says (every part).
+    _NEVER_MIGRATED: tuple[str, ...] = ("no such table",)
+
     def ensure_schema(self) -> None:
-        """Migrate an empty or older database to head; cheap when already there."""
+        """Migrate an empty or older database to head, once (``_migration_lock``);
+        cheap when already there. A store not created or writable here is only checked."""
         rev = self.schema_version()
         if rev == HEAD:
             return
@@ -367,6 +398,21 @@ class Store:
             return
         from broker.store.migrate import upgrade
 
+        try:
+            with self._migration_lock():
+                if self.schema_version() == HEAD:
+                    return  # another process migrated it while this one waited
+                upgrade(self.engine)
+                from broker.store import keys
+
+                keys.ensure(self)  # the operator key is made with the store (S29)
+        except errors.BrokerError:
+            raise
+        except Exception as exc:  # alembic wraps driver errors its own way
+            raise self._wrap_error(exc) from exc
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
         # Alembic's SQLite support is not transactional DDL (each migration may
         # commit on its own), so two processes opening one new file must not
         # migrate side by side: the writer lock (its own file description here)
@@ -377,30 +423,38 @@ class Store:
         try:
             lock.acquire(max(MIGRATE_WAIT_S, self.settings.busy_timeout_ms / 1000))
             self._migrating = threading.get_ident()
-            if self.schema_version() == HEAD:
-                return
-            upgrade(self.engine)
-            from broker.store import keys
-
-            keys.ensure(self)  # the operator key is made with the store (S29)
-        except errors.BrokerError:
-            raise
-        except Exception as exc:  # alembic wraps driver errors its own way
-            raise wrap_db_error(exc) from exc
+            yield
         finally:
             self._migrating = None
             lock.close()  # closing the file description drops the lock
+
+    @staticmethod
+    def _wrap_error(exc: BaseException) -> errors.BrokerError:
+        return wrap_db_error(exc)
+
+    # SQLAlchemy's wrappers of the driver's errors (a caller's SQL through
+    # ``Tx.connection``), known by name: SQLAlchemy is not imported to test them.
+    _SA_ERRORS = frozenset({"OperationalError", "IntegrityError"})
+
+    def _statement_failed(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised inside a transaction, is the database refusing a
+        statement (wrapped into one ``StoreError`` line) rather than the caller's own."""
+        return isinstance(exc, sqlite3.Error) or type(exc).__name__ in self._SA_ERRORS
+
+    def _no_schema(self) -> errors.BrokerError:
+        """The refusal of a database with no broker schema (``_check_schema``)."""
+        return errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
 
     def _check_schema(self) -> None:
         """A store that is not migrated here (read-only) must already be at head."""
         rev = self.schema_version()
         if rev is None:
-            raise errors.StoreNotFound(dbfile.NO_STORE.format(path=self.path))
+            raise self._no_schema()
         if is_newer(rev):
             raise too_new(self.display, rev)
         if rev != HEAD:
             raise errors.SchemaOutOfDate(
-                f"the store at {self.path} has schema {rev}, this broker needs {HEAD}: "
+                f"the store at {self.display} has schema {rev}, this broker needs {HEAD}: "
                 "run `broker db upgrade`"
             )
 
@@ -409,10 +463,10 @@ class Store:
             with self.read() as tx:
                 row = tx.one(_SCHEMA_VERSION)
         except errors.StoreError as exc:
-            if "no such table" in exc.message:
+            if all(part in exc.message for part in self._NEVER_MIGRATED):
                 return None  # an empty database: never migrated
             raise
-        return row["version_num"] if row else None
+        return row[0] if row else None
 
     def lock_space(self, t: Tx, space_id: str) -> None:
         """Make the writers of one space queue behind each other from here to the
@@ -438,6 +492,7 @@ class Store:
 
     # --- time --------------------------------------------------------------------
     def now(self) -> datetime:
+        """The store's time (S44): the clock given, or the process's, never going back."""
         return self.clock()
 
     def now_ts(self) -> str:
@@ -552,10 +607,7 @@ class Store:
                 yield tx
             except BaseException as exc:
                 self._rollback(tx)
-                if isinstance(exc, sqlite3.Error) or type(exc).__name__ in (
-                    "OperationalError",
-                    "IntegrityError",
-                ):
+                if self._statement_failed(exc):
                     raise wrap_db_error(exc) from exc
                 raise
             try:

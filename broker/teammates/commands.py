@@ -63,12 +63,11 @@ def command_handler(
     check_env_names(passed, env)  # refused before any turn is taken
 
     def handle(ctx: TeammateContext, turn: Turn) -> None:
-        ident = ctx.agent.identity
         environment = child_env(
-            space=ident.space_id,
-            address=ident.address,
+            space=ctx.agent.space_id,
+            address=ctx.agent.address,
             token=ctx.extra.get("token", ""),
-            reach=str(ctx.agent.store.url),
+            reach=reach(ctx.agent),
             passed=passed,
             extra=env,
         )
@@ -105,6 +104,14 @@ def command_handler(
                     on_note(f"stdout line {lines[n]} did not reach {miss.address}: {miss.reason}")
 
     return handle
+
+
+def reach(agent: Any) -> str:
+    """Where the teammate's command reaches the broker (S39): the server's URL
+    when the teammate runs through the remote client (its ``conn``), else the
+    store's URL."""
+    conn = getattr(agent, "conn", None)
+    return str(conn.url) if conn is not None else str(agent.store.url)
 
 
 def _output_items(stdout: str) -> tuple[list[dict[str, Any]], list[int | str]]:

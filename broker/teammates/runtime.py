@@ -19,7 +19,11 @@ The worker loop (``serve``) per turn:
 
 The runtime is a front end of the library: it uses ``broker.api.handles`` (the
 operator joins teammates and reads their status; each teammate acts as its own
-``Agent``) and nothing below it.
+``Agent``) and nothing below it. ``serve`` uses only the agent's declared
+operations (the turn's bookkeeping by its id: ``history.append``,
+``history.undo``, ``turn.quarantine``), so the same loop runs a teammate
+through the remote client (``broker agent run`` with ``BROKER_URL`` naming a
+server).
 
 A handler that raises quarantines the turn's input with the error as evidence,
 sets the teammate ``failed`` and sends the failure to the lead. ``Team.shutdown``
@@ -74,7 +78,8 @@ def failure_reason(exc: BaseException) -> str:
 def fail(agent: Agent, turn: Turn, exc: BaseException) -> None:
     """Failure semantics (S26): input quarantined, state failed, lead told."""
     reason = failure_reason(exc)
-    agent.quarantine_turn(turn, reason)
+    if turn.id is not None:
+        agent.quarantine_turn_input(turn.id, reason)
     agent.set_status("failed")
     with contextlib.suppress(errors.BrokerError):
         agent.send("lead", f"teammate {agent.address} failed on turn {turn.id}: {reason}")
@@ -121,7 +126,8 @@ def serve(
             continue
         agent.set_status("running")
         started = time.monotonic()
-        fresh = agent.append_history(turn)  # history first ...
+        # By the turn's id: the store appends what the turn showed (served too).
+        agent.append_turn_history(turn.id)  # history first ...
         try:
             handler(ctx, turn)
         except Exception as exc:  # noqa: BLE001 - any handler failure is the teammate's failure
@@ -133,7 +139,7 @@ def serve(
         try:
             agent.seen(turn.id)  # ... ack second
         except errors.LeaseLost:
-            agent.undo_history(fresh)  # the turn will come again: it must be appended again then
+            agent.undo_turn_history(turn.id)  # it comes again: appended again then
             outcome = "redelivered"
         if on_turn is not None:
             on_turn(turn, outcome, time.monotonic() - started)

@@ -436,14 +436,20 @@ def identity_options(fn: F) -> F:
 
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
-    """Authenticate the caller; the sender is always derived from this (S10)."""
+    """Authenticate the caller; the sender is always derived from this (S10).
+    No identity at all (no token; in file mode, no space either) is a usage
+    mistake, exit 2; a wrong one is ``auth_failed``."""
     conn = server()
+    if not token:
+        raise click.UsageError(
+            "no identity: set BROKER_TOKEN (the token `broker join` printed) or pass --token"
+        )
     if conn is not None:  # client mode: the token alone; the server derives who calls
         from broker.frontends.remote import RemoteAgent
 
         return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
     if not space:
-        raise errors.AuthError("no space: pass --space or set BROKER_SPACE")
+        raise click.UsageError("no identity: set BROKER_SPACE (your space) or pass --space")
     from broker.api.handles import (
         Agent,  # not the Operator: broker.api.handles loads it on first use
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,6 +25,8 @@ from broker.vocab import ascii_digits
 
 if TYPE_CHECKING:
     from broker.model.records import SendResult
+
+T = TypeVar("T")
 
 # Characters a terminal acts on, or that reorder what a person sees:
 # C0 controls, DEL, C1 controls (0x80-0x9f: 0x9b is a one-byte CSI), the bidi
@@ -105,6 +107,20 @@ def _surrogates_json(out: str) -> str:
 def emit_json(data: Any) -> None:
     """A single result: one object."""
     click.echo(dumps(to_jsonable(data)))
+
+
+def emit(data: Any, as_json: bool, text: str) -> None:
+    """A single result: its JSON object (``--json``), else ``text``, one line for people."""
+    click.echo(dumps(to_jsonable(data)) if as_json else text)
+
+
+def emit_lines(items: Sequence[T], as_json: bool, line: Callable[[T], str]) -> None:
+    """A list: one JSON object per item (``--json``), else one line for people per item;
+    nothing for an empty list."""
+    if as_json:
+        emit_json_lines(items)
+    elif items:
+        click.echo("\n".join(line(item) for item in items))
 
 
 def emit_json_lines(items: Iterable[Any]) -> None:

@@ -12,14 +12,14 @@ import click
 from broker.frontends.cli._common import (
     COUNT,
     EXIT_INTERRUPTED,
-    emit_json,
     json_option,
     main,
+    server,
     store,
     ttl_option,
     wait_option,
 )
-from broker.frontends.cli._output import safe
+from broker.frontends.cli._output import emit, safe
 from broker.vocab import ARCHETYPES
 
 if TYPE_CHECKING:
@@ -93,7 +93,8 @@ def run(
     (exit 7); the reason is shown here too. COMMAND's stderr is shown as it
     comes, and one line per turn says how it ended (--quiet: not those).
     COMMAND's environment is NAME's identity (BROKER_SPACE, BROKER_AS,
-    BROKER_TOKEN) and the store's BROKER_URL, so it can call `broker` itself,
+    BROKER_TOKEN) and the store's BROKER_URL (in client mode: the server's),
+    so it can call `broker` itself,
     with PATH, HOME and the locale, and the variables named by --env: never
     the operator key or a join key (S39). Write `--` before COMMAND.
 
@@ -101,6 +102,11 @@ def run(
     continues it (S40) once its holder is gone (left, failed, its process
     exited), or while it is live with --token. A re-join keeps the role,
     archetype, task and parent it had unless they are given.
+
+    In client mode (BROKER_URL names a server) the teammate runs through the
+    server: NAME joins with BROKER_OPERATOR_KEY if it is set, else with the
+    space's join key (--join-key is not an option: BROKER_JOIN_KEY) or its
+    last token; with BROKER_AS=NAME and BROKER_TOKEN it continues as it is.
     """
     from broker import errors
     from broker.api.handles import Agent, Operator, check_env_names, joined_before
@@ -108,12 +114,18 @@ def run(
 
     runtime.check_options(ttl, wait)  # bad input joins nobody
     check_env_names(passed, None)
-    s = store()
     env_token = os.environ.get("BROKER_TOKEN")
-    if env_token and os.environ.get("BROKER_AS") == name:
-        me = Agent.connect(s, run_id, name, env_token)  # spawned with an identity: keep it
+    me: Any
+    conn = server()
+    if conn is not None:  # client mode: the teammate runs through the remote client
+        me, token = _served_identity(
+            conn, run_id, name, last_token, agent_name, role, archetype, task, parent
+        )
+    elif env_token and os.environ.get("BROKER_AS") == name:
+        me = Agent.connect(store(), run_id, name, env_token)  # spawned with an identity: keep it
         token = env_token
     else:
+        s = store()
         # An operator command: it joins NAME on the agent's behalf with the
         # operator key (S27, S40), found as every operator command finds it (S29).
         op = Operator(s, via="cli")
@@ -181,12 +193,56 @@ def run(
         idle_exit=wait,
         on_turn=log_turn,
     )
-    if as_json:
-        emit_json({"address": me.address, "status": status})
-    else:
-        click.echo(f"{who} {status}")
+    emit({"address": me.address, "status": status}, as_json, f"{who} {status}")
     if status == "failed":
         raise click.exceptions.Exit(errors.HandlerFailed.exit_code)
     if interrupted.is_set():
         raise click.exceptions.Exit(EXIT_INTERRUPTED)
 
+
+def _served_identity(
+    conn: Any,
+    run_id: str,
+    name: str,
+    last_token: str | None,
+    agent_name: str | None,
+    role: str | None,
+    archetype: str | None,
+    task: str | None,
+    parent: str | None,
+) -> tuple[Any, str]:
+    """The teammate NAME on a server (client mode), and its token: its own
+    identity kept (BROKER_AS=NAME, BROKER_TOKEN), or joined with the operator
+    key (BROKER_OPERATOR_KEY) or the space's join key (BROKER_JOIN_KEY). A
+    served join records no process: the teammate is live by its heartbeat."""
+    from broker.api.handles import joined_before
+    from broker.frontends.remote import RemoteAgent, RemoteJoiner, RemoteOperator
+
+    env_token = os.environ.get("BROKER_TOKEN")
+    if env_token and os.environ.get("BROKER_AS") == name:
+        return RemoteAgent.from_token(conn, env_token), env_token  # the server says who
+    fields: dict[str, Any] = {
+        "agent": agent_name, "role": role, "archetype": archetype, "task": task, "parent": parent
+    }  # fmt: skip
+    if os.environ.get("BROKER_OPERATOR_KEY"):
+        op: Any = RemoteOperator(conn)
+        if (archetype is None or parent is None) and not joined_before(op, run_id, name):
+            fields["archetype"] = archetype if archetype is not None else "specialist"
+            fields["parent"] = parent if parent is not None else "lead"
+        me, joined = op.join(run_id, name, token=last_token, **fields)
+        return me, joined.token
+    join_key = os.environ.get("BROKER_JOIN_KEY") or None
+    if not join_key and not last_token:
+        raise click.UsageError(
+            "agent run against a server needs a credential to join NAME: BROKER_JOIN_KEY (the "
+            "space's join key), BROKER_OPERATOR_KEY, or NAME's last token (--token; with "
+            "BROKER_AS=NAME, BROKER_TOKEN)"
+        )
+    if not last_token:  # a first join (the join key admits new addresses only)
+        fields["archetype"] = archetype if archetype is not None else "specialist"
+        fields["parent"] = parent if parent is not None else "lead"
+    joiner: Any = RemoteJoiner(conn)  # its methods are derived from the table
+    joined = joiner.join(
+        run_id, name, join_key=None if last_token else join_key, token=last_token, **fields
+    )
+    return RemoteAgent(conn, joined.token, joined.space_id, joined.address), joined.token

@@ -16,7 +16,6 @@ import click
 from broker.frontends.cli._common import (
     Whole,
     agent,
-    emit_json,
     emit_json_lines,
     identity_options,
     json_option,
@@ -27,7 +26,7 @@ from broker.frontends.cli._common import (
     ttl_option,
     wait_option,
 )
-from broker.frontends.cli._output import TO_HELP, run_send, safe, when
+from broker.frontends.cli._output import TO_HELP, emit, emit_lines, run_send, safe, when
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
@@ -177,17 +176,11 @@ def retract(
 ) -> None:
     """Lift directive ID. Only its author may (board.retract grant)."""
     result = agent(space, as_, token).retract(directive_id)
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(f"retracted {safe(directive_id)} ({result.id} seq {result.seq})")
+    emit(result, as_json, f"retracted {safe(directive_id)} ({result.id} seq {result.seq})")
 
 
 def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
-    if as_json:
-        emit_json(grant)
-    else:
-        click.echo(f"{verb} {safe(grant.key)} fence {grant.fence} until {grant.expires_at}")
+    emit(grant, as_json, f"{verb} {safe(grant.key)} fence {grant.fence} until {grant.expires_at}")
 
 
 @board.command("claim")
@@ -232,10 +225,7 @@ def release(
 ) -> None:
     """Release KEY held with --fence N. A stale fence: exit 5 (lease_lost)."""
     entry = agent(space, as_, token).release_key(key, fence)
-    if as_json:
-        emit_json(entry)
-    else:
-        click.echo(f"released {safe(entry.key)} fence {entry.fence}")
+    emit(entry, as_json, f"released {safe(entry.key)} fence {entry.fence}")
 
 
 @board.command("renew")
@@ -315,11 +305,11 @@ def reserve(
     the two is exclusive): exit 5 (conflict) naming holder, pattern, expiry and
     a path both match. Reserving a pattern you hold re-grants it (new fence)."""
     grants = agent(space, as_, token).reserve(list(patterns), shared=shared, ttl=ttl, reason=reason)
-    if as_json:
-        emit_json_lines(grants)
-        return
-    for g in grants:
-        click.echo(f"reserved {safe(g.pattern)} ({g.mode}) fence {g.fence} until {g.expires_at}")
+    emit_lines(grants, as_json, _reserved_line)
+
+
+def _reserved_line(g: Reservation) -> str:
+    return f"reserved {safe(g.pattern)} ({g.mode}) fence {g.fence} until {g.expires_at}"
 
 
 def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
@@ -359,10 +349,7 @@ def unreserve(
     """Release your path reservation with --fence N (from `board reserve`).
     A stale fence: exit 5 (lease_lost)."""
     entry = agent(space, as_, token).release_reservation(fence)
-    if as_json:
-        emit_json(entry)
-    else:
-        click.echo(f"released {safe(entry.key.removeprefix('path '))} fence {entry.fence}")
+    emit(entry, as_json, f"released {safe(entry.key.removeprefix('path '))} fence {entry.fence}")
 
 
 @board.command("renew-reservation")
@@ -381,10 +368,7 @@ def renew_reservation(
     """Extend your path reservation with --fence N to --ttl seconds from now
     (same fence). A stale or expired fence: exit 5 (lease_lost)."""
     g = agent(space, as_, token).renew_reservation(fence, ttl)
-    if as_json:
-        emit_json(g)
-    else:
-        click.echo(f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
+    emit(g, as_json, f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 
 # --- the operator ends a hold (S22, S37) ----------------------------------------------------
@@ -394,10 +378,11 @@ reason_option = click.option(
 
 
 def _ended(entry: JournalEntry, as_json: bool) -> None:
-    if as_json:
-        emit_json(entry)
-    else:
-        click.echo(f"released {safe(entry.key)} fence {entry.fence} (held by {safe(entry.owner)})")
+    emit(
+        entry,
+        as_json,
+        f"released {safe(entry.key)} fence {entry.fence} (held by {safe(entry.owner)})",
+    )
 
 
 @board.command("release-key")

@@ -49,7 +49,6 @@ import click
 from broker import envvars, errors
 from broker.frontends.cli._common import (
     agent,
-    emit_json,
     emit_json_lines,
     identity_options,
     json_option,
@@ -57,7 +56,7 @@ from broker.frontends.cli._common import (
     operator,
     server,
 )
-from broker.frontends.cli._output import safe
+from broker.frontends.cli._output import emit, safe
 
 if TYPE_CHECKING:
     from broker.api.handles import Agent
@@ -214,10 +213,11 @@ def install(repo: Path, force: bool, space: str | None, as_json: bool) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if as_json:
-        emit_json({"hook": str(hook), "chained": str(chained) if chained.exists() else None})
-    else:
-        click.echo(f"installed {safe(hook)}{note}")
+    emit(
+        {"hook": str(hook), "chained": str(chained) if chained.exists() else None},
+        as_json,
+        f"installed {safe(hook)}{note}",
+    )
 
 
 @guard.command("uninstall")
@@ -240,10 +240,7 @@ def uninstall(repo: Path, as_json: bool) -> None:
             chained.rename(hook)
             restored = True
             text = f"removed the guard; restored the previous hook {safe(hook)}"
-    if as_json:
-        emit_json({"hook": str(hook), "removed": removed, "restored": restored})
-    else:
-        click.echo(text)
+    emit({"hook": str(hook), "removed": removed, "restored": restored}, as_json, text)
 
 
 def _staged_raw(repo: Path) -> str:

@@ -22,7 +22,7 @@ from broker.frontends.cli._common import (
     ttl_option,
     wait_option,
 )
-from broker.frontends.cli._output import block, safe, when
+from broker.frontends.cli._output import block, emit, safe, when
 from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def ack(
 ) -> None:
     """Ack message IDs of a lease (none: the whole lease). A repeat acks 0."""
     n = agent(space, as_, token).ack(lease_token, list(ids) or None)
-    emit_json({"acked": n}) if as_json else click.echo(f"acked {n}")
+    emit({"acked": n}, as_json, f"acked {n}")
 
 
 @inbox.command("release")
@@ -108,7 +108,7 @@ def release(
 ) -> None:
     """Give message IDs (none: the whole lease) back to the inbox for replay."""
     n = agent(space, as_, token).release(lease_token, list(ids) or None, error=error)
-    emit_json({"released": n}) if as_json else click.echo(f"released {n}")
+    emit({"released": n}, as_json, f"released {n}")
 
 
 @inbox.command("extend")
@@ -128,10 +128,11 @@ def extend(
 ) -> None:
     """Extend a lease (or only message IDs of it) to --ttl seconds from now."""
     expires = agent(space, as_, token).extend(lease_token, ttl, list(ids) or None)
-    if as_json:
-        emit_json({"lease_token": lease_token, "expires_at": expires})
-    else:
-        click.echo(f"lease token {safe(lease_token)} until {expires}")
+    emit(
+        {"lease_token": lease_token, "expires_at": expires},
+        as_json,
+        f"lease token {safe(lease_token)} until {expires}",
+    )
 
 
 @inbox.command("quarantine")
@@ -151,10 +152,7 @@ def quarantine(
 ) -> None:
     """Set message ID aside with a reason; the rest of the queue goes on."""
     agent(space, as_, token).quarantine(lease_token, message_id, reason)
-    if as_json:
-        emit_json({"quarantined": message_id})
-    else:
-        click.echo(f"quarantined {safe(message_id)}")
+    emit({"quarantined": message_id}, as_json, f"quarantined {safe(message_id)}")
 
 
 @inbox.command("next")
@@ -243,7 +241,7 @@ def requeue(run_id: str, ids: tuple[str, ...], as_json: bool) -> None:
     quarantined` shows it) in every inbox it is quarantined in, a delivery id
     (its --json delivery_id) in that one inbox."""
     n = operator().requeue(run_id, list(ids))
-    emit_json({"requeued": n}) if as_json else click.echo(f"requeued {n}")
+    emit({"requeued": n}, as_json, f"requeued {n}")
 
 
 @main.command("transcript")

@@ -17,19 +17,18 @@ from broker.frontends.cli._common import (
     Whole,
     agent,
     emit_json,
-    emit_json_lines,
     identity_options,
     json_option,
     main,
     operator,
     text_arg,
 )
-from broker.frontends.cli._output import run_send, safe
+from broker.frontends.cli._output import emit_lines, run_send, safe
 from broker.frontends.cli.options import from_operation
 from broker.vocab import MESSAGE_KINDS, SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
 
 if TYPE_CHECKING:
-    from broker.model.records import AckStatus, LogEntry, SearchHit
+    from broker.model.records import AckStatus, LogEntry, SearchHit, Thread
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -112,17 +111,10 @@ def msg_policy(
     click.echo(got.policy + (f": {safe(', '.join(got.allow))}" if got.allow else ""))
 
 
-def _print_hits(hits: list[SearchHit], as_json: bool) -> None:
-    if as_json:
-        emit_json_lines(hits)
-        return
-    lines = []
-    for h in hits:
-        stamp = h.created_at_utc[:19].replace("T", " ")
-        where = f" [{safe(h.thread)}]" if h.thread else ""
-        lines.append(f"#{h.seq} {h.id} {stamp} {h.kind} {safe(h.sender)}{where}: {safe(h.snippet)}")
-    if lines:
-        click.echo("\n".join(lines))
+def _hit_line(h: SearchHit) -> str:
+    stamp = h.created_at_utc[:19].replace("T", " ")
+    where = f" [{safe(h.thread)}]" if h.thread else ""
+    return f"#{h.seq} {h.id} {stamp} {h.kind} {safe(h.sender)}{where}: {safe(h.snippet)}"
 
 
 def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -181,7 +173,7 @@ def msg_search(
     hits = me.search(
         query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
     )
-    _print_hits(hits, as_json)
+    emit_lines(hits, as_json, _hit_line)
 
 
 @main.group()
@@ -254,25 +246,16 @@ def _since(value: str | None) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _print_entries(entries: list[LogEntry], as_json: bool) -> None:
-    if as_json:
-        emit_json_lines(entries)
-        return
-    lines = []
-    for e in entries:
-        outcome = f" -> {safe(', '.join(e.reached))}" if e.reached else ""
-        if e.not_reached:
-            misses = ", ".join(f"{safe(n.address)}: {n.reason}" for n in e.not_reached)
-            outcome += f" [not reached: {misses}]"
-        flag = " URGENT" if e.urgent else ""
-        flag += f" {e.importance.upper()}" if e.importance != "normal" else ""
-        flag += f" [{safe(e.thread)}]" if e.thread else ""
-        stamp = e.created_at_utc[:19].replace("T", " ")
-        lines.append(
-            f"#{e.seq} {e.id} {stamp} {e.kind}{flag} {safe(e.sender)}{outcome}: {safe(e.body)}"
-        )
-    if lines:
-        click.echo("\n".join(lines))
+def _entry_line(e: LogEntry) -> str:
+    outcome = f" -> {safe(', '.join(e.reached))}" if e.reached else ""
+    if e.not_reached:
+        misses = ", ".join(f"{safe(n.address)}: {n.reason}" for n in e.not_reached)
+        outcome += f" [not reached: {misses}]"
+    flag = " URGENT" if e.urgent else ""
+    flag += f" {e.importance.upper()}" if e.importance != "normal" else ""
+    flag += f" [{safe(e.thread)}]" if e.thread else ""
+    stamp = e.created_at_utc[:19].replace("T", " ")
+    return f"#{e.seq} {e.id} {stamp} {e.kind}{flag} {safe(e.sender)}{outcome}: {safe(e.body)}"
 
 
 @message.command("list")
@@ -337,14 +320,14 @@ def message_list(
     entries = op.log(
         run_id, after=_after(after), limit=limit, tail=tail, **filters, **_thread(thread)
     )
-    _print_entries(entries, as_json)
+    emit_lines(entries, as_json, _entry_line)
     if follow:
         last: str | int | None = entries[-1].seq if entries else _after(after)
         if limit is not None:  # the first N were shown: what follows is what is new
             newest = op.log(run_id, tail=1)
             last = newest[0].seq if newest else last
         for batch in op.follow(run_id, after=last, **filters):
-            _print_entries(batch, as_json)
+            emit_lines(batch, as_json, _entry_line)
 
 
 def _thread(thread: str | None) -> dict[str, str]:
@@ -358,16 +341,15 @@ def _thread(thread: str | None) -> dict[str, str]:
 def message_threads(run_id: str, as_json: bool) -> None:
     """The threads of RUN_ID, most recently active first: 'THREAD N messages,
     LAST TIME, SENDERS' (--json: one object per line)."""
-    found = operator().threads(run_id)
-    if as_json:
-        emit_json_lines(found)
-        return
-    for th in found:
-        stamp = th.last_at[:19].replace("T", " ")
-        click.echo(
-            f"{safe(th.thread)}: {th.messages} message{'s' * (th.messages != 1)}, "
-            f"last {stamp}, {safe(', '.join(th.senders))}"
-        )
+    emit_lines(operator().threads(run_id), as_json, _thread_line)
+
+
+def _thread_line(th: Thread) -> str:
+    stamp = th.last_at[:19].replace("T", " ")
+    return (
+        f"{safe(th.thread)}: {th.messages} message{'s' * (th.messages != 1)}, "
+        f"last {stamp}, {safe(', '.join(th.senders))}"
+    )
 
 
 @message.command("search", epilog=SEARCH_HELP)
@@ -389,7 +371,7 @@ def message_search(
     hits = operator().search(
         run_id, query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
     )
-    _print_hits(hits, as_json)
+    emit_lines(hits, as_json, _hit_line)
 
 
 @message.command("status")

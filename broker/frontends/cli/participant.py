@@ -6,6 +6,8 @@ joining is registering and leaving is unregistering.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from broker.frontends.cli._common import (
@@ -15,10 +17,14 @@ from broker.frontends.cli._common import (
     identity_options,
     json_option,
     main,
+    server,
     store,
 )
-from broker.frontends.cli._output import safe
+from broker.frontends.cli._output import emit, safe
 from broker.vocab import ARCHETYPES
+
+if TYPE_CHECKING:
+    from broker.model.records import Joined
 
 
 @main.command()
@@ -104,14 +110,45 @@ def join(
     leaving) keeps its inbox, and is continued only with its last token
     (--token or BROKER_TOKEN), its recorded parent's token or the operator
     key; the join key admits new addresses only. A re-join keeps the step,
-    parent, role, archetype and task it does not name; '' clears one."""
+    parent, role, archetype and task it does not name; '' clears one.
+
+    In client mode (BROKER_URL names a server) the same join goes over HTTP
+    with the credential alone: no database file, no key file."""
     import os
-    import shlex
 
     from broker.api.handles import Agent
 
     if not join_key and not parent_token:
         join_key = os.environ.get("BROKER_JOIN_KEY") or None
+    conn = server()
+    if conn is not None:  # client mode: the joiner's operation, the credential in its body
+        from broker.frontends.remote import RemoteJoiner
+
+        if pid is not None:
+            raise click.UsageError(
+                "--pid: a served join records no process (the participant is live by its "
+                "heartbeat); leave it out in client mode"
+            )
+        joiner: Any = RemoteJoiner(conn)  # its methods are derived from the table
+        joined = joiner.join(
+            run_id,
+            codename,
+            join_key=join_key,
+            parent_token=parent_token,
+            token=holder_token or None,
+            agent=agent_name,
+            run_id=own_run_id,
+            step=step,
+            parent=parent,
+            role=role,
+            archetype=archetype,
+            task=task,
+            lead=lead,
+            messaging=messaging == "on",
+            tools=list(tools) if tools else None,
+        )
+        _show(joined, as_json)
+        return
     _, joined = Agent.join(
         store(),
         run_id,
@@ -131,6 +168,13 @@ def join(
         tools=list(tools) if tools else None,
         pid=pid,  # not this process (it exits at once): an ancestor, checked by the join
     )
+    _show(joined, as_json)
+
+
+def _show(joined: Joined, as_json: bool) -> None:
+    """A join's answer, the same from the file and from a server."""
+    import shlex
+
     if as_json:
         emit_json(joined)
         return
@@ -150,7 +194,4 @@ def leave(space: str | None, as_: str | None, token: str | None, as_json: bool) 
     """Leave your space (and its directory); recorded in the participants journal."""
     me = agent(space, as_, token)
     me.leave()
-    if as_json:
-        emit_json({"address": me.address, "status": "left"})
-    else:
-        click.echo(f"{safe(me.address)} left")
+    emit({"address": me.address, "status": "left"}, as_json, f"{safe(me.address)} left")

@@ -29,7 +29,7 @@ from broker.frontends.cli._common import (
     table,
     yes_option,
 )
-from broker.frontends.cli._output import to_jsonable, when
+from broker.frontends.cli._output import emit, to_jsonable, when
 from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
@@ -56,10 +56,7 @@ def create(args: dict[str, Any], as_json: bool) -> None:
 
         op = Operator(store(create=True), via="cli")
     sp = op.call(CREATE_SPACE, args)
-    if as_json:
-        emit_json(sp)
-    else:
-        click.echo(f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
+    emit(sp, as_json, f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
 
 
 @space.command("join-key")
@@ -76,10 +73,7 @@ def join_key(args: dict[str, Any], rotate: bool, as_json: bool) -> None:
     before join keys, or whose key was lost or leaked. The old key stops
     working; participants already in keep their tokens."""
     new = operator().rotate_join_key(**args)
-    if as_json:
-        emit_json(new)
-    else:
-        click.echo(f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
+    emit(new, as_json, f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
 
 
 @space.command("list")
@@ -211,7 +205,7 @@ def stop(args: dict[str, Any], yes: bool, as_json: bool) -> None:
     if sp.state == "running":
         confirm(f"Stop {sp.id}? {_live(sp.id)} will be recorded as left.", yes)
     sp = operator().stop_space(sp.id)
-    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+    emit(sp, as_json, f"{sp.id} {sp.state}")
 
 
 @space.command("archive")
@@ -225,7 +219,7 @@ def archive(args: dict[str, Any], yes: bool, as_json: bool) -> None:
         extra = f" {_live(sp.id)} will be recorded as left." if sp.state == "running" else ""
         confirm(f"Archive {sp.id} for good?{extra}", yes)
     sp = operator().archive_space(sp.id)
-    emit_json(sp) if as_json else click.echo(f"{sp.id} {sp.state}")
+    emit(sp, as_json, f"{sp.id} {sp.state}")
 
 
 @space.command("purge")

@@ -8,6 +8,7 @@ import sys
 import click
 
 from broker.frontends.cli._common import emit_json, is_terminal, json_option, main, store
+from broker.frontends.cli._output import emit
 
 
 @main.group()
@@ -24,10 +25,11 @@ def upgrade(as_json: bool) -> None:
     before = s.schema_version()
     s.ensure_schema()
     after = s.schema_version()
-    if as_json:
-        emit_json({"url": s.public_url, "before": before, "after": after})
-    else:
-        click.echo(f"{s.public_url}: {before or 'empty'} -> {after}")
+    emit(
+        {"url": s.public_url, "before": before, "after": after},
+        as_json,
+        f"{s.public_url}: {before or 'empty'} -> {after}",
+    )
 
 
 @db.command()

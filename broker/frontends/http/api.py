@@ -26,7 +26,9 @@ from broker.model.pydantic_inputs import validation_error
 from broker.model.records import to_dict
 from broker.vocab import ascii_digits
 
-Auth = Literal["operator", "agent", "none"]
+Auth = Literal["operator", "agent", "joiner", "none"]
+"""who an endpoint takes: the operator key, a participant's token, a joiner (no Bearer
+header: the join credential is a secret field of the body), or anyone"""
 # The collections of spec §Served mode, and ``spaces`` for any kind (clients that know only the id).
 KINDS = {
     "runs": ("workflow", "run"),

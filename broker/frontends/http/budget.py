@@ -144,10 +144,9 @@ class Shed:
         path: str = scope.get("path", "")
         if path == "/" or path.startswith(_OPEN_PATHS):
             return True
-        secret = None
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                scheme, _, rest = bytes(value).decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer":
-                    secret = rest.strip() or None
+        given = [v for n, v in scope.get("headers", ()) if n == b"authorization"]
+        if len(given) != 1:  # none, or ambiguous: no credential (credentials.bearer)
+            return False
+        scheme, _, rest = bytes(given[0]).decode("latin-1").partition(" ")
+        secret = rest.strip() or None if scheme.lower() == "bearer" else None
         return bool(self.is_operator(secret))

@@ -28,8 +28,13 @@ OPERATOR_TTL_S = 5.0  # re-verify the operator key this often (a rotated key tak
 
 
 def bearer(headers: Any) -> str | None:
-    """The credential of an ``Authorization: Bearer <secret>`` header, or None."""
-    value = headers.get("authorization")
+    """The credential of an ``Authorization: Bearer <secret>`` header, or None.
+    Two or more ``Authorization`` headers are no credential at all: one
+    request, one caller, whichever header a proxy or a parser would pick."""
+    values = headers.getlist("authorization")
+    if len(values) != 1:
+        return None
+    value = values[0]
     if not value:
         return None
     scheme, _, secret = value.partition(" ")

@@ -20,6 +20,7 @@ REF = "#/components/schemas/{model}"
 ERRORS = {
     "operator": (401, 403, 404, 409, 413, 422, 503),
     "agent": (401, 403, 404, 409, 413, 422, 429, 503),
+    "joiner": (401, 403, 404, 409, 413, 422, 503),
     "none": (),
 }
 
@@ -42,7 +43,7 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
             "operationId": ep.handler.__module__.rsplit("_", 1)[-1] + "_" + ep.handler.__name__,
             "tags": [ep.tag],
         }
-        if ep.auth != "none":
+        if ep.auth in ("operator", "agent"):
             op["security"] = (
                 [{"operatorKey": []}] if ep.auth == "operator" else [{"agentToken": []}]
             )
@@ -120,7 +121,9 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
             op["parameters"] = params
         if ep.op is not None and ep.method != "GET":
             from_path = frozenset(ep.path_params) | (
-                frozenset({"space"}) if "{id}" in ep.path and ep.auth == "operator" else frozenset()
+                frozenset({"space"})
+                if "{id}" in ep.path and ep.auth in ("operator", "joiner")
+                else frozenset()
             )
             body_schema = ep.op.input.schema(from_path)
             if body_schema["properties"]:  # none: the path says it all (an empty body or {})

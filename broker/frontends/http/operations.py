@@ -1,8 +1,10 @@
 """The declared operations over HTTP: one route each, one handler for all.
 
 Each operation of ``broker.api.operations`` with an ``http`` place becomes an
-``Endpoint``: an agent's below ``/api/{kind}/{id}/agent``, the operator's below
-the space's ``/api/{kind}/{id}`` (or ``/api`` when it names no space). The
+``Endpoint``: an agent's below ``/api/{kind}/{id}/agent``, the operator's and a
+joiner's below the space's ``/api/{kind}/{id}`` (or ``/api`` when it names no
+space). A joiner's route takes no Bearer header: its credential is a secret
+field of its input, checked by the library in the join's transaction. The
 handler reads the input (the JSON body; a ``GET``'s query string; fields the
 path names), checks it with the operation's input record (the one validator),
 runs it as the caller (writes through the group committer, reads on the
@@ -18,8 +20,9 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from broker import errors
+from broker.api.handles import Joiner
 from broker.api.operations import OPERATIONS, Operation
-from broker.frontends.http.api import Call, Endpoint, Query, whole_number
+from broker.frontends.http.api import PREFIXES, Call, Endpoint, Query, whole_number
 from broker.frontends.http.edge import echo
 from broker.model import fields
 from broker.model.fields import Input
@@ -132,8 +135,14 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
         if op.caller == "agent":
             handle = call.state.agent_for(call)
         else:
-            handle = call.caller
-            if base_space(op):
+            handle = call.caller if op.caller == "operator" else Joiner(call.state.store)
+            if base_space(op) and op.caller == "joiner":
+                _from_path(data, "space")
+                sid = await call.state.run(handle.space_id, call.params["id"])
+                if not sid.startswith(PREFIXES[call.params["kind"]]):
+                    raise errors.SpaceNotFound(f"no {call.params['kind'][:-1]} {sid}")
+                data["space"] = sid
+            elif base_space(op):
                 _from_path(data, "space")
                 space = await call.state.run(handle.get_space, call.params["id"])
                 call.state.check_kind(call.params["kind"], space)
@@ -151,8 +160,8 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
 
 
 def base_space(op: Operation) -> bool:
-    """Whether the operator's operation names its space in the path."""
-    return op.caller == "operator" and "space" in op.input.NAMES
+    """Whether the operator's (or a joiner's) operation names its space in the path."""
+    return op.caller != "agent" and "space" in op.input.NAMES
 
 
 def _from_path(data: Mapping[str, Any], name: str) -> None:

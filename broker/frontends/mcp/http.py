@@ -60,13 +60,16 @@ _NO_REBINDING_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=
 
 
 def bearer(scope: Scope) -> str | None:
-    """The secret of an ``Authorization: Bearer <secret>`` header, or None."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            header: str = bytes(value).decode("latin-1")
-            scheme, _, secret = header.partition(" ")
-            if scheme.lower() == "bearer" and secret.strip():
-                return secret.strip()
+    """The secret of an ``Authorization: Bearer <secret>`` header, or None.
+    Two or more ``Authorization`` headers are no credential (one request, one
+    caller: the REST API's rule too)."""
+    given = [v for n, v in scope.get("headers", ()) if n == b"authorization"]
+    if len(given) != 1:
+        return None
+    header: str = bytes(given[0]).decode("latin-1")
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() == "bearer" and secret.strip():
+        return secret.strip()
     return None
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "Connection",
     "ProtocolError",
     "RemoteAgent",
+    "RemoteJoiner",
     "RemoteOperator",
     "Response",
     "Wire",
@@ -46,6 +47,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from broker.frontends.remote.agent import RemoteAgent
+    from broker.frontends.remote.joiner import RemoteJoiner
     from broker.frontends.remote.operator import RemoteOperator
 
 
@@ -56,6 +58,10 @@ def __getattr__(name: str) -> Any:
         from broker.frontends.remote.agent import RemoteAgent
 
         return RemoteAgent
+    if name == "RemoteJoiner":
+        from broker.frontends.remote.joiner import RemoteJoiner
+
+        return RemoteJoiner
     if name == "RemoteOperator":
         from broker.frontends.remote.operator import RemoteOperator
 

@@ -167,6 +167,27 @@ def rows(t: Tx, stmt: str, params: dict[str, Any], spec: Spec) -> Iterator[sqlit
 
 
 # --- the specs ------------------------------------------------------------------------
+# Fields several line kinds share, each defined once.
+ROW_ID = Field("id", ID, doc="row id (ULID)")
+PARTICIPANT_ID = Field("participant_id", ID, doc="the participant (directory.jsonl `id`)")
+AT = Field("at_utc", TIME, doc="when it happened")
+LEASE_EXPIRES = Field("lease_expires_at", TIME, null=True, doc="when the lease runs out")
+PARENT = Field("parent", ADDRESS, null=True, doc="address of the run that launched it", max_len=200)
+NOTICE_KIND = Field("kind", TEXT, doc="message kind, or the notice's name", max_len=32)
+
+
+def lease_process(holding: str) -> Field:
+    """The process holding a lease (``holding``: what it holds), added in S32."""
+    return Field(
+        "lease_process",
+        TEXT,
+        null=True,
+        added=True,
+        max_len=300,
+        doc=f"process holding {holding} (host:pid:start; S32)",
+    )
+
+
 SPACE = Spec(
     "space.json",
     "spaces",
@@ -235,15 +256,15 @@ EVENTS = Spec(
     "participants.jsonl",
     "participant_events",
     [
-        Field("id", ID, doc="row id (ULID)"),
-        Field("participant_id", ID, doc="the participant (directory.jsonl `id`)"),
+        ROW_ID,
+        PARTICIPANT_ID,
         Field("event", TEXT, choices=("joined", "left")),
         Field("address", ADDRESS, doc="the participant's address", max_len=200),
         Field("codename", TEXT, doc="full codename", max_len=400),
         Field("agent", TEXT, doc="agent name", max_len=200),
         Field("run_id", TEXT, doc="the participant's run id", max_len=200),
         Field("step", TEXT, null=True, doc="workflow step", max_len=200),
-        Field("parent", ADDRESS, null=True, doc="address of the run that launched it", max_len=200),
+        PARENT,
         Field(
             "reason",
             TEXT,
@@ -251,7 +272,7 @@ EVENTS = Spec(
             doc="why it left; joined: how it was admitted (S42)",
             max_len=200,
         ),
-        Field("at_utc", TIME, doc="when it happened"),
+        AT,
     ],
     "Every joined and left event, in the order they happened (S4).",
 )
@@ -277,7 +298,7 @@ DIRECTORY = Spec(
             doc="workflow step; `step:NAME` addresses match it",
             max_len=200,
         ),
-        Field("parent", ADDRESS, null=True, doc="address of the run that launched it", max_len=200),
+        PARENT,
         Field("role", TEXT, null=True, doc="directory: short role description (S25)", max_len=200),
         Field(
             "archetype",
@@ -348,7 +369,7 @@ KEYS = Spec(
         Field("holder", ADDRESS, null=True, doc="null when free", max_len=200),
         Field("token", INT, doc="fencing token of the latest grant"),
         Field("claimed_at_utc", TIME, null=True, doc="when the current grant was made"),
-        Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
+        LEASE_EXPIRES,
     ],
     "Every board key ever claimed, held or free, with its fencing token.",
 )
@@ -364,12 +385,12 @@ JOURNAL = Spec(
     "board/claims.jsonl",
     "claim_journal",
     [
-        Field("id", ID, doc="row id (ULID)"),
+        ROW_ID,
         Field("key", TEXT, doc="the board key", max_len=200),
         Field("event", TEXT, choices=JOURNAL_EVENTS),
         Field("owner", ADDRESS, doc="the address holding, or that held, the key", max_len=200),
         Field("token", INT, doc="fencing token of the grant"),
-        Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
+        LEASE_EXPIRES,
         Field("at", TIME, column="at_utc", doc="when it happened (format 1: `at_utc`)"),
         Field(
             "reason",
@@ -433,18 +454,11 @@ INBOX = Spec(
             max_len=200,
             doc="who holds the lease (processing); else the last lease's owner (S15), null if never claimed or requeued",
         ),
-        Field("lease_expires_at", TIME, null=True, doc="when the lease runs out"),
+        LEASE_EXPIRES,
         Field("acked_at_utc", TIME, null=True, doc="when it was acked"),
         Field("last_error", TEXT, null=True, doc="last failure reported"),
         Field("quarantine_reason", TEXT, null=True, doc="why it was quarantined"),
-        Field(
-            "lease_process",
-            TEXT,
-            null=True,
-            added=True,
-            max_len=300,
-            doc="process holding the lease (host:pid:start; S32)",
-        ),
+        lease_process("the lease"),
         Field(
             "lost_lease_token",
             TEXT,
@@ -461,22 +475,15 @@ TURNS = Spec(
     "mailboxes/<address>/turns.jsonl",
     "turns",
     [
-        Field("id", ID, doc="row id (ULID)"),
-        Field("participant_id", ID, doc="the participant (directory.jsonl `id`)"),
+        ROW_ID,
+        PARTICIPANT_ID,
         Field("lease_token", TEXT, max_len=40, doc="lease over the turn's deliveries"),
         Field("bcast_upto", INT, doc="broadcast-log number the turn showed up to"),
         Field("state", TEXT, choices=("open", "seen")),
         Field("created_at_utc", TIME, doc="when it was created"),
         Field("expires_at", TIME, doc="when the turn's lease runs out"),
         Field("seen_at_utc", TIME, null=True, doc="when it was confirmed seen"),
-        Field(
-            "lease_process",
-            TEXT,
-            null=True,
-            added=True,
-            max_len=300,
-            doc="process holding the turn (host:pid:start; S32)",
-        ),
+        lease_process("the turn"),
         Field(
             "bcast_from",
             INT,
@@ -492,15 +499,15 @@ TRANSCRIPT = Spec(
     "mailboxes/<address>/transcript.jsonl",
     "transcript",
     [
-        Field("id", ID, doc="row id (ULID)"),
-        Field("participant_id", ID, doc="the participant (directory.jsonl `id`)"),
+        ROW_ID,
+        PARTICIPANT_ID,
         Field("turn_id", ID, null=True, doc="the turn that showed it (received / injected)"),
         Field("position", INT, doc="order inside the turn"),
         Field("direction", TEXT, choices=TRANSCRIPT_DIRECTIONS),
         Field("message_id", ID, null=True, doc="the message (log.jsonl `id`)"),
-        Field("kind", TEXT, doc="message kind, or the notice's name", max_len=32),
+        NOTICE_KIND,
         Field("content", TEXT, doc="text as rendered for the model"),
-        Field("at_utc", TIME, doc="when it happened"),
+        AT,
     ],
     "A participant's transcript (S19), in the order it was written.",
 )
@@ -509,14 +516,14 @@ HISTORY = Spec(
     "mailboxes/<address>/history.jsonl",
     "history",
     [
-        Field("id", ID, doc="row id (ULID)"),
-        Field("participant_id", ID, doc="the participant (directory.jsonl `id`)"),
+        ROW_ID,
+        PARTICIPANT_ID,
         Field("message_id", ID, doc="each handled message once (S16)"),
         Field("turn_id", ID, null=True, doc="the turn that delivered it"),
-        Field("kind", TEXT, doc="message kind, or the notice's name", max_len=32),
+        NOTICE_KIND,
         Field("sender", ADDRESS, doc="sender address", max_len=200),
         Field("body", TEXT, doc="the text"),
-        Field("at_utc", TIME, doc="when it happened"),
+        AT,
     ],
     "A teammate's canonical history (S26), in the order it was written.",
 )

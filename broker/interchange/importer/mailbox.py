@@ -250,12 +250,7 @@ class MailImport:
                         "space_id": space_id,
                         "participant_id": pid,
                         "event": event,
-                        "address": address,
-                        "codename": address,
-                        "agent": agent,
-                        "run_id": address,
-                        "step": None,
-                        "parent": None,
+                        **_identity(address, agent),
                         "reason": "imported: not in mail/dir" if event == "left" else None,
                         "at_utc": now,
                     }
@@ -355,6 +350,19 @@ def _delivery_row(message: dict[str, Any], pid: str, m: _Mail) -> dict[str, Any]
     }
 
 
+def _identity(address: str, agent: str) -> dict[str, Any]:
+    """Who an imported address is, in a participant row and its events alike: its
+    own codename and run id, no step, no parent."""
+    return {
+        "address": address,
+        "codename": address,
+        "agent": agent,
+        "run_id": address,
+        "step": None,
+        "parent": None,
+    }
+
+
 def _participant_row(
     pid: str,
     space_id: str,
@@ -367,12 +375,7 @@ def _participant_row(
     return {
         "id": pid,
         "space_id": space_id,
-        "address": address,
-        "codename": address,
-        "agent": agent,
-        "run_id": address,
-        "step": None,
-        "parent": None,
+        **_identity(address, agent),
         "role": entry.get("role") or None,
         "archetype": entry.get("archetype") or None,
         "task": entry.get("task") or None,

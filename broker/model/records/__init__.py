@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from broker.model.records.delivery import TranscriptEntry as TranscriptEntry
     from broker.model.records.delivery import Turn as Turn
     from broker.model.records.delivery import TurnItem as TurnItem
+    from broker.model.records.delivery import TurnMessages as TurnMessages
     from broker.model.records.delivery import TurnRecord as TurnRecord
     from broker.model.records.delivery import TurnSeen as TurnSeen
     from broker.model.records.mail import AckStatus as AckStatus
@@ -102,6 +103,7 @@ _WHERE = {
     "Turn": "broker.model.records.delivery",
     "TurnItem": "broker.model.records.delivery",
     "TurnRecord": "broker.model.records.delivery",
+    "TurnMessages": "broker.model.records.delivery",
     "TurnSeen": "broker.model.records.delivery",
     "VacuumResult": "broker.store.maintenance",
     "log_matches": "broker.model.records.mail",

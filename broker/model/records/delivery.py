@@ -86,6 +86,16 @@ class TurnSeen:
     message_ids: list[str]
 
 @record
+class TurnMessages:
+    """The messages of one of the caller's turns that an operation acted on:
+    appended to its history, removed from it again, or quarantined (S16, S26)."""
+
+    __pydantic_config__ = _DOCSTRINGS
+
+    turn_id: str
+    message_ids: list[str]
+
+@record
 class QuarantinedDelivery:
     """A delivery set aside with its evidence (S15)."""
 

@@ -28,3 +28,27 @@ RETURNING message_id
 -- name: entries
 SELECT message_id, turn_id, kind, sender, body, at_utc FROM history
 WHERE participant_id = :participant_id ORDER BY at_utc, id
+
+-- name: append_turn
+-- A served teammate's turn, appended by its id (S16): the turn's messages as
+-- its transcript recorded them (directives excepted), each once; the sender
+-- from the log. Nothing the client says about the turn is taken.
+INSERT INTO history (id, space_id, participant_id, message_id, turn_id, kind, sender, body, at_utc)
+SELECT tr.id, tr.space_id, tr.participant_id, tr.message_id, tr.turn_id, tr.kind, m.sender,
+  tr.content, :at_utc
+FROM transcript tr JOIN messages m ON m.id = tr.message_id
+WHERE tr.participant_id = :participant_id AND tr.turn_id = :turn_id
+  AND tr.direction = 'received' AND tr.kind != 'directive'
+ORDER BY tr.position
+ON CONFLICT (participant_id, message_id) DO NOTHING
+RETURNING message_id
+
+-- name: undo_turn
+-- The turn's ack was lost: the rows this turn appended go (S16); rows an
+-- earlier turn appended for a redelivered message carry that turn's id and stay.
+DELETE FROM history WHERE participant_id = :participant_id AND turn_id = :turn_id
+RETURNING message_id
+
+-- name: turn
+-- Whether the turn is the caller's own.
+SELECT id FROM turns WHERE id = :turn_id AND participant_id = :participant_id

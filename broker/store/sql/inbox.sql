@@ -12,8 +12,10 @@ VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
 -- name: claim
 -- The claim (S13, S15), one statement: the oldest ready rows and the oldest
 -- expired leases of one inbox, each cut to :n on its own partial index before
--- the merge, move to processing under the new lease. A candidate already handed
--- out :max_deliveries times goes to quarantine instead (every CASE reads the old
+-- the merge, move to processing under the new lease. Rows are found by the
+-- rowid each partial index holds (deliveries has no index on its ULID, revision
+-- 0015; on PostgreSQL the rowid identity column and its unique index). A
+-- candidate already handed out :max_deliveries times goes to quarantine instead (every CASE reads the old
 -- row). The message each row carries is returned with it (no second statement),
 -- as one JSON array [kind, sender, body, urgent, thread, importance]: one
 -- lookup of the message per row, not one per column (half the statement's
@@ -33,13 +35,13 @@ UPDATE deliveries SET
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
-WHERE id IN (
-  SELECT id FROM (
-    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+WHERE rowid IN (
+  SELECT r FROM (
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'ready'
       ORDER BY created_at_utc, id LIMIT :n)
     UNION ALL
-    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
       ORDER BY created_at_utc, id LIMIT :n)
   ) ORDER BY created_at_utc, id LIMIT :n)
@@ -51,7 +53,7 @@ RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
 -- claim holds is passed over, never waited for, never taken twice): a bare
 -- LIMIT subquery could over-claim at READ COMMITTED.
 WITH candidates AS (
-  SELECT id FROM deliveries
+  SELECT rowid FROM deliveries
   WHERE recipient_id = :recipient_id
     AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
   ORDER BY created_at_utc, id LIMIT :n
@@ -71,7 +73,7 @@ UPDATE deliveries d SET
     ELSE d.last_error END,
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
-FROM candidates c WHERE d.id = c.id
+FROM candidates c WHERE d.rowid = c.rowid
 RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
   (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, m.thread, m.importance)::text
    FROM messages m WHERE m.id = d.message_id) AS message
@@ -90,20 +92,20 @@ UPDATE deliveries SET
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
-WHERE attempts >= :max_deliveries AND id IN (
-  SELECT id FROM (
-    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+WHERE attempts >= :max_deliveries AND rowid IN (
+  SELECT r FROM (
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'ready'
       ORDER BY created_at_utc, id LIMIT :n)
     UNION ALL
-    SELECT * FROM (SELECT id, created_at_utc FROM deliveries
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
       ORDER BY created_at_utc, id LIMIT :n)
   ) ORDER BY created_at_utc, id LIMIT :n)
 RETURNING id
 -- postgresql:
 WITH candidates AS (
-  SELECT id FROM deliveries
+  SELECT rowid FROM deliveries
   WHERE recipient_id = :recipient_id
     AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
   ORDER BY created_at_utc, id LIMIT :n
@@ -117,7 +119,7 @@ UPDATE deliveries d SET
     ELSE d.last_error END,
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
-FROM candidates c WHERE d.id = c.id AND d.attempts >= :max_deliveries
+FROM candidates c WHERE d.rowid = c.rowid AND d.attempts >= :max_deliveries
 RETURNING d.id
 
 -- name: claimable

@@ -33,11 +33,12 @@ VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via,
   :thread, :reply_to, :importance, :ack_required)
 
 -- name: logged_key
--- The first send of an idempotency key in a space (S12), with what a repeat
--- must match (kind, recipients, body, mail fields).
+-- The first send of an idempotency key by this sender in a space (S12, S45:
+-- another sender's key is another key), with what a repeat must match (kind,
+-- recipients, body, mail fields).
 SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, thread,
   reply_to, importance, ack_required FROM messages
-WHERE space_id = :space_id AND idempotency_key = :key
+WHERE space_id = :space_id AND sender = :sender AND idempotency_key = :key
 
 -- name: at_address
 -- A recipient by address, with its contact policy (S38): a direct send needs no
@@ -100,3 +101,8 @@ FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_id = :space_
       ORDER BY seq DESC LIMIT :window) AS tail
 WHERE created_at_utc >= :since AND kind != 'seen'
 GROUP BY sender ORDER BY sender
+
+-- name: last_at
+-- The time of the space's last log row (S44): a send is never stamped
+-- earlier, whatever the clock of the process that sends.
+SELECT created_at_utc FROM messages WHERE space_id = :space_id ORDER BY seq DESC LIMIT 1

@@ -91,3 +91,8 @@ FROM participants WHERE space_id = :space_id AND address = :address
 -- The joined/left journal of a space in order (records.ParticipantEvent).
 SELECT event, address, codename, agent, run_id, step, parent, reason, at_utc
 FROM participant_events WHERE space_id = :space_id ORDER BY at_utc, id
+
+-- name: addresses
+-- Every address a space has ever given (S45: a new one must not read like
+-- any of them).
+SELECT address FROM participants WHERE space_id = :space_id

@@ -17,7 +17,16 @@ ORDER BY at_utc, id
 
 -- name: log_bytes
 -- Every sender's bytes in a space's log (its part of log_max_mb): a group's
--- part is the sum over its members.
+-- part is the sum over its members. On SQLite with the log rows past
+-- folds.upto (the batch sender_usage has not folded in yet).
+SELECT sender, sum(log_bytes) AS log_bytes FROM (
+  SELECT sender, log_bytes FROM sender_usage WHERE space_id = :space_id
+  UNION ALL
+  SELECT sender, size_bytes FROM messages
+  WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
+    AND space_id = :space_id
+) AS u GROUP BY sender
+-- postgresql:
 SELECT sender, log_bytes FROM sender_usage WHERE space_id = :space_id
 
 -- name: waiting_by_sender

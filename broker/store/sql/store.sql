@@ -141,3 +141,19 @@ PRAGMA journal_size_limit
 -- The JSON functions the statements rely on (json_each): built in since 3.38.
 SELECT json_valid('[]') AS ok
 
+
+-- name: clock
+-- The database's own clock, in seconds since the epoch (S44): a PostgreSQL
+-- store reads it once per process and judges time and leases by it, not by
+-- the process's clock. SQLite has no clock of its own (the writer's is used).
+SELECT (julianday('now') - 2440587.5) * 86400.0
+-- postgresql:
+SELECT extract(epoch FROM clock_timestamp())::float8
+
+-- name: newest_at
+-- The time of the store's newest log row (the last one written, by rowid):
+-- a SQLite store's clock starts no earlier (S44). SQLite only: a PostgreSQL
+-- store reads the database's clock (store.clock).
+SELECT created_at_utc FROM messages ORDER BY rowid DESC LIMIT 1
+-- postgresql:
+SELECT created_at_utc FROM messages ORDER BY created_at_utc DESC LIMIT 1

@@ -80,3 +80,9 @@ SELECT lease_token FROM turns WHERE id = :turn_id AND participant_id = :particip
 -- How many deliveries wait in the inbox: a turn takes the whole inbox by
 -- default, which the operator's messages can grow past inbox_cap (S30).
 SELECT waiting FROM participants WHERE id = :participant_id
+
+-- name: received
+-- The messages a turn showed (its transcript's received rows), in order.
+SELECT message_id FROM transcript
+WHERE participant_id = :participant_id AND turn_id = :turn_id AND direction = 'received'
+ORDER BY position

@@ -1,9 +1,18 @@
 -- Limits in use (broker.spaces.usage, S30): reads only. `sender_usage` is kept by
--- triggers on messages and spaces; no module writes it.
+-- triggers on messages and spaces; no module writes it (on SQLite in batches of
+-- 32 log rows past folds.upto, which its readers add: broker.store.dialect).
 
 -- name: sender_log_bytes
 -- One sender's bytes in a space's log: the per-sender share of log_max_mb,
--- read on a send only once the log is past that share (one primary-key read).
+-- read on a send only once the log is past that share (one primary-key read,
+-- and on SQLite the log rows past folds.upto, fewer than 32: the batch the
+-- insert trigger has not folded in yet, revision 0015).
+SELECT coalesce((SELECT log_bytes FROM sender_usage
+    WHERE space_id = :space_id AND sender = :sender), 0)
+  + coalesce((SELECT sum(size_bytes) FROM messages
+    WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
+      AND space_id = :space_id AND sender = :sender), 0) AS log_bytes
+-- postgresql:
 SELECT log_bytes FROM sender_usage WHERE space_id = :space_id AND sender = :sender
 
 -- name: sender_waiting
@@ -19,7 +28,17 @@ WHERE d.recipient_id = :recipient_id AND d.state IN ('ready', 'processing')
 SELECT id, state, settings, log_bytes, last_seq, last_bcast FROM spaces WHERE id = :space_id
 
 -- name: top_senders
--- The senders holding the most of a space's log, largest first.
+-- The senders holding the most of a space's log, largest first (on SQLite with
+-- the log rows past folds.upto, as sender_log_bytes).
+SELECT sender, sum(log_bytes) AS log_bytes, sum(messages) AS messages FROM (
+  SELECT sender, log_bytes, messages FROM sender_usage WHERE space_id = :space_id
+  UNION ALL
+  SELECT sender, size_bytes, 1 FROM messages
+  WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
+    AND space_id = :space_id
+) AS u GROUP BY sender
+ORDER BY log_bytes DESC, sender LIMIT :n
+-- postgresql:
 SELECT sender, log_bytes, messages FROM sender_usage WHERE space_id = :space_id
 ORDER BY log_bytes DESC, sender LIMIT :n
 

@@ -66,13 +66,14 @@ from broker.store.tables.space import participant_events, participants, spaces
 from broker.store.tables.log import deliveries, messages
 from broker.store.tables.turns import history, transcript, turns
 from broker.store.tables.board import board_claims, claim_journal, reservations
-from broker.store.tables.store import operator_key, purges, purging, sender_usage
+from broker.store.tables.store import folds, operator_key, purges, purging, sender_usage
 # isort: on
 
 __all__ = [
     "board_claims",
     "claim_journal",
     "deliveries",
+    "folds",
     "history",
     "messages",
     "metadata",

@@ -73,8 +73,9 @@ messages = Table(
     Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
     UniqueConstraint("space_id", "seq"),
     partial_index(
-        "ix_messages_space_id_idempotency_key",
+        "ix_messages_space_id_sender_idempotency_key",
         "space_id",
+        "sender",
         "idempotency_key",
         unique=True,
         where="idempotency_key IS NOT NULL",
@@ -111,7 +112,14 @@ messages = Table(
 deliveries = Table(
     "deliveries",
     metadata,
-    Column("id", String(ID), primary_key=True),
+    Column(
+        "id",
+        String(ID),
+        nullable=False,
+        comment="ULID: the delivery's external id, kept once and not indexed; inside the "
+        "store a row is its rowid (the claim's one UPDATE finds its rows by it through the "
+        "ready index, which holds it)",
+    ),
     Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
     Column("message_id", String(ID), ForeignKey("messages.id"), nullable=False),
     Column("recipient_id", String(ID), ForeignKey("participants.id"), nullable=False),
@@ -189,5 +197,6 @@ deliveries = Table(
     ),
     Index("ix_deliveries_message_id", "message_id"),
     CheckConstraint(in_("state", DELIVERY_STATES), name="state"),
-    comment="Inbox queues: one row per message per recipient (S13-S16).",
+    comment="Inbox queues: one row per message per recipient (S13-S16). No primary key "
+    "index: the rowid (an identity column on PostgreSQL) is the row's key (revision 0015).",
 )

@@ -18,7 +18,7 @@ from sqlalchemy import (
     text,
 )
 
-from broker.store.tables.base import ID, TS, in_, metadata, partial_index
+from broker.store.tables.base import ID, TS, in_, metadata
 from broker.vocab import (
     PARTICIPANT_STATUSES,
     SPACE_KINDS,
@@ -158,11 +158,6 @@ participants = Table(
     Column("contact_allow", Text, comment="JSON list of addresses a `listed` policy lets in"),
     UniqueConstraint("space_id", "address"),
     Index("ix_participants_token_hash", "token_hash", unique=True),
-    partial_index(
-        "ix_participants_space_id_contact_policy",
-        "space_id",
-        where="contact_policy IS NOT NULL",
-    ),
     CheckConstraint(in_("status", PARTICIPANT_STATUSES), name="status"),
     comment="Participants of a space; also the directory (S2-S5, S25).",
 )

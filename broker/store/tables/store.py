@@ -8,7 +8,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     ForeignKey,
-    Index,
     Integer,
     String,
     Table,
@@ -43,7 +42,6 @@ purges = Table(
     Column("files", Integer, nullable=False, comment="files in the export"),
     Column("counts", Text, nullable=False, comment="JSON: rows deleted per table"),
     Column("at_utc", String(TS), nullable=False),
-    Index("ix_purges_space_id", "space_id"),
     comment="Store-level journal of purges (retention): who deleted which space when, "
     "and where its verified export is. Append-only.",
 )
@@ -90,4 +88,21 @@ sender_usage = Table(
     Column("messages", Integer, nullable=False, server_default="0", comment="its log rows"),
     comment="Per-sender share of a space's log (S30), kept by triggers on messages "
     "and spaces (no module writes it), so the share check is one primary-key read.",
+)
+
+
+folds = Table(
+    "folds",
+    metadata,
+    Column("name", String(40), primary_key=True, comment="what is folded: sender_usage"),
+    Column(
+        "upto",
+        Integer,
+        nullable=False,
+        server_default="0",
+        comment="the last log rowid folded in; later rows are the tail readers add",
+    ),
+    comment="Batched derived state (SQLite): sender_usage takes the log in batches of 32 "
+    "rows, as the search index does (S30, S36), so a send does not write its page; "
+    "readers add the rows past `upto`. Unused on PostgreSQL.",
 )

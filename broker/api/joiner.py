@@ -1,0 +1,94 @@
+"""``Joiner``: someone holding a space's join key (or a parent's token, or an
+address's last token), not yet a participant: the caller of ``space.join``
+(S27, S40).
+
+The credential is a field of the input record, marked secret (never quoted in
+a refusal, masked in its ``repr``), and is checked by the library inside the
+join's own transaction: over HTTP the route takes no Bearer header, so an
+agent that holds only the server's URL and the join key can join from another
+host (``BROKER_URL=http://… broker join RUN NAME``). The operator's join, with
+the operator key, stays ``Operator.join``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from broker.api.operations import JOIN, Operation, declared, operation
+from broker.model.fields import Input
+from broker.model.inputs import SpaceJoinInput
+from broker.model.typecheck import checked, self_checked
+from broker.store.sqlite import Store, Tx
+
+if TYPE_CHECKING:
+    from broker.model.records import Joined
+
+
+def join(store: Store, inp: SpaceJoinInput, *, tx: Tx | None = None) -> Joined:
+    """``space.join``: the library's join (``participants.join``) with the
+    record's credential; a served join records no process (S40)."""
+    from broker.model.pydantic_inputs import JoinInput, parse_input
+    from broker.spaces import participants
+
+    credential = participants.Credential(
+        join_key=inp.join_key, parent_token=inp.parent_token, token=inp.token
+    )
+    directory = {
+        name: getattr(inp, name)
+        for name in ("agent", "run_id", "step", "parent", "role", "archetype", "task", "tools")
+        if getattr(inp, name) is not None
+    }
+    fields = {"codename": inp.codename, "lead": inp.lead, "messaging": inp.messaging, **directory}
+    return participants.join(
+        store, inp.space, parse_input(JoinInput, fields), credential=credential, tx=tx
+    )
+
+
+@checked
+class Joiner:
+    """A caller that holds a join credential for a store (no identity yet)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @self_checked
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        """Run the declared operation ``op`` (a joiner's) with its input record."""
+        op = operation(op)
+        record = op.accept("joiner", inp)
+        return op.fn(self.store, record, tx=tx)
+
+    def space_id(self, space: str) -> str:
+        """The full id of ``space`` (a run id, compact or a unique prefix, S1):
+        what a join would name (``space_not_found`` as the join says it)."""
+        from broker.spaces import spaces
+
+        with self.store.read() as t:
+            return spaces.resolve_id(t, space)
+
+    @declared(JOIN)
+    def join(
+        self,
+        space: str,
+        codename: str,
+        *,
+        join_key: str | None = None,
+        parent_token: str | None = None,
+        token: str | None = None,
+        agent: str | None = None,
+        run_id: str | None = None,
+        step: str | None = None,
+        parent: str | None = None,
+        role: str | None = None,
+        archetype: str | None = None,
+        task: str | None = None,
+        lead: bool = False,
+        messaging: bool = True,
+        tools: list[str] | None = None,
+        tx: Tx | None = None,
+    ) -> Joined:
+        """``space.join``: join ``space`` as ``codename`` with one credential
+        (the join key, a parent's token) or continue an address with its last
+        ``token``; the address and a new token, shown once."""
+        return self.call(JOIN, JOIN.take(locals()), tx)  # type: ignore[no-any-return]

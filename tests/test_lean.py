@@ -1,0 +1,176 @@
+"""A lean row (revision 0015): every index earns its pages, and the change of
+schema changes no export.
+
+- Every index of a migrated store is read by the plan (``EXPLAIN QUERY PLAN``)
+  of at least one statement of the catalogue, or enforces a uniqueness a rule
+  needs; a send writes no index nobody reads.
+- The claim finds its rows through the ready index and the rowid it holds:
+  ``deliveries`` has no index on its ULID.
+- An old store (revision 0014) upgraded to 0015 exports byte for byte what it
+  exported before the upgrade, on SQLite and on PostgreSQL, and its inboxes
+  still claim in FIFO order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pgtest
+import pytest
+import spacegen
+from alembic import command
+
+from broker import Operator, Store
+from broker.interchange.export import export_space
+from broker.store import sql
+from broker.store.migrate import HEAD, config
+
+# Indexes that enforce a uniqueness a rule needs, whether or not a plan reads them.
+UNIQUE_FOR_A_RULE = {
+    "sqlite_autoindex_alembic_version_1": "alembic's own version row",
+    "sqlite_autoindex_claim_journal_1": "journal line ids are unique (exported, S23)",
+    "sqlite_autoindex_history_1": "history ids are unique (exported, S26)",
+    "sqlite_autoindex_participant_events_1": "event ids are unique (exported, S4)",
+    "sqlite_autoindex_purges_1": "purge ids are unique",
+    "sqlite_autoindex_transcript_1": "transcript ids are unique (exported, S19)",
+}
+
+
+def _plans(store: Store) -> dict[str, set[str]]:
+    """Index name -> the catalogue statements whose plan reads it."""
+    raw = store.connect()
+    try:
+        raw.execute(sql.all_statements()["search.tail_index"])
+        indexes = [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")]
+        used: dict[str, set[str]] = {name: set() for name in indexes}
+        for name, stmt in sql.all_statements().items():
+            if not re.match(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s", stmt):
+                continue
+            plan = raw.execute(f"EXPLAIN QUERY PLAN {stmt}", dict.fromkeys(stmt.params))
+            text = " ".join(str(r[3]) for r in plan)
+            for index in indexes:
+                if re.search(rf"\b{re.escape(index)}\b", text):
+                    used[index].add(name)
+        return used
+    finally:
+        raw.close()
+
+
+def test_every_index_is_read_by_a_catalogue_statement_or_enforces_a_rule(
+    tmp_path: Path,
+) -> None:
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        used = _plans(store)
+    finally:
+        store.close()
+    unread = {name for name, users in used.items() if not users}
+    assert unread == set(UNIQUE_FOR_A_RULE), (
+        f"indexes no statement reads: {sorted(unread - set(UNIQUE_FOR_A_RULE))}; "
+        f"listed but read or gone: {sorted(set(UNIQUE_FOR_A_RULE) - unread)}"
+    )
+
+
+def test_the_claim_finds_its_rows_by_rowid_and_deliveries_has_no_ulid_index(
+    tmp_path: Path,
+) -> None:
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        used = _plans(store)
+        with store.read() as t:
+            indexed = {
+                tuple(c[2] for c in t.all(f"PRAGMA index_info('{name}')"))
+                for (name,) in t.all("SELECT name FROM pragma_index_list('deliveries')")
+            }
+    finally:
+        store.close()
+    assert ("id",) not in indexed  # the ULID is kept once, in the row
+    assert "inbox.claim" in used["ix_deliveries_ready"]
+    assert "inbox.claim" in used["ix_deliveries_leased"]
+    assert not any(name.startswith("sqlite_autoindex_deliveries") for name in used)
+
+
+# --- an old store upgraded --------------------------------------------------------------
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _export(store: Store, space: str, root: Path) -> dict[str, bytes]:
+    export_space(store, space, root, now=spacegen.EXPORT_NOW)
+    return _tree(root)
+
+
+def _to(store: Store, revision: str) -> None:
+    cfg = config()
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        if revision == HEAD:
+            command.upgrade(cfg, revision)
+        else:
+            command.downgrade(cfg, revision)
+    store.close()  # pooled connections saw the old schema
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        store = spacegen.fresh_store(tmp_path / "a")
+        yield store
+        store.close()
+        return
+    with pgtest.database() as url:
+        store = Store(url, clock=spacegen.StepClock())
+        yield store
+        store.close()
+
+
+def test_an_old_store_upgraded_exports_what_it_exported_before(
+    any_store: Store, tmp_path: Path
+) -> None:
+    store = any_store
+    built = spacegen.rich_space(store)
+    head_export = _export(store, built.space, tmp_path / "head")
+    _to(store, "0014")  # the store as revision 0014 left it: primary key, per-row usage
+    assert store.schema_version() == "0014"
+    before = _export(store, built.space, tmp_path / "before")
+    assert before == head_export and any(n.endswith("inbox.jsonl") for n in before)
+    with store.read() as t:
+        rows_before = t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid")
+        usage_before = t.all("SELECT * FROM sender_usage ORDER BY space_id, sender")
+    _to(store, HEAD)
+    assert store.schema_version() == HEAD
+    after = _export(store, built.space, tmp_path / "after")
+    assert after == before
+    with store.read() as t:
+        assert t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid") == rows_before
+        assert t.all("SELECT * FROM sender_usage ORDER BY space_id, sender") == usage_before
+        if store.dialect == "sqlite":
+            upto = t.one("SELECT upto FROM folds WHERE name = 'sender_usage'")[0]
+            assert upto == t.one("SELECT max(rowid) FROM messages")[0]
+
+
+def test_an_upgraded_store_claims_in_fifo_order(tmp_path: Path) -> None:
+    store = spacegen.fresh_store(tmp_path / "a")
+    op = Operator(store)
+    sid = op.create_space("workflow").id
+    sender, _ = op.join(sid, "s")
+    worker, _ = op.join(sid, "w")
+    for i in range(5):
+        sender.send("w", f"m{i}")
+    _to(store, "0014")
+    _to(store, HEAD)
+    for i in range(5, 8):
+        sender.send("w", f"m{i}")
+    got = []
+    while True:
+        lease = worker.claim(limit=3)
+        if not lease.deliveries:
+            break
+        got += [d.body for d in lease.deliveries]
+        worker.ack(lease.lease_token)
+    assert got == [f"m{i}" for i in range(8)]
+    store.close()
