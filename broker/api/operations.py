@@ -101,6 +101,9 @@ class Operation:
     """the asyncio handle's method that gives back what a result took, when the caller of a
     wait has gone in the instant it returned (a claim's messages are released)"""
     idempotent: bool = False
+    answer: str | None = None
+    """a plain result (``result="int"``) is answered as ``{answer: value}`` on HTTP;
+    the library method returns the value itself"""
     spread: str | None = None
     """a field of named values (``fields.record``) the library method takes as
     ``**name`` (``create_space("run", inbox_cap=512)``)"""
@@ -128,6 +131,8 @@ class Operation:
         from broker.model import records
 
         name = self.result
+        if name in _PLAIN:
+            return _PLAIN[name]
         if name.startswith("list[") and name.endswith("]"):
             return list[getattr(records, name[5:-1])]  # type: ignore[misc]
         return getattr(records, name)
@@ -167,6 +172,9 @@ class Operation:
         if self.spread is not None:
             params.append(inspect.Parameter(self.spread, inspect.Parameter.VAR_KEYWORD))
         return inspect.Signature(params)
+
+
+_PLAIN: dict[str, type] = {"int": int, "bool": bool}  # results that are no record
 
 
 def operation(value: object) -> Operation:
@@ -754,6 +762,24 @@ OPERATOR_CHECK_PATHS = Operation(
     method="check_paths",
     positional=("space", "paths"),
     http=Http("POST", "/reservations/check"),
+)
+
+REQUEUE = Operation(
+    "queue.requeue",
+    caller="operator",
+    write=True,
+    input=inputs.RequeueInput,
+    result="int",
+    function="broker.api.operator_ops:requeue",
+    summary="Requeue quarantined deliveries",
+    description=(
+        "Put quarantined deliveries back to ready (S15): a message id in every inbox it is "
+        "quarantined in, a delivery id in its one inbox. The answer counts those requeued."
+    ),
+    method="requeue",
+    positional=("space", "ids"),
+    http=Http("POST", "/quarantine/requeue"),
+    answer="count",
 )
 
 # Every declaration above, in the order declared.

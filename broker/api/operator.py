@@ -29,6 +29,7 @@ from broker.api.operations import (
     QUEUE_STATS,
     RELEASE_KEY,
     RELEASE_RESERVATION,
+    REQUEUE,
     RESERVATIONS,
     ROTATE_JOIN_KEY,
     SET_SPACE,
@@ -229,11 +230,10 @@ class Operator(OperatorPaths, OperatorMail):
         """Quarantined deliveries of a space, with their evidence."""
         return self.call(QUARANTINED, QUARANTINED.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
+    @declared(REQUEUE)
+    def requeue(self, space: str, ids: str | Iterable[str], *, tx: Tx | None = None) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
-        from broker.delivery import inbox
-
-        return inbox.requeue(self.store, space, ids, tx=tx)
+        return self.call(REQUEUE, REQUEUE.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(TRANSCRIPT)
     def transcript(self, space: str, address: str, *, tx: Tx | None = None) -> list[TurnRecord]:

@@ -213,3 +213,9 @@ def check_paths(
     from broker.board import reservations
 
     return reservations.check_as_operator(store, inp.space, inp.paths, tx=tx)
+
+
+def requeue(store: Store, inp: inputs.RequeueInput, *, tx: Tx | None = None) -> int:
+    from broker.delivery import inbox
+
+    return inbox.requeue(store, inp.space, inp.ids, tx=tx)

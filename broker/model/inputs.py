@@ -457,3 +457,16 @@ class OperatorCheckPathsInput(Input):
         one=True,
         metavar="PATH",
     )
+
+
+class RequeueInput(Input):
+    """``queue.requeue``: quarantined deliveries back to ready (S15)."""
+
+    space: str = _space()
+    ids: list[str] = fields.texts(
+        "Message ids (every inbox it is quarantined in) or delivery ids (that one inbox).",
+        fields.Text("an id", high=4000),  # the library says which id is too long, and none given
+        high=10_000,
+        one=True,
+        metavar="ID",
+    )

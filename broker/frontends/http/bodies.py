@@ -33,7 +33,6 @@ __all__ = [
     "PostInput",
     "QuarantineBody",
     "ReleaseBody",
-    "RequeueBody",
     "ReservationBody",
     "ReservationRenewBody",
     "ReserveBody",
@@ -65,11 +64,6 @@ class PolicyBody(_Body):
 
     policy: Annotated[str, StringConstraints(max_length=32)]
     allow: Annotated[list[Text], Field(max_length=256)] = Field(default_factory=list)
-
-
-class RequeueBody(_Body):
-    ids: Annotated[list[Id], Field(min_length=1, max_length=10_000)]
-    """delivery or message ids of quarantined deliveries"""
 
 
 class JoinBody(_Body):

@@ -15,6 +15,7 @@ result as JSON.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import make_dataclass
 from typing import Any
 
 from starlette.datastructures import QueryParams
@@ -48,12 +49,18 @@ def _endpoint(op: Operation) -> Endpoint:
         op.caller,
         op.summary,
         query=tuple(_query_doc(f) for f in query_fields(op)),
-        returns=op.result_type(),
+        returns=_answer(op) if op.answer else op.result_type(),
         status=op.http.status,
         tag=op.caller,
         path_params={name: by_name[name].help for name in named},
         op=op,
     )
+
+
+def _answer(op: Operation) -> type:
+    """The answer's shape of a plain result (``{"count": 3}``), for the API reference."""
+    assert op.answer is not None
+    return make_dataclass(op.answer.title(), [(op.answer, op.result_type())], frozen=True)
 
 
 def path_fields(op: Operation) -> tuple[str, ...]:
@@ -151,8 +158,10 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
         if op.waits is not None and getattr(inp, op.waits) > 0:
             return await _long_poll(call, op, handle, inp)
         if op.write:
-            return await call.state.write(lambda tx: handle.call(op, inp, tx))
-        return await call.state.run(handle.call, op, inp)
+            result = await call.state.write(lambda tx: handle.call(op, inp, tx))
+        else:
+            result = await call.state.run(handle.call, op, inp)
+        return {op.answer: result} if op.answer else result
 
     handle.__name__ = op.method
     handle.__module__ = f"{__name__}_{op.caller}"  # the OpenAPI operationId's prefix

@@ -15,7 +15,6 @@ from broker.api.handles import Operator
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.live import View, ViewStream
-from broker.frontends.http.results import Count
 from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
@@ -133,13 +132,6 @@ async def board(call: Call) -> Any:
     )
 
 
-async def requeue(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.RequeueBody = call.body
-    n = await call.state.write(lambda tx: op.requeue(space.id, b.ids, tx=tx))
-    return Count(count=n)
-
-
 SPACE = "/api/{kind}/{id}"
 LIMIT = Query("limit", "int", "at most this many rows (default 1000)", 1, 10_000)
 AFTER = Query("after", "str", "only rows after this message id")
@@ -180,8 +172,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
-                 "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip
     e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
                       "Join a participant on an agent's behalf (its token is shown once)",

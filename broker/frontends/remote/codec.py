@@ -100,6 +100,10 @@ def decode(op: Operation, data: Any) -> Any:
     """A declared operation's result from the server's JSON: its record, or a
     list of them."""
     kind = op.result
+    if op.answer is not None:  # a plain value, answered by name
+        if not isinstance(data, dict) or not isinstance(data.get(op.answer), op.result_type()):
+            raise errors.StoreError(f"the server sent no {op.answer} for {op.name}")
+        return data[op.answer]
     if kind.startswith("list["):
         return list_of(getattr(records, kind[5:-1]), data)
     return from_dict(getattr(records, kind), data)

@@ -210,11 +210,6 @@ class RemoteOperator(RemoteOperatorPaths):
         return newest[0].seq if newest else 0
 
     # --- participants, the board, the queue -----------------------------------------------
-    def requeue(self, space: str, ids: Iterable[str]) -> int:
-        """Put quarantined deliveries (delivery or message ids) back to ready."""
-        data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
-        return int(data["count"])
-
     def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
         """Join a participant on an agent's behalf; its token is in ``Joined``."""
         data = self._call(
