@@ -88,17 +88,17 @@ def test_S22_S37_operator_mcp_tools_end_anyones_key_claim_and_path_reservation(
             assert [(r["pattern"], r["fence"]) for r in view["reservations"]] == [
                 ("src/**", g.fence)
             ]
-            bad = await op.call("board_unreserve", run=space, fence=g.fence, reason="a\x9bb")
+            bad = await op.call("board_unreserve", space=space, fence=g.fence, reason="a\x9bb")
             assert bad.is_error and text(bad).startswith("invalid_input: ")
-            ended = await op.ok("board_unreserve", run=space, fence=g.fence, reason="stuck")
+            ended = await op.ok("board_unreserve", space=space, fence=g.fence, reason="stuck")
             assert (ended["key"], ended["owner"], ended["reason"]) == (
                 "path src/**",
                 "otter",
                 "operator: stuck",
             )
-            again = await op.call("board_unreserve", run=space, fence=g.fence)
+            again = await op.call("board_unreserve", space=space, fence=g.fence)
             assert again.is_error and text(again).startswith("lease_lost: ")
-            freed = await op.ok("board_release", run=space, key="deploy", fence=k.fence)
+            freed = await op.ok("board_release", space=space, key="deploy", fence=k.fence)
             assert (freed["event"], freed["reason"]) == ("released", "operator")
 
     asyncio.run(main())

@@ -20,8 +20,10 @@ import pytest
 
 from broker import errors
 from broker.model import validate
-from broker.model.pydantic_inputs import LimitsModel, PostInput, parse_input
+from broker.model.pydantic_inputs import PostInput, parse_input
+from broker.spaces.spaces import validate_settings
 from broker.store.settings import BOUNDS, Limits
+from broker.vocab import INT_SETTINGS
 
 LONG = "x" * 401
 SEND_FIELDS: dict[str, list[Any]] = {
@@ -108,15 +110,15 @@ def test_the_declared_send_check_loads_no_pydantic() -> None:
 
 # --- the limits in effect ----------------------------------------------------------------
 def _lenient_by_model(stored: dict[str, Any]) -> Limits:
-    """What Limits.lenient was when it validated each value with the pydantic model."""
+    """What Limits.lenient is by the one check of a setting (``inputs.SpaceSettings``)."""
     good: dict[str, Any] = {}
     for name, value in stored.items():
         if name not in BOUNDS:
             continue
         try:
-            good[name] = getattr(LimitsModel(**{name: value}), name)
+            good[name] = validate_settings({name: value})[name]
             continue
-        except (ValueError, TypeError):
+        except errors.InvalidInput:
             pass
         low, high = BOUNDS[name]
         try:
@@ -126,7 +128,7 @@ def _lenient_by_model(stored: dict[str, Any]) -> Limits:
         if math.isnan(number) or number < low:
             continue
         number = min(number, high)
-        good[name] = int(number) if LimitsModel.model_fields[name].annotation is int else number
+        good[name] = int(number) if name in INT_SETTINGS else number
     return Limits(**good)
 
 
@@ -170,7 +172,12 @@ def test_S33_lenient_limits_agree_with_the_model(name: str) -> None:
 
 
 def test_S33_limits_defaults_are_the_models() -> None:
-    assert Limits().to_dict() == LimitsModel().model_dump()
+    from broker.model.inputs import SpaceSettings
+
+    assert [f.name for f in SpaceSettings.FIELDS] == list(Limits().to_dict())
+    assert all(
+        f.low == BOUNDS[f.name][0] and f.high == BOUNDS[f.name][1] for f in SpaceSettings.FIELDS
+    )
     assert Limits.lenient({"nosuch": 1, "inbox_cap": 512}).to_dict({"inbox_cap"}) == {
         "inbox_cap": 512
     }

@@ -56,7 +56,6 @@ from broker.ids import parse_ts
 from broker.model.fields import Input
 from broker.model.records import (
     ClaimGrant,
-    CreatedSpace,
     Finding,
     Joined,
     Lease,
@@ -66,7 +65,6 @@ from broker.model.records import (
 from broker.spaces import auth, spaces
 from broker.spaces.auth import Identity
 from broker.store.sqlite import Store, Tx
-from broker.vocab import SpaceKind
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -617,15 +615,12 @@ class AsyncOperator:
     purge_space = _in_thread(Operator.purge_space)
     migrate_store = _in_thread(Operator.migrate_store)
     rotate_join_key = _in_thread(Operator.rotate_join_key)
+    create_space = _in_thread(Operator.create_space)
 
     @classmethod
     async def doctor(cls, store: Store | str | None = None) -> list[Finding]:
         """Async ``Operator.doctor`` (needs no operator key)."""
         return await run(Operator.doctor, store)
-
-    async def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
-        """Async ``Operator.create_space`` (with the space's join key, shown once)."""
-        return await run(functools.partial(self.sync.create_space, kind, **settings))
 
     async def join(self, space: str, codename: str, **fields: object) -> tuple[AsyncAgent, Joined]:
         """Async ``Operator.join``: on an agent's behalf, with the operator key."""

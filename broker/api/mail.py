@@ -14,7 +14,7 @@ from broker.store.sqlite import Tx
 from broker.vocab import SEARCH_DEFAULT
 
 if TYPE_CHECKING:
-    from broker.model.records import AckStatus, ContactPolicy, SearchHit, Thread
+    from broker.model.records import AckStatus, ContactPolicy, SearchHit
     from broker.spaces.auth import Identity
     from broker.store.sqlite import Store
 
@@ -82,12 +82,6 @@ class OperatorMail:
 
     store: Store
 
-    def threads(self, space: str) -> list[Thread]:
-        """The threads of ``space``, most recently active first (S35)."""
-        from broker.mail import threads
-
-        return threads.threads(self.store, space)
-
     def search(
         self,
         space: str,
@@ -107,9 +101,3 @@ class OperatorMail:
         return search.search(
             self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
         )
-
-    def status(self, space: str, message_id: str) -> AckStatus:
-        """Who among those a message reached has seen it (their ``seen`` receipts)."""
-        from broker.mail import acks
-
-        return acks.operator_status(self.store, space, message_id)

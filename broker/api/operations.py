@@ -104,12 +104,17 @@ class Operation:
     after_leave: bool = False
     """still answers once its caller has left (S4: a participant's own row)"""
     idempotent: bool = False
+    spread: str | None = None
+    """a field of named values (``fields.record``) the library method takes as
+    ``**name`` (``create_space("run", inbox_cap=512)``)"""
     _resolved: list[Callable[..., Any]] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.method:
             object.__setattr__(self, "method", self.name.rsplit(".", 1)[-1])
         unknown = set(self.positional) - self.input.NAMES
+        if self.spread is not None and self.spread not in self.input.NAMES:
+            unknown.add(self.spread)
         if unknown:
             raise TypeError(f"{self.name}: positional {sorted(unknown)} are not fields")
         unknown = set(self.path_fields) - self.input.NAMES
@@ -142,8 +147,8 @@ class Operation:
         from broker.model import records
 
         name = self.result
-        if name == "list[str]":
-            return list[str]
+        if name in _PLAIN:
+            return _PLAIN[name]
         if name.startswith("list[") and name.endswith("]"):
             return list[getattr(records, name[5:-1])]  # type: ignore[misc]
         return getattr(records, name)
@@ -171,6 +176,8 @@ class Operation:
         """The library method's parameters as declared (without ``self`` and ``tx``)."""
         params = []
         for f in self.input.FIELDS:
+            if f.name == self.spread:
+                continue
             kind = (
                 inspect.Parameter.POSITIONAL_OR_KEYWORD
                 if f.name in self.positional
@@ -178,7 +185,13 @@ class Operation:
             )
             default = inspect.Parameter.empty if f.required else f.default
             params.append(inspect.Parameter(f.name, kind, default=default))
+        if self.spread is not None:
+            params.append(inspect.Parameter(self.spread, inspect.Parameter.VAR_KEYWORD))
         return inspect.Signature(params)
+
+
+# results that are no record
+_PLAIN: dict[str, Any] = {"int": int, "bool": bool, "list[str]": list[str]}
 
 
 def operation(value: object) -> Operation:
@@ -778,7 +791,446 @@ TURN_QUARANTINE = Operation(
 )
 
 # --- the operator's operations (below: agents' operations stay above this line) ---------------
+# Spaces (S1, S30): each names its space in the path (``/api/{kind}/{id}``) but the
+# two that have none yet (create, list: ``/api/spaces``).
+CREATE_SPACE = Operation(
+    "spaces.create",
+    caller="operator",
+    write=True,
+    input=inputs.CreateSpaceInput,
+    result="CreatedSpace",
+    function="broker.api.operator_ops:create_space",
+    summary="Create a space",
+    description=(
+        "A new running space of a kind, with the limits it overrides (S30, S33: each checked "
+        "against its bounds). The result holds its join key, shown this once (S27)."
+    ),
+    method="create_space",
+    positional=("kind",),
+    spread="settings",
+    http=Http("POST", "/spaces", status=201),
+    cli="space create",
+)
 
+SPACES = Operation(
+    "spaces.list",
+    caller="operator",
+    write=False,
+    input=inputs.SpacesInput,
+    result="list[Space]",
+    function="broker.api.operator_ops:list_spaces",
+    summary="List spaces",
+    description="Every space of the store, oldest first (optionally in one state).",
+    method="spaces",
+    http=Http("GET", "/spaces"),
+    cli="space list",
+)
+
+GET_SPACE = Operation(
+    "spaces.show",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:get_space",
+    summary="Show a space",
+    description="One space by run id: full, compact (no kind prefix) or a unique prefix (S1).",
+    method="get_space",
+    positional=("space",),
+    http=Http("GET", ""),
+)
+
+SPACE_USAGE = Operation(
+    "spaces.usage",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceUsageInput,
+    result="SpaceUsage",
+    function="broker.api.operator_ops:space_usage",
+    summary="A space's limits in effect and their use (S30)",
+    description=(
+        "The limits in effect in a space and their use (S30): log bytes against log_max_mb, "
+        "the top senders by log share, each inbox against inbox_cap."
+    ),
+    method="space_usage",
+    positional=("space",),
+    http=Http("GET", "/usage"),
+    cli="space show",
+)
+
+SET_SPACE = Operation(
+    "spaces.set",
+    caller="operator",
+    write=True,
+    input=inputs.SetSpaceInput,
+    result="SpaceUsage",
+    function="broker.api.operator_ops:set_space",
+    summary="Change a space's limits (S30; bounded, logged)",
+    description=(
+        "Change a space's limits (S30): each setting checked against its bounds (S33), merged "
+        "over the space's own, the change logged. The result is the limits in effect and their "
+        "use."
+    ),
+    method="set_space",
+    positional=("space",),
+    spread="settings",
+    context=("via",),
+    http=Http("PATCH", "/settings"),
+    cli="space set",
+)
+
+STOP_SPACE = Operation(
+    "spaces.stop",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:stop_space",
+    summary="Stop a space (it takes no new message or participant)",
+    description=(
+        "Stop a space: it takes no more messages or participants, and those still in it are "
+        "recorded as left."
+    ),
+    method="stop_space",
+    positional=("space",),
+    http=Http("POST", "/stop"),
+    cli="space stop",
+)
+
+ARCHIVE_SPACE = Operation(
+    "spaces.archive",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="Space",
+    function="broker.api.operator_ops:archive_space",
+    summary="Archive a space (final)",
+    description="Archive a space: stopped for good, its history kept.",
+    method="archive_space",
+    positional=("space",),
+    http=Http("POST", "/archive"),
+    cli="space archive",
+)
+
+ROTATE_JOIN_KEY = Operation(
+    "spaces.rotate_join_key",
+    caller="operator",
+    write=True,
+    input=inputs.SpaceInput,
+    result="JoinKey",
+    function="broker.api.operator_ops:rotate_join_key",
+    summary="A new join key for the space (S27; the old one stops working)",
+    description=(
+        "A new join key for a space (made before join keys, or its key lost or leaked): the old "
+        "one stops working at once; joined participants keep their tokens (S27)."
+    ),
+    positional=("space",),
+    http=Http("POST", "/join-key"),
+    cli="space join-key",
+)
+
+
+# Participants, the queue and the board: what the operator reads and lifts.
+PARTICIPANTS = Operation(
+    "participants.list",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantsInput,
+    result="list[Participant]",
+    function="broker.api.operator_ops:participants",
+    summary="Participants with status and last seen",
+    description=(
+        "The participants of a space (its directory), in join order: address, agent, role, "
+        "status, last seen, grant and how many messages wait for each."
+    ),
+    method="participants",
+    positional=("space",),
+    http=Http("GET", "/participants"),
+)
+
+PARTICIPANT = Operation(
+    "participants.show",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantInput,
+    result="Participant",
+    function="broker.api.operator_ops:participant",
+    summary="One participant (its directory entry)",
+    description="One participant of a space by address: its directory entry.",
+    method="participant",
+    positional=("space", "address"),
+    http=Http("GET", "/participants/{address}"),
+    cli="dir show",
+)
+
+QUARANTINED = Operation(
+    "queue.quarantined",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[QuarantinedDelivery]",
+    function="broker.api.operator_ops:quarantined",
+    summary="Quarantined deliveries with their evidence (S15)",
+    description=(
+        "The quarantined deliveries of a space with their evidence: the message, the inbox, "
+        "the sender, the delivery count, the reason and the last error (S15)."
+    ),
+    method="quarantined",
+    positional=("space",),
+    http=Http("GET", "/quarantine"),
+    cli="queue quarantined",
+)
+
+QUEUE_STATS = Operation(
+    "queue.stats",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="QueueStats",
+    function="broker.api.operator_ops:queue_stats",
+    summary="Deliveries by state and their redeliveries (S13-S15)",
+    description="A space's deliveries by state and the redeliveries they took (S13-S15).",
+    method="queue_stats",
+    positional=("space",),
+    http=Http("GET", "/queue"),
+)
+
+ACTIVITY = Operation(
+    "queue.activity",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="SpaceActivity",
+    function="broker.api.operator_ops:activity",
+    summary=(
+        "Each inbox as a queue (waiting, in flight, retried, quarantined) and the send rate of "
+        "the last minute"
+    ),
+    description=(
+        "Each inbox of a space as a queue (waiting, in flight, retried, quarantined) and the "
+        "send rate of the last minute, in one reading."
+    ),
+    method="activity",
+    positional=("space",),
+    http=Http("GET", "/activity"),
+)
+
+CLAIMS = Operation(
+    "board.claims",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[ClaimGrant]",
+    function="broker.api.operator_ops:claims",
+    summary="Live board claims",
+    description="The live board claims of a space (held and not expired), by key.",
+    method="claims",
+    positional=("space",),
+    http=Http("GET", "/claims"),
+)
+
+OPERATOR_RETRACT = Operation(
+    "board.retract_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorRetractInput,
+    result="SendResult",
+    function="broker.api.operator_ops:retract",
+    summary="Lift any directive, whoever issued it (S9: the operator's exception)",
+    description=(
+        "Lift any directive of a space, whoever issued it (S9: the operator is the one "
+        "exception to 'only its author'): a retract row from operator. Lifted already: "
+        "already_retracted."
+    ),
+    method="retract",
+    positional=("space", "directive_id"),
+    context=("via",),
+    http=Http("POST", "/board/retract"),
+)
+
+BOARD_VIEW = Operation(
+    "board.view",
+    caller="operator",
+    write=False,
+    input=inputs.BoardViewInput,
+    result="list[BoardEntry]",
+    function="broker.api.operator_ops:board_view",
+    summary="board.view: what board.read returns (directives with in_force)",
+    description=(
+        "The board of a space as an agent's board.read shows it: posts, directives (with "
+        "in_force) and retractions after the cursor 'after', oldest first, at most 'limit'."
+    ),
+    method="board",
+    positional=("space",),
+    http=Http("GET", "/board/view"),
+)
+
+# Messages and transcripts.
+TRANSCRIPT = Operation(
+    "participants.transcript",
+    caller="operator",
+    write=False,
+    input=inputs.ParticipantInput,
+    result="list[TurnRecord]",
+    function="broker.api.operator_ops:transcript",
+    summary="A participant's transcript, turn by turn (S19)",
+    description="A participant's transcript rebuilt turn by turn (S19).",
+    method="transcript",
+    positional=("space", "address"),
+    http=Http("GET", "/participants/{address}/transcript"),
+)
+
+THREADS = Operation(
+    "messages.threads",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[Thread]",
+    function="broker.api.operator_ops:threads",
+    summary="The space's threads, most recently active first (S35)",
+    description="The threads of a space, most recently active first (S35).",
+    method="threads",
+    positional=("space",),
+    http=Http("GET", "/threads"),
+)
+
+OPERATOR_MESSAGE_STATUS = Operation(
+    "messages.status",
+    caller="operator",
+    write=False,
+    input=inputs.OperatorMessageStatusInput,
+    result="AckStatus",
+    function="broker.api.operator_ops:message_status",
+    summary="Who has seen a message",
+    description="Who among those a message reached has seen it (their seen receipts, S18).",
+    method="status",
+    positional=("space", "message_id"),
+    http=Http("GET", "/messages/{message_id}/status"),
+)
+
+OPERATOR_RELEASE_KEY = Operation(
+    "board.release_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorKeyReleaseInput,
+    result="JournalEntry",
+    function="broker.api.operator_ops:release_key",
+    summary="End a key claim",
+    description=(
+        "End the live claim on a board key whoever holds it (board.release for the operator, "
+        "S22): for a claim that blocks others, e.g. its holder is gone. The holder's fence goes "
+        "stale; the claim journal says 'released' with the reason 'operator: ...'. Fails with "
+        "lease_lost if nobody holds the key."
+    ),
+    method="release_key",
+    positional=("space", "key"),
+    http=Http("POST", "/claims/release"),
+    mcp="board_release",
+)
+
+RELEASE_RESERVATION = Operation(
+    "board.unreserve_any",
+    caller="operator",
+    write=True,
+    input=inputs.OperatorUnreserveInput,
+    result="JournalEntry",
+    function="broker.api.operator_ops:release_reservation",
+    summary="End a path reservation",
+    description=(
+        "End the live path reservation with this fence whoever holds it (S37; board_view lists "
+        "the reservations with their fences). The fence goes stale; the journal says "
+        "'released' with the reason 'operator: ...'. Fails with lease_lost if it is not live."
+    ),
+    method="release_reservation",
+    positional=("space", "fence"),
+    http=Http("POST", "/reservations/release"),
+    mcp="board_unreserve",
+)
+
+PRUNE = Operation(
+    "participants.prune",
+    caller="operator",
+    write=True,
+    input=inputs.PruneInput,
+    result="list[Participant]",
+    function="broker.api.operator_ops:prune",
+    summary="Record stale participants as left (S25); dry_run lists them only",
+    description=(
+        "Record stale participants of a space as left (S25): a registered process that is gone "
+        "(check_pid, on the broker's host), or a heartbeat older than older_than seconds. "
+        "dry_run returns who would be pruned and writes nothing."
+    ),
+    method="prune",
+    positional=("space",),
+    http=Http("POST", "/prune"),
+)
+
+RESERVATIONS = Operation(
+    "board.reservations",
+    caller="operator",
+    write=False,
+    input=inputs.SpaceInput,
+    result="list[Reservation]",
+    function="broker.api.operator_ops:reservations",
+    summary="Live path reservations (S37)",
+    description="The live path reservations of a space, by fence (S37).",
+    method="reservations",
+    positional=("space",),
+    http=Http("GET", "/reservations"),
+)
+
+CLAIM_JOURNAL = Operation(
+    "board.journal",
+    caller="operator",
+    write=False,
+    input=inputs.ClaimJournalInput,
+    result="list[JournalEntry]",
+    function="broker.api.operator_ops:claim_journal",
+    summary="The claim journal (S23)",
+    description=(
+        "The claim journal of a space (optionally one key), oldest first; expired holds are "
+        "journaled first, so the history is complete. Path reservations' lines have the key "
+        "'path PATTERN' (S37)."
+    ),
+    method="claim_journal",
+    positional=("space",),
+    http=Http("GET", "/claims/journal"),
+)
+
+OPERATOR_CHECK_PATHS = Operation(
+    "board.check_any",
+    caller="operator",
+    write=False,
+    input=inputs.OperatorCheckPathsInput,
+    result="list[PathCheck]",
+    function="broker.api.operator_ops:check_paths",
+    summary="Who holds what covers each path (S37)",
+    description=(
+        "For each path, the live reservations of a space that cover it and their holders; "
+        "'blocked' when anyone holds a covering pattern exclusively (S37)."
+    ),
+    method="check_paths",
+    positional=("space", "paths"),
+    http=Http("POST", "/reservations/check"),
+)
+
+REQUEUE = Operation(
+    "queue.requeue",
+    caller="operator",
+    write=True,
+    input=inputs.RequeueInput,
+    result="Count",
+    value="count",
+    function="broker.api.operator_ops:requeue",
+    summary="Requeue quarantined deliveries",
+    description=(
+        "Put quarantined deliveries back to ready (S15): a message id in every inbox it is "
+        "quarantined in, a delivery id in its one inbox. The answer counts those requeued."
+    ),
+    method="requeue",
+    positional=("space", "ids"),
+    http=Http("POST", "/quarantine/requeue"),
+)
 
 # Every declaration above, in the order declared.
 OPERATIONS: tuple[Operation, ...] = tuple(

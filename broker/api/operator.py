@@ -10,11 +10,43 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
-from broker.api.operations import OPERATOR_SEND, Operation, declared, operation
+from broker.api.operations import (
+    ACTIVITY,
+    ARCHIVE_SPACE,
+    BOARD_VIEW,
+    CLAIM_JOURNAL,
+    CLAIMS,
+    CREATE_SPACE,
+    GET_SPACE,
+    OPERATOR_CHECK_PATHS,
+    OPERATOR_MESSAGE_STATUS,
+    OPERATOR_RELEASE_KEY,
+    OPERATOR_RETRACT,
+    OPERATOR_SEND,
+    PARTICIPANT,
+    PARTICIPANTS,
+    PRUNE,
+    QUARANTINED,
+    QUEUE_STATS,
+    RELEASE_RESERVATION,
+    REQUEUE,
+    RESERVATIONS,
+    ROTATE_JOIN_KEY,
+    SET_SPACE,
+    SPACE_USAGE,
+    SPACES,
+    STOP_SPACE,
+    THREADS,
+    TRANSCRIPT,
+    Operation,
+    declared,
+    operation,
+)
 from broker.api.reservations import OperatorPaths
 from broker.mail import messages
 from broker.model.fields import Input
 from broker.model.records import (
+    AckStatus,
     BackupResult,
     BoardEntry,
     ClaimGrant,
@@ -25,18 +57,20 @@ from broker.model.records import (
     JournalEntry,
     LogEntry,
     Participant,
+    PathCheck,
     QuarantinedDelivery,
     QueueStats,
+    Reservation,
     SendResult,
     Space,
     SpaceActivity,
     SpaceUsage,
+    Thread,
     TurnRecord,
     VacuumResult,
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.spaces import participants, spaces
 from broker.store.sqlite import Store as Store
 from broker.store.sqlite import Tx
 from broker.vocab import BOARD_READ_DEFAULT, SpaceKind, SpaceState, Via
@@ -75,14 +109,19 @@ class Operator(OperatorPaths, OperatorMail):
         ``BROKER_OPERATOR_KEY`` takes on a host without the key file."""
         return self._key
 
-    def create_space(self, kind: SpaceKind, **settings: object) -> CreatedSpace:
-        """A new running space, with its join key (shown this once, S27)."""
-        return spaces.create(self.store, kind, settings=dict(settings))
+    @declared(CREATE_SPACE)
+    def create_space(
+        self, /, kind: SpaceKind = "run", *, tx: Tx | None = None, **settings: Any
+    ) -> CreatedSpace:
+        """A new running space, with its join key (shown this once, S27); ``settings``
+        are the limits it overrides (S30), each checked against its bounds (S33)."""
+        return self.call(CREATE_SPACE, CREATE_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def rotate_join_key(self, space: str) -> JoinKey:
+    @declared(ROTATE_JOIN_KEY)
+    def rotate_join_key(self, space: str, *, tx: Tx | None = None) -> JoinKey:
         """A new join key for ``space`` (made before join keys, or its key lost or
         leaked): the old one stops working; joined participants keep their tokens."""
-        return spaces.rotate_join_key(self.store, space)
+        return self.call(ROTATE_JOIN_KEY, ROTATE_JOIN_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
     def join(self, space: str, codename: str, **fields: Any) -> tuple[Agent, Joined]:
         """Join ``codename`` on an agent's behalf with the operator key (the
@@ -179,27 +218,37 @@ class Operator(OperatorPaths, OperatorMail):
             return entries[-tail:]
         return entries[:limit] if limit is not None else entries
 
-    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
+    @declared(PARTICIPANTS)
+    def participants(
+        self, space: str, *, include_left: bool = True, tx: Tx | None = None
+    ) -> list[Participant]:
         """The participants of ``space`` (its directory), in join order."""
-        return participants.list_participants(self.store, space, include_left=include_left)
+        return self.call(PARTICIPANTS, PARTICIPANTS.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
+    @declared(QUARANTINED)
+    def quarantined(self, space: str, *, tx: Tx | None = None) -> list[QuarantinedDelivery]:
         """Quarantined deliveries of a space, with their evidence."""
-        from broker.delivery import inbox_view
+        return self.call(QUARANTINED, QUARANTINED.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return inbox_view.quarantined(self.store, space)
-
-    def requeue(self, space: str, ids: Iterable[str], *, tx: Tx | None = None) -> int:
+    @declared(REQUEUE)
+    def requeue(self, space: str, ids: str | Iterable[str], *, tx: Tx | None = None) -> int:
         """Put quarantined deliveries (delivery or message ids) back to ready."""
-        from broker.delivery import inbox
+        return REQUEUE.answer(self.call(REQUEUE, REQUEUE.take(locals()), tx))  # type: ignore[no-any-return]
 
-        return inbox.requeue(self.store, space, ids, tx=tx)
-
-    def transcript(self, space: str, address: str) -> list[TurnRecord]:
+    @declared(TRANSCRIPT)
+    def transcript(self, space: str, address: str, *, tx: Tx | None = None) -> list[TurnRecord]:
         """A participant's transcript rebuilt turn by turn."""
-        from broker.delivery import transcript
+        return self.call(TRANSCRIPT, TRANSCRIPT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return transcript.rebuild(self.store, space, address)
+    @declared(THREADS)
+    def threads(self, space: str, *, tx: Tx | None = None) -> list[Thread]:
+        """The threads of ``space``, most recently active first (S35)."""
+        return self.call(THREADS, THREADS.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(OPERATOR_MESSAGE_STATUS)
+    def status(self, space: str, message_id: str, *, tx: Tx | None = None) -> AckStatus:
+        """Who among those a message reached has seen it (their ``seen`` receipts)."""
+        return self.call(OPERATOR_MESSAGE_STATUS, OPERATOR_MESSAGE_STATUS.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- operations (broker doctor / backup / vacuum) --------------------------------
     @classmethod
@@ -269,42 +318,46 @@ class Operator(OperatorPaths, OperatorMail):
             if kept:
                 yield kept
 
-    def spaces(self, *, state: SpaceState | None = None) -> list[Space]:
+    @declared(SPACES)
+    def spaces(self, *, state: SpaceState | None = None, tx: Tx | None = None) -> list[Space]:
         """Every space of the store, oldest first (optionally in one state)."""
-        return spaces.list_spaces(self.store, state=state)
+        return self.call(SPACES, SPACES.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def get_space(self, space: str) -> Space:
+    @declared(GET_SPACE)
+    def get_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """One space by run id (full, compact or a unique prefix, S1)."""
-        return spaces.get(self.store, space)
+        return self.call(GET_SPACE, GET_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
+    @declared(SET_SPACE)
+    def set_space(self, /, space: str, *, tx: Tx | None = None, **settings: Any) -> SpaceUsage:
         """Change a space's limits (S30): each setting checked against its bounds
         (S33, ``invalid_input`` naming it), merged over the space's own, the
         change logged; returns the limits in effect and their use."""
-        from broker.spaces import usage
+        return self.call(SET_SPACE, SET_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return usage.set_space(self.store, space, dict(settings), via=self.via)
-
-    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
+    @declared(SPACE_USAGE)
+    def space_usage(self, space: str, *, top: int = 10, tx: Tx | None = None) -> SpaceUsage:
         """The limits in effect in ``space`` and their use (S30): log bytes against
         ``log_max_mb``, the ``top`` senders by log share, each inbox against
         ``inbox_cap``."""
-        from broker.spaces import usage
+        return self.call(SPACE_USAGE, SPACE_USAGE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return usage.space_usage(self.store, space, top=top)
-
-    def stop_space(self, space: str) -> Space:
+    @declared(STOP_SPACE)
+    def stop_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """Stop a space: it takes no more messages; its participants are recorded as left."""
-        return spaces.stop(self.store, space)
+        return self.call(STOP_SPACE, STOP_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def archive_space(self, space: str) -> Space:
+    @declared(ARCHIVE_SPACE)
+    def archive_space(self, space: str, *, tx: Tx | None = None) -> Space:
         """Archive a space: stopped for good, its history kept."""
-        return spaces.archive(self.store, space)
+        return self.call(ARCHIVE_SPACE, ARCHIVE_SPACE.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def participant(self, space: str, address: str) -> Participant:
+    @declared(PARTICIPANT)
+    def participant(self, space: str, address: str, *, tx: Tx | None = None) -> Participant:
         """One participant (its directory entry) by address."""
-        return participants.get(self.store, space, address)
+        return self.call(PARTICIPANT, PARTICIPANT.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(PRUNE)
     def prune(
         self,
         space: str,
@@ -312,70 +365,94 @@ class Operator(OperatorPaths, OperatorMail):
         older_than: float | None = None,
         check_pid: bool = True,
         dry_run: bool = False,
+        tx: Tx | None = None,
     ) -> list[Participant]:
         """Record stale participants as left (S25): heartbeat older than
         ``older_than`` seconds, or (``check_pid``) a registered process that is
         gone. ``dry_run`` returns who would be pruned and writes nothing."""
-        from broker.spaces import directory
+        return self.call(PRUNE, PRUNE.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return directory.prune(
-            self.store, space, older_than=older_than, check_pid=check_pid, dry_run=dry_run
-        )
-
+    @declared(BOARD_VIEW)
     def board(
-        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
+        self,
+        space: str,
+        *,
+        after: str | None = None,
+        limit: int = BOARD_READ_DEFAULT,
+        tx: Tx | None = None,
     ) -> list[BoardEntry]:
         """The operator's ``board.view``: posts, directives and retractions after
         the cursor ``after`` (a message id), oldest first, at most ``limit``."""
-        from broker.board import posts
+        return self.call(BOARD_VIEW, BOARD_VIEW.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.view(self.store, space, after=after, limit=limit)
-
+    @declared(OPERATOR_RETRACT)
     def retract(self, space: str, directive_id: str, *, tx: Tx | None = None) -> SendResult:
         """Lift any directive of ``space``, whoever issued it (S9: the operator is
         the one exception to "only its author"): a ``retract`` row from
         ``operator``; lifted already: ``AlreadyRetracted``."""
-        from broker.board import posts
+        return self.call(OPERATOR_RETRACT, OPERATOR_RETRACT.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.retract_as_operator(self.store, space, directive_id, via=self.via, tx=tx)
-
-    def claims(self, space: str) -> list[ClaimGrant]:
+    @declared(CLAIMS)
+    def claims(self, space: str, *, tx: Tx | None = None) -> list[ClaimGrant]:
         """The live board claims of a space (held and not expired), by key."""
-        from broker.board import claims
+        return self.call(CLAIMS, CLAIMS.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.live(self.store, space)
-
+    @declared(OPERATOR_RELEASE_KEY)
     def release_key(
-        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
+        self,
+        space: str,
+        key: str,
+        *,
+        fence: int | None = None,
+        reason: str | None = None,
+        tx: Tx | None = None,
     ) -> JournalEntry:
         """End the live claim on ``key``, whoever holds it (S22): journaled
         ``released`` with the reason ``operator: <reason>``; the holder's fence
         goes stale (``lease_lost``). With ``fence``, only that grant is ended.
         Nobody holds it (or ``fence`` is not the current grant): ``LeaseLost``."""
-        from broker.board import claims
+        return self.call(OPERATOR_RELEASE_KEY, OPERATOR_RELEASE_KEY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return claims.release_as_operator(self.store, space, key, fence=fence, reason=reason)
+    @declared(RELEASE_RESERVATION)
+    def release_reservation(
+        self, space: str, fence: int, *, reason: str | None = None, tx: Tx | None = None
+    ) -> JournalEntry:
+        """End the live reservation with ``fence``, whoever holds it (S37):
+        journaled ``released`` with the reason ``operator: <reason>``; the fence
+        goes stale (``lease_lost``). Not live: ``LeaseLost``."""
+        return self.call(RELEASE_RESERVATION, RELEASE_RESERVATION.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
+    @declared(CLAIM_JOURNAL)
+    def claim_journal(
+        self, space: str, *, key: str | None = None, tx: Tx | None = None
+    ) -> list[JournalEntry]:
         """The claim journal of a space (optionally one key), oldest first; path
         reservations' lines have the key ``path <pattern>`` (S37)."""
-        from broker.board import claims, reservations
+        return self.call(CLAIM_JOURNAL, CLAIM_JOURNAL.take(locals()), tx)  # type: ignore[no-any-return]
 
-        reservations.expire(self.store, space)
-        return claims.journal(self.store, space, key=key)
+    @declared(OPERATOR_CHECK_PATHS)
+    def check_paths(
+        self, space: str, paths: str | Iterable[str], *, tx: Tx | None = None
+    ) -> list[PathCheck]:
+        """Who holds what covers each path; ``blocked`` when anyone holds a
+        covering pattern exclusively (S37)."""
+        return self.call(OPERATOR_CHECK_PATHS, OPERATOR_CHECK_PATHS.take(locals()), tx)  # type: ignore[no-any-return]
 
-    def activity(self, space: str) -> SpaceActivity:
+    @declared(RESERVATIONS)
+    def reservations(self, space: str, *, tx: Tx | None = None) -> list[Reservation]:
+        """The live path reservations of a space, by fence."""
+        return self.call(RESERVATIONS, RESERVATIONS.take(locals()), tx)  # type: ignore[no-any-return]
+
+    @declared(ACTIVITY)
+    def activity(self, space: str, *, tx: Tx | None = None) -> SpaceActivity:
         """Each inbox of ``space`` as a queue (waiting, in flight, retried,
         quarantined) and the send rate of the last minute, in one reading."""
-        from broker.delivery import inbox_view
+        return self.call(ACTIVITY, ACTIVITY.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return inbox_view.activity(self.store, space)
-
-    def queue_stats(self, space: str) -> QueueStats:
+    @declared(QUEUE_STATS)
+    def queue_stats(self, space: str, *, tx: Tx | None = None) -> QueueStats:
         """A space's deliveries by state and the redeliveries they took (S13-S15)."""
-        from broker.delivery import inbox_view
-
-        return inbox_view.stats(self.store, space)
+        return self.call(QUEUE_STATS, QUEUE_STATS.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- files: export, import and retention (docs/export.md) ------------------------
     # Restoring rows from files and deleting a space are operator actions (S29):

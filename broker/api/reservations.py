@@ -77,26 +77,3 @@ class OperatorPaths:
     """The operator's view of reservations."""
 
     store: Store
-
-    def reservations(self, space: str) -> list[Reservation]:
-        """The live path reservations of a space, by fence."""
-        from broker.board import reservations
-
-        return reservations.live(self.store, space)
-
-    def release_reservation(
-        self, space: str, fence: int, *, reason: str | None = None
-    ) -> JournalEntry:
-        """End the live reservation with ``fence``, whoever holds it (S37):
-        journaled ``released`` with the reason ``operator: <reason>``; the fence
-        goes stale (``lease_lost``). Not live: ``LeaseLost``."""
-        from broker.board import reservations
-
-        return reservations.release_as_operator(self.store, space, fence, reason=reason)
-
-    def check_paths(self, space: str, paths: str | Sequence[str]) -> list[PathCheck]:
-        """Who holds what covers each path; ``blocked`` when anyone holds a
-        covering pattern exclusively."""
-        from broker.board import reservations
-
-        return reservations.check_as_operator(self.store, space, paths)

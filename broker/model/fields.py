@@ -66,6 +66,11 @@ def kind_of(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _plain(x: float) -> str:
+    """A bound as people write it: 1048576, 0.25 (not 1.04858e+06)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -244,6 +249,33 @@ class Seconds(Field):
         return {"type": "number", "minimum": self.low, "maximum": self.high}
 
 
+class Number(Field):
+    """A finite number from ``low`` to ``high``, kept as a float (a whole number
+    is a number: ``45`` is ``45.0``)."""
+
+    kind = "a number"
+
+    def __init__(self, help: str, *, low: float, high: float, **kw: Any) -> None:  # noqa: A002
+        super().__init__(help, **kw)
+        self.low, self.high = low, high
+
+    def convert(self, value: object) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.refuse("a number is needed", value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            number = math.inf
+        if not math.isfinite(number):
+            raise self.refuse("not a finite number", value)
+        if not self.low <= number <= self.high:
+            raise self.refuse(f"{_plain(self.low)} to {_plain(self.high)}", shown=f"{number:g}")
+        return number
+
+    def type_schema(self) -> dict[str, Any]:
+        return {"type": "number", "minimum": self.low, "maximum": self.high}
+
+
 class Flag(Field):
     """True or false."""
 
@@ -330,6 +362,55 @@ class Texts(Field):
         return {"anyOf": [items, many]} if self.one else many
 
 
+class Record(Field):
+    """Named values, each checked by the field of that name of the record
+    ``of`` (an ``Input`` subclass): only those given are kept (a space's
+    settings: what the operator overrides). A name ``of`` does not declare is
+    refused with the list of those it does; a value is refused as ``bad
+    {noun} NAME VALUE: why``, naming its own field (not this one)."""
+
+    kind = "named values"
+
+    def __init__(self, help: str, of: type[Input], *, noun: str, **kw: Any) -> None:  # noqa: A002
+        super().__init__(help, **kw)
+        self.of, self.noun = of, noun
+
+    def convert(self, value: object) -> Any:
+        if not isinstance(value, Mapping) or not all(type(k) is str for k in value):
+            raise self.refuse(f"named values, not {kind_of(value)}")
+        by_name = {f.name: f for f in self.of.FIELDS}
+        out: dict[str, Any] = {}
+        for name, given in value.items():
+            f = by_name.get(name)
+            if f is None:
+                flaw = text_flaw(name)
+                if flaw is not None:
+                    raise self.refuse(f"a name that is not valid text ({flaw})")
+                raise InvalidInput(
+                    f"unknown {self.noun} {_shown(name)}: the {self.noun.rsplit(' ', 1)[-1]}s are "
+                    + ", ".join(by_name),
+                    field=name,
+                )
+            try:
+                if given is None:  # a named value is given: null is not "not given"
+                    raise f.refuse(f"{f.kind}, not null")
+                out[name] = f.convert(given)
+            except InvalidInput as exc:
+                why = exc.message.split(": ", 1)[-1]
+                said = f"bad {self.noun} {name} {_shown(given)}: {why}"
+                raise InvalidInput(said, field=name) from None
+        return out
+
+    def type_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                f.name: {**f.type_schema(), "description": f.help} for f in self.of.FIELDS
+            },
+            "additionalProperties": False,
+        }
+
+
 # --- the field specifiers an input record is declared with (typed Any: the
 # attribute's annotation is the value's type, as with dataclasses.field) ----------------
 def text(
@@ -388,6 +469,28 @@ def seconds(
     return Seconds(help, default=default, low=low, high=high, metavar=metavar)
 
 
+def number(
+    help: str,  # noqa: A002
+    *,
+    default: Any = REQUIRED,
+    low: float,
+    high: float,
+    metavar: str | None = None,
+) -> Any:
+    return Number(help, default=default, low=low, high=high, metavar=metavar)
+
+
+def record(
+    help: str,  # noqa: A002
+    of: type[Input],
+    *,
+    noun: str,
+    default: Any = REQUIRED,
+    metavar: str | None = "KEY=VALUE",
+) -> Any:
+    return Record(help, of, noun=noun, default=default, metavar=metavar)
+
+
 def flag(help: str, *, default: Any = False) -> Any:  # noqa: A002
     return Flag(help, default=default)
 
@@ -397,7 +500,7 @@ def choice(help: str, choices: Sequence[str], *, default: Any = REQUIRED) -> Any
 
 
 # --- input records ------------------------------------------------------------------------
-@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(text, texts, whole, seconds, flag, choice))  # fmt: skip
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(text, texts, whole, seconds, number, record, flag, choice))  # fmt: skip
 class Input:
     """An operation's input: an immutable record whose fields are declared once.
 

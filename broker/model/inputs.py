@@ -17,7 +17,15 @@ from typing import Any
 
 from broker.model import fields
 from broker.model.fields import Input
-from broker.vocab import ARCHETYPES, MIN_SECONDS, SETTING_BOUNDS
+from broker.vocab import (
+    ARCHETYPES,
+    BOARD_READ_DEFAULT,
+    BOARD_READ_MAX,
+    MIN_SECONDS,
+    SETTING_BOUNDS,
+    SPACE_KINDS,
+    SPACE_STATES,
+)
 
 BODY_MAX = int(SETTING_BOUNDS["body_max_bytes"][1])  # no body is longer than the largest cap
 DAY_S = 86_400.0
@@ -465,3 +473,232 @@ class TurnQuarantineInput(Input):
 
 
 # --- the operator's input records (below: agents' records stay above this line) ----------
+
+
+# --- spaces -------------------------------------------------------------------------------
+_SETTING_HELP = {
+    "body_max_bytes": "largest message body, UTF-8 bytes",
+    "inbox_cap": "waiting deliveries per recipient, inbox_full past it",
+    "broadcast_cap": "broadcasts a live participant may have unread, broadcast_full past it",
+    "log_max_mb": "log size in MiB past which sends fail, messaging_full",
+    "max_deliveries": "deliveries before quarantine (S15)",
+    "lease_seconds": "default claim lease in seconds",
+    "live_seconds": "how long a participant with no recorded process stays live after its last "
+    "call (S27)",
+    "sender_share": "the most one sender may hold of another's inbox_cap and of log_max_mb (S30)",
+    "join_key_share": "the most the participants admitted by the join key may hold together of "
+    "another's inbox_cap and of log_max_mb (S42)",
+    "holds_cap": "live key claims and path reservations per participant (S41)",
+    "space_holds_cap": "live key claims and path reservations in the space (S41)",
+}
+
+
+def _setting(name: str) -> Any:
+    """One space setting (S30, S33): its bounds are ``vocab.SETTING_BOUNDS``'."""
+    from broker.store.settings import Limits
+    from broker.vocab import INT_SETTINGS, describe_setting, number
+
+    low, high = SETTING_BOUNDS[name]
+    said = (
+        f"{_SETTING_HELP[name]} ({describe_setting(name)}; "
+        f"default {number(getattr(Limits(), name))})"
+    )
+    if name in INT_SETTINGS:
+        return fields.whole(said, default=None, low=int(low), high=int(high))
+    return fields.number(said, default=None, low=low, high=high)
+
+
+class SpaceSettings(Input):
+    """A space's limits (S30, S33): every setting with its bounds, declared once.
+    ``space create`` and ``space set`` take some of them by name (``fields.record``)."""
+
+    body_max_bytes: int | None = _setting("body_max_bytes")
+    inbox_cap: int | None = _setting("inbox_cap")
+    broadcast_cap: int | None = _setting("broadcast_cap")
+    log_max_mb: float | None = _setting("log_max_mb")
+    max_deliveries: int | None = _setting("max_deliveries")
+    lease_seconds: float | None = _setting("lease_seconds")
+    live_seconds: float | None = _setting("live_seconds")
+    sender_share: float | None = _setting("sender_share")
+    join_key_share: float | None = _setting("join_key_share")
+    holds_cap: int | None = _setting("holds_cap")
+    space_holds_cap: int | None = _setting("space_holds_cap")
+
+
+def _settings(help: str) -> Any:  # noqa: A002
+    return fields.record(help, SpaceSettings, noun="space setting", default=None)
+
+
+class CreateSpaceInput(Input):
+    """``spaces.create``: a new space of a kind, with the limits it overrides."""
+
+    kind: str = fields.choice(
+        "What the space is for: run (a standalone run; pick it when unsure); agentiflow (a lead "
+        "and its workers: the operator's messages go to the lead unless 'to' says otherwise); "
+        "workflow (a run of steps: 'step:NAME' reaches the runs of a step); session (a chat "
+        "session: it stays joined between turns).",
+        SPACE_KINDS,
+        default="run",
+    )
+    settings: dict[str, Any] | None = _settings(
+        "Limits this space overrides, by name, e.g. inbox_cap=512 (the others keep their "
+        "defaults; space show lists them with their bounds)."
+    )
+
+
+class SpacesInput(Input):
+    """``spaces.list``: every space of the store."""
+
+    state: str | None = fields.choice("Only spaces in this state.", SPACE_STATES, default=None)
+
+
+class SpaceInput(Input):
+    """An operator's operation on one space that takes nothing else."""
+
+    space: str = _space()
+
+
+class SetSpaceInput(Input):
+    """``spaces.set``: change a space's limits (S30)."""
+
+    space: str = _space()
+    settings: dict[str, Any] | None = _settings(
+        "The limits to change, by name, e.g. log_max_mb=128 sender_share=0.25."
+    )
+
+
+class SpaceUsageInput(Input):
+    """``spaces.usage``: a space's limits in effect and their use (S30)."""
+
+    space: str = _space()
+    top: int = fields.whole("Senders listed by log share.", default=10, high=1000, metavar="N")
+
+
+# --- participants, the queue, the board -----------------------------------------------------
+class ParticipantsInput(Input):
+    """``participants.list``: the directory of a space."""
+
+    space: str = _space()
+    include_left: bool = fields.flag("Also those that left.", default=True)
+
+
+class ParticipantInput(Input):
+    """``participants.show``: one participant by address."""
+
+    space: str = _space()
+    address: str = fields.text(
+        "The participant's address (e.g. 'lynx' or 'flow/lynx').", high=400, metavar="ADDRESS"
+    )
+
+
+class OperatorRetractInput(Input):
+    """``board.retract`` for the operator: lift any directive (S9's exception)."""
+
+    space: str = _space()
+    directive_id: str = fields.text("The directive's message id.", metavar="ID")
+
+
+class BoardViewInput(Input):
+    """``board.view``: posts, directives and retractions after a cursor."""
+
+    space: str = _space()
+    after: str | None = fields.text(
+        "Only entries after this message id (the last one you saw).", default=None, metavar="ID"
+    )
+    limit: int = fields.whole(
+        f"At most this many (1 to {BOARD_READ_MAX}).",
+        default=BOARD_READ_DEFAULT,
+        high=BOARD_READ_MAX,
+        metavar="N",
+    )
+
+
+class OperatorMessageStatusInput(Input):
+    """``messages.status``: who has seen a message."""
+
+    space: str = _space()
+    message_id: str = fields.text("The message's id.", metavar="ID")
+
+
+def _reason() -> Any:
+    return fields.text(
+        "Optional: why (journaled as 'operator: REASON').", default=None, low=0, high=500
+    )
+
+
+class OperatorKeyReleaseInput(Input):
+    """``board.release`` for the operator: end a live key claim, whoever holds it (S22)."""
+
+    space: str = _space()
+    key: str = fields.text("The board key.", high=200, metavar="KEY")
+    fence: int | None = fields.whole(
+        "Optional: end it only if this is the current grant's fence.",
+        default=None,
+        high=2**62,
+        metavar="N",
+    )
+    reason: str | None = _reason()
+
+
+class OperatorUnreserveInput(Input):
+    """``board.unreserve`` for the operator: end a live path reservation (S37)."""
+
+    space: str = _space()
+    fence: int = fields.whole("The reservation's fence.", high=2**62, metavar="N")
+    reason: str | None = _reason()
+
+
+class PruneInput(Input):
+    """``participants.prune``: record stale participants as left (S25)."""
+
+    space: str = _space()
+    older_than: float | None = fields.seconds(
+        "Also those whose last sign of life is older than this many seconds (0 to 10 years; "
+        "not given: heartbeats are not looked at).",
+        default=None,
+        low=0.0,
+        high=10 * 366 * DAY_S,
+    )
+    check_pid: bool = fields.flag(
+        "Also those whose registered process is gone (on the broker's host).", default=True
+    )
+    dry_run: bool = fields.flag("Only list who would be pruned; change nothing.")
+
+
+class ClaimJournalInput(Input):
+    """``board.journal``: the claim journal of a space (S23)."""
+
+    space: str = _space()
+    key: str | None = fields.text(
+        "Only this key ('path PATTERN' for a path reservation's lines).",
+        default=None,
+        high=4200,
+        metavar="KEY",
+    )
+
+
+class OperatorCheckPathsInput(Input):
+    """``board.check`` for the operator: who holds what covers each path (S37)."""
+
+    space: str = _space()
+    paths: list[str] = fields.texts(
+        "Paths to check (relative, '/' separated). One path or a list.",
+        fields.Text("a path", high=4096),
+        low=1,
+        high=10_000,
+        one=True,
+        metavar="PATH",
+    )
+
+
+class RequeueInput(Input):
+    """``queue.requeue``: quarantined deliveries back to ready (S15)."""
+
+    space: str = _space()
+    ids: list[str] = fields.texts(
+        "Message ids (every inbox it is quarantined in) or delivery ids (that one inbox).",
+        fields.Text("an id", high=4000),  # the library says which id is too long, and none given
+        high=10_000,
+        one=True,
+        metavar="ID",
+    )

@@ -21,8 +21,6 @@ from pydantic import (
 
 from broker.errors import InvalidInput
 from broker.model.bounds import control_char, text_flaw
-from broker.store.settings import Limits
-from broker.vocab import SETTING_BOUNDS
 from broker.vocab import Archetype as Archetype
 from broker.vocab import Reason as Reason
 from broker.vocab import SpaceKind as SpaceKind
@@ -148,61 +146,3 @@ def parse_input(model: type[Any], data: dict[str, Any]) -> Any:
         return model(**data)
     except ValidationError as exc:
         raise validation_error(exc) from None
-
-
-# --- space settings -------------------------------------------------------------------
-def _bound(name: str, description: str) -> Any:
-    low, high = SETTING_BOUNDS[name]
-    return Field(getattr(Limits(), name), ge=low, le=high, description=description)
-
-
-class LimitsModel(BaseModel):
-    """What an operator may set per space (S33): every field finite and inside
-    its bounds. The check at ``space create|set`` and the settings' schema; the
-    limits in effect are the plain ``broker.store.settings.Limits``."""
-
-    # nan and inf are refused outright: an infinite lease overflows a timestamp.
-    # strict (S33): True is not 1 and "5" is not 5 (the CLI turns its KEY=VALUE
-    # text into numbers itself, broker.frontends.cli.space).
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False, strict=True
-    )
-
-    body_max_bytes: int = _bound(
-        "body_max_bytes", "largest message body, UTF-8 bytes (1 to 1048576)"
-    )
-    inbox_cap: int = _bound(
-        "inbox_cap", "waiting deliveries per recipient, inbox_full past it (1 to 1000000000)"
-    )
-    broadcast_cap: int = _bound(
-        "broadcast_cap",
-        "broadcasts a live participant may have unread, broadcast_full past it (1 to 1000000000)",
-    )
-    log_max_mb: float = _bound(
-        "log_max_mb",
-        "log size in MiB past which sends fail, messaging_full (0.0001 to 1048576, 1 TiB)",
-    )
-    max_deliveries: int = _bound("max_deliveries", "deliveries before quarantine, S15 (1 to 10000)")
-    lease_seconds: float = _bound(
-        "lease_seconds", "default claim lease in seconds (0.001 to 604800, 7 days)"
-    )
-    live_seconds: float = _bound(
-        "live_seconds",
-        "how long a participant with no recorded process stays live after its last call, "
-        "S27 (1 to 604800, 7 days)",
-    )
-    sender_share: float = _bound(
-        "sender_share",
-        "the most one sender may hold of another's inbox_cap and of log_max_mb, S30 (0.001 to 1)",
-    )
-    join_key_share: float = _bound(
-        "join_key_share",
-        "the most the participants admitted by the join key may hold together of another's "
-        "inbox_cap and of log_max_mb, S42 (0.001 to 1)",
-    )
-    holds_cap: int = _bound(
-        "holds_cap", "live key claims and path reservations per participant, S41 (1 to 100000)"
-    )
-    space_holds_cap: int = _bound(
-        "space_holds_cap", "live key claims and path reservations in the space, S41 (1 to 1000000)"
-    )

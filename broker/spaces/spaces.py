@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 from broker import errors
 from broker.delivery import wake
 from broker.ids import new_id
+from broker.model.fields import Record
+from broker.model.inputs import SpaceSettings
 from broker.spaces.roster import leave_all
 from broker.store import keys
 from broker.store.settings import BOUNDS, Limits
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 from broker.vocab import SpaceKind
-from broker.vocab import describe_setting as describe
 
 if TYPE_CHECKING:
     from broker.model.records import CreatedSpace, JoinKey, Space
@@ -65,32 +66,18 @@ def carry_join_keys(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def validate_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Check overrides against ``Limits`` and return them normalised."""
+    """Check overrides against their bounds (``inputs.SpaceSettings``, S33) and
+    return them normalised (a decimal setting as a float)."""
     if not isinstance(settings, dict):
         raise errors.InvalidInput(
             f"bad space settings {settings!r}: a mapping of KEY to VALUE", field="settings"
         )
-    for key in settings:
-        if key not in BOUNDS:
-            raise errors.InvalidInput(
-                f"unknown space setting {key!r}: the settings are {', '.join(BOUNDS)}",
-                field=str(key),
-            )
-    # pydantic loads here, at the edge (space create|set), never on a send.
-    from pydantic import ValidationError
+    checked: dict[str, Any] = _SETTINGS.convert(settings)
+    return checked
 
-    from broker.model.pydantic_inputs import LimitsModel
 
-    try:
-        checked = LimitsModel(**settings)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        span = f" ({describe(where)})" if where in BOUNDS else ""
-        raise errors.InvalidInput(
-            f"bad space setting {where} {settings.get(where)!r}: {first['msg']}{span}", field=where
-        ) from None
-    return checked.model_dump(include=set(settings))
+_SETTINGS = Record("A space's settings.", SpaceSettings, noun="space setting")
+_SETTINGS.bind("settings")
 
 
 @lru_cache(maxsize=256)

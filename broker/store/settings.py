@@ -31,8 +31,8 @@ class Limits:
     """Per-space limits (S7, S10, S11, S15, S30) in effect: the defaults below,
     overridden per space. A plain record, not a pydantic model: every send and
     claim reads it, and pydantic's import is most of a CLI call's start-up.
-    What an operator sets is checked against the bounds by
-    ``broker.model.pydantic_inputs.LimitsModel`` (``spaces.validate_settings``); what is read
+    What an operator sets is checked against the bounds by the settings record
+    ``broker.model.inputs.SpaceSettings`` (``spaces.validate_settings``); what is read
     back from a store is made safe by ``lenient``."""
 
     body_max_bytes: int = 65536
@@ -85,8 +85,8 @@ class Limits:
         to the default, and an unknown key is ignored. A send never fails on a stored setting; the
         operator sees the values in effect in ``space show`` and fixes them
         with ``space set``. (A value inside its bounds is kept as it is, an int
-        setting as int: the same as validating it with ``LimitsModel`` first,
-        which tests/test_limits.py checks.)"""
+        setting as int: the same as validating it with ``SpaceSettings`` first,
+        which tests/test_validate.py checks.)"""
         good: dict[str, Any] = {}
         for name, value in stored.items():
             if name not in BOUNDS:

@@ -7,10 +7,11 @@ teammates; agents get in with `broker join` and out with `broker leave`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from broker.api.operations import PARTICIPANT
 from broker.frontends.cli._common import (
     SECONDS,
     confirm,
@@ -24,6 +25,7 @@ from broker.frontends.cli._common import (
     yes_option,
 )
 from broker.frontends.cli._output import safe, when
+from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
     from broker.model.records import Participant
@@ -65,13 +67,12 @@ def list_(run_id: str, include_left: bool, as_json: bool) -> None:
 
 
 @dir_.command("show")
-@click.argument("run_id")
-@click.argument("address")
+@from_operation(PARTICIPANT, arguments=("space", "address"))
 @json_option
-def show(run_id: str, address: str, as_json: bool) -> None:
+def show(args: dict[str, Any], as_json: bool) -> None:
     """Show one participant of RUN_ID: its directory entry (the mail/dir/<id>.txt
     fields of spec §Mailbox layout) and everything else known about it."""
-    p = operator().participant(run_id, address)
+    p = operator().participant(**args)
     if as_json:
         emit_json(p)
         return

@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from broker.api.operations import ACK, CLAIM, EXTEND, NEXT_TURN, QUARANTINE, RELEASE, SEEN
+from broker.api.operations import (
+    ACK,
+    CLAIM,
+    EXTEND,
+    NEXT_TURN,
+    QUARANTINE,
+    QUARANTINED,
+    RELEASE,
+    SEEN,
+)
 from broker.frontends.cli._common import (
     agent,
     emit_json,
@@ -164,15 +173,15 @@ def queue() -> None:
 
 
 @queue.command("quarantined")
-@click.argument("run_id")
+@from_operation(QUARANTINED, arguments=("space",))
 @json_option
-def quarantined(run_id: str, as_json: bool) -> None:
+def quarantined(args: dict[str, Any], as_json: bool) -> None:
     """List the quarantined deliveries of RUN_ID with their evidence: the
     message id (as `message list` shows it), the inbox, sender, delivery count,
     reason and last error. `queue requeue RUN_ID MESSAGE_ID` puts the message
     back in every inbox it is quarantined in; --json also gives each delivery's
     own id (delivery_id), which requeues that one inbox."""
-    items = operator().quarantined(run_id)
+    items = operator().quarantined(**args)
     if as_json:
         emit_json_lines(items)
         return

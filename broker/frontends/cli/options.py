@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
+from broker import errors
 from broker.api.operations import Operation
 from broker.frontends.cli._common import SECONDS, LibraryOption, Whole, text_arg
 from broker.model import fields
@@ -63,12 +64,14 @@ def from_operation(
 def _param(f: fields.Field, arguments: tuple[str, ...]) -> str:
     """The click parameter's name: a positional argument is named as shown
     (``RUN_ID`` is ``run_id``), an option as its field."""
-    if f.name in arguments and f.name != BODY and f.metavar:
+    if f.name in arguments and f.name != BODY and f.metavar and not isinstance(f, fields.Record):
         return f.metavar.lower()
     return f.name
 
 
 def _value(f: fields.Field, given: Any) -> Any:
+    if isinstance(f, fields.Record):
+        return _pairs(f, given) if given else None
     if isinstance(f, fields.Texts):
         return list(given) if given else (None if f.default is None else list(f.default))
     if f.name == BODY and isinstance(given, tuple):
@@ -76,7 +79,34 @@ def _value(f: fields.Field, given: Any) -> Any:
     return given
 
 
+def _pairs(f: fields.Record, given: tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` words as named values: a value is read as its field's kind
+    (a whole number, a number; text the record refuses naming the key)."""
+    kinds = {g.name: g for g in f.of.FIELDS}
+    out: dict[str, Any] = {}
+    for pair in given:
+        key, sep, text = pair.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            raise errors.InvalidInput(
+                f"bad {f.noun.rsplit(' ', 1)[-1]} {pair!r}: use KEY=VALUE", field=f.name
+            )
+        kind = kinds.get(key)
+        try:
+            if isinstance(kind, fields.Whole):  # 1.5 is a number, though not a whole one
+                out[key] = int(text) if text.lstrip("+-").isdecimal() else float(text)
+            elif isinstance(kind, fields.Number | fields.Seconds):
+                out[key] = float(text)
+            else:
+                out[key] = text
+        except ValueError:
+            out[key] = text  # not such a number: the record refuses it, naming the key
+    return out
+
+
 def _argument(f: fields.Field) -> Callable[[F], F]:
+    if isinstance(f, fields.Record):
+        return click.argument(f.name, nargs=-1, required=f.required, metavar=f"{f.metavar}...")
     if f.name == BODY:
         return click.argument(f.name, nargs=-1, required=True)
     if isinstance(f, fields.Texts):  # the remaining words, each one item ([ID]...)
@@ -93,7 +123,7 @@ def _option(f: fields.Field, flag: str | None) -> Callable[[F], F]:
         kw["metavar"] = f.metavar
     if isinstance(f, fields.Flag):
         kw.update(is_flag=True, default=bool(f.default))
-    elif isinstance(f, fields.Texts):
+    elif isinstance(f, fields.Texts | fields.Record):
         kw.update(multiple=True, required=f.required)
         kw["help"] = f.help + " (repeatable)"
     else:

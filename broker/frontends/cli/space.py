@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from broker.api.operations import (
+    ARCHIVE_SPACE,
+    CREATE_SPACE,
+    ROTATE_JOIN_KEY,
+    SET_SPACE,
+    SPACE_USAGE,
+    SPACES,
+    STOP_SPACE,
+)
 from broker.frontends.cli._common import (
     confirm,
     emit_json,
@@ -21,7 +30,7 @@ from broker.frontends.cli._common import (
     yes_option,
 )
 from broker.frontends.cli._output import emit, to_jsonable, when
-from broker.vocab import SPACE_KINDS, SPACE_STATES
+from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
     from broker.model.records import Space, SpaceUsage
@@ -32,55 +41,10 @@ def space() -> None:
     """Message spaces, one per root run (operator)."""
 
 
-def _parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
-    from broker import errors
-
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise errors.InvalidInput(
-                f"bad setting {pair!r}: use KEY=VALUE, e.g. inbox_cap=512", field="settings"
-            )
-        out[key.strip()] = _setting_value(key.strip(), value.strip())
-    return out
-
-
-def _setting_value(key: str, text: str) -> object:
-    """A KEY=VALUE setting's number, read as the setting's type (a whole number
-    for the int settings, else a decimal): the library takes numbers, never
-    text (S33). Text that is no such number is passed on for the library to
-    refuse, naming the setting."""
-    from broker.vocab import INT_SETTINGS
-
-    try:
-        return int(text) if key in INT_SETTINGS else float(text)
-    except ValueError:
-        return text
-
-
 @space.command("create")
-@click.option(
-    "--kind",
-    type=click.Choice(SPACE_KINDS),
-    default="run",
-    show_default=True,
-    help=(
-        "What the space is for: run (a standalone run; pick it when unsure); agentiflow "
-        "(a lead and its workers: the operator's messages go to the lead unless --to says "
-        "otherwise, and `agentiflow send` reaches it); workflow (a run of steps: `step:NAME` "
-        "reaches the runs of a step); session (a chat session: it stays joined between turns)."
-    ),
-)
-@click.option(
-    "--setting",
-    "settings",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a limit, e.g. inbox_cap=512 (repeatable).",
-)
+@from_operation(CREATE_SPACE, flags={"settings": "--setting"})
 @json_option
-def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
+def create(args: dict[str, Any], as_json: bool) -> None:
     """Create a space (and the store if there is none); print its id and its
     join key, shown this once, as one line for the shell:
     `eval "$(broker space create)"` sets BROKER_SPACE and
@@ -91,15 +55,12 @@ def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
         from broker.api.handles import Operator
 
         op = Operator(store(create=True), via="cli")
-    sp = op.create_space(
-        kind,  # type: ignore[arg-type]  # checked by click.Choice
-        **_parse_settings(settings),
-    )
+    sp = op.call(CREATE_SPACE, args)
     emit(sp, as_json, f"export BROKER_SPACE={sp.id} BROKER_JOIN_KEY={sp.join_key}")
 
 
 @space.command("join-key")
-@click.argument("run_id")
+@from_operation(ROTATE_JOIN_KEY, arguments=("space",))
 @click.option(
     "--rotate",
     is_flag=True,
@@ -107,20 +68,20 @@ def create(kind: str, settings: tuple[str, ...], as_json: bool) -> None:
     help="Make a new join key (required: the old key is never shown again).",
 )
 @json_option
-def join_key(run_id: str, rotate: bool, as_json: bool) -> None:
+def join_key(args: dict[str, Any], rotate: bool, as_json: bool) -> None:
     """Give space RUN_ID a new join key and print it (S27): for a space made
     before join keys, or whose key was lost or leaked. The old key stops
     working; participants already in keep their tokens."""
-    new = operator().rotate_join_key(run_id)
+    new = operator().rotate_join_key(**args)
     emit(new, as_json, f"export BROKER_SPACE={new.space_id} BROKER_JOIN_KEY={new.join_key}")
 
 
 @space.command("list")
-@click.option("--state", type=click.Choice(SPACE_STATES), help="Only spaces in this state.")
+@from_operation(SPACES)
 @json_option
-def list_(state: str | None, as_json: bool) -> None:
+def list_(args: dict[str, Any], as_json: bool) -> None:
     """List the spaces of the store, oldest first."""
-    items = operator().spaces(state=state)  # type: ignore[arg-type]  # checked by click.Choice
+    items = operator().spaces(**args)
     if as_json:
         emit_json_lines(items)
     else:
@@ -131,29 +92,27 @@ def list_(state: str | None, as_json: bool) -> None:
 
 
 @space.command("show")
-@click.argument("run_id")
-@click.option("--top", type=int, default=10, show_default=True, help="Senders listed by log share.")
+@from_operation(SPACE_USAGE, arguments=("space",))
 @json_option
-def show(run_id: str, top: int, as_json: bool) -> None:
+def show(args: dict[str, Any], as_json: bool) -> None:
     """Show one space (RUN_ID: full id, compact form or unique prefix): its
     limits in effect and their use (S30): the log against log_max_mb, the
     senders holding most of it, each inbox against inbox_cap."""
     op = operator()
-    sp = op.get_space(run_id)
-    _show(sp, op.space_usage(sp.id, top=top), as_json)
+    sp = op.get_space(args["space"])
+    _show(sp, op.space_usage(**{**args, "space": sp.id}), as_json)
 
 
 @space.command("set")
-@click.argument("run_id")
-@click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
+@from_operation(SET_SPACE, arguments=("space", "settings"))
 @json_option
-def set_(run_id: str, pairs: tuple[str, ...], as_json: bool) -> None:
+def set_(args: dict[str, Any], as_json: bool) -> None:
     """Change a space's limits, e.g. `broker space set RUN_ID log_max_mb=128
     sender_share=0.25` (S30). Each setting is checked against its bounds (see
     `space show`); the change is logged (`message list` shows it)."""
     op = operator()
-    sp = op.get_space(run_id)
-    usage = op.set_space(sp.id, **_parse_settings(pairs))
+    sp = op.get_space(args["space"])
+    usage = op.call(SET_SPACE, {**args, "space": sp.id})
     _show(op.get_space(sp.id), usage, as_json)
 
 
@@ -236,13 +195,13 @@ def _live(run_id: str) -> str:
 
 
 @space.command("stop")
-@click.argument("run_id")
+@from_operation(STOP_SPACE, arguments=("space",))
 @yes_option
 @json_option
-def stop(run_id: str, yes: bool, as_json: bool) -> None:
+def stop(args: dict[str, Any], yes: bool, as_json: bool) -> None:
     """Stop a space: it takes no more messages or participants, and those
     still in it are recorded as left. Asks first (--yes for scripts)."""
-    sp = operator().get_space(run_id)
+    sp = operator().get_space(**args)
     if sp.state == "running":
         confirm(f"Stop {sp.id}? {_live(sp.id)} will be recorded as left.", yes)
     sp = operator().stop_space(sp.id)
@@ -250,12 +209,12 @@ def stop(run_id: str, yes: bool, as_json: bool) -> None:
 
 
 @space.command("archive")
-@click.argument("run_id")
+@from_operation(ARCHIVE_SPACE, arguments=("space",))
 @yes_option
 @json_option
-def archive(run_id: str, yes: bool, as_json: bool) -> None:
+def archive(args: dict[str, Any], yes: bool, as_json: bool) -> None:
     """Archive a space: stopped for good, its history kept. Asks first (--yes for scripts)."""
-    sp = operator().get_space(run_id)
+    sp = operator().get_space(**args)
     if sp.state != "archived":
         extra = f" {_live(sp.id)} will be recorded as left." if sp.state == "running" else ""
         confirm(f"Archive {sp.id} for good?{extra}", yes)

@@ -47,10 +47,11 @@ PREFIXES["spaces"] = PREFIXES["runs"] + PREFIXES["sessions"] + PREFIXES["agentif
 @dataclass(frozen=True)
 class Query:
     """A query parameter: ``int`` (bounded), ``str``, ``bool`` (true|false),
-    ``time`` (ISO-8601 UTC, handed on in the store's form) or a repeated ``list``."""
+    ``time`` (ISO-8601 UTC, handed on in the store's form), a repeated ``list``
+    or a ``number`` (a declared operation's: its input record reads them)."""
 
     name: str
-    type: Literal["int", "str", "bool", "time", "list"]
+    type: Literal["int", "str", "bool", "time", "list", "number"]
     description: str
     minimum: int | None = None
     maximum: int | None = None
@@ -152,7 +153,9 @@ def parse_query(spec: tuple[Query, ...], request: Request) -> dict[str, Any]:
             out[q.name] = whole_number(q.name, value, q.minimum, q.maximum)
         elif q.type == "bool":
             if value not in ("true", "false"):
-                raise errors.InvalidInput(f"bad {q.name} {echo(value)}: true or false", field=q.name)
+                raise errors.InvalidInput(
+                    f"bad {q.name} {echo(value)}: true or false", field=q.name
+                )
             out[q.name] = value == "true"
         elif q.type == "time":
             out[q.name] = utc_time(q.name, value)

@@ -245,7 +245,10 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
             elif ep.auth == "agent":
                 caller = await state.run(state.credentials.agent, secret, ep.after_leave)
             body = None
-            if ep.op is not None:
+            query: dict[str, Any] = {}
+            if ep.op is not None and ep.method == "GET":  # its input record reads the query
+                body = operations.from_query(ep.op, request.query_params)
+            elif ep.op is not None:
                 body = parse_object(await request.body())
             elif ep.body is not None:
                 body = parse_body(ep.body, await request.body())
@@ -254,11 +257,13 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
                 b"{}",
             ):
                 raise errors.InvalidInput("this endpoint takes no body")
+            if ep.op is None:
+                query = parse_query(ep.query, request)
             call = Call(
                 request=request,
                 state=state,
                 body=body,
-                query=parse_query(ep.query, request),
+                query=query,
                 params=dict(request.path_params),
                 secret=secret,
                 caller=caller,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
 from broker.model.pydantic_inputs import (
@@ -19,40 +19,11 @@ from broker.model.pydantic_inputs import (
     DirectiveInput,
     PostInput,
 )
-from broker.vocab import MIN_SECONDS, SpaceKind
 
-__all__ = [
-    "CreateSpaceBody",
-    "DirectiveInput",
-    "JoinBody",
-    "OperatorKeyReleaseBody",
-    "OperatorReservationReleaseBody",
-    "PostInput",
-    "PruneBody",
-    "RequeueBody",
-    "PathsBody",
-    "ReservationBody",
-    "RetractBody",
-    "SendManyBody",
-    "SettingsBody",
-]
+__all__ = ["DirectiveInput", "JoinBody", "PostInput", "SendManyBody"]
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Seconds = Annotated[float, Field(ge=MIN_SECONDS, le=7 * 24 * 3600, allow_inf_nan=False)]
-Ttl = Annotated[float, Field(ge=MIN_SECONDS, le=86400, allow_inf_nan=False)]
-Fence = Annotated[int, Field(ge=0, le=2**62)]
-Body = Annotated[str, StringConstraints(min_length=1)]
-
-
-def _number(value: Any) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"a number, not {type(value).__name__}")  # true is not 1 (strict)
-    return value
-
-
-Setting = Annotated[Any, AfterValidator(_number)]  # every limit is a number
 
 
 class _Body(Strict):
@@ -60,35 +31,6 @@ class _Body(Strict):
 
 
 # --- operator ------------------------------------------------------------------------
-
-
-class CreateSpaceBody(_Body):
-    kind: SpaceKind
-    settings: dict[str, Setting] = Field(default_factory=dict)
-    """per-space limits (``space set`` names); unknown ones are refused"""
-
-
-class SettingsBody(_Body):
-    settings: dict[str, Setting]
-    """the limits to change; unknown ones are refused"""
-
-
-class PruneBody(_Body):
-    """``Operator.prune`` (S25): who counts as stale."""
-
-    older_than: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = (
-        None
-    )
-    """seconds since the last heartbeat; omitted: heartbeats are not looked at"""
-    check_pid: bool = True
-    """also a registered process that is gone (on the server's host)"""
-    dry_run: bool = False
-    """list who would be pruned, write nothing"""
-
-
-class RequeueBody(_Body):
-    ids: Annotated[list[Id], Field(min_length=1, max_length=10_000)]
-    """delivery or message ids of quarantined deliveries"""
 
 
 class JoinBody(_Body):
@@ -119,36 +61,3 @@ class SendManyBody(_Body):
 
     items: Annotated[list[dict[str, Any]], Field(max_length=1000)]
     """``{"to", "text", "idempotency_key"}`` objects"""
-
-
-# --- the operator's retract and path check (S23, S37) ----------------------------------------
-class RetractBody(_Body):
-    directive_id: Id
-
-
-PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX
-
-
-class PathsBody(_Body):
-    paths: Annotated[list[PathText], Field(min_length=1, max_length=10_000)]
-
-
-# --- path reservations (S37) -------------------------------------------------------------
-
-
-class ReservationBody(_Body):
-    fence: Fence
-
-
-# The operator ends someone's hold (S22, S37): the reason is journaled.
-Reason = Annotated[str, StringConstraints(max_length=500)]
-
-
-class OperatorKeyReleaseBody(_Body):
-    key: Key
-    fence: Fence | None = None
-    reason: Reason | None = None
-
-
-class OperatorReservationReleaseBody(ReservationBody):
-    reason: Reason | None = None

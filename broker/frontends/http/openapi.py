@@ -88,6 +88,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                     schema["maximum"] = q.maximum
             elif q.type == "bool":
                 schema = {"type": "boolean"}
+            elif q.type == "number":
+                schema = {"type": "number"}
             elif q.type == "time":
                 schema = {"type": "string", "maxLength": 40, "description": "ISO-8601, UTC"}
             elif q.type == "list":
@@ -123,11 +125,11 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
                 if "{id}" in ep.path and ep.auth in ("operator", "joiner")
                 else frozenset()
             )
-            body = ep.op.input.schema(from_path)
-            if body["properties"]:  # a call whose path names all it takes has no body
+            body_schema = ep.op.input.schema(from_path)
+            if body_schema["properties"]:  # none: the path says it all (an empty body or {})
                 op["requestBody"] = {
-                    "required": True,
-                    "content": {"application/json": {"schema": body}},
+                    "required": "required" in body_schema,
+                    "content": {"application/json": {"schema": body_schema}},
                 }
         elif ep.body is not None:
             op["requestBody"] = {

@@ -14,13 +14,17 @@ result as JSON.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from starlette.datastructures import QueryParams
 
 from broker import errors
 from broker.api.handles import Joiner
 from broker.api.operations import OPERATIONS, Operation
-from broker.frontends.http.api import PREFIXES, Call, Endpoint
+from broker.frontends.http.api import PREFIXES, Call, Endpoint, Query, whole_number
+from broker.frontends.http.edge import echo
+from broker.model import fields
 from broker.model.fields import Input
 
 AGENT = "/api/{kind}/{id}/agent"
@@ -41,6 +45,7 @@ def _endpoint(op: Operation) -> Endpoint:
         _handler(op),
         op.caller,
         op.summary,
+        query=tuple(_query_doc(f) for f in query_fields(op)),
         returns=op.result_type(),
         status=op.http.status,
         tag=op.caller,
@@ -48,6 +53,69 @@ def _endpoint(op: Operation) -> Endpoint:
         op=op,
         after_leave=op.after_leave,
     )
+
+
+def query_fields(op: Operation) -> list[fields.Field]:
+    """A ``GET``'s fields read from the query string (all but the path's)."""
+    assert op.http is not None
+    if op.http.method != "GET":
+        return []
+    skip = {*op.path_fields, "space"} if base_space(op) else set(op.path_fields)
+    return [f for f in op.input.FIELDS if f.name not in skip]
+
+
+def _query_doc(f: fields.Field) -> Query:
+    """A query field as the API reference shows it."""
+    if isinstance(f, fields.Record):
+        raise TypeError(f"{f.name}: named values cannot travel in a query string")
+    if isinstance(f, fields.Whole):
+        return Query(f.name, "int", f.help, f.low, f.high)
+    if isinstance(f, fields.Flag):
+        return Query(f.name, "bool", f.help)
+    if isinstance(f, fields.Texts):
+        return Query(f.name, "list", f.help)
+    if isinstance(f, fields.Seconds | fields.Number):
+        return Query(f.name, "number", f.help)
+    if isinstance(f, fields.Choice):
+        return Query(f.name, "str", f.help, choices=f.choices)
+    return Query(f.name, "str", f.help)
+
+
+def from_query(op: Operation, params: QueryParams) -> dict[str, Any]:
+    """A ``GET``'s input from its query string: each field's text read as the
+    field's kind (a whole number, true or false, a number; a list repeats the
+    name), for its input record to check like any other input."""
+    by_name = {f.name: f for f in query_fields(op)}
+    out: dict[str, Any] = {}
+    for name in params:
+        f = by_name.get(name)
+        if f is None:
+            raise errors.InvalidInput(f"unknown query parameter {echo(name)}", field=name)
+        values = params.getlist(name)
+        if isinstance(f, fields.Texts):
+            out[name] = values
+            continue
+        if len(values) > 1:
+            raise errors.InvalidInput(f"query parameter {name!r} given more than once", field=name)
+        out[name] = _read(f, values[0])
+    return out
+
+
+def _read(f: fields.Field, text: str) -> Any:
+    if isinstance(f, fields.Whole):
+        return whole_number(f.name, text, None, None)
+    if isinstance(f, fields.Flag):
+        if text not in ("true", "false"):
+            raise errors.InvalidInput(f"bad {f.name} {echo(text)}: true or false", field=f.name)
+        return text == "true"
+    if isinstance(f, fields.Seconds | fields.Number):
+        try:
+            return float(text)
+        except ValueError:
+            raise errors.InvalidInput(
+                f"bad {f.name} {echo(text)}: a number", field=f.name
+            ) from None
+    return text
 
 
 def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
@@ -79,8 +147,10 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
             # it may hold what a wait its client left had taken: that first
             return await getattr(twin, op.method)(**inp.values())
         if op.write:
-            return await call.state.write(lambda tx: handle.call(op, inp, tx))
-        return await call.state.run(handle.call, op, inp)
+            result = await call.state.write(lambda tx: handle.call(op, inp, tx))
+        else:
+            result = await call.state.run(handle.call, op, inp)
+        return result
 
     handle.__name__ = op.method
     handle.__module__ = f"{__name__}_{op.caller}"  # the OpenAPI operationId's prefix
@@ -92,7 +162,7 @@ def base_space(op: Operation) -> bool:
     return op.caller != "agent" and "space" in op.input.NAMES
 
 
-def _from_path(data: dict[str, Any], name: str) -> None:
+def _from_path(data: Mapping[str, Any], name: str) -> None:
     if name in data:
         raise errors.InvalidInput(
             f"unknown field {name!r}: the path names it, not the body", field=name

@@ -15,32 +15,15 @@ from broker.api.handles import Operator
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.live import View, ViewStream
-from broker.frontends.http.results import Count
 from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
-    AckStatus,
-    BoardEntry,
-    ClaimGrant,
-    CreatedSpace,
     Joined,
-    JoinKey,
-    JournalEntry,
     LogEntry,
-    Participant,
-    PathCheck,
-    QuarantinedDelivery,
-    QueueStats,
-    Reservation,
     SearchHit,
-    SendResult,
     Space,
-    SpaceActivity,
-    SpaceUsage,
-    Thread,
-    TurnRecord,
 )
-from broker.vocab import MESSAGE_KINDS, SPACE_STATES
+from broker.vocab import MESSAGE_KINDS
 
 BOARD_KINDS = ["post", "directive", "retract"]
 
@@ -56,44 +39,6 @@ async def _space(call: Call) -> tuple[Operator, Space]:
     space = await call.state.run(op.get_space, call.params["id"])
     call.state.check_kind(call.params["kind"], space)
     return op, space
-
-
-# --- spaces ----------------------------------------------------------------------------
-async def list_spaces(call: Call) -> Any:
-    op = _op(call)
-    return await call.state.run(lambda: op.spaces(state=call.query["state"]))
-
-
-async def create_space(call: Call) -> Any:
-    op = _op(call)
-    b: bodies.CreateSpaceBody = call.body
-    return await call.state.run(lambda: op.create_space(b.kind, **b.settings))
-
-
-async def show_space(call: Call) -> Any:
-    _, space = await _space(call)
-    return space
-
-
-async def space_usage(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.space_usage(space.id, top=call.query["top"] or 10))
-
-
-async def stop_space(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.stop_space, space.id)
-
-
-async def archive_space(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.archive_space, space.id)
-
-
-async def set_space(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.SettingsBody = call.body
-    return await call.state.run(lambda: op.set_space(space.id, **b.settings))
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -122,11 +67,6 @@ async def list_messages(call: Call) -> Any:
     )
 
 
-async def threads(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.threads(space.id))
-
-
 async def search(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
@@ -141,11 +81,6 @@ async def search(call: Call) -> Any:
             limit=q["limit"] or 20,
         )
     )
-
-
-async def message_status(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.status(space.id, call.params["message_id"]))
 
 
 async def stream_messages(call: Call) -> Any:
@@ -181,43 +116,12 @@ async def stream_spaces(call: Call) -> Any:
 
 
 # --- participants, board, queue ------------------------------------------------------------
-async def participants(call: Call) -> Any:
-    op, space = await _space(call)
-    include_left = call.query["include_left"] is not False  # default: everyone
-    return await call.state.run(lambda: op.participants(space.id, include_left=include_left))
-
-
-async def participant(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.participant, space.id, call.params["address"])
-
-
-async def prune(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.PruneBody = call.body
-    return await call.state.run(  # Operator.prune has its own transaction (no group commit)
-        lambda: op.prune(
-            space.id, older_than=b.older_than, check_pid=b.check_pid, dry_run=b.dry_run
-        )
-    )
-
-
 async def join(call: Call) -> Any:
     op, space = await _space(call)
     b: bodies.JoinBody = call.body
     fields = b.model_dump(exclude_none=True)
     codename = fields.pop("codename")
     return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
-
-
-async def rotate_join_key(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.rotate_join_key, space.id)
-
-
-async def transcript(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.transcript, space.id, call.params["address"])
 
 
 async def board(call: Call) -> Any:
@@ -228,78 +132,6 @@ async def board(call: Call) -> Any:
     )
 
 
-async def board_view(call: Call) -> Any:
-    op, space = await _space(call)
-    q = call.query
-    return await call.state.run(
-        lambda: op.board(space.id, after=q["after"], limit=q["limit"] or 100)
-    )
-
-
-async def queue_stats(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.queue_stats, space.id)
-
-
-async def claims(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.claims, space.id)
-
-
-async def journal(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.claim_journal(space.id, key=call.query["key"]))
-
-
-async def reservations(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.reservations, space.id)
-
-
-async def check_paths(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(lambda: op.check_paths(space.id, call.body.paths))
-
-
-async def release_key(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.OperatorKeyReleaseBody = call.body
-    return await call.state.run(
-        lambda: op.release_key(space.id, b.key, fence=b.fence, reason=b.reason)
-    )
-
-
-async def release_reservation(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.OperatorReservationReleaseBody = call.body
-    return await call.state.run(
-        lambda: op.release_reservation(space.id, b.fence, reason=b.reason)
-    )
-
-
-async def retract(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.RetractBody = call.body
-    return await call.state.write(lambda tx: op.retract(space.id, b.directive_id, tx=tx))
-
-
-async def activity(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.activity, space.id)
-
-
-async def quarantined(call: Call) -> Any:
-    op, space = await _space(call)
-    return await call.state.run(op.quarantined, space.id)
-
-
-async def requeue(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.RequeueBody = call.body
-    n = await call.state.write(lambda tx: op.requeue(space.id, b.ids, tx=tx))
-    return Count(count=n)
-
-
 SPACE = "/api/{kind}/{id}"
 LIMIT = Query("limit", "int", "at most this many rows (default 1000)", 1, 10_000)
 AFTER = Query("after", "str", "only rows after this message id")
@@ -307,19 +139,9 @@ AFTER = Query("after", "str", "only rows after this message id")
 
 def endpoints() -> list[Endpoint]:
     e = [
-        Endpoint("GET", "/api/spaces", list_spaces, "operator", "List spaces",
-                 query=(Query("state", "str", "only spaces in this state", choices=SPACE_STATES),),
-                 returns=list[Space]),
         Endpoint("GET", "/api/spaces/stream", stream_spaces, "operator",
                  "The list of spaces as Server-Sent Events: one 'spaces' event (the whole "
                  "list) at once and after every change", stream=True),
-        Endpoint("POST", "/api/spaces", create_space, "operator", "Create a space",
-                 body=bodies.CreateSpaceBody, returns=CreatedSpace, status=201),
-        Endpoint("GET", SPACE, show_space, "operator", "Show a space", returns=Space),
-        Endpoint("POST", SPACE + "/stop", stop_space, "operator",
-                 "Stop a space (it takes no new message or participant)", returns=Space),
-        Endpoint("POST", SPACE + "/archive", archive_space, "operator", "Archive a space (final)",
-                 returns=Space),
         Endpoint("GET", SPACE + "/messages", list_messages, "operator",
                  "The space's log, in sequence order",
                  query=(AFTER,
@@ -335,15 +157,9 @@ def endpoints() -> list[Endpoint]:
                               1_000_000),
                         Query("thread", "str", "only this thread (S35)")),
                  returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/threads", threads, "operator",
-                 "The space's threads, most recently active first (S35)",
-                 returns=list[Thread]),
         Endpoint("GET", SPACE + "/search", search, "operator",
                  "Full-text search of the space's log (S36)", query=SEARCH_QUERY,
                  returns=list[SearchHit]),
-        Endpoint("GET", SPACE + "/messages/{message_id}/status", message_status, "operator",
-                 "Who has seen a message", returns=AckStatus,
-                 path_params={"message_id": "the message's id"}),
         Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
                  "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
@@ -353,69 +169,11 @@ def endpoints() -> list[Endpoint]:
                  "The space's state as Server-Sent Events: one 'state' event (the space, "
                  "participants, live claims and reservations, activity) at once and after "
                  "every change", stream=True),
-        Endpoint("GET", SPACE + "/participants", participants, "operator",
-                 "Participants with status and last seen",
-                 query=(Query("include_left", "bool",
-                              "also those that left (default true)"),),
-                 returns=list[Participant]),
-        Endpoint("GET", SPACE + "/participants/{address}", participant, "operator",
-                 "One participant (its directory entry)", returns=Participant,
-                 path_params={"address": "the participant's address"}),
-        Endpoint("POST", SPACE + "/prune", prune, "operator",
-                 "Record stale participants as left (S25); dry_run lists them only",
-                 body=bodies.PruneBody, returns=list[Participant]),
-        Endpoint("GET", SPACE + "/participants/{address}/transcript", transcript, "operator",
-                 "A participant's transcript, turn by turn (S19)", returns=list[TurnRecord],
-                 path_params={"address": "the participant's address"}),
         Endpoint("GET", SPACE + "/board", board, "operator",
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/board/view", board_view, "operator",
-                 "board.view: what board.read returns (directives with in_force)",
-                 query=(AFTER, Query("limit", "int", "at most this many (default 100)", 1,
-                                     1000)),
-                 returns=list[BoardEntry]),
-        Endpoint("GET", SPACE + "/queue", queue_stats, "operator",
-                 "Deliveries by state and their redeliveries (S13-S15)", returns=QueueStats),
-        Endpoint("GET", SPACE + "/activity", activity, "operator",
-                 "Each inbox as a queue (waiting, in flight, retried, quarantined) and the "
-                 "send rate of the last minute", returns=SpaceActivity),
-        Endpoint("POST", SPACE + "/board/retract", retract, "operator",
-                 "Lift any directive, whoever issued it (S9: the operator's exception)",
-                 body=bodies.RetractBody, returns=SendResult),
-        Endpoint("GET", SPACE + "/claims", claims, "operator", "Live board claims",
-                 returns=list[ClaimGrant]),
-        Endpoint("POST", SPACE + "/claims/release", release_key, "operator",
-                 "End a live key claim whoever holds it (S22; journaled operator: reason)",
-                 body=bodies.OperatorKeyReleaseBody, returns=JournalEntry),
-        Endpoint("GET", SPACE + "/claims/journal", journal, "operator",
-                 "The claim journal (S23)",
-                 query=(Query("key", "str", "only this key"),), returns=list[JournalEntry]),
-        Endpoint("GET", SPACE + "/reservations", reservations, "operator",
-                 "Live path reservations (S37)", returns=list[Reservation]),
-        Endpoint("POST", SPACE + "/reservations/check", check_paths, "operator",
-                 "Who holds what covers each path (S37)", body=bodies.PathsBody,
-                 returns=list[PathCheck]),
-        Endpoint("POST", SPACE + "/reservations/release", release_reservation, "operator",
-                 "End a live path reservation whoever holds it (S37; journaled operator: "
-                 "reason)", body=bodies.OperatorReservationReleaseBody, returns=JournalEntry),
-        Endpoint("GET", SPACE + "/quarantine", quarantined, "operator",
-                 "Quarantined deliveries with their evidence (S15)",
-                 returns=list[QuarantinedDelivery]),
-        Endpoint("POST", SPACE + "/quarantine/requeue", requeue, "operator",
-                 "Requeue quarantined deliveries", body=bodies.RequeueBody, returns=Count),
     ]  # fmt: skip
-    e.append(Endpoint("PATCH", SPACE + "/settings", set_space, "operator",
-                      "Change a space's limits (S30; bounded, logged)", body=bodies.SettingsBody,
-                      returns=SpaceUsage))  # fmt: skip
-    e.append(Endpoint("GET", SPACE + "/usage", space_usage, "operator",
-                      "A space's limits in effect and their use (S30)",
-                      query=(Query("top", "int", "senders listed (default 10)", 1, 1000),),
-                      returns=SpaceUsage))  # fmt: skip
     e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
                       "Join a participant on an agent's behalf (its token is shown once)",
                       body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
-    e.append(Endpoint("POST", SPACE + "/join-key", rotate_join_key, "operator",
-                      "A new join key for the space (S27; the old one stops working)",
-                      returns=JoinKey))  # fmt: skip
     return e

@@ -85,20 +85,3 @@ class RunInput(_In):
     """Operator tools that take only the run (space) id."""
 
     run: SpaceRef
-
-
-class OperatorKeyReleaseInput(_In):
-    """The operator ends a live key claim, whoever holds it (S22)."""
-
-    run: SpaceRef
-    key: Key
-    fence: int | None = Field(None, ge=1)
-    reason: str | None = Field(None, max_length=500)
-
-
-class OperatorUnreserveInput(_In):
-    """The operator ends a live path reservation, whoever holds it (S37)."""
-
-    run: SpaceRef
-    fence: int = Field(ge=1)
-    reason: str | None = Field(None, max_length=500)

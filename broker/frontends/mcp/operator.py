@@ -10,7 +10,7 @@ from __future__ import annotations
 from mcp_types import ToolAnnotations
 
 from broker.api.aio import AsyncOperator
-from broker.api.operations import OPERATOR_SEND
+from broker.api.operations import OPERATOR_RELEASE_KEY, OPERATOR_SEND, RELEASE_RESERVATION
 from broker.frontends.mcp import inputs
 from broker.frontends.mcp.core import Output, ToolSpec, data, declared
 from broker.model.records import to_dict
@@ -57,16 +57,7 @@ async def _board(op: AsyncOperator, a: inputs.RunInput) -> Output:
     )
 
 
-async def _release(op: AsyncOperator, a: inputs.OperatorKeyReleaseInput) -> Output:
-    return data(await op.release_key(a.run, a.key, fence=a.fence, reason=a.reason))
-
-
-async def _unreserve(op: AsyncOperator, a: inputs.OperatorUnreserveInput) -> Output:
-    return data(await op.release_reservation(a.run, a.fence, reason=a.reason))
-
-
 _END = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
-REASON = "Optional: why (journaled as 'operator: REASON')."
 
 OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
     declared(
@@ -117,37 +108,6 @@ OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
         fields={"run": RUN},
         annotations=_READ,
     ),
-    ToolSpec(
-        name="board_release",
-        title="End a key claim",
-        description=(
-            "End the live claim on a board key whoever holds it (board.release for the "
-            "operator): for a claim that blocks others, e.g. its holder is gone. The holder's "
-            "fence goes stale; the claim journal says 'released' with the reason "
-            "'operator: ...'. Fails with lease_lost if nobody holds the key."
-        ),
-        model=inputs.OperatorKeyReleaseInput,
-        run=_release,
-        fields={
-            "run": RUN,
-            "key": "The board key.",
-            "fence": "Optional: end it only if this is the current grant's fence.",
-            "reason": REASON,
-        },
-        annotations=_END,
-    ),
-    ToolSpec(
-        name="board_unreserve",
-        title="End a path reservation",
-        description=(
-            "End the live path reservation with this fence whoever holds it (board_view lists "
-            "the reservations with their fences). The fence goes stale; the journal "
-            "says 'released' with the reason 'operator: ...'. Fails with lease_lost if it is "
-            "not live."
-        ),
-        model=inputs.OperatorUnreserveInput,
-        run=_unreserve,
-        fields={"run": RUN, "fence": "The reservation's fence.", "reason": REASON},
-        annotations=_END,
-    ),
+    declared(OPERATOR_RELEASE_KEY, annotations=_END),
+    declared(RELEASE_RESERVATION, annotations=_END),
 ]

@@ -42,7 +42,11 @@ def _method(cls: type, op: Operation) -> Callable[..., Any]:
         bound = sig.bind(*args, **kwargs)  # a wrong call is a TypeError, as the library's
         return op.answer(self.call(op, op.input.parse(bound.arguments)))
 
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    # With **settings, self is positional-only (as the library's: a setting is never "self").
+    kind = (
+        inspect.Parameter.POSITIONAL_ONLY if op.spread else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    )
+    self_param = inspect.Parameter("self", kind)
     method.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])  # type: ignore[attr-defined]
     method.__name__ = op.method
     method.__qualname__ = f"{cls.__qualname__}.{op.method}"

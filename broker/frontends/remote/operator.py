@@ -8,39 +8,23 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import quote
 
 from broker import errors
 from broker.api.operations import Operation, operation
 from broker.frontends.remote.agent import RemoteAgent, search_query
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
-from broker.frontends.remote.operations import derived
+from broker.frontends.remote.operations import derived, route
 from broker.frontends.remote.reservations import RemoteOperatorPaths
 from broker.frontends.remote.wire import Connection, events, json_or_none, space_path
 from broker.model.fields import Input
 from broker.model.records import (
-    AckStatus,
-    BoardEntry,
-    ClaimGrant,
-    CreatedSpace,
     Joined,
-    JoinKey,
-    JournalEntry,
     LogEntry,
-    Participant,
-    QuarantinedDelivery,
-    QueueStats,
     SearchHit,
-    SendResult,
-    Space,
-    SpaceActivity,
-    SpaceUsage,
-    Thread,
-    TurnRecord,
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
+from broker.vocab import SEARCH_DEFAULT
 
 
 # --- the operator ------------------------------------------------------------------------
@@ -75,29 +59,6 @@ class RemoteOperator(RemoteOperatorPaths):
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
 
-    def create_space(self, kind: str, **settings: object) -> CreatedSpace:
-        """A new space of ``kind`` with these per-space limits, and its join key."""
-        data = self._call("POST", "/api/spaces", {"kind": kind, "settings": settings})
-        return from_dict(CreatedSpace, data)  # type: ignore[no-any-return]
-
-    def rotate_join_key(self, space: str) -> JoinKey:
-        """A new join key for ``space`` (S27)."""
-        return from_dict(JoinKey, self._call("POST", space_path(space) + "/join-key"))  # type: ignore[no-any-return]
-
-    def set_space(self, space: str, /, **settings: object) -> SpaceUsage:
-        """Change a space's limits (S30)."""
-        data = self._call("PATCH", space_path(space) + "/settings", body={"settings": settings})
-        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
-
-    def space_usage(self, space: str, *, top: int = 10) -> SpaceUsage:
-        """A space's limits in effect and their use (S30)."""
-        data = self._call("GET", space_path(space) + "/usage", query={"top": top})
-        return from_dict(SpaceUsage, data)  # type: ignore[no-any-return]
-
-    def threads(self, space: str) -> list[Thread]:
-        """The space's threads (S35)."""
-        return list_of(Thread, self._call("GET", space_path(space) + "/threads"))
-
     def search(
         self,
         space: str,
@@ -113,28 +74,6 @@ class RemoteOperator(RemoteOperatorPaths):
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(SearchHit, self._call("GET", space_path(space) + "/search", query=q))
 
-    def status(self, space: str, message_id: str) -> AckStatus:
-        """Who has seen an ack-required message, who not."""
-        path = f"{space_path(space)}/messages/{quote(message_id, safe='')}/status"
-        return from_dict(AckStatus, self._call("GET", path))  # type: ignore[no-any-return]
-
-    def spaces(self, *, state: str | None = None) -> list[Space]:
-        """Every space of the store, oldest first (optionally in one state)."""
-        return list_of(Space, self._call("GET", "/api/spaces", query={"state": state}))
-
-    def get_space(self, space: str) -> Space:
-        """One space by run id (full, compact or a unique prefix, S1)."""
-        return from_dict(Space, self._call("GET", space_path(space)))  # type: ignore[no-any-return]
-
-    def stop_space(self, space: str) -> Space:
-        """Stop a space: it takes no more messages."""
-        return from_dict(Space, self._call("POST", space_path(space) + "/stop"))  # type: ignore[no-any-return]
-
-    def archive_space(self, space: str) -> Space:
-        """Archive a space: stopped for good, its history kept."""
-        data = self._call("POST", space_path(space) + "/archive")
-        return from_dict(Space, data)  # type: ignore[no-any-return]
-
     # --- messages -----------------------------------------------------------------------
     @self_checked
     def call(self, op: Operation, inp: Input | Mapping[str, Any]) -> Any:
@@ -144,10 +83,12 @@ class RemoteOperator(RemoteOperatorPaths):
         record: Input = op.accept("operator", inp)
         if op.http is None:
             raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
-        body = record.values()
-        path = op.http.path
-        if "space" in body:  # the space is the path's, never the body's
-            path = space_path(body.pop("space")) + path
+        path, body = route(op, record.values())  # a field the path names is the path's only
+        # the space is the path's, never the body's
+        path = (space_path(body.pop("space")) if "space" in body else "/api") + path
+        if op.http.method == "GET":
+            query = {k: _query_text(v) for k, v in body.items()}
+            return decode(op, self._call("GET", path, query=query))
         return decode(op, self._call(op.http.method, path, body))
 
     def log(
@@ -265,85 +206,6 @@ class RemoteOperator(RemoteOperatorPaths):
         return newest[0].seq if newest else 0
 
     # --- participants, the board, the queue -----------------------------------------------
-    def participants(self, space: str, *, include_left: bool = True) -> list[Participant]:
-        """The participants of ``space`` (its directory), in join order."""
-        query = {"include_left": "true" if include_left else "false"}
-        return list_of(
-            Participant, self._call("GET", space_path(space) + "/participants", query=query)
-        )
-
-    def participant(self, space: str, address: str) -> Participant:
-        """One participant (its directory entry) by address."""
-        path = f"{space_path(space)}/participants/{quote(address, safe='')}"
-        return from_dict(Participant, self._call("GET", path))  # type: ignore[no-any-return]
-
-    def prune(
-        self,
-        space: str,
-        *,
-        older_than: float | None = None,
-        check_pid: bool = True,
-        dry_run: bool = False,
-    ) -> list[Participant]:
-        """Record stale participants as left (S25); ``check_pid`` looks at the
-        processes on the server's host. ``dry_run`` writes nothing."""
-        body = {"older_than": older_than, "check_pid": check_pid, "dry_run": dry_run}
-        return list_of(Participant, self._call("POST", space_path(space) + "/prune", body))
-
-    def quarantined(self, space: str) -> list[QuarantinedDelivery]:
-        """Quarantined deliveries of a space, with their evidence."""
-        return list_of(QuarantinedDelivery, self._call("GET", space_path(space) + "/quarantine"))
-
-    def requeue(self, space: str, ids: Iterable[str]) -> int:
-        """Put quarantined deliveries (delivery or message ids) back to ready."""
-        data = self._call("POST", space_path(space) + "/quarantine/requeue", {"ids": list(ids)})
-        return int(data["count"])
-
-    def queue_stats(self, space: str) -> QueueStats:
-        """A space's deliveries by state and the redeliveries they took."""
-        return from_dict(QueueStats, self._call("GET", space_path(space) + "/queue"))  # type: ignore[no-any-return]
-
-    def transcript(self, space: str, address: str) -> list[TurnRecord]:
-        """A participant's transcript rebuilt turn by turn."""
-        path = f"{space_path(space)}/participants/{quote(address, safe='')}/transcript"
-        return list_of(TurnRecord, self._call("GET", path))
-
-    def board(
-        self, space: str, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
-    ) -> list[BoardEntry]:
-        """``board.view``: posts, directives and retractions after ``after``."""
-        query = {"after": after, "limit": limit}
-        return list_of(
-            BoardEntry, self._call("GET", space_path(space) + "/board/view", query=query)
-        )
-
-    def activity(self, space: str) -> SpaceActivity:
-        """Each inbox of a space as a queue, and the send rate of the last minute."""
-        return from_dict(SpaceActivity, self._call("GET", space_path(space) + "/activity"))  # type: ignore[no-any-return]
-
-    def retract(self, space: str, directive_id: str) -> SendResult:
-        """Lift any directive of a space, whoever issued it (S9's exception)."""
-        body = {"directive_id": directive_id}
-        data = self._call("POST", space_path(space) + "/board/retract", body)
-        return from_dict(SendResult, data)  # type: ignore[no-any-return]
-
-    def claims(self, space: str) -> list[ClaimGrant]:
-        """The live board claims of a space, by key."""
-        return list_of(ClaimGrant, self._call("GET", space_path(space) + "/claims"))
-
-    def release_key(
-        self, space: str, key: str, *, fence: int | None = None, reason: str | None = None
-    ) -> JournalEntry:
-        """End the live claim on ``key``, whoever holds it (journaled ``operator: ...``)."""
-        body = {"key": key, "fence": fence, "reason": reason}
-        data = self._call("POST", space_path(space) + "/claims/release", body)
-        return from_dict(JournalEntry, data)  # type: ignore[no-any-return]
-
-    def claim_journal(self, space: str, *, key: str | None = None) -> list[JournalEntry]:
-        """The claim journal of a space (optionally one key), oldest first."""
-        path = space_path(space) + "/claims/journal"
-        return list_of(JournalEntry, self._call("GET", path, query={"key": key}))
-
     def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
         """Join a participant on an agent's behalf; its token is in ``Joined``."""
         data = self._call(
@@ -354,6 +216,15 @@ class RemoteOperator(RemoteOperatorPaths):
 
 
 PAGE = 1000  # rows per request of log(): the server's default page
+
+
+def _query_text(value: Any) -> Any:
+    """A field's value as a query string carries it (None: left out; a list repeats)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None or isinstance(value, list):
+        return value
+    return str(value)
 
 
 def _cursor(after: str | int | None) -> dict[str, Any]:
