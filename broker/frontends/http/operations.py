@@ -89,9 +89,10 @@ def from_query(op: Operation, params: QueryParams) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in params:
         f = by_name.get(name)
-        if f is None:
-            raise errors.InvalidInput(f"unknown query parameter {echo(name)}", field=name)
         values = params.getlist(name)
+        if f is None:  # the input record refuses it, in the words every surface uses
+            out[name] = values[0]
+            continue
         if isinstance(f, fields.Texts):
             out[name] = values
             continue
