@@ -512,7 +512,9 @@ def test_S9_operator_message_has_via_and_urgent(
         r = Operator(store, via=via).send(space, "x", to=["heron"])  # type: ignore[arg-type]
         assert r.reached == ["heron"] and row(store, r.id)["via"] == via
     with pytest.raises(errors.InvalidInput, match="via"):
-        messages.operator_send(store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms")  # type: ignore[arg-type]
+        messages.operator_send(
+            store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms"
+        )  # type: ignore[arg-type]
 
 
 def test_S9_operator_default_target_is_the_lead_in_an_agentiflow(
@@ -658,6 +660,30 @@ def test_S10_body_cap_is_a_space_setting(store: Store, operator: Operator) -> No
     assert a.send("operator", "0123456789").reached == ["operator"]
     with pytest.raises(errors.BodyTooLarge):
         a.send("operator", "0123456789X")
+
+
+def test_S10_at_the_largest_cap_one_byte_more_is_body_too_large_like_any_other_cap(
+    store: Store, operator: Operator
+) -> None:
+    """At the largest cap a space can set, a body of exactly the cap goes and
+    one byte more is ``body_too_large`` naming its size, as past any other
+    cap, and as a body that is over in bytes but not in characters; never a
+    plain character-count ``invalid_input``."""
+    cap = 1024 * 1024
+    sid = operator.create_space("workflow", body_max_bytes=cap).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    trusted.join(store, sid, "flow/b")
+    assert a.send("b", "a" * cap).reached == ["b"]
+    before = all_rows(store)
+    for text in ("a" * (cap + 1), "é" * (cap // 2) + "a", "a" * (4 * cap)):
+        with pytest.raises(errors.BodyTooLarge) as info:
+            a.send("b", text)
+        size = len(text.encode())
+        assert (info.value.fields["size"], info.value.fields["field"]) == (size, "text")
+        assert str(info.value).startswith(f"message body is {size} bytes; ")
+        with pytest.raises(errors.BodyTooLarge):
+            operator.send(sid, text, to=["b"])
+    assert all_rows(store) == before
 
 
 # --- S12: idempotency ------------------------------------------------------------------------------

@@ -178,6 +178,20 @@ def test_S10_a_message_of_exactly_body_max_bytes_is_sent_and_one_byte_more_is_41
                 assert_refused(r, 413, "body_too_large", "text")
     bodies = [e["body"] for e in log_of(srv, sid) if e["kind"] == "direct"]
     assert bodies == ["é" * 49 + "x", "é" * 50]
+    # At the largest cap a space can set, one character more is 413 as well (not 422).
+    cap = 1024 * 1024
+    sid = new_space(srv, body_max_bytes=cap)
+    token = join(srv, sid, "lynx")
+    join(srv, sid, "otter")
+    with srv.client(token) as c:
+        for text, ok in (("a" * cap, True), ("a" * (cap + 1), False), ("b" * cap + "é", False)):
+            r = c.post(agent_path(sid, "/send"), json={"to": ["otter"], "text": text})
+            if ok:
+                assert r.status_code == 200, r.text
+            else:
+                assert_refused(r, 413, "body_too_large", "text")
+                assert r.json()["size"] == len(text.encode()), r.text
+    assert [len(e["body"]) for e in log_of(srv, sid) if e["kind"] == "direct"] == [cap]
 
 
 def test_S33_numbers_in_headers_and_queries_are_ascii_digits_or_422(srv: Server) -> None:

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self, dataclass_transform
 
-from broker.errors import InvalidInput
+from broker.errors import BodyTooLarge, InvalidInput
 from broker.model.bounds import control_char, text_flaw
 
 INT64 = 2**63
@@ -196,6 +196,25 @@ class Text(Field):
         return out
 
 
+class Body(Text):
+    """A message body (S10). Past ``high`` characters it is past the largest
+    cap any space can set (UTF-8 takes at least a byte a character), so it is
+    refused as a body over its space's cap is: ``body_too_large`` naming its
+    size in bytes, never a character-count ``invalid_input`` that only the
+    largest cap would meet."""
+
+    def convert(self, value: object) -> Any:
+        if isinstance(value, str) and len(value) > self.high:
+            size = len(value.encode("utf-8", "surrogatepass"))
+            raise BodyTooLarge(
+                f"message body is {size} bytes; no space's cap is above {self.high}",
+                field=self.name,
+                size=size,
+                cap=self.high,
+            )
+        return super().convert(value)
+
+
 class Whole(Field):
     """A whole number from ``low`` to ``high`` (within 64 bits)."""
 
@@ -267,7 +286,9 @@ class Choice(Field):
         super().__init__(help, **kw)
         self.choices = tuple(choices)
         quoted = [repr(c) for c in self.choices]
-        self.said = f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        self.said = (
+            f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        )
 
     def convert(self, value: object) -> Any:
         if type(value) is str and value in self.choices:
@@ -447,7 +468,9 @@ class Input:
         if not self.NAMES.issuperset(data):
             for name in data:
                 if name not in self.NAMES:
-                    raise InvalidInput(f"unknown field {name!r}: this tool does not take it", field=name)
+                    raise InvalidInput(
+                        f"unknown field {name!r}: this tool does not take it", field=name
+                    )
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
