@@ -512,9 +512,7 @@ def test_S9_operator_message_has_via_and_urgent(
         r = Operator(store, via=via).send(space, "x", to=["heron"])  # type: ignore[arg-type]
         assert r.reached == ["heron"] and row(store, r.id)["via"] == via
     with pytest.raises(errors.InvalidInput, match="via"):
-        messages.operator_send(
-            store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms"
-        )  # type: ignore[arg-type]
+        messages.operator_send(store, OperatorSendInput(space=space, text="x", to=["lynx"]), via="sms")  # type: ignore[arg-type]
 
 
 def test_S9_operator_default_target_is_the_lead_in_an_agentiflow(

@@ -286,9 +286,7 @@ class Choice(Field):
         super().__init__(help, **kw)
         self.choices = tuple(choices)
         quoted = [repr(c) for c in self.choices]
-        self.said = (
-            f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
-        )
+        self.said = f"one of {', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
 
     def convert(self, value: object) -> Any:
         if type(value) is str and value in self.choices:
@@ -468,9 +466,7 @@ class Input:
         if not self.NAMES.issuperset(data):
             for name in data:
                 if name not in self.NAMES:
-                    raise InvalidInput(
-                        f"unknown field {name!r}: this tool does not take it", field=name
-                    )
+                    raise InvalidInput(f"unknown field {name!r}: this tool does not take it", field=name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
