@@ -658,6 +658,30 @@ def test_S10_body_cap_is_a_space_setting(store: Store, operator: Operator) -> No
         a.send("operator", "0123456789X")
 
 
+def test_S10_at_the_largest_cap_one_byte_more_is_body_too_large_like_any_other_cap(
+    store: Store, operator: Operator
+) -> None:
+    """At the largest cap a space can set, a body of exactly the cap goes and
+    one byte more is ``body_too_large`` naming its size, as past any other
+    cap, and as a body that is over in bytes but not in characters; never a
+    plain character-count ``invalid_input``."""
+    cap = 1024 * 1024
+    sid = operator.create_space("workflow", body_max_bytes=cap).id
+    a, _ = trusted.join(store, sid, "flow/a")
+    trusted.join(store, sid, "flow/b")
+    assert a.send("b", "a" * cap).reached == ["b"]
+    before = all_rows(store)
+    for text in ("a" * (cap + 1), "é" * (cap // 2) + "a", "a" * (4 * cap)):
+        with pytest.raises(errors.BodyTooLarge) as info:
+            a.send("b", text)
+        size = len(text.encode())
+        assert (info.value.fields["size"], info.value.fields["field"]) == (size, "text")
+        assert str(info.value).startswith(f"message body is {size} bytes; ")
+        with pytest.raises(errors.BodyTooLarge):
+            operator.send(sid, text, to=["b"])
+    assert all_rows(store) == before
+
+
 # --- S12: idempotency ------------------------------------------------------------------------------
 def test_S12_a_repeat_with_the_same_key_returns_the_first_result_and_writes_nothing(
     store: Store, crew: dict[str, Agent]

@@ -135,6 +135,32 @@ def test_S33_a_request_body_of_exactly_the_cap_is_taken_and_one_byte_more_is_413
     assert_no_server_error(srv)
 
 
+def test_S33_a_content_length_one_byte_over_the_cap_is_413_before_any_byte_of_the_body(
+    srv: Server,
+) -> None:
+    """The declared length is judged first, inclusively: a Content-Length of
+    cap + 1 is answered 413 at once, without waiting for (or reading) a body
+    that never comes; a Content-Length of exactly the cap is waited for."""
+    from broker.frontends.http.app import Options
+
+    cap = Options().max_body
+    sid = new_space(srv)
+    token = join(srv, sid, "lynx")
+
+    def head(length: int) -> bytes:
+        return (
+            f"POST {agent_path(sid, '/send')} HTTP/1.1\r\nHost: broker\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
+
+    over = raw_exchange(srv, head(cap + 1), wait=3.0)
+    assert over.startswith(b"HTTP/1.1 413"), over[:200]
+    assert b"body_too_large" in over
+    assert raw_exchange(srv, head(cap), wait=1.0) == b""  # still waiting for the body
+    assert_no_server_error(srv)
+
+
 def test_S10_a_message_of_exactly_body_max_bytes_is_sent_and_one_byte_more_is_413(
     srv: Server,
 ) -> None:
@@ -152,6 +178,20 @@ def test_S10_a_message_of_exactly_body_max_bytes_is_sent_and_one_byte_more_is_41
                 assert_refused(r, 413, "body_too_large", "text")
     bodies = [e["body"] for e in log_of(srv, sid) if e["kind"] == "direct"]
     assert bodies == ["é" * 49 + "x", "é" * 50]
+    # At the largest cap a space can set, one character more is 413 as well (not 422).
+    cap = 1024 * 1024
+    sid = new_space(srv, body_max_bytes=cap)
+    token = join(srv, sid, "lynx")
+    join(srv, sid, "otter")
+    with srv.client(token) as c:
+        for text, ok in (("a" * cap, True), ("a" * (cap + 1), False), ("b" * cap + "é", False)):
+            r = c.post(agent_path(sid, "/send"), json={"to": ["otter"], "text": text})
+            if ok:
+                assert r.status_code == 200, r.text
+            else:
+                assert_refused(r, 413, "body_too_large", "text")
+                assert r.json()["size"] == len(text.encode()), r.text
+    assert [len(e["body"]) for e in log_of(srv, sid) if e["kind"] == "direct"] == [cap]
 
 
 def test_S33_numbers_in_headers_and_queries_are_ascii_digits_or_422(srv: Server) -> None:

@@ -19,6 +19,7 @@ import pytest
 import trusted
 
 from broker import Agent, Operator, Store, errors
+from broker.delivery import inbox
 
 TOKENS: dict[str, str] = {}
 
@@ -142,3 +143,72 @@ def test_S45_two_authorization_headers_are_no_credential_on_every_surface(
     assert r.status_code == 401, r.text
     r = httpx.post(f"{base}/mcp", json=init, headers=[*one.items(), *mcp_headers])
     assert r.status_code == 200, r.text
+
+
+# --- a lease's owner names the claimer, never someone else --------------------------------------
+def lease_rows(store: Store) -> list[tuple[object, ...]]:
+    with store.read() as t:
+        rows = t.all("SELECT id, state, lease_token, lease_owner FROM deliveries ORDER BY id")
+        return [tuple(r) for r in rows]
+
+
+@pytest.mark.parametrize(
+    "owner",
+    ["operator", "OPERATOR", "Ｏperator\u200b", "operator#2", "lead", "x>operator", "victim",
+     "Victim:4242", "v1ctim", "work for victim", "boss:1"],
+)  # fmt: skip
+def test_S45_a_lease_owner_that_reads_as_someone_else_is_refused_and_nothing_is_written(
+    store: Store, swarm: tuple[str, Agent, Agent, Agent], owner: str
+) -> None:
+    sid, victim, mallory, boss = swarm
+    boss.send("mallory", "for mallory")
+    before, rows = count_rows(store), lease_rows(store)
+    with pytest.raises(errors.InvalidInput) as info:
+        mallory.claim(owner=owner)
+    assert info.value.fields == {"field": "owner"}
+    message = str(info.value)
+    assert "\n" not in message and "never another participant or the operator" in message
+    assert (count_rows(store), lease_rows(store)) == (before, rows)
+    first = mallory.claim()  # the default owner claims it
+    mallory.ack(first.lease_token)
+    boss.send("mallory", "again")
+    rows = lease_rows(store)
+    with pytest.raises(errors.InvalidInput) as info:
+        inbox.ack_and_claim(store, mallory.identity, first.lease_token, owner=owner)
+    assert info.value.fields == {"field": "owner"}
+    assert lease_rows(store) == rows
+
+
+@pytest.mark.parametrize("owner", ["mallory", "MALLORY:7", "mallory-batch", "worker-3", "w 2"])
+def test_S45_a_lease_owner_of_the_claimers_own_is_taken_and_shown(
+    store: Store, swarm: tuple[str, Agent, Agent, Agent], owner: str
+) -> None:
+    sid, victim, mallory, boss = swarm
+    boss.send("mallory", "for mallory")
+    got = mallory.claim(owner=owner)
+    assert (got.owner, len(got.deliveries)) == (owner, 1)
+    assert [r[3] for r in lease_rows(store) if r[1] == "processing"] == [owner]
+    boss.send("mallory", "next")
+    again = inbox.ack_and_claim(store, mallory.identity, got.lease_token, owner=owner)
+    assert (again.owner, len(again.deliveries)) == (owner, 1)
+
+
+@pytest.mark.sqlite_only
+def test_S45_a_lease_owner_that_reads_as_the_operator_is_refused_over_http(
+    served: tuple[object, str, str],
+) -> None:
+    srv, sid, token = served
+    base, key = srv.base, srv.key  # type: ignore[attr-defined]
+    claim = f"{base}/api/sessions/{sid}/agent/inbox/claim"
+    headers = {"Authorization": f"Bearer {token}"}
+    sent = httpx.post(
+        f"{base}/api/sessions/{sid}/messages",
+        json={"to": ["mallory"], "text": "hi"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert sent.status_code in (200, 201), sent.text
+    r = httpx.post(claim, json={"owner": "Operator"}, headers=headers)
+    assert r.status_code == 422 and r.json()["error"] == "invalid_input", r.text
+    assert r.json()["field"] == "owner" and "\n" not in r.json()["message"]
+    r = httpx.post(claim, json={"owner": "mallory:1"}, headers=headers)
+    assert r.status_code == 200 and len(r.json()["deliveries"]) == 1, r.text

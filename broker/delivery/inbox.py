@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ from broker.model import bounds
 from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
 from broker.spaces import auth
+from broker.spaces.addressing import reads_as, reads_reserved
 from broker.spaces.auth import Identity
 from broker.spaces.spaces import resolve_id
 from broker.store import procs
@@ -60,6 +62,7 @@ MAX_WAIT_S = bounds.DAY_S
 OWNER_MAX = 200
 EVIDENCE_MAX = 8000
 
+_ADDRESSES = stmt("participants.addresses")
 _INSERT = stmt("inbox.insert")
 _CLAIM = stmt("inbox.claim")
 _QUARANTINE_HEAD = stmt("inbox.quarantine_head")
@@ -144,6 +147,39 @@ def _norm_ids(ids: Iterable[str] | None) -> list[str] | None:
 
 def default_owner(ident: Identity) -> str:
     return f"{ident.address}:{os.getpid()}"
+
+
+# Words of an owner label as a reader splits them ("worker for otter" has three).
+_LABEL_WORD = re.compile(r"[\w.#>\-]+")
+
+
+def check_owner(t: Tx, ident: Identity, owner: str) -> None:
+    """S45: a lease's owner names the claimer or a worker of its own, never
+    someone else. A word of the label that reads as a reserved word
+    (``operator``, ``Lead``) or as another address of the space (``0tter``,
+    ``otter:4242``) is ``invalid_input`` (field ``owner``), since every view of
+    the queue shows the label as who holds the mail. The default form,
+    ``<address>:<pid>``, is the caller's own and is not read."""
+    if _DEFAULT_OWNER.fullmatch(owner) and owner.rsplit(":", 1)[0] == ident.address:
+        return
+    own = reads_as(ident.address)
+    words = [w for w in _LABEL_WORD.findall(owner) if reads_as(w) != own]
+    taken = {reads_as(a): a for (a,) in t.all(_ADDRESSES, {"space_id": ident.space_id})}
+    for word in words:
+        if reads_reserved(word) or reads_reserved(word.rsplit(">", 1)[-1]):
+            who = "the broker's reserved name " + repr(word.rsplit(">", 1)[-1])
+        elif reads_as(word) in taken:
+            who = f"participant {taken[reads_as(word)]!r}"
+        else:
+            continue
+        raise errors.InvalidInput(
+            f"owner {owner!r} reads as {who}: a lease's owner names you "
+            f"({ident.address}) or a worker of yours, never another participant or the operator",
+            field="owner",
+        )
+
+
+_DEFAULT_OWNER = re.compile(r".+:[0-9]{1,10}")
 
 
 # --- claiming ----------------------------------------------------------------------------
@@ -298,6 +334,9 @@ def claim(
     process, for restart recovery (S32); None for a transient caller."""
     limit, lease, wait = inp.limit, inp.lease, inp.wait
     owner = default_owner(ident) if inp.owner is None else inp.owner
+    if inp.owner is not None:
+        with store.read(tx) as t:
+            check_owner(t, ident, owner)
     if wait == 0:
         return _claim_once(store, ident, limit, lease, owner, process, tx, False)[0]
     return waits.block(  # keeps the caller live while it waits (S27)
@@ -470,6 +509,8 @@ def ack_and_claim(
     owner = default_owner(ident) if owner is None else bounds.label(owner, "owner", OWNER_MAX)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
+        if owner != default_owner(ident):
+            check_owner(t, ident, owner)
         settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
         got, _ = _claim_once(store, ident, limit, lease, owner, process, t, False)
     return got

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self, dataclass_transform
 
-from broker.errors import InvalidInput
+from broker.errors import BodyTooLarge, InvalidInput
 from broker.model.bounds import control_char, text_flaw
 
 INT64 = 2**63
@@ -199,6 +199,25 @@ class Text(Field):
         if self.pattern is not None:
             out["pattern"] = f"^(?:{self.pattern.pattern})$"
         return out
+
+
+class Body(Text):
+    """A message body (S10). Past ``high`` characters it is past the largest
+    cap any space can set (UTF-8 takes at least a byte a character), so it is
+    refused as a body over its space's cap is: ``body_too_large`` naming its
+    size in bytes, never a character-count ``invalid_input`` that only the
+    largest cap would meet."""
+
+    def convert(self, value: object) -> Any:
+        if isinstance(value, str) and len(value) > self.high:
+            size = len(value.encode("utf-8", "surrogatepass"))
+            raise BodyTooLarge(
+                f"message body is {size} bytes; no space's cap is above {self.high}",
+                field=self.name,
+                size=size,
+                cap=self.high,
+            )
+        return super().convert(value)
 
 
 class Whole(Field):

@@ -52,7 +52,7 @@ def _recipients(help: str = TO_FORMS, *, default: Any = fields.REQUIRED) -> Any:
 
 
 def _body(help: str = "The message body.") -> Any:  # noqa: A002
-    return fields.text(help, high=BODY_MAX, blank=False, empty="message text is empty")
+    return fields.Body(help, high=BODY_MAX, blank=False, empty="message text is empty")
 
 
 def _key() -> Any:
