@@ -76,7 +76,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        # The CI run (tests/test_bench_quick.py): every scenario, every system and
+        # The CI run (tests/project/test_bench_quick.py): every scenario, every system and
         # every accounting check, at the smallest sizes that still mean something
         # (a FIFO deeper than the claims, two points per curve, processes racing).
         return cls(

@@ -3,7 +3,7 @@
 from SQLite itself, so the query parser (broker/mail/search_query.py) and
 PostgreSQL's search text (revision 0012) split and fold exactly as FTS5 does
 (S36). Run: ``python scripts/gen_search_fold.py`` (a few seconds); the tests
-(tests/test_search_query.py) check the table against the running SQLite.
+(tests/contract/test_search_query.py) check the table against the running SQLite.
 """
 
 from __future__ import annotations

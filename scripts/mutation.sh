@@ -27,22 +27,22 @@ case "$module" in
   # kill shows up as a survivor and is looked at by hand.
   wake)  # the doorbell tests, and the S20 tests of the inbox and turns
     paths="broker/delivery/wake.py"
-    tests="tests/test_wake.py tests/test_doorbell_files.py tests/test_inbox.py tests/test_turns.py -k '(S20 or S7 or S33 or private_files) and not postgresql'" ;;
+    tests="tests/unit/delivery/test_wake.py tests/unit/delivery/test_doorbell_files.py tests/contract/test_inbox.py tests/contract/test_turns.py -k '(S20 or S7 or S33 or private_files) and not postgresql'" ;;
   inbox)
     paths="broker/delivery/inbox.py"
-    tests="tests/test_stale_lease.py tests/test_inbox_edges.py tests/test_inbox.py tests/test_model.py tests/test_recovery.py -k 'not cli and not postgresql'" ;;
+    tests="tests/unit/delivery/test_stale_lease.py tests/contract/test_inbox_edges.py tests/contract/test_inbox.py tests/unit/delivery/test_model.py tests/unit/delivery/test_recovery.py -k 'not cli and not postgresql'" ;;
   messages)  # the log's reads, the send path and the recipient resolution
     paths="broker/mail/messages.py,broker/mail/sending.py,broker/mail/recipients.py"
-    tests="tests/test_send_edges.py tests/test_send_statements.py tests/test_send.py tests/test_log.py tests/test_send_many.py tests/test_limits.py tests/test_mail.py tests/test_inbox.py tests/test_concurrency.py -k 'not postgresql and not mcp'" ;;
+    tests="tests/contract/test_send_edges.py tests/unit/mail/test_send_statements.py tests/contract/test_send.py tests/contract/test_log.py tests/contract/test_send_many.py tests/contract/test_limits.py tests/contract/test_mail.py tests/contract/test_inbox.py tests/soak/test_concurrency.py -k 'not postgresql and not mcp'" ;;
   board)  # board.py and claims.py (the key claims moved out of board.py)
     paths="broker/board/posts.py,broker/board/claims.py"
-    tests="tests/test_board.py tests/test_grants.py -k 'not postgresql'" ;;
+    tests="tests/contract/test_board.py tests/contract/test_grants.py -k 'not postgresql'" ;;
   turns)  # and the S33/S16 edge tests of next_turn's wait, limit and transaction
     paths="broker/delivery/turns.py"
-    tests="tests/test_turns.py tests/test_runtime.py tests/test_queue_edges.py tests/test_inbox_edges.py -k 'not postgresql'" ;;
+    tests="tests/contract/test_turns.py tests/unit/teammates/test_runtime.py tests/contract/test_queue_edges.py tests/contract/test_inbox_edges.py -k 'not postgresql'" ;;
   participants)
     paths="broker/spaces/participants.py"
-    tests="tests/test_participants.py tests/test_grants.py tests/test_mail.py tests/test_cli_core.py -k 'not postgresql and not mcp'" ;;
+    tests="tests/contract/test_participants.py tests/contract/test_grants.py tests/contract/test_mail.py tests/frontends/cli/test_cli_core.py -k 'not postgresql and not mcp'" ;;
   *)
     echo "no test selection for module '$module': add one to $0" >&2
     exit 2 ;;

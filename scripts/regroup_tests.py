@@ -29,7 +29,7 @@ What moving breaks, and what this script does about it:
   modules imported by another test module (``from test_guard import World``)
   are found through pytest's ``pythonpath`` (pyproject.toml): ``tests`` and
   the folder of every test module another folder imports. Those imported as
-  modules of the ``tests`` namespace package (``from tests.test_wake import
+  modules of the ``tests`` namespace package (``from tests.unit.delivery.test_wake import
   Pair``) get their new dotted name (``tests.unit.delivery.test_wake``). No ``__init__.py``
   anywhere (pytest's default ``prepend`` import mode, modules named by their
   file's name): so every file name stays unique under tests/, which is checked.
@@ -356,7 +356,7 @@ def rewrite_mentions(moves: dict[str, str]) -> list[str]:
 
 
 def rewrite_dotted(moves: dict[str, str]) -> list[str]:
-    """``from tests.test_wake import Pair`` (the test module imported as a
+    """``from tests.unit.delivery.test_wake import Pair`` (the test module imported as a
     module of the ``tests`` namespace package) -> ``tests.unit.delivery.test_wake``."""
     stems = {n.removesuffix(".py"): f for n, f in moves.items()}
     pattern = re.compile(r"(?<![\w.])tests\.(" + "|".join(sorted(stems)) + r")\b")

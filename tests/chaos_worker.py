@@ -1,4 +1,4 @@
-"""Helper processes for tests/test_chaos.py (run as scripts, never imported by pytest).
+"""Helper processes for tests/soak/test_chaos.py (run as scripts, never imported by pytest).
 
 ``worker URL SPACE ADDRESS TOKEN OUT LEASE BATCH STOP SLOW_AT``: claims from the
 inbox until the file STOP exists, then finishes the batch it holds and exits.

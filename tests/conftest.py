@@ -154,7 +154,7 @@ def open_store(url: str, **kw: Any) -> Store:
     session's migrated template (tests/spacegen.py): migrating costs about half
     a second a store, and hundreds of tests each open a new one. The copy is
     what ``Store(url)`` would have made there (schema, operator key file,
-    modes), so only tests of the first open itself (tests/test_first_open.py,
+    modes), so only tests of the first open itself (tests/unit/store/test_first_open.py,
     test_migrations.py, test_store.py) call ``Store`` on a missing file."""
     if url.startswith("sqlite:///"):
         import spacegen

@@ -60,7 +60,7 @@ def copy_template(target: Path) -> None:
 
     The template is keyed on every file that can shape the schema (the whole
     ``broker`` package, its SQL and the migrations) and SQLite's version, so a
-    change anywhere builds a new one; tests/test_spacegen.py compares it with a
+    change anywhere builds a new one; tests/project/test_spacegen.py compares it with a
     fresh migration."""
     key = schema_digest()
     template = _TEMPLATES.get(key)

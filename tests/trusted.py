@@ -3,7 +3,7 @@
 The key comes from the library (``broker.store.keys.presented``: BROKER_OPERATOR_KEY
 or the key file beside the database), the way an operator's own process finds
 it. Tests of the join rules themselves (S27, S28) use the join key and parent
-tokens explicitly (tests/test_trust.py)."""
+tokens explicitly (tests/unit/spaces/test_trust.py)."""
 
 from __future__ import annotations
 

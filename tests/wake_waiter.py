@@ -1,4 +1,4 @@
-"""Helper processes for tests/test_wake.py (run as scripts, never imported by pytest).
+"""Helper processes for tests/unit/delivery/test_wake.py (run as scripts, never imported by pytest).
 
 ``waiter MODE URL SPACE ADDRESS TOKEN WAIT``: waits once the way MODE does
 (``claim``: ``inbox.claim(ClaimInput(wait=WAIT))``; ``turn``: ``turns.next_turn(wait=WAIT)``;

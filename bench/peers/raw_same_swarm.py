@@ -6,7 +6,7 @@ system ``raw_same_flock``) doing what ``Agent.send``, ``Agent.claim`` and
 so that a run splits the broker's gap to the minimal queue in two: what its
 statements (its semantics) cost, and what its Python library costs on top.
 ``swarm_statements`` traces one swarm step on each side; the swarm report
-and ``tests/test_bench_same.py`` compare them.
+and ``tests/project/test_bench_same.py`` compare them.
 """
 
 from __future__ import annotations

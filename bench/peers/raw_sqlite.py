@@ -54,6 +54,7 @@ CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
 CALLER_SEND = broker_sql("auth.caller_send", "")
 SEL_RECIPIENT = broker_sql("messages.at_address", "")
 UPD_SPACE = broker_sql("messages.set_counters", "")
+LAST_AT = broker_sql("messages.last_at", "")
 INS_MESSAGE = broker_sql("messages.insert_message", "")
 INS_DELIVERY = broker_sql("inbox.insert", "")
 _POISON = "attempts >= :max_deliveries"
@@ -315,6 +316,8 @@ def send_statements(
             "last_bcast": sp["last_bcast"],
         }
         c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
+    last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
+    now = max(now, last[0]) if last is not None else now
     mid = new_id()
     row = message_row(mid, space, seq, sender, text, reached, size, now)
     c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))

@@ -4,7 +4,7 @@
 ``broker board post`` is one process per tool call, and importing pydantic and
 building its models was most of its start-up. The rules here are those of
 ``broker.model.pydantic_inputs.PostInput`` (S10, S33), with the same one-line
-errors; tests/test_validate.py checks that both agree on valid and invalid
+errors; tests/unit/model/test_validate.py checks that both agree on valid and invalid
 inputs.
 
 The plain checks take the input as the library is called with it (``str``,

@@ -164,7 +164,7 @@ USAGE_FOLD = (
 
 # The keys of each append-only table: a row with one of them already taken is
 # what ``INSERT OR REPLACE`` / ``REPLACE`` deletes first (S43). Each UNIQUE
-# index of the table is here (tests/test_append_only.py checks the schema).
+# index of the table is here (tests/contract/test_append_only.py checks the schema).
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "messages": (("id",), ("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
     "participant_events": (("id",),),
@@ -305,7 +305,7 @@ PG_FOLD_BLOCKS = (
 
 def pg_search_text_ddl() -> str:
     """``broker_search_text(text)``, from broker.store.search_fold (revision 0012
-    holds this very text, frozen; tests/test_search_query.py compares them):
+    holds this very text, frozen; tests/contract/test_search_query.py compares them):
     FTS5 unicode61's fold, then a space for every run of other characters."""
     from broker.store.search_fold import DROPPED, FOLD_FROM, FOLD_TO, WORD
 
@@ -332,7 +332,7 @@ def pg_search_text_ddl() -> str:
             f"CREATE OR REPLACE FUNCTION {PG_SEARCH_TEXT}(t text) RETURNS text "
             "LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$ BEGIN",
             # FTS5 folds ASCII as lower() in the "C" collation does, in any
-            # locale: A-Z only (tests/test_search_query.py).
+            # locale: A-Z only (tests/contract/test_search_query.py).
             't := pg_catalog.lower(t COLLATE "C");',
             f"IF t ~ '[{esc(every)}]' THEN",
             *blocks,

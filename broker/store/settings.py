@@ -86,7 +86,7 @@ class Limits:
         operator sees the values in effect in ``space show`` and fixes them
         with ``space set``. (A value inside its bounds is kept as it is, an int
         setting as int: the same as validating it with ``SpaceSettings`` first,
-        which tests/test_validate.py checks.)"""
+        which tests/unit/model/test_validate.py checks.)"""
         good: dict[str, Any] = {}
         for name, value in stored.items():
             if name not in BOUNDS:

@@ -286,7 +286,7 @@ def route_order(endpoints: list[Endpoint]) -> list[Endpoint]:
     """The declared operations first: routes are matched in order, one regex
     each, and an agent's send, claim and ack are most of the requests (the
     swarm's profile: ~55 matches a request before). No two paths that can match
-    the same URL change their order (tests/test_served_workers.py)."""
+    the same URL change their order (tests/frontends/http/test_served_workers.py)."""
     return sorted(endpoints, key=lambda ep: ep.op is None)
 
 

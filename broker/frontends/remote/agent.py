@@ -57,7 +57,7 @@ class RemoteAgent(RemoteAgentPaths):
     their signatures), but ``tx`` (a served call is its own transaction),
     ``join`` (in served mode the operator joins agents: ``RemoteOperator.join``)
     and the teammates runtime's turn bookkeeping (see ``NOT_SERVED`` in
-    tests/test_remote_parity.py)."""
+    tests/frontends/remote/test_remote_parity.py)."""
 
     def __init__(
         self,

@@ -1,0 +1,64 @@
+"""The bench's ``raw_same_flock`` swarm peer runs the broker's own statements.
+
+``bench.peers.raw_same_swarm.SameAgent`` stands for "the broker's semantics without
+its Python library" in the swarm scenario; the split of the broker's gap to
+the minimal queue into statements and library rests on it doing, statement for
+statement, what ``Agent.send``, ``Agent.claim`` and ``Agent.ack`` do. Traced on
+both sides with a fixed clock (the heartbeat does not recur), one swarm step
+must run the same sequence: a send, a claim that finds mail and its ack, and a
+claim that finds nothing (a snapshot read alone, no write lock).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import Clock
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.peers.raw_same_swarm import swarm_statements  # noqa: E402
+from broker import Store  # noqa: E402
+
+
+def test_the_swarm_peer_of_the_brokers_statements_runs_exactly_what_the_broker_runs(
+    tmp_path: Path, clock: Clock
+) -> None:
+    broker = Store(f"sqlite:///{tmp_path / 'broker.db'}", clock=clock)
+    same = Store(f"sqlite:///{tmp_path / 'same.db'}", clock=clock)
+    try:
+        seen = swarm_statements(broker, same)
+    finally:
+        broker.close()
+        same.close()
+    assert seen["broker"] == seen["raw_same"], seen
+    # The step is what the docstring says: a send (the caller check bumps the
+    # counters, the space's last log time is read: S44), a snapshot read (the caller, inbox.claimable) then the claim
+    # (the caller, inbox.claim), the ack (the caller, inbox.ack: S4), and the
+    # empty claim's snapshot read, which ends there: no BEGIN IMMEDIATE.
+    assert seen["broker"] == [
+        "BEGIN IMMEDIATE",
+        "UPDATE spaces",
+        "SELECT messages",
+        "INSERT messages",
+        "INSERT deliveries",
+        "COMMIT",
+        "BEGIN",
+        "SELECT participants",
+        "SELECT deliveries",
+        "COMMIT",
+        "BEGIN IMMEDIATE",
+        "SELECT participants",
+        "UPDATE deliveries",
+        "COMMIT",
+        "BEGIN IMMEDIATE",
+        "SELECT participants",
+        "UPDATE deliveries",
+        "COMMIT",
+        "BEGIN",
+        "SELECT participants",
+        "SELECT deliveries",
+        "COMMIT",
+    ]

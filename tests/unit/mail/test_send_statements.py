@@ -1,0 +1,108 @@
+"""Work per send (issue "Swarm-scale speed"): the statements one send runs.
+
+A single send to one participant is five statements on SQLite: ``BEGIN
+IMMEDIATE``; one ``UPDATE spaces ... RETURNING`` that bumps the space's
+counters and re-checks the caller (S10, S24) and reads the recipient with its
+contact policy (S38); the log row; the delivery; ``COMMIT``. The rules are
+unchanged (tests/contract/test_send.py, test_limits.py, test_grants.py): when the send
+does not land as the first statement assumed, the counters are corrected
+before commit, and a refusal rolls the bump back. Counted with SQLite's trace
+callback on the store's own connection (statements a trigger runs are
+reported as ``-- ...`` lines and are not counted: they are part of their
+statement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trusted
+from conftest import Clock
+
+from broker import Agent, Operator, errors
+from broker.store.sqlite import Store
+
+
+@pytest.fixture
+def traced(tmp_path: Path, clock: Clock) -> Iterator[tuple[Store, list[str]]]:
+    # A fixed clock: the once-a-second heartbeat of the first call does not recur.
+    store = Store(f"sqlite:///{tmp_path / 'b.db'}", clock=clock)
+    seen: list[str] = []
+    with store.write() as t:
+        conn = t.raw  # this thread's connection: every call below runs on it
+    conn.set_trace_callback(seen.append)
+    try:
+        yield store, seen
+    finally:
+        conn.set_trace_callback(None)
+        store.close()
+
+
+def statements(seen: list[str]) -> list[str]:
+    """The statements the broker ran (a statement that fires triggers is
+    reported again for each; trigger bodies are '-- ' lines)."""
+    out: list[str] = []
+    for text in seen:
+        if text.startswith("--"):
+            continue
+        if out and out[-1] == text:
+            continue
+        out.append(text)
+    return out
+
+
+def assert_counters(store: Store, sid: str) -> None:
+    """The space's counters are its log's: seq gap-free, log_bytes its sum (S11)."""
+    with store.read() as t:
+        last_seq, log_bytes = t.one(
+            "SELECT last_seq, log_bytes FROM spaces WHERE id = :id", {"id": sid}
+        )
+        seqs = [
+            r[0]
+            for r in t.all(
+                "SELECT seq FROM messages WHERE space_id = :id ORDER BY seq", {"id": sid}
+            )
+        ]
+        size = t.one("SELECT sum(size_bytes) FROM messages WHERE space_id = :id", {"id": sid})[0]
+    assert seqs == list(range(1, last_seq + 1))
+    assert log_bytes == size
+
+
+def agents(store: Store) -> tuple[str, Agent, Agent]:
+    sid = Operator(store).create_space("session").id
+    lynx, _ = trusted.join(store, sid, "lynx", pid=None)
+    otter, _ = trusted.join(store, sid, "otter", pid=None)
+    lynx.send("otter", "first: the heartbeat")
+    return sid, lynx, otter
+
+
+@pytest.mark.parametrize("to", ["otter", "swarm/otter"])  # a bare name; a full codename
+def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]], to: str) -> None:
+    store, seen = traced
+    sid, lynx, otter = agents(store)
+    seen.clear()
+    result = lynx.send(to, "hello")
+    ran = statements(seen)
+    assert len(ran) <= 5, "\n".join(ran)
+    assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT"
+    assert result.reached == ["otter"] and result.seq == 2
+    got = otter.claim(limit=10).deliveries
+    assert [d.body for d in got] == ["first: the heartbeat", "hello"]
+    assert_counters(store, sid)
+
+
+def test_a_send_that_lands_otherwise_corrects_the_counters(
+    traced: tuple[Store, list[str]],
+) -> None:
+    store, seen = traced
+    sid, lynx, _ = agents(store)
+    with pytest.raises(errors.NotDelivered):
+        lynx.send("nobody", "to an unknown address")  # logged, with its reason (S8)
+    lynx.send("otter", "idem", idempotency_key="k1")
+    assert lynx.send("otter", "idem", idempotency_key="k1").duplicate  # nothing written (S12)
+    mute, _ = trusted.join(store, sid, "mute", pid=None, messaging=False)
+    with pytest.raises(errors.ToolUnavailable):  # refused (S24): its notice stays, no bump
+        mute.send("otter", "may I?")
+    assert_counters(store, sid)
