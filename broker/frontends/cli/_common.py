@@ -356,6 +356,15 @@ def server(ctx: click.Context | None = None) -> Any:
     return obj["server"]
 
 
+def needs_file(ctx: click.Context) -> None:
+    """A command that runs on the database file itself refuses client mode in one line."""
+    if server(ctx) is not None:
+        raise errors.InvalidInput(
+            f"'{ctx.command_path}' needs the database file: not available in client mode "
+            "(BROKER_URL names a server)"
+        )
+
+
 def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bool = True) -> Store:
     """The store for this invocation, opened on first use.
 
@@ -365,11 +374,7 @@ def store(ctx: click.Context | None = None, *, create: bool = False, migrate: bo
     ``migrate=False``: leave the schema as it is (``db current``, ``db upgrade``).
     In client mode there is no file to open: the command says so."""
     ctx = ctx or click.get_current_context()
-    if server(ctx) is not None:
-        raise errors.InvalidInput(
-            f"'{ctx.command_path}' needs the database file: not available in client mode "
-            "(BROKER_URL names a server)"
-        )
+    needs_file(ctx)
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
@@ -437,8 +442,8 @@ def identity_options(fn: F) -> F:
 
 def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     """Authenticate the caller; the sender is always derived from this (S10).
-    No identity at all (no token; in file mode, no space either) is a usage
-    mistake, exit 2; a wrong one is ``auth_failed``."""
+    No identity (no token; in file mode, no space or no address either) is a
+    usage mistake, exit 2; a wrong one is ``auth_failed``."""
     conn = server()
     if not token:
         raise click.UsageError(
@@ -450,11 +455,13 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
         return RemoteAgent.connect(conn, space, as_, token)  # type: ignore[return-value]
     if not space:
         raise click.UsageError("no identity: set BROKER_SPACE (your space) or pass --space")
+    if not as_:
+        raise click.UsageError("no identity: set BROKER_AS (your address) or pass --as")
     from broker.api.handles import (
         Agent,  # not the Operator: broker.api.handles loads it on first use
     )
 
-    return Agent.connect(store(), space, as_ or "", token, transient=True)  # one call: S32
+    return Agent.connect(store(), space, as_, token, transient=True)  # one call: S32
 
 
 class Seconds(click.ParamType[float, Any]):

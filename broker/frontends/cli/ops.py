@@ -19,6 +19,7 @@ from broker.frontends.cli._common import (
     is_terminal,
     json_option,
     main,
+    needs_file,
 )
 
 # A progress bar for backups past this many pages (~100 MiB at 4 KiB pages).
@@ -26,7 +27,9 @@ PROGRESS_PAGES = 25_600
 
 
 def _url() -> str | None:
-    root = click.get_current_context().find_root()
+    ctx = click.get_current_context()
+    needs_file(ctx)  # doctor, backup and vacuum run where the file is
+    root = ctx.find_root()
     return root.obj.get("url") if isinstance(root.obj, dict) else None
 
 

@@ -286,8 +286,28 @@ def route_order(endpoints: list[Endpoint]) -> list[Endpoint]:
     """The declared operations first: routes are matched in order, one regex
     each, and an agent's send, claim and ack are most of the requests (the
     swarm's profile: ~55 matches a request before). No two paths that can match
-    the same URL change their order (tests/frontends/http/test_served_workers.py)."""
-    return sorted(endpoints, key=lambda ep: ep.op is None)
+    the same URL change their order (tests/frontends/http/test_served_workers.py):
+    a declared route that a hand-written one before it could shadow
+    (``/api/{kind}/{id}`` after ``/api/spaces/stream``) keeps its place."""
+    first: list[Endpoint] = []
+    rest: list[Endpoint] = []
+    for ep in endpoints:  # hoisted past the routes left in place before it, unless one overlaps
+        if ep.op is not None and not any(_overlap(ep.path, e.path) for e in rest):
+            first.append(ep)
+        else:
+            rest.append(ep)
+    return first + rest
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether one URL can match both paths: as many segments, each the same
+    word or a ``{parameter}`` on either side (a ``{x:path}`` takes the rest)."""
+    sa, sb = a.strip("/").split("/"), b.strip("/").split("/")
+    if any(":path}" in seg for seg in sa + sb):
+        return True  # a path parameter matches any number of segments: keep the order
+    if len(sa) != len(sb):
+        return False
+    return all(x == y or x.startswith("{") or y.startswith("{") for x, y in zip(sa, sb, strict=True))
 
 
 def create_app(

@@ -227,6 +227,9 @@ def test_cli_agent_error_paths(cli: Cli, store: Store) -> None:
     otter = enter(store, sid, "flow/otter")
     said = one_error_line(cli("msg", "send", "--to", "otter", "x"), 2)  # no identity: usage
     assert said.startswith("broker: usage: no identity: set BROKER_TOKEN")
+    no_address = {k: v for k, v in lynx.items() if k != "BROKER_AS"}  # a token, no address
+    said = one_error_line(cli("msg", "send", "--to", "otter", "x", env=no_address), 2)
+    assert said.startswith("broker: usage: no identity: set BROKER_AS")
     one_error_line(
         cli("msg", "send", "--to", "otter", "x", env={**lynx, "BROKER_TOKEN": "wrong"}),
         errors.AuthError.exit_code,

@@ -591,3 +591,17 @@ def test_S8_S26_a_teammate_line_that_reaches_nobody_is_logged_and_the_rest_is_se
     sent = op.log(sid, kinds=["direct"], sender="tm")
     assert [e.body for e in sent] == ["lost", "threaded", "plain reply"]
     assert sent[1].thread == "t1" and sent[1].importance == "high"
+
+
+def test_commands_on_the_file_itself_refuse_client_mode_in_one_line(cli_inproc: Cli) -> None:
+    """doctor, backup and vacuum run where the database file is: with BROKER_URL
+    naming a server they say so (as export and key show do), never that the
+    server's URL is a bad database URL."""
+    env = {"BROKER_URL": "http://127.0.0.1:9"}
+    for argv in (["doctor"], ["backup", "copy.db"], ["vacuum"]):
+        res = cli_inproc(*argv, env=env)
+        assert res.code == 2, (argv, res.err)
+        assert res.err.strip() == (
+            f"broker: invalid_input: 'broker {argv[0]}' needs the database file: not "
+            "available in client mode (BROKER_URL names a server)"
+        ), argv
