@@ -43,7 +43,7 @@ async def http(
         writer.write(head.encode() + data)
         # A shed request is answered (503, Connection: close) and closed as soon as
         # its head is read: the answer is already in the reader's buffer.
-        with contextlib.suppress(ConnectionResetError):
+        with contextlib.suppress(ConnectionError):  # reset, or a broken pipe
             await writer.drain()
         raw = await asyncio.wait_for(reader.read(), 120)
     finally:

@@ -1,9 +1,10 @@
 """Work per send (issue "Swarm-scale speed"): the statements one send runs.
 
-A single send to one participant is five statements on SQLite: ``BEGIN
+A single send to one participant is six statements on SQLite: ``BEGIN
 IMMEDIATE``; one ``UPDATE spaces ... RETURNING`` that bumps the space's
 counters and re-checks the caller (S10, S24) and reads the recipient with its
-contact policy (S38); the log row; the delivery; ``COMMIT``. The rules are
+contact policy (S38); the space's last log time (S44: a send is never stamped
+earlier); the log row; the delivery; ``COMMIT``. The rules are
 unchanged (tests/contract/test_send.py, test_limits.py, test_grants.py): when the send
 does not land as the first statement assumed, the counters are corrected
 before commit, and a refusal rolls the bump back. Counted with SQLite's trace
@@ -79,13 +80,13 @@ def agents(store: Store) -> tuple[str, Agent, Agent]:
 
 
 @pytest.mark.parametrize("to", ["otter", "swarm/otter"])  # a bare name; a full codename
-def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]], to: str) -> None:
+def test_a_single_send_is_six_statements(traced: tuple[Store, list[str]], to: str) -> None:
     store, seen = traced
     sid, lynx, otter = agents(store)
     seen.clear()
     result = lynx.send(to, "hello")
     ran = statements(seen)
-    assert len(ran) <= 5, "\n".join(ran)
+    assert len(ran) <= 6, "\n".join(ran)
     assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT"
     assert result.reached == ["otter"] and result.seq == 2
     got = otter.claim(limit=10).deliveries
