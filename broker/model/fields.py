@@ -240,34 +240,6 @@ class Whole(Field):
         return {"type": "integer", "minimum": self.low, "maximum": self.high}
 
 
-class Seconds(Field):
-    """A duration in seconds: a finite number from ``low`` to ``high``."""
-
-    kind = "a number of seconds"
-
-    def __init__(self, help: str, *, low: float, high: float, **kw: Any) -> None:  # noqa: A002
-        super().__init__(help, **kw)
-        self.low, self.high = low, high
-
-    def convert(self, value: object) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.refuse("a number of seconds is needed", value)
-        try:
-            number = float(value)
-        except OverflowError:  # an int too large for a float
-            number = math.inf
-        if not math.isfinite(number):
-            raise self.refuse("not a finite number", value)
-        if not self.low <= number <= self.high:
-            # The number as it reads, 0 and 0.0 alike, from whichever surface it came.
-            said = f"at least {self.low:g} and at most {self.high:g} seconds"
-            raise self.refuse(said, shown=f"{number:g}")
-        return number
-
-    def type_schema(self) -> dict[str, Any]:
-        return {"type": "number", "minimum": self.low, "maximum": self.high}
-
-
 class Number(Field):
     """A finite number from ``low`` to ``high``, kept as a float (a whole number
     is a number: ``45`` is ``45.0``)."""
@@ -280,7 +252,7 @@ class Number(Field):
 
     def convert(self, value: object) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.refuse("a number is needed", value)
+            raise self.refuse(f"{self.kind} is needed", value)
         try:
             number = float(value)
         except OverflowError:  # an int too large for a float
@@ -288,11 +260,24 @@ class Number(Field):
         if not math.isfinite(number):
             raise self.refuse("not a finite number", value)
         if not self.low <= number <= self.high:
-            raise self.refuse(f"{_plain(self.low)} to {_plain(self.high)}", shown=f"{number:g}")
+            # The number as it reads, 0 and 0.0 alike, from whichever surface it came.
+            raise self.refuse(self.bounds(), shown=f"{number:g}")
         return number
+
+    def bounds(self) -> str:
+        return f"{_plain(self.low)} to {_plain(self.high)}"
 
     def type_schema(self) -> dict[str, Any]:
         return {"type": "number", "minimum": self.low, "maximum": self.high}
+
+
+class Seconds(Number):
+    """A duration in seconds: a finite number from ``low`` to ``high``."""
+
+    kind = "a number of seconds"
+
+    def bounds(self) -> str:
+        return f"at least {self.low:g} and at most {self.high:g} seconds"
 
 
 class Flag(Field):

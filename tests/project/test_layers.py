@@ -14,6 +14,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "broker"
 
@@ -154,8 +156,10 @@ def test_the_upward_allowed_list_only_names_imports_that_still_exist() -> None:
 
 
 def test_every_package_of_broker_sits_in_a_level() -> None:
-    for module in import_graph():
-        level(module)
+    levels = {module: level(module) for module in import_graph()}  # raises for one in none
+    assert levels and all(0 <= n < len(LEVELS) for n in levels.values())
+    with pytest.raises(AssertionError, match="in no level"):
+        level("broker.nowhere.module")
 
 
 def test_the_layer_check_sees_an_import_up_the_stack(tmp_path: Path) -> None:

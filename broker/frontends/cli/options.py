@@ -95,7 +95,7 @@ def _pairs(f: fields.Record, given: tuple[str, ...]) -> dict[str, Any]:
         try:
             if isinstance(kind, fields.Whole):  # 1.5 is a number, though not a whole one
                 out[key] = int(text) if text.lstrip("+-").isdecimal() else float(text)
-            elif isinstance(kind, fields.Number | fields.Seconds):
+            elif isinstance(kind, fields.Number):
                 out[key] = float(text)
             else:
                 out[key] = text

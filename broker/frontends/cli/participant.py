@@ -120,6 +120,21 @@ def join(
 
     if not join_key and not parent_token:
         join_key = os.environ.get("BROKER_JOIN_KEY") or None
+    given: dict[str, Any] = {
+        "join_key": join_key,
+        "parent_token": parent_token,
+        "token": holder_token or None,
+        "agent": agent_name,
+        "run_id": own_run_id,
+        "step": step,
+        "parent": parent,
+        "role": role,
+        "archetype": archetype,
+        "task": task,
+        "lead": lead,
+        "messaging": messaging == "on",
+        "tools": list(tools) if tools else None,
+    }
     conn = server()
     if conn is not None:  # client mode: the joiner's operation, the credential in its body
         from broker.frontends.remote import RemoteJoiner
@@ -130,42 +145,14 @@ def join(
                 "heartbeat); leave it out in client mode"
             )
         joiner: Any = RemoteJoiner(conn)  # its methods are derived from the table
-        joined = joiner.join(
-            run_id,
-            codename,
-            join_key=join_key,
-            parent_token=parent_token,
-            token=holder_token or None,
-            agent=agent_name,
-            run_id=own_run_id,
-            step=step,
-            parent=parent,
-            role=role,
-            archetype=archetype,
-            task=task,
-            lead=lead,
-            messaging=messaging == "on",
-            tools=list(tools) if tools else None,
-        )
+        joined = joiner.join(run_id, codename, **given)
         _show(joined, as_json)
         return
     _, joined = Agent.join(
         store(),
         run_id,
         codename,
-        join_key=join_key,
-        parent_token=parent_token,
-        token=holder_token or None,
-        agent=agent_name,
-        run_id=own_run_id,
-        step=step,
-        parent=parent,
-        role=role,
-        archetype=archetype,
-        task=task,
-        lead=lead,
-        messaging=messaging == "on",
-        tools=list(tools) if tools else None,
+        **given,
         pid=pid,  # not this process (it exits at once): an ancestor, checked by the join
     )
     _show(joined, as_json)

@@ -74,7 +74,7 @@ def _query_doc(f: fields.Field) -> Query:
         return Query(f.name, "bool", f.help)
     if isinstance(f, fields.Texts):
         return Query(f.name, "list", f.help)
-    if isinstance(f, fields.Seconds | fields.Number):
+    if isinstance(f, fields.Number):
         return Query(f.name, "number", f.help)
     if isinstance(f, fields.Choice):
         return Query(f.name, "str", f.help, choices=f.choices)
@@ -109,7 +109,7 @@ def _read(f: fields.Field, text: str) -> Any:
         if text not in ("true", "false"):
             raise errors.InvalidInput(f"bad {f.name} {echo(text)}: true or false", field=f.name)
         return text == "true"
-    if isinstance(f, fields.Seconds | fields.Number):
+    if isinstance(f, fields.Number):
         try:
             return float(text)
         except ValueError:
