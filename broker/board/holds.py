@@ -32,6 +32,7 @@ from broker.store.sqlite import Tx
 LEFT = "left"  # the journal's reason for a hold ended by its holder's departure
 _INSERT_CLAIM = stmt("board.insert_claim")
 _INSERT_JOURNAL = stmt("board.insert_journal")
+_JOURNAL_LAST_AT = stmt("board.journal_last_at")
 _GRANT = stmt("board.grant")
 _RENEW_CLAIM = stmt("board.renew")
 _FREE = stmt("board.free")
@@ -101,7 +102,11 @@ def journal(
     at: str,
     reason: str | None = None,
 ) -> str:
-    """Append one journal line (S23); returns its id."""
+    """Append one journal line (S23); returns its id. Its time is never before
+    the key's last line (S44: processes' clocks differ by a little)."""
+    last = t.one(_JOURNAL_LAST_AT, {"space_id": space_id, "key": key})
+    if last is not None and last[0] is not None and last[0] > at:
+        at = last[0]
     jid = new_id()
     row = {
         "id": jid,

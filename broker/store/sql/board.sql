@@ -122,3 +122,8 @@ SELECT
     WHERE space_id = :space_id AND holder = :holder AND ended_at_utc IS NULL
       AND lease_expires_at > :at)
     AS holder_holds
+
+-- name: journal_last_at
+-- The time of a key's last journal line (S44): a line is never stamped earlier,
+-- whichever process (and clock) writes it.
+SELECT max(at_utc) AS at_utc FROM claim_journal WHERE space_id = :space_id AND key = :key
