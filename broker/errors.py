@@ -17,6 +17,16 @@ class BrokerError(Exception):
     code: str = "broker_error"
     exit_code: int = 1
 
+    def __init_subclass__(cls, *, code: str = "", exit_code: int = 0, **kw: Any) -> None:
+        """A subclass names its code, and a family its exit status, in its
+        class line (``class LeaseLost(Conflict, code="lease_lost")``); what it
+        leaves out it inherits."""
+        super().__init_subclass__(**kw)
+        if code:
+            cls.code = code
+        if exit_code:
+            cls.exit_code = exit_code
+
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.message = message
@@ -35,12 +45,9 @@ class BrokerError(Exception):
 
 
 # --- caller mistakes (exit 2) -------------------------------------------------
-class InvalidInput(BrokerError):
+class InvalidInput(BrokerError, code="invalid_input", exit_code=2):
     """Input that fails validation; nothing was written. The message is in the
     broker's words: pydantic's phrases are reworded (``broker.wording``)."""
-
-    code = "invalid_input"
-    exit_code = 2
 
     def __init__(self, message: str, **fields: Any) -> None:
         from broker import wording
@@ -50,13 +57,10 @@ class InvalidInput(BrokerError):
         super().__init__(message, **fields)
 
 
-class BodyTooLarge(InvalidInput):
-    code = "body_too_large"
+class BodyTooLarge(InvalidInput, code="body_too_large"): ...
 
 
-class AmbiguousId(InvalidInput):
-    code = "ambiguous_id"
-
+class AmbiguousId(InvalidInput, code="ambiguous_id"):
     def __init__(self, prefix: str, candidates: list[str]) -> None:
         super().__init__(
             f"run id {prefix!r} is ambiguous: matches {', '.join(candidates)}",
@@ -66,42 +70,30 @@ class AmbiguousId(InvalidInput):
 
 
 # --- not found (exit 3) -------------------------------------------------------
-class NotFound(BrokerError):
-    code = "not_found"
-    exit_code = 3
+class NotFound(BrokerError, code="not_found", exit_code=3): ...
 
 
-class SpaceNotFound(NotFound):
-    code = "space_not_found"
+class SpaceNotFound(NotFound, code="space_not_found"): ...
 
 
-class ParticipantNotFound(NotFound):
-    code = "unknown_participant"
+class ParticipantNotFound(NotFound, code="unknown_participant"): ...
 
 
-class StoreNotFound(NotFound):
+class StoreNotFound(NotFound, code="store_not_found"):
     """No broker database where the URL points (a command that only reads
     never creates one)."""
 
-    code = "store_not_found"
+
+class MessageNotFound(NotFound, code="message_not_found"): ...
 
 
-class MessageNotFound(NotFound):
-    code = "message_not_found"
-
-
-class DirectiveNotFound(NotFound):
+class DirectiveNotFound(NotFound, code="directive_not_found"):
     """``board.retract`` of an id that is not a directive of the space."""
-
-    code = "directive_not_found"
 
 
 # --- identity and authority (exit 4) ------------------------------------------
-class AuthError(BrokerError):
+class AuthError(BrokerError, code="auth_failed", exit_code=4):
     """Missing, wrong or someone else's token."""
-
-    code = "auth_failed"
-    exit_code = 4
 
 
 # S10: the one text of every refused participant token, whether it was missing,
@@ -119,169 +111,112 @@ def token_refused() -> AuthError:
     return AuthError(TOKEN_REFUSED)
 
 
-class Forbidden(BrokerError):
+class Forbidden(BrokerError, code="forbidden", exit_code=4):
     """The caller is known but may not do this."""
 
-    code = "forbidden"
-    exit_code = 4
 
-
-class ToolUnavailable(Forbidden):
+class ToolUnavailable(Forbidden, code="tool_unavailable"):
     """A tool call without the grant; a ``tool_unavailable`` notice is left."""
 
-    code = "tool_unavailable"
 
-
-class NotAuthor(Forbidden):
+class NotAuthor(Forbidden, code="not_author"):
     """Only a directive's author may retract it (S9)."""
-
-    code = "not_author"
 
 
 # --- state conflicts (exit 5) -------------------------------------------------
-class Conflict(BrokerError):
-    code = "conflict"
-    exit_code = 5
+class Conflict(BrokerError, code="conflict", exit_code=5): ...
 
 
-class SpaceNotRunning(Conflict):
-    code = "space_not_running"
+class SpaceNotRunning(Conflict, code="space_not_running"): ...
 
 
-class ParticipantLeft(Conflict):
-    code = "participant_left"
+class ParticipantLeft(Conflict, code="participant_left"): ...
 
 
-class LeaseLost(Conflict):
+class LeaseLost(Conflict, code="lease_lost"):
     """The lease token is stale: it expired and the deliveries moved on."""
 
-    code = "lease_lost"
 
-
-class ClaimHeld(Conflict):
+class ClaimHeld(Conflict, code="claim_held"):
     """A board key is held by someone else."""
 
-    code = "claim_held"
 
-
-class AlreadyRetracted(Conflict):
+class AlreadyRetracted(Conflict, code="already_retracted"):
     """The directive was already lifted."""
-
-    code = "already_retracted"
 
 
 # --- delivery outcomes (exit 1 / 6) -------------------------------------------
-class NotDelivered(BrokerError):
+class NotDelivered(BrokerError, code="not_delivered", exit_code=1):
     """The message was logged but reached nobody (S8)."""
 
-    code = "not_delivered"
-    exit_code = 1
 
-
-class MessagingFull(BrokerError):
+class MessagingFull(BrokerError, code="messaging_full", exit_code=6):
     """The log passed ``log_max_mb`` (S11)."""
 
-    code = "messaging_full"
-    exit_code = 6
 
-
-class HoldsFull(BrokerError):
+class HoldsFull(BrokerError, code="holds_full", exit_code=6):
     """A participant or its space holds all the live key claims and path
     reservations its limits allow (``holds_cap``, ``space_holds_cap``, S41):
     release one, or wait for one to expire."""
 
-    code = "holds_full"
-    exit_code = 6
 
-
-class HandlerFailed(BrokerError):
+class HandlerFailed(BrokerError, code="handler_failed", exit_code=7):
     """A teammate's handler (or its command) failed on a turn (S26)."""
-
-    code = "handler_failed"
-    exit_code = 7
 
 
 # --- storage (exit 10+) -------------------------------------------------------
-class StoreError(BrokerError):
-    code = "store_error"
-    exit_code = 10
+class StoreError(BrokerError, code="store_error", exit_code=10): ...
 
 
-class StoreBusy(StoreError):
+class StoreBusy(StoreError, code="store_busy", exit_code=11):
     """The database stayed locked past ``busy_timeout``."""
 
-    code = "store_busy"
-    exit_code = 11
 
-
-class TooManyConnections(StoreBusy):
+class TooManyConnections(StoreBusy, code="too_many_connections"):
     """PostgreSQL refused a new connection: the server (or the database, or
     the role) is at its connection limit (S41). Retry later, or make room:
     ``max_connections``, fewer processes, or smaller pools."""
 
-    code = "too_many_connections"
 
-
-class Exhausted(BrokerError):
+class Exhausted(BrokerError, code="exhausted", exit_code=11):
     """A bounded resource is at its bound (S41): nothing was done; retry after
     ``retry_after`` seconds. Never a hang, never a crash."""
-
-    code = "exhausted"
-    exit_code = 11
 
     def __init__(self, message: str, retry_after: int = 1, **fields: Any) -> None:
         super().__init__(message, retry_after=retry_after, **fields)
 
 
-class TooManyWaits(Exhausted):
+class TooManyWaits(Exhausted, code="too_many_waits"):
     """A participant, or its space, already has as many waits parked in the
     server as it may (HTTP 429)."""
 
-    code = "too_many_waits"
 
-
-class ServerBusy(Exhausted):
+class ServerBusy(Exhausted, code="server_busy"):
     """The server as a whole is at its budget (file descriptors): it keeps the
     rest for the operator and its own files (HTTP 503)."""
 
-    code = "server_busy"
 
-
-class ServerUnreachable(StoreError):
+class ServerUnreachable(StoreError, code="server_unreachable"):
     """Client mode: the broker server at BROKER_URL did not answer."""
 
-    code = "server_unreachable"
+
+class UnsupportedSQLite(StoreError, code="unsupported_sqlite", exit_code=12): ...
 
 
-class UnsupportedSQLite(StoreError):
-    code = "unsupported_sqlite"
-    exit_code = 12
-
-
-class SchemaOutOfDate(StoreError):
+class SchemaOutOfDate(StoreError, code="schema_out_of_date", exit_code=13):
     """The store's schema is behind this broker: ``broker db upgrade`` brings it up."""
 
-    code = "schema_out_of_date"
-    exit_code = 13
 
-
-class StoreTooNew(StoreError):
+class StoreTooNew(StoreError, code="store_too_new", exit_code=14):
     """The store's schema was written by a newer broker: this one cannot use it,
     and ``db upgrade`` cannot help (it knows no revision past its own head);
     upgrading broker itself does."""
 
-    code = "store_too_new"
-    exit_code = 14
 
-
-class FileError(StoreError):
+class FileError(StoreError, code="file_error"):
     """Export or import files could not be read or written: permission denied,
     a read-only file system, a full disk, an I/O error."""
 
-    code = "file_error"
 
-
-class AppendOnly(StoreError):
+class AppendOnly(StoreError, code="append_only"):
     """An UPDATE or DELETE on an append-only table (the log, the journals)."""
-
-    code = "append_only"

@@ -12,10 +12,8 @@ from broker.interchange.export.files import Progress
 MAX_REPORTED = 1000  # problems kept in the error's fields; all are counted
 
 
-class ImportFailed(errors.InvalidInput):
+class ImportFailed(errors.InvalidInput, code="import_failed"):
     """Some lines were bad: nothing was imported. ``problems`` lists them."""
-
-    code = "import_failed"
 
 
 class BadLine(ValueError):
