@@ -27,6 +27,9 @@ from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
+# A record's ``__pydantic_config__`` when its attributes have docstrings: read by
+# pydantic (TypeAdapter) only, for the field descriptions of its JSON schema.
+DOCSTRINGS = {"use_attribute_docstrings": True}
 _NAMES: dict[type, tuple[str, ...]] = {}
 
 

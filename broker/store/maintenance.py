@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from broker import errors
 from broker.envvars import expand
-from broker.record_type import record
+from broker.record_type import DOCSTRINGS, record
 from broker.store.dbfile import sqlite_path
 from broker.store.filenames import check_writable_target
 from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
@@ -77,15 +77,13 @@ _PG_CONNECTIONS = stmt("ops.pg_connections")
 _PG_SIZE = stmt("ops.pg_size")
 
 # --- what doctor, backup and vacuum return (re-exported by broker.model.records) ----------
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
 @record
 class Finding:
     """One check of ``broker doctor``."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     check: str
     """what was checked: sqlite, journal_mode, wal, schema, integrity, file, doorbells, leases,
@@ -103,7 +101,7 @@ class Finding:
 
 @record
 class BackupResult:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     path: str
     bytes: int
@@ -118,7 +116,7 @@ class BackupResult:
 
 @record
 class VacuumResult:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     path: str
     bytes_before: int

@@ -7,17 +7,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from broker.record_type import record
-
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
+from broker.record_type import DOCSTRINGS, record
 
 
 @record
 class BoardEntry:
     """One item of the board, as ``board.read`` returns it (a log row)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     id: str
     seq: int
@@ -33,6 +30,7 @@ class BoardEntry:
     """directive: not retracted yet; None otherwise"""
     created_at_utc: str
 
+
 @record
 class ClaimGrant:
     """A claim on a board key: who holds it, until when, and its fencing token
@@ -44,6 +42,7 @@ class ClaimGrant:
     holder: str
     claimed_at_utc: str
     expires_at: str
+
 
 @record
 class JournalEntry:
@@ -60,6 +59,7 @@ class JournalEntry:
     reason: str | None = None
     """why someone other than the holder ended it (``left``, ``operator: ...``)"""
 
+
 @record
 class Reservation:
     """A grant of a path pattern (S37): exclusive or shared, who holds it, until
@@ -73,6 +73,7 @@ class Reservation:
     reason: str | None
     claimed_at_utc: str
     expires_at: str
+
 
 @record
 class PathCheck:

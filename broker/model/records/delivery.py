@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from broker.record_type import record
+from broker.record_type import DOCSTRINGS, record
 from broker.vocab import Status, TurnGroup
-
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
 @record
@@ -19,7 +16,7 @@ class Delivery:
     """One claimed message of an inbox. ``id`` is the MESSAGE id: the stable id
     consumers de-duplicate by (S16); ``delivery_id`` names the inbox row."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     id: str
     delivery_id: str
@@ -35,6 +32,7 @@ class Delivery:
     importance: str = "normal"
     """low | normal | high, as its sender marked it"""
 
+
 @record
 class Lease:
     """A claim on some deliveries: present ``lease_token`` to ack, release, extend."""
@@ -44,11 +42,12 @@ class Lease:
     expires_at: str
     deliveries: list[Delivery]
 
+
 @record
 class TurnItem:
     """One thing shown in a turn, with ``content`` as rendered for the model (S17)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     group: TurnGroup
     id: str
@@ -62,6 +61,7 @@ class TurnItem:
     content: str
     recorded: bool
     """written to the transcript in this turn (a re-shown directive is not)"""
+
 
 @record
 class Turn:
@@ -78,6 +78,7 @@ class Turn:
     def content(self) -> str:
         return "\n\n".join(item.content for item in self.items)
 
+
 @record
 class TurnSeen:
     turn_id: str
@@ -85,15 +86,17 @@ class TurnSeen:
     acked: int
     message_ids: list[str]
 
+
 @record
 class TurnMessages:
     """The messages of one of the caller's turns that an operation acted on:
     appended to its history, removed from it again, or quarantined (S16, S26)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     turn_id: str
     message_ids: list[str]
+
 
 @record
 class QuarantinedDelivery:
@@ -111,11 +114,12 @@ class QuarantinedDelivery:
     last_error: str | None
     lease_owner: str | None
 
+
 @record
 class QueueStats:
     """A space's deliveries by state (S13-S15), for the operator."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     ready: int
     processing: int
@@ -129,7 +133,7 @@ class QueueStats:
 class InboxStats:
     """One participant's inbox as a queue, and what it sent lately (the console)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     address: str
     status: Status
@@ -148,7 +152,7 @@ class InboxStats:
 class SpaceActivity:
     """A space's queues and send rate now (the console's queue view, S13-S15)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     space_id: str
     at_utc: str
@@ -158,6 +162,7 @@ class SpaceActivity:
     (receipts aside; counted among the last 5000 rows)"""
     inboxes: list[InboxStats]
     """every participant's inbox, departed ones included, in join order"""
+
 
 @record
 class HistoryEntry:
@@ -171,6 +176,7 @@ class HistoryEntry:
     body: str
     at_utc: str
 
+
 @record
 class TranscriptEntry:
     direction: Literal["sent", "received", "injected", "notice"]
@@ -180,6 +186,7 @@ class TranscriptEntry:
     message_id: str | None
     kind: str
     content: str
+
 
 @record
 class TurnRecord:

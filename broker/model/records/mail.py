@@ -5,11 +5,8 @@ Part of ``broker.model.records`` (import them from there).
 
 from __future__ import annotations
 
-from broker.record_type import record
+from broker.record_type import DOCSTRINGS, record
 from broker.vocab import Reason
-
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
 @record
@@ -17,9 +14,10 @@ class NotReached:
     address: str
     reason: Reason
 
+
 @record
 class SendResult:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     id: str
     seq: int
@@ -28,6 +26,7 @@ class SendResult:
     not_reached: list[NotReached]
     duplicate: bool = False
     """an idempotent repeat: nothing new was written"""
+
 
 @record
 class LogEntry:
@@ -54,6 +53,7 @@ class LogEntry:
     ack_required: bool = False
     """its sender asks who has seen it (``msg status``)"""
 
+
 @record
 class Thread:
     """One thread of a space (S35), as the ``v_threads`` view sums it up."""
@@ -66,6 +66,7 @@ class Thread:
     last_at: str
     participants: int
     senders: list[str]
+
 
 @record
 class SearchHit:
@@ -83,6 +84,7 @@ class SearchHit:
     rank: float
     """bm25 score: lower is a better match"""
 
+
 @record
 class AckStatus:
     """Who has seen a message (``msg status``): from their ``seen`` receipts (S18)."""
@@ -92,6 +94,7 @@ class AckStatus:
     reached: list[str]
     seen: list[str]
     not_seen: list[str]
+
 
 @record
 class ContactPolicy:

@@ -8,15 +8,12 @@ the field the library method hands back.
 
 from __future__ import annotations
 
-from broker.record_type import record
-
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
+from broker.record_type import DOCSTRINGS, record
 
 
 @record
 class Count:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     count: int
     """how many deliveries the call settled or requeued"""
@@ -24,7 +21,7 @@ class Count:
 
 @record
 class Expiry:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     expires_at: str
     """the lease's new expiry (UTC)"""

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from broker.record_type import record
+from broker.record_type import DOCSTRINGS, record
 from broker.vocab import SpaceKind, SpaceState, Status
-
-# Read by pydantic (TypeAdapter) only: field descriptions from attribute docstrings.
-_DOCSTRINGS = {"use_attribute_docstrings": True}
 
 
 @record
@@ -23,28 +20,31 @@ class Space:
     created_at_utc: str
     updated_at_utc: str
 
+
 @record
 class CreatedSpace(Space):
     """A space as its creator gets it: with its join key (S27), shown this once."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     join_key: str
     """secret: joins the space (``broker join --join-key``); stored only as a hash"""
+
 
 @record
 class JoinKey:
     """A space's new join key (``rotate_join_key``): the old one no longer works."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     space_id: str
     join_key: str
     """secret: shown once, stored only as a hash"""
 
+
 @record
 class Participant:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     id: str
     space_id: str
@@ -72,15 +72,17 @@ class Participant:
     ``ambient:messaging_default`` (the default set), ``ambient:workflow_messaging``
     (the tools named at join), null when messaging is off (receive-only)"""
 
+
 @record
 class Joined:
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     space_id: str
     participant_id: str
     address: str
     token: str
     """secret; shown once, stored only as a hash"""
+
 
 @record
 class ParticipantEvent:
@@ -94,11 +96,12 @@ class ParticipantEvent:
     reason: str | None
     at_utc: str
 
+
 @record
 class SenderUse:
     """One sender's part of a space's log (S30)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     sender: str
     log_bytes: int
@@ -106,11 +109,12 @@ class SenderUse:
     share: float
     """its part of ``log_max_mb`` (the operator has no cap: it is listed all the same)"""
 
+
 @record
 class InboxUse:
     """One participant's inbox against ``inbox_cap`` (S30)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     address: str
     status: Status
@@ -120,11 +124,12 @@ class InboxUse:
     holds: int = 0
     """its live key claims and path reservations (against ``holds_cap``, S41)"""
 
+
 @record
 class SpaceUsage:
     """A space's limits in effect and how much of them is used (S30)."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     space_id: str
     state: SpaceState
@@ -153,11 +158,12 @@ class SpaceUsage:
     join_key_log_cap_bytes: int = 0
     """what they may hold together (``join_key_share`` of ``log_max_mb``)"""
 
+
 @record
 class Purged:
     """A purged space (retention): its rows deleted after a verified export."""
 
-    __pydantic_config__ = _DOCSTRINGS
+    __pydantic_config__ = DOCSTRINGS
 
     id: str
     """the purge's row in the store-level journal ``purges``"""
