@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.delivery import wake
+from broker.interchange.export import lines
 from broker.interchange.export.cursors import (
     AppendOnly,
     AppendOut,
@@ -28,22 +29,6 @@ from broker.interchange.export.cursors import (
     SnapshotOut,
 )
 from broker.interchange.export.files import ExportSummary, NoProgress, Progress, SpaceFolder
-from broker.interchange.export.lines import (
-    CURSORS,
-    DIRECTORY,
-    EVENTS,
-    HISTORY,
-    INBOX,
-    JOURNAL,
-    KEYS,
-    LOG,
-    MAILBOX_FILES,
-    RESERVATIONS,
-    SPACE,
-    TRANSCRIPT,
-    TURNS,
-    space_parts,
-)
 from broker.spaces.spaces import resolve_id
 from broker.store.filenames import os_errors, safe_name
 from broker.store.sql import stmt
@@ -100,40 +85,42 @@ class SpaceExport:
         self.summary = ExportSummary(
             space=space, kind=kind, layout="space", root=str(folder.root), dir=str(folder.dir)
         )
-        self.log = AppendOnly(LOG, _Q["log"], _log_route, position="seq")
-        self.events = AppendOnly(EVENTS, _Q["events"], lambda r: [("participants.jsonl",)])
-        self.journal = AppendOnly(JOURNAL, _Q["journal"], lambda r: [("board", "claims.jsonl")])
+        self.log = AppendOnly(lines.LOG, _Q["log"], _log_route, position="seq")
+        self.events = AppendOnly(lines.EVENTS, _Q["events"], lambda r: [("participants.jsonl",)])
+        self.journal = AppendOnly(
+            lines.JOURNAL, _Q["journal"], lambda r: [("board", "claims.jsonl")]
+        )
         self.transcript = AppendOnly(
-            TRANSCRIPT,
+            lines.TRANSCRIPT,
             _Q["transcript_new"],
             self._route("participant_id", "transcript.jsonl"),
             snapshot_stmt=_Q["transcript"],
         )
         self.history = AppendOnly(
-            HISTORY,
+            lines.HISTORY,
             _Q["history_new"],
             self._route("participant_id", "history.jsonl"),
             snapshot_stmt=_Q["history"],
         )
         self.inbox = Changing(
-            INBOX,
+            lines.INBOX,
             (_Q["inbox"], _Q["inbox_new"], _Q["inbox_reread"]),
             self._route("recipient_id", "inbox.jsonl", address="recipient"),
             final="done",
         )
         self.turns = Changing(
-            TURNS,
+            lines.TURNS,
             (_Q["turns"], _Q["turns_new"], _Q["turns_reread"]),
             self._route("participant_id", "turns.jsonl"),
             final="seen",
         )
-        self.directory = Keyed(DIRECTORY, _Q["directory"], "id", ("directory.jsonl",))
+        self.directory = Keyed(lines.DIRECTORY, _Q["directory"], "id", ("directory.jsonl",))
         self.cursors = Keyed(
-            CURSORS, _Q["cursors"], "participant_id", ("mailboxes", "cursors.jsonl")
+            lines.CURSORS, _Q["cursors"], "participant_id", ("mailboxes", "cursors.jsonl")
         )
-        self.keys = Keyed(KEYS, _Q["keys"], "key", ("board", "keys.jsonl"))
+        self.keys = Keyed(lines.KEYS, _Q["keys"], "key", ("board", "keys.jsonl"))
         self.reservations = Keyed(
-            RESERVATIONS, _Q["reservations"], "token", ("board", "reservations.jsonl")
+            lines.RESERVATIONS, _Q["reservations"], "token", ("board", "reservations.jsonl")
         )
         for keyed in (self.directory, self.cursors, self.keys, self.reservations):
             keyed.track = follow
@@ -204,7 +191,7 @@ class SpaceExport:
         def each(row: Any) -> None:
             expires = row["lease_expires_at"]
             if row["holder"] is not None and expires is not None and expires > self.now:
-                live[safe_name(row["key"]) + ".json"] = KEYS.document(row)
+                live[safe_name(row["key"]) + ".json"] = lines.KEYS.document(row)
 
         self.keys.poll(t, self.space, out, snapshot=snapshot, each=each)
         self.folder.claim_files(live)
@@ -235,7 +222,7 @@ class SpaceExport:
                 out.touch(("mailboxes", name, file))
 
     def write_space(self, t: Tx) -> bool:
-        text = SPACE.document(t.one(_Q["space"], {"space": self.space}))
+        text = lines.SPACE.document(t.one(_Q["space"], {"space": self.space}))
         if text == self.space_text:
             return False
         self.folder.document(text, "space.json")
@@ -255,7 +242,7 @@ class SpaceExport:
 
         self.directory.poll(t, self.space, out, each=each)
         for name in list(self.folders.values())[before:]:  # new participants' files
-            for file in MAILBOX_FILES:
+            for file in lines.MAILBOX_FILES:
                 self.folder.path("mailboxes", name, file).touch(mode=0o600)
         self.cursors.poll(t, self.space, out)
         self.events.poll(t, self.space, out)
@@ -300,7 +287,7 @@ def snapshot(
     """Write the space's snapshot under ``root`` from the read transaction ``t``."""
     progress = progress or NoProgress()
     kind = t.one(_Q["space_kind"], {"space": space_id})["kind"]
-    folder = SpaceFolder(root, space_parts(kind, space_id), digests=digests)
+    folder = SpaceFolder(root, lines.space_parts(kind, space_id), digests=digests)
     writer = SpaceExport(store, folder, space_id, kind, follow)
     if now is not None:
         writer.now = now
