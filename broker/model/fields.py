@@ -462,17 +462,6 @@ def whole(
     return Whole(help, default=default, low=low, high=high, metavar=metavar)
 
 
-def seconds(
-    help: str,  # noqa: A002
-    *,
-    default: Any = REQUIRED,
-    low: float,
-    high: float,
-    metavar: str | None = "SECONDS",
-) -> Any:
-    return Seconds(help, default=default, low=low, high=high, metavar=metavar)
-
-
 def number(
     help: str,  # noqa: A002
     *,
@@ -480,8 +469,14 @@ def number(
     low: float,
     high: float,
     metavar: str | None = None,
+    of: type[Number] = Number,
 ) -> Any:
-    return Number(help, default=default, low=low, high=high, metavar=metavar)
+    return of(help, default=default, low=low, high=high, metavar=metavar)
+
+
+def seconds(help: str, *, default: Any = REQUIRED, low: float, high: float) -> Any:  # noqa: A002
+    """A ``number`` of seconds: worded as one (``Seconds``), ``SECONDS`` in the CLI."""
+    return number(help, default=default, low=low, high=high, metavar="SECONDS", of=Seconds)
 
 
 def record(
