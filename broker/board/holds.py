@@ -18,7 +18,6 @@ catalogue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from broker import errors
@@ -27,7 +26,7 @@ from broker.ids import new_id
 from broker.model.records import JournalEntry
 from broker.store.settings import Limits
 from broker.store.sql import stmt
-from broker.store.sqlite import Tx
+from broker.store.sqlite import Rows, Tx
 
 LEFT = "left"  # the journal's reason for a hold ended by its holder's departure
 _INSERT_CLAIM = stmt("board.insert_claim")
@@ -44,8 +43,6 @@ _RENEW_RESERVATION = stmt("reservations.renew")
 _END_EXPIRED = stmt("reservations.end_expired")
 _RESERVATIONS_HELD_BY = stmt("reservations.held_by")
 _LIVE_HOLDS = stmt("board.live_holds")
-
-Rows = Sequence[dict[str, Any]]
 
 
 def journal_key(pattern: str) -> str:

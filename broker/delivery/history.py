@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from broker import errors
 from broker.ids import new_id
@@ -23,7 +22,7 @@ from broker.record_type import from_row
 from broker.spaces import auth
 from broker.spaces.auth import Identity
 from broker.store.sql import stmt
-from broker.store.sqlite import Store, Tx
+from broker.store.sqlite import Rows, Store, Tx
 
 _INSERT = stmt("history.insert")
 _APPEND = stmt("history.append")
@@ -34,7 +33,7 @@ _UNDO_TURN = stmt("history.undo_turn")
 _TURN = stmt("history.turn")
 
 
-def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(t: Tx, rows: Rows) -> None:
     """Insert history rows as given (every column of ``history``), inside ``t``."""
     t.many(_INSERT, rows)
 

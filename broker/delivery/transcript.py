@@ -10,15 +10,14 @@ together, turn by turn, as the model saw them.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker import errors
 from broker.ids import new_id
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
-from broker.store.sqlite import Store, Tx
+from broker.store.sqlite import Rows, Store, Tx
 
 if TYPE_CHECKING:
     from broker.model.records import TranscriptEntry, TurnRecord
@@ -30,7 +29,7 @@ _ENTRIES = stmt("transcript.entries")
 _SENT = stmt("transcript.sent")
 
 
-def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(t: Tx, rows: Rows) -> None:
     """Append transcript rows as given (every column), inside ``t``: a turn's
     received and injected entries, notices, and rows the importer restores."""
     t.many(_INSERT, rows)

@@ -10,7 +10,7 @@ Statements are the ``participants`` area of the catalogue.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.board import holds
@@ -18,7 +18,7 @@ from broker.delivery import wake
 from broker.ids import new_id
 from broker.spaces import grants
 from broker.store.sql import stmt
-from broker.store.sqlite import Store, Tx
+from broker.store.sqlite import Rows, Store, Tx
 
 if TYPE_CHECKING:
     from broker.model.records import Participant
@@ -29,8 +29,6 @@ _JOURNAL_FIELDS = stmt("participants.journal_fields")
 _MARK_LEFT = stmt("participants.mark_left")
 _PRESENT_IDS = stmt("participants.present_ids")
 _CARRY_TOKEN = stmt("trust.carry_token")
-
-Rows = Sequence[dict[str, Any]]
 
 
 def to_model(row: Mapping[str, Any]) -> Participant:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from broker.spaces.roster import leave_all
 from broker.store import keys
 from broker.store.settings import BOUNDS, Limits
 from broker.store.sql import stmt
-from broker.store.sqlite import Store, Tx
+from broker.store.sqlite import Rows, Store, Tx
 from broker.vocab import SpaceKind
 
 if TYPE_CHECKING:
@@ -51,14 +51,14 @@ def to_model(row: Mapping[str, Any]) -> Space:
     )
 
 
-def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(t: Tx, rows: Rows) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
     t.many(_INSERT, rows)
     wake.ring_at_commit(t, [wake.SPACES_KEY])
 
 
-def carry_join_keys(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+def carry_join_keys(t: Tx, rows: Rows) -> None:
     """Give copied spaces their join keys back (``{space_id, key_hash}`` rows from
     the store they were copied from, ``broker migrate-store``): the key the
     agents hold still lets newcomers in."""

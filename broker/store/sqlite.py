@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 Params = Sequence[Any] | dict[str, Any]
 Row = sqlite3.Row  # read by name: row["address"]
+Rows = Sequence[dict[str, Any]]  # whole rows by column name: what a table's one writer inserts
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
 # The WAL is checkpointed about every CHECKPOINT_FRAMES pages written (just

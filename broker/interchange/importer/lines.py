@@ -4,17 +4,17 @@ with every refusal reported as ``FILE:LINE``."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker import errors
 from broker.interchange.importer.checks import parse_line
 from broker.interchange.importer.report import BadLine, Run
 from broker.interchange.importer.tree import Refused, Tree
-from broker.store.sqlite import Tx
+from broker.store.sqlite import Rows, Tx
 
 FLUSH = 500  # rows per batch insert
-Insert = Callable[[Tx, Sequence[dict[str, Any]]], None]
+Insert = Callable[[Tx, Rows], None]
 
 
 def read_lines(
