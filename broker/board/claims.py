@@ -30,7 +30,7 @@ from broker.record_type import from_row
 from broker.spaces import gate
 from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Store, Tx
 
 DEFAULT_TTL = 300.0  # seconds
@@ -38,11 +38,7 @@ MAX_TTL = 86400.0
 MAX_WAIT = bounds.DAY_S  # how long a claim may wait for its key
 KEY_MAX = 200
 _KEY = re.compile(r"[A-Za-z0-9._:/-]+")
-_CLAIM_ROW = stmt("board.claim_row")
-_ANY_EXPIRED = stmt("board.any_expired")
-_EXPIRED = stmt("board.expired")
-_LIVE_CLAIMS = stmt("board.live_claims")
-_JOURNAL = stmt("board.journal")
+_SQL = stmts("board", "claim_row", "any_expired", "expired", "live_claims", "journal")
 OPERATOR_REASON_MAX = 500
 
 # The importer writes rows through these (broker.board.holds is the tables' one writer).
@@ -139,7 +135,7 @@ def _claim(store: Store, ident: Identity, key: str, ttl: float, tx: Tx | None) -
         expires = ts_after(now, ttl)
         space_id = ident.space_id
         where = {"space_id": space_id, "key": key}
-        cur = t.one(_CLAIM_ROW, where)
+        cur = t.one(_SQL["claim_row"], where)
         regrant = cur is not None and cur["holder"] == ident.address
         regrant = regrant and cur["lease_expires_at"] > at
         holds.make_room(t, space_id, ident.address, at, 0 if regrant else 1, row.limits)
@@ -181,7 +177,7 @@ def _held_by_caller(
     """The (claimed_at, lease_expires_at) of the caller's live claim with fence
     ``token``, or ``LeaseLost`` saying why the fence does not hold the key (in
     the board's words: the caller does not hold it, or holds it with another fence)."""
-    cur = t.one(_CLAIM_ROW, {"space_id": ident.space_id, "key": key})
+    cur = t.one(_SQL["claim_row"], {"space_id": ident.space_id, "key": key})
     fields = {"key": key, "fence": token}
     if cur is None or cur["holder"] is None:
         raise errors.LeaseLost(
@@ -289,7 +285,7 @@ def release_as_operator(
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
         at = store.now_ts()
-        cur = t.one(_CLAIM_ROW, {"space_id": space_id, "key": key})
+        cur = t.one(_SQL["claim_row"], {"space_id": space_id, "key": key})
         if cur is None or cur["holder"] is None or cur["lease_expires_at"] <= at:
             raise errors.LeaseLost(
                 f"cannot release key {key!r}: nobody holds it", key=key, fence=fence
@@ -314,12 +310,12 @@ def expire_claims(store: Store, space_ref: str, *, tx: Tx | None = None) -> int:
     keys at once); returns how many. Takes the write lock only if there are any."""
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        if t.one(_ANY_EXPIRED, {"space_id": space_id, "at": store.now_ts()}) is None:
+        if t.one(_SQL["any_expired"], {"space_id": space_id, "at": store.now_ts()}) is None:
             return 0
     with store.write(tx) as t:
         at = store.now_ts()
         where = {"space_id": space_id, "at": at}
-        rows = t.all(_EXPIRED, where)
+        rows = t.all(_SQL["expired"], where)
         for r in rows:
             _journal(
                 t, space_id, r["key"], "expired", r["holder"], r["token"], r["lease_expires_at"], at
@@ -332,7 +328,7 @@ def live(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ClaimGra
     """The live claims of a space (held and not expired), by key. Writes nothing."""
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(_LIVE_CLAIMS, {"space_id": space_id, "at": store.now_ts()})
+        rows = t.all(_SQL["live_claims"], {"space_id": space_id, "at": store.now_ts()})
     return [
         from_row(ClaimGrant, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]
@@ -351,7 +347,7 @@ def journal(
     expire_claims(store, space_ref, tx=tx)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(_JOURNAL, {"space_id": space_id, "key": key})
+        rows = t.all(_SQL["journal"], {"space_id": space_id, "key": key})
     return [
         from_row(JournalEntry, r, fence=r["token"], expires_at=r["lease_expires_at"]) for r in rows
     ]

@@ -33,7 +33,7 @@ from broker.spaces import gate
 from broker.spaces.addressing import Target, parse_target, parse_targets
 from broker.spaces.auth import Caller, Identity
 from broker.spaces.spaces import resolve_id
-from broker.store.sql import stmt
+from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Store, Tx
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX, Via
 
@@ -42,11 +42,9 @@ if TYPE_CHECKING:
     from broker.model.records import BoardEntry
 
 _CURSOR_SEQ = stmt("messages.seq_of")
-_READ_KIND = stmt("board.read_kind")
-_MESSAGE_HEAD = stmt("board.message_head")
-_RETRACTED_BY = stmt("board.retracted_by")
-_DIRECTIVES_IN_FORCE = stmt("board.directives_in_force")
-_IS_ADDRESS = stmt("board.is_address")
+_SQL = stmts(
+    "board", "read_kind", "message_head", "retracted_by", "directives_in_force", "is_address"
+)
 
 
 # --- reading the board ----------------------------------------------------------------
@@ -94,7 +92,7 @@ def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntr
         start = row["seq"]
     # One range per kind on the partial index, merged: never a scan of the log.
     per_kind = [
-        t.all(_READ_KIND, {"space_id": space_id, "kind": kind, "after": start, "n": limit})
+        t.all(_SQL["read_kind"], {"space_id": space_id, "kind": kind, "after": start, "n": limit})
         for kind in ("post", "directive", "retract")
     ]
     merged = heapq.merge(*per_kind, key=lambda r: r["seq"])
@@ -233,7 +231,7 @@ def _directive_id(directive_id: str) -> str:
 
 def _author(t: Tx, space_id: str, did: str) -> str:
     """Who issued directive ``did`` of the space (else ``directive_not_found``)."""
-    found = t.one(_MESSAGE_HEAD, {"space_id": space_id, "id": did})
+    found = t.one(_SQL["message_head"], {"space_id": space_id, "id": did})
     if found is None or found["kind"] != "directive":
         raise errors.DirectiveNotFound(f"no directive {did!r} in this space", directive_id=did)
     author: str = found["sender"]
@@ -242,7 +240,7 @@ def _author(t: Tx, space_id: str, did: str) -> str:
 
 def _in_force(t: Tx, space_id: str, did: str) -> None:
     """A directive is lifted once (else ``already_retracted``)."""
-    done = t.one(_RETRACTED_BY, {"directive_id": did, "space_id": space_id})
+    done = t.one(_SQL["retracted_by"], {"directive_id": did, "space_id": space_id})
     if done is not None:
         raise errors.AlreadyRetracted(
             f"directive {did} was already retracted (by {done['id']})",
@@ -283,7 +281,9 @@ def active_directives(
     the participant as it is now (``address``, ``agent``, ``step``): so a
     directive reaches later joiners, and a re-joined run (same address, S3)
     keeps its directives."""
-    rows = t.all(_DIRECTIVES_IN_FORCE, {"space_id": space_id, "participant_id": participant_id})
+    rows = t.all(
+        _SQL["directives_in_force"], {"space_id": space_id, "participant_id": participant_id}
+    )
     if not rows:
         return []
     is_address: dict[str, bool] = {}  # a bare name is an address if someone has it (S6)
@@ -320,7 +320,7 @@ def _matches(
         return address == value
     if kind == "name":
         if value not in is_address:
-            found = t.one(_IS_ADDRESS, {"space_id": space_id, "address": value})
+            found = t.one(_SQL["is_address"], {"space_id": space_id, "address": value})
             is_address[value] = found is not None
         if is_address[value]:
             return address == value

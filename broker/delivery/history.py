@@ -21,21 +21,15 @@ from broker.model.records import HistoryEntry, Turn, TurnMessages
 from broker.record_type import from_row
 from broker.spaces import auth
 from broker.spaces.auth import Identity
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Rows, Store, Tx
 
-_INSERT = stmt("history.insert")
-_APPEND = stmt("history.append")
-_UNDO = stmt("history.undo")
-_ENTRIES = stmt("history.entries")
-_APPEND_TURN = stmt("history.append_turn")
-_UNDO_TURN = stmt("history.undo_turn")
-_TURN = stmt("history.turn")
+_SQL = stmts("history", "insert", "append", "undo", "entries", "append_turn", "undo_turn", "turn")
 
 
 def insert_rows(t: Tx, rows: Rows) -> None:
     """Insert history rows as given (every column of ``history``), inside ``t``."""
-    t.many(_INSERT, rows)
+    t.many(_SQL["insert"], rows)
 
 
 def append(store: Store, ident: Identity, turn: Turn, *, tx: Tx | None = None) -> list[str]:
@@ -49,7 +43,7 @@ def append(store: Store, ident: Identity, turn: Turn, *, tx: Tx | None = None) -
             if item.group == "directive":
                 continue
             row = t.one(
-                _APPEND,
+                _SQL["append"],
                 {
                     "id": new_id(),
                     "space_id": ident.space_id,
@@ -74,12 +68,12 @@ def undo(store: Store, ident: Identity, message_ids: Sequence[str], *, tx: Tx | 
         return 0
     with store.write(tx) as t:
         auth.caller(t, ident)
-        rows = t.all(_UNDO, {"participant_id": ident.participant_id, "ids": json.dumps(ids)})
+        rows = t.all(_SQL["undo"], {"participant_id": ident.participant_id, "ids": json.dumps(ids)})
     return len(rows)
 
 
 def _own_turn(t: Tx, ident: Identity, turn_id: str) -> None:
-    if t.one(_TURN, {"turn_id": turn_id, "participant_id": ident.participant_id}) is None:
+    if t.one(_SQL["turn"], {"turn_id": turn_id, "participant_id": ident.participant_id}) is None:
         raise errors.NotFound(f"no turn {turn_id!r} of {ident.address}", turn_id=turn_id)
 
 
@@ -94,7 +88,7 @@ def append_turn(
         auth.caller(t, ident, now)
         _own_turn(t, ident, inp.turn_id)
         rows = t.all(
-            _APPEND_TURN,
+            _SQL["append_turn"],
             {"participant_id": ident.participant_id, "turn_id": inp.turn_id, "at_utc": now},
         )
     return TurnMessages(turn_id=inp.turn_id, message_ids=[r["message_id"] for r in rows])
@@ -108,7 +102,9 @@ def undo_turn(
     with store.write(tx) as t:
         auth.caller(t, ident)
         _own_turn(t, ident, inp.turn_id)
-        rows = t.all(_UNDO_TURN, {"participant_id": ident.participant_id, "turn_id": inp.turn_id})
+        rows = t.all(
+            _SQL["undo_turn"], {"participant_id": ident.participant_id, "turn_id": inp.turn_id}
+        )
     return TurnMessages(turn_id=inp.turn_id, message_ids=[r["message_id"] for r in rows])
 
 
@@ -116,5 +112,5 @@ def entries(store: Store, ident: Identity, *, tx: Tx | None = None) -> list[Hist
     """``ident``'s history, oldest first."""
     with store.read(tx) as t:
         auth.caller(t, ident)
-        rows = t.all(_ENTRIES, {"participant_id": ident.participant_id})
+        rows = t.all(_SQL["entries"], {"participant_id": ident.participant_id})
     return [from_row(HistoryEntry, r) for r in rows]

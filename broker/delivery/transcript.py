@@ -13,26 +13,22 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker import errors
 from broker.ids import new_id
+from broker.spaces.roster import not_found
 from broker.spaces.spaces import resolve_id
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Rows, Store, Tx
 
 if TYPE_CHECKING:
     from broker.model.records import TranscriptEntry, TurnRecord
 
-_INSERT = stmt("transcript.insert")
-_PARTICIPANT = stmt("transcript.participant")
-_TURNS = stmt("transcript.turns")
-_ENTRIES = stmt("transcript.entries")
-_SENT = stmt("transcript.sent")
+_SQL = stmts("transcript", "insert", "participant", "turns", "entries", "sent")
 
 
 def insert_rows(t: Tx, rows: Rows) -> None:
     """Append transcript rows as given (every column), inside ``t``: a turn's
     received and injected entries, notices, and rows the importer restores."""
-    t.many(_INSERT, rows)
+    t.many(_SQL["insert"], rows)
 
 
 def notice(
@@ -70,15 +66,13 @@ def rebuild(
 
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        me = t.one(_PARTICIPANT, {"space_id": space_id, "address": address})
+        me = t.one(_SQL["participant"], {"space_id": space_id, "address": address})
         if me is None:
-            raise errors.ParticipantNotFound(
-                f"no participant {address!r} in space {space_id}", address=address
-            )
+            raise not_found(space_id, address)
         pid = me["id"]
-        turns = t.all(_TURNS, {"participant_id": pid})
-        rows = t.all(_ENTRIES, {"participant_id": pid})
-        sent = t.all(_SENT, {"space_id": space_id, "address": address})
+        turns = t.all(_SQL["turns"], {"participant_id": pid})
+        rows = t.all(_SQL["entries"], {"participant_id": pid})
+        sent = t.all(_SQL["sent"], {"space_id": space_id, "address": address})
     records = [
         _Record(turn_id=None, at=None, state=None, seen_at=None),
         *(

@@ -24,13 +24,13 @@ from broker.spaces.auth import Identity
 from broker.spaces.roster import carry_tokens as carry_tokens
 from broker.spaces.roster import insert_events as insert_events
 from broker.spaces.roster import insert_rows as insert_rows
-from broker.spaces.roster import journal_event
+from broker.spaces.roster import journal_event, not_found
 from broker.spaces.roster import leave_all as leave_all
 from broker.spaces.roster import leave_in_tx as leave_in_tx
 from broker.spaces.roster import to_model as to_model
 from broker.spaces.spaces import limits_of, resolve_id
 from broker.store import keys, procs
-from broker.store.sql import stmt
+from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Store, Tx
 
 if TYPE_CHECKING:
@@ -39,16 +39,19 @@ if TYPE_CHECKING:
 
 _IDENTIFY = stmt("auth.identify")
 _SPACE = stmt("spaces.get")
-_HOLDER = stmt("participants.holder")
-_BY_TOKEN = stmt("participants.by_token")
-_PARENT_MESSAGING = stmt("participants.parent_messaging")
-_REJOIN = stmt("participants.rejoin")
-_SET_STATUS = stmt("participants.set_status")
-_LIST_ALL = stmt("participants.list_all")
-_LIST_PRESENT = stmt("participants.list_present")
-_BY_ADDRESS = stmt("participants.by_address")
-_ADDRESSES = stmt("participants.addresses")
-_EVENTS = stmt("participants.events")
+_SQL = stmts(
+    "participants",
+    "holder",
+    "by_token",
+    "parent_messaging",
+    "rejoin",
+    "set_status",
+    "list_all",
+    "list_present",
+    "by_address",
+    "addresses",
+    "events",
+)
 
 LIVE = ("running", "idle")
 PID_MAX = 2**31 - 1
@@ -135,7 +138,7 @@ def join(
             raise errors.SpaceNotRunning(
                 f"space {space_id} is {state}: nobody can join it", space_id=space_id
             )
-        holder = t.row(_HOLDER, {"space_id": space_id, "address": address})
+        holder = t.row(_SQL["holder"], {"space_id": space_id, "address": address})
         if holder is None and not (
             credential.join_key or credential.operator_key or credential.parent_token
         ):
@@ -150,7 +153,7 @@ def join(
         parent_addr = parent_grant.address if parent_grant is not None else kept["parent"]
         messaging = inp.messaging
         if parent_addr:
-            parent = t.one(_PARENT_MESSAGING, {"space_id": space_id, "address": parent_addr})
+            parent = t.one(_SQL["parent_messaging"], {"space_id": space_id, "address": parent_addr})
             if parent is not None and not parent["messaging"]:
                 messaging = False  # off is inherited (S24); narrowing is not
         wanted = grants.effective(messaging, tools, inp.lead)
@@ -195,7 +198,7 @@ def join(
         if holder is not None:
             pid = holder["id"]
             # A retried or continued run: same row, so inbox, cursors and directives stay (S3).
-            t.execute(_REJOIN, {**values, "id": pid})
+            t.execute(_SQL["rejoin"], {**values, "id": pid})
             inbox.recover(t, pid, now)  # S32: leases of its dead processes come back now
         else:
             pid = new_id()
@@ -266,7 +269,7 @@ def _reads_unlike_any(t: Tx, space_id: str, address: str) -> None:
     (``Victim`` beside ``victim``): a reader, a log line or a model would take
     one participant for the other. Nothing is written."""
     mine = reads_as(address)
-    for (other,) in t.all(_ADDRESSES, {"space_id": space_id}):
+    for (other,) in t.all(_SQL["addresses"], {"space_id": space_id}):
         if reads_as(other) == mine:
             raise errors.InvalidInput(
                 f"address {address!r} reads like {other!r}, already in this space: "
@@ -310,7 +313,7 @@ def _credential(t: Tx, space_id: str, cred: Credential) -> _Parent | None:
         return None
     if not cred.parent_token:
         return None
-    row = t.row(_BY_TOKEN, {"token_hash": keys.digest(cred.parent_token)})
+    row = t.row(_SQL["by_token"], {"token_hash": keys.digest(cred.parent_token)})
     if row is None or row["space_id"] != space_id or row["status"] == "left":
         # One message for unknown, foreign and departed parents: no oracle.
         raise errors.AuthError(
@@ -423,7 +426,7 @@ def authenticate(
     th = hash_token(token)
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        row = t.one(_HOLDER, {"space_id": space_id, "address": address})
+        row = t.one(_SQL["holder"], {"space_id": space_id, "address": address})
         if row is None or row["token_hash"] != th:
             # One message for unknown address, wrong token and someone else's token: no oracle.
             raise errors.token_refused()
@@ -466,7 +469,9 @@ def set_status(store: Store, participant_id: str, status: str, *, tx: Tx | None 
     if status not in ("running", "idle", "failed", "shutdown"):
         raise errors.InvalidInput(f"bad status {status!r}", field="status")
     with store.write(tx) as t:
-        row = t.one(_SET_STATUS, {"status": status, "now": store.now_ts(), "id": participant_id})
+        row = t.one(
+            _SQL["set_status"], {"status": status, "now": store.now_ts(), "id": participant_id}
+        )
         if row is not None:
             wake.ring_at_commit(t, [wake.state_key(row["space_id"])])
 
@@ -476,25 +481,25 @@ def list_participants(
 ) -> list[Participant]:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.all(_LIST_ALL if include_left else _LIST_PRESENT, {"space_id": space_id})
+        rows = t.all(
+            _SQL["list_all"] if include_left else _SQL["list_present"], {"space_id": space_id}
+        )
     return [to_model(r) for r in rows]
 
 
 def get(store: Store, space_ref: str, address: str, *, tx: Tx | None = None) -> Participant:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        row = t.one(_BY_ADDRESS, {"space_id": space_id, "address": address})
+        row = t.one(_SQL["by_address"], {"space_id": space_id, "address": address})
     if row is None:
-        raise errors.ParticipantNotFound(
-            f"no participant {address!r} in space {space_id}", address=address
-        )
+        raise not_found(space_id, address)
     return to_model(row)
 
 
 def journal(store: Store, space_ref: str, *, tx: Tx | None = None) -> list[ParticipantEvent]:
     with store.read(tx) as t:
         space_id = resolve_id(t, space_ref)
-        rows = t.rows(_EVENTS, {"space_id": space_id})
+        rows = t.rows(_SQL["events"], {"space_id": space_id})
     from broker.model.records import ParticipantEvent  # built on first use (records_more)
 
     return [ParticipantEvent(**r) for r in rows]

@@ -13,21 +13,18 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker import errors
 from broker.board import holds
 from broker.delivery import wake
 from broker.ids import new_id
 from broker.spaces import grants
-from broker.store.sql import stmt
+from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Rows, Store, Tx
 
 if TYPE_CHECKING:
     from broker.model.records import Participant
 
-_INSERT = stmt("participants.insert")
-_INSERT_EVENT = stmt("participants.insert_event")
-_JOURNAL_FIELDS = stmt("participants.journal_fields")
-_MARK_LEFT = stmt("participants.mark_left")
-_PRESENT_IDS = stmt("participants.present_ids")
+_SQL = stmts("participants", "insert", "insert_event", "journal_fields", "mark_left", "present_ids")
 _CARRY_TOKEN = stmt("trust.carry_token")
 
 
@@ -62,10 +59,17 @@ def to_model(row: Mapping[str, Any]) -> Participant:
     )
 
 
+def not_found(space_id: str, address: str) -> errors.ParticipantNotFound:
+    """The one refusal of an address that is no participant of the space."""
+    return errors.ParticipantNotFound(
+        f"no participant {address!r} in space {space_id}", address=address
+    )
+
+
 def insert_rows(t: Tx, rows: Rows) -> None:
     """Write whole participant rows (every column, by name): the one writer of
     ``participants`` inserts, used by ``join`` and by the importer."""
-    t.many(_INSERT, rows)
+    t.many(_SQL["insert"], rows)
 
 
 def carry_tokens(t: Tx, rows: Rows) -> None:
@@ -78,7 +82,7 @@ def carry_tokens(t: Tx, rows: Rows) -> None:
 def insert_events(t: Tx, rows: Rows) -> None:
     """Write whole ``participant_events`` rows: the journal's one writer (joins,
     leaves, the importer)."""
-    t.many(_INSERT_EVENT, rows)
+    t.many(_SQL["insert_event"], rows)
 
 
 def journal_event(
@@ -112,14 +116,14 @@ def leave_in_tx(store: Store, t: Tx, pid: str, reason: str) -> None:
     reason ``left``): every departure (leave, a stop or an archive, the
     directory's clean-up) comes through here, and a holder that left can
     neither release nor renew, so its holds would block everyone to their TTL."""
-    row = t.one(_JOURNAL_FIELDS, {"id": pid})
+    row = t.one(_SQL["journal_fields"], {"id": pid})
     assert row is not None
     now = store.now_ts()
-    t.execute(_MARK_LEFT, {"now": now, "id": pid})
+    t.execute(_SQL["mark_left"], {"now": now, "id": pid})
     journal_event(t, pid, row["space_id"], "left", row, now, reason)
     holds.end_held_by(t, row["space_id"], row["address"], now, holds.LEFT)
 
 
 def leave_all(store: Store, t: Tx, space_id: str, *, reason: str) -> None:
-    for row in t.all(_PRESENT_IDS, {"space_id": space_id}):
+    for row in t.all(_SQL["present_ids"], {"space_id": space_id}):
         leave_in_tx(store, t, row["id"], reason)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from broker.record_type import record
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Tx
 
 # How a join was admitted (S27): the reason of its `joined` journal line.
@@ -39,10 +39,7 @@ ADMISSIONS = (JOIN_KEY, OPERATOR_KEY, PARENT_TOKEN)
 # it admits nobody new, and the admission before it stands.
 LAST_TOKEN = "last token"
 
-_MEMBERS = stmt("shares.members")
-_ADMISSIONS = stmt("shares.admissions")
-_LOG_BYTES = stmt("shares.log_bytes")
-_WAITING = stmt("shares.waiting_by_sender")
+_SQL = stmts("shares", "members", "admissions", "log_bytes", "waiting_by_sender")
 
 
 @record
@@ -66,9 +63,9 @@ class Group:
 
 def groups(t: Tx, space_id: str) -> dict[str, Group]:
     """Every participant's group in a space, by address."""
-    rows = t.all(_MEMBERS, {"space_id": space_id})
+    rows = t.all(_SQL["members"], {"space_id": space_id})
     admitted: dict[str, str | None] = {}
-    for e in t.all(_ADMISSIONS, {"space_id": space_id}):
+    for e in t.all(_SQL["admissions"], {"space_id": space_id}):
         if e["reason"] != LAST_TOKEN:  # a continuation keeps the admission before it
             admitted[e["participant_id"]] = e["reason"]  # the latest admission decides
     by_address = {r["address"]: r for r in rows}
@@ -111,7 +108,7 @@ def log_bytes(t: Tx, space_id: str, members: Iterable[str]) -> int:
     wanted = set(members)
     return sum(
         int(r["log_bytes"])
-        for r in t.all(_LOG_BYTES, {"space_id": space_id})
+        for r in t.all(_SQL["log_bytes"], {"space_id": space_id})
         if r["sender"] in wanted
     )
 
@@ -121,6 +118,6 @@ def waiting(t: Tx, recipient_id: str, members: Iterable[str]) -> int:
     wanted = set(members)
     return sum(
         int(r["n"])
-        for r in t.all(_WAITING, {"recipient_id": recipient_id})
+        for r in t.all(_SQL["waiting_by_sender"], {"recipient_id": recipient_id})
         if r["sender"] in wanted
     )

@@ -16,7 +16,7 @@ from broker.model.inputs import SpaceSettings
 from broker.spaces.roster import leave_all
 from broker.store import keys
 from broker.store.settings import BOUNDS, Limits
-from broker.store.sql import stmt
+from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Rows, Store, Tx
 from broker.vocab import SpaceKind
 
@@ -27,14 +27,17 @@ PREFIX: dict[str, str] = {"agentiflow": "af_", "workflow": "run_", "session": "s
 _REF = re.compile(r"[a-z0-9_]{1,40}")
 _SET_JOIN_KEY = stmt("trust.set_join_key")
 _CARRY_JOIN_KEY = stmt("trust.carry_join_key")
-_SET_SETTINGS = stmt("spaces.set_settings")
-_INSERT = stmt("spaces.insert")
-_EXACT_ID = stmt("spaces.exact_id")
-_BY_PREFIX = stmt("spaces.by_prefix")
-_GET = stmt("spaces.get")
-_LIST_ALL = stmt("spaces.list_all")
-_LIST_IN_STATE = stmt("spaces.list_in_state")
-_SET_STATE = stmt("spaces.set_state")
+_SQL = stmts(
+    "spaces",
+    "set_settings",
+    "insert",
+    "exact_id",
+    "by_prefix",
+    "get",
+    "list_all",
+    "list_in_state",
+    "set_state",
+)
 
 
 def to_model(row: Mapping[str, Any]) -> Space:
@@ -54,7 +57,7 @@ def to_model(row: Mapping[str, Any]) -> Space:
 def insert_rows(t: Tx, rows: Rows) -> None:
     """Write whole space rows (every column, by name): the one writer of
     ``spaces`` inserts, used by ``create`` and by the importer."""
-    t.many(_INSERT, rows)
+    t.many(_SQL["insert"], rows)
     wake.ring_at_commit(t, [wake.SPACES_KEY])
 
 
@@ -172,7 +175,7 @@ def set_settings(
     changes = validate_settings(settings)
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        row = t.one(_GET, {"space_id": sid})
+        row = t.one(_SQL["get"], {"space_id": sid})
         state, text = row["state"], row["settings"]
         if state != "running":
             raise errors.Conflict(f"space {sid} is {state}: its settings no longer apply")
@@ -182,7 +185,7 @@ def set_settings(
         in_effect = Limits.lenient(before).to_dict(include={k for k in before if k in BOUNDS})
         after = in_effect | changes
         t.execute(
-            _SET_SETTINGS,
+            _SQL["set_settings"],
             {"settings": json.dumps(after, sort_keys=True), "now": store.now_ts(), "space_id": sid},
         )
     return sid, before, after
@@ -197,11 +200,11 @@ def resolve_id(tx: Tx, ref: str) -> str:
         raise errors.InvalidInput(
             f"bad run id {ref!r}: letters, digits and '_' only", field="run_id"
         )
-    row = tx.one(_EXACT_ID, {"id": text})
+    row = tx.one(_SQL["exact_id"], {"id": text})
     if row:
         return str(row["id"])
     pattern = text.replace("_", "\\_") + "%"
-    rows = tx.all(_BY_PREFIX, {"pattern": pattern})
+    rows = tx.all(_SQL["by_prefix"], {"pattern": pattern})
     if not rows:
         raise errors.SpaceNotFound(f"no space matches run id {ref!r}", run_id=ref)
     if len(rows) > 1:
@@ -212,13 +215,13 @@ def resolve_id(tx: Tx, ref: str) -> str:
 def get(store: Store, ref: str, *, tx: Tx | None = None) -> Space:
     with store.read(tx) as t:
         sid = resolve_id(t, ref)
-        row = t.one(_GET, {"space_id": sid})
+        row = t.one(_SQL["get"], {"space_id": sid})
     return to_model(row)
 
 
 def list_spaces(store: Store, *, state: str | None = None, tx: Tx | None = None) -> list[Space]:
     with store.read(tx) as t:
-        rows = t.all(_LIST_IN_STATE, {"state": state}) if state else t.all(_LIST_ALL)
+        rows = t.all(_SQL["list_in_state"], {"state": state}) if state else t.all(_SQL["list_all"])
     return [to_model(r) for r in rows]
 
 
@@ -227,14 +230,14 @@ def _set_state(
 ) -> Space:
     with store.write(tx) as t:
         sid = resolve_id(t, ref)
-        was = t.one(_GET, {"space_id": sid})["state"]
+        was = t.one(_SQL["get"], {"space_id": sid})["state"]
         if was != state:
             if was not in allowed_from:
                 raise errors.Conflict(f"space {sid} is {was}; it cannot become {state}")
-            t.execute(_SET_STATE, {"state": state, "now": store.now_ts(), "space_id": sid})
+            t.execute(_SQL["set_state"], {"state": state, "now": store.now_ts(), "space_id": sid})
             if state != "running":
                 leave_all(store, t, sid, reason=f"space {state}")
-        space = to_model(t.one(_GET, {"space_id": sid}))
+        space = to_model(t.one(_SQL["get"], {"space_id": sid}))
         # Waiters (a follow, a blocked claim) learn of the stop once it is
         # visible: at the commit, also when ``tx`` is the caller's.
         wake.ring_at_commit(t, [wake.space_key(sid), wake.SPACES_KEY, wake.state_key(sid)])

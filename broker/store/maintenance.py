@@ -41,7 +41,7 @@ from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its
 from broker.store.migrate import HEAD, UPGRADE_BROKER, is_newer
 from broker.store.runfiles import fsync_path
 from broker.store.settings import StoreSettings
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Store, wrap_db_error
 
 Severity = Literal["ok", "info", "warning", "error"]
@@ -54,27 +54,33 @@ FREE_MIN_BYTES = 1 << 20
 # `broker doctor` exit codes: clean, warnings, errors (README, exit codes).
 EXIT = {"ok": 0, "info": 0, "warning": 8, "error": 9}
 
-_BEGIN_READ = stmt("store.begin_read")
-_COMMIT = stmt("store.commit")
-_SCHEMA_VERSION = stmt("store.schema_version")
-_JOURNAL_MODE = stmt("store.journal_mode")
-_QUICK_CHECK = stmt("store.quick_check")
-_INTEGRITY_CHECK = stmt("store.integrity_check")
-_COMPILE_OPTIONS = stmt("store.compile_options")
-_PAGE_SIZE = stmt("store.page_size")
-_PAGE_COUNT = stmt("store.page_count")
-_FREELIST = stmt("store.freelist_count")
-_WAL_LIMIT = stmt("store.journal_size_limit_value")
-_JSON_PROBE = stmt("store.json_probe")
-_CHECKPOINT_TRUNCATE = stmt("store.checkpoint_truncate")
-_VACUUM = stmt("store.vacuum")
-_EXPIRED = stmt("ops.expired_leases")
-_QUARANTINED = stmt("ops.quarantined_by_space")
-_SPACES = stmt("ops.spaces_count")
-_PG_SERVER = stmt("ops.pg_server")
-_PG_TEXT = stmt("ops.pg_text")
-_PG_CONNECTIONS = stmt("ops.pg_connections")
-_PG_SIZE = stmt("ops.pg_size")
+_SQL = stmts(
+    "store",
+    "begin_read",
+    "commit",
+    "schema_version",
+    "journal_mode",
+    "quick_check",
+    "integrity_check",
+    "compile_options",
+    "page_size",
+    "page_count",
+    "freelist_count",
+    "journal_size_limit_value",
+    "json_probe",
+    "checkpoint_truncate",
+    "vacuum",
+)
+_OPS = stmts(
+    "ops",
+    "expired_leases",
+    "quarantined_by_space",
+    "spaces_count",
+    "pg_server",
+    "pg_text",
+    "pg_connections",
+    "pg_size",
+)
 
 # --- what doctor, backup and vacuum return (re-exported by broker.model.records) ----------
 
@@ -228,9 +234,9 @@ def _store_mode(store: Store) -> Iterator[Finding]:
 
 def _sqlite(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        options = [str(r["compile_options"]) for r in t.all(_COMPILE_OPTIONS)]
+        options = [str(r["compile_options"]) for r in t.all(_SQL["compile_options"])]
         try:
-            has_json = bool(t.one(_JSON_PROBE)["ok"])
+            has_json = bool(t.one(_SQL["json_probe"])["ok"])
         except sqlite3.Error:
             has_json = False
     data = {
@@ -261,7 +267,7 @@ def _sqlite(store: Store) -> Iterator[Finding]:
 
 def _journal_mode(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        mode = str(t.one(_JOURNAL_MODE)["journal_mode"]).lower()
+        mode = str(t.one(_SQL["journal_mode"])["journal_mode"]).lower()
     if mode == "wal":
         yield Finding("journal_mode", "ok", "WAL journal mode", None)
     elif store.read_only is not None:
@@ -281,7 +287,7 @@ def _wal(store: Store) -> Iterator[Finding]:
     wal = Path(f"{store.path}-wal")
     size = _file_size(wal)
     with store.read() as t:
-        limit = int(t.one(_WAL_LIMIT)["journal_size_limit"])
+        limit = int(t.one(_SQL["journal_size_limit_value"])["journal_size_limit"])
     data = {"bytes": size, "limit_bytes": limit}
     if size > limit > 0:
         yield Finding(
@@ -323,7 +329,7 @@ def _schema(store: Store, out: list[str | None]) -> Iterator[Finding]:
 
 def _integrity(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        rows = [str(r["quick_check"]) for r in t.all(_QUICK_CHECK)]
+        rows = [str(r["quick_check"]) for r in t.all(_SQL["quick_check"])]
     if rows == ["ok"]:
         yield Finding("integrity", "ok", "quick_check ok", None)
     else:
@@ -458,7 +464,7 @@ def _doorbells(store: Store) -> Iterator[Finding]:
 # --- the checks of a store on PostgreSQL ------------------------------------------------------
 def _pg_server(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        row = t.one(_PG_SERVER)
+        row = t.one(_OPS["pg_server"])
     version = str(row["server_version"])
     data = {"version": version, "version_num": int(row["server_version_num"])}
     yield Finding("server", "ok", f"PostgreSQL {version}", None, data=data)
@@ -466,7 +472,7 @@ def _pg_server(store: Store) -> Iterator[Finding]:
 
 def _pg_text(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        row = t.one(_PG_TEXT)
+        row = t.one(_OPS["pg_text"])
     encoding, collate = str(row["encoding"]), str(row["lc_collate"])
     data: dict[str, Any] = {
         "encoding": encoding,
@@ -502,7 +508,7 @@ def _pg_connections(store: Store) -> Iterator[Finding]:
     from broker.store.postgres import POOL_SIZE
 
     with store.read() as t:
-        row = t.one(_PG_CONNECTIONS)
+        row = t.one(_OPS["pg_connections"])
     most, reserved, used = (
         int(row["max_connections"]),
         int(row["superuser_reserved"]),
@@ -553,13 +559,13 @@ def _pg_key_file(store: Store) -> Iterator[Finding]:
 
 def _pg_size(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        size = int(t.one(_PG_SIZE)["database_bytes"])
+        size = int(t.one(_OPS["pg_size"])["database_bytes"])
     yield Finding("size", "ok", f"database {_mib(size)}", None, store.display, {"bytes": size})
 
 
 def _leases(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        row = t.one(_EXPIRED, {"now": store.now_ts()})
+        row = t.one(_OPS["expired_leases"], {"now": store.now_ts()})
     n = int(row["n"])
     if n:
         yield Finding(
@@ -576,8 +582,8 @@ def _leases(store: Store) -> Iterator[Finding]:
 
 def _quarantine(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        rows = t.all(_QUARANTINED)
-        spaces = int(t.one(_SPACES)["n"])
+        rows = t.all(_OPS["quarantined_by_space"])
+        spaces = int(t.one(_OPS["spaces_count"])["n"])
     total = sum(int(r["n"]) for r in rows)
     if total:
         by_space = {str(r["space_id"]): int(r["n"]) for r in rows}
@@ -594,9 +600,9 @@ def _quarantine(store: Store) -> Iterator[Finding]:
 
 def _size(store: Store) -> Iterator[Finding]:
     with store.read() as t:
-        page = int(t.one(_PAGE_SIZE)["page_size"])
-        pages = int(t.one(_PAGE_COUNT)["page_count"])
-        free = int(t.one(_FREELIST)["freelist_count"])
+        page = int(t.one(_SQL["page_size"])["page_size"])
+        pages = int(t.one(_SQL["page_count"])["page_count"])
+        free = int(t.one(_SQL["freelist_count"])["freelist_count"])
     size, free_bytes = page * pages, page * free
     data = {"bytes": size, "free_bytes": free_bytes, "page_size": page}
     if free_bytes >= FREE_MIN_BYTES and free_bytes > FREE_SHARE * size:
@@ -760,19 +766,20 @@ def _copy(store: Store, tmp: Path, progress: Progress | None) -> tuple[str | Non
                 # One read transaction across every step: one snapshot, and no
                 # restart when another process commits meanwhile (WAL readers
                 # never block writers).
-                source.execute(_BEGIN_READ)
+                source.execute(_SQL["begin_read"])
                 source.backup(target, pages=BACKUP_STEP_PAGES, progress=step)
-                source.execute(_COMMIT)
+                source.execute(_SQL["commit"])
             finally:
                 source.close()
             try:
-                schema = target.execute(_SCHEMA_VERSION).fetchone()["version_num"]
+                schema = target.execute(_SQL["schema_version"]).fetchone()["version_num"]
             except sqlite3.Error:
                 schema = None
             integrity = [
-                str(r["integrity_check"]) for r in target.execute(_INTEGRITY_CHECK).fetchall()
+                str(r["integrity_check"])
+                for r in target.execute(_SQL["integrity_check"]).fetchall()
             ]
-            pages = int(target.execute(_PAGE_COUNT).fetchone()["page_count"])
+            pages = int(target.execute(_SQL["page_count"]).fetchone()["page_count"])
         finally:
             target.close()
     except sqlite3.Error as exc:
@@ -811,9 +818,9 @@ def vacuum(store: Store) -> VacuumResult:
     start = time.perf_counter()
     before = _store_bytes(store)
     with store.exclusive() as conn:
-        conn.execute(_CHECKPOINT_TRUNCATE).fetchone()
-        conn.execute(_VACUUM)
-        conn.execute(_CHECKPOINT_TRUNCATE).fetchone()
+        conn.execute(_SQL["checkpoint_truncate"]).fetchone()
+        conn.execute(_SQL["vacuum"])
+        conn.execute(_SQL["checkpoint_truncate"]).fetchone()
     return VacuumResult(
         path=str(store.path),
         bytes_before=before,

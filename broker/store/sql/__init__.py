@@ -149,6 +149,13 @@ def stmt(name: str) -> Stmt:
         raise CatalogueError(f"no statement {name!r} in the catalogue") from None
 
 
+def stmts(area: str, *names: str) -> dict[str, Stmt]:
+    """The statements ``names`` of ``area``, by name (``stmts("board", "grant")["grant"]``
+    is ``stmt("board.grant")``): a module's statements of an area read in one line; a
+    missing one fails at import of its user, as with ``stmt``."""
+    return {name: stmt(f"{area}.{name}") for name in names}
+
+
 def all_statements() -> dict[str, Stmt]:
     """Every statement of every area (tests EXPLAIN them all)."""
     out: dict[str, Stmt] = {}
