@@ -31,35 +31,33 @@ from broker.interchange.export.cursors import (
 from broker.interchange.export.files import ExportSummary, NoProgress, Progress, SpaceFolder
 from broker.spaces.spaces import resolve_id
 from broker.store.filenames import os_errors, safe_name
-from broker.store.sql import stmt
+from broker.store.sql import stmts
 from broker.store.sqlite import Store, Tx
 
-_Q = {
-    name: stmt(f"export.{name}")
-    for name in [
-        "space_kind",
-        "space",
-        "log",
-        "events",
-        "directory",
-        "cursors",
-        "keys",
-        "reservations",
-        "journal",
-        "inbox",
-        "inbox_new",
-        "inbox_reread",
-        "turns",
-        "turns_new",
-        "turns_reread",
-        "transcript",
-        "transcript_new",
-        "history",
-        "history_new",
-        "positions",
-        "row_count",
-    ]
-}
+_Q = stmts(
+    "export",
+    "space_kind",
+    "space",
+    "log",
+    "events",
+    "directory",
+    "cursors",
+    "keys",
+    "reservations",
+    "journal",
+    "inbox",
+    "inbox_new",
+    "inbox_reread",
+    "turns",
+    "turns_new",
+    "turns_reread",
+    "transcript",
+    "transcript_new",
+    "history",
+    "history_new",
+    "positions",
+    "row_count",
+)
 _LOG_FILES: tuple[Parts, ...] = (
     ("log.jsonl",),
     ("board", "posts.jsonl"),
