@@ -70,15 +70,21 @@ def _thread() -> Any:
     )
 
 
-def _reply_to() -> Any:
+def _an_id(help: str, noun: str, metavar: str, *, default: Any = fields.REQUIRED) -> Any:  # noqa: A002
+    """An id the broker made (``broker.ids``: 26 letters and digits) of a message, a turn."""
     return fields.text(
-        "The id of the message this answers: the reply joins its thread (S35).",
-        default=None,
+        help,
+        default=default,
         high=26,
         pattern=r"[0-9A-Za-z]{26}",
-        words="a message id (26 letters and digits)",
-        metavar="ID",
+        words=f"a {noun} id (26 letters and digits)",
+        metavar=metavar,
     )
+
+
+def _reply_to() -> Any:
+    said = "The id of the message this answers: the reply joins its thread (S35)."
+    return _an_id(said, "message", "ID", default=None)
 
 
 def _importance() -> Any:
@@ -447,13 +453,7 @@ class SpaceJoinInput(Input):
 
 # --- the teammate runtime's turn bookkeeping (S16, S26), served ---------------------------
 def _turn_id() -> Any:
-    return fields.text(
-        "The turn's id (from the turn).",
-        high=26,
-        pattern=r"[0-9A-Za-z]{26}",
-        words="a turn id (26 letters and digits)",
-        metavar="TURN_ID",
-    )
+    return _an_id("The turn's id (from the turn).", "turn", "TURN_ID")
 
 
 class TurnInput(Input):
