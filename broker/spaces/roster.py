@@ -4,7 +4,8 @@ A space that stops or is archived makes everyone leave (S1), so ``spaces``
 needs the departure writer; joining needs ``spaces`` (run ids, limits). The
 writers live here, importing neither, so the two do not import each other.
 ``broker.spaces.participants`` (join, authenticate, the roster) re-exports them.
-Statements are the ``participants`` area of the catalogue.
+``not_found`` is the one refusal of an unknown address (``participants.get``,
+``broker.delivery.transcript``). Statements are the ``participants`` area of the catalogue.
 """
 
 from __future__ import annotations
