@@ -7,6 +7,7 @@ from typing import Literal
 SPACE_KINDS = ("agentiflow", "workflow", "session", "run")
 SPACE_STATES = ("running", "stopped", "archived")
 PARTICIPANT_STATUSES = ("running", "idle", "failed", "shutdown", "left")
+PARTICIPANT_EVENTS = ("joined", "left")
 MESSAGE_KINDS = ("direct", "broadcast", "post", "directive", "retract", "operator", "seen")
 DELIVERY_STATES = ("ready", "processing", "done", "quarantine")
 JOURNAL_EVENTS = ("claimed", "released", "expired", "renewed")

@@ -1,8 +1,8 @@
 """The schema: SQLAlchemy Core metadata, the one source of truth.
 
 One module per domain (``space``, ``log``, ``turns``, ``board``, ``store``) on
-the one ``metadata`` of ``base``; ``from broker.store.tables import X`` names any of
-them. The modules are imported in the order below, which is the tables' order
+the one ``metadata`` of ``base``, with the columns that mean the same everywhere
+from ``column``; ``from broker.store.tables import X`` names any of them. The modules are imported in the order below, which is the tables' order
 in ``metadata`` (and in docs/schema.md).
 
 Alembic migrations are generated from this package and ``docs/schema.md`` is

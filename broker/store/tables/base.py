@@ -1,11 +1,17 @@
 """What every table module shares: the one ``MetaData`` (its naming convention
-makes constraint names stable across SQLite and PostgreSQL) and column sizes."""
+makes constraint names stable across SQLite and PostgreSQL), the table of a
+space's rows, and the constraints every engine spells alike (``one_of``) or its
+own way (``partial_index``). The columns that mean the same in every table are
+in ``column``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Index, MetaData, text
+from sqlalchemy import CheckConstraint, Index, MetaData, Table, text
+from sqlalchemy.schema import SchemaItem
+
+from broker.store.tables import column
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -17,13 +23,16 @@ NAMING = {
 metadata = MetaData(naming_convention=NAMING)
 
 
-def in_(column: str, values: tuple[str, ...]) -> str:
-    """A CHECK clause: ``column`` takes one of ``values``."""
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+def one_of(name: str, values: tuple[str, ...]) -> CheckConstraint:
+    """The CHECK that the column ``name`` takes one of ``values`` (its
+    vocabulary), named after the column."""
+    return CheckConstraint(f"{name} IN ({', '.join(repr(v) for v in values)})", name=name)
 
 
-ID = 26  # ULID length
-TS = 27  # len("2026-11-30T02:54:03.123456Z")
+def space_table(name: str, *items: SchemaItem, comment: str) -> Table:
+    """A table of a space's own rows: each has a ULID ``id`` and its
+    ``space_id``, before the ``items`` that make it what it is."""
+    return Table(name, metadata, column.ulid_key(), column.space_ref(), *items, comment=comment)
 
 
 def partial_index(name: str, *columns: str, where: str, **kw: Any) -> Index:

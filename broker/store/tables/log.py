@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from sqlalchemy import (
     Boolean,
-    CheckConstraint,
     Column,
     ForeignKey,
     Index,
@@ -16,59 +15,32 @@ from sqlalchemy import (
     text,
 )
 
-from broker.store.tables.base import ID, TS, in_, metadata, partial_index
-from broker.vocab import (
-    DELIVERY_STATES,
-    MESSAGE_KINDS,
-)
+from broker.store.tables import column
+from broker.store.tables.base import metadata, one_of, partial_index
+from broker.vocab import DELIVERY_STATES, MESSAGE_KINDS
 
 messages = Table(
     "messages",
     metadata,
-    Column(
-        "id", String(ID), primary_key=True, comment="ULID; the stable id consumers de-duplicate by"
-    ),
-    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
+    column.ulid_key("ULID; the stable id consumers de-duplicate by"),
+    column.space_ref(),
     Column("seq", Integer, nullable=False, comment="gap-free per-space sequence"),
-    Column(
-        "kind",
-        String(16),
-        nullable=False,
-        comment="direct | broadcast | post | directive | retract | operator | seen",
-    ),
+    column.choice("kind", MESSAGE_KINDS),
     Column("sender", String(200), nullable=False, comment="sender address, or `operator`"),
-    Column(
-        "recipients",
-        Text,
-        nullable=False,
-        server_default="[]",
-        comment="JSON list: the `to` forms as given",
-    ),
+    column.json_list("recipients", "JSON list: the `to` forms as given"),
     Column("body", Text, nullable=False, server_default=""),
     Column("urgent", Boolean, nullable=False, server_default=text("0")),
     Column("via", String(8), comment="operator surface: cli | cp | mcp"),
-    Column("ref", String(ID), comment="retract: the directive; seen: the turn"),
-    Column(
-        "reached",
-        Text,
-        nullable=False,
-        server_default="[]",
-        comment="JSON list of addresses reached",
-    ),
-    Column(
-        "not_reached",
-        Text,
-        nullable=False,
-        server_default="[]",
-        comment="JSON list of {address, reason}",
-    ),
-    Column("reached_n", Integer, nullable=False, server_default="0"),
+    Column("ref", String(column.ID), comment="retract: the directive; seen: the turn"),
+    column.json_list("reached", "JSON list of addresses reached"),
+    column.json_list("not_reached", "JSON list of {address, reason}"),
+    column.counter("reached_n"),
     Column("bcast_no", Integer, comment="position in the broadcast log, if it was added"),
     Column("idempotency_key", String(200)),
-    Column("size_bytes", Integer, nullable=False, server_default="0"),
-    Column("created_at_utc", String(TS), nullable=False),
+    column.counter("size_bytes"),
+    column.utc("created_at_utc"),
     Column("thread", String(64), comment="thread name (S35); a reply inherits its parent's"),
-    Column("reply_to", String(ID), comment="the message this one answers (S35)"),
+    Column("reply_to", String(column.ID), comment="the message this one answers (S35)"),
     Column("importance", String(8), comment="low | high | urgent; NULL = normal"),
     Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
     UniqueConstraint("space_id", "seq"),
@@ -105,7 +77,7 @@ messages = Table(
         "ref",
         where="ref IS NOT NULL",
     ),
-    CheckConstraint(in_("kind", MESSAGE_KINDS), name="kind"),
+    one_of("kind", MESSAGE_KINDS),
     comment="The append-only log (S7, S11).",
 )
 
@@ -114,32 +86,18 @@ deliveries = Table(
     metadata,
     Column(
         "id",
-        String(ID),
+        String(column.ID),
         nullable=False,
         comment="ULID: the delivery's external id, kept once and not indexed; inside the "
         "store a row is its rowid (the claim's one UPDATE finds its rows by it through the "
         "ready index, which holds it)",
     ),
-    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
-    Column("message_id", String(ID), ForeignKey("messages.id"), nullable=False),
-    Column("recipient_id", String(ID), ForeignKey("participants.id"), nullable=False),
-    Column(
-        "state",
-        String(16),
-        nullable=False,
-        server_default="ready",
-        comment="ready | processing | done | quarantine",
-    ),
-    Column(
-        "created_at_utc", String(TS), nullable=False, comment="the message's time: FIFO key with id"
-    ),
-    Column(
-        "attempts",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="times claimed (delivery count)",
-    ),
+    column.space_ref(),
+    Column("message_id", String(column.ID), ForeignKey("messages.id"), nullable=False),
+    column.participant_ref("recipient_id"),
+    column.choice("state", DELIVERY_STATES, default="ready"),
+    column.utc("created_at_utc", comment="the message's time: FIFO key with id"),
+    column.counter("attempts", "times claimed (delivery count)"),
     Column("lease_token", String(40)),
     Column(
         "lease_owner",
@@ -148,8 +106,8 @@ deliveries = Table(
         "quarantine) the owner of the last lease, kept as evidence (S15); NULL when never "
         "claimed or requeued",
     ),
-    Column("lease_expires_at", String(TS)),
-    Column("acked_at_utc", String(TS)),
+    column.utc("lease_expires_at", nullable=True),
+    column.utc("acked_at_utc", nullable=True),
     Column("last_error", Text),
     Column("quarantine_reason", Text),
     Column(
@@ -196,7 +154,7 @@ deliveries = Table(
         where="state = 'quarantine'",
     ),
     Index("ix_deliveries_message_id", "message_id"),
-    CheckConstraint(in_("state", DELIVERY_STATES), name="state"),
+    one_of("state", DELIVERY_STATES),
     comment="Inbox queues: one row per message per recipient (S13-S16). No primary key "
     "index: the rowid (an identity column on PostgreSQL) is the row's key (revision 0015).",
 )

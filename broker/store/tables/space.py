@@ -4,41 +4,23 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    Boolean,
-    CheckConstraint,
-    Column,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    text,
-)
+from sqlalchemy import Boolean, Column, Index, Integer, String, Table, Text, UniqueConstraint, text
 
-from broker.store.tables.base import ID, TS, in_, metadata
-from broker.vocab import (
-    PARTICIPANT_STATUSES,
-    SPACE_KINDS,
-    SPACE_STATES,
-)
+from broker.store.tables import column
+from broker.store.tables.base import metadata, one_of, space_table
+from broker.vocab import PARTICIPANT_EVENTS, PARTICIPANT_STATUSES, SPACE_KINDS, SPACE_STATES
 
 spaces = Table(
     "spaces",
     metadata,
     Column(
-        "id", String(40), primary_key=True, comment="kind prefix + ULID: af_…, wf_…, ses_…, run_…"
+        "id",
+        String(column.SPACE_ID),
+        primary_key=True,
+        comment="kind prefix + ULID: af_…, wf_…, ses_…, run_…",
     ),
-    Column("kind", String(16), nullable=False, comment="agentiflow | workflow | session | run"),
-    Column(
-        "state",
-        String(16),
-        nullable=False,
-        server_default="running",
-        comment="running | stopped | archived",
-    ),
+    column.choice("kind", SPACE_KINDS),
+    column.choice("state", SPACE_STATES, default="running"),
     Column(
         "settings",
         Text,
@@ -46,45 +28,24 @@ spaces = Table(
         server_default="{}",
         comment="JSON: per-space limit overrides",
     ),
-    Column(
-        "last_seq",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="last log sequence number used",
-    ),
-    Column(
-        "last_bcast",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="last broadcast-log number used",
-    ),
-    Column(
-        "log_bytes",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="bytes of message bodies logged",
-    ),
-    Column("created_at_utc", String(TS), nullable=False),
-    Column("updated_at_utc", String(TS), nullable=False),
+    column.counter("last_seq", "last log sequence number used"),
+    column.counter("last_bcast", "last broadcast-log number used"),
+    column.counter("log_bytes", "bytes of message bodies logged"),
+    column.utc("created_at_utc"),
+    column.utc("updated_at_utc"),
     Column(
         "join_key_hash",
         String(64),
         comment="SHA-256 of the space's join key (S27); NULL for a space made before "
         "join keys (rotate one with `broker space join-key RUN_ID --rotate`)",
     ),
-    CheckConstraint(in_("kind", SPACE_KINDS), name="kind"),
-    CheckConstraint(in_("state", SPACE_STATES), name="state"),
+    one_of("kind", SPACE_KINDS),
+    one_of("state", SPACE_STATES),
     comment="One message space per root run (S1).",
 )
 
-participants = Table(
+participants = space_table(
     "participants",
-    metadata,
-    Column("id", String(ID), primary_key=True),
-    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
     Column(
         "address",
         String(200),
@@ -120,37 +81,17 @@ participants = Table(
         nullable=False,
         comment="sha256 of the secret token; the token is never stored",
     ),
-    Column(
-        "status",
-        String(16),
-        nullable=False,
-        server_default="running",
-        comment="running | idle | failed | shutdown | left",
-    ),
-    Column(
-        "bcast_seen",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="broadcast-log number seen up to (cursor)",
-    ),
-    Column(
+    column.choice("status", PARTICIPANT_STATUSES, default="running"),
+    column.counter("bcast_seen", "broadcast-log number seen up to (cursor)"),
+    column.counter(
         "waiting",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="deliveries ready or processing; kept by triggers on deliveries (inbox cap, "
+        "deliveries ready or processing; kept by triggers on deliveries (inbox cap, "
         "S7); on SQLite in batches: its readers add the inbox's rows past folds.upto",
     ),
     Column("pid", Integer, comment="OS process id of the latest join, for prune"),
-    Column("joined_at_utc", String(TS), nullable=False),
-    Column("left_at_utc", String(TS)),
-    Column(
-        "last_seen_utc",
-        String(TS),
-        nullable=False,
-        comment="heartbeat: refreshed by turns and claims",
-    ),
+    column.utc("joined_at_utc"),
+    column.utc("left_at_utc", nullable=True),
+    column.utc("last_seen_utc", comment="heartbeat: refreshed by turns and claims"),
     Column(
         "contact_policy",
         String(16),
@@ -159,17 +100,14 @@ participants = Table(
     Column("contact_allow", Text, comment="JSON list of addresses a `listed` policy lets in"),
     UniqueConstraint("space_id", "address"),
     Index("ix_participants_token_hash", "token_hash", unique=True),
-    CheckConstraint(in_("status", PARTICIPANT_STATUSES), name="status"),
+    one_of("status", PARTICIPANT_STATUSES),
     comment="Participants of a space; also the directory (S2-S5, S25).",
 )
 
-participant_events = Table(
+participant_events = space_table(
     "participant_events",
-    metadata,
-    Column("id", String(ID), primary_key=True),
-    Column("space_id", String(40), ForeignKey("spaces.id"), nullable=False),
-    Column("participant_id", String(ID), ForeignKey("participants.id"), nullable=False),
-    Column("event", String(16), nullable=False, comment="joined | left"),
+    column.participant_ref(),
+    column.choice("event", PARTICIPANT_EVENTS),
     Column("address", String(200), nullable=False),
     Column("codename", String(400), nullable=False),
     Column("agent", String(200), nullable=False),
@@ -177,8 +115,8 @@ participant_events = Table(
     Column("step", String(200)),
     Column("parent", String(200)),
     Column("reason", String(200), comment="why it left (leave, prune, shutdown)"),
-    Column("at_utc", String(TS), nullable=False),
+    column.utc("at_utc"),
     Index("ix_participant_events_space_id_at_utc", "space_id", "at_utc"),
-    CheckConstraint("event IN ('joined', 'left')", name="event"),
+    one_of("event", PARTICIPANT_EVENTS),
     comment="Append-only journal of joins and leaves (S4).",
 )

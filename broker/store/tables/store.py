@@ -4,31 +4,20 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    CheckConstraint,
-    Column,
-    ForeignKey,
-    Integer,
-    String,
-    Table,
-    Text,
-)
+from sqlalchemy import CheckConstraint, Column, ForeignKey, Integer, String, Table, Text
 
-from broker.store.tables.base import ID, TS, metadata
+from broker.store.tables import column
+from broker.store.tables.base import metadata
+from broker.vocab import SPACE_KINDS
 
 purges = Table(
     "purges",
     metadata,
-    Column("id", String(ID), primary_key=True),
-    Column(
-        "space_id",
-        String(40),
-        nullable=False,
-        comment="the space purged (its rows are gone, so no foreign key)",
+    column.ulid_key(),
+    column.space_ref(
+        foreign_key=False, comment="the space purged (its rows are gone, so no foreign key)"
     ),
-    Column(
-        "space_kind", String(16), nullable=False, comment="agentiflow | workflow | session | run"
-    ),
+    column.choice("space_kind", SPACE_KINDS),
     Column("via", String(8), nullable=False, comment="operator surface: cli | cp | mcp"),
     Column("os_user", String(200), nullable=False, comment="the OS account that ran the purge"),
     Column("pid", Integer, nullable=False, comment="its process id"),
@@ -41,7 +30,7 @@ purges = Table(
     ),
     Column("files", Integer, nullable=False, comment="files in the export"),
     Column("counts", Text, nullable=False, comment="JSON: rows deleted per table"),
-    Column("at_utc", String(TS), nullable=False),
+    column.utc("at_utc"),
     comment="Store-level journal of purges (retention): who deleted which space when, "
     "and where its verified export is. Append-only.",
 )
@@ -49,8 +38,8 @@ purges = Table(
 purging = Table(
     "purging",
     metadata,
-    Column("space_id", String(40), ForeignKey("spaces.id"), primary_key=True),
-    Column("purge_id", String(ID), ForeignKey("purges.id"), nullable=False),
+    column.space_ref(primary_key=True),
+    Column("purge_id", String(column.ID), ForeignKey("purges.id"), nullable=False),
     comment="The space a purge is deleting, only inside the purge's own transaction: "
     "the append-only triggers let that space's rows go, and no other.",
 )
@@ -60,7 +49,7 @@ operator_key = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=False, comment="always 1: one row"),
     Column("key_hash", String(64), nullable=False, comment="SHA-256 of the operator key (S29)"),
-    Column("created_at_utc", String(TS), nullable=False),
+    column.utc("created_at_utc"),
     CheckConstraint("id = 1", name="one_row"),
     comment="The store's operator key, hashed (S29). The secret itself is in the 0600 file "
     "<database>.operator-key or BROKER_OPERATOR_KEY; a server without a file (PostgreSQL) "
@@ -71,21 +60,14 @@ operator_key = Table(
 sender_usage = Table(
     "sender_usage",
     metadata,
-    Column(
-        "space_id",
-        String(40),
+    column.space_ref(
         primary_key=True,
+        foreign_key=False,
         comment="the space (no foreign key: a trigger removes the rows with the space)",
     ),
     Column("sender", String(200), primary_key=True, comment="a sender address, or operator"),
-    Column(
-        "log_bytes",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="sum of messages.size_bytes of this sender's log rows",
-    ),
-    Column("messages", Integer, nullable=False, server_default="0", comment="its log rows"),
+    column.counter("log_bytes", "sum of messages.size_bytes of this sender's log rows"),
+    column.counter("messages", "its log rows"),
     comment="Per-sender share of a space's log (S30), kept by triggers on messages "
     "and spaces (no module writes it), so the share check is one primary-key read.",
 )
@@ -95,13 +77,7 @@ folds = Table(
     "folds",
     metadata,
     Column("name", String(40), primary_key=True, comment="what is folded: sender_usage | waiting"),
-    Column(
-        "upto",
-        Integer,
-        nullable=False,
-        server_default="0",
-        comment="the last log rowid folded in; later rows are the tail readers add",
-    ),
+    column.counter("upto", "the last log rowid folded in; later rows are the tail readers add"),
     comment="Batched derived state (SQLite): sender_usage takes the log and "
     "participants.waiting the deliveries in batches of 32 rows, as the search index takes "
     "the log (S7, S30, S36), so a send does not write their pages; readers add the rows "
