@@ -44,24 +44,17 @@ ORDER BY log_bytes DESC, sender LIMIT :n
 
 -- name: inboxes
 -- Each participant's waiting deliveries (ready + processing), unread
--- broadcasts and live holds (S41), live ones first, fullest first.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = p.id AND w.state IN ('ready', 'processing')) AS waiting, bcast_seen,
-  (SELECT count(*) FROM board_claims c WHERE c.space_id = p.space_id AND c.holder = p.address
-    AND c.lease_expires_at > :at)
-  + (SELECT count(*) FROM reservations r WHERE r.space_id = p.space_id AND r.holder = p.address
-    AND r.ended_at_utc IS NULL AND r.lease_expires_at > :at) AS holds
-FROM participants p WHERE space_id = :space_id
-ORDER BY CASE WHEN status IN ('running', 'idle') THEN 0 ELSE 1 END, waiting DESC, address
--- postgresql:
+-- broadcasts and live holds (S41), live ones first, fullest first. The view
+-- v_participants counts `waiting` the way each engine keeps it (on SQLite the
+-- counter plus the inbox's deliveries past folds.upto, fewer than 32, that the
+-- batched insert trigger has not counted yet: revision 0015).
 SELECT address, status, waiting, bcast_seen,
   (SELECT count(*) FROM board_claims c WHERE c.space_id = p.space_id AND c.holder = p.address
     AND c.lease_expires_at > :at)
   + (SELECT count(*) FROM reservations r WHERE r.space_id = p.space_id AND r.holder = p.address
     AND r.ended_at_utc IS NULL AND r.lease_expires_at > :at) AS holds
-FROM participants p WHERE space_id = :space_id
-ORDER BY CASE WHEN status IN ('running', 'idle') THEN 0 ELSE 1 END, waiting DESC, address
+FROM v_participants p WHERE space_id = :space_id
+ORDER BY live DESC, waiting DESC, address
 
 -- name: board
 -- A space's live holds (S41) and what its board keeps, in bytes of the text
