@@ -46,6 +46,7 @@ __all__ = [
     "store",
     "table",
     "text_arg",
+    "whole_option",
 ]
 
 # broker uses no pydantic plugins; looking for them (entry points through
@@ -511,6 +512,22 @@ class Whole(click.IntRange):
 
 # Counts and ids that reach SQLite: inside its 64-bit integers, never an overflow.
 COUNT = Whole(1, 1_000_000)
+
+
+def whole_option(
+    flag: str, low: int, high: int, default: int | None, help_text: str | None, **more: Any
+) -> Callable[[F], F]:
+    """``flag N``: a whole number from ``low`` to ``high`` (``Whole``), its
+    default shown when it has one; ``more`` is the rest of ``click.option``'s
+    (``metavar``, ``hidden``)."""
+    return click.option(
+        flag,
+        type=Whole(low, high),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
+        **more,
+    )
 
 
 def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]:
