@@ -15,6 +15,7 @@ otherwise.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -34,6 +35,7 @@ __all__ = [
     "COMMANDS",
     "Whole",
     "agent",
+    "as_agent",
     "confirm",
     "emit_json",
     "emit_json_lines",
@@ -54,6 +56,7 @@ __all__ = [
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 EXIT_USAGE = 2
 EXIT_OS = 10  # the file system refused (same family as storage errors)
@@ -463,6 +466,20 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     )
 
     return Agent.connect(store(), space, as_, token, transient=True)  # one call: S32
+
+
+def as_agent(fn: Callable[..., R]) -> Callable[..., R]:
+    """An agent's command: --space/--as/--token (``identity_options``), and
+    the command is handed the participant they name, authenticated
+    (``agent``), as ``me``. Under ``from_operation``, which reads the
+    command's fields first."""
+
+    @identity_options
+    @functools.wraps(fn)
+    def command(*, space: str | None, as_: str | None, token: str | None, **kwargs: Any) -> R:
+        return fn(me=agent(space, as_, token), **kwargs)
+
+    return command
 
 
 class Seconds(click.ParamType[float, Any]):
