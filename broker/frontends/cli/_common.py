@@ -15,6 +15,7 @@ otherwise.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -34,6 +35,7 @@ __all__ = [
     "COMMANDS",
     "Whole",
     "agent",
+    "as_agent",
     "confirm",
     "emit_json",
     "emit_json_lines",
@@ -46,6 +48,7 @@ __all__ = [
     "store",
     "table",
     "text_arg",
+    "whole_option",
 ]
 
 # broker uses no pydantic plugins; looking for them (entry points through
@@ -53,6 +56,7 @@ __all__ = [
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 EXIT_USAGE = 2
 EXIT_OS = 10  # the file system refused (same family as storage errors)
@@ -464,6 +468,20 @@ def agent(space: str | None, as_: str | None, token: str | None) -> Agent:
     return Agent.connect(store(), space, as_, token, transient=True)  # one call: S32
 
 
+def as_agent(fn: Callable[..., R]) -> Callable[..., R]:
+    """An agent's command: --space/--as/--token (``identity_options``), and
+    the command is handed the participant they name, authenticated
+    (``agent``), as ``me``. Under ``from_operation``, which reads the
+    command's fields first."""
+
+    @identity_options
+    @functools.wraps(fn)
+    def command(*, space: str | None, as_: str | None, token: str | None, **kwargs: Any) -> R:
+        return fn(me=agent(space, as_, token), **kwargs)
+
+    return command
+
+
 class Seconds(click.ParamType[float, Any]):
     """A number of seconds (``nan`` and ``inf`` are none). Its bounds are the
     command's own, stated once, by the library (or the command) that knows
@@ -511,6 +529,22 @@ class Whole(click.IntRange):
 
 # Counts and ids that reach SQLite: inside its 64-bit integers, never an overflow.
 COUNT = Whole(1, 1_000_000)
+
+
+def whole_option(
+    flag: str, low: int, high: int, default: int | None, help_text: str | None, **more: Any
+) -> Callable[[F], F]:
+    """``flag N``: a whole number from ``low`` to ``high`` (``Whole``), its
+    default shown when it has one; ``more`` is the rest of ``click.option``'s
+    (``metavar``, ``hidden``)."""
+    return click.option(
+        flag,
+        type=Whole(low, high),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
+        **more,
+    )
 
 
 def ttl_option(help_text: str, default: float | None = None) -> Callable[[F], F]:

@@ -9,6 +9,8 @@ end anyone's hold) take a RUN_ID. A fencing token is --fence.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -26,6 +28,7 @@ from broker.api.operations import (
 from broker.frontends.cli._common import (
     Whole,
     agent,
+    as_agent,
     emit_json_lines,
     identity_options,
     json_option,
@@ -33,16 +36,27 @@ from broker.frontends.cli._common import (
     operator,
     table,
     text_arg,
+    whole_option,
 )
 from broker.frontends.cli._output import TO_HELP, emit, emit_lines, run_send, safe, when
 from broker.frontends.cli.options import from_operation
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
 if TYPE_CHECKING:
-    from broker.model.records import BoardEntry, ClaimGrant, JournalEntry, PathCheck, Reservation
+    from broker.api.handles import Agent
+    from broker.model.records import (
+        BoardEntry,
+        ClaimGrant,
+        JournalEntry,
+        PathCheck,
+        Reservation,
+        SendResult,
+    )
 
 DEFAULT_TTL = 300.0  # keep equal to broker.board.claims.DEFAULT_TTL (not imported: CLI start-up)
-READ_LIMIT = Whole(1, BOARD_READ_MAX)
+limit_option = whole_option(
+    "--limit", 1, BOARD_READ_MAX, BOARD_READ_DEFAULT, "At most this many entries.", metavar="N"
+)
 
 fence_option = click.option(
     "--fence",
@@ -58,33 +72,50 @@ def board() -> None:
     """The shared board: posts, standing directives, key claims and their journal."""
 
 
+def _posting(
+    to_help: str, *, to_required: bool = False
+) -> Callable[[Callable[[Agent, list[str], str, str | None], SendResult]], Callable[..., None]]:
+    """A board post or directive: --to ADDR (``to_help``), --idempotency-key,
+    the caller's identity, --json and TEXT ('-' reads stdin). The command
+    posts with ``(me, to, text, idempotency_key)``; its result prints as a
+    send's (exit 1: addressed and it reached nobody)."""
+
+    def command(
+        post: Callable[[Agent, list[str], str, str | None], SendResult],
+    ) -> Callable[..., None]:
+        @click.option("--to", multiple=True, required=to_required, metavar="ADDR", help=to_help)
+        @click.option(
+            "--idempotency-key",
+            metavar="KEY",
+            help="A repeat with the same key returns the first result.",
+        )
+        @identity_options
+        @json_option
+        @click.argument("text", nargs=-1, required=True)
+        @functools.wraps(post)
+        def run(
+            to: tuple[str, ...],
+            idempotency_key: str | None,
+            space: str | None,
+            as_: str | None,
+            token: str | None,
+            as_json: bool,
+            text: tuple[str, ...],
+        ) -> None:
+            body = text_arg(text)
+            me = agent(space, as_, token)
+            run_send(lambda: post(me, list(to), body, idempotency_key), as_json)
+
+        return run
+
+    return command
+
+
 @board.command("post")
-@click.option(
-    "--to",
-    "to",
-    multiple=True,
-    metavar="ADDR",
-    help="Also deliver to these addressees' inboxes (repeatable); none = a channel post.",
-)
-@click.option(
-    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
-)
-@identity_options
-@json_option
-@click.argument("text", nargs=-1, required=True)
-def post(
-    to: tuple[str, ...],
-    idempotency_key: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    text: tuple[str, ...],
-) -> None:
+@_posting("Also deliver to these addressees' inboxes (repeatable); none = a channel post.")
+def post(me: Agent, to: list[str], text: str, idempotency_key: str | None) -> SendResult:
     """Post TEXT on the board ('-' reads stdin). Exits 1 if addressed and it reached nobody."""
-    body = text_arg(text)
-    me = agent(space, as_, token)
-    run_send(lambda: me.post(body, addressed_to=list(to), idempotency_key=idempotency_key), as_json)
+    return me.post(text, addressed_to=to, idempotency_key=idempotency_key)
 
 
 def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool) -> None:
@@ -109,41 +140,20 @@ def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool
 
 @board.command("read")
 @click.option("--after", metavar="ID", help="Only entries after this one (the last id you read).")
-@click.option(
-    "--limit",
-    type=READ_LIMIT,
-    metavar="N",
-    default=BOARD_READ_DEFAULT,
-    show_default=True,
-    help="At most this many entries.",
-)
-@identity_options
+@limit_option
+@as_agent
 @json_option
-def read(
-    after: str | None,
-    limit: int,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-) -> None:
+def read(after: str | None, limit: int, me: Agent, as_json: bool) -> None:
     """Read the board (tool board.read): posts, directives and retractions,
     oldest first. Pass the last id you read as --after to get what is new."""
-    entries = agent(space, as_, token).board_read(after=after, limit=limit)
+    entries = me.board_read(after=after, limit=limit)
     _print_board(entries, limit, "broker board read", as_json)
 
 
 @board.command("view")
 @click.argument("run_id")
 @click.option("--after", metavar="ID", help="Only entries after this one.")
-@click.option(
-    "--limit",
-    type=READ_LIMIT,
-    metavar="N",
-    default=BOARD_READ_DEFAULT,
-    show_default=True,
-    help="At most this many entries.",
-)
+@limit_option
 @json_option
 def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:
     """The board of RUN_ID as the operator sees it (what board read shows an agent)."""
@@ -152,39 +162,21 @@ def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:
 
 
 @board.command("directive")
-@click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help=TO_HELP)
-@click.option(
-    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
-)
-@identity_options
-@json_option
-@click.argument("text", nargs=-1, required=True)
-def directive(
-    to: tuple[str, ...],
-    idempotency_key: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    text: tuple[str, ...],
-) -> None:
+@_posting(TO_HELP, to_required=True)
+def directive(me: Agent, to: list[str], text: str, idempotency_key: str | None) -> SendResult:
     """Issue a standing directive TEXT: shown to its addressees every turn until
     retracted; role/step directives also apply to later joiners. Needs the
     board.directive grant (named at join, board.*, or a lead)."""
-    body = text_arg(text)
-    me = agent(space, as_, token)
-    run_send(lambda: me.directive(list(to), body, idempotency_key=idempotency_key), as_json)
+    return me.directive(to, text, idempotency_key=idempotency_key)
 
 
 @board.command("retract")
 @from_operation(RETRACT, arguments=("directive_id",))
-@identity_options
+@as_agent
 @json_option
-def retract(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def retract(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Lift directive ID. Only its author may (board.retract grant)."""
-    result = agent(space, as_, token).retract(**args)
+    result = me.retract(**args)
     emit(result, as_json, f"retracted {safe(args['directive_id'])} ({result.id} seq {result.seq})")
 
 
@@ -194,11 +186,9 @@ def _grant(grant: ClaimGrant, as_json: bool, verb: str) -> None:
 
 @board.command("claim")
 @from_operation(CLAIM_KEY, arguments=("key",))
-@identity_options
+@as_agent
 @json_option
-def claim(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def claim(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Claim KEY exclusively for --ttl seconds; prints its fencing token (--fence
     for release and renew).
 
@@ -206,31 +196,27 @@ def claim(
     the wait is over: woken the moment it is released, or when its claim runs
     out; no polling). Claiming a key you already hold re-grants it with a
     larger fence (the old one goes stale)."""
-    _grant(agent(space, as_, token).claim_key(**args), as_json, "claimed")
+    _grant(me.claim_key(**args), as_json, "claimed")
 
 
 @board.command("release")
 @from_operation(RELEASE_KEY, arguments=("key",))
-@identity_options
+@as_agent
 @json_option
-def release(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def release(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Release KEY held with --fence N. A stale fence: exit 5 (lease_lost)."""
-    entry = agent(space, as_, token).release_key(**args)
+    entry = me.release_key(**args)
     emit(entry, as_json, f"released {safe(entry.key)} fence {entry.fence}")
 
 
 @board.command("renew")
 @from_operation(RENEW_KEY, arguments=("key",))
-@identity_options
+@as_agent
 @json_option
-def renew(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def renew(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Extend your claim on KEY to --ttl seconds from now (same fence). A stale
     or expired fence: exit 5 (lease_lost)."""
-    _grant(agent(space, as_, token).renew_key(**args), as_json, "renewed")
+    _grant(me.renew_key(**args), as_json, "renewed")
 
 
 @board.command("claims")
@@ -267,11 +253,9 @@ def _reservations(items: list[Reservation]) -> None:
 # --- path reservations (S37) --------------------------------------------------------------
 @board.command("reserve")
 @from_operation(RESERVE, arguments=("patterns",))
-@identity_options
+@as_agent
 @json_option
-def reserve(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def reserve(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Reserve path PATTERNs (S37): `*` and `?` and `[a-z]` inside a segment,
     `**` for any number of segments (quote them from the shell). Exclusive
     unless --shared; one fence per pattern, all or none.
@@ -279,7 +263,7 @@ def reserve(
     Overlapping someone else's reservation (some path matches both, and one of
     the two is exclusive): exit 5 (conflict) naming holder, pattern, expiry and
     a path both match. Reserving a pattern you hold re-grants it (new fence)."""
-    grants = agent(space, as_, token).reserve(**args)
+    grants = me.reserve(**args)
     emit_lines(grants, as_json, _reserved_line)
 
 
@@ -303,40 +287,34 @@ def _print_checks(checks: list[PathCheck], as_json: bool) -> None:
 
 @board.command("check")
 @from_operation(CHECK_PATHS, arguments=("paths",))
-@identity_options
+@as_agent
 @json_option
-def check(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def check(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Say who holds what covers each PATH (tool board.read). A path is
     BLOCKED for you when someone else holds a covering pattern exclusively
     (what `broker guard` refuses to commit). Exit 0 either way."""
-    _print_checks(agent(space, as_, token).check_paths(**args), as_json)
+    _print_checks(me.check_paths(**args), as_json)
 
 
 @board.command("unreserve")
 @from_operation(UNRESERVE)
-@identity_options
+@as_agent
 @json_option
-def unreserve(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def unreserve(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Release your path reservation with --fence N (from `board reserve`).
     A stale fence: exit 5 (lease_lost)."""
-    entry = agent(space, as_, token).release_reservation(**args)
+    entry = me.release_reservation(**args)
     emit(entry, as_json, f"released {safe(entry.key.removeprefix('path '))} fence {entry.fence}")
 
 
 @board.command("renew-reservation")
 @from_operation(RENEW_RESERVATION)
-@identity_options
+@as_agent
 @json_option
-def renew_reservation(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def renew_reservation(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Extend your path reservation with --fence N to --ttl seconds from now
     (same fence). A stale or expired fence: exit 5 (lease_lost)."""
-    g = agent(space, as_, token).renew_reservation(**args)
+    g = me.renew_reservation(**args)
     emit(g, as_json, f"renewed {safe(g.pattern)} fence {g.fence} until {g.expires_at}")
 
 

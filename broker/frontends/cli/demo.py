@@ -4,30 +4,14 @@ from __future__ import annotations
 
 import click
 
-from broker.frontends.cli._common import Whole, emit_json, json_option, keyvals, main, store
+from broker.frontends.cli._common import emit_json, json_option, keyvals, main, store, whole_option
 
 
 @main.command()
-@click.option(
-    "--teammates",
-    default=8,
-    show_default=True,
-    type=Whole(1, 64),
-    help="Teammate processes.",
-)
-@click.option(
-    "--tasks",
-    default=40,
-    show_default=True,
-    type=Whole(1, 10000),
-    help="Tasks on the board.",
-)
-@click.option(
-    "--kill",
-    default=1,
-    show_default=True,
-    type=Whole(0, 1),
-    help="SIGKILL one teammate mid-run (it is restarted; its turn is redelivered).",
+@whole_option("--teammates", 1, 64, 8, "Teammate processes.")
+@whole_option("--tasks", 1, 10000, 40, "Tasks on the board.")
+@whole_option(
+    "--kill", 0, 1, 1, "SIGKILL one teammate mid-run (it is restarted; its turn is redelivered)."
 )
 @json_option
 def demo(teammates: int, tasks: int, kill: int, as_json: bool) -> None:

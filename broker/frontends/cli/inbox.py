@@ -17,21 +17,21 @@ from broker.api.operations import (
     RELEASE,
     SEEN,
 )
-from broker.frontends.cli._common import (
-    agent,
+from broker.frontends.cli._common import as_agent, json_option, main, operator
+from broker.frontends.cli._output import (
+    block,
+    emit,
     emit_json,
     emit_json_lines,
-    identity_options,
-    json_option,
     keyvals,
-    main,
-    operator,
+    safe,
     table,
+    when,
 )
-from broker.frontends.cli._output import block, emit, safe, when
 from broker.frontends.cli.options import from_operation
 
 if TYPE_CHECKING:
+    from broker.api.handles import Agent
     from broker.model.records import TurnRecord
 
 
@@ -44,14 +44,12 @@ def inbox() -> None:
 
 @inbox.command("claim")
 @from_operation(CLAIM, flags={"lease": "--ttl"})
-@identity_options
+@as_agent
 @json_option
-def claim(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def claim(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Claim the oldest messages of your inbox under a lease; ack them with its
     --lease-token when done."""
-    got = agent(space, as_, token).claim(**args)
+    got = me.claim(**args)
     if as_json:
         if got.deliveries:
             emit_json(got)
@@ -73,37 +71,31 @@ def claim(
 
 @inbox.command("ack")
 @from_operation(ACK, arguments=("ids",))
-@identity_options
+@as_agent
 @json_option
-def ack(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def ack(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Ack message IDs of a lease (none: the whole lease). A repeat acks 0."""
-    n = agent(space, as_, token).ack(**args)
+    n = me.ack(**args)
     emit({"acked": n}, as_json, f"acked {n}")
 
 
 @inbox.command("release")
 @from_operation(RELEASE, arguments=("ids",))
-@identity_options
+@as_agent
 @json_option
-def release(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def release(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Give message IDs (none: the whole lease) back to the inbox for replay."""
-    n = agent(space, as_, token).release(**args)
+    n = me.release(**args)
     emit({"released": n}, as_json, f"released {n}")
 
 
 @inbox.command("extend")
 @from_operation(EXTEND, arguments=("ids",), flags={"seconds": "--ttl"})
-@identity_options
+@as_agent
 @json_option
-def extend(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def extend(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Extend a lease (or only message IDs of it) to --ttl seconds from now."""
-    expires = agent(space, as_, token).extend(**args)
+    expires = me.extend(**args)
     emit(
         {"lease_token": args["lease_token"], "expires_at": expires},
         as_json,
@@ -113,27 +105,23 @@ def extend(
 
 @inbox.command("quarantine")
 @from_operation(QUARANTINE, arguments=("message_id",))
-@identity_options
+@as_agent
 @json_option
-def quarantine(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def quarantine(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Set message ID aside with a reason; the rest of the queue goes on."""
-    agent(space, as_, token).quarantine(**args)
+    me.quarantine(**args)
     emit({"quarantined": args["message_id"]}, as_json, f"quarantined {safe(args['message_id'])}")
 
 
 @inbox.command("next")
 @from_operation(NEXT_TURN, flags={"lease": "--ttl"})
-@identity_options
+@as_agent
 @json_option
-def next_(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def next_(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Your next turn: what to show the model, framed, in delivery order.
 
     Confirm it with `broker inbox seen TURN` once the model call returned."""
-    turn = agent(space, as_, token).next_turn(**args)
+    turn = me.next_turn(**args)
     if as_json:
         emit_json(turn)
         return
@@ -151,13 +139,11 @@ def next_(
 
 @inbox.command("seen")
 @from_operation(SEEN, arguments=("turn_id",))
-@identity_options
+@as_agent
 @json_option
-def seen(
-    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
-) -> None:
+def seen(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Confirm TURN: ack its messages, advance the broadcast cursor, log a receipt."""
-    result = agent(space, as_, token).seen(**args)
+    result = me.seen(**args)
     if as_json:
         emit_json(result)
     else:

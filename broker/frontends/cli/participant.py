@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from broker.frontends.cli._common import (
-    Whole,
-    agent,
+    as_agent,
     emit_json,
-    identity_options,
     json_option,
     main,
     server,
     store,
+    whole_option,
 )
 from broker.frontends.cli._output import emit, safe
 from broker.vocab import ARCHETYPES
 
 if TYPE_CHECKING:
+    from broker.api.handles import Agent
     from broker.model.records import Joined
 
 
@@ -41,10 +41,12 @@ if TYPE_CHECKING:
     "--archetype", type=click.Choice([*ARCHETYPES, ""]), help="Directory: the kind of agent."
 )
 @click.option("--task", metavar="TEXT", help="Directory: one-line task.")
-@click.option(
+@whole_option(
     "--pid",
-    type=Whole(1, 2**31 - 1),
-    help="An ancestor's pid (e.g. $$ of the agent's shell, which runs the agent): the address "
+    1,
+    2**31 - 1,
+    None,
+    "An ancestor's pid (e.g. $$ of the agent's shell, which runs the agent): the address "
     "stays live while it runs, and `broker dir prune` records it as left once it is gone.",
 )
 @click.option("--lead", is_flag=True, help="Join as the lead (address 'lead').")
@@ -175,10 +177,9 @@ def _show(joined: Joined, as_json: bool) -> None:
 
 
 @main.command()
-@identity_options
+@as_agent
 @json_option
-def leave(space: str | None, as_: str | None, token: str | None, as_json: bool) -> None:
+def leave(me: Agent, as_json: bool) -> None:
     """Leave your space (and its directory); recorded in the participants journal."""
-    me = agent(space, as_, token)
     me.leave()
     emit({"address": me.address, "status": "left"}, as_json, f"{safe(me.address)} left")

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from broker import errors
-from broker.frontends.cli._common import SECONDS, Whole, json_option, main, store
+from broker.frontends.cli._common import SECONDS, json_option, main, store, whole_option
 from broker.frontends.cli._output import emit_json
 
 
@@ -129,13 +129,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     show_default=True,
     help="TCP address; anything but loopback needs --allow-remote.",
 )
-@click.option(
-    "--port",
-    type=Whole(0, 65535),
-    default=8787,
-    show_default=True,
-    help="TCP port (0: pick a free one).",
-)
+@whole_option("--port", 0, 65535, 8787, "TCP port (0: pick a free one).")
 @click.option("--no-tcp", is_flag=True, help="Listen on the Unix socket only.")
 @click.option(
     "--allow-remote",
@@ -147,7 +141,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
 # how long a stream's client may stall before the server drops it.
 @click.option("--keepalive", type=SECONDS, metavar="SECONDS", default=15.0, hidden=True)
 @click.option("--stall-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
-@click.option("--max-batch", type=Whole(1, 4096), default=64, hidden=True)
+@whole_option("--max-batch", 1, 4096, 64, None, hidden=True)
 # Seconds a request's head, and its body, may take to arrive (slow clients are cut off).
 @click.option("--header-timeout", type=SECONDS, metavar="SECONDS", default=10.0, hidden=True)
 @click.option("--body-timeout", type=SECONDS, metavar="SECONDS", default=30.0, hidden=True)
@@ -159,34 +153,35 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     show_default=True,
     help="Seconds (at most 600) to let in-flight requests finish on SIGTERM.",
 )
-@click.option(
+@whole_option(
     "--max-waits-per-agent",
-    type=Whole(1, 10_000),
-    default=4,
-    show_default=True,
-    help="Long-polls (claim or turn with a wait, MCP inbox_next) one participant may park "
+    1,
+    10_000,
+    4,
+    "Long-polls (claim or turn with a wait, MCP inbox_next) one participant may park "
     "at once; the next is 429 too_many_waits.",
 )
-@click.option(
+@whole_option(
     "--max-waits-per-space",
-    type=Whole(1, 1_000_000),
-    default=1024,
-    show_default=True,
-    help="Long-polls all participants of one space may park at once (429 past it).",
+    1,
+    1_000_000,
+    1024,
+    "Long-polls all participants of one space may park at once (429 past it).",
 )
-@click.option(
+@whole_option(
     "--fd-reserve",
-    type=Whole(64, 1_000_000),
-    default=None,
-    help="Open files kept for the operator and the server's own files (default: a "
+    64,
+    1_000_000,
+    None,
+    "Open files kept for the operator and the server's own files (default: a "
     "quarter of the fd limit); past the rest, agents get 503 server_busy.",
 )
-@click.option(
+@whole_option(
     "--workers",
-    type=Whole(1, 64),
-    default=DEFAULT_WORKERS,
-    show_default=True,
-    help="Server processes accepting on the same listeners (pre-fork), each with its "
+    1,
+    64,
+    DEFAULT_WORKERS,
+    "Server processes accepting on the same listeners (pre-fork), each with its "
     "own store handle and group committer; the wait caps are split between them "
     "(docs/served.md).",
 )

@@ -24,19 +24,17 @@ comments flow when nothing changes; on shutdown every stream ends with a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Send
 
 from broker import errors
 from broker.api.aio import AsyncOperator
-from broker.frontends.http.sse import Hubs
+from broker.frontends.http.sse import Hubs, Source, Stream
 from broker.model.records import to_dict
 
 log = logging.getLogger("broker.server")
@@ -49,20 +47,18 @@ IDLE_S = 15.0  # a quiet watcher looks this often whether anyone still subscribe
 Reading = tuple[str, bytes, float | None]  # event name, JSON data, seconds to the next expiry
 
 
-class View:
-    """One watched view: the latest reading and the subscribers waiting for it."""
+class View(Source):
+    """One watched view: the latest reading and the subscribers waiting for it;
+    it ends when its watcher does."""
 
     def __init__(self, views: Views, name: str, space_id: str | None, read: Callable[[], Reading]):
+        super().__init__()
         self.views = views
         self.name = name
         self.space_id = space_id
         self.read = read
         self.event = b""  # the latest reading, encoded as one SSE event
         self.version = 0
-        self.subscribers = 0
-        self.ended = False
-        self._changed = asyncio.Event()
-        self._task: asyncio.Future[None] | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -71,10 +67,6 @@ class View:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-
-    async def changed(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
 
     async def _watch(self) -> None:
         op = self.views.operator
@@ -111,10 +103,6 @@ class View:
             self._task = None
             self.views.drop(self)
             self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
 
 
 class Views:
@@ -184,64 +172,33 @@ def space_list(op: AsyncOperator) -> Reading:
     return "spaces", _json([to_dict(s) for s in op.sync.spaces()]), None
 
 
-class ViewStream(Response):
-    """One subscriber of a view (an ASGI response with its own send loop)."""
-
-    media_type = "text/event-stream"
+class ViewStream(Stream[View]):
+    """One subscriber of a view."""
 
     def __init__(self, views: Views, view: View, *, keepalive_s: float, stall_s: float) -> None:
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [  # no content-length: the body is open-ended
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-store"),
-            (b"x-accel-buffering", b"no"),
-        ]
+        super().__init__(views.shutdown, keepalive_s=keepalive_s, stall_s=stall_s)
         self.views = views
         self.view = view
-        self.keepalive_s = keepalive_s
-        self.stall_s = stall_s
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gone = asyncio.Event()
+    def _subscribe(self) -> View:
+        self.view.subscribers += 1
+        self.view.start()
+        return self.view
 
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            gone.set()
+    def _unsubscribe(self, view: View) -> None:
+        view.subscribers -= 1
+        self.views.drop(view)
 
-        watcher = asyncio.create_task(watch())
-        view = self.view
-        view.subscribers += 1
-        view.start()
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            await self._stream(send, gone)
-        except _Stalled:
-            self.views.cutoffs += 1
-            log.warning("live view subscriber of %s cut off: stalled", view.name)
-            with contextlib.suppress(Exception):
-                cutoff = b'event: cutoff\ndata: {"reason":"stalled"}\n\n'
-                await asyncio.wait_for(send(_body(cutoff, more=False)), 0.1)
-            return
-        finally:
-            watcher.cancel()
-            view.subscribers -= 1
-            self.views.drop(view)
-        with contextlib.suppress(Exception):
-            await send(_body(b"", more=False))
+    def _cutoff(self) -> bytes:
+        self.views.cutoffs += 1
+        log.warning("live view subscriber of %s cut off: stalled", self.view.name)
+        return b'event: cutoff\ndata: {"reason":"stalled"}\n\n'
 
-    async def _write(self, send: Send, data: bytes) -> None:
-        try:
-            await asyncio.wait_for(send(_body(data)), self.stall_s)
-        except TimeoutError:
-            raise _Stalled from None
-
-    async def _stream(self, send: Send, gone: asyncio.Event) -> None:
-        view, seen = self.view, 0
+    async def _stream(self, view: View, send: Send, gone: asyncio.Event) -> None:
+        seen = 0
         await self._write(send, b"retry: 1000\n\n")
         while not gone.is_set():
-            if self.views.shutdown.is_set():
+            if self.shutdown.is_set():
                 await self._write(send, b"event: shutdown\ndata: {}\n\n")
                 return
             if view.version > seen:
@@ -251,21 +208,6 @@ class ViewStream(Response):
             if view.ended:
                 await self._write(send, b"event: end\ndata: {}\n\n")
                 return
-            waits = [
-                asyncio.ensure_future(view.changed(self.keepalive_s)),
-                asyncio.ensure_future(self.views.shutdown.wait()),
-                asyncio.ensure_future(gone.wait()),
-            ]
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for task in waits:
-                task.cancel()
+            await self._wait(view, self.keepalive_s, gone)
             if view.version == seen and not view.ended and not gone.is_set():
                 await self._write(send, b": keep-alive\n\n")
-
-
-class _Stalled(Exception):
-    pass
-
-
-def _body(data: bytes, more: bool = True) -> dict[str, Any]:
-    return {"type": "http.response.body", "body": data, "more_body": more}

@@ -29,7 +29,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -44,6 +44,8 @@ PAGE = 500  # rows per database read and per write to a subscriber
 CACHE = 4096  # recent events a hub keeps for its subscribers
 IDLE_S = 2.0  # a follower with no subscriber left ends after this quiet time
 
+S = TypeVar("S", bound="Source")
+
 
 def encode(entry: LogEntry) -> bytes:
     data = json.dumps(to_dict(entry), ensure_ascii=False, separators=(",", ":"))
@@ -55,20 +57,38 @@ def control(event: str, resume_after: int, **more: Any) -> bytes:
     return f"event: {event}\ndata: {data}\n\n".encode()
 
 
-class Hub:
-    """The shared follower of one space (see the module doc)."""
+class Source:
+    """What streams follow (a space's log here, a live view in ``live.py``):
+    its subscribers, whether it ended (nothing more will come), the task that
+    feeds it, and the wake-up of the subscribers waiting in ``changed``."""
+
+    def __init__(self) -> None:
+        self.subscribers = 0
+        self.ended = False
+        self._changed = asyncio.Event()
+        self._task: asyncio.Future[None] | None = None
+
+    async def changed(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+class Hub(Source):
+    """The shared follower of one space (see the module doc); it ends when
+    the space stops."""
 
     def __init__(self, hubs: Hubs, space_id: str) -> None:
+        super().__init__()
         self.hubs = hubs
         self.space_id = space_id
         self.head = 0  # last seq published to the cache
         self.cache: deque[tuple[int, bytes]] = deque(maxlen=CACHE)
-        self.subscribers = 0
-        self.ended = False  # the space stopped: nothing more will come
         self.running = False
         self._stopped = False
-        self._changed = asyncio.Event()
-        self._task: asyncio.Future[None] | None = None
 
     def start(self, head: int) -> None:
         """Follow from ``head``, a seq the starting subscriber has read up to."""
@@ -89,10 +109,6 @@ class Hub:
             return None
         start = pos + 1 - self.cache[0][0]
         return [self.cache[i] for i in range(start, min(len(self.cache), start + PAGE))]
-
-    async def changed(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), max(timeout, 0.001))
 
     # --- the follower ------------------------------------------------------------------
     async def _follow(self, seq: int) -> None:
@@ -133,10 +149,6 @@ class Hub:
             self.hubs.drop(self)
         self._wake()
 
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
 
 class Hubs:
     """Every hub of the server, by space id."""
@@ -168,10 +180,87 @@ class Hubs:
                 hub._task.cancel()
 
 
-class EventStream(Response):
-    """One subscriber's stream (an ASGI response with its own send loop)."""
+class Stream(Response, Generic[S]):
+    """One subscriber of a source (an ASGI response with its own send loop).
+    A write the client does not take within ``stall_s`` cuts it off, with a
+    last ``cutoff`` event (best effort: it may be the write that stalls)."""
 
     media_type = "text/event-stream"
+
+    def __init__(self, shutdown: asyncio.Event, *, keepalive_s: float, stall_s: float) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [  # no content-length: the body is open-ended
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-store"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self.shutdown = shutdown
+        self.keepalive_s = keepalive_s
+        self.stall_s = stall_s
+        self._last_write = 0.0
+
+    def _subscribe(self) -> S:
+        """Count this stream in as a subscriber of its source (started if need be)."""
+        raise NotImplementedError
+
+    def _unsubscribe(self, source: S) -> None:
+        raise NotImplementedError
+
+    async def _stream(self, source: S, send: Send, gone: asyncio.Event) -> None:
+        """Write the source's events until it ends, the server shuts down or the client goes."""
+        raise NotImplementedError
+
+    def _cutoff(self) -> bytes:
+        """The last event of a stalled stream (counted and logged)."""
+        raise NotImplementedError
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        source = self._subscribe()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await self._stream(source, send, gone)
+        except _Stalled:
+            cutoff = self._cutoff()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(send(_body(cutoff, more=False)), 0.1)
+            return
+        finally:
+            watcher.cancel()
+            self._unsubscribe(source)
+        with contextlib.suppress(Exception):
+            await send(_body(b"", more=False))
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        try:
+            await asyncio.wait_for(send(_body(data)), self.stall_s)
+        except TimeoutError:
+            raise _Stalled from None
+        self._last_write = asyncio.get_running_loop().time()
+
+    async def _wait(self, source: S, timeout: float, gone: asyncio.Event) -> None:
+        """Until the source changes, the server shuts down or the client goes
+        (at most ``timeout`` seconds)."""
+        waits = [
+            asyncio.ensure_future(source.changed(timeout)),
+            asyncio.ensure_future(self.shutdown.wait()),
+            asyncio.ensure_future(gone.wait()),
+        ]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
+
+
+class EventStream(Stream[Hub]):
+    """One subscriber of a space's log."""
 
     def __init__(
         self,
@@ -183,65 +272,31 @@ class EventStream(Response):
         keepalive_s: float,
         stall_s: float,
     ) -> None:
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [  # no content-length: the body is open-ended
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-store"),
-            (b"x-accel-buffering", b"no"),
-        ]
+        super().__init__(hubs.shutdown, keepalive_s=keepalive_s, stall_s=stall_s)
         self.hubs = hubs
         self.space_id = space_id
         self.pos = after
         self.read_page = read_page
-        self.keepalive_s = keepalive_s
-        self.stall_s = stall_s
-        self._last_write = 0.0
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gone = asyncio.Event()
-
-        async def watch() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    gone.set()
-                    return
-
-        watcher = asyncio.create_task(watch())
+    def _subscribe(self) -> Hub:
         hub = self.hubs.get(self.space_id)
         hub.subscribers += 1
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            await self._stream(hub, send, gone)
-        except _Stalled:
-            self.hubs.cutoffs += 1
-            log.warning(
-                "SSE subscriber of %s cut off after seq %s: stalled", self.space_id, self.pos
-            )
-            with contextlib.suppress(Exception):
-                data = control("cutoff", self.pos, reason="stalled")
-                await asyncio.wait_for(send(_body(data, more=False)), 0.1)
-            return
-        finally:
-            watcher.cancel()
-            hub.subscribers -= 1
-            self.hubs.drop(hub)
-        with contextlib.suppress(Exception):
-            await send(_body(b"", more=False))
+        return hub
 
-    async def _write(self, send: Send, data: bytes) -> None:
-        try:
-            await asyncio.wait_for(send(_body(data)), self.stall_s)
-        except TimeoutError:
-            raise _Stalled from None
-        self._last_write = asyncio.get_running_loop().time()
+    def _unsubscribe(self, hub: Hub) -> None:
+        hub.subscribers -= 1
+        self.hubs.drop(hub)
+
+    def _cutoff(self) -> bytes:
+        self.hubs.cutoffs += 1
+        log.warning("SSE subscriber of %s cut off after seq %s: stalled", self.space_id, self.pos)
+        return control("cutoff", self.pos, reason="stalled")
 
     async def _stream(self, hub: Hub, send: Send, gone: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
         await self._write(send, f"retry: 1000\n: resume after {self.pos}\n\n".encode())
         while not gone.is_set():
-            if self.hubs.shutdown.is_set():
+            if self.shutdown.is_set():
                 await self._write(send, control("shutdown", self.pos))
                 return
             cached = hub.after(self.pos)
@@ -262,14 +317,7 @@ class EventStream(Response):
             if quiet <= 0:
                 await self._write(send, b": keep-alive\n\n")
                 continue
-            waits = [
-                asyncio.ensure_future(hub.changed(quiet)),
-                asyncio.ensure_future(self.hubs.shutdown.wait()),
-                asyncio.ensure_future(gone.wait()),
-            ]
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for task in waits:
-                task.cancel()
+            await self._wait(hub, quiet, gone)
 
 
 class _Stalled(Exception):

@@ -7,6 +7,8 @@ Operator's to check); no tool takes an identity.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from mcp_types import ToolAnnotations
 
 from broker.api.aio import AsyncOperator
@@ -57,6 +59,24 @@ async def _board(op: AsyncOperator, a: inputs.RunInput) -> Output:
     )
 
 
+def _run_read(
+    name: str,
+    title: str,
+    description: str,
+    run: Callable[[AsyncOperator, inputs.RunInput], Awaitable[Output]],
+) -> ToolSpec[AsyncOperator]:
+    """A tool that reads one run, named by its only argument."""
+    return ToolSpec(
+        name=name,
+        title=title,
+        description=description,
+        model=inputs.RunInput,
+        run=run,
+        fields={"run": RUN},
+        annotations=_READ,
+    )
+
+
 _END = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
 
 OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
@@ -83,30 +103,20 @@ OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
         },
         annotations=_READ,
     ),
-    ToolSpec(
-        name="participants",
-        title="List a run's participants",
-        description=(
-            "The participants of a run (participants): address, agent, role, "
-            "status, last seen, grant and how many messages wait for each."
-        ),
-        model=inputs.RunInput,
-        run=_participants,
-        fields={"run": RUN},
-        annotations=_READ,
+    _run_read(
+        "participants",
+        "List a run's participants",
+        "The participants of a run (participants): address, agent, role, "
+        "status, last seen, grant and how many messages wait for each.",
+        _participants,
     ),
-    ToolSpec(
-        name="board_view",
-        title="View a run's board",
-        description=(
-            "A run's board (board.view): posts, directives (and whether each is still "
-            "in force), the live key claims and path reservations with their holders, fences "
-            "and expiries, and the claim journal."
-        ),
-        model=inputs.RunInput,
-        run=_board,
-        fields={"run": RUN},
-        annotations=_READ,
+    _run_read(
+        "board_view",
+        "View a run's board",
+        "A run's board (board.view): posts, directives (and whether each is still "
+        "in force), the live key claims and path reservations with their holders, fences "
+        "and expiries, and the claim journal.",
+        _board,
     ),
     declared(OPERATOR_RELEASE_KEY, annotations=_END),
     declared(RELEASE_RESERVATION, annotations=_END),
