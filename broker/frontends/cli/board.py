@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from broker.api.operations import (
+    BOARD_READ,
     CHECK_PATHS,
     CLAIM_KEY,
+    DIRECTIVE,
+    POST,
     RELEASE_KEY,
     RENEW_KEY,
     RENEW_RESERVATION,
@@ -32,9 +35,8 @@ from broker.frontends.cli._common import (
     main,
     operator,
     table,
-    text_arg,
 )
-from broker.frontends.cli._output import TO_HELP, emit, emit_lines, run_send, safe, when
+from broker.frontends.cli._output import emit, emit_lines, run_send, safe, when
 from broker.frontends.cli.options import from_operation
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
@@ -59,32 +61,15 @@ def board() -> None:
 
 
 @board.command("post")
-@click.option(
-    "--to",
-    "to",
-    multiple=True,
-    metavar="ADDR",
-    help="Also deliver to these addressees' inboxes (repeatable); none = a channel post.",
-)
-@click.option(
-    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
-)
+@from_operation(POST, arguments=("text",), flags={"addressed_to": "--to"})
 @identity_options
 @json_option
-@click.argument("text", nargs=-1, required=True)
 def post(
-    to: tuple[str, ...],
-    idempotency_key: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    text: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Post TEXT on the board ('-' reads stdin). Exits 1 if addressed and it reached nobody."""
-    body = text_arg(text)
     me = agent(space, as_, token)
-    run_send(lambda: me.post(body, addressed_to=list(to), idempotency_key=idempotency_key), as_json)
+    run_send(lambda: me.post(**args), as_json)
 
 
 def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool) -> None:
@@ -108,29 +93,16 @@ def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool
 
 
 @board.command("read")
-@click.option("--after", metavar="ID", help="Only entries after this one (the last id you read).")
-@click.option(
-    "--limit",
-    type=READ_LIMIT,
-    metavar="N",
-    default=BOARD_READ_DEFAULT,
-    show_default=True,
-    help="At most this many entries.",
-)
+@from_operation(BOARD_READ)
 @identity_options
 @json_option
 def read(
-    after: str | None,
-    limit: int,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Read the board (tool board.read): posts, directives and retractions,
     oldest first. Pass the last id you read as --after to get what is new."""
-    entries = agent(space, as_, token).board_read(after=after, limit=limit)
-    _print_board(entries, limit, "broker board read", as_json)
+    entries = agent(space, as_, token).board_read(**args)
+    _print_board(entries, args["limit"], "broker board read", as_json)
 
 
 @board.command("view")
@@ -152,28 +124,17 @@ def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:
 
 
 @board.command("directive")
-@click.option("--to", "to", multiple=True, required=True, metavar="ADDR", help=TO_HELP)
-@click.option(
-    "--idempotency-key", metavar="KEY", help="A repeat with the same key returns the first result."
-)
+@from_operation(DIRECTIVE, arguments=("text",))
 @identity_options
 @json_option
-@click.argument("text", nargs=-1, required=True)
 def directive(
-    to: tuple[str, ...],
-    idempotency_key: str | None,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
-    text: tuple[str, ...],
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Issue a standing directive TEXT: shown to its addressees every turn until
     retracted; role/step directives also apply to later joiners. Needs the
     board.directive grant (named at join, board.*, or a lead)."""
-    body = text_arg(text)
     me = agent(space, as_, token)
-    run_send(lambda: me.directive(list(to), body, idempotency_key=idempotency_key), as_json)
+    run_send(lambda: me.directive(**args), as_json)
 
 
 @board.command("retract")
