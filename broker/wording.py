@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# The patterns of broker.model.pydantic_inputs (and the records that had them), by their text.
+# Patterns a pydantic check may say, by their text.
 PATTERNS = {
     r"^[0-9A-Za-z]{26}$": "a message id (26 letters and digits)",
     r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",
