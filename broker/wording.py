@@ -1,10 +1,9 @@
 """Refusals in the broker's words: pydantic's phrases, reworded (S33).
 
-The checks at the edge (``broker.model.pydantic_inputs``, and ``broker.model.validate``'s plain
-twin of them, which words its refusals exactly as pydantic would) say
+The checks at the edge not yet declared (``broker.model.pydantic_inputs``) say
 ``String should match pattern '^[0-9A-Za-z]{26}$'``; a user should read
 what the field takes. ``InvalidInput`` passes every message through
-``in_words``, so each surface (library, CLI, HTTP, MCP) and both checks say
+``in_words``, so each surface (library, CLI, HTTP, MCP) and every check says
 the same: ``bad reply_to: a message id (26 letters and digits)``. A phrase
 not listed here is left as it is.
 """
@@ -14,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# The patterns of broker.model.pydantic_inputs (and broker.model.validate), by their text.
+# Patterns a pydantic check may say, by their text.
 PATTERNS = {
     r"^[0-9A-Za-z]{26}$": "a message id (26 letters and digits)",
     r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",

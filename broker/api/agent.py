@@ -11,14 +11,17 @@ from broker.api.mail import AgentMail
 from broker.api.operations import (
     ACK,
     ACK_AND_CLAIM,
+    BOARD_READ,
     CLAIM,
     CLAIM_KEY,
+    DIRECTIVE,
     EXTEND,
     GRANTED,
     HISTORY,
     LEAVE,
     ME,
     NEXT_TURN,
+    POST,
     QUARANTINE,
     RELEASE,
     RELEASE_KEY,
@@ -196,6 +199,7 @@ class Agent(AgentPaths, AgentMail):
 
         return messages.send_many(self.store, self.identity, items, tx=tx)
 
+    @declared(POST)
     def post(
         self,
         text: str,
@@ -204,16 +208,8 @@ class Agent(AgentPaths, AgentMail):
         idempotency_key: str | None = None,
         tx: Tx | None = None,
     ) -> SendResult:
-        from broker.mail import messages
-
-        return messages.post(
-            self.store,
-            self.identity,
-            text,
-            addressed_to=addressed_to,
-            idempotency_key=idempotency_key,
-            tx=tx,
-        )
+        """``board.post``: a channel post, or addressed (it also lands in their inboxes)."""
+        return self.call(POST, POST.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(LEAVE)
     def leave(self, *, tx: Tx | None = None) -> None:
@@ -238,14 +234,14 @@ class Agent(AgentPaths, AgentMail):
         return self.call(GRANTED, GRANTED.take(locals()), tx)  # type: ignore[no-any-return]
 
     # --- the board (S21-S24) -------------------------------------------------------
+    @declared(BOARD_READ)
     def board_read(
         self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT, tx: Tx | None = None
     ) -> list[BoardEntry]:
         """``board.read``: posts, directives and retractions after the cursor ``after``."""
-        from broker.board import posts
+        return self.call(BOARD_READ, BOARD_READ.take(locals()), tx)  # type: ignore[no-any-return]
 
-        return posts.read(self.store, self.identity, after=after, limit=limit, tx=tx)
-
+    @declared(DIRECTIVE)
     def directive(
         self,
         to: str | Iterable[str],
@@ -255,16 +251,7 @@ class Agent(AgentPaths, AgentMail):
         tx: Tx | None = None,
     ) -> SendResult:
         """``board.directive``: a standing instruction, shown every turn until retracted."""
-        from broker.board import posts
-
-        return posts.directive(
-            self.store,
-            self.identity,
-            to if isinstance(to, str) else list(to),
-            text,
-            idempotency_key=idempotency_key,
-            tx=tx,
-        )
+        return self.call(DIRECTIVE, DIRECTIVE.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(RETRACT)
     def retract(self, directive_id: str, *, tx: Tx | None = None) -> SendResult:

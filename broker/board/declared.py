@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from broker.model import inputs
-    from broker.model.records import ClaimGrant, JournalEntry, PathCheck, Reservation, SendResult
+    from broker.model.records import (
+        BoardEntry,
+        ClaimGrant,
+        JournalEntry,
+        PathCheck,
+        Reservation,
+        SendResult,
+    )
     from broker.spaces.auth import Identity
     from broker.store.sqlite import Store, Tx
 
@@ -79,3 +86,36 @@ def retract(
     from broker.board import posts
 
     return posts.retract(store, ident, inp.directive_id, tx=tx)
+
+
+def post(
+    store: Store, ident: Identity, inp: inputs.PostInput, *, tx: Tx | None = None
+) -> SendResult:
+    from broker.mail import messages
+
+    return messages.post(
+        store,
+        ident,
+        inp.text,
+        addressed_to=inp.addressed_to,
+        idempotency_key=inp.idempotency_key,
+        tx=tx,
+    )
+
+
+def directive(
+    store: Store, ident: Identity, inp: inputs.DirectiveInput, *, tx: Tx | None = None
+) -> SendResult:
+    from broker.board import posts
+
+    return posts.directive(
+        store, ident, inp.to, inp.text, idempotency_key=inp.idempotency_key, tx=tx
+    )
+
+
+def read(
+    store: Store, ident: Identity, inp: inputs.BoardReadInput, *, tx: Tx | None = None
+) -> list[BoardEntry]:
+    from broker.board import posts
+
+    return posts.read(store, ident, after=inp.after, limit=inp.limit, tx=tx)

@@ -126,7 +126,7 @@ class Directive:
 def directive(
     store: Store,
     ident: Identity,
-    to: str | list[str] | tuple[str, ...],
+    to: list[str],
     text: str,
     *,
     idempotency_key: str | None = None,
@@ -139,22 +139,12 @@ def directive(
     step, bare name or broadcast form also applies to participants that join
     later), and it is an error to its sender (S8): ``NotDelivered``."""
     from broker.mail import messages  # sending's modules: not loaded by turns reading directives
-    from broker.model.pydantic_inputs import (  # pydantic: off the claim path
-        DirectiveInput,
-        parse_input,
-    )
 
-    inp = parse_input(
-        DirectiveInput,
-        {
-            "to": [to] if isinstance(to, str) else list(to),
-            "text": text,
-            "idempotency_key": idempotency_key,
-        },
-    )
-    if not inp.text.strip():
+    # The input is checked by its record (broker.model.inputs.DirectiveInput); what
+    # only the board can say is said here.
+    if not text.strip():
         raise errors.InvalidInput("a directive needs text", field="text")
-    targets, _ = parse_targets(inp.to)
+    targets, _ = parse_targets(to)
     if any(tg.kind == "operator" for tg in targets):
         raise errors.InvalidInput("a directive cannot be addressed to the operator", field="to")
 
@@ -167,8 +157,8 @@ def directive(
             sender,
             "directive",
             targets,
-            inp.text,
-            key=inp.idempotency_key,
+            text,
+            key=idempotency_key,
             deliver=False,
         )
 

@@ -19,7 +19,6 @@ from broker.mail.threads import PLAIN, Mail, mail
 from broker.mail.threads import to_entry as _to_entry
 from broker.model.inputs import OperatorSendInput, SendInput
 from broker.model.records import LogEntry, SendResult, to_dict
-from broker.model.validate import post_args
 from broker.spaces import gate
 from broker.spaces.addressing import Target, parse_target, parse_targets
 from broker.spaces.auth import Caller, Identity
@@ -125,12 +124,11 @@ def post(
     idempotency_key: str | None = None,
     tx: Tx | None = None,
 ) -> SendResult:
-    """``board.post``: a channel post, or addressed (also lands in those inboxes)."""
-    inp = post_args(
-        {"text": text, "addressed_to": list(addressed_to), "idempotency_key": idempotency_key},
-    )
+    """``board.post``: a channel post, or addressed (also lands in those inboxes).
+    Its input is checked by its record (``broker.model.inputs.PostInput``) before it
+    gets here."""
     try:
-        targets = [parse_target(t) for t in inp.addressed_to]
+        targets = [parse_target(t) for t in addressed_to]
     except errors.InvalidInput as exc:
         exc.fields.setdefault("field", "addressed_to")
         raise
@@ -139,7 +137,7 @@ def post(
             "a post cannot be addressed to 'broadcast': an unaddressed post is the channel",
             field="addressed_to",
         )
-    return _send_as(store, ident, "board.post", "post", targets, inp.text, inp.idempotency_key, tx)
+    return _send_as(store, ident, "board.post", "post", targets, text, idempotency_key, tx)
 
 
 def operator_send(

@@ -51,8 +51,8 @@ def _recipients(help: str = TO_FORMS, *, default: Any = fields.REQUIRED) -> Any:
     return fields.texts(help, address, default=default, low=1, high=64, one=True, metavar="ADDR")
 
 
-def _body(help: str = "The message body.") -> Any:  # noqa: A002
-    return fields.Body(help, high=BODY_MAX, blank=False, empty="message text is empty")
+def _body(help: str = "The message body.", *, blank: bool = False) -> Any:  # noqa: A002
+    return fields.Body(help, high=BODY_MAX, blank=blank, empty="message text is empty")
 
 
 def _key() -> Any:
@@ -360,6 +360,53 @@ class RetractInput(Input):
     )
 
 
+class PostInput(Input):
+    """``board.post``: a channel post, or addressed to some participants too."""
+
+    text: str = _body("The post.")
+    addressed_to: list[str] = fields.texts(
+        "Optional recipients (the forms of msg_send's 'to'): the post also lands in their "
+        "inboxes; none: a channel post.",
+        fields.Text("an address or a to form", high=400, strip=True),
+        default=(),
+        high=64,
+        one=True,
+        metavar="ADDR",
+    )
+    idempotency_key: str | None = _key()
+
+
+class DirectiveInput(Input):
+    """``board.directive``: a standing instruction for the participants it addresses."""
+
+    to: list[str] = _recipients()
+    # White space alone is the board's to word ("a directive needs text", broker.board.posts).
+    text: str = _body("The directive.", blank=True)
+    idempotency_key: str | None = _key()
+
+
+def _board_after() -> Any:  # the board's read and the operator's view
+    return fields.text(
+        "Only entries after this message id (the last one you read).", default=None, metavar="ID"
+    )
+
+
+def _board_limit() -> Any:
+    return fields.whole(
+        f"At most this many entries (1 to {BOARD_READ_MAX}).",
+        default=BOARD_READ_DEFAULT,
+        high=BOARD_READ_MAX,
+        metavar="N",
+    )
+
+
+class BoardReadInput(Input):
+    """``board.read``: posts, directives and retractions after a cursor."""
+
+    after: str | None = _board_after()
+    limit: int = _board_limit()
+
+
 # --- the participant itself ------------------------------------------------------------------
 class NoInput(Input):
     """An operation that takes nothing (its caller is all it needs): any field is
@@ -602,15 +649,8 @@ class BoardViewInput(Input):
     """``board.view``: posts, directives and retractions after a cursor."""
 
     space: str = _space()
-    after: str | None = fields.text(
-        "Only entries after this message id (the last one you saw).", default=None, metavar="ID"
-    )
-    limit: int = fields.whole(
-        f"At most this many (1 to {BOARD_READ_MAX}).",
-        default=BOARD_READ_DEFAULT,
-        high=BOARD_READ_MAX,
-        metavar="N",
-    )
+    after: str | None = _board_after()
+    limit: int = _board_limit()
 
 
 class OperatorMessageStatusInput(Input):

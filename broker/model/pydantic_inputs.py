@@ -32,15 +32,6 @@ from broker.vocab import Via as Via
 INT64_MAX = 2**63 - 1
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("message text is empty")
-    flaw = text_flaw(text)
-    if flaw is not None:  # S33: it could never be stored (or not on every backend)
-        raise ValueError(f"message text is not valid text ({flaw})")
-    return text
-
-
 def _storable(text: str) -> str:
     flaw = text_flaw(text)
     if flaw is not None:
@@ -53,12 +44,6 @@ Target = Annotated[
     StringConstraints(min_length=1, max_length=400, strip_whitespace=True),
     AfterValidator(_storable),
 ]
-# A message body: kept exactly as given, but never empty or only white space.
-Body = Annotated[str, AfterValidator(_not_blank)]
-# An idempotency key: 1 to 200 characters that both backends can store.
-IdempotencyKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_storable)
-]
 
 
 class _In(BaseModel):
@@ -69,20 +54,6 @@ class _In(BaseModel):
 
 
 # --- inputs -----------------------------------------------------------------------
-# A thread's name (S35): short, printable, no white space (it is typed on a command line).
-ThreadName = Annotated[str, StringConstraints(pattern=r"^[\w.:#@/+-]{1,64}$")]
-MessageId = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z]{26}$")]
-Importance = Literal["low", "normal", "high"]
-
-
-class PostInput(_In):
-    """``board.post``: a channel post, or addressed to some participants."""
-
-    text: Body
-    addressed_to: list[Target] = Field(default_factory=list, max_length=64)
-    idempotency_key: IdempotencyKey | None = None
-
-
 def _one_line(text: str) -> str:
     bad = control_char(text)
     if bad is not None:
@@ -114,14 +85,6 @@ class JoinInput(_In):
     messaging: bool = True
     tools: list[str] | None = None
     pid: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = None
-
-
-class DirectiveInput(_In):
-    """``board.directive``: a standing instruction for the participants it addresses."""
-
-    to: list[Target] = Field(min_length=1, max_length=64)
-    text: Annotated[str, StringConstraints(min_length=1)]
-    idempotency_key: IdempotencyKey | None = None
 
 
 def validation_error(

@@ -67,16 +67,15 @@ def test_S21_S33_a_read_returns_100_by_default_takes_1000_and_refuses_1001_namin
 def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
     from broker.api.agent import Agent as LibraryAgent
     from broker.api.operator import Operator as LibraryOperator
-    from broker.frontends.mcp.inputs import BoardReadInput
     from broker.frontends.remote.agent import RemoteAgent
+    from broker.model.inputs import BoardReadInput
 
     default, top = vocab.BOARD_READ_DEFAULT, vocab.BOARD_READ_MAX
     assert (default, top) == (100, 1000)  # S21: default 100, at most 1000
     for fn in (LibraryAgent.board_read, LibraryOperator.board, RemoteAgent.board_read):
         assert inspect.signature(fn).parameters["limit"].default == default, fn
-    field = BoardReadInput.model_fields["limit"]
-    bounds = {type(m).__name__: m for m in field.metadata}
-    assert (field.default, bounds["Ge"].ge, bounds["Le"].le) == (default, 1, top)
+    field = BoardReadInput.field("limit")  # every surface's check (the operation table)
+    assert (field.default, field.low, field.high) == (default, 1, top)
     from broker.frontends.cli import main
 
     runner = CliRunner()
@@ -93,17 +92,13 @@ def test_S21_S33_a_cursor_that_is_not_a_message_id_of_the_space_is_refused_in_pl
 ) -> None:
     lynx = join("lynx")
     lynx.post("hello")
-    for read, said in (
-        # the agent's board read is checked at the edge (apicheck); the
-        # operator's is declared: its input record words it, as on every surface
-        (lambda after: lynx.board_read(after=after), "bad after 7: text, not int"),
-        (
-            lambda after: Operator(store).board(lynx.space_id, after=after),
-            "bad after: text, not a number",
-        ),
+    for read in (  # both declared: the input record words it, as on every surface
+        lambda after: lynx.board_read(after=after),
+        lambda after: Operator(store).board(lynx.space_id, after=after),
     ):
         with pytest.raises(errors.InvalidInput) as info:
             read(7)
+        said = "bad after: text, not a number"
         assert (info.value.message, info.value.fields) == (said, {"field": "after"})
         with pytest.raises(errors.MessageNotFound) as missing:
             read("01NOSUCHMESSAGE0000000000")

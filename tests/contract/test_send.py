@@ -15,8 +15,7 @@ from sqlrows import waiting_sql
 from broker import Agent, Operator, Store, errors
 from broker.api.handles import Agent as AgentClass
 from broker.mail import messages
-from broker.model.inputs import OperatorSendInput, SendInput
-from broker.model.pydantic_inputs import PostInput, parse_input
+from broker.model.inputs import OperatorSendInput, PostInput, SendInput
 from broker.model.records import NotReached, SendResult
 from broker.store.settings import Limits
 
@@ -565,7 +564,7 @@ def test_S9_an_agent_cannot_write_kind_operator_or_sender_operator(
         with pytest.raises(errors.InvalidInput, match="unknown field"):
             SendInput.parse({"to": ["lynx"], "text": "x", field: "operator"})
         with pytest.raises(errors.InvalidInput, match="unknown field"):
-            parse_input(PostInput, {"text": "x", field: "operator"})
+            PostInput.parse({"text": "x", field: "operator"})
     # ... and no participant can take the address `operator`.
     with pytest.raises(errors.InvalidInput, match="reserved"):
         trusted.join(store, space, "flow/operator")
@@ -589,10 +588,9 @@ def test_S9_an_agent_cannot_write_kind_operator_or_sender_operator(
     ],
 )
 def test_S10_tool_inputs_refuse_unknown_fields(model: type[Any], data: dict[str, Any]) -> None:
-    declared = hasattr(model, "NAMES")  # a declared input record (broker.model.fields)
-    extra = (set(data) - set(model.NAMES if declared else model.model_fields)).pop()
+    extra = (set(data) - set(model.NAMES)).pop()
     with pytest.raises(errors.InvalidInput, match=f"unknown field '{extra}'"):
-        model.parse(data) if declared else parse_input(model, data)
+        model.parse(data)
 
 
 @pytest.mark.parametrize(

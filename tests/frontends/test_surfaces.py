@@ -38,6 +38,7 @@ from broker.api.operations import (
     ACK_AND_CLAIM,
     ACTIVITY,
     ARCHIVE_SPACE,
+    BOARD_READ,
     BOARD_VIEW,
     CHECK_PATHS,
     CLAIM,
@@ -45,6 +46,7 @@ from broker.api.operations import (
     CLAIM_KEY,
     CLAIMS,
     CREATE_SPACE,
+    DIRECTIVE,
     EXTEND,
     GET_SPACE,
     GRANTED,
@@ -62,6 +64,7 @@ from broker.api.operations import (
     PARTICIPANT,
     PARTICIPANTS,
     POLICY,
+    POST,
     PRUNE,
     QUARANTINE,
     QUARANTINED,
@@ -210,7 +213,7 @@ def succeeded(result: Any) -> Outcome:
     if result is None or result == {"ok": True}:  # done: nothing to say (Done on HTTP and MCP)
         return ("ok", "done")
     data = result if isinstance(result, dict) else to_dict(result)
-    if "reached" in data:  # a send's outcome: who it reached, and why not the others
+    if "not_reached" in data:  # a send's outcome: who it reached, and why not the others
         return ("ok", data["kind"], sorted(data["reached"]),
                 sorted((n["address"], n["reason"]) for n in data["not_reached"]))  # fmt: skip
     return ("ok", sorted(data))  # a lease: its shape (which messages depends on the order)
@@ -472,6 +475,24 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (CHECK_PATHS, {"paths": []}, {"cli"}),
     (RETRACT, {"directive_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not granted (S24)
     (RETRACT, {"directive_id": 7}, {"cli"}),
+    # posts, directives and reading the board (S21, S23)
+    (POST, {"text": "on the channel"}, set()),
+    (POST, {"text": "for lynx", "addressed_to": "lynx"}, set()),
+    (POST, {"text": "for two", "addressed_to": ["lynx", "zed"]}, set()),
+    (POST, {"text": "x", "addressed_to": ["broadcast"]}, set()),
+    (POST, {"text": "x", "addressed_to": ["lynx", " "]}, set()),
+    (POST, {"text": "   "}, {"cli"}),  # the CLI refuses an empty TEXT itself
+    (POST, {"text": "x", "idempotency_key": ""}, set()),
+    (POST, {"text": 5}, {"cli"}),
+    (POST, {"text": "x", "to": ["lynx"]}, {"cli"}),  # S10: a post's addressees are addressed_to
+    (DIRECTIVE, {"to": "lynx", "text": "x"}, set()),  # not granted (S24)
+    (DIRECTIVE, {"to": [], "text": "x"}, {"cli"}),  # the CLI's --to is required: click says so
+    (DIRECTIVE, {"to": "lynx", "text": 5}, {"cli"}),
+    (BOARD_READ, {}, {"mcp"}),  # MCP answers the entries with the cursor to pass next time
+    (BOARD_READ, {"limit": 2, "after": "01J0000000000000000000000Z"}, set()),
+    (BOARD_READ, {"limit": 0}, {"cli"}),  # the CLI's --limit type states the range itself
+    (BOARD_READ, {"limit": 1001}, {"cli"}),
+    (BOARD_READ, {"after": 7}, {"cli", "http"}),  # a query string is text
     # the participant itself
     (ME, {}, set()),
     (ME, {"address": "lynx"}, set()),  # nobody reads another's row as its own (S10)

@@ -9,15 +9,16 @@ end anyone's hold) take a RUN_ID. A fencing token is --fence.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from broker.api.operations import (
+    BOARD_READ,
     CHECK_PATHS,
     CLAIM_KEY,
+    DIRECTIVE,
+    POST,
     RELEASE_KEY,
     RENEW_KEY,
     RENEW_RESERVATION,
@@ -27,18 +28,15 @@ from broker.api.operations import (
 )
 from broker.frontends.cli._common import (
     Whole,
-    agent,
     as_agent,
     emit_json_lines,
-    identity_options,
     json_option,
     main,
     operator,
     table,
-    text_arg,
     whole_option,
 )
-from broker.frontends.cli._output import TO_HELP, emit, emit_lines, run_send, safe, when
+from broker.frontends.cli._output import emit, emit_lines, run_send, safe, when
 from broker.frontends.cli.options import from_operation
 from broker.vocab import BOARD_READ_DEFAULT, BOARD_READ_MAX
 
@@ -50,7 +48,6 @@ if TYPE_CHECKING:
         JournalEntry,
         PathCheck,
         Reservation,
-        SendResult,
     )
 
 DEFAULT_TTL = 300.0  # keep equal to broker.board.claims.DEFAULT_TTL (not imported: CLI start-up)
@@ -72,50 +69,13 @@ def board() -> None:
     """The shared board: posts, standing directives, key claims and their journal."""
 
 
-def _posting(
-    to_help: str, *, to_required: bool = False
-) -> Callable[[Callable[[Agent, list[str], str, str | None], SendResult]], Callable[..., None]]:
-    """A board post or directive: --to ADDR (``to_help``), --idempotency-key,
-    the caller's identity, --json and TEXT ('-' reads stdin). The command
-    posts with ``(me, to, text, idempotency_key)``; its result prints as a
-    send's (exit 1: addressed and it reached nobody)."""
-
-    def command(
-        post: Callable[[Agent, list[str], str, str | None], SendResult],
-    ) -> Callable[..., None]:
-        @click.option("--to", multiple=True, required=to_required, metavar="ADDR", help=to_help)
-        @click.option(
-            "--idempotency-key",
-            metavar="KEY",
-            help="A repeat with the same key returns the first result.",
-        )
-        @identity_options
-        @json_option
-        @click.argument("text", nargs=-1, required=True)
-        @functools.wraps(post)
-        def run(
-            to: tuple[str, ...],
-            idempotency_key: str | None,
-            space: str | None,
-            as_: str | None,
-            token: str | None,
-            as_json: bool,
-            text: tuple[str, ...],
-        ) -> None:
-            body = text_arg(text)
-            me = agent(space, as_, token)
-            run_send(lambda: post(me, list(to), body, idempotency_key), as_json)
-
-        return run
-
-    return command
-
-
 @board.command("post")
-@_posting("Also deliver to these addressees' inboxes (repeatable); none = a channel post.")
-def post(me: Agent, to: list[str], text: str, idempotency_key: str | None) -> SendResult:
+@from_operation(POST, arguments=("text",), flags={"addressed_to": "--to"})
+@as_agent
+@json_option
+def post(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Post TEXT on the board ('-' reads stdin). Exits 1 if addressed and it reached nobody."""
-    return me.post(text, addressed_to=to, idempotency_key=idempotency_key)
+    run_send(lambda: me.post(**args), as_json)
 
 
 def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool) -> None:
@@ -139,15 +99,14 @@ def _print_board(entries: list[BoardEntry], limit: int, more: str, as_json: bool
 
 
 @board.command("read")
-@click.option("--after", metavar="ID", help="Only entries after this one (the last id you read).")
-@limit_option
+@from_operation(BOARD_READ)
 @as_agent
 @json_option
-def read(after: str | None, limit: int, me: Agent, as_json: bool) -> None:
+def read(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Read the board (tool board.read): posts, directives and retractions,
     oldest first. Pass the last id you read as --after to get what is new."""
-    entries = me.board_read(after=after, limit=limit)
-    _print_board(entries, limit, "broker board read", as_json)
+    entries = me.board_read(**args)
+    _print_board(entries, args["limit"], "broker board read", as_json)
 
 
 @board.command("view")
@@ -162,12 +121,14 @@ def view(run_id: str, after: str | None, limit: int, as_json: bool) -> None:
 
 
 @board.command("directive")
-@_posting(TO_HELP, to_required=True)
-def directive(me: Agent, to: list[str], text: str, idempotency_key: str | None) -> SendResult:
+@from_operation(DIRECTIVE, arguments=("text",))
+@as_agent
+@json_option
+def directive(args: dict[str, Any], me: Agent, as_json: bool) -> None:
     """Issue a standing directive TEXT: shown to its addressees every turn until
     retracted; role/step directives also apply to later joiners. Needs the
     board.directive grant (named at join, board.*, or a lead)."""
-    return me.directive(to, text, idempotency_key=idempotency_key)
+    run_send(lambda: me.directive(**args), as_json)
 
 
 @board.command("retract")

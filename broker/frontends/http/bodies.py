@@ -1,8 +1,7 @@
 """Request bodies of the HTTP API: pydantic input models, closed (S10, S33).
 
-The agent-side bodies reuse ``broker.model.pydantic_inputs`` where the library has one
-(``PostInput``, ``DirectiveInput``); the others exist only
-because HTTP carries them as JSON. Every model refuses unknown fields, so a
+They exist only because HTTP carries them as JSON (a declared operation's body is
+its input record, ``broker.frontends.http.operations``). Every model refuses unknown fields, so a
 ``sender`` or ``from`` in a body is ``invalid_input`` naming the field, and
 every number has documented bounds (finite, in range).
 """
@@ -14,13 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
-from broker.model.pydantic_inputs import (
-    Archetype,
-    DirectiveInput,
-    PostInput,
-)
+from broker.model.pydantic_inputs import Archetype
 
-__all__ = ["DirectiveInput", "JoinBody", "PostInput", "SendManyBody"]
+__all__ = ["JoinBody", "SendManyBody"]
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=400)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]

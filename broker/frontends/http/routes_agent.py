@@ -16,13 +16,10 @@ from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.results import Me
 from broker.model.records import (
-    BoardEntry,
     SearchHit,
     SendResult,
 )
 from broker.vocab import (
-    BOARD_READ_DEFAULT,
-    BOARD_READ_MAX,
     SEARCH_DEFAULT,
     SEARCH_MAX,
     SEARCH_SYNTAX,
@@ -53,37 +50,9 @@ async def search(call: Call) -> Any:
     )
 
 
-
-
-
-
-
-
 async def send_many(call: Call) -> Any:
     a, b = _me(call), call.body
     return await call.state.write(lambda tx: a.send_many(b.items, tx=tx))
-
-
-async def post(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.post(
-            b.text, addressed_to=b.addressed_to, idempotency_key=b.idempotency_key, tx=tx
-        )
-    )
-
-
-async def directive(call: Call) -> Any:
-    a, b = _me(call), call.body
-    return await call.state.write(
-        lambda tx: a.directive(b.to, b.text, idempotency_key=b.idempotency_key, tx=tx)
-    )
-
-
-async def board_read(call: Call) -> Any:
-    a, q = _me(call), call.query
-    limit = q["limit"] or BOARD_READ_DEFAULT
-    return await call.state.run(lambda: a.board_read(after=q["after"], limit=limit))
 
 
 AGENT = "/api/{kind}/{id}/agent"
@@ -108,13 +77,4 @@ def endpoints() -> list[Endpoint]:
            query=SEARCH_QUERY, returns=list[SearchHit]),
         ep("POST", "/send-many", send_many, "Many msg.send in one transaction",
            body=bodies.SendManyBody, returns=list[SendResult]),
-        ep("POST", "/post", post, "board.post: a channel post, or addressed",
-           body=bodies.PostInput, returns=SendResult),
-        ep("POST", "/directive", directive, "board.directive (when granted)",
-           body=bodies.DirectiveInput, returns=SendResult),
-        ep("GET", "/board", board_read, "board.read: posts, directives, retractions",
-           query=(Query("after", "str", "cursor: a message id"),
-                  Query("limit", "int", f"at most this many (default {BOARD_READ_DEFAULT})",
-                        1, BOARD_READ_MAX)),
-           returns=list[BoardEntry]),
     ]  # fmt: skip

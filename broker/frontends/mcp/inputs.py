@@ -1,7 +1,7 @@
 """What the MCP tools take: pydantic models, closed to unknown fields (S10).
 
-The messaging ones are ``broker.model.pydantic_inputs``' own (``PostInput``,
-``DirectiveInput``; ``msg_send``'s and ``messages_send``'s are declared operations'); the rest are declared here with the library's bounds
+The tools of declared operations take their input records
+(``broker.model.inputs``); the few others are declared here with the library's bounds
 (S22, S33), so a tool's JSON schema, the check of its arguments and the
 library agree. No model has a sender: who calls is the connection's identity.
 """
@@ -13,12 +13,8 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
-from broker.model.pydantic_inputs import DirectiveInput as DirectiveInput
-from broker.model.pydantic_inputs import PostInput as PostInput
 from broker.model.pydantic_inputs import Target
 from broker.vocab import (
-    BOARD_READ_DEFAULT,
-    BOARD_READ_MAX,
     MIN_SECONDS,
     SEARCH_DEFAULT,
     SEARCH_MAX,
@@ -49,13 +45,6 @@ class SearchInput(_In):
     limit: int = Field(SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
 
 
-
-
-class BoardReadInput(_In):
-    """``board.read``."""
-
-    after: MessageId | None = None
-    limit: int = Field(BOARD_READ_DEFAULT, ge=1, le=BOARD_READ_MAX)
 
 
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX

@@ -9,21 +9,20 @@ from typing import TYPE_CHECKING, Any
 from broker import errors
 from broker.api.operations import Operation, operation
 from broker.frontends.remote.codec import decode, from_dict, list_of
-from broker.frontends.remote.operations import derived, route
+from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model import records
 from broker.model.fields import Input
 from broker.model.records import SendResult
 from broker.model.typecheck import checked, self_checked
-from broker.vocab import BOARD_READ_DEFAULT, SEARCH_DEFAULT
+from broker.vocab import SEARCH_DEFAULT
 
 if TYPE_CHECKING:
     # Built on first use (broker.model.records loads them lazily): a client-mode
     # `broker msg send` never pays for the classes of search, status, policy,
     # board, history and roster (~12 ms of a ~100 ms process).
     from broker.model.records import (
-        BoardEntry,
         SearchHit,
     )
 
@@ -141,37 +140,10 @@ class RemoteAgent(RemoteAgentPaths):
         q = search_query(query, sender, to, kinds, since, limit)
         return list_of(records.SearchHit, self._call("GET", "/search", query=q))
 
-
-
-
     def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
         """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
         data = self._call("POST", "/send-many", {"items": [dict(i) for i in items]})
         return list_of(SendResult, data)
-
-    def post(
-        self, text: str, *, addressed_to: Iterable[str] = (), idempotency_key: str | None = None
-    ) -> SendResult:
-        body = {
-            "text": text,
-            "addressed_to": list(addressed_to),
-            "idempotency_key": idempotency_key,
-        }
-        return from_dict(SendResult, self._call("POST", "/post", body))  # type: ignore[no-any-return]
-
-    def directive(
-        self, to: str | Iterable[str], text: str, *, idempotency_key: str | None = None
-    ) -> SendResult:
-        targets = [to] if isinstance(to, str) else list(to)
-        body = {"to": targets, "text": text, "idempotency_key": idempotency_key}
-        return from_dict(SendResult, self._call("POST", "/directive", body))  # type: ignore[no-any-return]
-
-    def board_read(
-        self, *, after: str | None = None, limit: int = BOARD_READ_DEFAULT
-    ) -> list[BoardEntry]:
-        return list_of(
-            records.BoardEntry, self._call("GET", "/board", query={"after": after, "limit": limit})
-        )
 
     @property
     def process(self) -> str | None:
@@ -193,8 +165,8 @@ class RemoteAgent(RemoteAgentPaths):
         if values.get("owner", "") is None:
             values["owner"] = self._owner()
         timeout = _poll_timeout(values[op.waits]) if op.waits is not None else TIMEOUT_S
-        path, body = route(op, values)
-        data = self._call(op.http.method, path, body, timeout=timeout)
+        path, rest = route(op, values)
+        data = self._call(op.http.method, path, timeout=timeout, **carried(op, rest))
         return decode(op, data)
 
     def _owner(self) -> str:

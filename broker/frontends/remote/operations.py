@@ -63,3 +63,21 @@ def route(op: Operation, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     for name in op.path_fields:
         path = path.replace("{" + name + "}", quote(str(body.pop(name)), safe=""))
     return path, body
+
+
+def carried(op: Operation, values: dict[str, Any]) -> dict[str, Any]:
+    """How the fields the path does not name travel: a ``GET``'s as its query
+    string, any other method's as the JSON body (``conn.call``'s keywords)."""
+    assert op.http is not None
+    if op.http.method == "GET":
+        return {"query": {k: _query_text(v) for k, v in values.items()}}
+    return {"body": values}
+
+
+def _query_text(value: Any) -> Any:
+    """A field's value as a query string carries it (None: left out; a list repeats)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None or isinstance(value, list):
+        return value
+    return str(value)

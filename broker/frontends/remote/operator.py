@@ -13,7 +13,7 @@ from broker import errors
 from broker.api.operations import Operation, operation
 from broker.frontends.remote.agent import RemoteAgent, search_query
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
-from broker.frontends.remote.operations import derived, route
+from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteOperatorPaths
 from broker.frontends.remote.wire import Connection, events, json_or_none, space_path
 from broker.model.fields import Input
@@ -83,13 +83,10 @@ class RemoteOperator(RemoteOperatorPaths):
         record: Input = op.accept("operator", inp)
         if op.http is None:
             raise errors.InvalidInput(f"{op.name} is not served over HTTP", field="op")
-        path, body = route(op, record.values())  # a field the path names is the path's only
+        path, rest = route(op, record.values())  # a field the path names is the path's only
         # the space is the path's, never the body's
-        path = (space_path(body.pop("space")) if "space" in body else "/api") + path
-        if op.http.method == "GET":
-            query = {k: _query_text(v) for k, v in body.items()}
-            return decode(op, self._call("GET", path, query=query))
-        return decode(op, self._call(op.http.method, path, body))
+        path = (space_path(rest.pop("space")) if "space" in rest else "/api") + path
+        return decode(op, self._call(op.http.method, path, **carried(op, rest)))
 
     def log(
         self,
@@ -216,15 +213,6 @@ class RemoteOperator(RemoteOperatorPaths):
 
 
 PAGE = 1000  # rows per request of log(): the server's default page
-
-
-def _query_text(value: Any) -> Any:
-    """A field's value as a query string carries it (None: left out; a list repeats)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None or isinstance(value, list):
-        return value
-    return str(value)
 
 
 def _cursor(after: str | int | None) -> dict[str, Any]:

@@ -46,7 +46,6 @@ SENDING = {
     "broker.mail.sending",
     "broker.mail.recipients",
     "broker.mail.threads",
-    "broker.model.validate",
 }
 # The library's own hot path still loads these (broker.api.handles -> messages ->
 # models; db -> settings): engineers "send" and "queue" are making it
