@@ -21,6 +21,7 @@ from broker.ids import new_id, parse_ts
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
+from broker.model.records.mail import mail_of
 from broker.spaces import shares
 from broker.spaces.addressing import Target
 from broker.spaces.spaces import limits_of
@@ -147,7 +148,7 @@ class Batch:
         if not self.exempt:
             self._check_log(self.limits)
         out = self._outcome(kind, targets)
-        if mail.reply_to is not None:
+        if mail["reply_to"] is not None:
             viewer = None if self.exempt else self.sender.address  # the operator sees all
             mail = thread_of(self.t, self.space_id, mail, viewer)
         delivered = self._apply_caps(out)
@@ -249,7 +250,6 @@ class Batch:
             self.sender_bytes += size
         if self.group_bytes is not None:
             self.group_bytes += size
-        thread, reply_to, importance, ack_required = mail.row()
         self.messages.append(
             {
                 "id": mid,
@@ -269,10 +269,7 @@ class Batch:
                 "idempotency_key": key,
                 "size_bytes": size,
                 "created_at_utc": self._stamp(),
-                "thread": thread,
-                "reply_to": reply_to,
-                "importance": importance,
-                "ack_required": ack_required,
+                **mail,
             }
         )
         return SendResult(
@@ -472,7 +469,7 @@ def _same_send(
     silent duplicate that would report another message's result. ``first`` is
     the first send's log row (read by name). A reply's thread is compared only
     when the repeat names one: the first row holds the one it inherited."""
-    thread, reply_to, importance, ack_required = mail.row()
+    given, logged = mail_of(mail), mail_of(first)
     differs = [
         name
         for name, same in (
@@ -480,10 +477,7 @@ def _same_send(
             ("to", first["recipients"] == _json_list(tuple(tg.text for tg in targets))),
             ("text", first["body"] == text),
             ("urgent", bool(first["urgent"]) == urgent),
-            ("reply_to", first["reply_to"] == reply_to),
-            ("thread", thread is None or first["thread"] == thread),
-            ("importance", first["importance"] == importance),
-            ("ack_required", bool(first["ack_required"]) == bool(ack_required)),
+            *((n, given[n] == logged[n]) for n in given if n != "thread" or mail[n] is not None),
         )
         if not same
     ]
@@ -571,7 +565,6 @@ def append(
         _BUMP_COUNTERS,
         {"size": size, "bcast": 1 if bcast_no is not None else 0, "space_id": space_id},
     )[0]
-    thread, reply_to, importance, ack_required = PLAIN.row()
     t.execute(
         _INSERT_MESSAGE,
         {
@@ -592,10 +585,7 @@ def append(
             "idempotency_key": key,
             "size_bytes": size,
             "created_at_utc": now,
-            "thread": thread,
-            "reply_to": reply_to,
-            "importance": importance,
-            "ack_required": ack_required,
+            **PLAIN,
         },
     )
     return mid, seq, now

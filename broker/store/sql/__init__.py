@@ -17,6 +17,13 @@ parameters rewritten for psycopg (``%(name)s``; the PostgreSQL text is written
 with ``:name`` too and rewritten the same way). That is the only place the two
 dialects' statements differ.
 
+A column group of ``broker.store.groups`` is written as a marker, expanded
+when the file is loaded: ``{mail}`` is the group's columns (``thread,
+reply_to, ...``), ``{m.mail}`` the same qualified by ``m``, ``{:mail}`` their
+parameters (``:thread, :reply_to, ...``). A statement that reads or writes
+every attribute of a message names them once that way, so a new one is a
+column and a name in the group, not an edit of each statement.
+
 A ``Stmt`` *is* its SQLite text (a ``str``), so the SQLite hot path hands it to
 ``sqlite3`` as it is; ``Tx`` picks ``.postgresql`` on the other dialect.
 """
@@ -27,12 +34,16 @@ import re
 from functools import cache, cached_property
 from pathlib import Path
 
+from broker.store.groups import GROUPS
+
 HERE = Path(__file__).parent
 _NAME = re.compile(r"--\s*name:\s*([a-z0-9_]+)\s*$")
 _PG = re.compile(r"--\s*postgresql:\s*$")
 # A named parameter: ':name', not the second colon of a '::type' cast.
 PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
+# A column group marker: {group}, {alias.group} or {:group} (broker.store.groups).
+_GROUP = re.compile(r"\{(:|[a-z_]\w*\.)?([a-z_]\w*)\}")
 
 
 class Stmt(str):
@@ -94,12 +105,12 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
     def finish() -> None:
         if name is None:
             return
-        sqlite = _clean(body["sqlite"])
+        sqlite = _expand(area, name, _clean(body["sqlite"]))
         if not sqlite:
             raise CatalogueError(f"{area}.{name}: no statement")
         if "?" in _QUOTED.sub("''", sqlite):
             raise CatalogueError(f"{area}.{name}: use named parameters (:name), not '?'")
-        pg = _clean(body["postgresql"]) or None
+        pg = _expand(area, name, _clean(body["postgresql"])) or None
         entries[f"{area}.{name}"] = Stmt(f"{area}.{name}", sqlite, pg, " ".join(doc))
 
     for line in text.splitlines():
@@ -130,6 +141,18 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
 def _clean(lines: list[str]) -> str:
     """One line of SQL, no trailing semicolon: compact text for the statement cache."""
     return " ".join(" ".join(lines).split()).rstrip(";").strip()
+
+
+def _expand(area: str, name: str, text: str) -> str:
+    """The column group markers of a statement replaced by their columns."""
+
+    def columns(m: re.Match[str]) -> str:
+        prefix, group = m.group(1) or "", m.group(2)
+        if group not in GROUPS:
+            raise CatalogueError(f"{area}.{name}: no column group {group!r}")
+        return ", ".join(prefix + column for column in GROUPS[group])
+
+    return _GROUP.sub(columns, text)
 
 
 @cache

@@ -22,8 +22,7 @@ SELECT m.id AS id, m.seq AS seq, m.created_at_utc AS created_at_utc, m.kind AS k
        m.via AS via, m.ref AS ref, m.reached AS reached, m.not_reached AS not_reached,
        m.reached_n AS reached_n, m.bcast_no AS bcast_no,
        m.idempotency_key AS idempotency_key, m.size_bytes AS size_bytes,
-       m.thread AS thread, m.reply_to AS reply_to, m.importance AS importance,
-       m.ack_required AS ack_required,
+       {m.mail},
        CASE WHEN m.kind = 'seen' THEN 'receipt'
             WHEN m.reached_n > 0 AND m.not_reached = '[]' THEN 'delivered'
             WHEN m.reached_n > 0 THEN 'partial'

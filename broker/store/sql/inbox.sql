@@ -17,7 +17,7 @@ VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
 -- 0015; on PostgreSQL the rowid identity column and its unique index). A
 -- candidate already handed out :max_deliveries times goes to quarantine instead (every CASE reads the old
 -- row). The message each row carries is returned with it (no second statement),
--- as one JSON array [kind, sender, body, urgent, thread, importance]: one
+-- as one JSON array [kind, sender, body, urgent, {mail}]: one
 -- lookup of the message per row, not one per column (half the statement's
 -- time for the few rows a busy inbox hands out at once).
 UPDATE deliveries SET
@@ -46,7 +46,7 @@ WHERE rowid IN (
       ORDER BY created_at_utc, id LIMIT :n)
   ) ORDER BY created_at_utc, id LIMIT :n)
 RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
-  (SELECT json_array(kind, sender, body, urgent, thread, importance) FROM messages m
+  (SELECT json_array(kind, sender, body, urgent, {mail}) FROM messages m
    WHERE m.id = deliveries.message_id) AS message
 -- postgresql:
 -- The candidates are locked as they are chosen (SKIP LOCKED: a row another
@@ -75,7 +75,7 @@ UPDATE deliveries d SET
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid
 RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
-  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, m.thread, m.importance)::text
+  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, {m.mail})::text
    FROM messages m WHERE m.id = d.message_id) AS message
 )
 SELECT * FROM claimed ORDER BY created_at_utc, delivery_id

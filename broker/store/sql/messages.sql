@@ -27,17 +27,17 @@ RETURNING last_seq
 -- name: insert_message
 INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref,
   reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc,
-  thread, reply_to, importance, ack_required)
+  {mail})
 VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
   :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
-  :thread, :reply_to, :importance, :ack_required)
+  {:mail})
 
 -- name: logged_key
 -- The first send of an idempotency key by this sender in a space (S12, S45:
 -- another sender's key is another key), with what a repeat must match (kind,
 -- recipients, body, mail fields).
-SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, thread,
-  reply_to, importance, ack_required FROM messages
+SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, {mail}
+FROM messages
 WHERE space_id = :space_id AND sender = :sender AND idempotency_key = :key
 
 -- name: at_address
@@ -100,7 +100,7 @@ SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
 -- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`
 -- NULL for no limit.
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_id = :space_id AND seq > :after
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
@@ -108,7 +108,7 @@ ORDER BY seq
 LIMIT coalesce(:lim, -1)
 -- postgresql:
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_id = :space_id AND seq > :after
   AND (CAST(:kinds AS text) IS NULL

@@ -27,8 +27,8 @@ WHERE p.id = :participant_id
 
 -- name: broadcasts
 -- The broadcasts after the cursor, in log order, at most :n, with what their
--- framing shows (thread and importance, S35).
-SELECT id, sender, body, created_at_utc, bcast_no, thread, importance FROM messages
+-- framing shows (its mail attributes, S35).
+SELECT id, sender, body, created_at_utc, bcast_no, {mail} FROM messages
 WHERE space_id = :space_id AND bcast_no > :after AND bcast_no <= :last
 ORDER BY bcast_no LIMIT :n
 

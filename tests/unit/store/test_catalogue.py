@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import sql
+from broker.store import groups, sql
 from broker.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,3 +113,25 @@ def test_psycopg_text_keeps_casts_literals_and_percent() -> None:
 def test_no_sql_statement_strings_outside_the_catalogue() -> None:
     found = sql_literals_outside_catalogue()
     assert len(found) <= OUTSIDE_ALLOWED, "\n".join(found)
+
+
+def test_column_group_markers_expand_to_the_groups_columns() -> None:
+    got = sql.parse(
+        "x",
+        "-- name: a\nSELECT {mail}, {m.mail} FROM t\n-- postgresql:\nINSERT INTO t VALUES ({:mail})\n",
+    )["x.a"]
+    names = groups.GROUPS["mail"]
+    assert str(got) == f"SELECT {', '.join(names)}, {', '.join('m.' + n for n in names)} FROM t"
+    assert got.postgresql == f"INSERT INTO t VALUES ({', '.join(f'%({n})s' for n in names)})"
+    with pytest.raises(sql.CatalogueError, match="no column group 'nope'"):
+        sql.parse("x", "-- name: a\nSELECT {nope} FROM t\n")
+
+
+def test_each_column_group_is_columns_of_its_table_in_order() -> None:
+    """The groups are plain names (the CLI's hot path loads no SQLAlchemy): held
+    here to the one schema source."""
+    from broker.store.tables import metadata
+
+    for group, names in groups.GROUPS.items():
+        columns = [c.name for c in metadata.tables[groups.TABLES[group]].columns]
+        assert [c for c in columns if c in names] == list(names), group
