@@ -123,7 +123,7 @@ def test_column_group_markers_expand_to_the_groups_columns() -> None:
     names = groups.GROUPS["mail"]
     assert str(got) == f"SELECT {', '.join(names)}, {', '.join('m.' + n for n in names)} FROM t"
     assert got.postgresql == f"INSERT INTO t VALUES ({', '.join(f'%({n})s' for n in names)})"
-    with pytest.raises(sql.CatalogueError, match="no column group 'nope'"):
+    with pytest.raises(sql.CatalogueError, match="no column group or fragment 'nope'"):
         sql.parse("x", "-- name: a\nSELECT {nope} FROM t\n")
 
 
@@ -135,3 +135,25 @@ def test_each_column_group_is_columns_of_its_table_in_order() -> None:
     for group, names in groups.GROUPS.items():
         columns = [c.name for c in metadata.tables[groups.TABLES[group]].columns]
         assert [c for c in columns if c in names] == list(names), group
+
+
+def test_a_fragment_is_written_once_and_used_by_the_statements_after_it() -> None:
+    got = sql.parse(
+        "x",
+        "-- fragment: ready\n-- doc\nSELECT id FROM t WHERE s = :s\n"
+        "-- name: a\nDELETE FROM t WHERE id IN ({ready})\n"
+        "-- postgresql:\nDELETE FROM t WHERE id IN ({ready}) AND true\n",
+    )
+    assert list(got) == ["x.a"]
+    assert str(got["x.a"]) == "DELETE FROM t WHERE id IN (SELECT id FROM t WHERE s = :s)"
+    assert got["x.a"].postgresql.endswith("(SELECT id FROM t WHERE s = %(s)s) AND true")
+    dialects = sql.parse(
+        "x",
+        "-- fragment: ids\nSELECT json_group_array(id) FROM t\n"
+        "-- postgresql:\nSELECT json_agg(id) FROM t\n"
+        "-- name: a\nSELECT ({ids}) AS ids, :s AS s\n",
+    )["x.a"]
+    assert str(dialects) == "SELECT (SELECT json_group_array(id) FROM t) AS ids, :s AS s"
+    assert dialects.postgresql == "SELECT (SELECT json_agg(id) FROM t) AS ids, %(s)s AS s"
+    with pytest.raises(sql.CatalogueError, match="defined twice"):
+        sql.parse("x", "-- fragment: f\nSELECT 1\n-- name: f\nSELECT 2\n")
