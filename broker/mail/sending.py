@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from broker import errors
 from broker.delivery import inbox, wake
@@ -43,6 +43,18 @@ _SENDER_WAITING = stmt("usage.sender_waiting")
 SpaceRow = tuple[str, str, int, int, int]
 
 
+class Sent(TypedDict, total=False):
+    """What a send carries besides its kind, targets and text (``Batch.add``
+    reads each with its default): urgent (False), via, key (the idempotency
+    key), ref (None) and its mail attributes (``PLAIN``)."""
+
+    urgent: bool
+    via: str | None
+    key: str | None
+    ref: str | None
+    mail: Mail
+
+
 def send_in_tx(
     store: Store,
     t: Tx,
@@ -52,15 +64,11 @@ def send_in_tx(
     targets: list[Target],
     text: str,
     *,
-    urgent: bool = False,
-    via: str | None = None,
-    key: str | None = None,
-    ref: str | None = None,
     deliver: bool = True,
-    mail: Mail = PLAIN,
     space: SpaceRow | None = None,
     stored: tuple[int, int, int] | None = None,
     known: tuple[Any, ...] | None = None,
+    **sent: Unpack[Sent],
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
     ``targets`` (S6), applies the caps (S7), appends one log row with the
@@ -72,7 +80,7 @@ def send_in_tx(
     batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, stored=stored)
     if known is not None:
         batch.known[known[1]] = known
-    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref, mail=mail)
+    result = batch.add(kind, targets, text, **sent)
     batch.flush()
     return result
 
@@ -127,18 +135,9 @@ class Batch:
         self.last_at: str | None = None  # the space's last log time (S44), read when needed
 
     # --- one send, in named steps ---------------------------------------------------------
-    def add(
-        self,
-        kind: str,
-        targets: list[Target],
-        text: str,
-        *,
-        urgent: bool = False,
-        via: str | None = None,
-        key: str | None = None,
-        ref: str | None = None,
-        mail: Mail = PLAIN,
-    ) -> SendResult:
+    def add(self, kind: str, targets: list[Target], text: str, **sent: Unpack[Sent]) -> SendResult:
+        urgent, via, ref = sent.get("urgent", False), sent.get("via"), sent.get("ref")
+        key, mail = sent.get("key"), sent.get("mail", PLAIN)
         if key is not None:
             first = self.keys.get(key) or self._logged_key(key)
             if first is not None:
