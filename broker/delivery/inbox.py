@@ -48,11 +48,14 @@ from broker.ids import fmt_ts, new_token, ts_after
 from broker.model import bounds
 from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
+from broker.model.records.mail import mail_of
+from broker.record_type import from_row
 from broker.spaces import auth
 from broker.spaces.addressing import reads_as, reads_reserved
 from broker.spaces.auth import Identity
 from broker.spaces.spaces import resolve_id
 from broker.store import procs
+from broker.store.groups import MAIL
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 
@@ -241,23 +244,25 @@ def claim_rows(
     return out
 
 
+# What inbox.claim returns of a row's message, one JSON array in this order.
+_MESSAGE = ("kind", "sender", "body", "urgent", *MAIL)
+
+
 def deliveries_of(rows: list[Any]) -> list[Delivery]:
-    """Records of ``claim_rows``' rows (a row's message: one JSON array)."""
+    """Records of ``claim_rows``' rows (a row's message: one JSON array, ``_MESSAGE``)."""
     out: list[Delivery] = []
-    for r in rows:  # [kind, sender, body, urgent, thread, importance]
-        kind, sender, body, urgent, thread, importance = json.loads(r["message"])
+    for r in rows:
+        m = dict(zip(_MESSAGE, json.loads(r["message"]), strict=True))
+        m.update(mail_of(m))
         out.append(
-            Delivery(
+            from_row(
+                Delivery,
+                m,
                 id=r["message_id"],
                 delivery_id=r["delivery_id"],
-                kind=kind,
-                sender=sender,
-                body=body,
-                urgent=bool(urgent),
+                urgent=bool(m["urgent"]),
                 created_at_utc=r["created_at_utc"],
                 deliveries=r["attempts"],
-                thread=thread,
-                importance=importance or "normal",
             )
         )
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from broker import errors
@@ -37,9 +37,11 @@ from broker.ids import fmt_ts, new_id, new_token, ts_after
 from broker.model import bounds
 from broker.model.inputs import TurnQuarantineInput
 from broker.model.records import Delivery, Turn, TurnItem, TurnMessages, TurnSeen
+from broker.model.records.mail import mail_of
 from broker.spaces import auth
 from broker.spaces.auth import Identity
 from broker.store import procs
+from broker.store.groups import MAIL
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 from broker.vocab import TurnGroup
@@ -94,19 +96,19 @@ def _attr(value: str) -> str:
     return '"' + fence(clean).replace(">", "\\>") + '"'
 
 
-def render_agent(
-    sender: str,
-    kind: str,
-    message_id: str,
-    at: str,
-    body: str,
-    thread: str | None = None,
-    importance: str = "normal",
-) -> str:
-    """An agent's message as framed data (S17), with its thread (S35) and its
-    importance when its sender marked one."""
-    extra = f" thread={_attr(thread)}" if thread else ""
-    extra += f" importance={_attr(importance)}" if importance != "normal" else ""
+# The mail attributes (S35) a turn shows of a message: those its Delivery record
+# carries, each with its default (not shown).
+SHOWN = {f.name: f.default for f in fields(Delivery) if f.name in MAIL}
+
+
+def render_agent(sender: str, kind: str, message_id: str, at: str, body: str, **mail: Any) -> str:
+    """An agent's message as framed data (S17), with the mail attributes its
+    sender gave it (``SHOWN``, each unless at its default; others are ignored)."""
+    extra = "".join(
+        f" {name}={_attr(mail[name])}"
+        for name, default in SHOWN.items()
+        if mail.get(name, default) != default
+    )
     head = f"<<<message from={_attr(sender)} kind={_attr(kind)} id={_attr(message_id)} at={_attr(at)}{extra}>>>"
     note = _AGENT_NOTE.get(kind, _DEFAULT_NOTE).format(sender=_name(sender))
     return f"{head}\n{fence(body)}\n<<<end message>>>\n{note}"
@@ -132,9 +134,8 @@ def _delivery_item(d: Delivery) -> TurnItem:
         content = render_operator(d.body, d.urgent)
     else:
         group = "message"
-        content = render_agent(
-            d.sender, d.kind, d.id, d.created_at_utc, d.body, d.thread, d.importance
-        )
+        shown = {name: getattr(d, name) for name in SHOWN}
+        content = render_agent(d.sender, d.kind, d.id, d.created_at_utc, d.body, **shown)
     return TurnItem(
         group=group,
         id=d.id,
@@ -211,8 +212,7 @@ def _broadcasts(t: Tx, ident: Identity, cur: _Cursor, cap: int) -> tuple[list[Tu
                 r["id"],
                 r["created_at_utc"],
                 r["body"],
-                r["thread"],
-                r["importance"] or "normal",  # NULL is normal (log.py)
+                **mail_of(r),
             ),
             recorded=True,
         )

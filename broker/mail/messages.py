@@ -41,9 +41,8 @@ _BY_ADDRESS = ("address", "name")
 def send(store: Store, ident: Identity, inp: SendInput, *, tx: Tx | None = None) -> SendResult:
     """``msg.send``: a direct message, or a broadcast when ``to`` is ``broadcast``.
 
-    ``reply_to`` (a message id of the space) or ``thread`` (a short name) put it
-    in a thread (S35); ``importance`` is low, normal or high (urgent is the
-    operator's, S17); ``ack_required`` lets its sender ask who has seen it."""
+    Its mail attributes (S35: a thread, what it answers, as ``Agent.send``
+    names them) go to its log row as given."""
     targets, is_bcast = parse_targets(inp.to)
     return _send_as(
         store,
@@ -54,7 +53,7 @@ def send(store: Store, ident: Identity, inp: SendInput, *, tx: Tx | None = None)
         inp.text,
         inp.idempotency_key,
         tx,
-        mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
+        mail(inp),
     )
 
 
@@ -84,7 +83,7 @@ def send_many(
                 targets,
                 inp.text,
                 inp.idempotency_key,
-                mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
+                mail(inp),
             )
         )
     if not prepared:
@@ -172,7 +171,7 @@ def operator_send(
             urgent=inp.urgent,
             via=via,
             key=inp.idempotency_key,
-            mail=mail(inp.thread, inp.reply_to, inp.importance, inp.ack_required),
+            mail=mail(inp),
         )
     if result.not_reached and all(n.reason == "participant_left" for n in result.not_reached):
         return result  # S8's one exception: logged, and the operator's send succeeds

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from broker import errors
 from broker.delivery import inbox, wake
@@ -21,6 +21,7 @@ from broker.ids import new_id, parse_ts
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
+from broker.model.records.mail import mail_of
 from broker.spaces import shares
 from broker.spaces.addressing import Target
 from broker.spaces.spaces import limits_of
@@ -42,6 +43,18 @@ _SENDER_WAITING = stmt("usage.sender_waiting")
 SpaceRow = tuple[str, str, int, int, int]
 
 
+class Sent(TypedDict, total=False):
+    """What a send carries besides its kind, targets and text (``Batch.add``
+    reads each with its default): urgent (False), via, key (the idempotency
+    key), ref (None) and its mail attributes (``PLAIN``)."""
+
+    urgent: bool
+    via: str | None
+    key: str | None
+    ref: str | None
+    mail: Mail
+
+
 def send_in_tx(
     store: Store,
     t: Tx,
@@ -51,15 +64,11 @@ def send_in_tx(
     targets: list[Target],
     text: str,
     *,
-    urgent: bool = False,
-    via: str | None = None,
-    key: str | None = None,
-    ref: str | None = None,
     deliver: bool = True,
-    mail: Mail = PLAIN,
     space: SpaceRow | None = None,
     stored: tuple[int, int, int] | None = None,
     known: tuple[Any, ...] | None = None,
+    **sent: Unpack[Sent],
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
     ``targets`` (S6), applies the caps (S7), appends one log row with the
@@ -71,7 +80,7 @@ def send_in_tx(
     batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, stored=stored)
     if known is not None:
         batch.known[known[1]] = known
-    result = batch.add(kind, targets, text, urgent=urgent, via=via, key=key, ref=ref, mail=mail)
+    result = batch.add(kind, targets, text, **sent)
     batch.flush()
     return result
 
@@ -126,18 +135,9 @@ class Batch:
         self.last_at: str | None = None  # the space's last log time (S44), read when needed
 
     # --- one send, in named steps ---------------------------------------------------------
-    def add(
-        self,
-        kind: str,
-        targets: list[Target],
-        text: str,
-        *,
-        urgent: bool = False,
-        via: str | None = None,
-        key: str | None = None,
-        ref: str | None = None,
-        mail: Mail = PLAIN,
-    ) -> SendResult:
+    def add(self, kind: str, targets: list[Target], text: str, **sent: Unpack[Sent]) -> SendResult:
+        urgent, via, ref = sent.get("urgent", False), sent.get("via"), sent.get("ref")
+        key, mail = sent.get("key"), sent.get("mail", PLAIN)
         if key is not None:
             first = self.keys.get(key) or self._logged_key(key)
             if first is not None:
@@ -147,7 +147,7 @@ class Batch:
         if not self.exempt:
             self._check_log(self.limits)
         out = self._outcome(kind, targets)
-        if mail.reply_to is not None:
+        if mail["reply_to"] is not None:
             viewer = None if self.exempt else self.sender.address  # the operator sees all
             mail = thread_of(self.t, self.space_id, mail, viewer)
         delivered = self._apply_caps(out)
@@ -249,7 +249,6 @@ class Batch:
             self.sender_bytes += size
         if self.group_bytes is not None:
             self.group_bytes += size
-        thread, reply_to, importance, ack_required = mail.row()
         self.messages.append(
             {
                 "id": mid,
@@ -269,10 +268,7 @@ class Batch:
                 "idempotency_key": key,
                 "size_bytes": size,
                 "created_at_utc": self._stamp(),
-                "thread": thread,
-                "reply_to": reply_to,
-                "importance": importance,
-                "ack_required": ack_required,
+                **mail,
             }
         )
         return SendResult(
@@ -472,7 +468,7 @@ def _same_send(
     silent duplicate that would report another message's result. ``first`` is
     the first send's log row (read by name). A reply's thread is compared only
     when the repeat names one: the first row holds the one it inherited."""
-    thread, reply_to, importance, ack_required = mail.row()
+    given, logged = mail_of(mail), mail_of(first)
     differs = [
         name
         for name, same in (
@@ -480,10 +476,7 @@ def _same_send(
             ("to", first["recipients"] == _json_list(tuple(tg.text for tg in targets))),
             ("text", first["body"] == text),
             ("urgent", bool(first["urgent"]) == urgent),
-            ("reply_to", first["reply_to"] == reply_to),
-            ("thread", thread is None or first["thread"] == thread),
-            ("importance", first["importance"] == importance),
-            ("ack_required", bool(first["ack_required"]) == bool(ack_required)),
+            *((n, given[n] == logged[n]) for n in given if n != "thread" or mail[n] is not None),
         )
         if not same
     ]
@@ -571,7 +564,6 @@ def append(
         _BUMP_COUNTERS,
         {"size": size, "bcast": 1 if bcast_no is not None else 0, "space_id": space_id},
     )[0]
-    thread, reply_to, importance, ack_required = PLAIN.row()
     t.execute(
         _INSERT_MESSAGE,
         {
@@ -592,10 +584,7 @@ def append(
             "idempotency_key": key,
             "size_bytes": size,
             "created_at_utc": now,
-            "thread": thread,
-            "reply_to": reply_to,
-            "importance": importance,
-            "ack_required": ack_required,
+            **PLAIN,
         },
     )
     return mid, seq, now

@@ -9,11 +9,14 @@ id: the parent is listed with it (``log``), and the next reply joins the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
 from broker.model.records import LogEntry, NotReached
-from broker.record_type import from_row, record
+from broker.model.records.mail import MAIL_DEFAULTS, mail_of
+from broker.record_type import from_row
 from broker.spaces.spaces import resolve_id
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -26,27 +29,21 @@ _LOG = stmt("threads.log")
 _LIST = stmt("threads.list")
 
 
-@record
-class Mail:
-    """What a send carries beyond its text (S35, importance, ack-required)."""
+Mail = Mapping[str, Any]
+"""What a send carries beyond its text (S35): its mail attributes
+(``broker.store.groups.MAIL``) by name, as the log's columns hold them."""
 
-    thread: str | None = None
-    reply_to: str | None = None
-    importance: str | None = None  # None = normal (the column holds only the others)
-    ack_required: bool = False
-
-    def row(self) -> tuple[Any, ...]:
-        return (self.thread, self.reply_to, self.importance, self.ack_required or None)
+PLAIN: Mail = MappingProxyType(dict.fromkeys(MAIL_DEFAULTS))
 
 
-PLAIN = Mail()
-
-
-def mail(thread: str | None, reply_to: str | None, importance: str, ack_required: bool) -> Mail:
-    """The mail fields of a checked send input (``SendInput``)."""
-    if thread is None and reply_to is None and importance == "normal" and not ack_required:
-        return PLAIN
-    return Mail(thread, reply_to, None if importance == "normal" else importance, ack_required)
+def mail(inp: Any) -> Mail:
+    """The mail attributes of a checked send input (``SendInput``,
+    ``OperatorSendInput``), taken whole: one at its default is stored as NULL,
+    so a plain message's row holds none (``mail_of`` reads them back)."""
+    stored = {
+        n: None if getattr(inp, n) == d else getattr(inp, n) for n, d in MAIL_DEFAULTS.items()
+    }
+    return PLAIN if all(v is None for v in stored.values()) else stored
 
 
 def thread_of(t: Tx, space_id: str, m: Mail, viewer: str | None = None) -> Mail:
@@ -54,18 +51,19 @@ def thread_of(t: Tx, space_id: str, m: Mail, viewer: str | None = None) -> Mail:
     (``viewer``) replies only to a message it can see (S45): one it sent or
     that reached it, or a board message; any other reads as no message at
     all, so a reply tells nothing of a message, or a thread, it never saw."""
-    if m.reply_to is None:
+    reply_to, thread = m["reply_to"], m["thread"]
+    if reply_to is None:
         return m
-    row = t.one(_PARENT, {"space_id": space_id, "id": m.reply_to, "viewer": viewer})
+    row = t.one(_PARENT, {"space_id": space_id, "id": reply_to, "viewer": viewer})
     if row is None:
-        raise errors.MessageNotFound(f"reply_to: no message {m.reply_to!r} in space {space_id}")
-    inherited = row["thread"] or m.reply_to
-    if m.thread is not None and m.thread != inherited:
+        raise errors.MessageNotFound(f"reply_to: no message {reply_to!r} in space {space_id}")
+    inherited = row["thread"] or reply_to
+    if thread is not None and thread != inherited:
         raise errors.InvalidInput(
-            f"thread {m.thread!r}: a reply stays in its parent's thread ({inherited!r})",
+            f"thread {thread!r}: a reply stays in its parent's thread ({inherited!r})",
             field="thread",
         )
-    return Mail(inherited, m.reply_to, m.importance, m.ack_required)
+    return {**m, "thread": inherited}
 
 
 def to_entry(r: Any) -> LogEntry:
@@ -77,8 +75,7 @@ def to_entry(r: Any) -> LogEntry:
         urgent=bool(r["urgent"]),
         reached=json.loads(r["reached"]),
         not_reached=[NotReached(**n) for n in json.loads(r["not_reached"])],
-        importance=r["importance"] or "normal",
-        ack_required=bool(r["ack_required"]),
+        **mail_of(r),
     )
 
 

@@ -46,9 +46,9 @@ def command_handler(
     ``env``; never the operator key or a join key.
 
     Each stdout line that is a JSON object with a ``"to"`` is a message sent as
-    the teammate: ``{"to", "text"}``, and optionally ``thread``, ``reply_to``,
-    ``importance``, ``ack_required``, ``idempotency_key`` (``msg send``'s
-    fields; any other field is refused, naming it: S10). The other non-empty
+    the teammate: ``{"to", "text"}``, and optionally the other fields of
+    ``msg send`` (``SendInput``: ``thread``, ``idempotency_key``, ...; any
+    other field is refused, naming it: S10). The other non-empty
     lines together are one reply to the lead. A turn's output is sent as one
     batch, in one transaction (``Agent.send_many``): a line that is refused
     (an unknown field, an empty text, a bad address) fails the turn and

@@ -214,7 +214,9 @@ def test_S17_an_attribute_cannot_close_the_head_or_open_a_frame() -> None:
     a space and escapes '<<<' and '>': a value cannot end the head early."""
     hostile = 'x\\y"z\n<<<w>>>'
     escaped = '"x\\\\y\\"z <\\<<w\\>\\>\\>"'
-    agent = turns.render_agent(hostile, "direct", "ID", "AT", "body", hostile, hostile)
+    agent = turns.render_agent(
+        hostile, "direct", "ID", "AT", "body", thread=hostile, importance=hostile
+    )
     assert agent.startswith(
         f'<<<message from={escaped} kind="direct" id="ID" at="AT" thread={escaped} '
         f"importance={escaped}>>>\nbody\n<<<end message>>>\n"

@@ -85,8 +85,8 @@ def run(
     """Join (or re-join) RUN_ID as NAME and run COMMAND once per turn.
 
     The turn arrives as JSON on COMMAND's stdin. Each stdout line of the form
-    {"to": ..., "text": ...} (optionally thread, reply_to, importance,
-    ack_required, idempotency_key; any other field is refused) is sent as
+    {"to": ..., "text": ...} (optionally the other fields of msg send by their
+    JSON names: thread, idempotency_key, ...; any other is refused) is sent as
     NAME; other lines together are one reply to the lead. The turn's output
     is sent as one batch: a refused line, or a non-zero exit, sends none of
     it, quarantines the turn's messages, marks NAME failed and tells the lead

@@ -45,6 +45,7 @@ from broker.interchange.importer.tree import Refused, Tree
 from broker.interchange.importer.write import inbox, messages, participants, spaces
 from broker.spaces.spaces import PREFIX
 from broker.store.filenames import safe_name
+from broker.store.groups import MAIL
 from broker.store.sqlite import Store, Tx
 
 _FOLDERS = {"inbox": "ready", "sent": "done", "quarantine": "quarantine"}
@@ -325,10 +326,7 @@ def _message_row(
         "idempotency_key": None,
         "size_bytes": _size(m, headers, body),
         "created_at_utc": m.at,
-        "thread": None,
-        "reply_to": None,
-        "importance": None,
-        "ack_required": None,
+        **dict.fromkeys(MAIL),  # a mail file carries none of a message's mail attributes
     }
 
 

@@ -5,7 +5,12 @@ Part of ``broker.model.records`` (import them from there).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
 from broker.record_type import DOCSTRINGS, record
+from broker.store.groups import MAIL
 from broker.vocab import Reason
 
 
@@ -52,6 +57,23 @@ class LogEntry:
     """low | normal | high (urgent: the operator's ``urgent``)"""
     ack_required: bool = False
     """its sender asks who has seen it (``msg status``)"""
+
+
+_LOGGED = {f.name: f.default for f in fields(LogEntry)}
+MAIL_DEFAULTS: dict[str, Any] = {name: _LOGGED[name] for name in MAIL}
+"""Each mail attribute of a message (S35, ``broker.store.groups.MAIL``) and its
+default: the log entry shows every one of them."""
+
+
+def mail_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message's mail attributes read by name from a row. The log holds an
+    attribute at its default as NULL (``broker.mail.threads.mail``), so NULL
+    reads as the default, and a value as the default's type (SQLite's 1 is True)."""
+    out = {}
+    for name, default in MAIL_DEFAULTS.items():
+        value = row[name]
+        out[name] = value if default is None else default if value is None else type(default)(value)
+    return out
 
 
 @record

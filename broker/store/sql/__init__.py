@@ -17,6 +17,21 @@ parameters rewritten for psycopg (``%(name)s``; the PostgreSQL text is written
 with ``:name`` too and rewritten the same way). That is the only place the two
 dialects' statements differ.
 
+A column group of ``broker.store.groups`` is written as a marker, expanded
+when the file is loaded: ``{mail}`` is the group's columns (``thread,
+reply_to, ...``), ``{m.mail}`` the same qualified by ``m``, ``{:mail}`` their
+parameters (``:thread, :reply_to, ...``). A statement that reads or writes
+every attribute of a message names them once that way, so a new one is a
+column and a name in the group, not an edit of each statement.
+
+A part that statements of one area share word for word (the same rows
+chosen the same way) is written once as a fragment, ``-- fragment: name``
+followed by its text, and used as ``{name}`` by the statements after it. A
+fragment is no statement: it is not addressed, run or EXPLAINed by itself.
+A fragment may have a PostgreSQL text of its own (after ``-- postgresql:``):
+a statement that differs between the dialects only there is written once,
+and its PostgreSQL text is that one text with the fragment's.
+
 A ``Stmt`` *is* its SQLite text (a ``str``), so the SQLite hot path hands it to
 ``sqlite3`` as it is; ``Tx`` picks ``.postgresql`` on the other dialect.
 """
@@ -27,12 +42,18 @@ import re
 from functools import cache, cached_property
 from pathlib import Path
 
+from broker.store.groups import GROUPS
+
 HERE = Path(__file__).parent
 _NAME = re.compile(r"--\s*name:\s*([a-z0-9_]+)\s*$")
+_FRAGMENT = re.compile(r"--\s*fragment:\s*([a-z0-9_]+)\s*$")
 _PG = re.compile(r"--\s*postgresql:\s*$")
 # A named parameter: ':name', not the second colon of a '::type' cast.
 PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
+# A column group marker, {group}, {alias.group} or {:group} (broker.store.groups),
+# or a fragment of the area, {fragment}.
+_GROUP = re.compile(r"\{(:|[a-z_]\w*\.)?([a-z_]\w*)\}")
 
 
 class Stmt(str):
@@ -86,7 +107,9 @@ class CatalogueError(Exception):
 def parse(area: str, text: str) -> dict[str, Stmt]:
     """Parse one area file into its statements (``"<area>.<name>"`` -> ``Stmt``)."""
     entries: dict[str, Stmt] = {}
+    fragments: dict[str, tuple[str, str]] = {}  # name -> (SQLite text, PostgreSQL text)
     name: str | None = None
+    fragment = False
     doc: list[str] = []
     body: dict[str, list[str]] = {"sqlite": [], "postgresql": []}
     part = "sqlite"
@@ -94,21 +117,27 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
     def finish() -> None:
         if name is None:
             return
-        sqlite = _clean(body["sqlite"])
+        source = _clean(body["sqlite"])
+        sqlite = _expand(area, name, source, fragments, 0)
         if not sqlite:
             raise CatalogueError(f"{area}.{name}: no statement")
         if "?" in _QUOTED.sub("''", sqlite):
             raise CatalogueError(f"{area}.{name}: use named parameters (:name), not '?'")
-        pg = _clean(body["postgresql"]) or None
-        entries[f"{area}.{name}"] = Stmt(f"{area}.{name}", sqlite, pg, " ".join(doc))
+        pg = _expand(area, name, _clean(body["postgresql"]) or source, fragments, 1)
+        if fragment:
+            fragments[name] = (sqlite, pg)
+        else:
+            stmt = Stmt(f"{area}.{name}", sqlite, None if pg == sqlite else pg, " ".join(doc))
+            entries[stmt.name] = stmt
 
     for line in text.splitlines():
         stripped = line.strip()
-        m = _NAME.fullmatch(stripped)
+        m = _NAME.fullmatch(stripped) or _FRAGMENT.fullmatch(stripped)
         if m:
             finish()
             name, doc, body, part = m.group(1), [], {"sqlite": [], "postgresql": []}, "sqlite"
-            if f"{area}.{name}" in entries:
+            fragment = m.re is _FRAGMENT
+            if f"{area}.{name}" in entries or name in fragments:
                 raise CatalogueError(f"{area}.{name}: defined twice")
             continue
         if _PG.fullmatch(stripped):
@@ -130,6 +159,23 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
 def _clean(lines: list[str]) -> str:
     """One line of SQL, no trailing semicolon: compact text for the statement cache."""
     return " ".join(" ".join(lines).split()).rstrip(";").strip()
+
+
+def _expand(
+    area: str, name: str, text: str, fragments: dict[str, tuple[str, str]], dialect: int
+) -> str:
+    """The markers of a statement replaced: a fragment by its text in the
+    ``dialect`` (0 SQLite, 1 PostgreSQL), a column group by its columns."""
+
+    def columns(m: re.Match[str]) -> str:
+        prefix, group = m.group(1) or "", m.group(2)
+        if not prefix and group in fragments:
+            return fragments[group][dialect]
+        if group not in GROUPS:
+            raise CatalogueError(f"{area}.{name}: no column group or fragment {group!r}")
+        return ", ".join(prefix + column for column in GROUPS[group])
+
+    return _GROUP.sub(columns, text)
 
 
 @cache

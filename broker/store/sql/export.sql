@@ -22,8 +22,7 @@ SELECT m.id AS id, m.seq AS seq, m.created_at_utc AS created_at_utc, m.kind AS k
        m.via AS via, m.ref AS ref, m.reached AS reached, m.not_reached AS not_reached,
        m.reached_n AS reached_n, m.bcast_no AS bcast_no,
        m.idempotency_key AS idempotency_key, m.size_bytes AS size_bytes,
-       m.thread AS thread, m.reply_to AS reply_to, m.importance AS importance,
-       m.ack_required AS ack_required,
+       {m.mail},
        CASE WHEN m.kind = 'seen' THEN 'receipt'
             WHEN m.reached_n > 0 AND m.not_reached = '[]' THEN 'delivered'
             WHEN m.reached_n > 0 THEN 'partial'
@@ -216,6 +215,19 @@ SELECT (SELECT COUNT(*) FROM participants WHERE space_id = :space)
 SELECT address, status, role, agent, archetype, task
 FROM participants WHERE space_id = :space ORDER BY joined_at_utc, id
 
+-- fragment: reached
+-- The addresses a message reached (its JSON list) as rows r(value), joined to it.
+JOIN json_each(m.reached) r
+-- postgresql:
+CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
+
+-- fragment: reached_operator
+-- The message reached the operator (the LIKE skips the JSON for most rows).
+m.reached LIKE '%"operator"%'
+  AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
+-- postgresql:
+m.reached::jsonb ? 'operator'
+
 -- name: mail_counts
 -- How many mail files each (owner, folder) gets: fixes the width of NN.
 SELECT owner, folder, COUNT(*) AS n FROM (
@@ -226,32 +238,13 @@ SELECT owner, folder, COUNT(*) AS n FROM (
    WHERE d.space_id = :space
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
-    FROM messages m JOIN json_each(m.reached) r
+    FROM messages m {reached}
     JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
    WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
   UNION ALL
   SELECT 'operator', 'inbox'
     FROM messages m
-   WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached LIKE '%"operator"%'
-     AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
-) GROUP BY owner, folder
--- postgresql:
--- The same counts (a subquery in FROM needs its alias; the JSON array as rows).
-SELECT owner, folder, COUNT(*) AS n FROM (
-  SELECT p.address AS owner,
-         CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
-              ELSE 'inbox' END AS folder
-    FROM deliveries d JOIN participants p ON p.id = d.recipient_id
-   WHERE d.space_id = :space
-  UNION ALL
-  SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
-    FROM messages m CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
-    JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
-   WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
-  UNION ALL
-  SELECT 'operator', 'inbox'
-    FROM messages m
-   WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached::jsonb ? 'operator'
+   WHERE m.space_id = :space AND m.kind <> 'seen' AND {reached_operator}
 ) c GROUP BY owner, folder
 
 -- name: mail_rows
@@ -268,34 +261,13 @@ SELECT p.address AS owner,
 UNION ALL
 SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
        m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent
-  FROM messages m JOIN json_each(m.reached) r
+  FROM messages m {reached}
   JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
  WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
 UNION ALL
 SELECT 'operator', 'inbox', m.created_at_utc, m.id, m.sender, m.body, m.urgent
   FROM messages m
- WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached LIKE '%"operator"%'
-   AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
-ORDER BY 1, 2, 3, 4
--- postgresql:
-SELECT p.address AS owner,
-       CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
-            ELSE 'inbox' END AS folder,
-       d.created_at_utc AS at, d.id AS uid, m.sender AS sender, m.body AS body,
-       m.urgent AS urgent
-  FROM deliveries d JOIN messages m ON m.id = d.message_id
-  JOIN participants p ON p.id = d.recipient_id
- WHERE d.space_id = :space
-UNION ALL
-SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
-       m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent
-  FROM messages m CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
-  JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
- WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
-UNION ALL
-SELECT 'operator', 'inbox', m.created_at_utc, m.id, m.sender, m.body, m.urgent
-  FROM messages m
- WHERE m.space_id = :space AND m.kind <> 'seen' AND m.reached::jsonb ? 'operator'
+ WHERE m.space_id = :space AND m.kind <> 'seen' AND {reached_operator}
 ORDER BY 1, 2, 3, 4
 
 -- name: message_count

@@ -9,6 +9,30 @@ VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
   :quarantine_reason, :lease_process, :lost_lease_token)
 
+-- fragment: candidates
+-- The rowids of the first :n claimable rows of an inbox, oldest first (S13,
+-- S15): the oldest ready rows and the oldest expired leases, each cut to :n on
+-- its own partial index before the merge, found by the rowid each index holds.
+SELECT r FROM (
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'ready'
+      ORDER BY created_at_utc, id LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
+      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
+      ORDER BY created_at_utc, id LIMIT :n)
+  ) ORDER BY created_at_utc, id LIMIT :n
+
+-- fragment: locked_candidates
+-- The same on PostgreSQL, locked as they are chosen (SKIP LOCKED: a row another
+-- claim holds is passed over, never waited for, never taken twice): a bare
+-- LIMIT subquery could over-claim at READ COMMITTED.
+SELECT rowid FROM deliveries
+  WHERE recipient_id = :recipient_id
+    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
+  ORDER BY created_at_utc, id LIMIT :n
+  FOR UPDATE SKIP LOCKED
+
 -- name: claim
 -- The claim (S13, S15), one statement: the oldest ready rows and the oldest
 -- expired leases of one inbox, each cut to :n on its own partial index before
@@ -17,7 +41,7 @@ VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
 -- 0015; on PostgreSQL the rowid identity column and its unique index). A
 -- candidate already handed out :max_deliveries times goes to quarantine instead (every CASE reads the old
 -- row). The message each row carries is returned with it (no second statement),
--- as one JSON array [kind, sender, body, urgent, thread, importance]: one
+-- as one JSON array [kind, sender, body, urgent, {mail}]: one
 -- lookup of the message per row, not one per column (half the statement's
 -- time for the few rows a busy inbox hands out at once).
 UPDATE deliveries SET
@@ -35,30 +59,12 @@ UPDATE deliveries SET
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
-WHERE rowid IN (
-  SELECT r FROM (
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'ready'
-      ORDER BY created_at_utc, id LIMIT :n)
-    UNION ALL
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
-      ORDER BY created_at_utc, id LIMIT :n)
-  ) ORDER BY created_at_utc, id LIMIT :n)
+WHERE rowid IN ({candidates})
 RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
-  (SELECT json_array(kind, sender, body, urgent, thread, importance) FROM messages m
+  (SELECT json_array(kind, sender, body, urgent, {mail}) FROM messages m
    WHERE m.id = deliveries.message_id) AS message
 -- postgresql:
--- The candidates are locked as they are chosen (SKIP LOCKED: a row another
--- claim holds is passed over, never waited for, never taken twice): a bare
--- LIMIT subquery could over-claim at READ COMMITTED.
-WITH candidates AS (
-  SELECT rowid FROM deliveries
-  WHERE recipient_id = :recipient_id
-    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
-  ORDER BY created_at_utc, id LIMIT :n
-  FOR UPDATE SKIP LOCKED
-), claimed AS (
+WITH candidates AS ({locked_candidates}), claimed AS (
 UPDATE deliveries d SET
   state = CASE WHEN d.attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
   attempts = CASE WHEN d.attempts >= :max_deliveries THEN d.attempts ELSE d.attempts + 1 END,
@@ -75,7 +81,7 @@ UPDATE deliveries d SET
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid
 RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
-  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, m.thread, m.importance)::text
+  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, {m.mail})::text
    FROM messages m WHERE m.id = d.message_id) AS message
 )
 SELECT * FROM claimed ORDER BY created_at_utc, delivery_id
@@ -92,25 +98,10 @@ UPDATE deliveries SET
     THEN 'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
-WHERE attempts >= :max_deliveries AND rowid IN (
-  SELECT r FROM (
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'ready'
-      ORDER BY created_at_utc, id LIMIT :n)
-    UNION ALL
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
-      ORDER BY created_at_utc, id LIMIT :n)
-  ) ORDER BY created_at_utc, id LIMIT :n)
+WHERE attempts >= :max_deliveries AND rowid IN ({candidates})
 RETURNING id
 -- postgresql:
-WITH candidates AS (
-  SELECT rowid FROM deliveries
-  WHERE recipient_id = :recipient_id
-    AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
-  ORDER BY created_at_utc, id LIMIT :n
-  FOR UPDATE SKIP LOCKED
-)
+WITH candidates AS ({locked_candidates})
 UPDATE deliveries d SET
   state = 'quarantine',
   quarantine_reason = 'max_deliveries',

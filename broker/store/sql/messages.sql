@@ -27,68 +27,51 @@ RETURNING last_seq
 -- name: insert_message
 INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref,
   reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc,
-  thread, reply_to, importance, ack_required)
+  {mail})
 VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
   :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
-  :thread, :reply_to, :importance, :ack_required)
+  {:mail})
 
 -- name: logged_key
 -- The first send of an idempotency key by this sender in a space (S12, S45:
 -- another sender's key is another key), with what a repeat must match (kind,
 -- recipients, body, mail fields).
-SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, thread,
-  reply_to, importance, ack_required FROM messages
+SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, {mail}
+FROM messages
 WHERE space_id = :space_id AND sender = :sender AND idempotency_key = :key
+
+-- fragment: waiting
+-- A participant's waiting deliveries. SQLite: `waiting` plus the inbox's
+-- deliveries past folds.upto ('waiting'), fewer than 32, that the batched
+-- insert trigger has not counted yet (revision 0015).
+waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing'))
+-- postgresql:
+waiting
 
 -- name: at_address
 -- A recipient by address, with its contact policy (S38): a direct send needs no
 -- other read to know whether it may reach it.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND address = :address
--- postgresql:
-SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND address = :address
+SELECT id, address, status, {waiting} AS waiting, contact_policy, contact_allow, parent
+FROM participants WHERE space_id = :space_id AND address = :address
 
 -- name: live_by_agent
 -- A `role:` form (S6): the live participants of that agent name, but the sender.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND agent = :value AND status IN ('running', 'idle')
-  AND address != :sender
-ORDER BY joined_at_utc, id
--- postgresql:
-SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND agent = :value AND status IN ('running', 'idle')
-  AND address != :sender
+SELECT id, address, status, {waiting} AS waiting, contact_policy, contact_allow, parent
+FROM participants WHERE space_id = :space_id AND agent = :value
+  AND status IN ('running', 'idle') AND address != :sender
 ORDER BY joined_at_utc, id
 
 -- name: live_by_step
 -- A `step:` form (S6): the live participants of that workflow step, but the sender.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND step = :value AND status IN ('running', 'idle')
-  AND address != :sender
-ORDER BY joined_at_utc, id
--- postgresql:
-SELECT id, address, status, waiting, contact_policy, contact_allow, parent FROM participants
-WHERE space_id = :space_id AND step = :value AND status IN ('running', 'idle')
-  AND address != :sender
+SELECT id, address, status, {waiting} AS waiting, contact_policy, contact_allow, parent
+FROM participants WHERE space_id = :space_id AND step = :value
+  AND status IN ('running', 'idle') AND address != :sender
 ORDER BY joined_at_utc, id
 
 -- name: broadcast_readers
 -- The live readers of a broadcast, with their cursors: the one furthest
 -- behind is what broadcast_cap counts from (S7).
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, address, bcast_seen, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting FROM participants
-WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sender
-ORDER BY joined_at_utc, id
--- postgresql:
-SELECT id, address, bcast_seen, waiting FROM participants
+SELECT id, address, bcast_seen, {waiting} AS waiting FROM participants
 WHERE space_id = :space_id AND status IN ('running', 'idle') AND address != :sender
 ORDER BY joined_at_utc, id
 
@@ -100,7 +83,7 @@ SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
 -- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`
 -- NULL for no limit.
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_id = :space_id AND seq > :after
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
@@ -108,7 +91,7 @@ ORDER BY seq
 LIMIT coalesce(:lim, -1)
 -- postgresql:
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_id = :space_id AND seq > :after
   AND (CAST(:kinds AS text) IS NULL

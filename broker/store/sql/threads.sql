@@ -18,11 +18,11 @@ SELECT thread FROM messages WHERE space_id = :space_id AND id = :id
 -- A thread's messages in log order: those named into it, and the message it
 -- grew from when it is named after one (a reply to an unthreaded message).
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages WHERE space_id = :space_id AND thread = :thread
 UNION ALL
 SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
-  not_reached, idempotency_key, created_at_utc, thread, reply_to, importance, ack_required
+  not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages WHERE space_id = :space_id AND id = :thread AND thread IS NULL
 ORDER BY seq
 

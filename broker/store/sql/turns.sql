@@ -27,8 +27,8 @@ WHERE p.id = :participant_id
 
 -- name: broadcasts
 -- The broadcasts after the cursor, in log order, at most :n, with what their
--- framing shows (thread and importance, S35).
-SELECT id, sender, body, created_at_utc, bcast_no, thread, importance FROM messages
+-- framing shows (its mail attributes, S35).
+SELECT id, sender, body, created_at_utc, bcast_no, {mail} FROM messages
 WHERE space_id = :space_id AND bcast_no > :after AND bcast_no <= :last
 ORDER BY bcast_no LIMIT :n
 
@@ -37,27 +37,22 @@ ORDER BY bcast_no LIMIT :n
 -- participant's own broadcasts were new).
 UPDATE participants SET bcast_seen = :upto WHERE id = :participant_id AND bcast_seen < :upto
 
+-- fragment: shown
+-- The ids turn `t` showed, in order: one JSON list.
+(SELECT json_group_array(message_id) FROM (SELECT x.message_id FROM transcript x
+    WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
+      AND x.turn_id = t.id AND x.direction = 'received' ORDER BY x.position))
+-- postgresql:
+(SELECT coalesce(json_agg(x.message_id ORDER BY x.position)::text, '[]') FROM transcript x
+    WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
+      AND x.turn_id = t.id AND x.direction = 'received')
+
 -- name: for_seen
 -- The turn being confirmed, with the ids it showed (in order) and where the
 -- participant's broadcast cursor stands, then the other open turns of the
 -- participant whose lease runs: the cursor may not pass the broadcasts one of
 -- those still holds (S18).
-SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process,
-  (SELECT json_group_array(message_id) FROM (SELECT x.message_id FROM transcript x
-    WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
-      AND x.turn_id = t.id AND x.direction = 'received' ORDER BY x.position)) AS shown,
-  (SELECT p.bcast_seen FROM participants p WHERE p.id = t.participant_id) AS bcast_seen
-FROM turns t WHERE t.id = :turn_id AND t.participant_id = :participant_id
-UNION ALL
-SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process, NULL AS shown,
-  NULL AS bcast_seen
-FROM turns WHERE participant_id = :participant_id AND state = 'open' AND expires_at > :now
-  AND id != :turn_id
--- postgresql:
-SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process,
-  (SELECT coalesce(json_agg(x.message_id ORDER BY x.position)::text, '[]') FROM transcript x
-    WHERE x.participant_id = t.participant_id AND x.at_utc = t.created_at_utc
-      AND x.turn_id = t.id AND x.direction = 'received') AS shown,
+SELECT id, lease_token, bcast_from, bcast_upto, state, lease_process, {shown} AS shown,
   (SELECT p.bcast_seen FROM participants p WHERE p.id = t.participant_id) AS bcast_seen
 FROM turns t WHERE t.id = :turn_id AND t.participant_id = :participant_id
 UNION ALL

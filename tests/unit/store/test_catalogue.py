@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store import sql
+from broker.store import groups, sql
 from broker.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,3 +113,47 @@ def test_psycopg_text_keeps_casts_literals_and_percent() -> None:
 def test_no_sql_statement_strings_outside_the_catalogue() -> None:
     found = sql_literals_outside_catalogue()
     assert len(found) <= OUTSIDE_ALLOWED, "\n".join(found)
+
+
+def test_column_group_markers_expand_to_the_groups_columns() -> None:
+    got = sql.parse(
+        "x",
+        "-- name: a\nSELECT {mail}, {m.mail} FROM t\n-- postgresql:\nINSERT INTO t VALUES ({:mail})\n",
+    )["x.a"]
+    names = groups.GROUPS["mail"]
+    assert str(got) == f"SELECT {', '.join(names)}, {', '.join('m.' + n for n in names)} FROM t"
+    assert got.postgresql == f"INSERT INTO t VALUES ({', '.join(f'%({n})s' for n in names)})"
+    with pytest.raises(sql.CatalogueError, match="no column group or fragment 'nope'"):
+        sql.parse("x", "-- name: a\nSELECT {nope} FROM t\n")
+
+
+def test_each_column_group_is_columns_of_its_table_in_order() -> None:
+    """The groups are plain names (the CLI's hot path loads no SQLAlchemy): held
+    here to the one schema source."""
+    from broker.store.tables import metadata
+
+    for group, names in groups.GROUPS.items():
+        columns = [c.name for c in metadata.tables[groups.TABLES[group]].columns]
+        assert [c for c in columns if c in names] == list(names), group
+
+
+def test_a_fragment_is_written_once_and_used_by_the_statements_after_it() -> None:
+    got = sql.parse(
+        "x",
+        "-- fragment: ready\n-- doc\nSELECT id FROM t WHERE s = :s\n"
+        "-- name: a\nDELETE FROM t WHERE id IN ({ready})\n"
+        "-- postgresql:\nDELETE FROM t WHERE id IN ({ready}) AND true\n",
+    )
+    assert list(got) == ["x.a"]
+    assert str(got["x.a"]) == "DELETE FROM t WHERE id IN (SELECT id FROM t WHERE s = :s)"
+    assert got["x.a"].postgresql.endswith("(SELECT id FROM t WHERE s = %(s)s) AND true")
+    dialects = sql.parse(
+        "x",
+        "-- fragment: ids\nSELECT json_group_array(id) FROM t\n"
+        "-- postgresql:\nSELECT json_agg(id) FROM t\n"
+        "-- name: a\nSELECT ({ids}) AS ids, :s AS s\n",
+    )["x.a"]
+    assert str(dialects) == "SELECT (SELECT json_group_array(id) FROM t) AS ids, :s AS s"
+    assert dialects.postgresql == "SELECT (SELECT json_agg(id) FROM t) AS ids, %(s)s AS s"
+    with pytest.raises(sql.CatalogueError, match="defined twice"):
+        sql.parse("x", "-- fragment: f\nSELECT 1\n-- name: f\nSELECT 2\n")
