@@ -110,6 +110,30 @@ PG_CONTRACT = {
 }
 
 
+# --- order (issue 24) ----------------------------------------------------------------------------
+# The tests that run for tens of seconds (a bench run, a wheel built and
+# installed, swarms of processes) start first, longest first: pytest-xdist
+# hands tests out in collection order, and one of them started last keeps one
+# worker busy long after the other has finished (a tail of its whole length).
+LONG_FIRST = (
+    "tests/project/test_bench_quick.py::test_bench_quick_runs_every_scenario",
+    "tests/project/test_wheel.py",
+    "tests/soak/test_mcp_swarm.py",
+    "tests/frontends/cli/test_cli_fuzz.py::test_S33_fuzz_the_serving_commands_as_processes",
+    "tests/soak/test_concurrency.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)),
+            len(LONG_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
