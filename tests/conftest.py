@@ -110,6 +110,30 @@ PG_CONTRACT = {
 }
 
 
+# --- order (issue 24) ----------------------------------------------------------------------------
+# The tests that run for tens of seconds (a bench run, a wheel built and
+# installed, swarms of processes) start first, longest first: pytest-xdist
+# hands tests out in collection order, and one of them started last keeps one
+# worker busy long after the other has finished (a tail of its whole length).
+LONG_FIRST = (
+    "tests/project/test_bench_quick.py::test_bench_quick_runs_every_scenario",
+    "tests/project/test_wheel.py",
+    "tests/soak/test_mcp_swarm.py",
+    "tests/frontends/cli/test_cli_fuzz.py::test_S33_fuzz_the_serving_commands_as_processes",
+    "tests/soak/test_concurrency.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)),
+            len(LONG_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
@@ -226,16 +250,17 @@ def _spawned(args: list[str], env: dict[str, str], input: str | None, umask: int
 
 def _in_process(args: list[str], env: dict[str, str], input: str | None, umask: int) -> Result:
     """``broker ARGS`` through click's runner in this process, with the
-    process environment ``env`` would be (every other variable the runner
-    sees is this process's own, BROKER_* ones excepted): for refusals click
-    or the variables' check raises before any store is opened, where a new
-    interpreter (about 0.2 s a call) shows nothing a process boundary would."""
+    process environment ``env`` would be: the runner sets what ``env`` sets and
+    unsets the BROKER_* variables it lacks (every other variable is this
+    process's own). The store a command opens is closed when it returns."""
     from click.testing import CliRunner
 
     from broker.frontends.cli import main
 
-    assert umask == -1, "a umask needs a process of its own: use the cli fixture"
-    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BROKER_")}
+    assert umask == -1, "a umask needs a process of its own: use the cli_process fixture"
+    overrides: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith("BROKER_") and k not in env
+    }
     overrides.update({k: v for k, v in env.items() if os.environ.get(k) != v})
     res = CliRunner().invoke(main, args, input=input, env=overrides, prog_name="broker")
     err = res.stderr
@@ -281,26 +306,28 @@ def _cli(tmp_path: Path, db_url: str, run: Run) -> Callable[..., Result]:
 
 @pytest.fixture
 def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
-    """Run ``python -m broker ARGS`` as a real process with BROKER_HOME in tmp
-    (and BROKER_URL naming the test's PostgreSQL database on that backend).
+    """Run ``broker ARGS`` with BROKER_HOME in tmp (and BROKER_URL naming the
+    test's PostgreSQL database on that backend), in this process through
+    click's ``CliRunner``: the same arguments, environment, output and exit
+    code as a process, without starting an interpreter (about 0.2 s of CPU a
+    call, against a few milliseconds here). Where the process boundary is the
+    point (signals, pipes, locks, doorbells rung by another process, the umask,
+    a closed stdin, the installed entry point), a test uses ``cli_process``.
 
     Like an operator's shell after ``eval "$(broker space create ...)"``, it
     remembers the join key each ``space create`` printed (S27) and hands it to
     a later ``join`` of that space as BROKER_JOIN_KEY, unless the test gives a
     credential itself. A space made through the library (whose key the shell
     never saw) gets one from the operator's ``space join-key --rotate``."""
-    return _cli(tmp_path, db_url, _spawned)
+    return _cli(tmp_path, db_url, _in_process)
 
 
 @pytest.fixture
-def cli_inproc(tmp_path: Path, db_url: str) -> Callable[..., Result]:
-    """``cli``'s twin in this process (click's ``CliRunner``): the same
-    arguments, environment and result, without starting an interpreter. For
-    what click or the BROKER_* check refuses before a store is opened (bad
-    options, missing arguments, bad values, help): a process boundary is
-    tested where it is the point (signals, pipes, locks, exit of a real
-    process), with ``cli``."""
-    return _cli(tmp_path, db_url, _in_process)
+def cli_process(tmp_path: Path, db_url: str) -> Callable[..., Result]:
+    """``cli``'s twin as a real process (``python -m broker ARGS``): for a
+    test of what only a process has (its exit on a signal or a closed pipe,
+    its umask, its locks, a doorbell another process rings)."""
+    return _cli(tmp_path, db_url, _spawned)
 
 
 def _rotate_join_key(space: str, env: dict[str, str], keys: dict[str, str], run: Run) -> None:

@@ -433,12 +433,11 @@ def test_S35_S36_S38_cli_threads_search_policy_and_status(cli: Callable[..., Any
     ],
 )
 def test_S33_cli_mail_bad_input_is_one_line_exit_2_and_writes_nothing(
-    cli_inproc: Callable[..., Any], args: tuple[str, ...]
+    cli: Callable[..., Any], args: tuple[str, ...]
 ) -> None:
     # In this process (click's runner): the refusals and the one line are the
     # CLI's own, with no process boundary in them (exit codes of a real process:
     # tests/frontends/cli/test_cli_core.py, tests/frontends/cli/test_cli_errors.py).
-    cli = cli_inproc
     space = cli("space", "create", "--kind", "session", "--json").json()["id"]
     me = _agent_env(cli("join", space, "s/planner", "--json").json())
     cli("join", space, "s/coder")

@@ -197,10 +197,10 @@ def test_S37_S24_reserving_needs_the_board_claim_grant(
 
 # --- the CLI ----------------------------------------------------------------------------------
 def test_S37_cli_reserve_check_unreserve_renew_and_claims(
-    cli: Callable[..., Any], cli_inproc: Callable[..., Any], store: Store
+    cli: Callable[..., Any], store: Store
 ) -> None:
     # The space and its members through the library (the CLI's space create and join
-    # have their own tests): every board command below is a real process.
+    # have their own tests).
     space = Operator(store).create_space("run").id
 
     def ident(name: str) -> dict[str, str]:
@@ -249,7 +249,7 @@ def test_S37_cli_reserve_check_unreserve_renew_and_claims(
     journal = cli("board", "journal", space, "--key", "path src/**", "--json").lines()
     assert [j["event"] for j in journal] == ["claimed", "released"]
     for cmd in ("reserve", "check", "unreserve", "renew-reservation"):  # help: no process needed
-        assert cli_inproc("board", cmd, "--help").code == 0
+        assert cli("board", cmd, "--help").code == 0
 
 
 # --- 16 real processes racing for overlapping patterns ----------------------------------------

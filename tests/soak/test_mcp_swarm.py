@@ -1,7 +1,9 @@
-"""A swarm over MCP: 8 agents, each its own ``broker mcp`` process driven by
-the MCP SDK's client, exchange 1,000 messages through msg_send / inbox_next /
+"""A swarm over MCP: agents, each its own ``broker mcp`` process driven by
+the MCP SDK's client, exchange messages through msg_send / inbox_next /
 inbox_seen and contend for board keys (S13, S16-S18, S22-S23, spec §Served
-mode): every message arrives exactly once, and no key is ever held by two."""
+mode): every message arrives exactly once, and no key is ever held by two.
+The default run is four agents and 200 messages; the soak run (``-m soak``)
+is eight agents and 1,000 messages."""
 
 from __future__ import annotations
 
@@ -18,21 +20,30 @@ from broker.board import claims
 
 pytest.importorskip("mcp")
 
-AGENTS = 8
-PER_AGENT = 125  # 8 x 125 = 1,000 messages
 KEYS = ["src/a.py", "src/b.py", "docs/c.md"]
-CLAIMS_PER_AGENT = 12
 
 
-def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
+def test_S22_four_mcp_agents_exchange_200_messages_and_share_keys_safely(store: Store) -> None:
+    run_swarm(store, agents=4, per_agent=50, claims_per_agent=6)
+
+
+@pytest.mark.soak
+def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely_soak(
     store: Store,
 ) -> None:
+    run_swarm(store, agents=8, per_agent=125, claims_per_agent=12)
+
+
+def run_swarm(store: Store, *, agents: int, per_agent: int, claims_per_agent: int) -> None:
+    """``agents`` MCP processes, each sending ``per_agent`` messages to the
+    others while draining its inbox and taking ``claims_per_agent`` of the
+    contended keys; every message arrives once, no key is held by two."""
     space = Operator(store).create_space("workflow").id
-    names = [f"w{i}" for i in range(AGENTS)]
+    names = [f"w{i}" for i in range(agents)]
     tokens = {name: trusted.join(store, space, name)[1].token for name in names}
     plan = {
         name: [
-            (names[(i + 1 + n % (AGENTS - 1)) % AGENTS], f"{name}-{n}") for n in range(PER_AGENT)
+            (names[(i + 1 + n % (agents - 1)) % agents], f"{name}-{n}") for n in range(per_agent)
         ]
         for i, name in enumerate(names)
     }
@@ -62,7 +73,7 @@ def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
 
     async def claimer(me: str, s: Session) -> None:
         n = 0
-        while n < CLAIMS_PER_AGENT:
+        while n < claims_per_agent:
             key = KEYS[(n + names.index(me)) % len(KEYS)]
             got = await s.call("board_claim", key=key, ttl=120)
             if got.is_error:
@@ -90,11 +101,11 @@ def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
     asyncio.run(main())
 
     total = sum(len(v) for v in received.values())
-    assert total == AGENTS * PER_AGENT  # 0 lost, 0 extra
+    assert total == agents * per_agent  # 0 lost, 0 extra
     for me in names:
         assert Counter(received[me]) == Counter(expected[me]), me  # each exactly once
     assert overlaps == []  # 0 overlapping holds
-    assert stats["held"] == AGENTS * CLAIMS_PER_AGENT
+    assert stats["held"] == agents * claims_per_agent
     # The journal agrees: per key, claimed/released alternate, fences grow.
     for key in KEYS:
         lines = claims.journal(store, space, key=key)
@@ -102,4 +113,4 @@ def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely(
         fences = [j.fence for j in lines if j.event == "claimed"]
         assert fences == sorted(fences) and len(set(fences)) == len(fences), key
     log: list[Any] = Operator(store).log(space, kinds=["direct"])
-    assert len(log) == AGENTS * PER_AGENT
+    assert len(log) == agents * per_agent

@@ -129,7 +129,7 @@ def test_S33_a_NUL_in_an_argument_or_a_path_is_one_line_and_writes_nothing(
     assert count_rows(store) == before
 
 
-def test_S33_numbers_that_are_not_numbers_are_usage_errors(cli_inproc: Cli, store: Store) -> None:
+def test_S33_numbers_that_are_not_numbers_are_usage_errors(cli: Cli, store: Store) -> None:
     sid = Operator(store).create_space("workflow").id
     _, joined = trusted.join(store, sid, "flow/lynx")
     env = {"BROKER_SPACE": sid, "BROKER_AS": "lynx", "BROKER_TOKEN": joined.token}
@@ -149,7 +149,7 @@ def test_S33_numbers_that_are_not_numbers_are_usage_errors(cli_inproc: Cli, stor
         ["message", "list", sid, "--since", "yesterday"],
         ["agent", "run", sid, "x", "--ttl", "nan", "--", "true"],
     ]:
-        res = cli_inproc(*argv, env=env)
+        res = cli(*argv, env=env)
         assert res.code == 2, (argv, res.err)
         one_line(res.err)
     assert count_rows(store) == before
@@ -168,9 +168,9 @@ def test_cli_did_you_mean_at_every_level_despite_lazy_loading(cli: Cli) -> None:
     assert res.code == 2 and "--lease-token" in one_line(res.err)
 
 
-def test_cli_a_group_without_a_command_shows_its_help(cli_inproc: Cli) -> None:
+def test_cli_a_group_without_a_command_shows_its_help(cli: Cli) -> None:
     for argv in ([], ["space"], ["board"]):
-        res = cli_inproc(*argv)
+        res = cli(*argv)
         assert res.code == 0 and res.out.startswith("Usage: broker") and res.err == "", argv
         assert "Commands:" in res.out
 
@@ -188,17 +188,17 @@ READ_ONLY = [
 
 
 def test_cli_commands_on_a_missing_store_say_so_and_create_nothing(
-    cli: Cli, cli_inproc: Cli, tmp_path: Path
+    cli: Cli, cli_process: Cli, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
     for argv in READ_ONLY:  # a real process for one of them: exit 3 is the process's
-        res = (cli if argv == ["space", "list"] else cli_inproc)(*argv)
+        res = (cli_process if argv == ["space", "list"] else cli)(*argv)
         assert res.code == errors.NotFound.exit_code, (argv, res.err)
         assert "no broker database at" in one_line(res.err)
         assert not home.exists(), argv
     readonly = tmp_path / "ro"
     readonly.mkdir(mode=0o500)
-    res = cli_inproc("space", "list", env={"BROKER_URL": f"sqlite:///{readonly / 'broker.db'}"})
+    res = cli("space", "list", env={"BROKER_URL": f"sqlite:///{readonly / 'broker.db'}"})
     assert res.code == 3 and sorted(readonly.iterdir()) == []
 
 
@@ -441,7 +441,7 @@ def test_S33_a_closed_stdin_is_invalid_input_for_every_command_that_reads_it(
 
 
 def test_S33_an_unknown_user_in_a_path_and_a_malformed_url_are_invalid_input(
-    cli_inproc: Cli, tmp_path: Path
+    cli: Cli, tmp_path: Path
 ) -> None:
     cases = {
         ("BROKER_HOME", "~nosuchuser"): "BROKER_HOME '~nosuchuser': cannot expand "
@@ -460,7 +460,7 @@ def test_S33_an_unknown_user_in_a_path_and_a_malformed_url_are_invalid_input(
     for (name, value), said in cases.items():
         for argv in (["space", "list"], ["msg", "send", "--space", "x", "--as", "y",
                                          "--token", "z", "--to", "a", "hi"]):  # fmt: skip
-            res = cli_inproc(*argv, env={name: value})
+            res = cli(*argv, env={name: value})
             line = one_line(res.err)
             assert res.code == 2, (name, value, argv, res.err)
             assert line.startswith(f"broker: invalid_input: {said}"), (name, value, line)
@@ -476,7 +476,7 @@ def test_S33_backup_to_an_unknown_users_folder_is_invalid_input_naming_path(stor
 
 # --- the BROKER_* variables: one rule (README "Environment") ------------------------------------
 def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_naming_it(
-    cli: Cli, cli_inproc: Cli, store: Store, tmp_path: Path
+    cli: Cli, cli_process: Cli, store: Store, tmp_path: Path
 ) -> None:
     from broker import envvars
 
@@ -486,9 +486,9 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
     sid = Operator(store).create_space("workflow").id
     key = {"XDG_DATA_HOME": str(tmp_path / "xdg")}  # the store's key file is beside it
     empty = {name: "" for name in envvars.VARIABLES if name not in ("BROKER_URL", "BROKER_HOME")}
-    res = cli("space", "show", sid, env={**empty, **key})
+    res = cli_process("space", "show", sid, env={**empty, **key})
     assert res.code == 0, res.err  # every variable empty: every default applies
-    res = cli("space", "show", sid, env={**key, "BROKER_URL": "", "BROKER_HOME": ""})
+    res = cli_process("space", "show", sid, env={**key, "BROKER_URL": "", "BROKER_HOME": ""})
     assert res.code == 3  # the default store (in XDG_DATA_HOME), not one in ./
     assert f"no broker database at {tmp_path / 'xdg' / 'broker' / 'broker.db'}:" in res.err
     takes = {
@@ -501,14 +501,14 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
     before = count_rows(store)
     for name, what in takes.items():
         for junk in ("junk", " ", "-1", "99999999999"):
-            res = cli_inproc("space", "show", sid, env={**key, name: junk})
+            res = cli("space", "show", sid, env={**key, name: junk})
             assert res.code == 2, (name, junk, res.err)
             assert (
                 one_line(res.err) == f"broker: invalid_input: {name} must be {what}, not {junk!r}"
             )
     for name in ("BROKER_GUARD", "BROKER_DEBUG", "BROKER_WRITER_LOCK"):
         for word in ("ON", "off", "1", "0", "True", "no"):
-            assert cli_inproc("space", "show", sid, env={**key, name: word}).code == 0, (name, word)
+            assert cli("space", "show", sid, env={**key, name: word}).code == 0, (name, word)
     assert count_rows(store) == before
     assert set(envvars.VARIABLES) <= set(README_ENV_ROWS())
     # The git guard's override lets a commit through whatever else is set (S37).
@@ -516,8 +516,8 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     junk = {"BROKER_SYNCHRONOUS": "junk", "BROKER_SPACE": ""}
     off = {**junk, "BROKER_GUARD": "off"}
-    assert cli_inproc("guard", "pre-commit", "--repo", str(repo), env=off).code == 0
-    res = cli_inproc("guard", "pre-commit", "--repo", str(repo), env=junk)
+    assert cli("guard", "pre-commit", "--repo", str(repo), env=off).code == 0
+    res = cli("guard", "pre-commit", "--repo", str(repo), env=junk)
     assert res.code == 2 and "BROKER_SYNCHRONOUS must be" in one_line(res.err)
 
 
@@ -593,13 +593,13 @@ def test_S8_S26_a_teammate_line_that_reaches_nobody_is_logged_and_the_rest_is_se
     assert sent[1].thread == "t1" and sent[1].importance == "high"
 
 
-def test_commands_on_the_file_itself_refuse_client_mode_in_one_line(cli_inproc: Cli) -> None:
+def test_commands_on_the_file_itself_refuse_client_mode_in_one_line(cli: Cli) -> None:
     """doctor, backup and vacuum run where the database file is: with BROKER_URL
     naming a server they say so (as export and key show do), never that the
     server's URL is a bad database URL."""
     env = {"BROKER_URL": "http://127.0.0.1:9"}
     for argv in (["doctor"], ["backup", "copy.db"], ["vacuum"]):
-        res = cli_inproc(*argv, env=env)
+        res = cli(*argv, env=env)
         assert res.code == 2, (argv, res.err)
         assert res.err.strip() == (
             f"broker: invalid_input: 'broker {argv[0]}' needs the database file: not "

@@ -50,11 +50,11 @@ SERVER_FORMS = ("http(s)://HOST:PORT", "unix:///PATH/broker.sock")
     "url", ["foo://x", "mysql://h/db", "sqlite:/relative.db", "postgres-ish://u:pw@h/x", "x.db"]
 )
 def test_S33_a_bad_store_url_names_both_store_forms_and_the_servers_in_the_cli(
-    cli: Cli, cli_inproc: Cli, tmp_path: Path, url: str
+    cli: Cli, cli_process: Cli, tmp_path: Path, url: str
 ) -> None:
     # Refused before any store is opened: in this process, but one real process.
     for argv in (["space", "list"], ["space", "create"], ["--url", url, "dir", "list", "x"]):
-        run = cli if argv == ["space", "create"] and url == "x.db" else cli_inproc
+        run = cli_process if argv == ["space", "create"] and url == "x.db" else cli
         res = run(*argv, env={"BROKER_URL": url})
         assert res.code == 2, (argv, res.err)
         line = res.err.strip()

@@ -186,13 +186,13 @@ def test_S37_guard_never_overwrites_a_foreign_hook_and_chains_it_with_force(
 
 
 def test_S37_guard_install_outside_a_repository_is_invalid_input(
-    tmp_path: Path, cli_inproc: Callable[..., Any]
+    tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
     (tmp_path / "plain").mkdir()  # refused before any store or hook is touched: in this process
-    r = cli_inproc("guard", "install", "--repo", str(tmp_path / "plain"))
+    r = cli("guard", "install", "--repo", str(tmp_path / "plain"))
     assert r.code == 2 and r.err.startswith("broker: invalid_input: ") and r.err.count("\n") == 1
     for cmd in ("install", "uninstall", "pre-commit"):
-        assert cli_inproc("guard", cmd, "--help").code == 0
+        assert cli("guard", cmd, "--help").code == 0
 
 
 def _hook(world: World, *env_pairs: tuple[str, str], who: str | None = None) -> Any:

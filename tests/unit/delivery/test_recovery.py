@@ -206,8 +206,9 @@ def test_S32_leases_of_a_live_process_are_untouched(
 
 
 def test_S32_a_transient_cli_claim_is_not_taken_back_when_its_process_ends(
-    store: Store, setup: tuple[str, Agent, Consumers], cli: Callable[..., Any], db_url: str
+    store: Store, setup: tuple[str, Agent, Consumers], cli_process: Callable[..., Any], db_url: str
 ) -> None:
+    cli = cli_process  # the process that claimed ends before the next call: the point
     space, sender, _ = setup
     _, joined = trusted.join(store, space, "worker", pid=None)
     mid = sender.send("worker", "via the cli").id
@@ -331,10 +332,14 @@ def test_S32_recovery_counts_what_came_back_and_nothing_when_no_holder_is_gone(
     dead = trusted.dead_process()
     held = inbox.claim(store, worker.identity, ClaimInput(limit=2), process=dead)
     assert [d.id for d in held.deliveries] == ids[:2]
-    mine = inbox.claim(store, worker.identity, ClaimInput(), process=procs.this_process())  # live: kept
+    mine = inbox.claim(
+        store, worker.identity, ClaimInput(), process=procs.this_process()
+    )  # live: kept
     assert inbox.recover_on_connect(store, pid) == 2
     assert inbox.recover_on_connect(store, pid) == 0  # once
     assert {m: s for m, (s, _) in states(store, space).items()} == {
-        ids[0]: "ready", ids[1]: "ready", ids[2]: "processing"
+        ids[0]: "ready",
+        ids[1]: "ready",
+        ids[2]: "processing",
     }
     assert mine.deliveries[0].id == ids[2]

@@ -415,8 +415,10 @@ def test_S26_agent_run_with_a_shell_script(
 
 
 def test_S26_agent_run_with_a_python_script(
-    cli: Any, db_url: str, store: Store, lead: Agent, tmp_path: Path
+    cli_process: Any, db_url: str, store: Store, lead: Agent, tmp_path: Path
 ) -> None:
+    # `agent run` serves in a process of its own while this test talks to it.
+    cli = cli_process
     script = tmp_path / "agent.py"
     script.write_text(PY_AGENT)
     result: dict[str, Any] = {}
@@ -503,7 +505,13 @@ def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
     import ast
 
     root = Path(__file__).resolve().parents[3] / "broker"
-    allowed = {"broker.api.handles", "broker.model.records", "broker.errors", "broker.model.pydantic_inputs", "broker.vocab"}
+    allowed = {
+        "broker.api.handles",
+        "broker.model.records",
+        "broker.errors",
+        "broker.model.pydantic_inputs",
+        "broker.vocab",
+    }
     for name, extra in (
         ("teammates/runtime.py", set()),
         ("teammates/demo.py", {"broker.teammates.runtime"}),
