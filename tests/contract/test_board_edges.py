@@ -56,6 +56,9 @@ def test_S21_S33_a_read_returns_100_by_default_takes_1000_and_refuses_1001_namin
     for read in (
         lambda n: lynx.board_read(limit=n),
         lambda n: operator.board(space, limit=n),
+        # the agent's limit is bounded at the edge first; the library's own check is this one
+        lambda n: posts.read(store, lynx.identity, limit=n),
+        lambda n: posts.view(store, space, limit=n),
     ):
         for bad in (1001, 0):
             with pytest.raises(errors.InvalidInput) as info:
@@ -84,7 +87,10 @@ def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
         shown = " ".join(runner.invoke(main, [*command, "--help"]).output.split())
         assert f"[default: {default}; 1<=x<={top}]" in shown, command
         past = runner.invoke(main, [*command, "--limit", str(top + 1)])
-        assert past.exit_code == 2 and f"'{top + 1}' is not a whole number from 1 to {top}" in past.output
+        assert (
+            past.exit_code == 2
+            and f"'{top + 1}' is not a whole number from 1 to {top}" in past.output
+        )
 
 
 # --- S21: the cursor --------------------------------------------------------------------------
