@@ -365,9 +365,16 @@ def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[...,
             assert (info.value.message, info.value.fields) == (message, fields), key
 
 
-def test_S22_S33_ttl_and_fence_refusals_name_the_field(join: Callable[..., Agent]) -> None:
+def test_S22_S33_ttl_and_fence_refusals_name_the_field(
+    join: Callable[..., Agent], store: Store
+) -> None:
     lynx = join("lynx")
     assert lynx.claim_key("k", 86400).fence == 1  # exactly the bound
+    # the agent's wait is bounded at the edge first; the library's own check names it too
+    for wait in (-1, 86401):
+        with pytest.raises(errors.InvalidInput) as info:
+            claims.claim(store, lynx.identity, "w", wait=wait)
+        assert info.value.fields == {"field": "wait"}
     for call in (lambda: lynx.claim_key("k", 86400.5), lambda: lynx.renew_key("k", 1, 0)):
         with pytest.raises(errors.InvalidInput) as info:
             call()
