@@ -370,11 +370,16 @@ def test_S22_S33_ttl_and_fence_refusals_name_the_field(
 ) -> None:
     lynx = join("lynx")
     assert lynx.claim_key("k", 86400).fence == 1  # exactly the bound
-    # the agent's wait is bounded at the edge first; the library's own check names it too
-    for wait in (-1, 86401):
+    # The surfaces bound these at the edge first; the library's own checks name them too.
+    for call, field in (
+        (lambda: claims.claim(store, lynx.identity, "w", wait=-1), "wait"),
+        (lambda: claims.claim(store, lynx.identity, "w", wait=86401), "wait"),
+        (lambda: claims.claim(store, lynx.identity, "w", ttl=86400.5), "ttl"),
+        (lambda: claims.release_as_operator(store, lynx.space_id, "k", reason="x" * 501), "reason"),
+    ):
         with pytest.raises(errors.InvalidInput) as info:
-            claims.claim(store, lynx.identity, "w", wait=wait)
-        assert info.value.fields == {"field": "wait"}
+            call()
+        assert info.value.fields == {"field": field}
     for call in (lambda: lynx.claim_key("k", 86400.5), lambda: lynx.renew_key("k", 1, 0)):
         with pytest.raises(errors.InvalidInput) as info:
             call()
