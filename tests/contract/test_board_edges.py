@@ -341,6 +341,9 @@ def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None
     for model in (KeyClaimInput, KeyRenewInput):
         assert model.field("ttl").default == claims.DEFAULT_TTL, model
     assert cli_board.DEFAULT_TTL == claims.DEFAULT_TTL
+    # and a claim answers at once unless asked to wait, in the library as on the agent
+    for fn in (claims.claim, LibraryAgent.claim_key):
+        assert inspect.signature(fn).parameters["wait"].default == 0, fn
 
 
 def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[..., Agent]) -> None:
