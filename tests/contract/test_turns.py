@@ -19,6 +19,7 @@ from wakeprobe import WakeProbe
 
 from broker import Agent, Operator, Store, errors
 from broker.delivery import transcript, turns
+from broker.model.inputs import TurnQuarantineInput
 from broker.model.records import Turn
 from broker.store import procs
 
@@ -528,6 +529,15 @@ def test_S18_seen_of_someone_elses_turn_is_not_found(crew: Crew) -> None:
     assert turn.id is not None
     with pytest.raises(errors.NotFound) as info:
         crew.c.seen(turn.id)
+    assert (info.value.message, info.value.fields) == (
+        f"no turn {turn.id!r} of c",
+        {"turn_id": turn.id},
+    )
+    # the same words when it is set aside by its id (a served teammate, S26)
+    with pytest.raises(errors.NotFound) as info:
+        turns.quarantine_by_id(
+            crew.store, crew.c.identity, TurnQuarantineInput(turn_id=turn.id, reason="r")
+        )
     assert (info.value.message, info.value.fields) == (
         f"no turn {turn.id!r} of c",
         {"turn_id": turn.id},
