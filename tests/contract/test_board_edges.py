@@ -56,6 +56,9 @@ def test_S21_S33_a_read_returns_100_by_default_takes_1000_and_refuses_1001_namin
     for read in (
         lambda n: lynx.board_read(limit=n),
         lambda n: operator.board(space, limit=n),
+        # the agent's limit is bounded at the edge first; the library's own check is this one
+        lambda n: posts.read(store, lynx.identity, limit=n),
+        lambda n: posts.view(store, space, limit=n),
     ):
         for bad in (1001, 0):
             with pytest.raises(errors.InvalidInput) as info:
@@ -83,7 +86,10 @@ def test_S21_every_surface_states_the_same_read_bounds_as_the_library() -> None:
         shown = " ".join(runner.invoke(main, [*command, "--help"]).output.split())
         assert f"[default: {default}; 1<=x<={top}]" in shown, command
         past = runner.invoke(main, [*command, "--limit", str(top + 1)])
-        assert past.exit_code == 2 and f"'{top + 1}' is not a whole number from 1 to {top}" in past.output
+        assert (
+            past.exit_code == 2
+            and f"'{top + 1}' is not a whole number from 1 to {top}" in past.output
+        )
 
 
 # --- S21: the cursor --------------------------------------------------------------------------
@@ -330,6 +336,9 @@ def test_S22_every_surface_states_the_same_claim_length_as_the_library() -> None
     for model in (KeyClaimInput, KeyRenewInput):
         assert model.field("ttl").default == claims.DEFAULT_TTL, model
     assert cli_board.DEFAULT_TTL == claims.DEFAULT_TTL
+    # and a claim answers at once unless asked to wait, in the library as on the agent
+    for fn in (claims.claim, LibraryAgent.claim_key):
+        assert inspect.signature(fn).parameters["wait"].default == 0, fn
 
 
 def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[..., Agent]) -> None:
@@ -354,9 +363,21 @@ def test_S22_S33_claim_key_refusals_say_why_and_name_the_key(join: Callable[...,
             assert (info.value.message, info.value.fields) == (message, fields), key
 
 
-def test_S22_S33_ttl_and_fence_refusals_name_the_field(join: Callable[..., Agent]) -> None:
+def test_S22_S33_ttl_and_fence_refusals_name_the_field(
+    join: Callable[..., Agent], store: Store
+) -> None:
     lynx = join("lynx")
     assert lynx.claim_key("k", 86400).fence == 1  # exactly the bound
+    # The surfaces bound these at the edge first; the library's own checks name them too.
+    for call, field in (
+        (lambda: claims.claim(store, lynx.identity, "w", wait=-1), "wait"),
+        (lambda: claims.claim(store, lynx.identity, "w", wait=86401), "wait"),
+        (lambda: claims.claim(store, lynx.identity, "w", ttl=86400.5), "ttl"),
+        (lambda: claims.release_as_operator(store, lynx.space_id, "k", reason="x" * 501), "reason"),
+    ):
+        with pytest.raises(errors.InvalidInput) as info:
+            call()
+        assert info.value.fields == {"field": field}
     for call in (lambda: lynx.claim_key("k", 86400.5), lambda: lynx.renew_key("k", 1, 0)):
         with pytest.raises(errors.InvalidInput) as info:
             call()

@@ -79,6 +79,7 @@ def test_S33_the_modules_refuse_a_bool_wait_without_the_handles_check(
     is not a number of seconds."""
     _, _, b = crew
     assert_refused(store, lambda: turns.next_turn(store, b.identity, wait=False), "wait")
+    assert_refused(store, lambda: turns.next_turn(store, b.identity, wait=-1), "wait")
     assert_refused(store, lambda: inbox.claim(store, b.identity, ClaimInput(wait=False)), "wait")
 
 
