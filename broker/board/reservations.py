@@ -188,10 +188,10 @@ def reserve(
     known = _overlaps(store, ident, wanted, mode, tx)
 
     def run(t: Tx, caller: Caller) -> list[Reservation]:
-        now = store.now()
+        space = ident.space_id
+        now = store.now_in(t, space)  # S44: after every overlapping grant's end
         at = fmt_ts(now)
         expires = ts_after(now, ttl)
-        space = ident.space_id
         _expire(t, space, at)
         live = [_record(r) for r in t.all(_LIVE, {"space_id": space, "at": at})]
         held = {r.pattern for r in live if r.holder == ident.address and r.mode == mode}
@@ -259,7 +259,7 @@ def release(store: Store, ident: Identity, token: int, *, tx: Tx | None = None) 
     token = _token(token)
 
     def run(t: Tx, _row: Caller) -> JournalEntry:
-        at = store.now_ts()
+        at = fmt_ts(store.now_in(t, ident.space_id))
         r = _held(t, ident, token, at, "release")
         holds.end_reservation(t, ident.space_id, token, at)
         key, expires = journal_key(r["pattern"]), r["lease_expires_at"]
@@ -276,7 +276,7 @@ def renew(
     ttl = claims.validate_ttl(ttl)
 
     def run(t: Tx, _row: Caller) -> Reservation:
-        now = store.now()
+        now = store.now_in(t, ident.space_id)
         at = fmt_ts(now)
         r = _held(t, ident, token, at, "renew")
         expires = ts_after(now, ttl)
@@ -297,7 +297,7 @@ def release_as_operator(
     why = claims.operator_reason(reason)
     with store.write(tx) as t:
         space_id = resolve_id(t, space_ref)
-        at = store.now_ts()
+        at = fmt_ts(store.now_in(t, space_id))
         r = t.one(_ROW, {"space_id": space_id, "token": token})
         if r is None or r["ended_at_utc"] is not None or r["lease_expires_at"] <= at:
             problem = (

@@ -79,7 +79,8 @@ _COMMIT = stmt("store.commit").postgresql
 _ROLLBACK = stmt("store.rollback").postgresql
 _MIGRATE_LOCK = stmt("store.migrate_lock")
 _LOCK_SPACE = stmt("store.lock_space")
-_DB_CLOCK = stmt("store.clock").postgresql
+_CLOCK = stmt("store.clock")
+_DB_CLOCK = _CLOCK.postgresql
 _QMARK = re.compile(r"'(?:[^']|'')*'|\?|%")
 
 
@@ -459,6 +460,21 @@ class PgStore(Store):
         if space_id not in raw.locked:
             raw.execute(_LOCK_SPACE, {"space_id": space_id})
             raw.locked.add(space_id)
+
+    def now_in(self, t: Tx, space_id: str) -> datetime:
+        """The database's clock, read in ``t`` after the space's lock (S44). Each
+        process follows that clock only to within a millisecond
+        (``_follow_db_clock``), so a write whose time must order it against other
+        processes' writes of the space (a reservation granted after an
+        overlapping one ended) takes the one clock itself, exactly, and this
+        process's clock is moved up to it. A clock a test gives is kept."""
+        self.lock_space(t, space_id)
+        if not self._db_clock:
+            return self.now()
+        raw: PgConn = t.raw  # type: ignore[assignment]
+        at = datetime.fromtimestamp(float(raw.execute(_CLOCK).fetchone()[0]), UTC)
+        self.clock.floor(at)
+        return at
 
     def socket_path(self) -> Path:
         """No folder of the database's here: the socket lives in BROKER_HOME,

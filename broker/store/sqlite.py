@@ -469,6 +469,14 @@ class Store:
             raise
         return row[0] if row else None
 
+    def now_in(self, t: Tx, space_id: str) -> datetime:
+        """The store's time for a write of one space, read after the space's lock
+        (S44): later than every write of the space that committed before it.
+        SQLite's writers share the host's clock and queue on one lock: ``now()``.
+        The PostgreSQL store reads the database's clock in ``t``."""
+        self.lock_space(t, space_id)
+        return self.now()
+
     def lock_space(self, t: Tx, space_id: str) -> None:
         """Make the writers of one space queue behind each other from here to the
         end of ``t`` (the per-space sequence is gap-free and in commit order, a

@@ -9,6 +9,7 @@ import multiprocessing as mp
 import random
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -344,3 +345,32 @@ def test_S37_16_processes_racing_for_overlapping_patterns_never_overlap_exclusiv
     print(
         f"16 processes: {len(grants)} grants of {len(RACE_PATTERNS)} overlapping patterns, 0 overlaps"
     )
+
+
+def test_S44_a_grant_after_an_overlapping_release_by_a_process_whose_clock_runs_ahead_is_journaled_after_it(
+    db_url: str, operator: Operator
+) -> None:
+    """Each PostgreSQL process follows the database's clock only to within a
+    millisecond; a reservation's grant, release and renewal take the database's
+    clock itself (after the space's lock), so a grant that follows an overlapping
+    release in fact follows it in the journal too, whatever the releaser's clock
+    says. (On SQLite the writers share the host's clock: the same holds.)"""
+    space = operator.create_space("workflow").id
+    ahead, behind = Store(db_url), Store(db_url)
+    try:
+        a_id, b_id = (trusted.join(ahead, space, name)[1] for name in ("ahead", "behind"))
+        a = Agent.connect(ahead, space, a_id.address, a_id.token)
+        b = Agent.connect(behind, space, b_id.address, b_id.token)
+        a.me()  # each store has read the database's clock by now
+        b.me()
+        if db_url.startswith("postgresql"):  # SQLite's writers share the host's clock
+            ahead.clock.offset += timedelta(seconds=5)  # a process whose clock runs 5 s fast
+        [first] = a.reserve("src/**")
+        a.release_reservation(first.fence)
+        [second] = b.reserve("src/core/db.py")
+        journal = Operator(ahead).claim_journal(space)
+    finally:
+        ahead.close()
+        behind.close()
+    at = {(j.event, j.fence): j.at_utc for j in journal}
+    assert at[("released", first.fence)] <= at[("claimed", second.fence)]
