@@ -438,7 +438,7 @@ class SearchInput(Input):
         default=None,
         high=8,
         one=True,
-        metavar="KIND",
+        metavar="KINDS",  # the CLI's --kind also takes them comma-separated (direct,post)
         wire="kind",
         tool="kinds",
     )
