@@ -56,14 +56,8 @@ def _search(
     from broker.mail import search
     from broker.model.typecheck import utc_time
 
+    since = None if inp.since is None else utc_time(inp.since)  # the stored times' form
     return search.search(
-        store,
-        who,
-        inp.query,
-        sender=inp.sender,
-        to=inp.to,
-        kinds=inp.kinds,
-        since=None if inp.since is None else utc_time(inp.since),
-        limit=inp.limit,
-        tx=tx,
-    )
+        store, who, inp.query, sender=inp.sender, to=inp.to, kinds=inp.kinds, since=since,
+        limit=inp.limit, tx=tx,
+    )  # fmt: skip
