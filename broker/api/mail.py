@@ -7,9 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.api.operations import MESSAGE_STATUS, POLICY, SET_POLICY, Operation, declared
+from broker.api.operations import (
+    MESSAGE_STATUS,
+    OPERATOR_SEARCH,
+    POLICY,
+    SEARCH,
+    SET_POLICY,
+    Operation,
+    declared,
+)
 from broker.model.fields import Input
-from broker.model.typecheck import checked, utc_time
+from broker.model.typecheck import checked
 from broker.store.sqlite import Tx
 from broker.vocab import SEARCH_DEFAULT
 
@@ -33,31 +41,20 @@ class AgentMail:
         op = MESSAGE_STATUS
         return self.call(op, op.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(SEARCH)
     def search(
         self,
         query: str,
         *,
         sender: str | None = None,
         to: str | None = None,
-        kinds: Iterable[str] | None = None,
+        kinds: list[str] | None = None,
         since: str | None = None,
         limit: int = SEARCH_DEFAULT,
         tx: Tx | None = None,
     ) -> list[SearchHit]:
         """Full-text search of what this agent sent or received (S36), best first."""
-        from broker.mail import search
-
-        return search.agent_search(
-            self.store,
-            self.identity,
-            query,
-            sender=sender,
-            to=to,
-            kinds=kinds,
-            since=None if since is None else utc_time(since),
-            limit=limit,
-            tx=tx,
-        )
+        return self.call(SEARCH, SEARCH.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(POLICY)
     def contact_policy(self, *, tx: Tx | None = None) -> ContactPolicy:
@@ -82,6 +79,7 @@ class OperatorMail:
 
     store: Store
 
+    @declared(OPERATOR_SEARCH)
     def search(
         self,
         space: str,
@@ -89,15 +87,13 @@ class OperatorMail:
         *,
         sender: str | None = None,
         to: str | None = None,
-        kinds: Iterable[str] | None = None,
+        kinds: list[str] | None = None,
         since: str | None = None,
         limit: int = SEARCH_DEFAULT,
+        tx: Tx | None = None,
     ) -> list[SearchHit]:
         """Full-text search of one whole space (S36), best first, with snippets."""
-        from broker.mail import search
+        return self.call(OPERATOR_SEARCH, OPERATOR_SEARCH.take(locals()), tx)  # type: ignore[no-any-return]
 
-        if since is not None:
-            since = utc_time(since)
-        return search.search(
-            self.store, space, query, sender=sender, to=to, kinds=kinds, since=since, limit=limit
-        )
+    def call(self, op: Operation, inp: Input | Mapping[str, Any], tx: Tx | None = None) -> Any:
+        raise NotImplementedError  # the handle's own (broker.api.operator.Operator.call)

@@ -87,14 +87,31 @@ class Field:
         *,
         default: Any = REQUIRED,
         metavar: str | None = None,
+        wire: str | None = None,
+        tool: str | None = None,
     ) -> None:
         self.name = ""  # given by the record that declares it (bind)
         self.help = help
         self.default = default
         self.metavar = metavar
+        self.wire = wire
+        self.tool = tool
 
     def bind(self, name: str) -> None:
         self.name = name
+
+    @property
+    def key(self) -> str:
+        """The field's name on the HTTP API and the CLI (JSON key, query parameter,
+        flag, OpenAPI): its ``wire`` name where the Python name cannot be that
+        word (``from``), else its name."""
+        return self.wire or self.name
+
+    @property
+    def tool_key(self) -> str:
+        """The field's name in an MCP tool's schema: ``tool`` where a tool may not
+        show the wire name (S10: no tool lists a ``from``), else ``key``."""
+        return self.tool or self.key
 
     @property
     def required(self) -> bool:
@@ -104,7 +121,7 @@ class Field:
         """The refusal naming the field, quoting ``value`` (or ``shown``)."""
         if shown is None:
             shown = "" if value is REQUIRED else _shown(value)
-        return InvalidInput(f"bad {self.name}{' ' if shown else ''}{shown}: {why}", field=self.name)
+        return InvalidInput(f"bad {self.key}{' ' if shown else ''}{shown}: {why}", field=self.key)
 
     def check(self, value: object) -> Any:
         """``value`` as the field keeps it, or ``invalid_input`` naming the field."""
@@ -166,7 +183,7 @@ class Text(Field):
 
     def refuse(self, why: str, value: object = REQUIRED, shown: str | None = None) -> InvalidInput:
         if self.secret:  # never quoted: a refusal may be logged or shown
-            return InvalidInput(f"bad {self.name}: {why}", field=self.name)
+            return InvalidInput(f"bad {self.key}: {why}", field=self.key)
         return super().refuse(why, value, shown)
 
     def convert(self, value: object) -> Any:
@@ -337,6 +354,7 @@ class Texts(Field):
 
     def bind(self, name: str) -> None:
         self.name = self.item.name = name
+        self.item.wire, self.item.tool = self.wire, self.tool
 
     def convert(self, value: object) -> Any:
         if type(value) is str and self.one:
@@ -354,8 +372,8 @@ class Texts(Field):
             try:
                 out.append(item.check(v))
             except InvalidInput as exc:
-                said = exc.message.replace(f"bad {self.name}", f"bad {self.name}.{i}", 1)
-                raise InvalidInput(said, field=self.name) from None
+                said = exc.message.replace(f"bad {self.key}", f"bad {self.key}.{i}", 1)
+                raise InvalidInput(said, field=self.key) from None
         return out
 
     def type_schema(self) -> dict[str, Any]:
@@ -431,10 +449,13 @@ def text(
     words: str | None = None,
     metavar: str | None = None,
     secret: bool = False,
+    wire: str | None = None,
+    tool: str | None = None,
 ) -> Any:
     return Text(
         help, default=default, low=low, high=high, strip=strip, blank=blank, empty=empty,
-        line=line, pattern=pattern, words=words, metavar=metavar, secret=secret,
+        line=line, pattern=pattern, words=words, metavar=metavar, secret=secret, wire=wire,
+        tool=tool,
     )  # fmt: skip
 
 
@@ -447,8 +468,13 @@ def texts(
     high: int = 64,
     one: bool = False,
     metavar: str | None = None,
+    wire: str | None = None,
+    tool: str | None = None,
 ) -> Any:
-    return Texts(help, item, default=default, low=low, high=high, one=one, metavar=metavar)
+    return Texts(
+        help, item, default=default, low=low, high=high, one=one, metavar=metavar, wire=wire,
+        tool=tool,
+    )  # fmt: skip
 
 
 def whole(
@@ -511,6 +537,8 @@ class Input:
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     NAMES: ClassVar[frozenset[str]] = frozenset()
+    KEYS: ClassVar[frozenset[str]] = frozenset()
+    """what ``parse`` takes: the fields' names, wire names and tool names"""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -524,6 +552,7 @@ class Input:
             declared = [f for f in declared if f.name != name] + [spec]
         cls.FIELDS = tuple(declared)
         cls.NAMES = frozenset(f.name for f in declared)
+        cls.KEYS = cls.NAMES | {k for f in declared for k in (f.key, f.tool_key)}
 
     def __init__(self, **values: Any) -> None:
         self._fill(values)
@@ -541,6 +570,10 @@ class Input:
     def _fill(self, data: Mapping[str, Any]) -> None:
         values = self.__dict__
         for f in self.FIELDS:
+            # a surface names it by its key, the library method by its name
+            if f.wire is not None or f.tool is not None:
+                values[f.name] = _aliased(data, f)
+                continue
             given = data.get(f.name, REQUIRED)
             if given is REQUIRED:
                 if f.default is REQUIRED:
@@ -548,9 +581,9 @@ class Input:
                 values[f.name] = f.default
             else:
                 values[f.name] = f.check(given)
-        if not self.NAMES.issuperset(data):
+        if not self.KEYS.issuperset(data):
             for name in data:
-                if name not in self.NAMES:
+                if name not in self.KEYS:
                     raise InvalidInput(
                         f"unknown field {name!r}: this tool does not take it", field=name
                     )
@@ -573,15 +606,19 @@ class Input:
         return f"{type(self).__qualname__}({shown})"
 
     @classmethod
-    def schema(cls, leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
-        """The record as a JSON Schema object: closed to other fields (S10)."""
+    def schema(
+        cls, leave_out: frozenset[str] = frozenset(), *, tool: bool = False
+    ) -> dict[str, Any]:
+        """The record as a JSON Schema object, closed to other fields (S10): its
+        properties named as the HTTP API names them, or (``tool``) an MCP tool."""
         kept = [f for f in cls.FIELDS if f.name not in leave_out]
+        keys = {f.name: f.tool_key if tool else f.key for f in kept}
         out: dict[str, Any] = {
             "type": "object",
-            "properties": {f.name: f.schema() for f in kept},
+            "properties": {keys[f.name]: f.schema() for f in kept},
             "additionalProperties": False,
         }
-        required = [f.name for f in kept if f.required]
+        required = [keys[f.name] for f in kept if f.required]
         if required:
             out["required"] = required
         return out
@@ -598,6 +635,24 @@ class Input:
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (and checked)."""
         return type(self).parse({**self.__dict__, **changes})
+
+
+def _aliased(data: Mapping[str, Any], f: Field) -> Any:
+    """A field of several names (``Field.wire``, ``Field.tool``) as given by one of
+    them; a refusal names it as given (``bad written_by`` to an MCP tool)."""
+    given = [k for k in dict.fromkeys((f.name, f.key, f.tool_key)) if k in data]
+    if not given:
+        if f.default is REQUIRED:
+            raise InvalidInput(f"bad {f.key}: required", field=f.key)
+        return f.default
+    if len(given) > 1:
+        raise InvalidInput(f"give {given[0]} once (not also as {given[1]})", field=given[1])
+    used = given[0]
+    try:
+        return f.check(data[used])
+    except InvalidInput as exc:
+        said = exc.message.replace(f"bad {f.key}", f"bad {used}", 1)
+        raise InvalidInput(said, field=used) from None
 
 
 def _hashable(value: Any) -> Any:

@@ -22,6 +22,9 @@ from broker.vocab import (
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
     MIN_SECONDS,
+    SEARCH_DEFAULT,
+    SEARCH_MAX,
+    SEARCH_SYNTAX,
     SETTING_BOUNDS,
     SPACE_KINDS,
     SPACE_STATES,
@@ -405,6 +408,58 @@ class BoardReadInput(Input):
 
     after: str | None = _board_after()
     limit: int = _board_limit()
+
+
+# --- search (S36) ---------------------------------------------------------------------------
+class SearchInput(Input):
+    """``msg.search``: what the calling agent sent or received, best match first."""
+
+    # the query language's own check (broker.mail.search) words every refusal of it
+    query: str = fields.text(f"The words to find: {SEARCH_SYNTAX}.", low=0, high=BODY_MAX)
+    sender: str | None = fields.text(
+        "Optional: only messages this address sent.",
+        default=None,
+        high=400,
+        strip=True,
+        metavar="ADDR",
+        wire="from",
+        tool="written_by",  # a filter, not a sender: no tool lists a from (S10)
+    )
+    to: str | None = fields.text(
+        "Optional: only messages addressed to, or that reached, this address.",
+        default=None,
+        high=400,
+        strip=True,
+        metavar="ADDR",
+    )
+    kinds: list[str] | None = fields.texts(
+        "Optional: only these kinds (direct, broadcast, post, operator, ...).",
+        fields.Text("a message kind", high=16),
+        default=None,
+        high=8,
+        one=True,
+        metavar="KINDS",  # the CLI's --kind also takes them comma-separated (direct,post)
+        wire="kind",
+        tool="kinds",
+    )
+    since: str | None = fields.text(
+        "Optional: only messages logged at or after this UTC time (2026-11-30T03:52:00.000000Z).",
+        default=None,
+        high=40,
+        metavar="WHEN",
+    )
+    limit: int = fields.whole(
+        f"At most this many results, best first (1-{SEARCH_MAX}).",
+        default=SEARCH_DEFAULT,
+        high=SEARCH_MAX,
+        metavar="N",
+    )
+
+
+class OperatorSearchInput(SearchInput):
+    """``messages.search``: one whole space's log (S36)."""
+
+    space: str = _space()
 
 
 # --- the participant itself ------------------------------------------------------------------

@@ -60,6 +60,7 @@ from broker.api.operations import (
     OPERATOR_MESSAGE_STATUS,
     OPERATOR_RELEASE_KEY,
     OPERATOR_RETRACT,
+    OPERATOR_SEARCH,
     OPERATOR_SEND,
     PARTICIPANT,
     PARTICIPANTS,
@@ -79,6 +80,7 @@ from broker.api.operations import (
     RESERVE,
     RETRACT,
     ROTATE_JOIN_KEY,
+    SEARCH,
     SEEN,
     SEND,
     SET_POLICY,
@@ -142,7 +144,7 @@ def test_each_declared_operation_is_on_the_surfaces_its_declaration_names(op: Op
 
         tools = agent_tools.AGENT_TOOLS if op.caller == "agent" else operator_tools.OPERATOR_TOOLS
         spec = next(t for t in tools if t.name == op.mcp)
-        assert spec.op is op and spec.schema() == op.input.schema()
+        assert spec.op is op and spec.schema() == op.input.schema(tool=True)
     if op.cli is not None:
         group, name = op.cli.split()
         assert group in COMMANDS
@@ -329,8 +331,18 @@ def _cli_params(op: Operation) -> tuple[dict[str, str], list[str]]:
             for f in op.input.FIELDS:
                 if p.name == f.name or f.name in getattr(p, "fields", ()):
                     flags.setdefault(f.name, max(p.opts, key=len))
-    arguments = [f.name for f in op.input.FIELDS if f.name not in flags]
+    arguments = [f.name for f in _in_place(op) if f.name not in flags]
     return flags, arguments
+
+
+def _in_place(op: Operation) -> list[Any]:
+    """The fields in the order the library method takes them (its positional ones
+    first: RUN_ID QUERY, though a search's record declares its space last)."""
+    last = len(op.positional)
+    return sorted(
+        op.input.FIELDS,
+        key=lambda f: op.positional.index(f.name) if f.name in op.positional else last,
+    )
 
 
 def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
@@ -340,7 +352,7 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
     argv = [*op.cli.split(), "--json", "--url", w.store.url, *CLI_EXTRA.get(op, [])]
     flags, arguments = _cli_params(op)
     words: list[str] = []
-    for f in op.input.FIELDS:
+    for f in _in_place(op):
         if f.name not in case:
             continue
         value = case[f.name]
@@ -503,6 +515,15 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     # a message's status, the contact policy (S38)
     (MESSAGE_STATUS, {"message_id": "01JAAAAAAAAAAAAAAAAAAAAAAA"}, set()),  # not one it sent
     (MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
+    # search (S36): the filter of who sent is `from` on the wire and the CLI, written_by to a tool
+    (SEARCH, {"query": "fields"}, {"mcp"}),  # MCP answers {"hits": [...]}
+    (SEARCH, {"query": "fields", "sender": "lynx", "kinds": ["direct"], "limit": 5}, {"mcp"}),
+    (SEARCH, {"query": ""}, set()),
+    (SEARCH, {"query": '"open'}, set()),
+    (SEARCH, {"query": "x", "limit": 0}, {"cli"}),  # the CLI's --limit type states the range
+    (SEARCH, {"query": "x", "since": "garbage"}, {"cli"}),  # the CLI's --since also takes an age
+    (SEARCH, {"query": "x", "kinds": ["moon"]}, set()),
+    (SEARCH, {"query": "x", "sender": 5}, {"cli", "http"}),  # a query string is text
     (POLICY, {}, set()),
     (SET_POLICY, {"policy": "open"}, set()),
     (SET_POLICY, {"policy": "listed", "allow": "lynx"}, set()),
@@ -579,6 +600,11 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (TRANSCRIPT, {"address": "otter"}, set()),
     (TRANSCRIPT, {"address": "zed"}, set()),
     (THREADS, {}, set()),
+    (OPERATOR_SEARCH, {"query": "fields"}, set()),
+    (OPERATOR_SEARCH, {"query": "fields", "sender": "lynx", "kinds": "direct", "limit": 5}, set()),
+    (OPERATOR_SEARCH, {"query": "x", "since": "garbage"}, {"cli"}),  # --since takes an age too
+    (OPERATOR_SEARCH, {"query": "x", "to": "a" * 401}, set()),
+    (OPERATOR_SEARCH, {"space": "nosuch", "query": "x"}, set()),
     (OPERATOR_MESSAGE_STATUS, {"message_id": "01J0000000000000000000000Z"}, set()),
     (OPERATOR_MESSAGE_STATUS, {"message_id": ""}, {"http", "remote"}),  # no path segment
     # a joiner: the credential is a secret field, never quoted back (broker join is by hand)

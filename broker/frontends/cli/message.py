@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from broker import errors
-from broker.api.operations import OPERATOR_SEND, SEND
+from broker.api.operations import OPERATOR_SEARCH, OPERATOR_SEND, SEARCH, SEND
 from broker.frontends.cli._common import (
     COUNT,
-    Whole,
     agent,
     emit_json,
     identity_options,
@@ -25,7 +24,7 @@ from broker.frontends.cli._common import (
 )
 from broker.frontends.cli._output import emit_lines, run_send, safe
 from broker.frontends.cli.options import from_operation
-from broker.vocab import MESSAGE_KINDS, SEARCH_DEFAULT, SEARCH_MAX, SEARCH_SYNTAX, ascii_digits
+from broker.vocab import MESSAGE_KINDS, SEARCH_SYNTAX, ascii_digits
 
 if TYPE_CHECKING:
     from broker.model.records import AckStatus, LogEntry, SearchHit, Thread
@@ -117,34 +116,11 @@ def _hit_line(h: SearchHit) -> str:
     return f"#{h.seq} {h.id} {stamp} {h.kind} {safe(h.sender)}{where}: {safe(h.snippet)}"
 
 
-def _search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(
-        (
-            click.option("--from", "sender", metavar="ADDR", help="Only messages ADDR sent."),
-            click.option(
-                "--to",
-                "to",
-                metavar="ADDR",
-                help="Only messages addressed to ADDR or that reached it.",
-            ),
-            click.option(
-                "--kind", metavar="KINDS", help="Comma-separated kinds, e.g. direct,post."
-            ),
-            click.option(
-                "--since", metavar="WHEN", help="Only since a UTC time or an age (10m, 2h)."
-            ),
-            click.option(
-                "--limit",
-                type=Whole(1, SEARCH_MAX),
-                default=SEARCH_DEFAULT,
-                show_default=True,
-                metavar="N",
-                help="At most N results, best first.",
-            ),
-        )
-    ):
-        fn = option(fn)
-    return fn
+def _searched(args: dict[str, Any]) -> dict[str, Any]:
+    """The search's fields as the CLI also takes them: ``--kind`` comma-separated
+    (direct,post) and ``--since`` an age (10m, 2h)."""
+    kinds = [k.strip() for word in args["kinds"] or () for k in word.split(",") if k.strip()]
+    return {**args, "kinds": kinds or None, "since": _since(args["since"])}
 
 
 SEARCH_HELP = f"""Query: {SEARCH_SYNTAX}.
@@ -152,27 +128,14 @@ Best match first, matched words in [brackets]."""
 
 
 @msg.command("search", epilog=SEARCH_HELP)
-@click.argument("query")
-@_search_options
+@from_operation(SEARCH, arguments=("query",))
 @identity_options
 @json_option
 def msg_search(
-    query: str,
-    sender: str | None,
-    to: str | None,
-    kind: str | None,
-    since: str | None,
-    limit: int,
-    space: str | None,
-    as_: str | None,
-    token: str | None,
-    as_json: bool,
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
 ) -> None:
     """Full-text search of the messages you sent or received (S36)."""
-    me = agent(space, as_, token)
-    hits = me.search(
-        query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
-    )
+    hits = agent(space, as_, token).search(**_searched(args))
     emit_lines(hits, as_json, _hit_line)
 
 
@@ -353,25 +316,11 @@ def _thread_line(th: Thread) -> str:
 
 
 @message.command("search", epilog=SEARCH_HELP)
-@click.argument("run_id")
-@click.argument("query")
-@_search_options
+@from_operation(OPERATOR_SEARCH, arguments=("space", "query"))
 @json_option
-def message_search(
-    run_id: str,
-    query: str,
-    sender: str | None,
-    to: str | None,
-    kind: str | None,
-    since: str | None,
-    limit: int,
-    as_json: bool,
-) -> None:
+def message_search(args: dict[str, Any], as_json: bool) -> None:
     """Full-text search of the whole log of RUN_ID (S36)."""
-    hits = operator().search(
-        run_id, query, sender=sender, to=to, kinds=_kinds(kind), since=_since(since), limit=limit
-    )
-    emit_lines(hits, as_json, _hit_line)
+    emit_lines(operator().search(**_searched(args)), as_json, _hit_line)
 
 
 @message.command("status")

@@ -117,8 +117,8 @@ def _argument(f: fields.Field) -> Callable[[F], F]:
 
 
 def _option(f: fields.Field, flag: str | None) -> Callable[[F], F]:
-    name = flag or "--" + f.name.replace("_", "-")
-    kw: dict[str, Any] = {"help": f.help, "cls": LibraryOption, "fields": (f.name,)}
+    name = flag or "--" + f.key.replace("_", "-")
+    kw: dict[str, Any] = {"help": f.help, "cls": LibraryOption, "fields": (f.key,)}
     if f.metavar:
         kw["metavar"] = f.metavar
     if isinstance(f, fields.Flag):

@@ -69,23 +69,24 @@ def _query_doc(f: fields.Field) -> Query:
     if isinstance(f, fields.Record):
         raise TypeError(f"{f.name}: named values cannot travel in a query string")
     if isinstance(f, fields.Whole):
-        return Query(f.name, "int", f.help, f.low, f.high)
+        return Query(f.key, "int", f.help, f.low, f.high)
     if isinstance(f, fields.Flag):
-        return Query(f.name, "bool", f.help)
+        return Query(f.key, "bool", f.help)
     if isinstance(f, fields.Texts):
-        return Query(f.name, "list", f.help)
+        return Query(f.key, "list", f.help)
     if isinstance(f, fields.Number):
-        return Query(f.name, "number", f.help)
+        return Query(f.key, "number", f.help)
     if isinstance(f, fields.Choice):
-        return Query(f.name, "str", f.help, choices=f.choices)
-    return Query(f.name, "str", f.help)
+        return Query(f.key, "str", f.help, choices=f.choices)
+    return Query(f.key, "str", f.help)
 
 
 def from_query(op: Operation, params: QueryParams) -> dict[str, Any]:
     """A ``GET``'s input from its query string: each field's text read as the
     field's kind (a whole number, true or false, a number; a list repeats the
     name), for its input record to check like any other input."""
-    by_name = {f.name: f for f in query_fields(op)}
+    # by every name its input record takes (``Field.key``: ``from``)
+    by_name = {k: f for f in query_fields(op) for k in (f.name, f.key, f.tool_key)}
     out: dict[str, Any] = {}
     for name in params:
         f = by_name.get(name)
@@ -104,18 +105,16 @@ def from_query(op: Operation, params: QueryParams) -> dict[str, Any]:
 
 def _read(f: fields.Field, text: str) -> Any:
     if isinstance(f, fields.Whole):
-        return whole_number(f.name, text, None, None)
+        return whole_number(f.key, text, None, None)
     if isinstance(f, fields.Flag):
         if text not in ("true", "false"):
-            raise errors.InvalidInput(f"bad {f.name} {echo(text)}: true or false", field=f.name)
+            raise errors.InvalidInput(f"bad {f.key} {echo(text)}: true or false", field=f.key)
         return text == "true"
     if isinstance(f, fields.Number):
         try:
             return float(text)
         except ValueError:
-            raise errors.InvalidInput(
-                f"bad {f.name} {echo(text)}: a number", field=f.name
-            ) from None
+            raise errors.InvalidInput(f"bad {f.key} {echo(text)}: a number", field=f.key) from None
     return text
 
 

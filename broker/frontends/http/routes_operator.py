@@ -15,12 +15,10 @@ from broker.api.handles import Operator
 from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.live import View, ViewStream
-from broker.frontends.http.routes_agent import SEARCH_QUERY
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
     Joined,
     LogEntry,
-    SearchHit,
     Space,
 )
 from broker.vocab import MESSAGE_KINDS
@@ -63,22 +61,6 @@ async def list_messages(call: Call) -> Any:
             limit=limit,
             tail=q["tail"],
             thread=q["thread"],
-        )
-    )
-
-
-async def search(call: Call) -> Any:
-    op, space = await _space(call)
-    q = call.query
-    return await call.state.run(
-        lambda: op.search(
-            space.id,
-            q["query"] or "",
-            sender=q["from"],
-            to=q["to"],
-            kinds=q["kind"] or None,
-            since=q["since"],
-            limit=q["limit"] or 20,
         )
     )
 
@@ -157,9 +139,6 @@ def endpoints() -> list[Endpoint]:
                               1_000_000),
                         Query("thread", "str", "only this thread (S35)")),
                  returns=list[LogEntry]),
-        Endpoint("GET", SPACE + "/search", search, "operator",
-                 "Full-text search of the space's log (S36)", query=SEARCH_QUERY,
-                 returns=list[SearchHit]),
         Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
                  "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",

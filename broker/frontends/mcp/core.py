@@ -151,7 +151,7 @@ class ToolSpec(Generic[Caller]):
     def schema(self) -> dict[str, Any]:
         """The input schema, generated from the model (``additionalProperties``: false)."""
         if self.op is not None:
-            return self.op.input.schema()
+            return self.op.input.schema(tool=True)
         assert self.model is not None
         schema = self.model.model_json_schema()
         schema.pop("title", None)

@@ -13,11 +13,8 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from broker.frontends.http.edge import Strict
-from broker.model.pydantic_inputs import Target
 from broker.vocab import (
     MIN_SECONDS,
-    SEARCH_DEFAULT,
-    SEARCH_MAX,
 )
 
 KEY_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
@@ -30,21 +27,6 @@ SpaceRef = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_
 
 class _In(Strict):
     """Closed and strict, the HTTP bodies' base (``broker.frontends.http.edge``)."""
-
-
-class SearchInput(_In):
-    """``msg.search`` (S36): what the agent sent or received."""
-
-    query: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-    written_by: Target | None = None  # a filter, not a sender: no tool takes one (S10)
-    to: Target | None = None
-    kinds: list[Annotated[str, StringConstraints(max_length=16)]] = Field(
-        default_factory=list, max_length=8
-    )
-    since: Annotated[str, StringConstraints(max_length=40)] | None = None
-    limit: int = Field(SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
-
-
 
 
 PathText = Annotated[str, StringConstraints(min_length=1, max_length=4096)]  # globs.PATH_MAX

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker import errors
 from broker.api.operations import Operation, operation
@@ -12,38 +12,9 @@ from broker.frontends.remote.codec import decode, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
-from broker.model import records
 from broker.model.fields import Input
 from broker.model.records import SendResult
 from broker.model.typecheck import checked, self_checked
-from broker.vocab import SEARCH_DEFAULT
-
-if TYPE_CHECKING:
-    # Built on first use (broker.model.records loads them lazily): a client-mode
-    # `broker msg send` never pays for the classes of search, status, policy,
-    # board, history and roster (~12 ms of a ~100 ms process).
-    from broker.model.records import (
-        SearchHit,
-    )
-
-
-def search_query(
-    query: str,
-    sender: str | None,
-    to: str | None,
-    kinds: Iterable[str] | None,
-    since: str | None,
-    limit: int,
-) -> dict[str, Any]:
-    """The search endpoints' query string (S36), for the agent and the operator."""
-    return {
-        "query": query,
-        "from": sender,
-        "to": to,
-        "kind": list(kinds or []),
-        "since": since,
-        "limit": limit,
-    }
 
 
 # --- the agent ---------------------------------------------------------------------------
@@ -126,19 +97,6 @@ class RemoteAgent(RemoteAgentPaths):
 
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
-
-    def search(
-        self,
-        query: str,
-        *,
-        sender: str | None = None,
-        to: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | None = None,
-        limit: int = SEARCH_DEFAULT,
-    ) -> list[SearchHit]:
-        q = search_query(query, sender, to, kinds, since, limit)
-        return list_of(records.SearchHit, self._call("GET", "/search", query=q))
 
     def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
         """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""

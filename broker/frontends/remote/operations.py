@@ -69,9 +69,11 @@ def carried(op: Operation, values: dict[str, Any]) -> dict[str, Any]:
     """How the fields the path does not name travel: a ``GET``'s as its query
     string, any other method's as the JSON body (``conn.call``'s keywords)."""
     assert op.http is not None
+    keys = {f.name: f.key for f in op.input.FIELDS}  # each as the wire names it (``from``)
+    named = {keys.get(k, k): v for k, v in values.items()}
     if op.http.method == "GET":
-        return {"query": {k: _query_text(v) for k, v in values.items()}}
-    return {"body": values}
+        return {"query": {k: _query_text(v) for k, v in named.items()}}
+    return {"body": named}
 
 
 def _query_text(value: Any) -> Any:

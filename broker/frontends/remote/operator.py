@@ -11,7 +11,7 @@ from typing import Any
 
 from broker import errors
 from broker.api.operations import Operation, operation
-from broker.frontends.remote.agent import RemoteAgent, search_query
+from broker.frontends.remote.agent import RemoteAgent
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteOperatorPaths
@@ -20,11 +20,9 @@ from broker.model.fields import Input
 from broker.model.records import (
     Joined,
     LogEntry,
-    SearchHit,
     log_matches,
 )
 from broker.model.typecheck import checked, self_checked, utc_time
-from broker.vocab import SEARCH_DEFAULT
 
 
 # --- the operator ------------------------------------------------------------------------
@@ -58,21 +56,6 @@ class RemoteOperator(RemoteOperatorPaths):
 
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
-
-    def search(
-        self,
-        space: str,
-        query: str,
-        *,
-        sender: str | None = None,
-        to: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | None = None,
-        limit: int = SEARCH_DEFAULT,
-    ) -> list[SearchHit]:
-        """Full-text search of the space's log (S36)."""
-        q = search_query(query, sender, to, kinds, since, limit)
-        return list_of(SearchHit, self._call("GET", space_path(space) + "/search", query=q))
 
     # --- messages -----------------------------------------------------------------------
     @self_checked
