@@ -24,20 +24,21 @@ KEYS = ["src/a.py", "src/b.py", "docs/c.md"]
 
 
 def test_S22_four_mcp_agents_exchange_200_messages_and_share_keys_safely(store: Store) -> None:
-    run_swarm(store, agents=4, per_agent=50, claims_per_agent=6)
+    assert run_swarm(store, agents=4, per_agent=50, claims_per_agent=6) == 200
 
 
 @pytest.mark.soak
 def test_S22_eight_mcp_agents_exchange_1000_messages_and_share_keys_safely_soak(
     store: Store,
 ) -> None:
-    run_swarm(store, agents=8, per_agent=125, claims_per_agent=12)
+    assert run_swarm(store, agents=8, per_agent=125, claims_per_agent=12) == 1000
 
 
-def run_swarm(store: Store, *, agents: int, per_agent: int, claims_per_agent: int) -> None:
+def run_swarm(store: Store, *, agents: int, per_agent: int, claims_per_agent: int) -> int:
     """``agents`` MCP processes, each sending ``per_agent`` messages to the
     others while draining its inbox and taking ``claims_per_agent`` of the
-    contended keys; every message arrives once, no key is held by two."""
+    contended keys; every message arrives once, no key is held by two.
+    Returns how many messages the log holds once they are done."""
     space = Operator(store).create_space("workflow").id
     names = [f"w{i}" for i in range(agents)]
     tokens = {name: trusted.join(store, space, name)[1].token for name in names}
@@ -114,3 +115,4 @@ def run_swarm(store: Store, *, agents: int, per_agent: int, claims_per_agent: in
         assert fences == sorted(fences) and len(set(fences)) == len(fences), key
     log: list[Any] = Operator(store).log(space, kinds=["direct"])
     assert len(log) == agents * per_agent
+    return len(log)

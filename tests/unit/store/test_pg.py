@@ -307,17 +307,18 @@ def test_pg_S13_8_processes_claiming_one_inbox_lose_nothing_and_duplicate_nothin
 ) -> None:
     """S13/S14 on PostgreSQL: the claim's candidates are locked with FOR UPDATE
     SKIP LOCKED, so concurrent claimers of one inbox take each message once."""
-    claim_concurrently(pg, pg_url, processes=8, messages=160)
+    assert claim_concurrently(pg, pg_url, processes=8, messages=160) == 160
 
 
 @pytest.mark.soak
 def test_pg_S13_32_processes_claiming_one_inbox_lose_nothing_and_duplicate_nothing_soak(
     pg: Store, pg_url: str
 ) -> None:
-    claim_concurrently(pg, pg_url, processes=32, messages=640)
+    assert claim_concurrently(pg, pg_url, processes=32, messages=640) == 640
 
 
-def claim_concurrently(pg: Store, pg_url: str, *, processes: int, messages: int) -> None:
+def claim_concurrently(pg: Store, pg_url: str, *, processes: int, messages: int) -> int:
+    """Returns how many distinct messages the processes claimed (each checked once)."""
     sid = Operator(pg).create_space("workflow", inbox_cap=5000).id
     a, _ = trusted.join(pg, sid, "a")
     b, _ = trusted.join(pg, sid, "b")
@@ -340,6 +341,7 @@ def claim_concurrently(pg: Store, pg_url: str, *, processes: int, messages: int)
     with pg.read() as t:
         states = t.all("SELECT state, count(*) FROM deliveries GROUP BY state")
     assert [tuple(r) for r in states] == [("done", messages)]
+    return len(set(claimed))
 
 
 def test_pg_S13_threads_of_one_process_share_the_pool(pg: Store) -> None:

@@ -520,7 +520,7 @@ def test_storage_a_store_from_a_newer_broker_is_one_line_and_exit_14_everywhere(
 # --- migrate-store carries join keys, tokens and the operator key ------------------------------
 def _copy_carries_everything(
     source_url: str, source_home: Path, target_url: str, target_home: Path
-) -> None:
+) -> Path:
     """A space with lynx on the source; migrate-store into the target; there,
     the old join key admits a newcomer, lynx's old token sends, and the
     source's operator key (found in the target's key file) is the operator."""
@@ -553,6 +553,7 @@ def _copy_carries_everything(
     assert [json.loads(line)["body"] for line in listed.stdout.splitlines()] == ["still me"]
     wrong = broker("join", sid, "heron", "--join-key", "not-it", env=env)
     assert wrong.returncode == 4  # and only the old join key
+    return Path(copied["key_file"])
 
 
 def test_S27_migrate_store_from_sqlite_to_postgresql_carries_join_keys_tokens_and_key(
@@ -562,7 +563,8 @@ def test_S27_migrate_store_from_sqlite_to_postgresql_carries_join_keys_tokens_an
     spacegen.fresh_store(lite).close()
     # One host, one BROKER_HOME: the PostgreSQL store's key file is made there.
     with pgtest.database(template=None, home=lite) as url:
-        _copy_carries_everything(f"sqlite:///{lite / 'broker.db'}", lite, url, lite)
+        key = _copy_carries_everything(f"sqlite:///{lite / 'broker.db'}", lite, url, lite)
+        assert key.is_relative_to(lite)  # the target's key file, made in the one BROKER_HOME
 
 
 def test_S27_migrate_store_from_postgresql_to_sqlite_carries_join_keys_tokens_and_key(
@@ -571,7 +573,8 @@ def test_S27_migrate_store_from_postgresql_to_sqlite_carries_join_keys_tokens_an
     home = tmp_path / "pghome"
     target = tmp_path / "lite"
     with pgtest.database(home=home) as url:
-        _copy_carries_everything(url, home, f"sqlite:///{target / 'broker.db'}", target)
+        key = _copy_carries_everything(url, home, f"sqlite:///{target / 'broker.db'}", target)
+    assert key.is_relative_to(target)  # the target's key file, beside its database
 
 
 def test_S29_migrate_store_into_a_store_with_spaces_keeps_its_operator_key(
