@@ -15,6 +15,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import trusted
 from mcphelp import doorbell_waiters, text
@@ -108,11 +109,18 @@ def test_S41_an_agents_mcp_waits_count_against_its_cap_of_parked_waits(server: S
 
         async def main() -> None:
             async with http_session(mcp, b.token) as s1, http_session(mcp, b.token) as s2:
+                health = f"{server.base}/healthz"
+                idle = (await asyncio.to_thread(httpx.get, health)).json()["waiting"]
                 waiting = asyncio.create_task(s1.call("inbox_next", wait=60))
-                for _ in range(3000):  # the watcher and the parked inbox_next
-                    if doorbell_waiters(store, b.participant_id) >= 2:
+                # Parked, not only rung: the doorbell is registered before the
+                # wait's first claim, the park counted after it; /healthz counts
+                # the waits asleep on a doorbell, which are past their park.
+                for _ in range(3000):
+                    now = (await asyncio.to_thread(httpx.get, health)).json()["waiting"]
+                    if now > idle:
                         break
                     await asyncio.sleep(0.01)
+                assert now == idle + 1
                 refused = await s2.call("inbox_next", wait=60)
                 assert refused.is_error
                 assert text(refused).startswith("too_many_waits: b already has 1 waits parked")
