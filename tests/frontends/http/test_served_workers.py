@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import trusted
+from mcphelp import doorbell_waiters
 
 from broker import Operator, Store
 from tests.frontends.http.test_served_limits import http
@@ -134,19 +135,29 @@ def test_a_killed_worker_is_restarted_and_sigterm_stops_every_worker(
 
 def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: Path) -> None:
     """--max-waits-per-agent 2 over 2 workers: each worker parks at most 1 wait
-    of a participant (2 / 2, rounded up); the rest are 429 at once."""
+    of a participant (2 / 2, rounded up); the rest are 429 at once. Once every
+    request is answered or parked, a message for each parked wait ends it."""
     server = Server(tmp_path / "home", "--quiet", "--workers", "2", "--max-waits-per-agent", "2")
     store = Store(server.url)
     try:
         with server.client(server.key, timeout=60) as op:
             space = op.post("/api/spaces", json={"kind": "workflow"}).json()["id"]
-        token = trusted.join(store, space, "a")[1].token
+        _, a = trusted.join(store, space, "a")
+        sender, _ = trusted.join(store, space, "sender")
         claim = f"/api/spaces/{space}/agent/inbox/claim"
 
         async def main() -> list[tuple[int, dict[str, str], Any]]:
-            return await asyncio.gather(
-                *[http(server, "POST", claim, token, {"wait": 15}) for _ in range(8)]
-            )
+            asks = [
+                asyncio.create_task(http(server, "POST", claim, a.token, {"wait": 60}))
+                for _ in range(8)
+            ]
+            deadline = time.monotonic() + 60
+            while sum(t.done() for t in asks) + doorbell_waiters(store, a.participant_id) < 8:
+                assert time.monotonic() < deadline, "requests neither answered nor parked"
+                await asyncio.sleep(0.02)
+            for i in range(8 - sum(t.done() for t in asks)):  # one message per parked wait
+                await asyncio.to_thread(sender.send, "a", f"wake {i}")
+            return await asyncio.gather(*asks)
 
         answers = asyncio.run(main())
         parked = Counter(int(h["x-broker-worker"]) for s, h, _ in answers if s == 200)
@@ -156,6 +167,8 @@ def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: 
         assert 1 <= sum(parked.values()) <= 2
         assert all(b["error"] == "too_many_waits" for b in refused)
         assert all("a already has 1 waits parked" in b["message"] for b in refused)
+        woken = sorted(d["body"] for s, _, b in answers if s == 200 for d in b["deliveries"])
+        assert woken == [f"wake {i}" for i in range(sum(parked.values()))]
     finally:
         store.close()
         server.stop()
