@@ -79,6 +79,9 @@ class Sizes:
         # The CI run (tests/project/test_bench_quick.py): every scenario, every system and
         # every accounting check, at the smallest sizes that still mean something
         # (a FIFO deeper than the claims, two points per curve, processes racing).
+        # The swarm runs one point, two agents racing: each point starts every
+        # system's agents and server afresh, and P=4 was two thirds of the
+        # scenario's time (and the swarm a third of the run's).
         return cls(
             messages=150,
             backlog=500,
@@ -97,7 +100,7 @@ class Sizes:
             backlogs=(500, 2000, 5000),
             backlog_claims=100,
             cli_runs=3,
-            swarm_procs=(2, 4),
+            swarm_procs=(2,),
             swarm_messages=200,
             search_messages=1000,
             search_rounds=2,

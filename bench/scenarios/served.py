@@ -5,7 +5,7 @@
   sending embedded (each opening the file), in the same run: aggregate
   msg/s and per-send p99. Targets: HTTP p99 <= 50 ms; HTTP aggregate >= the
   embedded aggregate. The server's group-commit counters are reported. A
-  quick run races 8 processes per side (its rows and targets say 8).
+  quick run races 4 processes per side (its rows and targets say 4).
 - client-mode ``broker msg send`` as a whole process (BROKER_URL on the Unix
   socket) beside the embedded one: target p50 <= 80 ms.
 - SSE fan-out: 100 subscribers on one space's stream; the delivery latency
@@ -141,9 +141,9 @@ def _aggregate(results: list[dict[str, Any]], n: int) -> tuple[float, list[int],
 
 def served(ctx: Ctx) -> Scenario:
     quick = ctx.quick
-    # A quick run races 8 processes per side (forking and connecting 64 was
+    # A quick run races 4 processes per side (forking and connecting 64 was
     # most of its time); the full run, which judges the targets, races 32.
-    procs = 8 if quick else 32
+    procs = 4 if quick else 32
     per = 30 if quick else 300
     http_label, embedded_label = (
         f"broker_http_{procs}_clients",

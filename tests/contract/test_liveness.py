@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,19 @@ from served import Server, clean_env, serving
 
 from broker import Operator, Store, errors
 from broker.api.aio import AsyncAgent
+from broker.ids import parse_ts
 from broker.spaces import participants
 
 pytestmark = pytest.mark.timeout(300)
 
-LEASE = 3.0  # the spaces' lease_seconds and live_seconds here: a heartbeat's liveness window
+# The spaces' lease_seconds and live_seconds here: a heartbeat's liveness window.
+# 2 s, the smallest with room to spare: a waiter beats every third of the
+# window but never more often than once a second (HEARTBEAT_S), so its
+# heartbeat is at most ~1 s old and stays fresh with a second to spare.
+LEASE = 2.0
+# Past the window: a heartbeat that nothing refreshed since is this much older
+# than the window (what only a beat keeps fresh).
+MARGIN = 1.0
 Cli = Callable[..., Result]
 
 
@@ -74,6 +83,20 @@ def _retake(
     )
 
 
+def _seen(store: Store, space: str, address: str) -> datetime:
+    return parse_ts(participants.get(store, space, address).last_seen_utc)
+
+
+def _seen_after(store: Store, space: str, address: str, before: datetime) -> datetime:
+    """The heartbeat of ``address`` once it is newer than ``before`` (within 60 s):
+    a waiter's own first call, or its beat, has landed."""
+    deadline = time.monotonic() + 60
+    while (seen := _seen(store, space, address)) <= before:
+        assert time.monotonic() < deadline, f"{address}: no heartbeat after {before} in 60 s"
+        time.sleep(0.05)
+    return seen
+
+
 def _taken_back_within(seconds: float, take: Callable[[], Any]) -> Any:
     """``take()`` until it stops being a conflict, at most ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -103,11 +126,15 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
     token = cli("join", space, "flow/boss", "--lead", "--json").json()["token"]
     env = _env(tmp_path, db_url, BROKER_SPACE=space, BROKER_AS="lead", BROKER_TOKEN=token)
     cmd = [sys.executable, "-m", "broker", "inbox", "next", "--wait", "120"]
+    joined = _seen(store, space, "lead")
     waiter = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        time.sleep(3 * LEASE)  # three windows: a heartbeat of its join alone is long stale
+        # Its own first call landed, so it waits now; a window and a margin later
+        # that call (and its join) are stale: only its beats keep it live.
+        called = _seen_after(store, space, "lead", joined)
+        time.sleep(LEASE + MARGIN)
         usurper = cli("join", space, "flow/usurper", "--lead")  # the join key: never (S40)
         assert usurper.code == 4 and "forbidden" in usurper.err, usurper.err
         with pytest.raises(errors.Conflict) as info:  # the operator: not while it waits
@@ -118,6 +145,7 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
             f"older than {LEASE:g} s"
         )
         assert _holder(store, space, "lead") == ("flow/boss", "running")  # nothing written
+        assert _seen(store, space, "lead") > called  # it beat meanwhile
         assert cli("message", "send", space, "to the lead").code == 0
         out, err = waiter.communicate(timeout=60)
         assert waiter.returncode == 0, err  # not auth_failed: it still holds its address
@@ -127,8 +155,9 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
         assert cli("inbox", "seen", turn, env=me).code == 0
         # Waiting again, then killed: the beats stop, and a lease later the address
         # can be taken back (S32), not before.
+        before = _seen(store, space, "lead")
         waiter = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(2 * LEASE)
+        _seen_after(store, space, "lead", before)  # its first call: it waits now
         key = _operator_key(store)
         with pytest.raises(errors.Conflict):
             _retake(store, space, "flow/usurper", key, lead=True)
@@ -155,12 +184,14 @@ WAYS = ("claim", "next_turn", "async claim", "async next_turn")
 def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> None:
     """Every way a library caller waits, side by side: four participants of one
     space, each blocked in one of them (its own thread), through one liveness
-    window together rather than one window each."""
+    window together rather than one window each; then a message ends each wait."""
     op = Operator(store)
     space = op.create_space("workflow", lease_seconds=LEASE, live_seconds=LEASE).id
     # No process recorded: each is live by its heartbeat alone.
     agents = {how: op.join(space, f"flow/w{i}")[0] for i, how in enumerate(WAYS)}
+    sender = op.join(space, "flow/sender")[0]
     key = _operator_key(store)
+    joined = {i: _seen(store, space, f"w{i}") for i in range(len(WAYS))}
     waited: dict[str, Any] = {}
 
     def wait(how: str) -> None:
@@ -168,15 +199,18 @@ def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> No
         if how.startswith("async"):
             twin = AsyncAgent.wrap(agent)
             call = twin.claim if how == "async claim" else twin.next_turn
-            waited[how] = asyncio.run(call(wait=3 * LEASE))  # type: ignore[operator]
+            waited[how] = asyncio.run(call(wait=60))  # type: ignore[operator]
         else:
-            waited[how] = getattr(agent, how)(wait=3 * LEASE)
+            waited[how] = getattr(agent, how)(wait=60)
 
     threads = [threading.Thread(target=wait, args=(how,)) for how in WAYS]
     for thread in threads:
         thread.start()
     try:
-        time.sleep(2.5 * LEASE)
+        # Each one's heartbeat moved on (its call, or its first beat): it waits
+        # now. A window and a margin later only its beats keep it live.
+        called = {i: _seen_after(store, space, f"w{i}", joined[i]) for i in joined}
+        time.sleep(LEASE + MARGIN)
         for i, how in enumerate(WAYS):
             before = participants.get(store, space, f"w{i}")
             with pytest.raises(errors.Conflict) as info:
@@ -184,11 +218,22 @@ def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> No
             assert "(its heartbeat is fresh)" in info.value.message, how
             after = participants.get(store, space, f"w{i}").codename
             assert after == before.codename == f"flow/w{i}", how
+            assert parse_ts(before.last_seen_utc) > called[i], how  # it beat meanwhile
+        for i in range(len(WAYS)):
+            sender.send(f"w{i}", f"wake w{i}")
     finally:
         for thread in threads:
             thread.join(60)
-    # Each wait ended as waits do, not with auth_failed.
+    # Each wait ended as waits do, with the message that woke it, not with auth_failed.
     assert sorted(waited) == sorted(WAYS)
+    for i, how in enumerate(WAYS):
+        got = waited[how]
+        bodies = (
+            [d.body for d in got.deliveries]
+            if "claim" in how
+            else [item.body for item in got.items]
+        )
+        assert bodies == [f"wake w{i}"], how
     # Nobody waits now: live_seconds later the operator may continue each.
     for i, how in enumerate(WAYS):
         taken = _taken_back_within(
@@ -225,15 +270,21 @@ def test_S27_a_served_long_poll_keeps_its_caller_live_and_a_killed_client_does_n
         refused = op.post(people, json={"codename": "flow/lynx", "pid": os.getpid()})
         assert refused.status_code == 422 and refused.json()["field"] == "pid", refused.text
         token = op.post(people, json={"codename": "flow/lynx"}).json()["token"]
+        store = Store(srv.url)
+        joined = _seen(store, sid, "lynx")
         poll = subprocess.Popen(
             [sys.executable, "-c", POLL, srv.base, token, f"/api/sessions/{sid}/agent/inbox/claim"],
             env=clean_env(srv.home),
         )
         try:
-            time.sleep(3 * LEASE)
+            # The server has called or beaten for it (it waits now); a window and
+            # a margin later only the server's beats keep it live.
+            called = _seen_after(store, sid, "lynx", joined)
+            time.sleep(LEASE + MARGIN)
             r = op.post(people, json={"codename": "flow/lynx@2"})
             assert r.status_code == 409, r.text
             assert "(its heartbeat is fresh)" in r.json()["message"]
+            assert _seen(store, sid, "lynx") > called  # the server beat meanwhile
             poll.send_signal(signal.SIGKILL)
             poll.wait()
             killed = time.monotonic()
@@ -245,6 +296,7 @@ def test_S27_a_served_long_poll_keeps_its_caller_live_and_a_killed_client_does_n
             assert r.status_code == 201, r.text
             assert r.json()["address"] == "lynx"
         finally:
+            store.close()
             if poll.poll() is None:
                 poll.kill()
             poll.wait()

@@ -7,8 +7,10 @@ A real ``broker serve`` process, real clients (httpx, ``RemoteOperator``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +47,7 @@ class Events:
         self.items: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.client = srv.client(secret or srv.key, timeout=httpx.Timeout(WAIT_S, read=None))
         self.status = 0
+        self._sock: socket.socket | None = None
         self._open = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(path,), daemon=True)
         self._thread.start()
@@ -54,6 +57,7 @@ class Events:
         try:
             with self.client.stream("GET", path) as r:
                 self.status = r.status_code
+                self._sock = r.extensions["network_stream"].get_extra_info("socket")
                 self._open.set()
                 name = ""
                 for line in r.iter_lines():
@@ -75,8 +79,15 @@ class Events:
                 return name, data
 
     def close(self) -> None:
-        self.client.close()
+        # The reader is blocked in a read of a stream that sends nothing until
+        # the next change or keep-alive (seconds): shutting the socket down ends
+        # that read at once, where closing the client would leave it waiting.
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), "the stream's reader did not end"
+        self.client.close()
 
 
 @pytest.fixture
@@ -124,8 +135,10 @@ def test_S22_state_stream_sends_a_reading_at_once_and_after_each_change(
     # a send moves the queues
     lead.send("lynx", "hello")
     _, data = stream.next(
-        lambda n, d: n == "state"
-        and any(i["address"] == "lynx" and i["waiting"] == 1 for i in d["activity"]["inboxes"])
+        lambda n, d: (
+            n == "state"
+            and any(i["address"] == "lynx" and i["waiting"] == 1 for i in d["activity"]["inboxes"])
+        )
     )
     assert data["activity"]["sent_last_minute"] == 1
     # stopping the space: its participants left, their holds released
@@ -191,7 +204,11 @@ def test_S9_served_retract_lifts_anyones_directive_with_one_line_refusals(
         for body, field in (({}, "directive_id"), ({"directive_id": d.id, "sender": "x"}, "sender"),
                             ({"directive_id": 5}, "directive_id")):  # fmt: skip
             r = c.post(path, json=body)
-            assert (r.status_code, r.json()["error"], r.json()["field"]) == (422, "invalid_input", field)
+            assert (r.status_code, r.json()["error"], r.json()["field"]) == (
+                422,
+                "invalid_input",
+                field,
+            )
         assert Operator(store).log(sid)[-1].id == d.id  # nothing written
         r = c.post(path, json={"directive_id": d.id})
         assert r.status_code == 200, r.text

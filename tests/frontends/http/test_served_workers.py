@@ -134,21 +134,38 @@ def test_a_killed_worker_is_restarted_and_sigterm_stops_every_worker(
 
 def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: Path) -> None:
     """--max-waits-per-agent 2 over 2 workers: each worker parks at most 1 wait
-    of a participant (2 / 2, rounded up); the rest are 429 at once."""
+    of a participant (2 / 2, rounded up); the rest are 429 at once.
+
+    The parked claims end with a message each as soon as every request is
+    known to be answered or parked, else with their 15 s wait: 7 refusals
+    (one worker took them all: its 1 parked is the 8th), or 6 refusals from
+    both workers (each refused: each holds its 1). Six from one worker alone
+    leave the 8th undecided (parked on the other worker, or not yet refused)."""
     server = Server(tmp_path / "home", "--quiet", "--workers", "2", "--max-waits-per-agent", "2")
     store = Store(server.url)
     try:
         with server.client(server.key, timeout=60) as op:
             space = op.post("/api/spaces", json={"kind": "workflow"}).json()["id"]
         token = trusted.join(store, space, "a")[1].token
+        sender, _ = trusted.join(store, space, "sender")
         claim = f"/api/spaces/{space}/agent/inbox/claim"
 
-        async def main() -> list[tuple[int, dict[str, str], Any]]:
-            return await asyncio.gather(
-                *[http(server, "POST", claim, token, {"wait": 15}) for _ in range(8)]
-            )
+        async def main() -> tuple[list[tuple[int, dict[str, str], Any]], int]:
+            asks = [
+                asyncio.create_task(http(server, "POST", claim, token, {"wait": 15}))
+                for _ in range(8)
+            ]
+            while not all(t.done() for t in asks):
+                refusals = [t.result()[1] for t in asks if t.done() and t.result()[0] == 429]
+                by = {h["x-broker-worker"] for h in refusals}
+                if len(refusals) == 7 or (len(refusals) == 6 and len(by) == 2):
+                    for i in range(8 - len(refusals)):  # one message per parked wait
+                        await asyncio.to_thread(sender.send, "a", f"wake {i}")
+                    return list(await asyncio.gather(*asks)), 8 - len(refusals)
+                await asyncio.sleep(0.02)
+            return [t.result() for t in asks], 0
 
-        answers = asyncio.run(main())
+        answers, woke = asyncio.run(main())
         parked = Counter(int(h["x-broker-worker"]) for s, h, _ in answers if s == 200)
         refused = [b for s, _, b in answers if s == 429]
         assert all(n == 1 for n in parked.values()), parked  # each worker: its share, 1
@@ -156,6 +173,8 @@ def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: 
         assert 1 <= sum(parked.values()) <= 2
         assert all(b["error"] == "too_many_waits" for b in refused)
         assert all("a already has 1 waits parked" in b["message"] for b in refused)
+        got = sorted(d["body"] for s, _, b in answers if s == 200 for d in b["deliveries"])
+        assert got == [f"wake {i}" for i in range(woke)]  # woken by their message, or none came
     finally:
         store.close()
         server.stop()

@@ -209,7 +209,9 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         r = w.post(p("/inbox/ack"), json={"lease_token": tok})
         assert (r.status_code, r.json()["error"]) == (409, "lease_lost")
         lease = w.post(p("/inbox/claim"), json={}).json()
-        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {"count": 1}
+        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {
+            "count": 1
+        }
         # quarantine, then the operator requeues it
         lead.post(p("/send"), json={"to": ["lynx"], "text": "poison"})
         lease = w.post(p("/inbox/claim"), json={}).json()
@@ -453,6 +455,7 @@ def test_sse_resumes_after_a_dropped_connection_nothing_missed_or_repeated(
 def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_point(
     tmp_path: Path,
 ) -> None:
+    SENDS = 50  # noqa: N806
     srv = Server(tmp_path / "home", "--stall-timeout", "2", "--keepalive", "0.2")
     stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -466,9 +469,11 @@ def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_
             f"GET /api/sessions/{sid}/messages/stream HTTP/1.1\r\nHost: x\r\n"
             f"Authorization: Bearer {srv.key}\r\n\r\n".encode()
         )  # ...and never reads
-        body = "x" * 2000
+        # ~1.3 MB of events for the subscriber that reads none, in few sends
+        # (a send's round trip, not its size, is what costs here)
+        body = "x" * 26_000
         with srv.client(token) as c:
-            for i in range(600):  # ~1.3 MB of events for the subscriber that reads none
+            for i in range(SENDS):
                 r = c.post(agent_path(sid, "/send"), json={"to": ["otter"], "text": f"{i}{body}"})
                 assert r.status_code == 200
         # every write committed while the subscriber was stalled; it is cut off
@@ -477,10 +482,10 @@ def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_
         while "cut off after seq" not in srv.output():
             assert __import__("time").monotonic() < deadline, srv.output()[-2000:]
             threading.Event().wait(0.1)
-        assert len(log_of(srv, sid)) == 600
+        assert len(log_of(srv, sid)) == SENDS
         line = next(x for x in srv.output().splitlines() if "cut off after seq" in x)
         resume = int(line.split("cut off after seq ")[1].split(":")[0])
-        assert 0 <= resume < 600
+        assert 0 <= resume < SENDS
         store.close()
     finally:
         stalled.close()
@@ -681,12 +686,24 @@ def _imports(path: Path) -> set[str]:
 
 def test_served_front_end_imports_only_the_public_library() -> None:
     """spec §Module layout: the server is a front end over broker.api.handles / broker.api.aio."""
-    files = [*(ROOT / "broker" / "frontends" / "http").glob("*.py"),
-             ROOT / "broker" / "frontends" / "cli" / "serve.py"]
+    files = [
+        *(ROOT / "broker" / "frontends" / "http").glob("*.py"),
+        ROOT / "broker" / "frontends" / "cli" / "serve.py",
+    ]
     assert len(files) >= 10
     for path in files:
-        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.frontends.http")}
-        extra -= {"broker", "broker.__version__", "broker.frontends.cli._common", "broker.frontends.cli._output", "broker.frontends.mcp"}
+        extra = {
+            m
+            for m in _imports(path)
+            if m not in PUBLIC and not m.startswith("broker.frontends.http")
+        }
+        extra -= {
+            "broker",
+            "broker.__version__",
+            "broker.frontends.cli._common",
+            "broker.frontends.cli._output",
+            "broker.frontends.mcp",
+        }
         assert not extra, f"{path.name} imports {sorted(extra)}"
 
 

@@ -78,9 +78,7 @@ PATTERN_SEGMENTS = st.one_of(PLAIN, PLAIN, st.just("**"))
 PATTERNS = st.lists(PATTERN_SEGMENTS, min_size=1, max_size=4).map("/".join)
 
 
-@settings(max_examples=600, deadline=None)
-@given(PATTERNS, PATTERNS, st.lists(PATHS, max_size=30))
-def test_S37_overlap_iff_some_path_matches_both(a: str, b: str, paths: list[str]) -> None:
+def overlap_iff_some_path_matches_both(a: str, b: str, paths: list[str]) -> None:
     """Random pattern pairs and path sets: a path matching both => conflict;
     a conflict => its witness is a valid path matching both (by the oracle)."""
     witness = overlap(a, b)
@@ -93,6 +91,17 @@ def test_S37_overlap_iff_some_path_matches_both(a: str, b: str, paths: list[str]
         assert valid_path(witness), witness
         assert ra.fullmatch(witness) and rb.fullmatch(witness), (a, b, witness)
     assert (overlap(b, a) is None) == (witness is None)  # symmetric
+
+
+# The default run draws 150 pairs, a quarter of the soak run's 600 (.ci/run: -m soak).
+test_S37_overlap_iff_some_path_matches_both = settings(max_examples=150, deadline=None)(
+    given(PATTERNS, PATTERNS, st.lists(PATHS, max_size=30))(overlap_iff_some_path_matches_both)
+)
+test_S37_overlap_iff_some_path_matches_both_soak = pytest.mark.soak(
+    settings(max_examples=600, deadline=None)(
+        given(PATTERNS, PATTERNS, st.lists(PATHS, max_size=30))(overlap_iff_some_path_matches_both)
+    )
+)
 
 
 @settings(max_examples=300, deadline=None)
