@@ -53,7 +53,6 @@ CALLER = broker_sql("auth.caller", "")
 CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
 CALLER_SEND = broker_sql("auth.caller_send", "")
 SEL_RECIPIENT = broker_sql("messages.at_address", "")
-UPD_SPACE = broker_sql("messages.set_counters", "")
 LAST_AT = broker_sql("messages.last_at", "")
 INS_MESSAGE = broker_sql("messages.insert_message", "")
 INS_DELIVERY = broker_sql("inbox.insert", "")
@@ -95,9 +94,9 @@ class RawSame:
     how = (
         "sqlite3 module on a broker-migrated database, the broker's own pragmas "
         "(Store.connect), the broker's statements by name from its catalogue (broker.store.sql) for "
-        "one send (BEGIN IMMEDIATE; the caller check that bumps the space's counters and reads "
-        "the recipient, UPDATE spaces ... RETURNING -- on the once-a-second heartbeat call "
-        "instead the heartbeat UPDATE, space and recipient SELECTs and UPDATE spaces; "
+        "one send (BEGIN IMMEDIATE; the caller check that reads the space's counters (derived "
+        "from the log) and the recipient, one SELECT -- on the once-a-second heartbeat call "
+        "instead the heartbeat UPDATE and the recipient SELECT; "
         "INSERT message; INSERT delivery; COMMIT) "
         "and for claim + ack (the caller check, the claim UPDATE ... RETURNING, the body SELECT; "
         "the caller check, the ack UPDATE)"
@@ -213,7 +212,7 @@ class _Caller:
             raise RuntimeError("caller not allowed")
         if json.loads(row["caller"])[0] == "left":
             raise RuntimeError("caller not allowed")
-        return (row["last_seq"], json.loads(row["recipient"])[0]), row
+        return (row["last_seq"] + 1, json.loads(row["recipient"])[0]), row
 
     def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> Any:
         if now < self.due:
@@ -302,20 +301,13 @@ def send_statements(
     reached = recipients
     size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
     sent, sp = caller.check_send(c, now_dt, now, to, size)
-    if sent is not None:  # auth.caller_send: counters bumped, recipient read
+    if sent is not None:  # auth.caller_send: counters (derived) and recipient read
         seq, recipient_id = sent
-    else:  # the heartbeat's call (it reads the counters): recipient read, counters written
+    else:  # the heartbeat's call (it reads the counters): recipient read
         rc = c.execute(
             SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": space, "address": to})
         ).fetchone()
         seq, recipient_id = sp["last_seq"] + 1, rc["id"]
-        counters = {
-            "space_id": space,
-            "last_seq": seq,
-            "log_bytes": sp["log_bytes"] + size,
-            "last_bcast": sp["last_bcast"],
-        }
-        c.execute(UPD_SPACE, bind(UPD_SPACE, counters))
     last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
     now = max(now, last[0]) if last is not None else now
     mid = new_id()

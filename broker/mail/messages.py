@@ -14,7 +14,7 @@ from typing import Any
 
 from broker import errors
 from broker.mail.recipients import OPERATOR, Sender
-from broker.mail.sending import Batch, append, append_receipt, row_size, send_in_tx
+from broker.mail.sending import Batch, append, append_receipt, send_in_tx
 from broker.mail.threads import PLAIN, Mail, mail
 from broker.mail.threads import to_entry as _to_entry
 from broker.model.inputs import OperatorSendInput, SendInput
@@ -203,16 +203,12 @@ def _send_as(
             key=key,
             mail=m,
             space=space,
-            stored=row.stored,
             known=row.recipient,
         )
 
     # One participant named by address (the usual send): the caller's read also
-    # reads it and bumps the space's counters for the row this send appends
-    # if it reaches it (auth.caller_send), so the send itself only inserts.
-    one: tuple[str, int] | None = None
-    if len(targets) == 1 and targets[0].kind in _BY_ADDRESS:
-        one = (targets[0].value, row_size(text, targets, [targets[0].value], []))
+    # reads it (auth.caller_send), so the send itself only inserts.
+    one = targets[0].value if len(targets) == 1 and targets[0].kind in _BY_ADDRESS else None
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.
     return _finish(gate.call(store, ident, tool, run, tx=tx, send=one))
 

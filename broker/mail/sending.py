@@ -3,8 +3,8 @@
 Every send is one write transaction that appends exactly one log row carrying
 its outcome (who it reached, and why not for each it did not) and one delivery
 per reached inbox. ``Batch`` holds the space's counters for the transaction
-and writes them once at ``flush``; ``append`` is the log's other writer (rows
-outside a send: receipts, imports).
+(derived from the log, revision 0017: no space row is written); ``append`` is
+the log's other writer (rows outside a send: receipts, imports).
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from broker.store.sqlite import Store, Tx
 from broker.vocab import human_size
 
 _SPACE = stmt("messages.space")
-_SET_COUNTERS = stmt("messages.set_counters")
-_BUMP_COUNTERS = stmt("messages.bump_counters")
 _INSERT_MESSAGE = stmt("messages.insert_message")
 _LOGGED_KEY = stmt("messages.logged_key")
 _LAST_AT = stmt("messages.last_at")
@@ -66,7 +64,6 @@ def send_in_tx(
     *,
     deliver: bool = True,
     space: SpaceRow | None = None,
-    stored: tuple[int, int, int] | None = None,
     known: tuple[Any, ...] | None = None,
     **sent: Unpack[Sent],
 ) -> SendResult:
@@ -75,9 +72,8 @@ def send_in_tx(
     outcome and one delivery per reached inbox. ``deliver=False`` records the
     outcome without inbox rows (directives are shown every turn instead).
     ``space``: the space row when the caller already read it in ``t``
-    (``stored``: the counters the row holds, when that read bumped them);
     ``known``: the row of the one participant ``targets`` names, likewise."""
-    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, stored=stored)
+    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space)
     if known is not None:
         batch.known[known[1]] = known
     result = batch.add(kind, targets, text, **sent)
@@ -100,7 +96,6 @@ class Batch:
         *,
         deliver: bool = True,
         space: SpaceRow | None = None,
-        stored: tuple[int, int, int] | None = None,
     ) -> None:
         self.store, self.t, self.space_id, self.sender = store, t, space_id, sender
         self.deliver = deliver
@@ -113,8 +108,6 @@ class Batch:
                 f"space {space_id} is {state}: it takes no message", space_id=space_id
             )
         self.limits = limits_of(settings)
-        # What the space row holds: flush writes the counters only if they differ.
-        self.stored = stored or (self.seq, self.log_bytes, self.bcast_no)
         self.resolved: dict[tuple[str, str, str], Outcome] = {}
         self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
         # key -> (its first result, the log row it wrote), for a repeat in this batch
@@ -430,21 +423,9 @@ class Batch:
 
     # --- the writes -----------------------------------------------------------------------
     def flush(self) -> None:
-        """Write what was added: the space's counters (unless the row already
-        holds them), the log rows, the deliveries."""
+        """Write what was added: the log rows, the deliveries. The space's
+        counters move with the log rows (they are derived from them)."""
         t = self.t
-        counters = (self.seq, self.log_bytes, self.bcast_no)
-        if counters != self.stored:
-            t.execute(
-                _SET_COUNTERS,
-                {
-                    "last_seq": self.seq,
-                    "log_bytes": self.log_bytes,
-                    "last_bcast": self.bcast_no,
-                    "space_id": self.space_id,
-                },
-            )
-            self.stored = counters
         if not self.messages:
             return
         insert_rows(t, self.messages)
@@ -487,11 +468,6 @@ def _same_send(
             "must be the same send; use a new key for a new message",
             field="idempotency_key",
         )
-
-
-def row_size(text: str, targets: list[Target], reached: list[str], not_reached: list[Any]) -> int:
-    """The bytes a log row counts against ``log_max_mb`` (S11)."""
-    return _sized(len(text.encode("utf-8")), targets, reached, not_reached)[3]
 
 
 def _sized(
@@ -560,10 +536,7 @@ def append(
     reached_json = json.dumps(reached or [])
     not_reached_json = json.dumps(not_reached or [])
     size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
-    seq = t.one(
-        _BUMP_COUNTERS,
-        {"size": size, "bcast": 1 if bcast_no is not None else 0, "space_id": space_id},
-    )[0]
+    seq = int(t.one(_SPACE, {"space_id": space_id})["last_seq"]) + 1
     t.execute(
         _INSERT_MESSAGE,
         {

@@ -57,10 +57,8 @@ class Caller:
     # The space's counters as of this transaction, before the caller's send (a
     # write holds the lock): ``(last_seq, log_bytes, last_bcast)``.
     counters: tuple[int, int, int] = (0, 0, 0)
-    # ``caller(..., send=...)``: what the space row holds now (the counters
-    # already bumped for one send), and the recipient's row as
-    # ``broker.mail.recipients`` reads it (None: no such address).
-    stored: tuple[int, int, int] | None = None
+    # ``caller(..., send=...)``: the recipient's row as ``broker.mail.recipients``
+    # reads it (None: no such address).
     recipient: tuple[Any, ...] | None = None
 
     @property
@@ -78,22 +76,21 @@ def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozense
 
 
 def caller(
-    t: Tx, ident: Identity, now: str | None = None, send: tuple[str, int] | None = None
+    t: Tx, ident: Identity, now: str | None = None, send: str | None = None
 ) -> Caller:
     """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
     ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
-    refreshed at most once a second per process. ``send=(address, size)``: a
-    send to that one address follows in ``t``; its recipient is read and the
-    space's counters bumped for it in the same statement (``auth.caller_send``)."""
+    refreshed at most once a second per process. ``send=address``: a
+    send to that one address follows in ``t``; its recipient is read in the
+    same statement (``auth.caller_send``)."""
     key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
-    stored: tuple[int, int, int] | None = None
     recipient = None
     if now is None or ((due := _beats.get(key)) is not None and now < due):
         if send is None:
             row = t.one(_CALLER, params)
         else:
-            row, stored, recipient = _caller_send(t, ident, params, *send)
+            row, recipient = _caller_send(t, ident, params, send)
     else:
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is None:  # left (no beat for it: refused below) or a stale token
@@ -124,7 +121,6 @@ def caller(
         space_state=row["space_state"],
         settings=row["settings"],
         counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
-        stored=stored,
         recipient=recipient,
     )
 
@@ -188,22 +184,20 @@ def beat_due(store: Store, ident: Identity, now: str) -> bool:
 
 
 def _caller_send(
-    t: Tx, ident: Identity, params: dict[str, str], to: str, size: int
-) -> tuple[dict[str, Any] | None, tuple[int, int, int], tuple[Any, ...] | None]:
-    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it (with
-    the counters as they were before the bump), what the space row holds now,
-    and the recipient's row."""
-    got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to, "size": size})
+    t: Tx, ident: Identity, params: dict[str, str], to: str
+) -> tuple[dict[str, Any] | None, tuple[Any, ...] | None]:
+    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it, and
+    the recipient's row."""
+    got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to})
     if got is None or got["caller"] is None:
-        return None, (0, 0, 0), None
-    stored = (got["last_seq"], got["log_bytes"], got["last_bcast"])
+        return None, None
     row = dict(zip(_CALLER_FIELDS, json.loads(got["caller"]), strict=True))
     row.update(
         space_state=got["space_state"],
         settings=got["settings"],
-        last_seq=stored[0] - 1,
-        log_bytes=stored[1] - size,
-        last_bcast=stored[2],
+        last_seq=got["last_seq"],
+        log_bytes=got["log_bytes"],
+        last_bcast=got["last_bcast"],
     )
     recipient = tuple(json.loads(got["recipient"])) if got["recipient"] else None
-    return row, stored, recipient
+    return row, recipient

@@ -54,15 +54,14 @@ def call(
     *,
     tx: Tx | None = None,
     write: bool = True,
-    send: tuple[str, int] | None = None,
+    send: str | None = None,
 ) -> T:
     """Run ``fn(t, caller)`` as ``tool`` called by ``ident``, or refuse.
 
     ``write=False`` runs it in a read snapshot (no write lock); a refusal then
-    writes its notice in a write transaction of its own. ``send=(address,
-    size)``: the tool sends one message to that address; the caller's read
-    prepares it (``auth.caller``) in a transaction of its own (not under a
-    caller's savepoint, which could not undo it)."""
+    writes its notice in a write transaction of its own. ``send=address``:
+    the tool sends one message to that address; the caller's read reads its
+    row too (``auth.caller_send``), in a transaction of its own."""
     if not write:
         with store.read(tx) as t:
             row = caller(t, ident)
@@ -80,8 +79,6 @@ def call(
             row = caller(t, ident, store.now_ts(), send if tx is None else None)
             if tool not in row.granted:
                 failure = refusal(ident, row, tool)
-                if row.stored is not None:
-                    raise failure  # undo the bump; the notice gets a transaction of its own
                 _notice(store, t, ident, failure)
             elif tx is None:
                 result = fn(t, row)  # an error rolls the whole transaction back

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import trusted
+from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
 from broker.interchange.importer import ImportFailed
@@ -46,7 +47,9 @@ def written(store: Store) -> tuple[Any, ...]:
     """Row counts of every table a refused call could write, and the space counters."""
     with store.read() as t:
         counts = tuple(int(t.one(f"SELECT count(*) FROM {name}")[0]) for name in TABLES)
-        counters = tuple(t.one("SELECT sum(last_seq), sum(log_bytes) FROM spaces"))
+        counters = tuple(
+            t.one(f"SELECT sum(last_seq), sum(log_bytes) FROM {spaces_as_read(store)}")
+        )
     return counts + counters
 
 
@@ -207,8 +210,16 @@ def test_S33_the_python_api_checks_types_strictly_kwargs_included(
         (lambda: operator.set_space(space, inbox_cap="5"), "inbox_cap", "a whole number"),
         (lambda: operator.set_space(space, inbox_cap=5.0), "inbox_cap", "a whole number"),
         (lambda: operator.set_space(space, log_max_mb="1"), "log_max_mb", "a number is needed"),
-        (lambda: operator.set_space(space, sender_share=True), "sender_share", "a number is needed"),
-        (lambda: operator.create_space("session", max_deliveries="3"), "max_deliveries", "whole number"),
+        (
+            lambda: operator.set_space(space, sender_share=True),
+            "sender_share",
+            "a number is needed",
+        ),
+        (
+            lambda: operator.create_space("session", max_deliveries="3"),
+            "max_deliveries",
+            "whole number",
+        ),
         (lambda: operator.search(space, "x", since="garbage"), "since", "ISO-8601"),
         (lambda: operator.search(space, "x", since="2026-02-30"), "since", "not a real time"),
         (lambda: lynx.search("x", since="yesterday"), "since", "ISO-8601"),

@@ -284,11 +284,13 @@ def _rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
                 # Counted in batches on SQLite (revision 0015): as its readers see it.
                 cols[cols.index("waiting")] = WAITING_AS_READ
             key = "id" if table.name == "spaces" else "space_id"
+            # The space's counters are derived from the log (revision 0017): as read.
+            source = sqlrows.spaces_as_read(store) if table.name == "spaces" else table.name
             out[table.name] = sorted(
                 [
                     tuple(r)
                     for r in t.all(
-                        f"SELECT {', '.join(cols)} FROM {table.name} WHERE {key} = ?", (space,)
+                        f"SELECT {', '.join(cols)} FROM {source} WHERE {key} = ?", (space,)
                     )
                 ],
                 key=repr,
@@ -333,9 +335,9 @@ def _unvaried(store: Store, space: str) -> list[str]:
                 col = c.name
                 if (table.name, col) == ("participants", "waiting") and store.dialect == "sqlite":
                     col = WAITING_AS_READ  # counted in batches (revision 0015)
+                source = sqlrows.spaces_as_read(store) if table.name == "spaces" else table.name
                 values = t.all(
-                    f"SELECT DISTINCT {col} FROM {table.name} WHERE {key} = ? "
-                    f"AND {col} IS NOT NULL",
+                    f"SELECT DISTINCT {col} FROM {source} WHERE {key} = ? AND {col} IS NOT NULL",
                     (space,),
                 )
                 text = getattr(default, "text", default)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import spacegen
 import trusted
-from sqlrows import waiting_sql
+from sqlrows import spaces_as_read, waiting_sql
 
 from broker import Agent, Operator, Store, errors
 from broker.interchange.export import export_space
@@ -380,7 +380,9 @@ def test_S30_space_usage_reports_the_log_the_top_senders_and_each_inbox(
         a.send("b", "x" * 1000)
     c.send("b", "hi")
     usage = operator.space_usage(sid, top=1)
-    assert usage.log_bytes == count(store, "SELECT log_bytes FROM spaces WHERE id = ?", sid)
+    assert usage.log_bytes == count(
+        store, f"SELECT log_bytes FROM {spaces_as_read(store)} WHERE id = ?", sid
+    )
     assert [(u.sender, u.messages) for u in usage.top_senders] == [("a", 3)]
     assert usage.top_senders[0].share == round(usage.top_senders[0].log_bytes / (64 * MB), 4)
     assert [(i.address, i.waiting, i.cap) for i in usage.inboxes] == [

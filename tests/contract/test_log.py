@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trusted
+from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
 from broker.ids import new_id, parse_ts
@@ -191,7 +192,9 @@ def test_S11_log_max_mb_is_counted_in_mebibytes_to_the_byte(
     # 2**-9 MB is 2048 bytes exactly: a log of 2047 bytes takes one more send, 2048 none.
     def log_bytes(sid: str) -> int:
         with store.read() as t:
-            return int(t.one("SELECT log_bytes FROM spaces WHERE id = ?", (sid,))[0])
+            return int(
+                t.one(f"SELECT log_bytes FROM {spaces_as_read(store)} WHERE id = ?", (sid,))[0]
+            )
 
     for size, full in ((2047, False), (2048, True)):
         sid = operator.create_space("workflow", log_max_mb=2**-9, sender_share=1).id
@@ -311,7 +314,7 @@ def test_S11_a_broadcast_row_appended_outside_a_send_moves_the_broadcast_counter
     # down, tests/sqlrows.py) keeps the space's counters those of its log.
     import sqlrows
 
-    counters = "SELECT last_seq, last_bcast, log_bytes FROM spaces WHERE id = ?"
+    counters = f"SELECT last_seq, last_bcast, log_bytes FROM {spaces_as_read(store)} WHERE id = ?"
     for n in (1, 2):
         mid = sqlrows.message(store, space, "lynx", f"all hands {n}", to=["broadcast"], bcast=True)
         with store.read() as t:
@@ -331,7 +334,7 @@ def test_S18_a_seen_receipt_is_one_log_row_to_nobody_never_urgent(
     sent = lynx.send("otter", "hello").id
     turn = otter.next_turn()
     assert turn.id is not None
-    counters = "SELECT last_seq, last_bcast, log_bytes FROM spaces WHERE id = ?"
+    counters = f"SELECT last_seq, last_bcast, log_bytes FROM {spaces_as_read(store)} WHERE id = ?"
     with store.read() as t:
         before = tuple(t.one(counters, (space,)))
     seen = otter.seen(turn.id)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trusted
+from sqlrows import spaces_as_read
 
 from broker import errors
 from broker.api.handles import Agent, Operator, Store
@@ -25,7 +26,7 @@ NOW = "2026-12-01T00:00:00.000000Z"
 
 def last_seq(store: Store, space: str) -> int:
     with store.read() as t:
-        return int(t.one("SELECT last_seq FROM spaces WHERE id = ?", (space,))[0])
+        return int(t.one(f"SELECT last_seq FROM {spaces_as_read(store)} WHERE id = ?", (space,))[0])
 
 
 # --- S35 threads ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import trusted
-from sqlrows import waiting_sql
+from sqlrows import spaces_as_read, waiting_sql
 
 from broker import Agent, Operator, Store, errors
 from broker.api.handles import Agent as AgentClass
@@ -29,7 +29,11 @@ def all_rows(store: Store) -> dict[str, int]:
     return {
         table: count(store, table)
         for table in ("messages", "deliveries", "transcript", "participants", "participant_events")
-    } | {"last_seq": _one(store, "SELECT sum(last_seq) + sum(last_bcast) FROM spaces")}
+    } | {
+        "last_seq": _one(
+            store, f"SELECT sum(last_seq) + sum(last_bcast) FROM {spaces_as_read(store)}"
+        )
+    }
 
 
 def _one(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -210,7 +214,9 @@ def test_S6_broadcast_reaches_everyone_but_the_sender_once_via_the_broadcast_log
     assert len(r.reached) == len(set(r.reached))
     assert count(store, "deliveries") == deliveries  # read by cursor, not copied per inbox
     assert row(store, r.id)["bcast_no"] == 1
-    assert _one(store, "SELECT last_bcast FROM spaces WHERE id = ?", (space,)) == 1
+    assert (
+        _one(store, f"SELECT last_bcast FROM {spaces_as_read(store)} WHERE id = ?", (space,)) == 1
+    )
     # Counted from when it joined: a newcomer's cursor starts after it.
     late = join("flow/finch")
     with store.read() as t:
@@ -239,7 +245,9 @@ def test_S6_broadcast_to_nobody_is_no_live_participant_and_not_in_the_broadcast_
     assert r.reached == []
     assert not_reached(r) == [("broadcast", "no_live_participant")]
     assert row(store, r.id)["bcast_no"] is None
-    assert _one(store, "SELECT last_bcast FROM spaces WHERE id = ?", (space,)) == 0
+    assert (
+        _one(store, f"SELECT last_bcast FROM {spaces_as_read(store)} WHERE id = ?", (space,)) == 0
+    )
     assert count(store, "messages", "bcast_no IS NOT NULL") == 0
 
 
@@ -364,7 +372,7 @@ def test_S7_broadcast_full_when_a_live_participant_is_cap_behind(
     assert not_reached(r) == [("broadcast", "broadcast_full")]
     assert row(store, r.id)["bcast_no"] is None
     assert count(store, "messages") == n + 1
-    assert _one(store, "SELECT last_bcast FROM spaces WHERE id = ?", (sid,)) == 3
+    assert _one(store, f"SELECT last_bcast FROM {spaces_as_read(store)} WHERE id = ?", (sid,)) == 3
     # Once b has read them (its cursor moves), broadcasts flow again.
     with store.write() as t:
         t.execute(
@@ -403,7 +411,9 @@ def test_S7_broadcast_full_at_the_default_cap(
             crew["lynx"].send("broadcast", f"b{i}", tx=t)
     r = undelivered(lambda: crew["lynx"].send("broadcast", "over the cap"))
     assert not_reached(r) == [("broadcast", "broadcast_full")]
-    assert _one(store, "SELECT last_bcast FROM spaces WHERE id = ?", (space,)) == cap
+    assert (
+        _one(store, f"SELECT last_bcast FROM {spaces_as_read(store)} WHERE id = ?", (space,)) == cap
+    )
 
 
 def test_S8_reaching_nobody_raises_not_delivered_after_the_row_is_committed(

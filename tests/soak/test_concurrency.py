@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trusted
+from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store
 
@@ -89,7 +90,10 @@ def run_senders(store: Store, workers: int, per_worker: int) -> int:
                 (space,),
             )
         )
-        assert t.one("SELECT last_seq FROM spaces WHERE id = ?", (space,))[0] == total
+        assert (
+            t.one(f"SELECT last_seq FROM {spaces_as_read(store)} WHERE id = ?", (space,))[0]
+            == total
+        )
     assert per_recipient == {name: per_worker // 2 for name in names}
     return len(log)
 

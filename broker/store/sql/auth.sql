@@ -1,12 +1,29 @@
 -- Who is calling: one authorization path for every agent operation (broker.spaces.auth).
 
+-- fragment: last_seq
+-- The space's counters, derived: messages.sql's fragments word for word (revision 0017).
+max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+
+-- fragment: log_bytes
+max(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0))
+
+-- fragment: last_bcast
+max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+-- postgresql:
+greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+
 -- name: caller
 -- Re-checks the caller's token inside the transaction (S10) and reads its grant,
 -- status and its space's state, limits and counters, in one statement (a send
 -- needs no read of its space of its own: the write lock is already held).
 SELECT p.status, p.messaging, p.tools, p.is_lead, p.agent, p.parent,
-       s.state AS space_state, s.settings, s.last_seq, s.log_bytes, s.last_bcast
-FROM participants p JOIN spaces s ON s.id = p.space_id
+       spaces.state AS space_state, spaces.settings, {last_seq} AS last_seq,
+       {log_bytes} AS log_bytes, {last_bcast} AS last_bcast
+FROM participants p JOIN spaces ON spaces.id = p.space_id
 WHERE p.id = :id AND p.token_hash = :token_hash
 
 -- name: caller_heartbeat
@@ -19,9 +36,9 @@ WHERE id = :id AND token_hash = :token_hash AND status <> 'left'
 RETURNING status, messaging, tools, is_lead, agent, parent,
   (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
   (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings,
-  (SELECT last_seq FROM spaces WHERE spaces.id = participants.space_id) AS last_seq,
-  (SELECT log_bytes FROM spaces WHERE spaces.id = participants.space_id) AS log_bytes,
-  (SELECT last_bcast FROM spaces WHERE spaces.id = participants.space_id) AS last_bcast
+  (SELECT {last_seq} FROM spaces WHERE spaces.id = participants.space_id) AS last_seq,
+  (SELECT {log_bytes} FROM spaces WHERE spaces.id = participants.space_id) AS log_bytes,
+  (SELECT {last_bcast} FROM spaces WHERE spaces.id = participants.space_id) AS last_bcast
 
 -- name: identify
 -- The participant a token belongs to (served mode: a Bearer token alone names
@@ -32,27 +49,26 @@ FROM participants p
 WHERE p.token_hash = :token_hash
 
 -- name: caller_send
--- A send to one participant by address, in one statement: the space's counters
--- bumped for the one log row it will append (:size, the row's size if it
--- reaches that participant: the send corrects it otherwise), the caller
--- re-checked with its grant (S10, S24), and the recipient with its contact
--- policy (S38). A refusal rolls the bump back. NULL caller: bad token.
+-- A send to one participant by address, in one statement: the space's state,
+-- limits and counters, the caller re-checked with its grant (S10, S24), and the
+-- recipient with its contact policy (S38). Nothing is written: the counters are
+-- derived from the log (revision 0017). NULL caller: bad token.
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
-WHERE id = :space_id
-RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
+  {last_bcast} AS last_bcast,
   (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
   (SELECT json_array(id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')), contact_policy, contact_allow, parent)
    FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
+FROM spaces WHERE id = :space_id
 -- postgresql:
-UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size
-WHERE id = :space_id
-RETURNING state AS space_state, settings, last_seq, log_bytes, last_bcast,
+SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
+  {last_bcast} AS last_bcast,
   (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
    FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
   (SELECT json_build_array(id, address, status, waiting, contact_policy, contact_allow,
      parent)::text
    FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
+FROM spaces WHERE id = :space_id

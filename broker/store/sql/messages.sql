@@ -1,28 +1,42 @@
 -- Sending and the log (broker.mail.messages, broker.mail.sending, broker.mail.recipients): the
--- only writers of `messages` and `deliveries`, and of a space's counters on a send.
+-- only writers of `messages` and `deliveries`. A send writes no space row: the
+-- space's counters are derived from the log (revision 0017).
+
+-- fragment: last_seq
+-- The space's counters are derived (revision 0017), each one expression over
+-- the row `spaces` (the statements in other areas that read them repeat these
+-- fragments word for word). The last seq and broadcast number: one seek each on
+-- the log's indexes; the bytes logged: the space's sender_usage rows plus (SQLite)
+-- the log rows past folds.upto that the batched trigger has not folded in yet
+-- (fewer than 32). Each is at least the space row's own column: the floor the
+-- importer writes (the exported counters), frozen at revision 0017, never
+-- written by a send. Read under the space's write lock (BEGIN IMMEDIATE; on
+-- PostgreSQL the row lock, taken by an earlier statement, so this one's
+-- snapshot holds every row committed before it).
+max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+
+-- fragment: log_bytes
+max(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0))
+
+-- fragment: last_bcast
+max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+-- postgresql:
+greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
 
 -- name: space
 -- The space a send appends to: state, limits and counters (a send by an agent
 -- gets these from its authorization read, auth.caller; the operator's and the
--- directives' sends read them here).
-SELECT state, settings, last_seq, log_bytes, last_bcast FROM spaces WHERE id = :space_id
+-- directives' sends, and the log's rows outside a send, read them here).
+SELECT state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
+  {last_bcast} AS last_bcast
+FROM spaces WHERE id = :space_id
 
 -- name: space_kind
 SELECT kind FROM spaces WHERE id = :space_id
-
--- name: set_counters
--- A send batch's counters, written once at flush: the space's write lock (BEGIN
--- IMMEDIATE; the row lock on PostgreSQL) is held from the read to here.
-UPDATE spaces SET last_seq = :last_seq, log_bytes = :log_bytes, last_bcast = :last_bcast
-WHERE id = :space_id
-
--- name: bump_counters
--- One log row outside a send (a receipt, an import): the counters read and
--- bumped in one statement; returns the row's seq.
-UPDATE spaces SET last_seq = last_seq + 1, log_bytes = log_bytes + :size,
-  last_bcast = last_bcast + :bcast
-WHERE id = :space_id
-RETURNING last_seq
 
 -- name: insert_message
 INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref,

@@ -7,22 +7,29 @@ INSERT INTO turns (id, space_id, participant_id, lease_token, bcast_upto, state,
 VALUES (:id, :space_id, :participant_id, :lease_token, :bcast_upto, :state,
   :created_at_utc, :expires_at, :seen_at_utc, :lease_process, :bcast_from)
 
+-- fragment: last_bcast
+-- The space's last broadcast number, derived: messages.sql's fragment word for word
+-- (revision 0017).
+max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+-- postgresql:
+greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+
 -- name: cursor
 -- What a turn needs to know of its participant, in one read: who it is (for
 -- the directives), its broadcast cursor and the end of the space's broadcast
 -- log, and the broadcast ranges of its open turns whose lease runs (S18: a
 -- broadcast is shown in at most one open turn), with the process holding each.
-SELECT p.address, p.agent, p.step, p.bcast_seen, s.last_bcast,
+SELECT p.address, p.agent, p.step, p.bcast_seen, {last_bcast} AS last_bcast,
   (SELECT json_group_array(json_array(o.bcast_upto, o.lease_process)) FROM turns o
     WHERE o.participant_id = p.id AND o.state = 'open' AND o.expires_at > :now) AS open_turns
-FROM participants p JOIN spaces s ON s.id = p.space_id
+FROM participants p JOIN spaces ON spaces.id = p.space_id
 WHERE p.id = :participant_id
 -- postgresql:
-SELECT p.address, p.agent, p.step, p.bcast_seen, s.last_bcast,
+SELECT p.address, p.agent, p.step, p.bcast_seen, {last_bcast} AS last_bcast,
   (SELECT coalesce(json_agg(json_build_array(o.bcast_upto, o.lease_process))::text, '[]')
     FROM turns o
     WHERE o.participant_id = p.id AND o.state = 'open' AND o.expires_at > :now) AS open_turns
-FROM participants p JOIN spaces s ON s.id = p.space_id
+FROM participants p JOIN spaces ON spaces.id = p.space_id
 WHERE p.id = :participant_id
 
 -- name: broadcasts

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trusted
 from conftest import open_store
+from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
 from broker.spaces import participants
@@ -38,7 +39,7 @@ def fill(agent: Agent, text: str, to: str = "operator", most: int = 1000) -> int
 
 def log_bytes(store: Store, sid: str) -> int:
     with store.read() as t:
-        return int(t.one("SELECT log_bytes FROM spaces WHERE id = ?", (sid,))[0])
+        return int(t.one(f"SELECT log_bytes FROM {spaces_as_read(store)} WHERE id = ?", (sid,))[0])
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)

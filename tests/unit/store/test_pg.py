@@ -20,6 +20,7 @@ import pytest
 import trusted
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
 from broker.store.dialect import PG_SEARCH_INDEX, PG_SEARCH_TEXT, compare_type, pg_hidden
@@ -276,7 +277,7 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
         seqs = [
             r[0] for r in t.all("SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (sid,))
         ]
-        last = t.one("SELECT last_seq FROM spaces WHERE id = ?", (sid,))[0]
+        last = t.one(f"SELECT last_seq FROM {spaces_as_read(pg)} WHERE id = ?", (sid,))[0]
     assert seqs == list(range(1, 201))
     assert last == 200
 
