@@ -12,6 +12,7 @@ from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
 from broker.api.operations import (
     ACTIVITY,
+    ADMIT,
     ARCHIVE_SPACE,
     BOARD_VIEW,
     CLAIM_JOURNAL,
@@ -131,8 +132,36 @@ class Operator(OperatorPaths, OperatorMail):
         continues it while it is live. No process is recorded unless ``pid``
         is given (this process or one of its ancestors, S27): the participant
         is live by its heartbeat, not by this process."""
-        fields.setdefault("pid", None)
+        if fields.get("pid") is None:  # the declared join (participants.join) records none
+            fields.pop("pid", None)
+            joined = self.call(ADMIT, {"space": space, "codename": codename, **fields})
+            return Agent.connect(self.store, joined.space_id, joined.address, joined.token), joined
         return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
+
+    @declared(ADMIT)
+    def admit(
+        self,
+        space: str,
+        codename: str,
+        *,
+        agent: str | None = None,
+        run_id: str | None = None,
+        step: str | None = None,
+        parent: str | None = None,
+        role: str | None = None,
+        archetype: str | None = None,
+        task: str | None = None,
+        lead: bool = False,
+        messaging: bool = True,
+        tools: list[str] | None = None,
+        token: str | None = None,
+        tx: Tx | None = None,
+    ) -> Joined:
+        """``participants.join``: join ``codename`` on an agent's behalf, the
+        operator key its credential, recording no process (what ``join`` does
+        with ``pid=None``, as the HTTP API serves it); the address and its new
+        token, shown once. ``token`` continues a live address (S40)."""
+        return self.call(ADMIT, ADMIT.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(OPERATOR_SEND)
     def send(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         BoardEntry,
         ClaimGrant,
         CreatedSpace,
+        Joined,
         JoinKey,
         JournalEntry,
         Participant,
@@ -34,6 +35,17 @@ if TYPE_CHECKING:
         TurnRecord,
     )
     from broker.store.sqlite import Store, Tx
+
+
+# --- participants ---------------------------------------------------------------------------
+def admit(store: Store, inp: inputs.AdmitInput, *, tx: Tx | None = None, key: str) -> Joined:
+    """``participants.join``: the operator key (the calling handle's) is the
+    credential, the address's last token continues a live one; no process."""
+    from broker.api.joiner import joining
+    from broker.spaces import participants
+
+    credential = participants.Credential(operator_key=key, token=inp.token)
+    return participants.join(store, inp.space, joining(inp), credential=credential, tx=tx)
 
 
 # --- spaces -------------------------------------------------------------------------------

@@ -124,6 +124,20 @@ class SendInput(Input):
     ack_required: bool = _ack_required()
 
 
+SEND_MANY_MAX = 1000  # messages one batch may carry
+
+
+class SendManyInput(Input):
+    """``msg.send_many``: many messages in one transaction, each a ``msg.send``'s input."""
+
+    items: list[SendInput] = fields.items(
+        "The messages, each with the fields of msg.send ('to', 'text', 'idempotency_key', "
+        "'thread', ...). All are sent in one transaction, or none if any is refused.",
+        SendInput,
+        high=SEND_MANY_MAX,
+    )
+
+
 class OperatorSendInput(Input):
     """``messages.send``: a message from the operator (S9)."""
 
@@ -508,26 +522,28 @@ def _directory(help: str, high: int = 200) -> Any:  # noqa: A002
     return fields.text(help, default=None, low=0, high=high, line=True, metavar="TEXT")
 
 
-class SpaceJoinInput(Input):
-    """``space.join``: join a space as a new participant with its join key (or
-    a parent's token), or continue an address with its last token (S27, S40).
-    The secrets are never shown back (``fields.Text.secret``)."""
-
-    space: str = _space()
-    codename: str = fields.text(
+def _codename() -> Any:
+    return fields.text(
         "The name to join as: the address below the space's root (S3).",
         high=400,
         strip=True,
         line=True,
         metavar="CODENAME",
     )
-    join_key: str | None = _secret("The space's join key (`space create` prints it).")
-    parent_token: str | None = _secret(
-        "Join as a child of the participant whose token this is (instead of a join key)."
-    )
-    token: str | None = _secret(
+
+
+def _last_token() -> Any:
+    return _secret(
         "Continue an address that has joined before (a retry, a restart): its last token."
     )
+
+
+class JoinDirectory(Input):
+    """What a join says of the joiner (S40): its directory fields (None keeps what
+    a re-join's address stored, ``''`` clears one), whether it leads, whether it
+    may send, and its grant. Every join's record declares these; no operation
+    takes it alone."""
+
     agent: str | None = fields.text(
         "Agent name (role:NAME reaches it).", default=None, line=True, metavar="NAME"
     )
@@ -551,6 +567,46 @@ class SpaceJoinInput(Input):
         default=None,
         metavar="NAME",
     )
+
+
+class JoinInput(JoinDirectory):
+    """The library's join (``broker.spaces.participants.join``): the codename,
+    the directory, and the process that holds the identity (``pid``: S27, prune
+    may check it; None, live by its heartbeat). The credential is apart
+    (``participants.Credential``)."""
+
+    codename: str = _codename()
+    pid: int | None = fields.whole(
+        "The process that holds the identity (prune checks it on this host).",
+        default=None,
+        high=2**63 - 1,
+        metavar="PID",
+    )
+
+
+class SpaceJoinInput(JoinDirectory):
+    """``space.join``: join a space as a new participant with its join key (or
+    a parent's token), or continue an address with its last token (S27, S40).
+    The secrets are never shown back (``fields.Text.secret``)."""
+
+    space: str = _space()
+    codename: str = _codename()
+    join_key: str | None = _secret("The space's join key (`space create` prints it).")
+    parent_token: str | None = _secret(
+        "Join as a child of the participant whose token this is (instead of a join key)."
+    )
+    token: str | None = _last_token()
+
+
+class AdmitInput(JoinDirectory):
+    """``participants.join``: the operator joins a participant on an agent's
+    behalf (the operator key is the credential, S27). No ``pid``: a server cannot
+    tell whose a client's process is, so the participant is live by its
+    heartbeat. ``token`` continues an address while its holder is live (S40)."""
+
+    space: str = _space()
+    codename: str = _codename()
+    token: str | None = _last_token()
 
 
 # --- the teammate runtime's turn bookkeeping (S16, S26), served ---------------------------

@@ -12,12 +12,10 @@ from typing import Any
 
 from broker import errors
 from broker.api.handles import Operator
-from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.live import View, ViewStream
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
-    Joined,
     LogEntry,
     Space,
 )
@@ -98,14 +96,6 @@ async def stream_spaces(call: Call) -> Any:
 
 
 # --- participants, board, queue ------------------------------------------------------------
-async def join(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.JoinBody = call.body
-    fields = b.model_dump(exclude_none=True)
-    codename = fields.pop("codename")
-    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
-
-
 async def board(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
@@ -152,7 +142,4 @@ def endpoints() -> list[Endpoint]:
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
     ]  # fmt: skip
-    e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
-                      "Join a participant on an agent's behalf (its token is shown once)",
-                      body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
     return e

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from broker import errors
-from broker.api.operations import Operation, operation
+from broker.api.operations import ADMIT, Operation, operation
 from broker.frontends.remote.agent import RemoteAgent
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route
@@ -188,10 +188,8 @@ class RemoteOperator(RemoteOperatorPaths):
     # --- participants, the board, the queue -----------------------------------------------
     def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
         """Join a participant on an agent's behalf; its token is in ``Joined``."""
-        data = self._call(
-            "POST", space_path(space) + "/participants", {"codename": codename, **fields}
-        )
-        joined: Joined = from_dict(Joined, data)
+        fields.pop("pid", None)  # a served join records no process (participants.join)
+        joined: Joined = self.call(ADMIT, {"space": space, "codename": codename, **fields})
         return RemoteAgent(self.conn, joined.token, joined.space_id, joined.address), joined
 
 

@@ -306,7 +306,7 @@ def test_served_remote_agent_batches_acks_and_claims_and_sets_its_status(
         [{"to": "otter2", "text": "one"}, {"to": ["otter2"], "text": "two", "idempotency_key": "k"}]
     )
     assert [r.reached for r in results] == [["otter2"], ["otter2"]]
-    with pytest.raises(errors.InvalidInput, match="item 1"):
+    with pytest.raises(errors.InvalidInput, match=r"^bad items\[1\]\.text: "):
         me.send_many([{"to": "otter2", "text": "fine"}, {"to": "otter2", "text": ""}])
     otter.send("lynx2", "first")
     otter.send("lynx2", "second")
