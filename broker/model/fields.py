@@ -598,6 +598,9 @@ class Input:
     equal when their class and values are."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
+    ONE_OF: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """groups of fields of which at most one may be given (not None): two cursors,
+    a first-N and a last-N; a second is refused naming both, as given"""
     NAMES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[frozenset[str]] = frozenset()
     """what ``parse`` takes: the fields' names, wire names and tool names"""
@@ -614,6 +617,9 @@ class Input:
             declared = [f for f in declared if f.name != name] + [spec]
         cls.FIELDS = tuple(declared)
         cls.NAMES = frozenset(f.name for f in declared)
+        unknown = {name for group in cls.ONE_OF for name in group} - cls.NAMES
+        if unknown:
+            raise TypeError(f"{cls.__qualname__}.ONE_OF: {sorted(unknown)} are not fields")
         cls.KEYS = cls.NAMES | {k for f in declared for k in (f.key, f.tool_key)}
 
     def __init__(self, **values: Any) -> None:
@@ -649,6 +655,12 @@ class Input:
                     raise InvalidInput(
                         f"unknown field {name!r}: this tool does not take it", field=name
                     )
+        for group in self.ONE_OF:
+            given = [self.field(n) for n in group if values[n] is not None]
+            if len(given) > 1:
+                # named as the caller gave them: a field's wire or tool name if so
+                said = [next((k for k in (f.key, f.tool_key) if k in data), f.name) for f in given]
+                raise InvalidInput(f"{said[0]} and {said[1]} exclude each other", field=said[1])
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")

@@ -21,6 +21,7 @@ from broker.vocab import (
     ARCHETYPES,
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
+    MESSAGE_KINDS,
     MIN_SECONDS,
     SEARCH_DEFAULT,
     SEARCH_MAX,
@@ -102,12 +103,13 @@ def _ack_required() -> Any:
     return fields.flag("Ask later who has seen it (the status of the message).")
 
 
-def _space() -> Any:
+def _space(tool: str | None = None) -> Any:
     return fields.text(
         "The space: its run id, the id without its prefix, or a unique prefix of either.",
         high=200,
         strip=True,
         metavar="RUN_ID",
+        tool=tool,
     )
 
 
@@ -467,6 +469,74 @@ class SearchInput(Input):
         default=SEARCH_DEFAULT,
         high=SEARCH_MAX,
         metavar="N",
+    )
+
+
+LOG_PAGE = 1000  # log rows one read of messages.list answers without limit or tail
+
+
+class MessagesInput(Input):
+    """``messages.list``: a page of one space's log, in sequence order, filtered.
+    One cursor (a message id or a seq) and one count (the first N or the last N)."""
+
+    ONE_OF = (("after", "after_seq"), ("limit", "tail"))
+    space: str = _space(tool="run")  # the MCP tool's argument since before it was declared
+    after: str | None = fields.text(
+        "Only messages after this message id (not with after_seq).",
+        default=None,
+        metavar="ID",
+    )
+    after_seq: int | None = fields.whole(
+        "Only messages after this sequence number (not with after); pass back the last "
+        "message's seq to read the next page.",
+        default=None,
+        low=0,
+        metavar="SEQ",
+    )
+    kinds: list[str] | None = fields.texts(
+        "Only these kinds: " + ", ".join(MESSAGE_KINDS) + " (one or a list).",
+        fields.Text(
+            "a message kind",
+            high=16,
+            pattern="|".join(MESSAGE_KINDS),
+            words="one of " + ", ".join(MESSAGE_KINDS),
+        ),
+        default=None,
+        high=len(MESSAGE_KINDS),
+        one=True,
+        metavar="KIND",
+        wire="kind",
+    )
+    sender: str | None = fields.text(
+        "Only messages from this exact sender address.",
+        default=None,
+        high=400,
+        metavar="ADDR",
+        tool="written_by",  # a filter, not a sender: no tool lists a sender (S10)
+    )
+    to: str | None = fields.text(
+        "Only messages addressed to, or that reached, this address.",
+        default=None,
+        high=400,
+        metavar="ADDR",
+    )
+    since: str | None = fields.text(
+        "Only messages logged at or after this time (ISO-8601, UTC or with an offset).",
+        default=None,
+        high=40,
+        metavar="WHEN",
+    )
+    limit: int | None = fields.whole(
+        f"At most this many, the first (1-10000; default {LOG_PAGE}, not with tail).",
+        default=None,
+        high=10_000,
+        metavar="N",
+    )
+    tail: int | None = fields.whole(
+        "Only the last N (not with limit).", default=None, high=1_000_000, metavar="N"
+    )
+    thread: str | None = fields.text(
+        "Only the messages of this thread (S35).", default=None, high=64, metavar="NAME"
     )
 
 

@@ -55,6 +55,7 @@ from broker.api.operations import (
     JOIN,
     ME,
     MESSAGE_STATUS,
+    MESSAGES,
     NEXT_TURN,
     OPERATIONS,
     OPERATOR_CHECK_PATHS,
@@ -626,6 +627,26 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (TRANSCRIPT, {"address": "otter"}, set()),
     (TRANSCRIPT, {"address": "zed"}, set()),
     (THREADS, {}, set()),
+    # the operator's read of the log: one cursor and one count (a declared rule), a page
+    (MESSAGES, {}, {"mcp"}),  # MCP answers the page with the cursor to pass next time
+    (MESSAGES, {"kinds": "direct", "limit": 2}, {"mcp"}),
+    (
+        MESSAGES,
+        {"kinds": ["direct", "operator"], "sender": "lynx", "to": "otter", "tail": 3},
+        {"mcp"},
+    ),
+    (MESSAGES, {"after_seq": 1, "limit": 1, "thread": "t-1"}, {"mcp"}),
+    (MESSAGES, {"after": "01J0000000000000000000000Z", "after_seq": 1}, set()),
+    (MESSAGES, {"limit": 3, "tail": 3}, set()),
+    (MESSAGES, {"kinds": ["moon"]}, set()),
+    (MESSAGES, {"limit": 0}, set()),
+    (MESSAGES, {"limit": 10_001}, set()),
+    (MESSAGES, {"after_seq": -1}, set()),
+    (MESSAGES, {"after": "01J0000000000000000000000Z"}, set()),  # no such message
+    (MESSAGES, {"since": "garbage"}, set()),
+    (MESSAGES, {"sender": ""}, set()),
+    (MESSAGES, {"tail": True}, {"http"}),  # a query string is text
+    (MESSAGES, {"space": "nosuch"}, set()),
     (OPERATOR_SEARCH, {"query": "fields"}, set()),
     (OPERATOR_SEARCH, {"query": "fields", "sender": "lynx", "kinds": "direct", "limit": 5}, set()),
     (OPERATOR_SEARCH, {"query": "x", "since": "garbage"}, {"cli"}),  # --since takes an age too
