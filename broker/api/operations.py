@@ -1058,6 +1058,7 @@ PARTICIPANTS = Operation(
     method="participants",
     positional=("space",),
     http=Http("GET", "/participants"),
+    mcp="participants",
 )
 
 PARTICIPANT = Operation(

@@ -806,7 +806,7 @@ class SpaceUsageInput(Input):
 class ParticipantsInput(Input):
     """``participants.list``: the directory of a space."""
 
-    space: str = _space()
+    space: str = _space(tool="run")  # the MCP tool's argument since before it was declared
     include_left: bool = fields.flag("Also those that left.", default=True)
 
 

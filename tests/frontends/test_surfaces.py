@@ -586,8 +586,9 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (ARCHIVE_SPACE, {"space": "@other"}, set()),
     (ARCHIVE_SPACE, {"space": "nosuch"}, set()),
     # participants, the queue, the board
-    (PARTICIPANTS, {}, set()),
-    (PARTICIPANTS, {"include_left": False}, set()),
+    (PARTICIPANTS, {}, {"mcp"}),  # MCP answers {"participants": [...]}
+    (PARTICIPANTS, {"include_left": False}, {"mcp"}),
+    (PARTICIPANTS, {"space": "a" * 201}, set()),
     (PARTICIPANTS, {"include_left": "yes"}, {"http"}),  # a query string is text
     (PARTICIPANTS, {"space": "nosuch"}, set()),
     (PARTICIPANT, {"address": "otter"}, set()),

@@ -16,12 +16,13 @@ from broker.api.operations import (
     MESSAGES,
     OPERATOR_RELEASE_KEY,
     OPERATOR_SEND,
+    PARTICIPANTS,
     RELEASE_RESERVATION,
 )
 from broker.frontends.mcp import inputs
 from broker.frontends.mcp.core import Output, ToolSpec, data, declared
-from broker.model.inputs import MessagesInput
-from broker.model.records import LogEntry, to_dict
+from broker.model.inputs import MessagesInput, ParticipantsInput
+from broker.model.records import LogEntry, Participant, to_dict
 
 RUN = "The run (space) id, e.g. 'run_01j...' or 'af_01j...'."
 
@@ -42,8 +43,8 @@ def _messages(entries: list[LogEntry], inp: MessagesInput) -> Output:
     return data({"messages": entries, "after_seq": cursor})
 
 
-async def _participants(op: AsyncOperator, a: inputs.RunInput) -> Output:
-    return data({"participants": await op.participants(a.run)})
+def _participants(people: list[Participant], inp: ParticipantsInput) -> Output:
+    return data({"participants": people})
 
 
 async def _board(op: AsyncOperator, a: inputs.RunInput) -> Output:
@@ -90,13 +91,7 @@ OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False),
     ),
     declared(MESSAGES, annotations=_READ, render=_messages),
-    _run_read(
-        "participants",
-        "List a run's participants",
-        "The participants of a run (participants): address, agent, role, "
-        "status, last seen, grant and how many messages wait for each.",
-        _participants,
-    ),
+    declared(PARTICIPANTS, annotations=_READ, render=_participants),
     _run_read(
         "board_view",
         "View a run's board",
