@@ -35,12 +35,30 @@ class BrokerError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message, **self.fields}
 
-    def in_item(self, n: int) -> BrokerError:
-        """The same refusal, naming the batch item it is about (``item N: ...``
-        and an ``item`` field): a batch refused as a whole says which item."""
-        self.message = f"item {n}: {self.message}"
-        self.args = (self.message,)
-        self.fields = {**self.fields, "item": n}
+    def in_item(self, n: int, where: str = "items") -> BrokerError:
+        """The same refusal, naming the batch item it is about and its field: ``bad
+        to`` of the third item is ``bad items[2].to`` (field ``items[2].to``, and an
+        ``item`` field 2), any other refusal of it ``items[2].to: ...``; a refusal
+        of no field is ``items[2]: ...``. A batch
+        refused as a whole says which item."""
+        at = f"{where}[{n}]"
+        inner = self.fields.get("field")
+        said = self.message
+        if isinstance(inner, str) and inner != "input":
+            named = f"{at}.{inner}"
+            for head, now in ((f"bad {inner}", f"bad {named}"),
+                              (f"unknown field {inner!r}", f"unknown field {named!r}")):  # fmt: skip
+                if said.startswith(head) and said[len(head) : len(head) + 1] in ("", " ", ":", "."):
+                    said = now + said[len(head) :]
+                    break
+            else:
+                said = f"{named}: {said}"
+            self.fields = {**self.fields, "field": named, "item": n}
+        else:
+            said = f"{at}: {said}"
+            self.fields = {**self.fields, "item": n}
+        self.message = said
+        self.args = (said,)
         return self
 
 

@@ -1,6 +1,7 @@
 """Refusals in the broker's words: pydantic's phrases, reworded (S33).
 
-The checks at the edge not yet declared (``broker.model.pydantic_inputs``) say
+The checks at the edge not yet declared (the hand-written MCP tools' models,
+``broker.frontends.mcp.inputs``) say
 ``String should match pattern '^[0-9A-Za-z]{26}$'``; a user should read
 what the field takes. ``InvalidInput`` passes every message through
 ``in_words``, so each surface (library, CLI, HTTP, MCP) and every check says

@@ -29,6 +29,7 @@ from broker.api.operations import (
     RETRACT,
     SEEN,
     SEND,
+    SEND_MANY,
     SET_STATUS,
     TURN_HISTORY,
     TURN_HISTORY_UNDO,
@@ -39,6 +40,7 @@ from broker.api.operations import (
 )
 from broker.api.reservations import AgentPaths
 from broker.model.fields import Input
+from broker.model.inputs import JoinInput, SendInput
 from broker.model.records import (
     ClaimGrant,
     JournalEntry,
@@ -137,17 +139,12 @@ class Agent(AgentPaths, AgentMail):
         live holder without its token, ``conflict``; nothing is written
         either way. A re-join keeps the ``step``, ``parent``, ``role``,
         ``archetype`` and ``task`` it does not name; ``""`` clears one."""
-        from broker.model.pydantic_inputs import (  # pydantic: joins only, not sends
-            JoinInput,
-            parse_input,
-        )
-
         fields.setdefault("pid", os.getpid())  # this process holds the identity: prune may check it
         credential = participants.Credential(join_key, operator_key, parent_token, token)
         joined = participants.join(
             store,
             space,
-            parse_input(JoinInput, {"codename": codename, **fields}),
+            JoinInput.parse({"codename": codename, **fields}),
             credential=credential,
         )
         return cls.connect(store, joined.space_id, joined.address, joined.token), joined
@@ -191,13 +188,16 @@ class Agent(AgentPaths, AgentMail):
         ``ack_required`` lets ``status`` say who has seen it."""
         return self.call(SEND, SEND.take(locals()), tx)  # type: ignore[no-any-return]
 
+    @declared(SEND_MANY)
     def send_many(
-        self, items: Iterable[dict[str, Any]], *, tx: Tx | None = None
+        self, items: Iterable[Mapping[str, Any] | SendInput], *, tx: Tx | None = None
     ) -> list[SendResult]:
-        """Many ``{"to", "text", "idempotency_key"}`` in one transaction (see messages.send_many)."""
-        from broker.mail import messages
-
-        return messages.send_many(self.store, self.identity, items, tx=tx)
+        """``msg.send_many``: many messages in one transaction, each ``msg.send``'s
+        fields by name (``{"to", "text", ...}``); all or none are sent (a refusal
+        names the item: ``items[2].to``)."""
+        if not isinstance(items, list | tuple | str | Mapping):  # a generator: its items
+            items = list(items)
+        return self.call(SEND_MANY, SEND_MANY.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(POST)
     def post(

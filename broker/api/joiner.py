@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.operations import JOIN, Operation, declared, operation
 from broker.model.fields import Input
-from broker.model.inputs import SpaceJoinInput
+from broker.model.inputs import JoinDirectory, JoinInput, SpaceJoinInput
 from broker.model.typecheck import checked, self_checked
 from broker.store.sqlite import Store, Tx
 
@@ -28,21 +28,19 @@ if TYPE_CHECKING:
 def join(store: Store, inp: SpaceJoinInput, *, tx: Tx | None = None) -> Joined:
     """``space.join``: the library's join (``participants.join``) with the
     record's credential; a served join records no process (S40)."""
-    from broker.model.pydantic_inputs import JoinInput, parse_input
     from broker.spaces import participants
 
     credential = participants.Credential(
         join_key=inp.join_key, parent_token=inp.parent_token, token=inp.token
     )
-    directory = {
-        name: getattr(inp, name)
-        for name in ("agent", "run_id", "step", "parent", "role", "archetype", "task", "tools")
-        if getattr(inp, name) is not None
-    }
-    fields = {"codename": inp.codename, "lead": inp.lead, "messaging": inp.messaging, **directory}
-    return participants.join(
-        store, inp.space, parse_input(JoinInput, fields), credential=credential, tx=tx
-    )
+    return participants.join(store, inp.space, joining(inp), credential=credential, tx=tx)
+
+
+def joining(inp: JoinDirectory, pid: int | None = None) -> JoinInput:
+    """The library's join record of a join operation's input: its codename and
+    directory, ``pid`` the process that holds the identity (None: none)."""
+    kept = {f.name: getattr(inp, f.name) for f in JoinInput.FIELDS if f.name in inp.NAMES}
+    return JoinInput.parse({**kept, "pid": pid})
 
 
 @checked
@@ -73,9 +71,6 @@ class Joiner:
         space: str,
         codename: str,
         *,
-        join_key: str | None = None,
-        parent_token: str | None = None,
-        token: str | None = None,
         agent: str | None = None,
         run_id: str | None = None,
         step: str | None = None,
@@ -86,6 +81,9 @@ class Joiner:
         lead: bool = False,
         messaging: bool = True,
         tools: list[str] | None = None,
+        join_key: str | None = None,
+        parent_token: str | None = None,
+        token: str | None = None,
         tx: Tx | None = None,
     ) -> Joined:
         """``space.join``: join ``space`` as ``codename`` with one credential

@@ -12,12 +12,14 @@ from broker.api.agent import Agent
 from broker.api.mail import OperatorMail
 from broker.api.operations import (
     ACTIVITY,
+    ADMIT,
     ARCHIVE_SPACE,
     BOARD_VIEW,
     CLAIM_JOURNAL,
     CLAIMS,
     CREATE_SPACE,
     GET_SPACE,
+    MESSAGES,
     OPERATOR_CHECK_PATHS,
     OPERATOR_MESSAGE_STATUS,
     OPERATOR_RELEASE_KEY,
@@ -42,8 +44,8 @@ from broker.api.operations import (
     declared,
     operation,
 )
+from broker.api.operator_ops import read_log
 from broker.api.reservations import OperatorPaths
-from broker.mail import messages
 from broker.model.fields import Input
 from broker.model.records import (
     AckStatus,
@@ -131,8 +133,36 @@ class Operator(OperatorPaths, OperatorMail):
         continues it while it is live. No process is recorded unless ``pid``
         is given (this process or one of its ancestors, S27): the participant
         is live by its heartbeat, not by this process."""
-        fields.setdefault("pid", None)
+        if fields.get("pid") is None:  # the declared join (participants.join) records none
+            fields.pop("pid", None)
+            joined = self.call(ADMIT, {"space": space, "codename": codename, **fields})
+            return Agent.connect(self.store, joined.space_id, joined.address, joined.token), joined
         return Agent.join(self.store, space, codename, operator_key=self._key, **fields)
+
+    @declared(ADMIT)
+    def admit(
+        self,
+        space: str,
+        codename: str,
+        *,
+        agent: str | None = None,
+        run_id: str | None = None,
+        step: str | None = None,
+        parent: str | None = None,
+        role: str | None = None,
+        archetype: str | None = None,
+        task: str | None = None,
+        lead: bool = False,
+        messaging: bool = True,
+        tools: list[str] | None = None,
+        token: str | None = None,
+        tx: Tx | None = None,
+    ) -> Joined:
+        """``participants.join``: join ``codename`` on an agent's behalf, the
+        operator key its credential, recording no process (what ``join`` does
+        with ``pid=None``, as the HTTP API serves it); the address and its new
+        token, shown once. ``token`` continues a live address (S40)."""
+        return self.call(ADMIT, ADMIT.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(OPERATOR_SEND)
     def send(
@@ -197,26 +227,40 @@ class Operator(OperatorPaths, OperatorMail):
 
                 raise errors.InvalidInput(f"bad {name} {n!r}: a whole number from 1", field=name)
         by_id, by_seq = _cursor(after)
-        since = _since(since)
-        if thread is not None:  # one indexed range of the log (S35), then the same filters
-            from broker.mail import threads
+        return read_log(
+            self.store,
+            space,
+            after=by_id,
+            after_seq=by_seq,
+            kinds=kinds,
+            sender=sender,
+            to=to,
+            since=_since(since),
+            limit=limit,
+            tail=tail,
+            thread=thread,
+        )
 
-            kind_set = set(kinds or ())
-            start = by_seq or 0
-            if by_id is not None:  # seqs are gap-free: the row after it is seq + 1
-                nxt = messages.log(self.store, space, after=by_id, limit=1)
-                start = max(start, nxt[0].seq - 1 if nxt else 2**63 - 1)
-            entries = [
-                e
-                for e in threads.log(self.store, space, thread)
-                if e.seq > start and (not kind_set or e.kind in kind_set)
-            ]
-        else:
-            entries = messages.log(self.store, space, after=by_id, after_seq=by_seq, kinds=kinds)
-        entries = [e for e in entries if log_matches(e, sender, to, since)]
-        if tail is not None:
-            return entries[-tail:]
-        return entries[:limit] if limit is not None else entries
+    @declared(MESSAGES)
+    def messages(
+        self,
+        space: str,
+        *,
+        after: str | None = None,
+        after_seq: int | None = None,
+        kinds: str | Iterable[str] | None = None,
+        sender: str | None = None,
+        to: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        tail: int | None = None,
+        thread: str | None = None,
+        tx: Tx | None = None,
+    ) -> list[LogEntry]:
+        """``messages.list``: one page of the log of ``space`` (``log`` reads it
+        all): after one cursor (a message id, or a seq), filtered as ``log``, the
+        first ``limit`` (default 1000) or the last ``tail``."""
+        return self.call(MESSAGES, MESSAGES.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(PARTICIPANTS)
     def participants(

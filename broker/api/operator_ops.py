@@ -7,6 +7,7 @@ the record's fields to the library function that does the work.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from broker.model.records import Count
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
         BoardEntry,
         ClaimGrant,
         CreatedSpace,
+        Joined,
         JoinKey,
         JournalEntry,
+        LogEntry,
         Participant,
         PathCheck,
         QuarantinedDelivery,
@@ -34,6 +37,83 @@ if TYPE_CHECKING:
         TurnRecord,
     )
     from broker.store.sqlite import Store, Tx
+
+
+# --- the log ------------------------------------------------------------------------------
+def messages(store: Store, inp: inputs.MessagesInput, *, tx: Tx | None = None) -> list[LogEntry]:
+    """``messages.list``: a page of the log (``LOG_PAGE`` rows without limit or tail)."""
+    from broker.model.inputs import LOG_PAGE
+    from broker.model.typecheck import utc_time
+
+    limit = inp.limit if inp.limit is not None or inp.tail is not None else LOG_PAGE
+    return read_log(
+        store,
+        inp.space,
+        after=inp.after,
+        after_seq=inp.after_seq,
+        kinds=inp.kinds,
+        sender=inp.sender,
+        to=inp.to,
+        since=None if inp.since is None else utc_time(inp.since),
+        limit=limit,
+        tail=inp.tail,
+        thread=inp.thread,
+    )
+
+
+def read_log(
+    store: Store,
+    space: str,
+    *,
+    after: str | None,
+    after_seq: int | None,
+    kinds: Iterable[str] | None,
+    sender: str | None,
+    to: str | None,
+    since: str | None,
+    limit: int | None,
+    tail: int | None,
+    thread: str | None,
+) -> list[LogEntry]:
+    """The log of ``space`` in sequence order after one cursor (an id or a seq),
+    filtered; the first ``limit`` or the last ``tail`` (None: all). ``since`` is
+    in the store's form of a time."""
+    # The cursor, the kinds and the thread are read by index; the other
+    # filters run in Python over those rows (the operator's read of a log
+    # it browses, not a hot path).
+    from broker.mail import messages as mail
+    from broker.model.records import log_matches
+
+    if thread is not None:  # one indexed range of the log (S35), then the same filters
+        from broker.mail import threads
+
+        kind_set = set(kinds or ())
+        start = after_seq or 0
+        if after is not None:  # seqs are gap-free: the row after it is seq + 1
+            nxt = mail.log(store, space, after=after, limit=1)
+            start = max(start, nxt[0].seq - 1 if nxt else 2**63 - 1)
+        entries = [
+            e
+            for e in threads.log(store, space, thread)
+            if e.seq > start and (not kind_set or e.kind in kind_set)
+        ]
+    else:
+        entries = mail.log(store, space, after=after, after_seq=after_seq, kinds=kinds)
+    entries = [e for e in entries if log_matches(e, sender, to, since)]
+    if tail is not None:
+        return entries[-tail:]
+    return entries[:limit] if limit is not None else entries
+
+
+# --- participants ---------------------------------------------------------------------------
+def admit(store: Store, inp: inputs.AdmitInput, *, tx: Tx | None = None, key: str) -> Joined:
+    """``participants.join``: the operator key (the calling handle's) is the
+    credential, the address's last token continues a live one; no process."""
+    from broker.api.joiner import joining
+    from broker.spaces import participants
+
+    credential = participants.Credential(operator_key=key, token=inp.token)
+    return participants.join(store, inp.space, joining(inp), credential=credential, tx=tx)
 
 
 # --- spaces -------------------------------------------------------------------------------

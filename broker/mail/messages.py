@@ -17,7 +17,7 @@ from broker.mail.recipients import OPERATOR, Sender
 from broker.mail.sending import Batch, append, append_receipt, send_in_tx
 from broker.mail.threads import PLAIN, Mail, mail
 from broker.mail.threads import to_entry as _to_entry
-from broker.model.inputs import OperatorSendInput, SendInput
+from broker.model.inputs import OperatorSendInput, SendInput, SendManyInput
 from broker.model.records import LogEntry, SendResult, to_dict
 from broker.spaces import gate
 from broker.spaces.addressing import Target, parse_target, parse_targets
@@ -58,32 +58,29 @@ def send(store: Store, ident: Identity, inp: SendInput, *, tx: Tx | None = None)
 
 
 def send_many(
-    store: Store,
-    ident: Identity,
-    items: Iterable[dict[str, Any]],
-    *,
-    tx: Tx | None = None,
+    store: Store, ident: Identity, inp: SendManyInput, *, tx: Tx | None = None
 ) -> list[SendResult]:
-    """Batched ``msg.send``: many messages in ONE transaction (S6-S12 apply to
-    each). ``items`` are ``msg.send``'s inputs by name (``to``, ``text``, ...).
+    """``msg.send_many``: many messages in ONE transaction (S6-S12 apply to
+    each); each item is a ``msg.send``'s input record, checked by
+    ``SendManyInput``.
 
-    An invalid item refuses the whole batch and writes nothing. An item that
-    reaches nobody is not raised (the others were sent): check each result's
-    ``reached`` / ``not_reached``."""
+    An invalid item refuses the whole batch and writes nothing, naming the item
+    (``items[2].to``). An item that reaches nobody is not raised (the others
+    were sent): check each result's ``reached`` / ``not_reached``."""
     prepared: list[tuple[str, list[Target], str, str | None, Mail]] = []
-    for n, item in enumerate(items):
+    for n, item in enumerate(inp.items):
         try:
-            inp = SendInput.parse(item)
-            targets, bcast = parse_targets(inp.to)
+            targets, bcast = parse_targets(item.to)
         except errors.InvalidInput as exc:
+            exc.fields.setdefault("field", "to")
             raise exc.in_item(n) from None
         prepared.append(
             (
                 "broadcast" if bcast else "direct",
                 targets,
-                inp.text,
-                inp.idempotency_key,
-                mail(inp),
+                item.text,
+                item.idempotency_key,
+                mail(item),
             )
         )
     if not prepared:

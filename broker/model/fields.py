@@ -333,6 +333,18 @@ class Choice(Field):
         return {"type": "string", "enum": list(self.choices)}
 
 
+def _list_of(f: Field, value: object, low: int, high: int) -> Sequence[Any]:
+    """``value``, refused for ``f`` unless it is a list of ``low``..``high`` items."""
+    if not isinstance(value, list | tuple):
+        raise f.refuse(f"a list, not {kind_of(value)}")
+    n = len(value)
+    if n > high:
+        raise f.refuse(f"at most {high} items, not {n}")
+    if n < low:
+        raise f.refuse(f"at least {low} item{'s' if low > 1 else ''}, not {n}")
+    return value
+
+
 class Texts(Field):
     """A list of texts, each checked as ``item``; with ``one``, a lone text is
     a list of one (``"to": "otter"`` is ``"to": ["otter"]`` on every surface)."""
@@ -359,13 +371,7 @@ class Texts(Field):
     def convert(self, value: object) -> Any:
         if type(value) is str and self.one:
             value = [value]
-        elif not isinstance(value, list | tuple):
-            raise self.refuse(f"a list, not {kind_of(value)}")
-        n = len(value)
-        if n > self.high:
-            raise self.refuse(f"at most {self.high} items, not {n}")
-        if n < self.low:
-            raise self.refuse(f"at least {self.low} item{'s' if self.low > 1 else ''}, not {n}")
+        value = _list_of(self, value, self.low, self.high)
         item = self.item
         out = []
         for i, v in enumerate(value):
@@ -382,6 +388,50 @@ class Texts(Field):
         if self.low:
             many["minItems"] = self.low
         return {"anyOf": [items, many]} if self.one else many
+
+
+class Items(Field):
+    """A list of input records, each checked whole by the record ``of`` (an
+    ``Input`` subclass): a send-many's messages, each a send's own input. A
+    refusal names the item and its field (``bad items[2].to ...``, field
+    ``items[2].to``, with ``item`` 2), in the same words the record gives
+    alone; the list's own bounds are refused as a list's."""
+
+    kind = "a list"
+
+    def __init__(
+        self,
+        help: str,  # noqa: A002
+        of: type[Input],
+        *,
+        low: int = 0,
+        high: int = 1000,
+        **kw: Any,
+    ) -> None:
+        super().__init__(help, **kw)
+        self.of, self.low, self.high = of, low, high
+
+    def convert(self, value: object) -> Any:
+        value = _list_of(self, value, self.low, self.high)
+        of, out = self.of, []
+        for i, v in enumerate(value):
+            if type(v) is of:
+                out.append(v)
+                continue
+            if not isinstance(v, Mapping):
+                said = f"bad {self.key}[{i}]: fields by name, not {kind_of(v)}"
+                raise InvalidInput(said, field=f"{self.key}[{i}]", item=i)
+            try:
+                out.append(of.parse(v))
+            except InvalidInput as exc:
+                raise exc.in_item(i, self.key) from None
+        return out
+
+    def type_schema(self) -> dict[str, Any]:
+        many: dict[str, Any] = {"type": "array", "items": self.of.schema(), "maxItems": self.high}
+        if self.low:
+            many["minItems"] = self.low
+        return many
 
 
 class Record(Field):
@@ -516,6 +566,18 @@ def record(
     return Record(help, of, noun=noun, default=default, metavar=metavar)
 
 
+def items(
+    help: str,  # noqa: A002
+    of: type[Input],
+    *,
+    default: Any = REQUIRED,
+    low: int = 0,
+    high: int = 1000,
+    metavar: str | None = "JSON",
+) -> Any:
+    return Items(help, of, default=default, low=low, high=high, metavar=metavar)
+
+
 def flag(help: str, *, default: Any = False) -> Any:  # noqa: A002
     return Flag(help, default=default)
 
@@ -525,7 +587,7 @@ def choice(help: str, choices: Sequence[str], *, default: Any = REQUIRED) -> Any
 
 
 # --- input records ------------------------------------------------------------------------
-@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(text, texts, whole, seconds, number, record, flag, choice))  # fmt: skip
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(text, texts, whole, seconds, number, record, items, flag, choice))  # fmt: skip
 class Input:
     """An operation's input: an immutable record whose fields are declared once.
 
@@ -536,6 +598,9 @@ class Input:
     equal when their class and values are."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
+    ONE_OF: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """groups of fields of which at most one may be given (not None): two cursors,
+    a first-N and a last-N; a second is refused naming both, as given"""
     NAMES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[frozenset[str]] = frozenset()
     """what ``parse`` takes: the fields' names, wire names and tool names"""
@@ -552,6 +617,9 @@ class Input:
             declared = [f for f in declared if f.name != name] + [spec]
         cls.FIELDS = tuple(declared)
         cls.NAMES = frozenset(f.name for f in declared)
+        unknown = {name for group in cls.ONE_OF for name in group} - cls.NAMES
+        if unknown:
+            raise TypeError(f"{cls.__qualname__}.ONE_OF: {sorted(unknown)} are not fields")
         cls.KEYS = cls.NAMES | {k for f in declared for k in (f.key, f.tool_key)}
 
     def __init__(self, **values: Any) -> None:
@@ -587,6 +655,12 @@ class Input:
                     raise InvalidInput(
                         f"unknown field {name!r}: this tool does not take it", field=name
                     )
+        for group in self.ONE_OF:
+            given = [self.field(n) for n in group if values[n] is not None]
+            if len(given) > 1:
+                # named as the caller gave them: a field's wire or tool name if so
+                said = [next((k for k in (f.key, f.tool_key) if k in data), f.name) for f in given]
+                raise InvalidInput(f"{said[0]} and {said[1]} exclude each other", field=said[1])
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -629,8 +703,13 @@ class Input:
         return next(f for f in cls.FIELDS if f.name == name)
 
     def values(self) -> dict[str, Any]:
-        """The fields by name (a new dict: lists stay lists, as JSON carries them)."""
-        return dict(self.__dict__)
+        """The fields by name (a new dict: lists stay lists, as JSON carries them;
+        a list of records, ``Items``, is a list of their values)."""
+        out = dict(self.__dict__)
+        for f in self.FIELDS:
+            if isinstance(f, Items) and out[f.name] is not None:
+                out[f.name] = [item.values() for item in out[f.name]]
+        return out
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (and checked)."""

@@ -21,6 +21,7 @@ from broker.vocab import (
     ARCHETYPES,
     BOARD_READ_DEFAULT,
     BOARD_READ_MAX,
+    MESSAGE_KINDS,
     MIN_SECONDS,
     SEARCH_DEFAULT,
     SEARCH_MAX,
@@ -102,12 +103,13 @@ def _ack_required() -> Any:
     return fields.flag("Ask later who has seen it (the status of the message).")
 
 
-def _space() -> Any:
+def _space(tool: str | None = None) -> Any:
     return fields.text(
         "The space: its run id, the id without its prefix, or a unique prefix of either.",
         high=200,
         strip=True,
         metavar="RUN_ID",
+        tool=tool,
     )
 
 
@@ -122,6 +124,20 @@ class SendInput(Input):
     reply_to: str | None = _reply_to()
     importance: str = _importance()
     ack_required: bool = _ack_required()
+
+
+SEND_MANY_MAX = 1000  # messages one batch may carry
+
+
+class SendManyInput(Input):
+    """``msg.send_many``: many messages in one transaction, each a ``msg.send``'s input."""
+
+    items: list[SendInput] = fields.items(
+        "The messages, each with the fields of msg.send ('to', 'text', 'idempotency_key', "
+        "'thread', ...). All are sent in one transaction, or none if any is refused.",
+        SendInput,
+        high=SEND_MANY_MAX,
+    )
 
 
 class OperatorSendInput(Input):
@@ -456,6 +472,74 @@ class SearchInput(Input):
     )
 
 
+LOG_PAGE = 1000  # log rows one read of messages.list answers without limit or tail
+
+
+class MessagesInput(Input):
+    """``messages.list``: a page of one space's log, in sequence order, filtered.
+    One cursor (a message id or a seq) and one count (the first N or the last N)."""
+
+    ONE_OF = (("after", "after_seq"), ("limit", "tail"))
+    space: str = _space(tool="run")  # the MCP tool's argument since before it was declared
+    after: str | None = fields.text(
+        "Only messages after this message id (not with after_seq).",
+        default=None,
+        metavar="ID",
+    )
+    after_seq: int | None = fields.whole(
+        "Only messages after this sequence number (not with after); pass back the last "
+        "message's seq to read the next page.",
+        default=None,
+        low=0,
+        metavar="SEQ",
+    )
+    kinds: list[str] | None = fields.texts(
+        "Only these kinds: " + ", ".join(MESSAGE_KINDS) + " (one or a list).",
+        fields.Text(
+            "a message kind",
+            high=16,
+            pattern="|".join(MESSAGE_KINDS),
+            words="one of " + ", ".join(MESSAGE_KINDS),
+        ),
+        default=None,
+        high=len(MESSAGE_KINDS),
+        one=True,
+        metavar="KIND",
+        wire="kind",
+    )
+    sender: str | None = fields.text(
+        "Only messages from this exact sender address.",
+        default=None,
+        high=400,
+        metavar="ADDR",
+        tool="written_by",  # a filter, not a sender: no tool lists a sender (S10)
+    )
+    to: str | None = fields.text(
+        "Only messages addressed to, or that reached, this address.",
+        default=None,
+        high=400,
+        metavar="ADDR",
+    )
+    since: str | None = fields.text(
+        "Only messages logged at or after this time (ISO-8601, UTC or with an offset).",
+        default=None,
+        high=40,
+        metavar="WHEN",
+    )
+    limit: int | None = fields.whole(
+        f"At most this many, the first (1-10000; default {LOG_PAGE}, not with tail).",
+        default=None,
+        high=10_000,
+        metavar="N",
+    )
+    tail: int | None = fields.whole(
+        "Only the last N (not with limit).", default=None, high=1_000_000, metavar="N"
+    )
+    thread: str | None = fields.text(
+        "Only the messages of this thread (S35).", default=None, high=64, metavar="NAME"
+    )
+
+
 class OperatorSearchInput(SearchInput):
     """``messages.search``: one whole space's log (S36)."""
 
@@ -508,26 +592,28 @@ def _directory(help: str, high: int = 200) -> Any:  # noqa: A002
     return fields.text(help, default=None, low=0, high=high, line=True, metavar="TEXT")
 
 
-class SpaceJoinInput(Input):
-    """``space.join``: join a space as a new participant with its join key (or
-    a parent's token), or continue an address with its last token (S27, S40).
-    The secrets are never shown back (``fields.Text.secret``)."""
-
-    space: str = _space()
-    codename: str = fields.text(
+def _codename() -> Any:
+    return fields.text(
         "The name to join as: the address below the space's root (S3).",
         high=400,
         strip=True,
         line=True,
         metavar="CODENAME",
     )
-    join_key: str | None = _secret("The space's join key (`space create` prints it).")
-    parent_token: str | None = _secret(
-        "Join as a child of the participant whose token this is (instead of a join key)."
-    )
-    token: str | None = _secret(
+
+
+def _last_token() -> Any:
+    return _secret(
         "Continue an address that has joined before (a retry, a restart): its last token."
     )
+
+
+class JoinDirectory(Input):
+    """What a join says of the joiner (S40): its directory fields (None keeps what
+    a re-join's address stored, ``''`` clears one), whether it leads, whether it
+    may send, and its grant. Every join's record declares these; no operation
+    takes it alone."""
+
     agent: str | None = fields.text(
         "Agent name (role:NAME reaches it).", default=None, line=True, metavar="NAME"
     )
@@ -551,6 +637,46 @@ class SpaceJoinInput(Input):
         default=None,
         metavar="NAME",
     )
+
+
+class JoinInput(JoinDirectory):
+    """The library's join (``broker.spaces.participants.join``): the codename,
+    the directory, and the process that holds the identity (``pid``: S27, prune
+    may check it; None, live by its heartbeat). The credential is apart
+    (``participants.Credential``)."""
+
+    codename: str = _codename()
+    pid: int | None = fields.whole(
+        "The process that holds the identity (prune checks it on this host).",
+        default=None,
+        high=2**63 - 1,
+        metavar="PID",
+    )
+
+
+class SpaceJoinInput(JoinDirectory):
+    """``space.join``: join a space as a new participant with its join key (or
+    a parent's token), or continue an address with its last token (S27, S40).
+    The secrets are never shown back (``fields.Text.secret``)."""
+
+    space: str = _space()
+    codename: str = _codename()
+    join_key: str | None = _secret("The space's join key (`space create` prints it).")
+    parent_token: str | None = _secret(
+        "Join as a child of the participant whose token this is (instead of a join key)."
+    )
+    token: str | None = _last_token()
+
+
+class AdmitInput(JoinDirectory):
+    """``participants.join``: the operator joins a participant on an agent's
+    behalf (the operator key is the credential, S27). No ``pid``: a server cannot
+    tell whose a client's process is, so the participant is live by its
+    heartbeat. ``token`` continues an address while its holder is live (S40)."""
+
+    space: str = _space()
+    codename: str = _codename()
+    token: str | None = _last_token()
 
 
 # --- the teammate runtime's turn bookkeeping (S16, S26), served ---------------------------
@@ -680,7 +806,7 @@ class SpaceUsageInput(Input):
 class ParticipantsInput(Input):
     """``participants.list``: the directory of a space."""
 
-    space: str = _space()
+    space: str = _space(tool="run")  # the MCP tool's argument since before it was declared
     include_left: bool = fields.flag("Also those that left.", default=True)
 
 

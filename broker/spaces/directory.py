@@ -61,10 +61,10 @@ def register(
         "task": task,
         "pid": pid,
     }
-    from broker.model.pydantic_inputs import JoinInput, parse_input  # pydantic: joins only
+    from broker.model.inputs import JoinInput
 
     return participants.join(
-        store, space_ref, parse_input(JoinInput, fields), credential=credential, tx=tx
+        store, space_ref, JoinInput.parse(fields), credential=credential, tx=tx
     )
 
 

@@ -34,7 +34,7 @@ from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Store, Tx
 
 if TYPE_CHECKING:
-    from broker.model.pydantic_inputs import JoinInput  # pydantic: not loaded by the send path
+    from broker.model.inputs import JoinInput
     from broker.model.records import Joined, Participant, ParticipantEvent
 
 _IDENTIFY = stmt("auth.identify")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -96,7 +97,8 @@ def command_handler(
         except errors.InvalidInput as exc:
             n = exc.fields.get("item")
             where = f"stdout line {lines[n]}" if isinstance(n, int) else "its output"
-            said = exc.message.split(": ", 1)[1] if isinstance(n, int) else exc.message
+            # the line names the item: its field is named as the line wrote it
+            said = re.sub(rf"items\[{n}\](?:\.|: )", "", exc.message, count=1)
             raise errors.HandlerFailed(f"{where}: {said}{_unsent(items)}") from None
         for n, result in enumerate(results):
             for miss in result.not_reached:

@@ -119,11 +119,11 @@ def test_S33_a_batch_with_nul_in_an_item_is_refused_naming_the_item_on_both_back
     items = [{"to": ["otter"], "text": "fine"}, {"to": ["otter"], "text": "a\x00b"}]
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many(items)
-    assert info.value.fields == {"field": "text", "item": 1}
-    assert str(info.value).startswith("item 1: ") and "NUL" in str(info.value)
+    assert info.value.fields == {"field": "items[1].text", "item": 1}
+    assert str(info.value).startswith("bad items[1].text: ") and "NUL" in str(info.value)
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many([{"to": ["otter"], "text": "x", "idempotency_key": "k\x00"}])
-    assert info.value.fields == {"field": "idempotency_key", "item": 0}
+    assert info.value.fields == {"field": "items[0].idempotency_key", "item": 0}
     assert written(store) == before
 
 

@@ -76,10 +76,10 @@ def _operator_key(store: Store) -> participants.Credential:
 def _retake(
     store: Store, space: str, codename: str, key: participants.Credential, **kw: Any
 ) -> Any:
-    from broker.model.pydantic_inputs import JoinInput, parse_input
+    from broker.model.inputs import JoinInput
 
     return participants.join(
-        store, space, parse_input(JoinInput, {"codename": codename, **kw}), credential=key
+        store, space, JoinInput.parse({"codename": codename, **kw}), credential=key
     )
 
 

@@ -16,8 +16,7 @@ from broker import Agent, Operator, Store, errors
 from broker.delivery import transcript
 from broker.ids import fmt_ts, parse_ts
 from broker.mail import messages
-from broker.model.inputs import SendInput
-from broker.model.pydantic_inputs import JoinInput, parse_input
+from broker.model.inputs import JoinInput, SendInput
 from broker.model.records import Joined, to_dict
 from broker.spaces import participants
 from broker.spaces.addressing import address_of
@@ -156,13 +155,13 @@ def test_S2_join_defaults_agent_to_the_last_segment_and_run_id_to_the_codename(
 def test_S2_join_refuses_unknown_fields(store: Store, space: str) -> None:
     for field in ("address", "token", "status", "sender", "from"):
         with pytest.raises(errors.InvalidInput, match="unknown field"):
-            parse_input(JoinInput, {"codename": "flow/lynx", field: "x"})
+            JoinInput.parse({"codename": "flow/lynx", field: "x"})
         if field == "token":
             continue  # Agent.join's token is the holder's, for a retry (S27)
         with pytest.raises(errors.InvalidInput, match="unknown field"):
             trusted.join(store, space, "flow/lynx", **{field: "x"})
     with pytest.raises(errors.InvalidInput):
-        parse_input(JoinInput, {"codename": "flow/lynx", "archetype": "wizard"})
+        JoinInput.parse({"codename": "flow/lynx", "archetype": "wizard"})
     assert count(store, "participants") == 0
 
 
@@ -484,7 +483,7 @@ def keyed(operator: Operator) -> tuple[str, str]:
 def join_with(
     store: Store, space: str, codename: str, credential: participants.Credential, **fields: object
 ) -> Joined:
-    inp = parse_input(JoinInput, {"codename": codename, **fields})
+    inp = JoinInput.parse({"codename": codename, **fields})
     return participants.join(store, space, inp, credential=credential)
 
 

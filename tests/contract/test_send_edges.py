@@ -84,7 +84,7 @@ def test_S6_a_batch_item_with_broadcast_and_another_address_is_refused_naming_th
         lambda: lynx.send_many(
             [{"to": "otter", "text": "fine"}, {"to": ["otter", "broadcast"], "text": "x"}]
         ),
-        "item 1: 'broadcast' cannot be combined with other addresses",
+        "items[1].to: 'broadcast' cannot be combined with other addresses",
     )
 
 
@@ -130,12 +130,12 @@ def test_S33_a_bad_batch_item_is_refused_in_one_line_naming_its_position(
     assert_refused(
         store,
         lambda: lynx.send_many([ok, {"to": "otter", "text": "x", "from": "lead"}]),
-        "item 1: unknown field 'from': this tool does not take it",
+        "unknown field 'items[1].from': this tool does not take it",
     )
     assert_refused(
         store,
         lambda: lynx.send_many([{"to": "otter", "text": "  "}, ok]),
-        "item 0: bad text: message text is empty",
+        "bad items[0].text: message text is empty",
     )
 
 
@@ -351,7 +351,7 @@ def test_S30_a_batch_counts_its_own_rows_toward_the_senders_share_of_the_log(
     with pytest.raises(errors.MessagingFull) as info:
         a.send_many([item] * 10)
     # the seventh, counted from 0; the six before hold 1200 bytes
-    assert str(info.value) == "item 6: " + share_refusal(sid, "1.2 KB")
+    assert str(info.value) == "items[6]: " + share_refusal(sid, "1.2 KB")
     assert held(store, sid, "a") == 0  # the whole batch is refused
     # With another sender's 300 bytes in, the log passes the share at a's fifth
     # row: a's bytes are read then (800, this batch's) and kept up to date row by row.
@@ -415,9 +415,10 @@ def test_S10_a_body_over_the_cap_is_refused_in_one_exact_line_on_every_path(
         before = all_rows(store)
         with pytest.raises(errors.BodyTooLarge) as info:
             call()
-        prefix = "item 1: " if item else ""
+        field = "items[1].text" if item else "text"  # the item and its field
+        prefix = f"{field}: " if item else ""
         assert str(info.value) == prefix + "message body is 12 bytes; the cap is 10"
-        assert info.value.fields == {"field": "text", "size": 12, "cap": 10, **item}
+        assert info.value.fields == {"field": field, "size": 12, "cap": 10, **item}
         assert all_rows(store) == before
 
 
@@ -482,10 +483,10 @@ def test_S33_a_batch_item_with_a_bad_address_is_refused_naming_the_item(
     lynx, _ = pair
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many([{"to": "otter", "text": "a"}, {"to": "bad address!", "text": "b"}])
-    assert str(info.value) == "item 1: bad address 'bad address!'"
-    assert info.value.fields == {"field": "to", "item": 1}
+    assert str(info.value) == "items[1].to: bad address 'bad address!'"
+    assert info.value.fields == {"field": "items[1].to", "item": 1}
     # A refusal's own fields are kept beside the item's position.
     with pytest.raises(errors.InvalidInput) as info:
         lynx.send_many([{"to": "otter", "text": "a", "importance": "loud"}])
-    assert str(info.value).startswith("item 0: bad importance: ")
-    assert info.value.fields == {"field": "importance", "item": 0}
+    assert str(info.value).startswith("bad items[0].importance: ")
+    assert info.value.fields == {"field": "items[0].importance", "item": 0}

@@ -37,6 +37,7 @@ from broker.api.operations import (
     ACK,
     ACK_AND_CLAIM,
     ACTIVITY,
+    ADMIT,
     ARCHIVE_SPACE,
     BOARD_READ,
     BOARD_VIEW,
@@ -54,6 +55,7 @@ from broker.api.operations import (
     JOIN,
     ME,
     MESSAGE_STATUS,
+    MESSAGES,
     NEXT_TURN,
     OPERATIONS,
     OPERATOR_CHECK_PATHS,
@@ -83,6 +85,7 @@ from broker.api.operations import (
     SEARCH,
     SEEN,
     SEND,
+    SEND_MANY,
     SET_POLICY,
     SET_SPACE,
     SET_STATUS,
@@ -100,6 +103,7 @@ from broker.api.operations import (
 from broker.frontends.cli import main
 from broker.frontends.cli._common import COMMANDS
 from broker.frontends.remote import Connection, RemoteAgent, RemoteJoiner, RemoteOperator
+from broker.model import fields
 from broker.model.records import to_dict
 from tests.served import Server, serving, store_of
 
@@ -366,6 +370,8 @@ def by_cli(w: World, op: Operation, case: dict[str, Any]) -> Outcome:
             words += [str(v) for v in (value if isinstance(value, list) else [value])]
         elif isinstance(value, bool):
             argv += [flags[f.name]] if value else []
+        elif isinstance(f, fields.Items):  # each item one JSON object
+            argv += [x for v in value for x in (flags[f.name], json.dumps(v))]
         else:
             for v in value if isinstance(value, list) else [value]:
                 argv += [flags[f.name], str(v)]
@@ -429,6 +435,27 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (SEND, {"to": "otter", "text": 5}, {"cli"}),
     (SEND, {"to": "otter", "text": "x", "ack_required": "yes"}, {"cli"}),
     (SEND, {"to": "otter", "text": "x", "sender": "otter"}, {"cli"}),  # S10
+    # many sends in one transaction: each item a send's input, a refusal naming the item
+    (
+        SEND_MANY,
+        {"items": [{"to": "lynx", "text": "one"}, {"to": ["lynx", "zed"], "text": "2"}]},
+        set(),
+    ),
+    (SEND_MANY, {"items": [{"to": "zed", "text": "nobody"}]}, set()),  # logged, not raised (S8)
+    (SEND_MANY, {"items": []}, {"cli"}),  # the CLI's --item is required: click says so
+    (SEND_MANY, {"items": [{"to": "lynx", "text": "ok"}, {"to": "lynx", "text": "  "}]}, set()),
+    (SEND_MANY, {"items": [{"to": "lynx", "text": "x", "sender": "otter"}]}, set()),  # S10
+    (
+        SEND_MANY,
+        {"items": [{"to": "lynx", "text": "x"}, {"to": "bad address!", "text": "y"}]},
+        set(),
+    ),
+    (SEND_MANY, {"items": [{"to": ["lynx", " "], "text": "x"}]}, set()),
+    (SEND_MANY, {"items": [{"to": "lynx", "text": 5}]}, set()),
+    (SEND_MANY, {"items": [{"text": "x"}]}, set()),
+    (SEND_MANY, {"items": ["x"]}, set()),
+    (SEND_MANY, {"items": "x"}, {"cli"}),
+    (SEND_MANY, {"items": [{"to": "lynx", "text": "x"}] * 1001}, set()),
     (OPERATOR_SEND, {"space": "", "text": "x"}, {"cli", "http", "remote"}),  # no path segment
     (OPERATOR_SEND, {"text": "from the human", "to": "otter"}, set()),
     (OPERATOR_SEND, {"text": "to the left one", "to": ["gone"]}, set()),  # S8's exception
@@ -559,8 +586,9 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (ARCHIVE_SPACE, {"space": "@other"}, set()),
     (ARCHIVE_SPACE, {"space": "nosuch"}, set()),
     # participants, the queue, the board
-    (PARTICIPANTS, {}, set()),
-    (PARTICIPANTS, {"include_left": False}, set()),
+    (PARTICIPANTS, {}, {"mcp"}),  # MCP answers {"participants": [...]}
+    (PARTICIPANTS, {"include_left": False}, {"mcp"}),
+    (PARTICIPANTS, {"space": "a" * 201}, set()),
     (PARTICIPANTS, {"include_left": "yes"}, {"http"}),  # a query string is text
     (PARTICIPANTS, {"space": "nosuch"}, set()),
     (PARTICIPANT, {"address": "otter"}, set()),
@@ -600,6 +628,26 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (TRANSCRIPT, {"address": "otter"}, set()),
     (TRANSCRIPT, {"address": "zed"}, set()),
     (THREADS, {}, set()),
+    # the operator's read of the log: one cursor and one count (a declared rule), a page
+    (MESSAGES, {}, {"mcp"}),  # MCP answers the page with the cursor to pass next time
+    (MESSAGES, {"kinds": "direct", "limit": 2}, {"mcp"}),
+    (
+        MESSAGES,
+        {"kinds": ["direct", "operator"], "sender": "lynx", "to": "otter", "tail": 3},
+        {"mcp"},
+    ),
+    (MESSAGES, {"after_seq": 1, "limit": 1, "thread": "t-1"}, {"mcp"}),
+    (MESSAGES, {"after": "01J0000000000000000000000Z", "after_seq": 1}, set()),
+    (MESSAGES, {"limit": 3, "tail": 3}, set()),
+    (MESSAGES, {"kinds": ["moon"]}, set()),
+    (MESSAGES, {"limit": 0}, set()),
+    (MESSAGES, {"limit": 10_001}, set()),
+    (MESSAGES, {"after_seq": -1}, set()),
+    (MESSAGES, {"after": "01J0000000000000000000000Z"}, set()),  # no such message
+    (MESSAGES, {"since": "garbage"}, set()),
+    (MESSAGES, {"sender": ""}, set()),
+    (MESSAGES, {"tail": True}, {"http"}),  # a query string is text
+    (MESSAGES, {"space": "nosuch"}, set()),
     (OPERATOR_SEARCH, {"query": "fields"}, set()),
     (OPERATOR_SEARCH, {"query": "fields", "sender": "lynx", "kinds": "direct", "limit": 5}, set()),
     (OPERATOR_SEARCH, {"query": "x", "since": "garbage"}, {"cli"}),  # --since takes an age too
@@ -616,6 +664,19 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (JOIN, {"codename": "newcomer", "join_key": "k", "sender": "lead"}, set()),  # S10
     (JOIN, {"codename": "newcomer", "join_key": "k", "parent_token": "t"}, set()),
     (JOIN, {"codename": "otter", "token": "not-its-token"}, set()),
+    # the operator joins a participant on an agent's behalf (participants.join, no process)
+    (ADMIT, {"codename": "admitted-{surface}", "role": "scout", "tools": ["msg.send"]}, set()),
+    (ADMIT, {"codename": "otter"}, set()),  # a live holder, without its token (S27)
+    (ADMIT, {"codename": "otter", "token": "not-its-token"}, set()),
+    (ADMIT, {"codename": ""}, set()),
+    (ADMIT, {"codename": "new\u0007comer"}, set()),
+    (ADMIT, {"codename": "newcomer", "archetype": "wizard"}, set()),
+    (ADMIT, {"codename": "newcomer", "tools": ["no.such"]}, set()),
+    (ADMIT, {"codename": "newcomer", "messaging": False, "tools": ["msg.send"]}, set()),
+    (ADMIT, {"codename": "newcomer", "lead": "yes"}, set()),
+    (ADMIT, {"codename": "newcomer", "pid": 5}, set()),  # a served join records no process
+    (ADMIT, {"codename": "newcomer", "sender": "lead"}, set()),  # S10
+    (ADMIT, {"space": "nosuch", "codename": "newcomer"}, set()),
     # the teammate runtime's bookkeeping, by the turn's id
     (TURN_HISTORY, {"turn_id": "abc"}, set()),
     (TURN_HISTORY, {"turn_id": "0" * 26}, set()),
@@ -623,6 +684,15 @@ CASES: list[tuple[Operation, dict[str, Any], set[str]]] = [
     (TURN_QUARANTINE, {"turn_id": "0" * 26, "reason": "it broke"}, set()),
     (TURN_QUARANTINE, {"turn_id": "0" * 26, "reason": "  "}, set()),
 ]
+
+
+def each(case: dict[str, Any], surface: str) -> dict[str, Any]:
+    """The case as ``surface`` runs it: a codename naming ``{surface}`` is its own
+    on each (a join that succeeds makes its address live: a second is another)."""
+    name = case.get("codename")
+    if isinstance(name, str) and "{surface}" in name:
+        return {**case, "codename": name.replace("{surface}", surface)}
+    return case
 
 
 @pytest.mark.parametrize(
@@ -635,13 +705,13 @@ def test_the_same_input_gets_the_same_answer_on_every_surface(
         case = {"space": world.space, **case}
     if case.get("space") == "@other":
         case = {**case, "space": world.other}
-    want = by_library(world, op, case)
+    want = by_library(world, op, each(case, "library"))
     for name, surface in SURFACES.items():
         if name in skip or (name == "mcp" and op.mcp is None) or (name == "cli" and not op.cli):
             continue
         if name == "cli" and op.caller == "operator" and not case.get("space"):
             continue  # an empty RUN_ID is no argument on a command line
-        got = surface(world, op, case)
+        got = surface(world, op, each(case, name))
         if name == "cli" and got[0] == "refused":  # its one line shows no field apart
             got, want_here = got[:2] + got[3:], want[:2] + want[3:]
         else:

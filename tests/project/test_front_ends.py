@@ -1,7 +1,7 @@
 """The library is the only boundary (issue "One shape", spec §Module layout):
 front ends -- the CLI, the teammates runtime, the demo, and later the server
 and MCP -- import only the public surface: ``broker.api.handles``, ``broker.model.records``,
-``broker.errors``, ``broker.model.pydantic_inputs``, ``broker.vocab`` (and each other). No
+``broker.errors``, ``broker.model.inputs``, ``broker.vocab`` (and each other). No
 front end reaches into a domain module (``messages``, ``inbox``, ``db``, ...).
 
 Checked on the source (every import statement, the lazy ones inside
@@ -15,7 +15,7 @@ from pathlib import Path
 
 BROKER = Path(__file__).resolve().parents[2] / "broker"
 
-PUBLIC = {"broker", "broker.api.handles", "broker.model.records", "broker.errors", "broker.model.pydantic_inputs",
+PUBLIC = {"broker", "broker.api.handles", "broker.model.records", "broker.errors",
           # the operation table and its input records (each operation declared once)
           "broker.api.operations", "broker.model.inputs", "broker.model.fields",
           "broker.vocab",

@@ -1,4 +1,4 @@
-"""`broker msg send|status|search|policy` (an agent's mail) and `broker
+"""`broker msg send|send-many|status|search|policy` (an agent's mail) and `broker
 message send|list|threads|search|status` (the operator's voice and the
 operator's read of the log)."""
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from broker import errors
-from broker.api.operations import OPERATOR_SEARCH, OPERATOR_SEND, SEARCH, SEND
+from broker.api.operations import OPERATOR_SEARCH, OPERATOR_SEND, SEARCH, SEND, SEND_MANY
 from broker.frontends.cli._common import (
     COUNT,
     agent,
@@ -22,7 +22,7 @@ from broker.frontends.cli._common import (
     operator,
     text_arg,
 )
-from broker.frontends.cli._output import emit_lines, run_send, safe
+from broker.frontends.cli._output import emit_json_lines, emit_lines, print_result, run_send, safe
 from broker.frontends.cli.options import from_operation
 from broker.vocab import MESSAGE_KINDS, SEARCH_SYNTAX, ascii_digits
 
@@ -47,6 +47,25 @@ def msg_send(
     """Send TEXT as yourself ('-' reads stdin). Exits 1 if it reached nobody."""
     me = agent(space, as_, token)
     run_send(lambda: me.send(**args), as_json)
+
+
+@msg.command("send-many")
+@from_operation(SEND_MANY, flags={"items": "--item"})
+@identity_options
+@json_option
+def msg_send_many(
+    args: dict[str, Any], space: str | None, as_: str | None, token: str | None, as_json: bool
+) -> None:
+    """Send many messages in one transaction, each --item a JSON object with
+    msg send's fields ({"to": "otter", "text": "hi"}); '--item -' reads them
+    from stdin, one a line. All or none: a refused item sends nothing and is
+    named (items[2].to). Prints each item's outcome, in order."""
+    results = agent(space, as_, token).send_many(**args)
+    if as_json:
+        emit_json_lines(results)
+        return
+    for result in results:
+        print_result(result, False)
 
 
 def _print_status(st: AckStatus, as_json: bool) -> None:

@@ -10,7 +10,9 @@ method: ``me.send(**args)``.
 
 Positional arguments are the command's choice (``arguments``): a body takes
 the remaining words (``-`` reads stdin), so does a list (each word one item:
-``[ID]...``), anything else one word. ``flags``
+``[ID]...``), anything else one word. A list of records (``fields.Items``) is
+a repeatable option whose every value is one item as a JSON object (``-``
+reads them from stdin, one a line: JSON Lines). ``flags``
 renames an option where the CLI's vocabulary has its own word (``--ttl`` is
 every lifetime: a claim's ``lease``).
 """
@@ -18,6 +20,8 @@ every lifetime: a claim's ``lease``).
 from __future__ import annotations
 
 import functools
+import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -70,6 +74,8 @@ def _param(f: fields.Field, arguments: tuple[str, ...]) -> str:
 
 
 def _value(f: fields.Field, given: Any) -> Any:
+    if isinstance(f, fields.Items):
+        return _json_items(f, given)
     if isinstance(f, fields.Record):
         return _pairs(f, given) if given else None
     if isinstance(f, fields.Texts):
@@ -77,6 +83,28 @@ def _value(f: fields.Field, given: Any) -> Any:
     if f.name == BODY and isinstance(given, tuple):
         return text_arg(given)
     return given
+
+
+def _json_items(f: fields.Items, given: tuple[str, ...]) -> list[Any]:
+    """Each word one item as a JSON object; ``-`` reads JSON Lines from stdin (a
+    blank line is none). Text that is not JSON is refused naming its item; the
+    record checks the rest (``bad items[2].to``)."""
+    words: list[str] = []
+    for word in given:
+        if word != "-":
+            words.append(word)
+        elif sys.stdin is None:
+            raise errors.InvalidInput(f"'-' reads the {f.key} from stdin, but stdin is closed")
+        else:
+            words += [line for line in sys.stdin.read().splitlines() if line.strip()]
+    out = []
+    for n, word in enumerate(words):
+        try:
+            out.append(json.loads(word))
+        except (ValueError, RecursionError) as exc:
+            where = f"{f.key}[{n}]"
+            raise errors.InvalidInput(f"bad {where}: not JSON ({exc})", field=where) from None
+    return out
 
 
 def _pairs(f: fields.Record, given: tuple[str, ...]) -> dict[str, Any]:
@@ -126,6 +154,9 @@ def _option(f: fields.Field, flag: str | None) -> Callable[[F], F]:
     elif isinstance(f, fields.Texts | fields.Record):
         kw.update(multiple=True, required=f.required)
         kw["help"] = f.help + " (repeatable)"
+    elif isinstance(f, fields.Items):
+        kw.update(multiple=True, required=f.required)
+        kw["help"] = f.help + " One JSON object per option (repeatable); '-' reads JSON Lines."
     else:
         if isinstance(f, fields.Choice):
             kw["type"] = click.Choice(f.choices)

@@ -21,8 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from broker import errors
 from broker.api.operations import Operation
-from broker.frontends.http.edge import echo, loads, utc_time
-from broker.model.pydantic_inputs import validation_error
+from broker.frontends.http.edge import echo, loads, utc_time, validation_error
 from broker.model.records import to_dict
 from broker.vocab import ascii_digits
 

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from broker import errors
 from broker.api import handles
@@ -35,6 +35,25 @@ class Strict(BaseModel):
     """The base of the served request models: closed (S10) and strict (S33)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, strict=True)
+
+
+def validation_error(
+    exc: ValidationError, taker: str = "tool", whole: str = "input"
+) -> errors.InvalidInput:
+    """One ``invalid_input`` line for a pydantic refusal of a hand-written
+    surface's request model: the first field, and an unknown field named as
+    such (S10, S33); ``field`` names the argument (``to`` for ``to.3``).
+    ``taker`` is what refuses it (a tool, an endpoint), ``whole`` what an error
+    of no one field is about (the input, a body)."""
+    first = exc.errors()[0]
+    loc = first["loc"]
+    where = ".".join(str(p) for p in loc) or whole
+    field = str(loc[0]) if loc else whole
+    if first["type"] == "extra_forbidden":
+        return errors.InvalidInput(
+            f"unknown field {where!r}: this {taker} does not take it", field=field
+        )
+    return errors.InvalidInput(f"bad {where}: {first['msg']}", field=field)
 
 
 def echo(value: object, limit: int = 80) -> str:
@@ -101,8 +120,6 @@ def loads(raw: bytes | str) -> Any:
         ) from None
     except (ValueError, RecursionError):
         raise errors.InvalidInput("the request body is not valid JSON") from None
-
-
 
 
 def utc_time(name: str, value: str) -> str:

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker import errors
 from broker.api.handles import Operator
-from broker.frontends.http import bodies
 from broker.frontends.http.api import Call, Endpoint, Query
 from broker.frontends.http.live import View, ViewStream
 from broker.frontends.http.sse import PAGE, EventStream
 from broker.model.records import (
-    Joined,
     LogEntry,
     Space,
 )
-from broker.vocab import MESSAGE_KINDS
 
 BOARD_KINDS = ["post", "directive", "retract"]
 
@@ -37,32 +33,6 @@ async def _space(call: Call) -> tuple[Operator, Space]:
     space = await call.state.run(op.get_space, call.params["id"])
     call.state.check_kind(call.params["kind"], space)
     return op, space
-
-
-# --- messages ---------------------------------------------------------------------------
-async def list_messages(call: Call) -> Any:
-    op, space = await _space(call)
-    q = call.query
-    if q["after"] is not None and q["after_seq"] is not None:
-        raise errors.InvalidInput(
-            "after and after_seq exclude each other: one cursor", field="after_seq"
-        )
-    # Without limit or tail, one page of 1000 (the client pages on); with both
-    # the library refuses them (they exclude each other).
-    limit = q["limit"] if q["limit"] is not None or q["tail"] is not None else 1000
-    return await call.state.run(
-        lambda: op.log(
-            space.id,
-            after=q["after_seq"] if q["after_seq"] is not None else q["after"],
-            kinds=q["kind"] or None,
-            sender=q["sender"],
-            to=q["to"],
-            since=q["since"],
-            limit=limit,
-            tail=q["tail"],
-            thread=q["thread"],
-        )
-    )
 
 
 async def stream_messages(call: Call) -> Any:
@@ -98,14 +68,6 @@ async def stream_spaces(call: Call) -> Any:
 
 
 # --- participants, board, queue ------------------------------------------------------------
-async def join(call: Call) -> Any:
-    op, space = await _space(call)
-    b: bodies.JoinBody = call.body
-    fields = b.model_dump(exclude_none=True)
-    codename = fields.pop("codename")
-    return await call.state.run(lambda: op.join(space.id, codename, **fields)[1])
-
-
 async def board(call: Call) -> Any:
     op, space = await _space(call)
     q = call.query
@@ -124,21 +86,6 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", "/api/spaces/stream", stream_spaces, "operator",
                  "The list of spaces as Server-Sent Events: one 'spaces' event (the whole "
                  "list) at once and after every change", stream=True),
-        Endpoint("GET", SPACE + "/messages", list_messages, "operator",
-                 "The space's log, in sequence order",
-                 query=(AFTER,
-                        Query("after_seq", "int", "only rows after this seq", 0, 2**63 - 1),
-                        Query("kind", "list", "only these kinds (repeatable)",
-                              choices=MESSAGE_KINDS),
-                        Query("sender", "str", "only rows from this exact sender address"),
-                        Query("to", "str", "only rows addressed to or reaching this address"),
-                        Query("since", "time", "only rows created at or after this ISO-8601 "
-                              "UTC time"),
-                        LIMIT,
-                        Query("tail", "int", "only the last N rows (not with limit)", 1,
-                              1_000_000),
-                        Query("thread", "str", "only this thread (S35)")),
-                 returns=list[LogEntry]),
         Endpoint("GET", SPACE + "/messages/stream", stream_messages, "operator",
                  "The log as Server-Sent Events: id = seq; Last-Event-ID (or ?after_seq) resumes",
                  query=(Query("after_seq", "int", "resume after this seq (as Last-Event-ID)",
@@ -152,7 +99,4 @@ def endpoints() -> list[Endpoint]:
                  "Board posts, directives and retractions (log rows)",
                  query=(AFTER, LIMIT), returns=list[LogEntry]),
     ]  # fmt: skip
-    e.append(Endpoint("POST", SPACE + "/participants", join, "operator",
-                      "Join a participant on an agent's behalf (its token is shown once)",
-                      body=bodies.JoinBody, returns=Joined, status=201))  # fmt: skip
     return e

@@ -28,6 +28,7 @@ from broker.api.operations import (
     SEARCH,
     SEEN,
     SEND,
+    SEND_MANY,
     UNRESERVE,
 )
 from broker.frontends.mcp.core import Output, ToolSpec, data, declared
@@ -71,6 +72,7 @@ def _turn(turn: Turn, inp: inputs_.NextTurnInput) -> Output:
 
 AGENT_TOOLS: list[ToolSpec[AsyncAgent]] = [
     declared(SEND, annotations=_WRITE),
+    declared(SEND_MANY, annotations=_WRITE),
     declared(SEARCH, annotations=_READ, render=_hits),
     declared(MESSAGE_STATUS, annotations=_READ),
     declared(POST, annotations=_WRITE),

@@ -37,21 +37,6 @@ class NoInput(_In):
 
 
 # --- the operator's ---------------------------------------------------------------
-class MessagesListInput(_In):
-    """The operator's ``messages.list``."""
-
-    run: SpaceRef
-    after_seq: int | None = Field(None, ge=0)
-    kind: (
-        Annotated[
-            str,
-            StringConstraints(pattern=r"^(direct|broadcast|post|directive|retract|operator|seen)$"),
-        ]
-        | None
-    ) = None
-    limit: int = Field(100, ge=1, le=1000)
-
-
 class RunInput(_In):
     """Operator tools that take only the run (space) id."""
 

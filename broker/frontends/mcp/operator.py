@@ -12,10 +12,17 @@ from collections.abc import Awaitable, Callable
 from mcp_types import ToolAnnotations
 
 from broker.api.aio import AsyncOperator
-from broker.api.operations import OPERATOR_RELEASE_KEY, OPERATOR_SEND, RELEASE_RESERVATION
+from broker.api.operations import (
+    MESSAGES,
+    OPERATOR_RELEASE_KEY,
+    OPERATOR_SEND,
+    PARTICIPANTS,
+    RELEASE_RESERVATION,
+)
 from broker.frontends.mcp import inputs
 from broker.frontends.mcp.core import Output, ToolSpec, data, declared
-from broker.model.records import to_dict
+from broker.model.inputs import MessagesInput, ParticipantsInput
+from broker.model.records import LogEntry, Participant, to_dict
 
 RUN = "The run (space) id, e.g. 'run_01j...' or 'af_01j...'."
 
@@ -30,15 +37,14 @@ INSTRUCTIONS = (
 )
 
 
-async def _list(op: AsyncOperator, a: inputs.MessagesListInput) -> Output:
-    kinds = [a.kind] if a.kind else None
-    entries = await op.log(a.run, after=a.after_seq, kinds=kinds, limit=a.limit)
-    cursor = entries[-1].seq if entries else a.after_seq
+def _messages(entries: list[LogEntry], inp: MessagesInput) -> Output:
+    """The page and the cursor to pass as 'after_seq' next time."""
+    cursor = entries[-1].seq if entries else inp.after_seq
     return data({"messages": entries, "after_seq": cursor})
 
 
-async def _participants(op: AsyncOperator, a: inputs.RunInput) -> Output:
-    return data({"participants": await op.participants(a.run)})
+def _participants(people: list[Participant], inp: ParticipantsInput) -> Output:
+    return data({"participants": people})
 
 
 async def _board(op: AsyncOperator, a: inputs.RunInput) -> Output:
@@ -84,32 +90,8 @@ OPERATOR_TOOLS: list[ToolSpec[AsyncOperator]] = [
         OPERATOR_SEND,
         annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False),
     ),
-    ToolSpec(
-        name="messages_list",
-        title="Read a run's messages",
-        description=(
-            "Read a run's message log (messages.list) in order: each message with "
-            "its kind, sender, recipients, who it reached and who not and why. Page with "
-            "'after_seq' (pass back the returned 'after_seq')."
-        ),
-        model=inputs.MessagesListInput,
-        run=_list,
-        fields={
-            "run": RUN,
-            "after_seq": "Optional: only messages after this sequence number.",
-            "kind": "Optional: only this kind (direct, broadcast, post, directive, retract, "
-            "operator, seen).",
-            "limit": "At most this many (1-1000, default 100).",
-        },
-        annotations=_READ,
-    ),
-    _run_read(
-        "participants",
-        "List a run's participants",
-        "The participants of a run (participants): address, agent, role, "
-        "status, last seen, grant and how many messages wait for each.",
-        _participants,
-    ),
+    declared(MESSAGES, annotations=_READ, render=_messages),
+    declared(PARTICIPANTS, annotations=_READ, render=_participants),
     _run_read(
         "board_view",
         "View a run's board",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from broker import errors
@@ -13,7 +13,6 @@ from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths
 from broker.frontends.remote.wire import TIMEOUT_S, Connection, space_path
 from broker.model.fields import Input
-from broker.model.records import SendResult
 from broker.model.typecheck import checked, self_checked
 
 
@@ -97,11 +96,6 @@ class RemoteAgent(RemoteAgentPaths):
 
     def _many(self, cls: type, data: Any) -> list[Any]:
         return list_of(cls, data)
-
-    def send_many(self, items: Iterable[dict[str, Any]]) -> list[SendResult]:
-        """Many ``{"to", "text", "idempotency_key"}`` in one transaction."""
-        data = self._call("POST", "/send-many", {"items": [dict(i) for i in items]})
-        return list_of(SendResult, data)
 
     @property
     def process(self) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from broker import errors
-from broker.api.operations import Operation, operation
+from broker.api.operations import ADMIT, MESSAGES, Operation, operation
 from broker.frontends.remote.agent import RemoteAgent
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route
@@ -87,23 +87,23 @@ class RemoteOperator(RemoteOperatorPaths):
         """``Operator.log``: the log in sequence order, filtered by the server.
         ``after`` is a message id or a seq; ``limit`` keeps the first N,
         ``tail`` the last N (not both). The server answers at most a page of
-        1000; without ``tail`` this reads page after page up to ``limit``."""
+        1000 (``messages.list``, the declared read); without ``tail`` this
+        reads page after page up to ``limit``."""
         _check_count(limit=limit, tail=tail)
         query: dict[str, Any] = {
-            "kind": list(kinds or []),
+            "kinds": list(kinds or []) or None,
             "sender": sender,
             "to": to,
             "since": since,
             "thread": thread,
             **_cursor(after),
         }
-        path = space_path(space) + "/messages"
         if tail is not None:
-            return list_of(LogEntry, self._call("GET", path, query={**query, "tail": tail}))
+            return self.call(MESSAGES, {"space": space, "tail": tail, **query})  # type: ignore[no-any-return]
         out: list[LogEntry] = []
         while True:
             size = PAGE if limit is None else min(PAGE, limit - len(out))
-            page = list_of(LogEntry, self._call("GET", path, query={**query, "limit": size}))
+            page: list[LogEntry] = self.call(MESSAGES, {"space": space, "limit": size, **query})
             out += page
             if len(page) < size or (limit is not None and len(out) >= limit):
                 return out
@@ -188,10 +188,8 @@ class RemoteOperator(RemoteOperatorPaths):
     # --- participants, the board, the queue -----------------------------------------------
     def join(self, space: str, codename: str, **fields: object) -> tuple[RemoteAgent, Joined]:
         """Join a participant on an agent's behalf; its token is in ``Joined``."""
-        data = self._call(
-            "POST", space_path(space) + "/participants", {"codename": codename, **fields}
-        )
-        joined: Joined = from_dict(Joined, data)
+        fields.pop("pid", None)  # a served join records no process (participants.join)
+        joined: Joined = self.call(ADMIT, {"space": space, "codename": codename, **fields})
         return RemoteAgent(self.conn, joined.token, joined.space_id, joined.address), joined
 
 

@@ -48,7 +48,7 @@ COMMANDS = {path: cmd for path, cmd in walk(main) if not isinstance(cmd, click.G
 # The audience rule (README "The CLI's vocabulary"): commands named after an
 # agent tool act as the participant (--space/--as/--token), and `leave`.
 AGENT_TOOLS = {
-    ("msg", "send"), ("leave",),
+    ("msg", "send"), ("msg", "send-many"), ("leave",),
     ("board", "post"), ("board", "read"), ("board", "directive"), ("board", "retract"),
     ("board", "claim"), ("board", "release"), ("board", "renew"),
     ("board", "reserve"), ("board", "check"), ("board", "unreserve"),
@@ -203,6 +203,7 @@ LISTS: dict[tuple[str, ...], type] = {
     ("message", "participants"): records.Participant,
     ("dir", "prune"): records.Participant,
     ("board", "read"): records.BoardEntry,
+    ("msg", "send-many"): records.SendResult,  # each item's outcome, in order
     ("board", "view"): records.BoardEntry,
     ("board", "claims"): records.ClaimGrant,
     ("board", "journal"): records.JournalEntry,
@@ -331,6 +332,7 @@ def test_cli_json_lines_for_lists_one_object_for_a_result_and_the_records_names(
         ("dir", "list"): ([sid], None),
         ("message", "participants"): ([sid], None),
         ("board", "read"): ([], lynx),
+        ("msg", "send-many"): (["--item", '{"to": "lead", "text": "a"}', "--item", "-"], lynx),
         ("board", "reserve"): (["src/**", "docs/*.md"], lynx),  # fences 1 and 2
         ("board", "check"): (["src/a.py", "README"], lynx),
         ("board", "view"): ([sid], None),

@@ -10,6 +10,7 @@ In-process (click's runner) on a real store, like tests/frontends/cli/test_cli_f
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +188,40 @@ def test_S33_every_pattern_the_send_models_check_is_said_in_words() -> None:
         "bad x: message text is empty",
         "bad x: required",
     ]
+
+
+def test_send_many_reads_json_lines_from_stdin_and_a_bad_line_names_its_item(
+    world: tuple[Store, Populated, str],
+) -> None:
+    """`msg send-many`: each --item one JSON object, '--item -' the lines of
+    stdin; text that is not JSON, or an item its record refuses, is refused
+    naming the item (counted from 0 across both) and sends nothing."""
+    store, p, url = world
+    lines = '{"to": "lead", "text": "from stdin"}\n\n{"to": "lead", "text": "again"}\n'
+    res = CliRunner().invoke(
+        main,
+        ["--url", url, "msg", "send-many", "--item", '{"to": "lead", "text": "first"}',
+         "--item", "-", "--json"],
+        env=p.env["lynx#1"],
+        input=lines,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    sent = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [s["reached"] for s in sent] == [["lead"]] * 3
+    bodies = [e.body for e in Operator(store).log(p.space, tail=3)]
+    assert bodies == ["first", "from stdin", "again"]
+    first = ["msg", "send-many", "--item", '{"to": "lead", "text": "ok"}', "--item"]
+    assert_refused(
+        world,
+        [*first, "{to: lead}"],
+        "broker: invalid_input: bad items[1]: not JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+    )
+    assert_refused(
+        world,
+        [*first, '{"to": "lead", "text": " "}'],
+        "broker: invalid_input: bad items[1].text: message text is empty",
+    )
+    assert_refused(world, [*first, '{"to": "lead", "text": "x", "from": "lead"}'],
+                   "broker: invalid_input: unknown field 'items[1].from': this tool does not "
+                   "take it")  # fmt: skip

@@ -663,7 +663,7 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
 
 # --- the boundaries -----------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[3]
-PUBLIC = {"broker.api.handles", "broker.api.aio", "broker.model.records", "broker.errors", "broker.model.pydantic_inputs",
+PUBLIC = {"broker.api.handles", "broker.api.aio", "broker.model.records", "broker.errors",
           # the operation table and its input records (each operation declared once)
           "broker.api.operations", "broker.model.inputs", "broker.model.fields",
           "broker.vocab"}  # fmt: skip

@@ -26,6 +26,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
 AGENT_DEFAULT = {
     "msg_send",
+    "msg_send_many",  # msg.send's grant: one transaction of many sends
     "board_post",
     "board_read",
     "board_claim",
@@ -90,7 +91,7 @@ def test_S24_tools_are_listed_by_grant(store: Store, space: str) -> None:
         assert await names("plain", plain) == AGENT_DEFAULT
         assert await names("boss", boss) == AGENT_DEFAULT | AUTHORITY
         always = {"inbox_next", "inbox_seen", "msg_search", "msg_status"}
-        assert await names("narrow", narrow) == {"msg_send"} | always
+        assert await names("narrow", narrow) == {"msg_send", "msg_send_many"} | always
         assert await names("mute", mute) == always  # receive-only: reads its own mail
 
     arun(main())

@@ -42,6 +42,7 @@ HAS_OPERATOR_KEY = "key" in inspect.signature(Operator.__init__).parameters
 READY = re.compile(r"broker serve: unix://(\S+) http://(\S+)")
 AGENT_DEFAULT = {
     "msg_send",
+    "msg_send_many",  # msg.send's grant: one transaction of many sends
     "board_post",
     "board_read",
     "board_claim",

@@ -468,7 +468,7 @@ def test_S26_agent_run_command_failure_is_teammate_failure(
 
 
 def _join(name: str) -> Any:
-    from broker.model.pydantic_inputs import JoinInput
+    from broker.model.inputs import JoinInput
 
     return JoinInput(codename=name, parent="lead")
 
@@ -509,7 +509,7 @@ def test_runtime_and_demo_are_front_ends_of_the_library_only() -> None:
         "broker.api.handles",
         "broker.model.records",
         "broker.errors",
-        "broker.model.pydantic_inputs",
+        "broker.model.inputs",
         "broker.vocab",
     }
     for name, extra in (
