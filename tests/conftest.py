@@ -257,12 +257,19 @@ def _in_process(args: list[str], env: dict[str, str], input: str | None, umask: 
 
     from broker.frontends.cli import main
 
-    assert umask == -1, "a umask needs a process of its own: use the cli_process fixture"
     overrides: dict[str, str | None] = {
         k: None for k in os.environ if k.startswith("BROKER_") and k not in env
     }
     overrides.update({k: v for k, v in env.items() if os.environ.get(k) != v})
-    res = CliRunner().invoke(main, args, input=input, env=overrides, prog_name="broker")
+    # A umask is this process's while the command runs (a test runs alone in
+    # its process: nothing else creates files meanwhile), as a process's own
+    # would be for the whole of its life.
+    saved = os.umask(umask) if umask != -1 else None
+    try:
+        res = CliRunner().invoke(main, args, input=input, env=overrides, prog_name="broker")
+    finally:
+        if saved is not None:
+            os.umask(saved)
     err = res.stderr
     if (
         res.exc_info is not None
@@ -310,9 +317,10 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
     test's PostgreSQL database on that backend), in this process through
     click's ``CliRunner``: the same arguments, environment, output and exit
     code as a process, without starting an interpreter (about 0.2 s of CPU a
-    call, against a few milliseconds here). Where the process boundary is the
-    point (signals, pipes, locks, doorbells rung by another process, the umask,
-    a closed stdin, the installed entry point), a test uses ``cli_process``.
+    call, against a few milliseconds here); ``umask=`` sets this process's
+    umask while the command runs. Where the process boundary is the point
+    (signals, pipes, locks, doorbells rung by another process, a closed stdin,
+    the installed entry point), a test uses ``cli_process``.
 
     Like an operator's shell after ``eval "$(broker space create ...)"``, it
     remembers the join key each ``space create`` printed (S27) and hands it to
@@ -326,7 +334,7 @@ def cli(tmp_path: Path, db_url: str) -> Callable[..., Result]:
 def cli_process(tmp_path: Path, db_url: str) -> Callable[..., Result]:
     """``cli``'s twin as a real process (``python -m broker ARGS``): for a
     test of what only a process has (its exit on a signal or a closed pipe,
-    its umask, its locks, a doorbell another process rings)."""
+    its locks, a doorbell another process rings)."""
     return _cli(tmp_path, db_url, _spawned)
 
 

@@ -40,10 +40,10 @@ def modes(root: Path) -> dict[str, str]:
 
 # --- S47: private whatever the umask ------------------------------------------------------
 def test_S47_every_folder_and_file_the_broker_writes_is_private_under_umask_000(
-    cli_process: Callable[..., Any], tmp_path: Path, backend: str
+    cli: Callable[..., Any], tmp_path: Path, backend: str
 ) -> None:
     def run(*args: str, **kw: Any) -> Any:
-        r = cli_process(*args, umask=0, **kw)
+        r = cli(*args, umask=0, **kw)
         assert r.code == 0, (args, r.err)
         return r
 

@@ -209,9 +209,7 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         r = w.post(p("/inbox/ack"), json={"lease_token": tok})
         assert (r.status_code, r.json()["error"]) == (409, "lease_lost")
         lease = w.post(p("/inbox/claim"), json={}).json()
-        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {
-            "count": 1
-        }
+        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {"count": 1}
         # quarantine, then the operator requeues it
         lead.post(p("/send"), json={"to": ["lynx"], "text": "poison"})
         lease = w.post(p("/inbox/claim"), json={}).json()
@@ -455,7 +453,7 @@ def test_sse_resumes_after_a_dropped_connection_nothing_missed_or_repeated(
 def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_point(
     tmp_path: Path,
 ) -> None:
-    SENDS = 50  # noqa: N806
+    sends = 50
     srv = Server(tmp_path / "home", "--stall-timeout", "2", "--keepalive", "0.2")
     stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -473,7 +471,7 @@ def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_
         # (a send's round trip, not its size, is what costs here)
         body = "x" * 26_000
         with srv.client(token) as c:
-            for i in range(SENDS):
+            for i in range(sends):
                 r = c.post(agent_path(sid, "/send"), json={"to": ["otter"], "text": f"{i}{body}"})
                 assert r.status_code == 200
         # every write committed while the subscriber was stalled; it is cut off
@@ -482,10 +480,10 @@ def test_sse_stalled_subscriber_never_blocks_writers_and_is_cut_with_its_resume_
         while "cut off after seq" not in srv.output():
             assert __import__("time").monotonic() < deadline, srv.output()[-2000:]
             threading.Event().wait(0.1)
-        assert len(log_of(srv, sid)) == SENDS
+        assert len(log_of(srv, sid)) == sends
         line = next(x for x in srv.output().splitlines() if "cut off after seq" in x)
         resume = int(line.split("cut off after seq ")[1].split(":")[0])
-        assert 0 <= resume < SENDS
+        assert 0 <= resume < sends
         store.close()
     finally:
         stalled.close()
@@ -686,24 +684,12 @@ def _imports(path: Path) -> set[str]:
 
 def test_served_front_end_imports_only_the_public_library() -> None:
     """spec §Module layout: the server is a front end over broker.api.handles / broker.api.aio."""
-    files = [
-        *(ROOT / "broker" / "frontends" / "http").glob("*.py"),
-        ROOT / "broker" / "frontends" / "cli" / "serve.py",
-    ]
+    files = [*(ROOT / "broker" / "frontends" / "http").glob("*.py"),
+             ROOT / "broker" / "frontends" / "cli" / "serve.py"]
     assert len(files) >= 10
     for path in files:
-        extra = {
-            m
-            for m in _imports(path)
-            if m not in PUBLIC and not m.startswith("broker.frontends.http")
-        }
-        extra -= {
-            "broker",
-            "broker.__version__",
-            "broker.frontends.cli._common",
-            "broker.frontends.cli._output",
-            "broker.frontends.mcp",
-        }
+        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.frontends.http")}
+        extra -= {"broker", "broker.__version__", "broker.frontends.cli._common", "broker.frontends.cli._output", "broker.frontends.mcp"}
         assert not extra, f"{path.name} imports {sorted(extra)}"
 
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -53,8 +54,10 @@ def joined(store: Store, space: str, codename: str, **fields: Any) -> tuple[Agen
 
 
 def test_S10_a_wrong_identity_is_one_line_and_exit_4_before_serving(
-    store: Store, space: str
+    store: Store, space: str, cli: Callable[..., Any]
 ) -> None:
+    # In this process (the cli fixture): refused before serving, no stdio is
+    # ever read or written, so a process of its own adds nothing but its start.
     _, token = joined(store, space, "a")
     other = Operator(store).create_space("workflow").id
     cases = {
@@ -63,17 +66,10 @@ def test_S10_a_wrong_identity_is_one_line_and_exit_4_before_serving(
         "other space": env_for(store, space=other, address="a", token=token),
     }
     for why, env in cases.items():
-        proc = subprocess.run(
-            [sys.executable, "-m", "broker", "mcp"],
-            env=env,
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 4, why
-        assert proc.stdout == "", why  # nothing served
-        lines = proc.stderr.splitlines()
+        res = cli("mcp", env=env, input="")
+        assert res.code == 4, why
+        assert res.out == "", why  # nothing served
+        lines = res.err.splitlines()
         assert len(lines) == 1 and lines[0].startswith("broker: auth_failed: "), (why, lines)
 
 
