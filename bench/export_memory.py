@@ -96,9 +96,11 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
         "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, reached, "
         "reached_n, bcast_no, size_bytes, created_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
+    # A delivery's rowid is its message's times 2^20 (revision 0017; one each here).
     del_sql = (
-        "INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc, "
-        "attempts, acked_at_utc) VALUES (?,?,?,?,?,?,?,?)"
+        "INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, "
+        "created_at_utc, attempts, acked_at_utc) SELECT m.rowid * 1048576, ?, ?, m.id, ?, ?, ?, "
+        "?, ? FROM messages m WHERE m.id = ?"
     )
     batch_m: list[tuple[Any, ...]] = []
     batch_d: list[tuple[Any, ...]] = []
@@ -111,12 +113,12 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
                 (
                     new_id(),
                     sp,
-                    mid,
                     deliver,
                     "done" if done else "ready",
                     at,
                     int(done),
                     at if done else None,
+                    mid,
                 )
             )
         if len(batch_m) >= 20000:

@@ -49,7 +49,9 @@ def triggers_ddl(dialect: str) -> list[str]:
 # the counter only for a row already counted (at or below ``upto``): the fold
 # counts the others as they are then. Every reader adds its inbox's rows past
 # ``upto`` (``WAITING_TAIL``). A space's delete (a purge) folds the rest and
-# moves ``upto`` to the last rowid left: freed rowids are used again.
+# moves ``upto`` to the last rowid left: freed rowids are used again. A
+# delivery's rowid is its message's times 2^20 plus its place among the
+# message's deliveries (revision 0017): the batch is counted in messages.
 WAITING_BATCH = 32
 WAITING_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)"
 WAITING_FOLD = (
@@ -66,7 +68,8 @@ WAITING_FOLD = (
 def waiting_ddl_sqlite() -> list[str]:
     return [
         "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_insert AFTER INSERT ON deliveries "
-        f"WHEN NEW.rowid - {WAITING_UPTO} >= {WAITING_BATCH} BEGIN {WAITING_FOLD} END",
+        f"WHEN (NEW.rowid >> 20) - ({WAITING_UPTO} >> 20) >= {WAITING_BATCH} "
+        f"BEGIN {WAITING_FOLD} END",
         "CREATE TRIGGER IF NOT EXISTS deliveries_waiting_update AFTER UPDATE OF state ON deliveries "
         f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
         f"AND NEW.rowid <= {WAITING_UPTO} "
@@ -348,7 +351,15 @@ def pg_search_text_ddl() -> str:
 # follows by position (broker/store/sql/export.sql). Not metadata, as on SQLite.
 PG_ROWID = "rowid"
 PG_ROWID_TABLES = frozenset(
-    ("participant_events", "claim_journal", "deliveries", "turns", "transcript", "history")
+    (
+        "participant_events",
+        "claim_journal",
+        "deliveries",
+        "turns",
+        "transcript",
+        "history",
+        "messages",  # revision 0017: a delivery's rowid is its message's times 2^20
+    )
 )
 
 

@@ -2,26 +2,35 @@
 
 -- name: insert
 -- New deliveries, and rows restored by the importer: every column as given.
-INSERT INTO deliveries (id, space_id, message_id, recipient_id, state, created_at_utc,
+-- The rowid is the message's rowid times 2^20 plus the deliveries of the
+-- message already in (revision 0017): a message's deliveries are one rowid
+-- range (no index on message_id), and rowids grow with the log, so an inbox
+-- in rowid order is in log order (S13). No message, no row (the writer
+-- counts them).
+INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
   attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
   quarantine_reason, lease_process, lost_lease_token)
-VALUES (:id, :space_id, :message_id, :recipient_id, :state, :created_at_utc,
+SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
+    WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
+  :id, :space_id, m.id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token)
+  :quarantine_reason, :lease_process, :lost_lease_token
+FROM messages m WHERE m.id = :message_id
 
 -- fragment: candidates
--- The rowids of the first :n claimable rows of an inbox, oldest first (S13,
--- S15): the oldest ready rows and the oldest expired leases, each cut to :n on
--- its own partial index before the merge, found by the rowid each index holds.
+-- The rowids of the first :n claimable rows of an inbox, in log order (S13,
+-- S15: within an inbox rowid order is the log's, revision 0017): the first
+-- ready rows (the ready index holds them in rowid order) and the oldest
+-- expired leases, each cut to :n on its own partial index before the merge.
 SELECT r FROM (
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
+    SELECT * FROM (SELECT rowid AS r FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'ready'
-      ORDER BY created_at_utc, id LIMIT :n)
+      ORDER BY rowid LIMIT :n)
     UNION ALL
-    SELECT * FROM (SELECT rowid AS r, created_at_utc, id FROM deliveries
+    SELECT * FROM (SELECT rowid AS r FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
-      ORDER BY created_at_utc, id LIMIT :n)
-  ) ORDER BY created_at_utc, id LIMIT :n
+      ORDER BY rowid LIMIT :n)
+  ) ORDER BY r LIMIT :n
 
 -- fragment: locked_candidates
 -- The same on PostgreSQL, locked as they are chosen (SKIP LOCKED: a row another
@@ -30,7 +39,7 @@ SELECT r FROM (
 SELECT rowid FROM deliveries
   WHERE recipient_id = :recipient_id
     AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
-  ORDER BY created_at_utc, id LIMIT :n
+  ORDER BY rowid LIMIT :n
   FOR UPDATE SKIP LOCKED
 
 -- name: claim
@@ -60,7 +69,7 @@ UPDATE deliveries SET
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE rowid IN ({candidates})
-RETURNING id AS delivery_id, message_id, state, attempts, created_at_utc,
+RETURNING rowid AS r, id AS delivery_id, message_id, state, attempts, created_at_utc,
   (SELECT json_array(kind, sender, body, urgent, {mail}) FROM messages m
    WHERE m.id = deliveries.message_id) AS message
 -- postgresql:
@@ -80,11 +89,12 @@ UPDATE deliveries d SET
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid
-RETURNING d.id AS delivery_id, d.message_id, d.state, d.attempts, d.created_at_utc,
+RETURNING d.rowid AS r, d.id AS delivery_id, d.message_id, d.state, d.attempts,
+  d.created_at_utc,
   (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, {m.mail})::text
    FROM messages m WHERE m.id = d.message_id) AS message
 )
-SELECT * FROM claimed ORDER BY created_at_utc, delivery_id
+SELECT * FROM claimed ORDER BY r
 
 -- name: quarantine_head
 -- Poison at the head of an inbox (S15): quarantine the candidates among the
@@ -185,13 +195,18 @@ WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'process
 RETURNING message_id
 
 -- name: by_message_ids
--- Why a settle missed some ids: where each of them is now.
-SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
-WHERE recipient_id = :recipient_id AND message_id IN (SELECT value FROM json_each(:ids))
+-- Why a settle missed some ids: where each of them is now. A message's
+-- deliveries are the rowid range of its rowid (revision 0017).
+SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
+FROM messages m JOIN deliveries d
+  ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
+WHERE m.id IN (SELECT value FROM json_each(:ids)) AND d.recipient_id = :recipient_id
 -- postgresql:
-SELECT message_id, state, lease_token, lost_lease_token FROM deliveries
-WHERE recipient_id = :recipient_id
-  AND message_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
+FROM messages m JOIN deliveries d
+  ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
+WHERE m.id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+  AND d.recipient_id = :recipient_id
 
 -- name: by_token
 -- Why a settle of a whole lease found nothing held: where its rows are now,

@@ -11,9 +11,11 @@ rendered from it, so every table and column is documented here, in ``comment=``.
 Overview (one database holds many spaces; every row carries ``space_id``):
 
 ``spaces``
-    One message space per root run (S1): kind, state, settings, and two
-    counters kept under the write lock: ``last_seq`` (the per-space log
-    sequence) and ``log_bytes`` (for ``log_max_mb``, S11).
+    One message space per root run (S1): kind, state, settings, and the
+    floors of its counters ``last_seq`` (the per-space log sequence),
+    ``last_bcast`` and ``log_bytes`` (for ``log_max_mb``, S11): the counters
+    themselves are derived from the log under the write lock (revision 0017),
+    so a send writes no space row.
 ``participants``
     Runs that joined a space (S2-S5), and the directory (S25): one concept,
     one table. The address is unique per space; a re-join reuses the row, so
@@ -28,6 +30,8 @@ Overview (one database holds many spaces; every row carries ``space_id``):
 ``deliveries``
     One row per (message, recipient inbox): the queue (S13-S16), states
     ready -> processing -> done | quarantine, with the lease that holds it.
+    Its rowid is the message's rowid times 2^20 plus its place among the
+    message's deliveries (revision 0017): in log order, found by message.
 ``turns``
     A participant's turn (S17-S18): the lease over its deliveries and the
     broadcast range it showed, until confirmed ``seen``.

@@ -5,8 +5,6 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
-    ForeignKey,
-    Index,
     Integer,
     String,
     Table,
@@ -93,7 +91,13 @@ deliveries = Table(
         "ready index, which holds it)",
     ),
     column.space_ref(),
-    Column("message_id", String(column.ID), ForeignKey("messages.id"), nullable=False),
+    Column(
+        "message_id",
+        String(column.ID),
+        nullable=False,
+        comment="the message delivered; no index and no foreign key: its deliveries are "
+        "the rowids from its rowid times 2^20 on (revision 0017)",
+    ),
     column.participant_ref("recipient_id"),
     column.choice("state", DELIVERY_STATES, default="ready"),
     column.utc("created_at_utc", comment="the message's time: FIFO key with id"),
@@ -122,11 +126,11 @@ deliveries = Table(
         comment="the latest lease that lost this delivery without settling it: a claim "
         "took it after that lease expired, or restart recovery returned it (S14, S32)",
     ),
+    # The rowid it holds is the log's order within an inbox (S13). PostgreSQL
+    # indexes (recipient_id, rowid) besides (its rowid column is not metadata).
     partial_index(
         "ix_deliveries_ready",
         "recipient_id",
-        "created_at_utc",
-        "id",
         where="state = 'ready'",
     ),
     partial_index(
@@ -153,8 +157,8 @@ deliveries = Table(
         "space_id",
         where="state = 'quarantine'",
     ),
-    Index("ix_deliveries_message_id", "message_id"),
     one_of("state", DELIVERY_STATES),
     comment="Inbox queues: one row per message per recipient (S13-S16). No primary key "
-    "index: the rowid (an identity column on PostgreSQL) is the row's key (revision 0015).",
+    "index: the rowid (an identity column on PostgreSQL) is the row's key: its message's "
+    "rowid times 2^20 plus its place among the message's deliveries (revision 0017).",
 )

@@ -28,9 +28,23 @@ spaces = Table(
         server_default="{}",
         comment="JSON: per-space limit overrides",
     ),
-    column.counter("last_seq", "last log sequence number used"),
-    column.counter("last_bcast", "last broadcast-log number used"),
-    column.counter("log_bytes", "bytes of message bodies logged"),
+    # A send writes none of the three (revision 0017): each is derived from the
+    # log (broker/store/sql/messages.sql), never below the floor kept here.
+    column.counter(
+        "last_seq",
+        "floor of the last log sequence number: the importer's; the counter is the "
+        "log's (revision 0017)",
+    ),
+    column.counter(
+        "last_bcast",
+        "floor of the last broadcast-log number: the importer's; the counter is the "
+        "log's (revision 0017)",
+    ),
+    column.counter(
+        "log_bytes",
+        "floor of the bytes of message bodies logged: the importer's; the counter is "
+        "the sum of sender_usage (revision 0017)",
+    ),
     column.utc("created_at_utc"),
     column.utc("updated_at_utc"),
     Column(

@@ -21,6 +21,7 @@ from pathlib import Path
 import pgtest
 import pytest
 import spacegen
+import trusted
 from alembic import command
 
 from broker import Operator, Store, errors
@@ -93,6 +94,52 @@ def test_the_claim_finds_its_rows_by_rowid_and_deliveries_has_no_ulid_index(
     assert not any(name.startswith("sqlite_autoindex_deliveries") for name in used)
 
 
+def _plan(store: Store, name: str) -> list[str]:
+    raw = store.connect()
+    try:
+        stmt = sql.all_statements()[name]
+        return [
+            str(r[3]) for r in raw.execute(f"EXPLAIN QUERY PLAN {stmt}", dict.fromkeys(stmt.params))
+        ]
+    finally:
+        raw.close()
+
+
+def test_a_messages_deliveries_are_its_rowid_range_and_the_ready_index_is_in_log_order(
+    tmp_path: Path,
+) -> None:
+    """Revision 0017: no index on deliveries.message_id (a message's deliveries
+    are the rowids from its rowid times 2^20 on), and the ready index holds
+    (recipient_id) and the rowid only: the claim reads it in rowid order, the
+    log's order within an inbox (S13), with no sort."""
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        with store.read() as t:
+            indexed = {
+                name: tuple(c[2] for c in t.all(f"PRAGMA index_info('{name}')"))
+                for (name,) in t.all("SELECT name FROM pragma_index_list('deliveries')")
+            }
+            fks = {r[3] for r in t.all("PRAGMA foreign_key_list('deliveries')")}
+        claim = _plan(store, "inbox.claim")
+        missed = _plan(store, "inbox.by_message_ids")
+        insert = _plan(store, "inbox.insert")
+    finally:
+        store.close()
+    assert not any("message_id" in cols for cols in indexed.values()), indexed
+    assert "message_id" not in fks and {"space_id", "recipient_id"} <= fks
+    assert indexed["ix_deliveries_ready"] == ("recipient_id",)
+    ready = [p for p in claim if "ix_deliveries_ready" in p]
+    assert ready == ["SEARCH deliveries USING INDEX ix_deliveries_ready (recipient_id=?)"]
+    # The ready branch is cut to :n in index order, no sort (the merge sorts its <= 2 x :n).
+    assert "TEMP B-TREE" not in claim[claim.index(ready[0]) + 1], claim
+    assert any("INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in p for p in missed), missed
+    assert any("INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in p for p in insert), insert
+    assert not any(re.match(r"SCAN (deliveries|d|k)\b", p) for p in missed + insert), (
+        missed,
+        insert,
+    )
+
+
 # --- an old store upgraded --------------------------------------------------------------
 def _tree(root: Path) -> dict[str, bytes]:
     return {
@@ -143,7 +190,8 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     before = head_export
     assert any(n.endswith("inbox.jsonl") for n in before)
     with store.read() as t:
-        rows_before = t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid")
+        # Revision 0017 renumbers the rows (a message's rowid times 2^20 on), in their order.
+        rows_before = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
         usage_before = t.all("SELECT * FROM sender_usage ORDER BY space_id, sender")
         waiting_before = t.all("SELECT id, waiting FROM participants ORDER BY id")
         assert (
@@ -155,7 +203,15 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     after = _export(store, built.space, tmp_path / "after")
     assert after == before
     with store.read() as t:
-        assert t.all("SELECT rowid, id, state FROM deliveries ORDER BY rowid") == rows_before
+        assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows_before
+        places: dict[str, list[int]] = {}
+        for mid, place in t.all(
+            "SELECT m.id, d.rowid - m.rowid * 1048576 FROM deliveries d "
+            "JOIN messages m ON m.id = d.message_id ORDER BY d.rowid"
+        ):
+            places.setdefault(mid, []).append(place)
+        assert sum(map(len, places.values())) == len(rows_before)
+        assert all(p == list(range(len(p))) for p in places.values()), places
         assert t.all("SELECT * FROM sender_usage ORDER BY space_id, sender") == usage_before
         assert t.all("SELECT id, waiting FROM participants ORDER BY id") == waiting_before
         if store.dialect == "sqlite":
@@ -163,6 +219,40 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
             assert upto == t.one("SELECT max(rowid) FROM messages")[0]
             upto = t.one("SELECT upto FROM folds WHERE name = 'waiting'")[0]
             assert upto == t.one("SELECT max(rowid) FROM deliveries")[0]
+
+
+def test_a_store_of_revision_0016_upgraded_exports_what_it_exported_before(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Revision 0017: the counters derived, deliveries renumbered by message;
+    the export of the store as 0016 left it is the export after the upgrade,
+    and its sends go on where the log left off."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    head_export = _export(store, built.space, tmp_path / "head")
+    _to(store, "0016")  # the counters written back into the space row, rowids dense
+    assert store.schema_version() == "0016"
+    with store.read() as t:
+        (last_seq,) = t.one("SELECT last_seq FROM spaces WHERE id = ?", (built.space,))
+        (top,) = t.one("SELECT max(seq) FROM messages WHERE space_id = ?", (built.space,))
+        assert last_seq == top > 0  # as every send of revision 0016 kept it
+        rows = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
+    assert _export(store, built.space, tmp_path / "old") == head_export
+    _to(store, HEAD)
+    assert _export(store, built.space, tmp_path / "after") == head_export
+    with store.read() as t:
+        assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows
+        assert (
+            t.one(
+                "SELECT count(*) FROM deliveries d JOIN messages m ON m.id = d.message_id "
+                "WHERE d.rowid - m.rowid * 1048576 NOT BETWEEN 0 AND 1048575"
+            )[0]
+            == 0
+        )
+    late, _ = trusted.join(store, built.space, "flow/late")
+    reader, _ = trusted.join(store, built.space, "flow/reader")
+    assert late.send("reader", "after the upgrade").seq == top + 1
+    assert [d.body for d in reader.claim(limit=5).deliveries] == ["after the upgrade"]
 
 
 def test_an_upgraded_store_claims_in_fifo_order(tmp_path: Path) -> None:
