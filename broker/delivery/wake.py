@@ -407,9 +407,9 @@ class Waiter:
 
     def woken(self, why: str) -> bool:
         """The end of a wait: ``why`` is "rung", "tick", "polled" or "timeout".
-        After a ring the bell is cleared and the marker re-read: the caller
-        re-checks from here. True unless it timed out."""
-        if why == "rung":
+        After a ring (or a tick) the bell is cleared and the marker re-read:
+        the caller re-checks from here. True unless it timed out."""
+        if why in ("rung", "tick"):
             self._drain()
             self._marker = self._read_marker()
         return self._return(why, why != "timeout")
