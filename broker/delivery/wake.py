@@ -202,8 +202,16 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
                 targets.setdefault(name, []).append(key)
     if not targets:
         return 0
-    sock = _sender_sock()
     rung = 0
+    home = doorbells.home_of(root)
+    if home is not None and (mine := targets.pop(home.name, None)) is not None:
+        # This process's own waiters (a server's, rung by its own commit): their
+        # bells directly, without a datagram to our own doorbell thread.
+        home.bells.ring(mine)
+        rung += 1
+        if not targets:
+            return rung
+    sock = _sender_sock()
     for name, rung_keys in targets.items():
         path = os.path.join(root, name)
         for payload in _payloads(rung_keys):
