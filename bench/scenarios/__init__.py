@@ -37,6 +37,11 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
         "served",
         "broker serve: 32 HTTP clients vs embedded, client-mode CLI, SSE fan-out",
     ),
+    "served_idle": (
+        "served_idle",
+        "served_idle",
+        "broker serve holding 1,000 parked long-polls: CPU, operator p99, wake p99",
+    ),
 }
 
 

@@ -370,6 +370,7 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
     n = 0
     try:
         barrier.wait()
+        cpu0 = time.process_time()  # this agent's CPU (the client's side, when served)
         t0 = time.monotonic_ns()
         deadline = t0 + int(timeout * 1e9)
         sent_all = t0
@@ -402,6 +403,7 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
                 got.append((b, t))
                 seen.add(b)
         t1 = time.monotonic_ns()
+        cpu = time.process_time() - cpu0
     finally:
         ep.close()
     return {
@@ -414,13 +416,19 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
         "t0": t0,
         "t1": t1,
         "sent_all": sent_all,
+        "cpu_s": cpu,
     }
 
 
 def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout: float) -> None:
+    server = getattr(system, "server", None)  # a served system: its server's CPU too
+    from bench.scenarios.served_idle import _cpu_seconds
+
+    server_cpu0 = _cpu_seconds(server.proc.pid) if server is not None else 0.0
     res = run_workers(
         _agent, [(system, i, procs, m, timeout) for i in range(procs)], timeout=timeout + 60
     )
+    server_cpu = _cpu_seconds(server.proc.pid) - server_cpu0 if server is not None else 0.0
     failed = [r["error"] for r in res if "error" in r]
     if failed:
         sc.add(Row(system.system, status="error", reason=failed[0], point=procs, how=system.how))
@@ -455,6 +463,9 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         "writer_max_wait_median_ms": round(pct(per_agent_max, 50), 2),
         "sent_all_first_s": round(min(done_s), 3),
         "sent_all_last_s": round(max(done_s), 3),
+        # CPU per message delivered: the agents' own (clients, when served) and the server's.
+        "client_cpu_ms_per_msg": round(sum(r["cpu_s"] for r in res) * 1000 / max(1, len(first)), 3),
+        "server_cpu_ms_per_msg": round(server_cpu * 1000 / max(1, len(first)), 3),
         "errors": sum(r["errors"] for r in res),
         "locked_errors": sum(r["locked"] for r in res),
         "first_error": next((r["first_error"] for r in res if r["first_error"]), None),
@@ -466,7 +477,8 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         f"  swarm {system.system} x{procs}: {rate:,.0f} msg/s, e2e p50 {stats['e2e_p50_ms']} ms "
         f"p99 {stats['e2e_p99_ms']} ms p99.9 {stats['e2e_p999_ms']} ms, send p99 "
         f"{stats['send_p99_ms']} ms max {stats['send_max_ms']} ms, errors {stats['errors']} "
-        f"(locked {stats['locked_errors']}), lost {counts['lost']}, dup {counts['duplicates']}"
+        f"(locked {stats['locked_errors']}), lost {counts['lost']}, dup {counts['duplicates']}, "
+        f"cpu ms/msg clients {stats['client_cpu_ms_per_msg']} server {stats['server_cpu_ms_per_msg']}"
     )
 
 

@@ -16,7 +16,9 @@ event loop (``broker serve``, ``broker mcp``):
   doorbell is bound and the change marker read *before* the database is
   checked, every wait starts by comparing the marker (a commit in between is
   never slept through, even if its ring was lost), and every
-  ``wake.SAFETY_S`` seconds the marker is looked at again.
+  ``wake.SAFETY_S`` seconds the store's keeper (``waits.Keeper``: one thread
+  for every parked wait of the process) looks at the marker again and keeps
+  the waiting callers' heartbeats in one transaction.
 - Cancelling a waiting claim never loses a message nor hands it out twice:
   if the claim statement already ran when the cancellation lands, its lease
   is released (shielded from further cancellation) and the messages are
@@ -78,7 +80,6 @@ MAX_WAIT_S = 86_400.0  # the longest wait a call may ask for (S33: bounded numbe
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _waiting = 0  # coroutines parked on a doorbell right now (this process)
-_last_checkpoint: dict[int, float] = {}  # store -> monotonic time of the last idle checkpoint
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -182,11 +183,27 @@ class Doorbell:
     is made, and every ``wait()`` starts with the Waiter's own entry check
     (``Waiter.enter``), so a commit that landed between the caller's check and
     its ``wait()`` (even one whose ring was lost) returns at once. The steps
-    are the Waiter's, only the blocking is the event loop's."""
+    are the Waiter's, only the blocking is the event loop's.
 
-    def __init__(self, store: Store, keys: Iterable[str]) -> None:
+    While it sleeps it is parked with its store's ``waits.Keeper``, which does
+    for every parked wait of the process at once what each did alone before:
+    the safety tick (one marker read per ``wake.SAFETY_S``; a probe, when the
+    wait has one, says whether a missed commit concerns it) and the caller's
+    heartbeat (``pulse``: the beats due, in one transaction). A sleeping wait
+    holds one timer, its own end, and no thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        keys: Iterable[str],
+        *,
+        pulse: auth.Pulse | None = None,
+        probe: waits.Probe | None = None,
+    ) -> None:
         self.store = store
         self.waiter = wake.Waiter(store, keys)  # bound (or counted), marker read
+        self.pulse = pulse  # the caller this wait keeps live (S27), if any
+        self.probe = probe
 
     async def __aenter__(self) -> Doorbell:
         return self
@@ -205,52 +222,36 @@ class Doorbell:
             return True  # committed since the marker was read: re-check now
         if timeout <= 0:
             return self.waiter.woken("timeout")
+        keeper = waits.keeper(self.store)
+        watch = keeper.add(self.waiter.bell, self.pulse, self.probe)
         _waiting += 1
         try:
             if self.waiter.polling:
                 return await self._poll(timeout)
-            return await self._wait(timeout)
+            return await self._wait(timeout, watch)
         finally:
             _waiting -= 1
+            keeper.remove(watch)
 
-    async def _wait(self, timeout: float) -> bool:
+    async def _wait(self, timeout: float, watch: waits.Watch) -> bool:
         loop = asyncio.get_running_loop()
         bell = self.waiter.bell
-        deadline = time.monotonic() + timeout
-        tick = wake.SAFETY_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return self.waiter.woken("timeout")
-            self.waiter.sleeping()
-            fut: asyncio.Future[bool] = loop.create_future()
-            timer = loop.call_later(min(left, tick), _settle, fut, False)
-            # Rung from the doorbell's thread: the future is settled in the loop.
-            bell.wake_with(functools.partial(loop.call_soon_threadsafe, _settle, fut, True))
-            if bell.rung:
-                _settle(fut, True)  # rung before the waker was in place
-            try:
-                rung = await fut
-            finally:
-                timer.cancel()
-                bell.wake_with(None)
-            if rung:
-                return self.waiter.woken("rung")  # drained, marker re-read
-            if self.waiter.ticked():
-                return self.waiter.woken("tick")  # a commit rang nobody: re-check
-            if left > tick:
-                await self._checkpoint_when_idle()
-
-    async def _checkpoint_when_idle(self) -> None:
-        # Idle for a whole tick: fold the WAL back, once per tick per store
-        # however many coroutines wait on it.
-        key = id(self.store)
-        now = time.monotonic()
-        if now - _last_checkpoint.get(key, 0.0) < wake.SAFETY_S:
-            return
-        _last_checkpoint[key] = now
-        with contextlib.suppress(Exception):
-            await run(self.store.checkpoint)
+        self.waiter.sleeping()
+        fut: asyncio.Future[bool] = loop.create_future()
+        timer = loop.call_later(timeout, _settle, fut, False)
+        # Rung from the doorbell's (or the keeper's) thread: settled in the loop.
+        bell.wake_with(functools.partial(loop.call_soon_threadsafe, _settle, fut, True))
+        if bell.rung:
+            _settle(fut, True)  # rung before the waker was in place
+        try:
+            rung = await fut
+        finally:
+            timer.cancel()
+            bell.wake_with(None)
+        if not rung:
+            return self.waiter.woken("timeout")
+        # The keeper's tick: a commit rang nobody and may concern this wait.
+        return self.waiter.woken("tick" if watch.ticked else "rung")
 
     async def _poll(self, timeout: float) -> bool:
         # No sockets (a sandbox without AF_UNIX): watch the Waiter's change marker.
@@ -423,7 +424,8 @@ class AsyncAgent:
         deadline = time.monotonic() + wait
         step = functools.partial(self._claim_step, limit, lease, owner)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
-        async with self.doorbell() as bell:
+        probe = functools.partial(inbox.claimable_now, participant_id=self.identity.participant_id)
+        async with self._doorbell(pulse, probe) as bell:
             with contextlib.ExitStack() as parked:
                 counted = False
                 while True:
@@ -449,7 +451,8 @@ class AsyncAgent:
         deadline = time.monotonic() + wait
         attempt = functools.partial(self.sync.claim_key, key, ttl)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
-        async with Doorbell(self.store, [wake.board_key(self.space_id, key)]) as bell:
+        board_key = [wake.board_key(self.space_id, key)]
+        async with Doorbell(self.store, board_key, pulse=pulse) as bell:
             with contextlib.ExitStack() as parked:
                 counted = False
                 while True:
@@ -470,12 +473,18 @@ class AsyncAgent:
 
     @staticmethod
     async def _sleep(bell: Doorbell, pulse: auth.Pulse, timeout: float) -> None:
-        """``waits.block``'s sleep on the event loop: until rung, ``timeout``
+        """``waits.block``'s sleep on the event loop: until rung or ``timeout``
         (the wait's end or just past the next lease expiry: no commit rings
-        that) or the caller's next heartbeat, which is written first if due."""
-        if pulse.due_in() <= 0:
-            await run(pulse.beat)
-        await bell.wait(min(timeout, pulse.due_in()))
+        that). The caller's heartbeat is kept by the store's keeper while the
+        wait sleeps (``pulse``, given to the Doorbell); a beat it was refused
+        rings the wait, whose re-check says why."""
+        assert bell.pulse is pulse
+        await bell.wait(timeout)
+
+    def _doorbell(self, pulse: auth.Pulse, probe: waits.Probe | None = None) -> Doorbell:
+        """The inbox's Doorbell for a wait that keeps this caller live."""
+        key = [wake.participant_key(self.identity.participant_id)]
+        return Doorbell(self.store, key, pulse=pulse, probe=probe)
 
     def _claim_step(self, limit: int, lease: float | None, owner: str) -> tuple[Lease, str | None]:
         got = self.sync.claim(limit, lease, 0.0, owner)
@@ -520,7 +529,7 @@ class AsyncAgent:
         deadline = time.monotonic() + wait
         step = functools.partial(self._turn_step, lease, limit)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
-        async with self.doorbell() as bell:
+        async with self._doorbell(pulse) as bell:
             with contextlib.ExitStack() as parked:
                 counted = False
                 while True:

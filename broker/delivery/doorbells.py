@@ -389,6 +389,12 @@ def register(store: Store, keys: list[str], bell: Bell) -> ProcessDoorbell:
     return home
 
 
+def home_of(root: str) -> ProcessDoorbell | None:
+    """This process's open doorbell on the folder ``root``, if it has one."""
+    home = _doorbells.get(root)
+    return None if home is None or home.closed else home
+
+
 def unregister(home: ProcessDoorbell, keys: list[str], bell: Bell) -> None:
     with _lock:
         if not home.closed:

@@ -325,6 +325,13 @@ def _claim_once(
     return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
 
 
+def claimable_now(t: Tx, participant_id: str) -> bool:
+    """Whether a claim of the inbox would find anything now (a ready row or an
+    expired lease): a parked wait's probe (``broker.delivery.waits.Keeper``)."""
+    now = t.store.now_ts()
+    return bool(t.one(_CLAIMABLE, {"recipient_id": participant_id, "now": now})[0])
+
+
 def claim(
     store: Store,
     ident: Identity,

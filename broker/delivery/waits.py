@@ -15,12 +15,15 @@ its parent, S40) while it still waits.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from broker import errors
 from broker.delivery import wake
+from broker.delivery.bells import Bell
 from broker.ids import parse_ts
 from broker.spaces import auth
 from broker.spaces.auth import Identity
@@ -68,3 +71,192 @@ def block(
                 return got
             pulse.beat()
             waiter.wait(until(store, expiry, min(left, pulse.due_in())))
+
+
+# --- parked waits of an event loop ---------------------------------------------------------
+Probe = Callable[[Tx], bool]
+"""Whether a parked wait may have something now (read in a snapshot): a claim's
+inbox holds a ready row or an expired lease. None: any commit may concern it."""
+
+BEAT_WINDOW_S = 0.5  # beats due this soon are written in the batch at hand
+
+
+class Watch:
+    """One wait parked with its store's ``Keeper``: its bell, the pulse of the
+    caller it keeps live (None: nobody's, e.g. a log follower) and its probe."""
+
+    __slots__ = ("bell", "probe", "pulse", "ticked")
+
+    def __init__(self, bell: Bell, pulse: auth.Pulse | None, probe: Probe | None) -> None:
+        self.bell = bell
+        self.pulse = pulse
+        self.probe = probe
+        self.ticked = False  # rung by the safety tick (not by a doorbell)
+
+
+class Keeper:
+    """What a wait parked in an event loop (``broker.api.aio``) needs besides
+    its doorbell, done once for all of them in one thread per store:
+
+    - the heartbeats (S27): the beats that are due, of every parked caller, in
+      ONE write transaction (a thousand parked agents beating every 10 s are
+      a hundred rows a second in one or two commits, not a hundred commits);
+      a caller refused there (it left, its token was replaced, its space
+      stopped) is rung, and its re-check says why;
+    - the safety tick (S20): every ``SAFETY_S`` the store's change marker is
+      read once, on this thread's own connection, so the beats written here
+      never count as a change. If another connection committed, the waits
+      that may have been missed are rung: those whose probe finds something
+      (read in one snapshot) and those without a probe; nobody else re-checks;
+    - a checkpoint after a quiet tick that follows writes (the WAL folded back).
+
+    No timer per waiter and no polling: an idle server with a thousand parked
+    long-polls wakes this thread about twice a second at most (to write the
+    beats due) and reads one marker per tick."""
+
+    LINGER_S = 2.0  # the thread outlives the last parked wait this long
+
+    def __init__(self, store: Store) -> None:
+        import threading
+
+        self.store = store
+        self._cond = threading.Condition()
+        self._watches: set[Watch] = set()
+        self._thread: threading.Thread | None = None
+        self._marker: tuple[int, int] | None = None
+        self._next_tick = 0.0
+        self._dirty = False  # a tick saw writes: checkpoint at the next quiet one
+        self._earliest_hint = 0.0  # when the thread wakes next (monotonic)
+
+    def add(self, bell: Bell, pulse: auth.Pulse | None, probe: Probe | None) -> Watch:
+        import threading
+
+        watch = Watch(bell, pulse, probe)
+        with self._cond:
+            self._watches.add(watch)
+            if self._thread is None:
+                self._marker = None  # read afresh by the new thread before its first tick
+                self._next_tick = time.monotonic() + wake.SAFETY_S
+                self._thread = threading.Thread(target=self._run, name="broker-keeper", daemon=True)
+                self._thread.start()
+            elif pulse is not None and pulse.next < self._earliest_hint:
+                self._cond.notify()  # a beat due sooner than the thread sleeps
+        return watch
+
+    def remove(self, watch: Watch) -> None:
+        with self._cond:
+            self._watches.discard(watch)
+
+    def parked(self) -> int:
+        with self._cond:
+            return len(self._watches)
+
+    # --- the thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        idle_since: float | None = None
+        self._marker = self._read_marker()
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                if not self._watches:
+                    idle_since = idle_since or now
+                    if now - idle_since >= self.LINGER_S:
+                        self._thread = None
+                        return
+                else:
+                    idle_since = None
+                watches = list(self._watches)
+                beats = [w.pulse.next for w in watches if w.pulse is not None]
+                wake_at = min([self._next_tick, *beats]) if watches else now + self.LINGER_S
+                self._earliest_hint = wake_at
+                if wake_at > now:
+                    self._cond.wait(wake_at - now)
+                    continue
+            now = time.monotonic()
+            due = [
+                w for w in watches if w.pulse is not None and w.pulse.next <= now + BEAT_WINDOW_S
+            ]
+            if due:
+                self._beat(due)
+            if now >= self._next_tick:
+                self._next_tick = now + wake.SAFETY_S
+                self._tick(watches)
+
+    def _beat(self, due: list[Watch]) -> None:
+        """The due heartbeats, in one write transaction; refused callers rung."""
+        refused: list[Watch] = []
+        seen: dict[str, auth.Caller | None] = {}  # one beat per caller, however many waits
+        try:
+            now = self.store.now_ts()
+            with self.store.write() as t:
+                for w in due:
+                    assert w.pulse is not None
+                    pid = w.pulse.ident.participant_id
+                    if pid not in seen:
+                        try:
+                            seen[pid] = auth.beat_in(t, w.pulse.ident, now)
+                        except errors.BrokerError:
+                            seen[pid] = None
+                    found = seen[pid]
+                    if found is None:
+                        refused.append(w)
+                        w.pulse.next = float("inf")  # its re-check ends the wait
+                    else:
+                        w.pulse.next = time.monotonic() + auth.beat_every(found.limits)
+        except Exception:  # noqa: BLE001 - the store is busy or gone: try again in a second
+            for w in due:
+                if w.pulse is not None:
+                    w.pulse.next = time.monotonic() + auth.HEARTBEAT_S
+            return
+        for w in refused:
+            w.bell.ring()
+
+    def _read_marker(self) -> tuple[int, int] | None:
+        if self.store.dialect != "sqlite":
+            return (0, 0)  # PostgreSQL's NOTIFY is part of the commit: nothing to tick for
+        try:
+            return (0, self.store.data_version())
+        except Exception:  # noqa: BLE001 - read again at the next tick
+            return None
+
+    def _tick(self, watches: list[Watch]) -> None:
+        marker = self._read_marker()
+        changed = marker is None or marker != self._marker
+        self._marker = marker
+        if not changed:
+            if self._dirty:
+                self._dirty = False
+                # Quiet after writes: fold the WAL back (a busy one is retried by the next writes).
+                with contextlib.suppress(Exception):
+                    self.store.checkpoint()
+            return
+        self._dirty = True
+        ring = [w for w in watches if w.probe is None]
+        probed = [w for w in watches if w.probe is not None]
+        if probed:
+            try:
+                with self.store.read() as t:
+                    ring += [w for w in probed if w.probe is not None and w.probe(t)]
+            except Exception:  # noqa: BLE001 - cannot tell: everyone re-checks
+                ring += probed
+        for w in ring:
+            w.ticked = True
+            w.bell.ring()
+
+
+_keepers: dict[int, Keeper] = {}
+
+
+def keeper(store: Store) -> Keeper:
+    """The ``Keeper`` of ``store`` in this process (made on first use)."""
+    found = _keepers.get(id(store))
+    if found is None or found.store is not store:
+        found = _keepers[id(store)] = Keeper(store)
+    return found
+
+
+def _reset_after_fork() -> None:
+    _keepers.clear()  # the parent's threads are not here
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -202,8 +202,16 @@ def ring_keys(store: Store, keys: Iterable[str]) -> int:
                 targets.setdefault(name, []).append(key)
     if not targets:
         return 0
-    sock = _sender_sock()
     rung = 0
+    home = doorbells.home_of(root)
+    if home is not None and (mine := targets.pop(home.name, None)) is not None:
+        # This process's own waiters (a server's, rung by its own commit): their
+        # bells directly, without a datagram to our own doorbell thread.
+        home.bells.ring(mine)
+        rung += 1
+        if not targets:
+            return rung
+    sock = _sender_sock()
     for name, rung_keys in targets.items():
         path = os.path.join(root, name)
         for payload in _payloads(rung_keys):
@@ -407,9 +415,9 @@ class Waiter:
 
     def woken(self, why: str) -> bool:
         """The end of a wait: ``why`` is "rung", "tick", "polled" or "timeout".
-        After a ring the bell is cleared and the marker re-read: the caller
-        re-checks from here. True unless it timed out."""
-        if why == "rung":
+        After a ring (or a tick) the bell is cleared and the marker re-read:
+        the caller re-checks from here. True unless it timed out."""
+        if why in ("rung", "tick"):
             self._drain()
             self._marker = self._read_marker()
         return self._return(why, why != "timeout")

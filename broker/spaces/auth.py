@@ -167,6 +167,19 @@ def beat_every(limits: Limits) -> float:
     return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.live_seconds / 3))
 
 
+def beat_in(t: Tx, ident: Identity, now: str) -> Caller:
+    """Refresh ``ident``'s heartbeat inside ``t`` (a batch of parked waiters'
+    beats, ``broker.delivery.waits.Keeper``) and return its row, refusing like
+    ``caller``. Until its next beat is due (``beat_every``) this process's other
+    calls for ``ident`` need not write it again: the beats keep it fresh, so a
+    re-check of a parked wait reads without the write lock."""
+    key = (id(t.store), ident.participant_id)
+    _beats.pop(key, None)  # due: write it
+    found = caller(t, ident, now)
+    _beats[key] = ts_after(parse_ts(now), beat_every(found.limits))
+    return found
+
+
 def heartbeat(store: Store, ident: Identity) -> Caller:
     """Refresh ``ident``'s heartbeat now, in a transaction of its own, and
     return its row (refusing like ``caller``)."""

@@ -327,8 +327,9 @@ def _serve_one(
 
     # PostgreSQL's connection budget (S41): one connection for each thread that
     # may hold one at once (request workers, asyncio workers, the group
-    # committer) and a spare; its LISTEN connection comes on top.
-    s.size_pool(options.workers + aio.WORKERS + 2)
+    # committer, the parked waits' keeper) and a spare; its LISTEN connection
+    # comes on top.
+    s.size_pool(options.workers + aio.WORKERS + 3)
     app = create_app(s, options, mcp=_mcp_app(s))
     if not quiet:
         log_to_stderr()

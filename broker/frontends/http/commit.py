@@ -19,6 +19,13 @@ Semantics per job are those of the library's ``tx=`` path (spec §Storage):
 
 Wake-ups (doorbells) ring at the commit: after it on SQLite (``Tx.after_commit``
 hooks), by the COMMIT itself on PostgreSQL (a NOTIFY queued in the transaction).
+
+The hand-offs between the event loop and the writer thread are batched too: a
+thread's wake-up costs about as much as a small write here (the served swarm's
+profile: the queue's ``put`` and the loop's ``call_soon_threadsafe`` were a
+quarter of the server's CPU). The writes submitted in one turn of the event
+loop reach the writer in one ``put``, and the outcomes of one transaction go
+back to each event loop in one ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -72,7 +79,9 @@ class Committer:
         self.store = store
         self.max_batch = max_batch
         self.stats = Stats()
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+        # Jobs submitted in this turn of each event loop, handed over at its end.
+        self._pending: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         self._thread = threading.Thread(target=self._run, name="broker-commit", daemon=True)
         self._thread.start()
 
@@ -80,20 +89,31 @@ class Committer:
         """Run ``fn(tx)`` in the next group transaction; its result or its error."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(fn, loop, future))
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        pending.append(_Job(fn, loop, future))
         return await future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        jobs = self._pending.pop(loop, None)
+        if jobs:
+            self._queue.put(jobs)
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
+        for loop in list(self._pending):
+            self._hand_over(loop)
         self._queue.put(None)
         self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:
-            job = self._queue.get()
-            if job is None:
+            jobs = self._queue.get()
+            if jobs is None:
                 return
-            batch = [job]
+            batch = list(jobs)
             stop = False
             while len(batch) < self.max_batch:
                 try:
@@ -103,8 +123,9 @@ class Committer:
                 if more is None:
                     stop = True
                     break
-                batch.append(more)
-            self._commit(batch)
+                batch.extend(more)
+            for at in range(0, len(batch), self.max_batch):  # a hand-over may pass the cap
+                self._commit(batch[at : at + self.max_batch])
             if stop:
                 return
 
@@ -128,8 +149,17 @@ class Committer:
         s.largest = max(s.largest, len(batch))
         s.sizes[len(batch)] = s.sizes.get(len(batch), 0) + 1
         s.busy_s += time.perf_counter() - started
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for job, (ok, value) in zip(batch, outcomes, strict=True):
-            job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+            by_loop.setdefault(job.loop, []).append((job.future, ok, value))
+        for loop, settled in by_loop.items():  # one wake-up of each loop per transaction
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(_settle_all, settled)
+
+
+def _settle_all(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in settled:
+        _settle(future, ok, value)
 
 
 def _run_job(tx: Any, job: _Job) -> tuple[bool, Any]:

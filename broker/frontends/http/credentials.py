@@ -6,12 +6,22 @@ field, header or path part can name a sender. An agent token on an operator
 endpoint is ``forbidden`` (403), not ``auth_failed``: the caller is known, it
 is just not the operator.
 
-An agent token is checked against the store on every request, before the
-body is read (401/403 before 422): a re-join (new token) or a leave, by any
-process on the store, takes effect on the next request, ``GET /api/me``
-included. No handle is cached: a cache could answer for a token the store no
-longer knows. Every agent operation also re-checks its token inside its own
-transaction (``broker.spaces.auth.caller``). The operator key is re-verified every
+An agent token is checked against the store before the body is read
+(401/403 before 422): a re-join (new token) or a leave, by any process on
+the store, takes effect on the next request, ``GET /api/me`` included.
+
+A declared operation's token is checked once, then remembered (``cached``):
+its identity (space, participant, address, token hash) never changes, and
+every agent operation re-checks that identity inside its own transaction
+(``broker.spaces.auth.caller``: the token hash against the participant's row,
+its status, its space's state), so a token that was replaced, a participant
+that left or a space that stopped is refused by the operation itself, with
+the same error the edge would give. What the edge check decided besides is
+which error comes first: a request answered from the cache that fails for
+any reason has its token checked afresh before the answer, and a refused
+token's error is the answer (and the token forgotten). Hand-written routes and
+the calls a participant that left may still make (``after_leave``) are
+checked on every request. The operator key is re-verified every
 ``OPERATOR_TTL_S`` (a rotated key takes effect within it).
 """
 
@@ -25,6 +35,7 @@ from broker import errors
 from broker.api.handles import Agent, Operator
 
 OPERATOR_TTL_S = 5.0  # re-verify the operator key this often (a rotated key takes effect)
+AGENTS_MAX = 65_536  # remembered agent tokens (past it the cache starts again)
 
 
 def bearer(headers: Any) -> str | None:
@@ -53,6 +64,7 @@ class Credentials:
     def __init__(self, store: Any) -> None:
         self.store = store
         self._operators: dict[str, tuple[float, Operator]] = {}
+        self._agents: dict[str, Agent] = {}  # token digest -> its handle (see the module doc)
 
     # --- operator ------------------------------------------------------------------
     def operator(self, secret: str | None) -> Operator:
@@ -96,6 +108,16 @@ class Credentials:
                 ) from None
             raise
 
+    def cached(self, secret: str | None) -> Agent | None:
+        """The handle of an agent token checked before, or None (check it)."""
+        return self._agents.get(_digest(secret)) if secret else None
+
+    def remember(self, secret: str, agent: Agent) -> None:
+        """Keep the handle of a token just checked (``agent``, not after leaving)."""
+        if len(self._agents) >= AGENTS_MAX:
+            self._agents.clear()
+        self._agents[_digest(secret)] = agent
+
     def is_operator(self, secret: str | None) -> bool:
         """Whether ``secret`` is the operator key (a fresh check is cached as
         ``operator``'s): the server keeps room for it when it has little (S41)."""
@@ -109,7 +131,9 @@ class Credentials:
     def forget(self, secret: str | None) -> None:
         """Drop a cached handle whose credential the library just refused."""
         if secret:
-            self._operators.pop(_digest(secret), None)
+            digest = _digest(secret)
+            self._operators.pop(digest, None)
+            self._agents.pop(digest, None)
 
     def _is_agent(self, secret: str) -> bool:
         try:

@@ -49,7 +49,9 @@ class BodyCap:
         seen = 0
         while True:
             try:
-                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+                # A deadline on this task, not a new task per read (``wait_for``).
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
             except TimeoutError:
                 # A body trickled (or stopped) past the deadline: the client
                 # is slow or hostile; answer and close the connection.
@@ -110,8 +112,8 @@ class AccessLog:
         self.state = getattr(app, "state", None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not access.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)  # --quiet: no line, so nothing to watch
             return
         started = time.perf_counter()
         status = 0

@@ -275,6 +275,54 @@ def test_S10_a_left_or_replaced_token_is_refused_on_every_request_api_me_include
     assert [e for e in log_of(srv, sid) if e["body"] == "old token"] == []
 
 
+def _every_agent_operation(
+    c: httpx.Client, sid: str, skip: tuple[str, ...] = ()
+) -> dict[str, httpx.Response]:
+    """Each declared agent operation on the HTTP API (but ``me``, which answers a
+    participant that left, S4), called once: with no field (the ones that need
+    none run, the others fail their input check) and a made-up id in the path."""
+    from broker.api.operations import OPERATIONS
+
+    out: dict[str, httpx.Response] = {}
+    for op in OPERATIONS:
+        if op.caller != "agent" or op.http is None or op.after_leave or op.name in skip:
+            continue
+        path = op.http.path
+        for name in op.path_fields:
+            path = path.replace("{" + name + "}", "x")
+        if op.http.method == "GET":
+            out[op.name] = c.get(agent_path(sid, path))
+        else:
+            out[op.name] = c.request(op.http.method, agent_path(sid, path), json={})
+    return out
+
+
+def test_S10_a_remembered_token_is_refused_by_every_operation_once_it_left_or_was_replaced(
+    srv: Server, store: Store
+) -> None:
+    """The server remembers a declared operation's token once checked
+    (credentials.py); each operation re-checks it in its own transaction, and a
+    call that fails re-checks it first. So a leave or a re-join made by another
+    process, on the store itself, is the answer of every operation at once,
+    whatever its input, and nothing is written for the old token."""
+    from broker import Agent
+
+    sid = new_space(srv)
+    old = join(srv, sid, "remembered")
+    with srv.client(old) as c:
+        before = _every_agent_operation(c, sid, skip=("participant.leave",))  # now remembered
+        assert before["inbox.claim"].status_code == 200, before["inbox.claim"].text
+        assert before["msg.send"].status_code == 422  # no field: its input check
+        Agent.from_token(store, old).leave()
+        for name, r in _every_agent_operation(c, sid).items():
+            assert_refused(r, 409, "participant_left"), name
+        join(srv, sid, "remembered")  # the address again: the old token is replaced
+        assert_refused(c.get(agent_path(sid, "/board")), 401, "auth_failed")
+        for name, r in _every_agent_operation(c, sid).items():
+            assert (r.status_code, r.json()["error"]) == (401, "auth_failed"), (name, r.text)
+    assert [e for e in log_of(srv, sid) if e["sender"] == "remembered"] == []  # nothing written
+
+
 def test_S10_an_open_mcp_session_of_a_replaced_token_reads_nothing(
     srv: Server, store: Store
 ) -> None:
