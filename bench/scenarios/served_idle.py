@@ -260,10 +260,16 @@ def served_idle(ctx: Ctx) -> Scenario:
     sc.target(f"{n} parked long-polls: server CPU <= 2% of one core",
               sc.value("broker_served_idle_cpu"), "<=", 2.0)  # fmt: skip
     sc.target(
-        "operator request meanwhile: p99 <= 50 ms", sc.value("broker_served_idle_operator"), "<=", 50.0
+        "operator request meanwhile: p99 <= 50 ms",
+        sc.value("broker_served_idle_operator"),
+        "<=",
+        50.0,
     )
     sc.target(
-        "message to a parked agent: wake p99 <= 10 ms", sc.value("broker_served_idle_wake"), "<=", 10.0
+        "message to a parked agent: wake p99 <= 10 ms",
+        sc.value("broker_served_idle_wake"),
+        "<=",
+        10.0,
     )
     return sc
 
