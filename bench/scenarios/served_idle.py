@@ -6,16 +6,16 @@ server's).
 
 Measured, in this order, while every wait stays parked:
 
-- ``served_idle_cpu``: the server's CPU (every thread; every worker with
+- ``broker_served_idle_cpu``: the server's CPU (every thread; every worker with
   ``--workers``) over ``idle_seconds``, in % of one core. The waits are longer
   than the window, so nothing re-polls inside it: what a parked wait costs.
   Target <= 2 %.
-- ``served_idle_operator``: operator requests (``GET /api/spaces/{id}``, one
+- ``broker_served_idle_operator``: operator requests (``GET /api/spaces/{id}``, one
   keep-alive connection, one at a time) answered meanwhile: p99 <= 50 ms.
-- ``served_idle_wake``: a message to one parked agent at a time (an operator
+- ``broker_served_idle_wake``: a message to one parked agent at a time (an operator
   send over HTTP), from the send's start to the agent's long-poll answer read
   by its client: p99 <= 10 ms.
-- ``served_idle_repoll``: the server's CPU per long-poll cycle (a claim that
+- ``broker_served_idle_repoll``: the server's CPU per long-poll cycle (a claim that
   finds nothing and parks, then times out and answers), with every agent
   re-polling at a short wait: what a client's wait length costs the server
   (an agent waiting ``W`` seconds costs ``1 / W`` cycles a second).
@@ -206,7 +206,7 @@ def served_idle(ctx: Ctx) -> Scenario:
         c1, t1 = _cpu_seconds(srv.proc.pid), time.monotonic()
         after = _health(srv)
         cpu_pct = (c1 - c0) / (t1 - t0) * 100
-        sc.add(Row("served_idle_cpu", round(cpu_pct, 2), "% of one core",
+        sc.add(Row("broker_served_idle_cpu", round(cpu_pct, 2), "% of one core",
                    how=f"server CPU (all threads) over {secs:g} s, {n} long-polls parked",
                    stats={"waiting": after.get("waiting"), "parked_in_s": round(parked_s, 1),
                           "transactions_in_window": after["transactions"] - before["transactions"]}))  # fmt: skip
@@ -224,7 +224,7 @@ def served_idle(ctx: Ctx) -> Scenario:
             if r.status != 200:
                 raise RuntimeError(f"operator request: {r.status}")
             time.sleep(0.01)
-        sc.add(Row("served_idle_operator", round(pct(lat, 99) / 1e6, 2), "p99 ms",
+        sc.add(Row("broker_served_idle_operator", round(pct(lat, 99) / 1e6, 2), "p99 ms",
                    how="GET /api/spaces/{id} with the operator key, one at a time",
                    stats=latency_stats(lat)))  # fmt: skip
         ctx.log(f"  served_idle operator: p99 {pct(lat, 99) / 1e6:.1f} ms")
@@ -244,7 +244,7 @@ def served_idle(ctx: Ctx) -> Scenario:
         parent.send("stats")
         got = parent.recv()
         woke = got["woke"]
-        sc.add(Row("served_idle_wake", round(pct(woke, 99) / 1e6, 2) if woke else None,
+        sc.add(Row("broker_served_idle_wake", round(pct(woke, 99) / 1e6, 2) if woke else None,
                    "p99 ms", how="operator send over HTTP (start) -> the agent's long-poll answer read",
                    stats={**latency_stats(woke), "sent": wakes, "woken": len(woke),
                           "errors": got["errors"]}))  # fmt: skip
@@ -258,12 +258,18 @@ def served_idle(ctx: Ctx) -> Scenario:
     finally:
         srv.stop()
     sc.target(f"{n} parked long-polls: server CPU <= 2% of one core",
-              sc.value("served_idle_cpu"), "<=", 2.0)  # fmt: skip
+              sc.value("broker_served_idle_cpu"), "<=", 2.0)  # fmt: skip
     sc.target(
-        "operator request meanwhile: p99 <= 50 ms", sc.value("served_idle_operator"), "<=", 50.0
+        "operator request meanwhile: p99 <= 50 ms",
+        sc.value("broker_served_idle_operator"),
+        "<=",
+        50.0,
     )
     sc.target(
-        "message to a parked agent: wake p99 <= 10 ms", sc.value("served_idle_wake"), "<=", 10.0
+        "message to a parked agent: wake p99 <= 10 ms",
+        sc.value("broker_served_idle_wake"),
+        "<=",
+        10.0,
     )
     return sc
 
@@ -294,7 +300,7 @@ def _repoll(ctx: Ctx, sc: Scenario, srv: _Served, sid: str, tokens: list[str]) -
     runner.join(120)
     cycles = max(1, a1 - a0)
     per_ms = (c1 - c0) / cycles * 1000
-    sc.add(Row("served_idle_repoll", round(per_ms, 3), "server CPU ms per long-poll cycle",
+    sc.add(Row("broker_served_idle_repoll", round(per_ms, 3), "server CPU ms per long-poll cycle",
                how=f"{len(tokens)} agents re-polling with wait={REPOLL_WAIT_S:g} s",
                stats={"cycles": cycles, "cycles_per_s": round(cycles / (t1 - t0), 1),
                       "cpu_pct": round((c1 - c0) / (t1 - t0) * 100, 2)}))  # fmt: skip
