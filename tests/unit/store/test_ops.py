@@ -347,3 +347,39 @@ def test_vacuum_waits_for_the_writer_lock(healthy: Store) -> None:
         if holder.poll() is None:
             holder.kill()
         holder.wait()
+
+
+def test_vacuum_keeps_each_delivery_in_its_messages_rowid_range(
+    healthy: Store, tmp_path: Path
+) -> None:
+    """Revision 0017 keys a delivery by its message's rowid (times 2^20), and the
+    log's rowid is no INTEGER PRIMARY KEY: SQLite says VACUUM *may* renumber
+    such rowids. With holes a purge left in the log, a vacuum keeps them, so a
+    message still finds its deliveries (a settle that missed names where they
+    are: ``inbox.by_message_ids``) and an inbox still claims in log order."""
+    op = Operator(healthy)
+    (kept,) = [s.id for s in op.spaces()]
+    gone = op.create_space("workflow").id
+    a, _ = trusted.join(healthy, kept, "a")
+    b, _ = trusted.join(healthy, kept, "b")
+    x, _ = trusted.join(healthy, gone, "x")
+    y, _ = trusted.join(healthy, gone, "y")
+    sent = []
+    for i in range(20):  # the purged space's rows interleaved with the kept one's
+        x.send("y", f"gone {i}")
+        sent.append(a.send(["b"], f"kept {i}").id)
+    for s in (x, y):
+        s.leave()
+    op.stop_space(gone)
+    op.archive_space(gone)
+    op.purge_space(gone, tmp_path / "export")
+    res = op.vacuum()
+    assert res.bytes_after <= res.bytes_before
+    with healthy.read() as t:
+        pairs = t.all(
+            "SELECT d.rowid >> 20, m.rowid FROM deliveries d JOIN messages m ON m.id = d.message_id"
+        )
+    assert len(pairs) == 20 and all(d == m for d, m in pairs), pairs
+    got = b.claim(limit=20)
+    assert [d.body for d in got.deliveries] == [f"kept {i}" for i in range(20)]
+    assert [d.id for d in got.deliveries] == sent
