@@ -195,8 +195,8 @@ class Agent(AgentPaths, AgentMail):
         """``msg.send_many``: many messages in one transaction, each ``msg.send``'s
         fields by name (``{"to", "text", ...}``); all or none are sent (a refusal
         names the item: ``items[2].to``)."""
-        if not isinstance(items, list | tuple | str | Mapping):  # a generator: its items
-            items = list(items)
+        if isinstance(items, Iterable) and not isinstance(items, list | tuple | str | Mapping):
+            items = list(items)  # a generator: its items (anything else the record refuses)
         return self.call(SEND_MANY, SEND_MANY.take(locals()), tx)  # type: ignore[no-any-return]
 
     @declared(POST)

@@ -595,6 +595,8 @@ class AsyncOperator:
     search = _in_thread(Operator.search)
     status = _in_thread(Operator.status)
     participants = _in_thread(Operator.participants)
+    admit = _in_thread(Operator.admit)
+    messages = _in_thread(Operator.messages)
     participant = _in_thread(Operator.participant)
     quarantined = _in_thread(Operator.quarantined)
     requeue = _in_thread(Operator.requeue)

@@ -77,7 +77,11 @@ def test_S33_each_refusal_names_its_field_and_writes_nothing(
         # text a store cannot hold, strict types, smallest values (S3, S22, S30, S33)
         (lambda: lynx.send("lynx", "a\x00b"), "text", "NUL"),
         (lambda: trusted.join(store, space, "flow/x", task="a\x00b"), "task", "NUL"),
-        (lambda: trusted.join(store, space, "flow/x", pid=2**70), "pid", "less than"),
+        (
+            lambda: trusted.join(store, space, "flow/x", pid=2**70),
+            "pid",
+            "1 to 9223372036854775807",
+        ),
         (lambda: trusted.join(store, space, "flow/x", lead="yes"), "lead", "true or false"),
         (lambda: trusted.join(store, space, "flow/Operator"), "codename", "reserved"),
         (lambda: operator.set_space(space, inbox_cap=True), "inbox_cap", "whole number"),
