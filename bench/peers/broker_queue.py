@@ -140,7 +140,7 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
     from bench.peers.raw_sqlite import (
         INS_DELIVERY,
         INS_MESSAGE,
-        UPD_SPACE,
+        SEL_SPACE,
         bind,
         delivery_row,
         message_row,
@@ -156,9 +156,8 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
         for i in range(0, len(texts), BULK_CHUNK):
             chunk = texts[i : i + BULK_CHUNK]
             conn.execute("BEGIN IMMEDIATE")
-            sp = conn.execute(
-                "SELECT last_seq, log_bytes, last_bcast FROM spaces WHERE id = ?", (space,)
-            ).fetchone()
+            # The counters are the log's (revision 0017): read, never written.
+            sp = conn.execute(SEL_SPACE, {"space_id": space}).fetchone()
             now = store.now_ts()
             mids = [new_id() for _ in chunk]
             sizes = [len(text.encode()) + 2 * len(reached) + 2 for text in chunk]
@@ -167,7 +166,9 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
                 [
                     bind(
                         INS_MESSAGE,
-                        message_row(mid, space, sp[0] + 1 + j, sender, text, reached, n, now),
+                        message_row(
+                            mid, space, sp["last_seq"] + 1 + j, sender, text, reached, n, now
+                        ),
                     )
                     for j, (mid, text, n) in enumerate(zip(mids, chunk, sizes, strict=True))
                 ],
@@ -176,14 +177,6 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
                 INS_DELIVERY,
                 [bind(INS_DELIVERY, delivery_row(space, mid, recipient_id, now)) for mid in mids],
             )
-            counters = {
-                "space_id": space,
-                "id": space,
-                "last_seq": sp[0] + len(chunk),
-                "log_bytes": sp[1] + sum(sizes),
-                "last_bcast": sp[2],
-            }
-            conn.execute(UPD_SPACE, bind(UPD_SPACE, counters))
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

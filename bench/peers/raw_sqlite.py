@@ -53,6 +53,7 @@ CALLER = broker_sql("auth.caller", "")
 CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
 CALLER_SEND = broker_sql("auth.caller_send", "")
 SEL_RECIPIENT = broker_sql("messages.at_address", "")
+SEL_SPACE = broker_sql("messages.space", "")
 LAST_AT = broker_sql("messages.last_at", "")
 INS_MESSAGE = broker_sql("messages.insert_message", "")
 INS_DELIVERY = broker_sql("inbox.insert", "")
@@ -426,9 +427,18 @@ _SIG = re.compile(
 )
 
 
+_NESTED = re.compile(r"\([^()]*\)")
+
+
 def signature(sql: str) -> str:
-    """A statement reduced to verb + table (parameters and columns dropped)."""
-    m = _SIG.match(sql)
+    """A statement reduced to verb + table (parameters, columns and subqueries
+    dropped: the space's counters are subqueries of the log, revision 0017);
+    a statement with no table of its own (``SELECT EXISTS (...)``) by its first
+    subquery's."""
+    outer = sql
+    while (flat := _NESTED.sub("", outer)) != outer:
+        outer = flat
+    m = _SIG.match(outer) or _SIG.match(sql)
     if m is None:
         return sql.strip().split()[0].upper() if sql.strip() else ""
     verb = m.group(1).split()[0].upper()
