@@ -648,7 +648,10 @@ def test_private_files_a_writer_never_rings_through_a_symlinked_key_folder(
             os.symlink(elsewhere, folder)  # the key's folder now leads elsewhere
             assert wake.ring_keys(store, [two.b_key]) == 0
             with pytest.raises(BlockingIOError):
-                listener.recv(8)  # nothing was sent through the link
+                listener.recv(8)  # nothing was sent through the link ...
+            # ... and nothing removed there: a writer that listed the linked folder
+            # would take the listener for a dead doorbell of its own and unlink it.
+            assert (elsewhere / "4242-abcdef").exists()
             os.unlink(folder)
             os.rename(folder + ".moved", folder)
     finally:
