@@ -347,6 +347,33 @@ def test_S27_a_join_may_record_only_its_own_process_or_an_ancestor(cli: Cli, sto
         sibling.wait()
 
 
+def test_S27_a_join_pid_above_2_31_minus_1_is_a_bad_pid_and_the_largest_is_only_not_its_own(
+    store: Store,
+) -> None:
+    """The declared input takes any 64-bit pid; the join's own bound is the
+    kernel's (at most 2**31 - 1), named in one exact line. The largest pid
+    passes that bound and is refused only as a process that is not its own."""
+    space = Operator(store).create_space("workflow").id
+    key = _join_key(store, space)
+    top = 2**31 - 1
+    with store.read() as t:
+        before = t.one("SELECT COUNT(*) FROM participants")[0]
+    for pid, message in [
+        (top + 1, f"bad pid {top + 1}: a process id, 1 to {top}"),
+        (
+            top,
+            f"pid {top} refused: a join records only the joining process or one of its "
+            f"ancestors (that process keeps the address live while it runs), and "
+            f"process {top} is not one of them",
+        ),
+    ]:
+        with pytest.raises(errors.InvalidInput) as info:
+            _retake(store, space, "squatter", key, pid=pid)
+        assert (info.value.message, info.value.fields) == (message, {"field": "pid"})
+    with store.read() as t:
+        assert t.one("SELECT COUNT(*) FROM participants")[0] == before  # nothing written
+
+
 def test_S27_a_waiter_beats_every_third_of_live_seconds_between_1_and_10_s() -> None:
     from broker.spaces import auth
     from broker.store.settings import Limits

@@ -84,8 +84,9 @@ def test_S3_retry_attempts_are_dropped_from_the_address(codename: str, address: 
     ],
 )
 def test_S3_reserved_addresses_cannot_be_taken(store: Store, space: str, codename: str) -> None:
-    with pytest.raises(errors.InvalidInput, match="reserved"):
+    with pytest.raises(errors.InvalidInput, match="reserved") as info:
         trusted.join(store, space, codename)
+    assert info.value.fields == {"field": "codename"}  # named by the join (S33)
     assert count(store, "participants") == 0
     assert count(store, "participant_events") == 0
 
@@ -372,8 +373,9 @@ def test_S5_participant_status_running_idle_failed_shutdown_and_left(
         assert participants.get(store, space, "lynx").status == status
     with pytest.raises(errors.InvalidInput):
         participants.set_status(store, pid, "left")  # only leave() records left
-    with pytest.raises(errors.InvalidInput, match="^bad status 'sleeping'$"):
+    with pytest.raises(errors.InvalidInput, match="^bad status 'sleeping'$") as info:
         participants.set_status(store, pid, "sleeping")
+    assert info.value.fields == {"field": "status"}
     lynx.leave()
     participants.set_status(store, pid, "running")  # a left participant stays left
     assert participants.get(store, space, "lynx").status == "left"

@@ -132,6 +132,24 @@ def test_S40_an_address_with_history_is_continued_by_its_token_its_parent_or_the
     assert (me.status, me.parent) == ("running", "lead")
 
 
+def test_S40_a_parent_that_joined_in_the_same_instant_as_its_child_continues_it(
+    clocked: Store,
+) -> None:
+    """The parent must have been in the space when the child first joined:
+    joining at the very same time (the clock stands still here) counts."""
+    made = Operator(clocked).create_space("agentiflow")
+    lead, lead_joined = Agent.join(
+        clocked, made.id, "flow/heron", join_key=made.join_key, lead=True
+    )
+    kid, first = Agent.join(clocked, made.id, "flow/heron>lynx#1", parent_token=lead_joined.token)
+    assert participants.get(clocked, made.id, "lead").joined_at_utc == (
+        participants.get(clocked, made.id, "lynx#1").joined_at_utc
+    )
+    kid.leave()
+    _, again = Agent.join(clocked, made.id, "flow/heron>lynx#1@2", parent_token=lead_joined.token)
+    assert (again.address, again.participant_id) == ("lynx#1", first.participant_id)
+
+
 def test_S40_a_newcomer_on_a_recorded_parents_address_is_not_that_parent(store: Store) -> None:
     """A child names a parent that had not joined yet; a join-key holder that
     takes that address later cannot use its own token to continue the child."""

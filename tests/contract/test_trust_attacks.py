@@ -77,9 +77,13 @@ def test_S45_a_new_address_that_reads_like_another_is_refused(
 ) -> None:
     sid = swarm[0]
     before = count_rows(store)
-    with pytest.raises(errors.InvalidInput, match="reads like 'victim'") as info:
+    with pytest.raises(errors.InvalidInput) as info:
         trusted.join(store, sid, name)
-    assert info.value.fields["field"] == "codename"
+    assert (info.value.message, info.value.fields) == (
+        f"address {name!r} reads like 'victim', already in this space: "
+        "pick a codename that reads differently",
+        {"field": "codename"},
+    )
     assert count_rows(store) == before
 
 

@@ -221,9 +221,7 @@ def test_S20_a_log_follower_is_woken_by_the_doorbell_of_a_seen_receipt(
     assert w.result() == [json.dumps([sent])]
 
 
-def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(
-    store: Store, two: Pair
-) -> None:
+def test_S20_a_waiter_on_one_inbox_is_not_rung_by_mail_for_another(store: Store, two: Pair) -> None:
     other, _ = trusted.join(store, two.space, "w/c")
     with wake.Waiter(store, [two.b_key]) as waiter:
         assert waiter.polling is False
@@ -382,19 +380,29 @@ def test_S20_without_sockets_a_quiet_wait_times_out(store: Store, two: Pair) -> 
 def test_S20_the_socket_of_a_killed_waiter_is_removed_by_the_next_ring(
     store: Store, db_url: str, two: Pair
 ) -> None:
-    out = subprocess.run(
-        [sys.executable, HELPER, "bound", db_url, two.b_key],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == -9, out.stderr
-    dead = json.loads(out.stdout)["path"]
-    assert os.path.exists(dead)  # it died holding its doorbell
+
+    def killed_waiter() -> str:
+        out = subprocess.run(
+            [sys.executable, HELPER, "bound", db_url, two.b_key],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == -9, out.stderr
+        dead = str(json.loads(out.stdout)["path"])
+        assert os.path.exists(dead)  # it died holding its doorbell
+        return dead
+
+    dead = killed_waiter()
     result = two.a.send("b", "for a dead waiter")
     assert result.reached == ["b"]  # the send is not hurt by the dead doorbell ...
     assert not os.path.exists(dead)  # ... which it removed
-    assert wake.ring_keys(store, [two.b_key]) == 0
+    dead = killed_waiter()
+    # Beside its socket, the mark a writer that found its queue full left (never read).
+    lost = os.path.join(wake.root_path(store), os.path.basename(dead) + ".lost")
+    os.close(os.open(lost, os.O_WRONLY | os.O_CREAT, 0o600))
+    assert wake.ring_keys(store, [two.b_key]) == 0  # a dead doorbell is not counted as rung
+    assert not os.path.exists(dead) and not os.path.exists(lost)
 
 
 def test_S20_a_closed_waiter_leaves_no_socket_and_no_folder_behind(store: Store, two: Pair) -> None:
@@ -531,7 +539,9 @@ def test_S20_a_forked_child_waits_and_is_rung_like_any_process(
     proc.start()
     try:
         assert asleep.wait(30)
-        two.a.send("b", "after the fork")
+        with wake.Waiter(store, [two.b_key]):  # this process waits on the key too
+            assert wake.ring_keys(store, [two.b_key]) == 2  # two processes' doorbells rung
+        two.a.send("b", "after the fork")  # the child, rung for nothing, waits on for this
         assert out.get(timeout=60) == (["after the fork"], True)
         proc.join(30)
         assert proc.exitcode == 0
@@ -557,6 +567,37 @@ def test_S41_every_waiter_on_a_key_is_rung_through_the_one_doorbell_of_its_proce
         assert w1.socket_path == w2.socket_path and w1.paths == w2.paths
         assert wake.ring_keys(store, [two.b_key]) == 1  # one process, one datagram
         assert (w1.wait(30), w1.woke, w2.wait(30), w2.woke) == (True, "rung", True, "rung")
+
+
+def test_S41_one_ring_of_more_keys_than_a_datagram_holds_rings_every_waiter_of_the_process(
+    store: Store,
+) -> None:
+    """A process waiting on 100 keys (about 2.8 kB of key names) is sent them
+    in two datagrams by one ring: every key arrives whole, so every waiter is rung."""
+    keys = [wake.participant_key(f"{i:026d}") for i in range(100)]
+    assert len(" ".join(keys)) > wake.DATAGRAM_MAX
+    with contextlib.ExitStack() as stack:
+        waiters = [stack.enter_context(wake.Waiter(store, [k])) for k in keys]
+        assert wake.ring_keys(store, keys) == 1  # one process, all its datagrams sent
+        for i, w in enumerate(waiters):  # one by one: a waiter never rung fails at once
+            assert (i, w.wait(10), w.woke) == (i, True, "rung")
+
+
+def test_S41_a_ring_packs_whole_keys_into_datagrams_of_at_most_DATAGRAM_MAX_bytes() -> None:
+    """Keys are never cut and never padded; a datagram is filled up to exactly
+    ``DATAGRAM_MAX`` bytes, and one byte more starts the next one."""
+    size = wake.DATAGRAM_MAX
+    first = [f"k{i:025d}" for i in range(size // 27)]  # 26 bytes each, with a space 27
+    room = size - len(" ".join(first)) - 1  # the last key that fills the datagram exactly
+    for last, expected in [("x" * room, 1), ("x" * (room + 1), 2)]:
+        keys = [*first, last]
+        sent = list(wake._payloads(keys))
+        assert [p.decode().split(" ") for p in sent] == (
+            [keys] if expected == 1 else [first, [last]]
+        )
+        assert [len(p) for p in sent][:1] == [size if expected == 1 else size - room - 1]
+    assert list(wake._payloads([])) == []
+    assert list(wake._payloads(["a", "b"])) == [b"a b"]
 
 
 def test_S20_a_key_sharing_a_busy_slot_does_not_stop_the_keys_after_it_from_ringing(
@@ -603,7 +644,8 @@ def test_private_files_a_writer_never_rings_through_a_symlinked_key_folder(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    listener.bind(str(elsewhere / "listener"))
+    # Named like a process's doorbell, so a writer that followed the link would send to it.
+    listener.bind(str(elsewhere / "4242-abcdef"))
     listener.setblocking(False)
     try:
         with wake.Waiter(store, [two.b_key]) as waiter:
@@ -612,7 +654,10 @@ def test_private_files_a_writer_never_rings_through_a_symlinked_key_folder(
             os.symlink(elsewhere, folder)  # the key's folder now leads elsewhere
             assert wake.ring_keys(store, [two.b_key]) == 0
             with pytest.raises(BlockingIOError):
-                listener.recv(8)  # nothing was sent through the link
+                listener.recv(8)  # nothing was sent through the link ...
+            # ... and nothing removed there: a writer that listed the linked folder
+            # would take the listener for a dead doorbell of its own and unlink it.
+            assert (elsewhere / "4242-abcdef").exists()
             os.unlink(folder)
             os.rename(folder + ".moved", folder)
     finally:
@@ -663,15 +708,12 @@ def test_S20_after_a_wake_quiet_ticks_let_the_waiter_sleep_to_its_timeout(
     monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e))
     with wake.Waiter(store, [two.b_key]) as waiter:
         if first == "changed":
-            send_from_another_connection(two.a, "b", "wakes it on entry")
+            # A commit that rings none of its keys (mail for someone else): no
+            # ring of its own can land after the change woke it.
+            send_from_another_connection(two.b, "a", "moves the change marker")
         else:
-            wake.ring_keys(store, [two.b_key])
+            wake.ring_keys(store, [two.b_key])  # a ring with nothing committed
         assert waiter.wait(30) is True and waiter.woke == first
-        # The send's own doorbell ring may land just after the change woke it
-        # (it is sent at COMMIT): take it, so what follows is quiet.
-        for _ in range(5):
-            if not waiter.wait(0.05):
-                break
         events.clear()
         assert waiter.wait(0.3) is False and waiter.woke == "timeout"
         assert events[:2] == ["enter", "sleep"]  # it did sleep, through quiet ticks
