@@ -30,7 +30,10 @@ followed by its text, and used as ``{name}`` by the statements after it. A
 fragment is no statement: it is not addressed, run or EXPLAINed by itself.
 A fragment may have a PostgreSQL text of its own (after ``-- postgresql:``):
 a statement that differs between the dialects only there is written once,
-and its PostgreSQL text is that one text with the fragment's.
+and its PostgreSQL text is that one text with the fragment's. The fragments
+of ``counters.sql`` (the space's counters, derived from the log) are every
+area's: that file holds no statement, and an area may not define a fragment
+of the same name.
 
 A ``Stmt`` *is* its SQLite text (a ``str``), so the SQLite hot path hands it to
 ``sqlite3`` as it is; ``Tx`` picks ``.postgresql`` on the other dialect.
@@ -54,6 +57,7 @@ _QUOTED = re.compile(r"'(?:[^']|'')*'")
 # A column group marker, {group}, {alias.group} or {:group} (broker.store.groups),
 # or a fragment of the area, {fragment}.
 _GROUP = re.compile(r"\{(:|[a-z_]\w*\.)?([a-z_]\w*)\}")
+SHARED = "counters"  # the area whose fragments every area may use
 
 
 class Stmt(str):
@@ -104,10 +108,19 @@ class CatalogueError(Exception):
     """A malformed catalogue file (a bug in the broker, found by the tests)."""
 
 
-def parse(area: str, text: str) -> dict[str, Stmt]:
-    """Parse one area file into its statements (``"<area>.<name>"`` -> ``Stmt``)."""
+Fragments = dict[str, tuple[str, str]]  # name -> (SQLite text, PostgreSQL text)
+
+
+def parse(area: str, text: str, shared: Fragments | None = None) -> dict[str, Stmt]:
+    """Parse one area file into its statements (``"<area>.<name>"`` -> ``Stmt``),
+    with the ``shared`` fragments besides its own."""
+    return _parse(area, text, dict(shared or {}))[0]
+
+
+def _parse(area: str, text: str, fragments: Fragments) -> tuple[dict[str, Stmt], Fragments]:
+    """An area's statements, and the fragments it could use (``fragments``, its own added)."""
     entries: dict[str, Stmt] = {}
-    fragments: dict[str, tuple[str, str]] = {}  # name -> (SQLite text, PostgreSQL text)
+    shared = set(fragments)  # a statement may share a shared fragment's name, not a fragment
     name: str | None = None
     fragment = False
     doc: list[str] = []
@@ -137,7 +150,9 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
             finish()
             name, doc, body, part = m.group(1), [], {"sqlite": [], "postgresql": []}, "sqlite"
             fragment = m.re is _FRAGMENT
-            if f"{area}.{name}" in entries or name in fragments:
+            if f"{area}.{name}" in entries or name in fragments.keys() - (
+                set() if fragment else shared
+            ):
                 raise CatalogueError(f"{area}.{name}: defined twice")
             continue
         if _PG.fullmatch(stripped):
@@ -153,7 +168,7 @@ def parse(area: str, text: str) -> dict[str, Stmt]:
             continue
         body[part].append(line)
     finish()
-    return entries
+    return entries, fragments
 
 
 def _clean(lines: list[str]) -> str:
@@ -161,9 +176,7 @@ def _clean(lines: list[str]) -> str:
     return " ".join(" ".join(lines).split()).rstrip(";").strip()
 
 
-def _expand(
-    area: str, name: str, text: str, fragments: dict[str, tuple[str, str]], dialect: int
-) -> str:
+def _expand(area: str, name: str, text: str, fragments: Fragments, dialect: int) -> str:
     """The markers of a statement replaced: a fragment by its text in the
     ``dialect`` (0 SQLite, 1 PostgreSQL), a column group by its columns."""
 
@@ -178,12 +191,26 @@ def _expand(
     return _GROUP.sub(columns, text)
 
 
-@cache
-def area(name: str) -> dict[str, Stmt]:
+def _text(name: str) -> str:
     path = HERE / f"{name}.sql"
     if not path.is_file():
         raise CatalogueError(f"no catalogue area {name!r}")
-    return parse(name, path.read_text(encoding="utf-8"))
+    return path.read_text(encoding="utf-8")
+
+
+@cache
+def _shared() -> Fragments:
+    """The fragments of ``counters.sql``, every area's."""
+    entries, fragments = _parse(SHARED, _text(SHARED), {})
+    if entries:
+        raise CatalogueError(f"{SHARED}: holds fragments only, not {sorted(entries)}")
+    return fragments
+
+
+@cache
+def area(name: str) -> dict[str, Stmt]:
+    text = _text(name)
+    return parse(name, text, None if name == SHARED else _shared())
 
 
 def stmt(name: str) -> Stmt:

@@ -7,22 +7,6 @@
 -- name: space_kind
 SELECT kind, state FROM spaces WHERE id = :space
 
--- fragment: last_seq
--- The space's counters, derived: messages.sql's fragments word for word (revision 0017).
-max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
--- postgresql:
-greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
-
--- fragment: log_bytes
-max(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
--- postgresql:
-greatest(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0))
-
--- fragment: last_bcast
-max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
--- postgresql:
-greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
-
 -- name: space
 -- space.json (its format is the exporter's, added in Python).
 SELECT spaces.id AS id, spaces.kind AS kind, spaces.state AS state,

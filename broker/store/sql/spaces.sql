@@ -27,13 +27,6 @@ VALUES (:id, :kind, :state, :settings, :last_seq, :last_bcast, :log_bytes,
 -- A run id given in full (the common case, one index probe before any prefix search).
 SELECT id FROM spaces WHERE id = :id
 
--- fragment: last_bcast
--- The space's last broadcast number, derived: messages.sql's fragment word for word
--- (revision 0017).
-max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
--- postgresql:
-greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
-
 -- name: get
 -- One space: the columns of records.Space (read by name in spaces.to_model),
 -- and the end of its broadcast log (a newcomer's broadcasts count from there,

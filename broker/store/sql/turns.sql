@@ -7,13 +7,6 @@ INSERT INTO turns (id, space_id, participant_id, lease_token, bcast_upto, state,
 VALUES (:id, :space_id, :participant_id, :lease_token, :bcast_upto, :state,
   :created_at_utc, :expires_at, :seen_at_utc, :lease_process, :bcast_from)
 
--- fragment: last_bcast
--- The space's last broadcast number, derived: messages.sql's fragment word for word
--- (revision 0017).
-max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
--- postgresql:
-greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
-
 -- name: cursor
 -- What a turn needs to know of its participant, in one read: who it is (for
 -- the directives), its broadcast cursor and the end of the space's broadcast

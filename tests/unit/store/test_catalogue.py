@@ -157,3 +157,25 @@ def test_a_fragment_is_written_once_and_used_by_the_statements_after_it() -> Non
     assert dialects.postgresql == "SELECT (SELECT json_agg(id) FROM t) AS ids, %(s)s AS s"
     with pytest.raises(sql.CatalogueError, match="defined twice"):
         sql.parse("x", "-- fragment: f\nSELECT 1\n-- name: f\nSELECT 2\n")
+
+
+def test_the_shared_fragments_are_every_areas_and_written_once() -> None:
+    """counters.sql's fragments (the space's derived counters) are used by
+    several areas, written once: an area that defines one again is refused, a
+    statement may bear its name, and counters.sql holds no statement."""
+    shared = {"n": ("max(t.n, 0)", "greatest(t.n, 0)")}
+    got = sql.parse("x", "-- name: a\nSELECT {n} AS n FROM t\n-- name: n\nSELECT 1\n", shared)
+    assert str(got["x.a"]) == "SELECT max(t.n, 0) AS n FROM t"
+    assert got["x.a"].postgresql == "SELECT greatest(t.n, 0) AS n FROM t"
+    with pytest.raises(sql.CatalogueError, match="x.n: defined twice"):
+        sql.parse("x", "-- fragment: n\nSELECT 2\n", shared)
+    assert sql.area(sql.SHARED) == {}
+    users = {
+        name.partition(".")[0]
+        for name, stmt in sql.all_statements().items()
+        if "coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0)" in stmt
+    }
+    assert {"auth", "export", "messages", "usage"} <= users, users
+    for path in sql.HERE.glob("*.sql"):
+        text = path.read_text(encoding="utf-8")
+        assert path.stem == sql.SHARED or "-- fragment: last_seq" not in text, path.name

@@ -1,0 +1,28 @@
+-- Fragments every area may use ({last_seq}, {log_bytes}, {last_bcast}): the
+-- space's counters, derived from the log (revision 0017). This file holds no
+-- statement; a fragment of the same name in another area is refused (defined
+-- twice), so each expression is written once.
+
+-- fragment: last_seq
+-- The space's counters are derived (revision 0017), each one expression over
+-- the row `spaces`. The last seq and broadcast number: one seek each on
+-- the log's indexes; the bytes logged: the space's sender_usage rows plus (SQLite)
+-- the log rows past folds.upto that the batched trigger has not folded in yet
+-- (fewer than 32). Each is at least the space row's own column: the floor the
+-- importer writes (the exported counters), frozen at revision 0017, never
+-- written by a send. Read under the space's write lock (BEGIN IMMEDIATE; on
+-- PostgreSQL the row lock, taken by an earlier statement, so this one's
+-- snapshot holds every row committed before it).
+max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+
+-- fragment: log_bytes
+max(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
+-- postgresql:
+greatest(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0))
+
+-- fragment: last_bcast
+max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+-- postgresql:
+greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
