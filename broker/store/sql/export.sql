@@ -86,8 +86,8 @@ SELECT j.id AS id, j.key AS key, j.event AS event, j.owner AS owner, j.token AS 
        j.rowid AS _rowid
 FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.rowid
 
--- name: inbox
--- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
+-- fragment: deliveries
+-- An inbox line's columns, with its recipient's address and its message's seq.
 SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
        p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
@@ -97,44 +97,24 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON m.id = d.message_id
 JOIN participants p ON p.id = d.recipient_id
+
+-- name: inbox
+-- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
+{deliveries}
 WHERE d.space_id = :space ORDER BY d.recipient_id, d.created_at_utc, d.id
 
 -- name: inbox_new
 -- Deliveries written after rowid :after (follow).
-SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
-       p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
-       d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
-       d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
-       d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
-       d.rowid AS _rowid
-FROM deliveries d JOIN messages m ON m.id = d.message_id
-JOIN participants p ON p.id = d.recipient_id
+{deliveries}
 WHERE d.space_id = :space AND d.rowid > :after ORDER BY d.rowid
 
 -- name: inbox_reread
 -- Deliveries that may have changed since their last line (follow): a JSON array of rowids.
-SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
-       p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
-       d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
-       d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
-       d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
-       d.rowid AS _rowid
-FROM deliveries d JOIN messages m ON m.id = d.message_id
-JOIN participants p ON p.id = d.recipient_id
+{deliveries}
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
 ORDER BY d.recipient_id, d.created_at_utc, d.id
 -- postgresql:
-SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
-       p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
-       d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
-       d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
-       d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
-       d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
-       d.rowid AS _rowid
-FROM deliveries d JOIN messages m ON m.id = d.message_id
-JOIN participants p ON p.id = d.recipient_id
+{deliveries}
 WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
 ORDER BY d.recipient_id, d.created_at_utc, d.id
 
