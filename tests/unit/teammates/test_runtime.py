@@ -126,7 +126,9 @@ def test_S26_handler_failure_quarantines_input_marks_failed_and_tells_the_lead(
 
 def test_S26_status_is_visible_in_dir_list(team: Team, lead: Agent, cli: Any, db_url: str) -> None:
     team.spawn_teammate("alice", "worker", "t", lambda ctx, turn: None)
-    wait_for(lambda: team.status()["alice"] == "idle")
+    # Idle after its first turn (its task), not only before it: the loop says
+    # idle as it starts, then running while the task's turn is handled.
+    wait_for(lambda: bool(team.history("alice")) and team.status()["alice"] == "idle")
     out = cli("dir", "list", lead.space_id, "--json", env={"BROKER_URL": db_url})
     assert out.code == 0, out.err
     statuses = {p["address"]: p["status"] for p in out.lines()}
