@@ -161,8 +161,6 @@ def _until_parked(srv: _Served, n: int, timeout: float) -> float:
 
 def served_idle(ctx: Ctx) -> Scenario:
     import http.client
-    import multiprocessing as mp
-    import threading
 
     from broker import Operator, Store
 
@@ -189,15 +187,7 @@ def served_idle(ctx: Ctx) -> Scenario:
         tokens = [op.join(sid, f"w{i}")[1].token for i in range(n)]
         addresses = [f"w{i}" for i in range(n)]
         store.close()
-        parent, child = mp.get_context("fork").Pipe()
-        results: list[dict[str, Any]] = []
-
-        def clients() -> None:
-            results.extend(run_workers(_client_proc, [(srv.host, srv.port, sid, tokens,
-                                                       PARK_WAIT_S, child)], timeout=3600))  # fmt: skip
-
-        runner = threading.Thread(target=clients, daemon=True)
-        runner.start()
+        clients = _Clients(srv, sid, tokens, PARK_WAIT_S, timeout=3600)
         parked_s = _until_parked(srv, n, 120 + n * 0.2)
         time.sleep(1.0)  # the last parks settle
         before = _health(srv)
@@ -241,19 +231,17 @@ def served_idle(ctx: Ctx) -> Scenario:
                 raise RuntimeError(f"operator send: {r.status}")
             time.sleep(0.05)
         time.sleep(0.5)
-        parent.send("stats")
-        got = parent.recv()
+        got = clients.ask("stats")
         woke = got["woke"]
         sc.add(Row("broker_served_idle_wake", round(pct(woke, 99) / 1e6, 2) if woke else None,
                    "p99 ms", how="operator send over HTTP (start) -> the agent's long-poll answer read",
                    stats={**latency_stats(woke), "sent": wakes, "woken": len(woke),
                           "errors": got["errors"]}))  # fmt: skip
         ctx.log(f"  served_idle wake: {len(woke)}/{wakes}, p99 {pct(woke, 99) / 1e6:.1f} ms")
-        parent.send("stop")
-        runner.join(120)
+        clients.stop()
         conn.close()
-        if results and "error" in results[0]:
-            raise RuntimeError(results[0]["error"])
+        if clients.results and "error" in clients.results[0]:
+            raise RuntimeError(clients.results[0]["error"])
         _repoll(ctx, sc, srv, sid, tokens[: min(n, 200)])
     finally:
         srv.stop()
@@ -274,30 +262,45 @@ def served_idle(ctx: Ctx) -> Scenario:
     return sc
 
 
+class _Clients:
+    """The agents' client process (``_client_proc``), run from a thread and asked
+    over a pipe: ``ask("stats")``, then ``stop()``; ``results`` once it ended."""
+
+    def __init__(
+        self, srv: _Served, sid: str, tokens: list[str], wait_s: float, *, timeout: float
+    ) -> None:
+        import multiprocessing as mp
+        import threading
+
+        self.pipe, child = mp.get_context("fork").Pipe()
+        self.results: list[dict[str, Any]] = []
+
+        def run() -> None:
+            job = (srv.host, srv.port, sid, tokens, wait_s, child)
+            self.results.extend(run_workers(_client_proc, [job], timeout=timeout))
+
+        self.runner = threading.Thread(target=run, daemon=True)
+        self.runner.start()
+
+    def ask(self, what: str) -> Any:
+        self.pipe.send(what)
+        return self.pipe.recv()
+
+    def stop(self) -> None:
+        self.pipe.send("stop")
+        self.runner.join(120)
+
+
 def _repoll(ctx: Ctx, sc: Scenario, srv: _Served, sid: str, tokens: list[str]) -> None:
     """Server CPU per long-poll cycle: the agents re-poll at ``REPOLL_WAIT_S``."""
-    import multiprocessing as mp
-    import threading
-
-    parent, child = mp.get_context("fork").Pipe()
-    results: list[dict[str, Any]] = []
-
-    def clients() -> None:
-        results.extend(run_workers(_client_proc, [(srv.host, srv.port, sid, tokens,
-                                                   REPOLL_WAIT_S, child)], timeout=600))  # fmt: skip
-
-    runner = threading.Thread(target=clients, daemon=True)
-    runner.start()
+    clients = _Clients(srv, sid, tokens, REPOLL_WAIT_S, timeout=600)
     time.sleep(REPOLL_WAIT_S * 3)  # every client in its cycle
-    parent.send("stats")
-    a0 = parent.recv()["answers"]
+    a0 = clients.ask("stats")["answers"]
     c0, t0 = _cpu_seconds(srv.proc.pid), time.monotonic()
     time.sleep(max(2.0, ctx.sizes.idle_seconds / 2))
     c1, t1 = _cpu_seconds(srv.proc.pid), time.monotonic()
-    parent.send("stats")
-    a1 = parent.recv()["answers"]
-    parent.send("stop")
-    runner.join(120)
+    a1 = clients.ask("stats")["answers"]
+    clients.stop()
     cycles = max(1, a1 - a0)
     per_ms = (c1 - c0) / cycles * 1000
     sc.add(Row("broker_served_idle_repoll", round(per_ms, 3), "server CPU ms per long-poll cycle",
