@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -30,9 +31,18 @@ pytestmark = pytest.mark.timeout(300)
 async def http(
     server: Server, method: str, path: str, secret: str | None, body: Any = None
 ) -> tuple[int, dict[str, str], Any]:
-    """One request on a connection of its own: status, headers, JSON body."""
-    reader, writer = await asyncio.open_unix_connection(server.socket)
+    """One request on a connection of its own: status, headers, JSON body.
+
+    A plain socket, not asyncio's streams: a shed request is answered (503,
+    Connection: close) and closed as soon as its head is read, possibly before
+    this side has written all of it; the write then fails (a broken pipe, a
+    reset) and a stream transport drops what it had already received with it,
+    while the socket still hands over the answer the server sent."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
     try:
+        await loop.sock_connect(sock, str(server.socket))
         data = b"" if body is None else json.dumps(body).encode()
         auth = f"Authorization: Bearer {secret}\r\n" if secret else ""
         head = (
@@ -40,14 +50,20 @@ async def http(
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
             "Connection: close\r\n\r\n"
         )
-        writer.write(head.encode() + data)
-        # A shed request is answered (503, Connection: close) and closed as soon as
-        # its head is read: the answer is already in the reader's buffer.
-        with contextlib.suppress(ConnectionError):  # reset, or a broken pipe
-            await writer.drain()
-        raw = await asyncio.wait_for(reader.read(), 120)
+        with contextlib.suppress(ConnectionError):
+            await loop.sock_sendall(sock, head.encode() + data)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 120)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        raw = b"".join(chunks)
     finally:
-        writer.close()
+        sock.close()
     head_bytes, _, rest = raw.partition(b"\r\n\r\n")
     lines = head_bytes.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
@@ -152,12 +168,12 @@ def test_S41_an_agent_parks_at_most_its_cap_of_waits_then_429_with_retry_after(
 def test_S41_under_fd_pressure_agents_get_503_retry_after_never_500_and_the_operator_gets_in(
     served: Any,
 ) -> None:
-    """The server may open 400 files and parks waits below 300 (the rest is its
-    reserve). Agents fire 300 long-polls (each a connection of its own): those past the budget are 503 ``server_busy``
+    """The server may open 200 files and parks waits below 136 (the rest is its
+    reserve of 64). Agents fire 150 long-polls (each a connection of its own): those past the budget are 503 ``server_busy``
     with ``Retry-After``, none is a 500, and the operator's request is answered
     while the rest stay parked."""
     server, store, space = served(
-        "--max-waits-per-agent", "1000", "--max-waits-per-space", "100000", max_fds=400
+        "--max-waits-per-agent", "1000", "--max-waits-per-space", "100000", max_fds=200
     )
     names = [f"w{i}" for i in range(5)]
     tokens = {name: trusted.join(store, space, name)[1].token for name in names}
@@ -167,19 +183,19 @@ def test_S41_under_fd_pressure_agents_get_503_retry_after_never_500_and_the_oper
     # Past the budget's line (the limit less its reserve) with the server's own
     # files, short of the hard limit itself: there the kernel, not the server,
     # decides (the reserve exists so that the server never gets there).
-    TOTAL = 300
+    TOTAL = 150
 
     def poll(i: int) -> asyncio.Task[Any]:
         body = {"wait": 60, "limit": 1}
         return asyncio.create_task(http(server, "POST", claim, tokens[names[i % 5]], body))
 
     async def main() -> tuple[Counter[tuple[int, str]], int]:
-        # A first wave well inside the budget parks (300 connections opened at
+        # A first wave well inside the budget parks (150 connections opened at
         # once may all be counted before the first is parked: then all are
         # past the line, rightly, and none would show a parked wait).
-        polls = [poll(i) for i in range(100)]
-        await _parked(server, 100)
-        polls += [poll(i) for i in range(100, TOTAL)]
+        polls = [poll(i) for i in range(50)]
+        await _parked(server, 50)
+        polls += [poll(i) for i in range(50, TOTAL)]
         # Until every poll is either answered or parked.
         for _ in range(3000):
             status, _, health = await http(server, "GET", "/healthz", None)
