@@ -1,5 +1,9 @@
 """The benchmark harness runs in CI: ``python -m bench --quick`` and its JSON.
 
+The default suite runs the scenarios that need no process of their own; the
+whole quick run (every scenario: ~75 s of servers and agent processes) is a
+soak run that ``.ci/run`` runs on every landing.
+
 No figure is asserted against a time (speed is judged in bench runs, not
 tests): only that every scenario ran, every number is a positive measurement
 and every message was accounted for (lost 0, no duplicate: no lease expires in
@@ -145,13 +149,11 @@ def check_accounting(name: str, blob: Any) -> None:
             assert d["overlaps"] == 0, (name, d)
 
 
-def test_bench_quick_runs_every_scenario_and_accounts_for_every_message(
-    tmp_path: Path, redis_url: str | None
-) -> None:
-    data = run_bench(tmp_path, "--redis-url", redis_url or UNREACHABLE)
+def check_scenarios(data: dict[str, Any], redis_url: str | None) -> None:
+    """Every scenario of a run ran, measured every broker row and accounted
+    for every message, and every target's verdict agrees with its value."""
     assert data["redis"]["reachable"] is (redis_url is not None)
     assert data["quick"] is True
-    assert set(data["scenarios"]) == set(SCENARIOS)
     for name, sc in data["scenarios"].items():
         assert sc["status"] == "ok", (name, sc["error"])
         assert sc["rows"], name
@@ -186,6 +188,28 @@ def test_bench_quick_runs_every_scenario_and_accounts_for_every_message(
     for name, sc in data["scenarios"].items():
         if all(r["status"] == "ok" for r in sc["rows"]):
             assert all(t["met"] is not None for t in sc["targets"]), name
+
+
+# The scenarios that run in the bench's own process (no server, agent
+# processes or CLI runs to start): the default suite's quick run.
+IN_PROCESS = ("send", "claim_ack", "ack_and_claim", "turn", "broadcast", "pages")
+
+
+def test_bench_quick_runs_the_in_process_scenarios_and_accounts_for_every_message(
+    tmp_path: Path, redis_url: str | None
+) -> None:
+    data = run_bench(tmp_path, *IN_PROCESS, "--no-plots", "--redis-url", redis_url or UNREACHABLE)
+    assert set(data["scenarios"]) == set(IN_PROCESS)
+    check_scenarios(data, redis_url)
+
+
+@pytest.mark.soak  # every scenario, servers and processes started: ~75 s (.ci/run runs it)
+def test_bench_quick_runs_every_scenario_and_accounts_for_every_message(
+    tmp_path: Path, redis_url: str | None
+) -> None:
+    data = run_bench(tmp_path, "--redis-url", redis_url or UNREACHABLE)
+    assert set(data["scenarios"]) == set(SCENARIOS)
+    check_scenarios(data, redis_url)
     assert (tmp_path / "report.md").read_text().startswith("# broker bench")
     try:
         import matplotlib  # noqa: F401 - plots need the `bench` extra

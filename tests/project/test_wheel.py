@@ -21,6 +21,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import broker
 from broker.store.migrate import HEAD
 
@@ -70,6 +72,9 @@ def _build_requirements_here() -> bool:
     return int(setuptools.__version__.split(".")[0]) >= 68
 
 
+# A soak run (.ci/run runs it on every landing): a wheel built and installed with
+# its dependencies into a fresh venv is ~25 s of pip, most of it not the broker's.
+@pytest.mark.soak
 def test_wheel_installs_in_a_fresh_venv_and_migrates_a_new_database(tmp_path: Path) -> None:
     started = time.monotonic()
     src, wheels, venv, elsewhere = (tmp_path / n for n in ("src", "wheels", "venv", "elsewhere"))
