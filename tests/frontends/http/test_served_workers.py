@@ -137,7 +137,7 @@ def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: 
     of a participant (2 / 2, rounded up); the rest are 429 at once.
 
     The parked claims end with a message each as soon as every request is
-    known to be answered or parked, else with their 15 s wait: 7 refusals
+    known to be answered or parked, else with their 6 s wait: 7 refusals
     (one worker took them all: its 1 parked is the 8th), or 6 refusals from
     both workers (each refused: each holds its 1). Six from one worker alone
     leave the 8th undecided (parked on the other worker, or not yet refused)."""
@@ -152,7 +152,7 @@ def test_S41_wait_caps_are_split_between_workers_each_holds_its_share(tmp_path: 
 
         async def main() -> tuple[list[tuple[int, dict[str, str], Any]], int]:
             asks = [
-                asyncio.create_task(http(server, "POST", claim, token, {"wait": 15}))
+                asyncio.create_task(http(server, "POST", claim, token, {"wait": 6}))
                 for _ in range(8)
             ]
             while not all(t.done() for t in asks):

@@ -4,9 +4,11 @@ careless client sends, on a real server process over real sockets."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -154,7 +156,7 @@ def test_S33_a_content_length_one_byte_over_the_cap_is_413_before_any_byte_of_th
             f"Content-Length: {length}\r\n\r\n"
         ).encode()
 
-    over = raw_exchange(srv, head(cap + 1), wait=3.0)
+    over = raw_exchange(srv, head(cap + 1), wait=3.0, answers=1)
     assert over.startswith(b"HTTP/1.1 413"), over[:200]
     assert b"body_too_large" in over
     assert raw_exchange(srv, head(cap), wait=1.0) == b""  # still waiting for the body
@@ -377,18 +379,34 @@ def test_S20_a_long_poll_whose_client_left_takes_nothing(srv: Server, path: str)
 
 
 # --- methods -------------------------------------------------------------------------------
-def raw_exchange(srv: Server, request: bytes, wait: float = 0.5) -> bytes:
-    """Send ``request`` on a fresh socket, read what comes within ``wait`` s, close."""
+def raw_exchange(srv: Server, request: bytes, wait: float = 0.5, answers: int = 0) -> bytes:
+    """Send ``request`` on a fresh socket, read what comes within ``wait`` s, close;
+    with ``answers``, stop as soon as that many whole answers came (each framed
+    by its Content-Length: not for HEAD, whose answers have none), rather than
+    waiting out ``wait`` on a live connection."""
     with socket.create_connection(host_port(srv)) as s:
         s.sendall(request)
         s.settimeout(wait)
         out = b""
         try:
-            while chunk := s.recv(65536):
+            while not (answers and _whole(out) >= answers) and (chunk := s.recv(65536)):
                 out += chunk
         except TimeoutError:
             pass
     return out
+
+
+def _whole(out: bytes) -> int:
+    """How many whole answers (head and Content-Length body) ``out`` holds."""
+    count = 0
+    while (end := out.find(b"\r\n\r\n")) >= 0:
+        found = re.search(rb"(?im)^content-length:\s*(\d+)", out[:end])
+        size = int(found.group(1)) if found else 0
+        if len(out) < end + 4 + size:
+            break
+        out = out[end + 4 + size :]
+        count += 1
+    return count
 
 
 def subscribers(srv: Server) -> int:
@@ -404,12 +422,13 @@ def test_S33_head_on_a_stream_is_405_and_holds_no_subscriber(srv: Server, store:
     for _ in range(5):  # HEAD, then a second request on the same connection, then gone
         out = raw_exchange(srv, (
             f"HEAD {stream} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {srv.key}\r\n\r\n"
-            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").encode())  # fmt: skip
+            # the second asks to close after it: the read ends there, not at a timeout
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").encode())  # fmt: skip
         assert out.startswith(b"HTTP/1.1 405 "), out[:200]
         assert b"\r\nallow: get\r\n" in out.lower(), out[:400]
         assert b"HTTP/1.1 200 " in out  # the connection went on to the next request
     out = raw_exchange(srv, f"HEAD /mcp/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
-                            "\r\n\r\n".encode())  # fmt: skip
+                            "\r\nConnection: close\r\n\r\n".encode())  # fmt: skip
     assert out.startswith(b"HTTP/1.1 405 ") and b"mcp-session-id" not in out.lower(), out[:400]
     time.sleep(0.5)
     assert subscribers(srv) == before
@@ -551,14 +570,18 @@ def held(
 
 
 def test_S33_a_slow_request_head_is_408_and_closed(quick: Server) -> None:
-    out, took = held(quick, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ", b"a", 10)
-    assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
-    assert took < 4, took
-    out, took = held(quick, b"", b"", 10)  # connects and says nothing
-    assert took < 4 and out.startswith(b"HTTP/1.1 408 "), (took, out)
     big = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-a: " + b"a" * 70_000 + b"\r\n\r\n"
-    out, took = held(quick, big, b"", 10)
-    assert out.startswith(b"HTTP/1.1 431 ") and took < 4, (took, out[:200])
+    with ThreadPoolExecutor(3) as pool:  # side by side: each deadline is the connection's own
+        dripping = pool.submit(held, quick, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ", b"a", 10)
+        silent = pool.submit(held, quick, b"", b"", 10)  # connects and says nothing
+        huge = pool.submit(held, quick, big, b"", 10)
+        out, took = dripping.result()
+        assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
+        assert took < 4, took
+        out, took = silent.result()
+        assert took < 4 and out.startswith(b"HTTP/1.1 408 "), (took, out)
+        out, took = huge.result()
+        assert out.startswith(b"HTTP/1.1 431 ") and took < 4, (took, out[:200])
     with quick.client() as c:  # the server still answers everyone else
         assert c.get("/healthz").status_code == 200
 
@@ -568,16 +591,24 @@ def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
     token = join(quick, sid, "lynx")
     path = agent_path(sid, "/inbox/claim").encode()
     head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode()
-    for framing, drip in [(b"\r\nContent-Length: 10\r\n\r\n{", b" "),
-                          (b"\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", b"1\r\n \r\n")]:
-        out, took = held(quick, head + framing, drip, 15, every=0.5)
-        assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
-        assert b"connection: close" in out.lower() and 1.5 < took < 6, (took, out)
-    with quick.client(token, timeout=30) as c:  # a long-poll outlives both deadlines
-        started = time.monotonic()
-        r = c.post(agent_path(sid, "/inbox/claim"), json={"wait": 3.5})
-        assert r.status_code == 200 and r.json()["deliveries"] == [], r.text
-        assert time.monotonic() - started > 3
+    framings = [(b"\r\nContent-Length: 10\r\n\r\n{", b" "),
+                (b"\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", b"1\r\n \r\n")]  # fmt: skip
+
+    def long_poll() -> float:  # a long-poll outlives both deadlines
+        with quick.client(token, timeout=30) as c:
+            started = time.monotonic()
+            r = c.post(agent_path(sid, "/inbox/claim"), json={"wait": 3.5})
+            assert r.status_code == 200 and r.json()["deliveries"] == [], r.text
+            return time.monotonic() - started
+
+    # The three side by side: each deadline is the connection's own.
+    with ThreadPoolExecutor(3) as pool:
+        slow = [pool.submit(held, quick, head + framing, drip, 15, 0.5) for framing, drip in framings]
+        polled = pool.submit(long_poll)
+        for out, took in (f.result() for f in slow):
+            assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out
+            assert b"connection: close" in out.lower() and 1.5 < took < 6, (took, out)
+        assert polled.result() > 3
     assert_no_server_error(quick)
 
 
