@@ -84,11 +84,15 @@ def test_S24_tools_are_listed_by_grant(store: Store, space: str) -> None:
             return await s.tool_names()
 
     async def main() -> None:
-        assert await names("plain", plain) == AGENT_DEFAULT
-        assert await names("boss", boss) == AGENT_DEFAULT | AUTHORITY
+        # Four clients side by side, each its own `broker mcp` process.
+        got = await asyncio.gather(
+            names("plain", plain), names("boss", boss), names("narrow", narrow), names("mute", mute)
+        )
         always = {"inbox_next", "inbox_seen", "msg_search", "msg_status"}
-        assert await names("narrow", narrow) == {"msg_send", "msg_send_many"} | always
-        assert await names("mute", mute) == always  # receive-only: reads its own mail
+        assert got[0] == AGENT_DEFAULT
+        assert got[1] == AGENT_DEFAULT | AUTHORITY
+        assert got[2] == {"msg_send", "msg_send_many"} | always
+        assert got[3] == always  # receive-only: reads its own mail
 
     arun(main())
 
