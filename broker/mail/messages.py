@@ -94,6 +94,7 @@ def send_many(
             Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
             space=(row.space_state, row.settings, *row.counters),
             last_at=row.last_at,
+            now=row.now,
         )
         results = []
         for n, (kind, targets, text, key, m) in enumerate(prepared):
@@ -203,6 +204,7 @@ def _send_as(
             space=space,
             known=row.recipient,
             last_at=row.last_at,
+            now=row.now,
         )
 
     # One participant named by address (the usual send): the caller's read also

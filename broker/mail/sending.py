@@ -66,6 +66,7 @@ def send_in_tx(
     space: SpaceRow | None = None,
     known: tuple[Any, ...] | None = None,
     last_at: str | None = None,
+    now: str | None = None,
     **sent: Unpack[Sent],
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
@@ -74,8 +75,11 @@ def send_in_tx(
     outcome without inbox rows (directives are shown every turn instead).
     ``space``: the space row when the caller already read it in ``t``
     ``known``: the row of the one participant ``targets`` names, likewise;
-    ``last_at``: the space's last log time, likewise (``Batch``)."""
-    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space, last_at=last_at)
+    ``last_at``: the space's last log time, likewise, and ``now`` the store's
+    time read in ``t`` (``Batch``)."""
+    batch = Batch(
+        store, t, space_id, sender, deliver=deliver, space=space, last_at=last_at, now=now
+    )
     if known is not None:
         batch.known[known[1]] = known
     result = batch.add(kind, targets, text, **sent)
@@ -99,9 +103,11 @@ class Batch:
         deliver: bool = True,
         space: SpaceRow | None = None,
         last_at: str | None = None,
+        now: str | None = None,
     ) -> None:
         """``last_at``: the space's last log time as the caller's read in ``t``
-        read it ('' for an empty log; None: read it at the first stamp)."""
+        read it ('' for an empty log; None: read it at the first stamp);
+        ``now``: the store's time read inside ``t`` (None: read at the first stamp)."""
         self.store, self.t, self.space_id, self.sender = store, t, space_id, sender
         self.deliver = deliver
         store.lock_space(t, space_id)  # the sequence stays gap-free (PostgreSQL)
@@ -132,7 +138,7 @@ class Batch:
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
         # The space's last log time (S44): handed over, or read at the first stamp.
         self.last_at: str | None = None
-        self.known_last_at = last_at
+        self.known_last_at, self.known_now = last_at, now
 
     # --- one send, in named steps ---------------------------------------------------------
     def add(self, kind: str, targets: list[Target], text: str, **sent: Unpack[Sent]) -> SendResult:
@@ -283,7 +289,9 @@ class Batch:
     def _stamp(self) -> str:
         """This row's time: never earlier than the space's last (S44)."""
         if self.last_at is None:
-            self.last_at = stamp(self.store, self.t, self.space_id, self.known_last_at)
+            self.last_at = stamp(
+                self.store, self.t, self.space_id, self.known_last_at, self.known_now
+            )
             return self.last_at
         self.last_at = max(self.store.now_ts(), self.last_at)
         return self.last_at
@@ -494,14 +502,19 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
-def stamp(store: Store, t: Tx, space_id: str, last: str | None = None) -> str:
+def stamp(
+    store: Store, t: Tx, space_id: str, last: str | None = None, now: str | None = None
+) -> str:
     """The time of a new log row of the space (S44): the store's clock, never
     earlier than the space's last row, whatever the clock of the process that
     writes it (a wall clock stepped back, a host behind the others). The
     store's clock is moved up to that time too, so the leases this process
     judges next run on from there. ``last``: that row's time as already read
-    in ``t`` ('' for an empty log), else it is read here."""
-    now = store.now_ts()
+    in ``t`` ('' for an empty log), else it is read here; ``now``: the store's
+    time as read inside ``t`` (after its lock: no later writer reads an
+    earlier one), else it is read here."""
+    if now is None:
+        now = store.now_ts()
     if last is None:
         row = t.one(_LAST_AT, {"space_id": space_id})
         last = row[0] if row is not None else ""

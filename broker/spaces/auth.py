@@ -62,6 +62,10 @@ class Caller:
     # ``caller(..., send=...)``: the space's last log time (S44), '' for an
     # empty log; None: not read (the send reads it itself).
     last_at: str | None = None
+    # The store's time this write was checked at (``caller(t, ident, now)``),
+    # taken inside the transaction: a send stamps its row with it (one clock
+    # reading a send, not two). None for a read.
+    now: str | None = None
 
     @property
     def granted(self) -> frozenset[str]:
@@ -92,7 +96,7 @@ def caller(
         if send is None:
             row = t.one(_CALLER, params)
         else:
-            return _caller_send(t, ident, params, send)
+            return _caller_send(t, ident, params, send, now)
     else:
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is None:  # left (no beat for it: refused below) or a stale token
@@ -116,6 +120,7 @@ def caller(
         settings=row["settings"],
         counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
         recipient=recipient,
+        now=now,
     )
 
 
@@ -203,7 +208,9 @@ def beat_due(store: Store, ident: Identity, now: str) -> bool:
     return due is None or now >= due
 
 
-def _caller_send(t: Tx, ident: Identity, params: dict[str, str], to: str) -> Caller:
+def _caller_send(
+    t: Tx, ident: Identity, params: dict[str, str], to: str, now: str | None
+) -> Caller:
     """``auth.caller_send``: the caller's row as ``auth.caller`` reads it, with
     the recipient's row and the space's last log time, refused like ``caller``.
     Built straight from the one row (the send's hot path: no dict in between)."""
@@ -226,4 +233,5 @@ def _caller_send(t: Tx, ident: Identity, params: dict[str, str], to: str) -> Cal
         counters=(got["last_seq"], got["log_bytes"], got["last_bcast"]),
         recipient=tuple(json.loads(recipient)) if recipient else None,
         last_at=got["last_at"],
+        now=now,
     )
