@@ -24,7 +24,7 @@ from broker.model.records import NotReached, SendResult
 from broker.model.records.mail import mail_of
 from broker.spaces import shares
 from broker.spaces.addressing import Target
-from broker.spaces.spaces import limits_of
+from broker.spaces.spaces import caps_of, limits_of
 from broker.store.settings import Limits
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -119,6 +119,7 @@ class Batch:
                 f"space {space_id} is {state}: it takes no message", space_id=space_id
             )
         self.limits = limits_of(settings)
+        self.caps = caps_of(settings)  # computed once per settings, not per send
         self.resolved: dict[tuple[str, str, str], Outcome] = {}
         self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
         # key -> (its first result, the log row it wrote), for a repeat in this batch
@@ -303,14 +304,15 @@ class Batch:
         holds the group's share. What they hold is read only when the whole
         log is past the smallest share (below it nobody can hold more), then
         kept up to date in the batch."""
-        cap = limits.log_cap_bytes()
+        caps = self.caps
+        cap = caps.log_bytes
         if self.log_bytes >= cap:
             raise errors.MessagingFull(
                 f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
                 space_id=self.space_id,
             )
-        share = limits.sender_log_cap_bytes()
-        if self.log_bytes < min(share, limits.join_key_log_cap_bytes()):
+        share = caps.sender_log_bytes
+        if self.log_bytes < min(share, caps.join_key_log_bytes):
             return
         if self.log_bytes >= share:
             if self.sender_bytes is None:
@@ -346,7 +348,7 @@ class Batch:
             return  # one sender alone: its own share is the bound
         setting = "join_key_share" if group.join_key else "sender_share"
         share = getattr(limits, setting)
-        cap = limits.join_key_log_cap_bytes() if group.join_key else limits.sender_log_cap_bytes()
+        cap = self.caps.join_key_log_bytes if group.join_key else self.caps.sender_log_bytes
         if self.log_bytes < cap:
             return
         if self.group_bytes is None:
@@ -368,8 +370,8 @@ class Batch:
         """S30, S42: does this sender, or its share group, hold its share of
         ``pid``'s inbox? Counted only when the inbox itself holds that share
         (below it, nobody can)."""
-        cap = limits.sender_inbox_cap()
-        if now_waiting < min(cap, limits.join_key_inbox_cap()):
+        cap = self.caps.sender_inbox
+        if now_waiting < min(cap, self.caps.join_key_inbox):
             return False
         if now_waiting >= cap:
             held = self.held.get(pid)
@@ -383,7 +385,7 @@ class Batch:
         group = self._group()
         if not group.shared:
             return False
-        group_cap = limits.join_key_inbox_cap() if group.join_key else cap
+        group_cap = self.caps.join_key_inbox if group.join_key else cap
         if now_waiting < group_cap:
             return False
         together = self.group_held.get(pid)
