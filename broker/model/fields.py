@@ -638,7 +638,7 @@ class Input:
         parameters by name) checked into this record, or ``invalid_input``."""
         if type(data) is not dict and not isinstance(data, Mapping):
             raise InvalidInput(f"the input is {kind_of(data)}, not fields by name", field="input")
-        if not all(type(k) is str for k in data):
+        if not set(map(type, data)) <= _STR_ONLY:  # every key a str, looped in C
             raise InvalidInput(f"the input is {kind_of(data)}, not fields by name", field="input")
         made = cls.__new__(cls)
         made._fill(data)
@@ -728,6 +728,9 @@ class Input:
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (and checked)."""
         return type(self).parse({**self.__dict__, **changes})
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _aliased(data: Mapping[str, Any], f: Field) -> Any:
