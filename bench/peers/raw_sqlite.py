@@ -302,15 +302,17 @@ def send_statements(
     reached = recipients
     size = len(text.encode("utf-8")) + len(recipients) + len(reached) + 2
     sent, sp = caller.check_send(c, now_dt, now, to, size)
-    if sent is not None:  # auth.caller_send: counters (derived) and recipient read
+    if sent is not None:  # auth.caller_send: counters (derived), recipient, last time read
         seq, recipient_id = sent
-    else:  # the heartbeat's call (it reads the counters): recipient read
+        last_at = sp["last_at"]
+    else:  # the heartbeat's call (it reads the counters): recipient and last time read
         rc = c.execute(
             SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": space, "address": to})
         ).fetchone()
         seq, recipient_id = sp["last_seq"] + 1, rc["id"]
-    last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
-    now = max(now, last[0]) if last is not None else now
+        last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
+        last_at = last[0] if last is not None else ""
+    now = max(now, last_at)
     mid = new_id()
     row = message_row(mid, space, seq, sender, text, reached, size, now)
     c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))

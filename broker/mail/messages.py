@@ -93,6 +93,8 @@ def send_many(
             ident.space_id,
             Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
             space=(row.space_state, row.settings, *row.counters),
+            last_at=row.last_at,
+            now=row.now,
         )
         results = []
         for n, (kind, targets, text, key, m) in enumerate(prepared):
@@ -201,6 +203,8 @@ def _send_as(
             mail=m,
             space=space,
             known=row.recipient,
+            last_at=row.last_at,
+            now=row.now,
         )
 
     # One participant named by address (the usual send): the caller's read also

@@ -24,7 +24,7 @@ from broker.model.records import NotReached, SendResult
 from broker.model.records.mail import mail_of
 from broker.spaces import shares
 from broker.spaces.addressing import Target
-from broker.spaces.spaces import limits_of
+from broker.spaces.spaces import caps_of, limits_of
 from broker.store.settings import Limits
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
@@ -65,6 +65,8 @@ def send_in_tx(
     deliver: bool = True,
     space: SpaceRow | None = None,
     known: tuple[Any, ...] | None = None,
+    last_at: str | None = None,
+    now: str | None = None,
     **sent: Unpack[Sent],
 ) -> SendResult:
     """The send itself, inside the caller's write transaction: checks, resolves
@@ -72,8 +74,12 @@ def send_in_tx(
     outcome and one delivery per reached inbox. ``deliver=False`` records the
     outcome without inbox rows (directives are shown every turn instead).
     ``space``: the space row when the caller already read it in ``t``
-    ``known``: the row of the one participant ``targets`` names, likewise."""
-    batch = Batch(store, t, space_id, sender, deliver=deliver, space=space)
+    ``known``: the row of the one participant ``targets`` names, likewise;
+    ``last_at``: the space's last log time, likewise, and ``now`` the store's
+    time read in ``t`` (``Batch``)."""
+    batch = Batch(
+        store, t, space_id, sender, deliver=deliver, space=space, last_at=last_at, now=now
+    )
     if known is not None:
         batch.known[known[1]] = known
     result = batch.add(kind, targets, text, **sent)
@@ -96,7 +102,12 @@ class Batch:
         *,
         deliver: bool = True,
         space: SpaceRow | None = None,
+        last_at: str | None = None,
+        now: str | None = None,
     ) -> None:
+        """``last_at``: the space's last log time as the caller's read in ``t``
+        read it ('' for an empty log; None: read it at the first stamp);
+        ``now``: the store's time read inside ``t`` (None: read at the first stamp)."""
         self.store, self.t, self.space_id, self.sender = store, t, space_id, sender
         self.deliver = deliver
         store.lock_space(t, space_id)  # the sequence stays gap-free (PostgreSQL)
@@ -108,6 +119,7 @@ class Batch:
                 f"space {space_id} is {state}: it takes no message", space_id=space_id
             )
         self.limits = limits_of(settings)
+        self.caps = caps_of(settings)  # computed once per settings, not per send
         self.resolved: dict[tuple[str, str, str], Outcome] = {}
         self.waiting: dict[str, int] = {}  # recipient -> waiting deliveries, counting this batch
         # key -> (its first result, the log row it wrote), for a repeat in this batch
@@ -125,7 +137,9 @@ class Batch:
         self.group_bytes: int | None = None
         self.group_held: dict[str, int] = {}  # recipient -> the group's deliveries there
         self.known: dict[str, tuple[Any, ...]] = {}  # address -> participant row read already
-        self.last_at: str | None = None  # the space's last log time (S44), read when needed
+        # The space's last log time (S44): handed over, or read at the first stamp.
+        self.last_at: str | None = None
+        self.known_last_at, self.known_now = last_at, now
 
     # --- one send, in named steps ---------------------------------------------------------
     def add(self, kind: str, targets: list[Target], text: str, **sent: Unpack[Sent]) -> SendResult:
@@ -276,7 +290,9 @@ class Batch:
     def _stamp(self) -> str:
         """This row's time: never earlier than the space's last (S44)."""
         if self.last_at is None:
-            self.last_at = stamp(self.store, self.t, self.space_id)
+            self.last_at = stamp(
+                self.store, self.t, self.space_id, self.known_last_at, self.known_now
+            )
             return self.last_at
         self.last_at = max(self.store.now_ts(), self.last_at)
         return self.last_at
@@ -288,14 +304,15 @@ class Batch:
         holds the group's share. What they hold is read only when the whole
         log is past the smallest share (below it nobody can hold more), then
         kept up to date in the batch."""
-        cap = limits.log_cap_bytes()
+        caps = self.caps
+        cap = caps.log_bytes
         if self.log_bytes >= cap:
             raise errors.MessagingFull(
                 f"the log of space {self.space_id} passed log_max_mb ({limits.log_max_mb:g} MB): sends are refused",
                 space_id=self.space_id,
             )
-        share = limits.sender_log_cap_bytes()
-        if self.log_bytes < min(share, limits.join_key_log_cap_bytes()):
+        share = caps.sender_log_bytes
+        if self.log_bytes < min(share, caps.join_key_log_bytes):
             return
         if self.log_bytes >= share:
             if self.sender_bytes is None:
@@ -331,7 +348,7 @@ class Batch:
             return  # one sender alone: its own share is the bound
         setting = "join_key_share" if group.join_key else "sender_share"
         share = getattr(limits, setting)
-        cap = limits.join_key_log_cap_bytes() if group.join_key else limits.sender_log_cap_bytes()
+        cap = self.caps.join_key_log_bytes if group.join_key else self.caps.sender_log_bytes
         if self.log_bytes < cap:
             return
         if self.group_bytes is None:
@@ -353,8 +370,8 @@ class Batch:
         """S30, S42: does this sender, or its share group, hold its share of
         ``pid``'s inbox? Counted only when the inbox itself holds that share
         (below it, nobody can)."""
-        cap = limits.sender_inbox_cap()
-        if now_waiting < min(cap, limits.join_key_inbox_cap()):
+        cap = self.caps.sender_inbox
+        if now_waiting < min(cap, self.caps.join_key_inbox):
             return False
         if now_waiting >= cap:
             held = self.held.get(pid)
@@ -368,7 +385,7 @@ class Batch:
         group = self._group()
         if not group.shared:
             return False
-        group_cap = limits.join_key_inbox_cap() if group.join_key else cap
+        group_cap = self.caps.join_key_inbox if group.join_key else cap
         if now_waiting < group_cap:
             return False
         together = self.group_held.get(pid)
@@ -487,16 +504,24 @@ def _json_list(items: tuple[str, ...]) -> str:
     return json.dumps(list(items))
 
 
-def stamp(store: Store, t: Tx, space_id: str) -> str:
+def stamp(
+    store: Store, t: Tx, space_id: str, last: str | None = None, now: str | None = None
+) -> str:
     """The time of a new log row of the space (S44): the store's clock, never
     earlier than the space's last row, whatever the clock of the process that
     writes it (a wall clock stepped back, a host behind the others). The
     store's clock is moved up to that time too, so the leases this process
-    judges next run on from there."""
-    now = store.now_ts()
-    row = t.one(_LAST_AT, {"space_id": space_id})
-    if row is not None and row[0] > now:
-        store.clock.floor(parse_ts(row[0]))
+    judges next run on from there. ``last``: that row's time as already read
+    in ``t`` ('' for an empty log), else it is read here; ``now``: the store's
+    time as read inside ``t`` (after its lock: no later writer reads an
+    earlier one), else it is read here."""
+    if now is None:
+        now = store.now_ts()
+    if last is None:
+        row = t.one(_LAST_AT, {"space_id": space_id})
+        last = row[0] if row is not None else ""
+    if last > now:
+        store.clock.floor(parse_ts(last))
         now = store.now_ts()
     return now
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, dataclass_transform
 
 from broker.errors import BodyTooLarge, InvalidInput
@@ -604,6 +604,7 @@ class Input:
     NAMES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[frozenset[str]] = frozenset()
     """what ``parse`` takes: the fields' names, wire names and tool names"""
+    _PLAN: ClassVar[tuple[tuple[str, Field, Any, Callable[[object], Any], bool], ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -621,6 +622,12 @@ class Input:
         if unknown:
             raise TypeError(f"{cls.__qualname__}.ONE_OF: {sorted(unknown)} are not fields")
         cls.KEYS = cls.NAMES | {k for f in declared for k in (f.key, f.tool_key)}
+        # What ``_fill`` walks per field, looked up once here, not per call
+        # (every call of every surface parses a record).
+        cls._PLAN = tuple(
+            (f.name, f, f.default, f.convert, f.wire is not None or f.tool is not None)
+            for f in declared
+        )
 
     def __init__(self, **values: Any) -> None:
         self._fill(values)
@@ -629,7 +636,9 @@ class Input:
     def parse(cls, data: object) -> Self:
         """``data`` (a JSON object, a tool call's arguments, a method's
         parameters by name) checked into this record, or ``invalid_input``."""
-        if not isinstance(data, Mapping) or not all(type(k) is str for k in data):
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise InvalidInput(f"the input is {kind_of(data)}, not fields by name", field="input")
+        if not set(map(type, data)) <= _STR_ONLY:  # every key a str, looped in C
             raise InvalidInput(f"the input is {kind_of(data)}, not fields by name", field="input")
         made = cls.__new__(cls)
         made._fill(data)
@@ -637,18 +646,23 @@ class Input:
 
     def _fill(self, data: Mapping[str, Any]) -> None:
         values = self.__dict__
-        for f in self.FIELDS:
+        get = data.get
+        for name, f, default, convert, aliased in self._PLAN:
             # a surface names it by its key, the library method by its name
-            if f.wire is not None or f.tool is not None:
-                values[f.name] = _aliased(data, f)
+            if aliased:
+                values[name] = _aliased(data, f)
                 continue
-            given = data.get(f.name, REQUIRED)
+            given = get(name, REQUIRED)
             if given is REQUIRED:
-                if f.default is REQUIRED:
-                    raise InvalidInput(f"bad {f.name}: required", field=f.name)
-                values[f.name] = f.default
+                if default is REQUIRED:
+                    raise InvalidInput(f"bad {name}: required", field=name)
+                values[name] = default
+            elif given is None:  # Field.check's null, without its call
+                if default is not None:
+                    raise f.refuse(f"{f.kind}, not null")
+                values[name] = None
             else:
-                values[f.name] = f.check(given)
+                values[name] = convert(given)
         if not self.KEYS.issuperset(data):
             for name in data:
                 if name not in self.KEYS:
@@ -714,6 +728,9 @@ class Input:
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (and checked)."""
         return type(self).parse({**self.__dict__, **changes})
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _aliased(data: Mapping[str, Any], f: Field) -> Any:

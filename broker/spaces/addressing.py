@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Literal
 
 from broker.errors import InvalidInput
@@ -141,8 +142,11 @@ def parse_targets(forms: list[str]) -> tuple[list[Target], bool]:
     return targets, bcast
 
 
+@lru_cache(maxsize=4096)
 def parse_target(text: str) -> Target:
-    """Parse one ``to`` form (S6). Resolution against the space happens at send."""
+    """Parse one ``to`` form (S6). Resolution against the space happens at send.
+    Cached: a form parses to the same (immutable) target every time, and a
+    sender names the same few over and over; a refusal is never cached."""
     t = text.strip()
     if not t:
         raise InvalidInput("empty address in 'to'")

@@ -27,7 +27,6 @@ from broker.store.sqlite import Store, Tx
 _CALLER = stmt("auth.caller")
 _CALLER_SEND = stmt("auth.caller_send")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
-_CALLER_FIELDS = ("status", "messaging", "tools", "is_lead", "agent", "parent")
 HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
@@ -60,6 +59,13 @@ class Caller:
     # ``caller(..., send=...)``: the recipient's row as ``broker.mail.recipients``
     # reads it (None: no such address).
     recipient: tuple[Any, ...] | None = None
+    # ``caller(..., send=...)``: the space's last log time (S44), '' for an
+    # empty log; None: not read (the send reads it itself).
+    last_at: str | None = None
+    # The store's time this write was checked at (``caller(t, ident, now)``),
+    # taken inside the transaction: a send stamps its row with it (one clock
+    # reading a send, not two). None for a read.
+    now: str | None = None
 
     @property
     def granted(self) -> frozenset[str]:
@@ -90,7 +96,7 @@ def caller(
         if send is None:
             row = t.one(_CALLER, params)
         else:
-            row, recipient = _caller_send(t, ident, params, send)
+            return _caller_send(t, ident, params, send, now)
     else:
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is None:  # left (no beat for it: refused below) or a stale token
@@ -102,15 +108,7 @@ def caller(
     if row is None:
         _beats.pop(key, None)
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
-    if row["status"] == "left":
-        if row["space_state"] != "running":
-            raise errors.SpaceNotRunning(
-                f"space {ident.space_id} is {row['space_state']}: it takes no message",
-                space_id=ident.space_id,
-            )
-        raise errors.ParticipantLeft(
-            f"participant {ident.address!r} has left space {ident.space_id}; join again"
-        )
+    _refuse_left(ident, row["status"], row["space_state"])
     return Caller(
         status=row["status"],
         messaging=bool(row["messaging"]),
@@ -122,7 +120,21 @@ def caller(
         settings=row["settings"],
         counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
         recipient=recipient,
+        now=now,
     )
+
+
+def _refuse_left(ident: Identity, status: str, space_state: str) -> None:
+    """A caller that has left is refused (S4), as its stopped space if that."""
+    if status == "left":
+        if space_state != "running":
+            raise errors.SpaceNotRunning(
+                f"space {ident.space_id} is {space_state}: it takes no message",
+                space_id=ident.space_id,
+            )
+        raise errors.ParticipantLeft(
+            f"participant {ident.address!r} has left space {ident.space_id}; join again"
+        )
 
 
 WAIT_BEAT_S = 10.0  # a blocked caller's heartbeat: at most this long apart
@@ -197,20 +209,29 @@ def beat_due(store: Store, ident: Identity, now: str) -> bool:
 
 
 def _caller_send(
-    t: Tx, ident: Identity, params: dict[str, str], to: str
-) -> tuple[dict[str, Any] | None, tuple[Any, ...] | None]:
-    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it, and
-    the recipient's row."""
+    t: Tx, ident: Identity, params: dict[str, str], to: str, now: str | None
+) -> Caller:
+    """``auth.caller_send``: the caller's row as ``auth.caller`` reads it, with
+    the recipient's row and the space's last log time, refused like ``caller``.
+    Built straight from the one row (the send's hot path: no dict in between)."""
     got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to})
     if got is None or got["caller"] is None:
-        return None, None
-    row = dict(zip(_CALLER_FIELDS, json.loads(got["caller"]), strict=True))
-    row.update(
+        _beats.pop((id(t.store), ident.participant_id), None)
+        raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
+    status, messaging, tools, is_lead, agent, parent = json.loads(got["caller"])
+    _refuse_left(ident, status, got["space_state"])
+    recipient = got["recipient"]
+    return Caller(
+        status=status,
+        messaging=bool(messaging),
+        tools=tools,
+        is_lead=bool(is_lead),
+        agent=agent,
+        parent=parent,
         space_state=got["space_state"],
         settings=got["settings"],
-        last_seq=got["last_seq"],
-        log_bytes=got["log_bytes"],
-        last_bcast=got["last_bcast"],
+        counters=(got["last_seq"], got["log_bytes"], got["last_bcast"]),
+        recipient=tuple(json.loads(recipient)) if recipient else None,
+        last_at=got["last_at"],
+        now=now,
     )
-    recipient = tuple(json.loads(got["recipient"])) if got["recipient"] else None
-    return row, recipient

@@ -15,7 +15,7 @@ from broker.model.fields import Record
 from broker.model.inputs import SpaceSettings
 from broker.spaces.roster import leave_all
 from broker.store import keys
-from broker.store.settings import BOUNDS, Limits
+from broker.store.settings import BOUNDS, Caps, Limits
 from broker.store.sql import stmt, stmts
 from broker.store.sqlite import Rows, Store, Tx
 from broker.vocab import SpaceKind
@@ -99,6 +99,13 @@ def limits_of(settings_json: str) -> Limits:
 
 
 _DEFAULT_LIMITS = Limits()
+
+
+@lru_cache(maxsize=256)
+def caps_of(settings_json: str) -> Caps:
+    """The caps of a space from its settings column (``Limits.caps``), cached
+    like ``limits_of``: a send checks them all, each a decimal product."""
+    return limits_of(settings_json).caps()
 
 
 def _new_join_key(store: Store, t: Tx, space_id: str) -> str:

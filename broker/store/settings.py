@@ -73,6 +73,17 @@ class Limits:
         """The bytes of the log the join key's newcomers may hold together (S42)."""
         return decimal_product(self.log_cap_bytes(), self.join_key_share)
 
+    def caps(self) -> Caps:
+        """The caps a send checks, each computed once (``spaces.caps_of`` caches
+        them per settings: a send reads them all)."""
+        return Caps(
+            log_bytes=self.log_cap_bytes(),
+            sender_log_bytes=self.sender_log_cap_bytes(),
+            join_key_log_bytes=self.join_key_log_cap_bytes(),
+            sender_inbox=self.sender_inbox_cap(),
+            join_key_inbox=self.join_key_inbox_cap(),
+        )
+
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
         """The limits by name (all, or the names in ``include``)."""
         return {name: getattr(self, name) for name in BOUNDS if include is None or name in include}
@@ -95,6 +106,17 @@ class Limits:
             if fixed is not None:
                 good[name] = fixed
         return cls(**good)
+
+
+@record
+class Caps:
+    """A space's derived caps, as ``Limits``' methods of the same names give them."""
+
+    log_bytes: float
+    sender_log_bytes: float
+    join_key_log_bytes: float
+    sender_inbox: int
+    join_key_inbox: int
 
 
 def decimal_product(a: float, b: float) -> float:

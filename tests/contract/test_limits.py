@@ -371,6 +371,26 @@ def test_S30_set_space_changes_the_limits_in_effect_and_logs_the_change(
         operator.set_space(sid)
 
 
+def test_S30_the_caps_a_send_checks_follow_set_space_at_the_next_send(
+    store: Store, operator: Operator
+) -> None:
+    """A send's caps are computed once per settings (``spaces.caps_of``): a
+    ``set_space`` that lowers them refuses the very next send, and one that
+    raises them again lets the next one through, in the same process."""
+    sid = operator.create_space("workflow", inbox_cap=4, sender_share=1).id
+    a, b = agents(store, sid, "a", "b")
+    a.send("b", "1")
+    a.send("b", "2")  # both caps read for these settings: cached now
+    operator.set_space(sid, sender_share=0.25)  # a's share of b's inbox: 1, it holds 2
+    with pytest.raises(errors.NotDelivered, match="b: sender_share"):
+        a.send("b", "3")
+    operator.set_space(sid, sender_share=1, inbox_cap=2)  # b's inbox holds 2: full
+    with pytest.raises(errors.NotDelivered, match="b: inbox_full"):
+        a.send("b", "4")
+    operator.set_space(sid, inbox_cap=3)
+    assert a.send("b", "5").reached == ["b"]
+
+
 def test_S30_space_usage_reports_the_log_the_top_senders_and_each_inbox(
     store: Store, operator: Operator
 ) -> None:

@@ -39,8 +39,12 @@ WHERE p.token_hash = :token_hash
 -- derived from the log (revision 0017). NULL caller: bad token.
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
+-- last_at: the space's last log time (S44, messages.last_at), '' for an empty
+-- log: read here so the send's stamp needs no statement of its own.
 SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
   {last_bcast} AS last_bcast,
+  coalesce((SELECT created_at_utc FROM messages WHERE space_id = spaces.id
+            ORDER BY seq DESC LIMIT 1), '') AS last_at,
   (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
   (SELECT json_array(id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')), contact_policy, contact_allow, parent)
@@ -49,6 +53,8 @@ FROM spaces WHERE id = :space_id
 -- postgresql:
 SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
   {last_bcast} AS last_bcast,
+  coalesce((SELECT created_at_utc FROM messages WHERE space_id = spaces.id
+            ORDER BY seq DESC LIMIT 1), '') AS last_at,
   (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
    FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,

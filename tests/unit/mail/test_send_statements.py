@@ -1,9 +1,9 @@
 """Work per send (issue "Swarm-scale speed"): the statements one send runs.
 
-A single send to one participant is six statements on SQLite: ``BEGIN
+A single send to one participant is five statements on SQLite: ``BEGIN
 IMMEDIATE``; one ``SELECT`` that reads the space's counters (derived from the
-log, revision 0017: no space row is written) and re-checks the caller (S10,
-S24) and reads the recipient with its contact policy (S38); the space's last
+log, revision 0017: no space row is written), re-checks the caller (S10,
+S24), reads the recipient with its contact policy (S38) and the space's last
 log time (S44: a send is never stamped earlier); the log row; the delivery;
 ``COMMIT``. The rules are unchanged (tests/contract/test_send.py,
 test_limits.py, test_grants.py): whether the send lands or not, is refused or
@@ -81,13 +81,13 @@ def agents(store: Store) -> tuple[str, Agent, Agent]:
 
 
 @pytest.mark.parametrize("to", ["otter", "swarm/otter"])  # a bare name; a full codename
-def test_a_single_send_is_six_statements(traced: tuple[Store, list[str]], to: str) -> None:
+def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]], to: str) -> None:
     store, seen = traced
     sid, lynx, otter = agents(store)
     seen.clear()
     result = lynx.send(to, "hello")
     ran = statements(seen)
-    assert len(ran) <= 6, "\n".join(ran)
+    assert len(ran) <= 5, "\n".join(ran)
     assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT"
     assert result.reached == ["otter"] and result.seq == 2
     got = otter.claim(limit=10).deliveries
