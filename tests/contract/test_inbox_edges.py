@@ -549,3 +549,43 @@ def test_S13_ack_and_claim_takes_one_by_default_and_the_lease_it_is_given(
     last = inbox.ack_and_claim(cstore, b.identity, nxt.lease_token, owner="night shift")
     assert last.owner == "night shift"
     assert last.expires_at == fmt_ts(clock.now + timedelta(seconds=30))  # lease_seconds
+
+
+def test_S33_the_inbox_library_under_the_handle_checks_its_own_bounds_and_names_each_field(
+    store: Store,
+) -> None:
+    # Callers inside the broker (turns, the served workers) reach these functions
+    # with no handle's declared input in front: each checks its own input, with the
+    # same bounds and field names as the handle, before anything is settled.
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim()
+    token = lease.lease_token
+    me = b.identity
+    mid = lease.deliveries[0].id
+    refusals: list[tuple[Any, str, str]] = [
+        (lambda: inbox.ack_and_claim(store, me, token, limit=10_001),
+         "limit", "bad limit 10001: 1 to 10000"),
+        (lambda: inbox.ack_and_claim(store, me, token, lease=0.0),
+         "lease", "bad lease 0.0: at least 0.001 and at most 604800 seconds"),
+        (lambda: inbox.release(store, me, token, error="e" * 8001),
+         "error", "bad error: at most 8000 characters, not 8001"),
+        (lambda: inbox.quarantine(store, me, token, mid, "r" * 8001),
+         "reason", "bad reason: at most 8000 characters, not 8001"),
+        (lambda: inbox.ack(store, me, ""),
+         "lease_token", "bad lease token '': the token the claim returned"),
+        (lambda: inbox.ack(store, me, "t" * 101),
+         "lease_token", "bad lease_token: at most 100 characters, not 101"),
+        (lambda: inbox.ack(store, me, token, ["m" * 101]),
+         "message id", "bad message id: at most 100 characters, not 101"),
+    ]
+    for call, field, message in refusals:
+        with pytest.raises(errors.InvalidInput) as info:
+            call()
+        assert (str(info.value), info.value.fields) == (message, {"field": field}), message
+    # Nothing was settled, and each bound itself is taken.
+    assert inbox.release(store, me, token, error="e" * 8000) == 1
+    again = inbox.claim(store, me, ClaimInput(limit=1))
+    nxt = inbox.ack_and_claim(store, me, again.lease_token, limit=10_000)
+    assert [d.body for d in nxt.deliveries] == ["two"]
