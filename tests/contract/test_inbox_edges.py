@@ -589,3 +589,25 @@ def test_S33_the_inbox_library_under_the_handle_checks_its_own_bounds_and_names_
     again = inbox.claim(store, me, ClaimInput(limit=1))
     nxt = inbox.ack_and_claim(store, me, again.lease_token, limit=10_000)
     assert [d.body for d in nxt.deliveries] == ["two"]
+
+
+def test_S20_a_waiter_sleeps_to_the_earliest_lease_expiry_of_its_inbox_and_none_when_none_is_held(
+    store: Store,
+) -> None:
+    # Expiry rings no doorbell (nobody commits): a claim that waits sleeps just
+    # past this time. Without it the waiter would sleep to its next heartbeat,
+    # which still wakes it, only later, so the wake-up test cannot tell.
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    pid = b.identity.participant_id
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) is None
+    long = b.claim(lease=600)
+    short = b.claim(lease=60)
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) == short.expires_at
+    b.ack(short.lease_token)
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) == long.expires_at
+
