@@ -24,6 +24,7 @@ from broker.delivery import inbox, waits, wake
 from broker.ids import fmt_ts
 from broker.model.inputs import ClaimInput
 from broker.model.records import QueueStats
+from broker.spaces import auth
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -309,8 +310,11 @@ def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(
 ) -> None:
     """Nobody commits when a lease expires: the waiter sleeps just until the
     inbox's next expiry. Its wait is an hour and the safety tick too, so only
-    that can end it here (on the write path and on the read-only snapshot)."""
+    that can end it here (on the write path and on the read-only snapshot).
+    The heartbeat a blocked caller writes (S27) is an hour apart too: each beat
+    re-checks the inbox, and would find the expired lease without the expiry."""
     monkeypatch.setattr(wake, "SAFETY_S", 3600.0)
+    monkeypatch.setattr(auth, "HEARTBEAT_S", 3600.0)
     a, b = pair(store)
     mid = a.send("b", "job").id
     b.claim(limit=first_limit, lease=0.3)  # the holder goes silent
@@ -610,4 +614,3 @@ def test_S20_a_waiter_sleeps_to_the_earliest_lease_expiry_of_its_inbox_and_none_
     b.ack(short.lease_token)
     with store.read() as t:
         assert inbox.next_expiry(t, pid) == long.expires_at
-
