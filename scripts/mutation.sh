@@ -25,9 +25,11 @@ case "$module" in
   # modules run the same module code on another dialect, at several times the
   # cost per test (a database made and dropped each); a mutant only they could
   # kill shows up as a survivor and is looked at by hand.
-  wake)  # the doorbell tests, and the S20 tests of the inbox and turns
+  wake)  # the doorbell tests, and the S20 tests of the inbox and turns; the
+    # S41 tests (one doorbell per process, a full queue's mark), which alone
+    # kill the datagram-packing and full-queue mutants of wake.py
     paths="broker/delivery/wake.py"
-    tests="tests/unit/delivery/test_wake.py tests/unit/delivery/test_doorbell_files.py tests/contract/test_inbox.py tests/contract/test_turns.py -k '(S20 or S7 or S33 or private_files) and not postgresql'" ;;
+    tests="tests/unit/delivery/test_wake.py tests/unit/delivery/test_doorbell_files.py tests/unit/delivery/test_doorbell_shared.py tests/contract/test_inbox.py tests/contract/test_turns.py -k '(S20 or S7 or S33 or S41 or private_files) and not postgresql'" ;;
   inbox)
     paths="broker/delivery/inbox.py"
     tests="tests/unit/delivery/test_stale_lease.py tests/contract/test_inbox_edges.py tests/contract/test_inbox.py tests/unit/delivery/test_model.py tests/unit/delivery/test_recovery.py -k 'not cli and not postgresql'" ;;
@@ -44,9 +46,10 @@ case "$module" in
   turns)  # and the S33/S16 edge tests of next_turn's wait, limit and transaction
     paths="broker/delivery/turns.py"
     tests="tests/contract/test_turns.py tests/unit/teammates/test_runtime.py tests/contract/test_queue_edges.py tests/contract/test_inbox_edges.py -k 'not postgresql'" ;;
-  participants)
+  participants)  # and the takeover, liveness and trust tests, which alone kill
+    # the continuation, pid and look-alike-address mutants of participants.py
     paths="broker/spaces/participants.py"
-    tests="tests/contract/test_participants.py tests/contract/test_grants.py tests/contract/test_mail.py tests/frontends/cli/test_cli_core.py -k 'not postgresql and not mcp'" ;;
+    tests="tests/contract/test_participants.py tests/contract/test_grants.py tests/contract/test_mail.py tests/frontends/cli/test_cli_core.py tests/contract/test_takeover.py tests/contract/test_liveness.py tests/contract/test_trust_attacks.py tests/unit/spaces/test_trust.py -k 'not postgresql and not mcp'" ;;
   *)
     echo "no test selection for module '$module': add one to $0" >&2
     exit 2 ;;

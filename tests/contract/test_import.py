@@ -412,3 +412,26 @@ def test_mailbox_export_import_export_keeps_every_file_but_the_operators(
     assert first == second
     assert len(first) > 10
     shutil.rmtree(tmp_path / "m2")
+
+
+def test_S33_an_inbox_row_whose_message_is_not_in_the_log_is_reported_naming_both_ids(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path
+) -> None:
+    # The inbox's one writer refuses a delivery of a message the log lacks (its
+    # rowid comes from the message's); the import reports that line, nothing else.
+    _, built, out = exported
+    inbox = _folder(out, built.space) / "mailboxes" / "lynx" / "inbox.jsonl"
+    lines = _lines(inbox)
+    row = json.loads(lines[0])
+    row["message_id"] = "01J00000000000000000000000"
+    lines[0] = json.dumps(row)
+    _write_lines(inbox, lines)
+    other = spacegen.fresh_store(tmp_path / "b")
+    with pytest.raises(ImportFailed) as info:
+        import_dir(other, out)
+    prefix = f"runs/{built.space}/messages/mailboxes/lynx/inbox.jsonl:1: "
+    assert info.value.fields["problems"] == [
+        f"{prefix}refused by the database: delivery {row['id']}: its message "
+        "01J00000000000000000000000 is not in the log"
+    ]
+    assert _count(other, "deliveries") == 0

@@ -24,6 +24,7 @@ from broker.delivery import inbox, waits, wake
 from broker.ids import fmt_ts
 from broker.model.inputs import ClaimInput
 from broker.model.records import QueueStats
+from broker.spaces import auth
 
 WEEK_S = 7 * 24 * 3600.0
 
@@ -309,8 +310,11 @@ def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(
 ) -> None:
     """Nobody commits when a lease expires: the waiter sleeps just until the
     inbox's next expiry. Its wait is an hour and the safety tick too, so only
-    that can end it here (on the write path and on the read-only snapshot)."""
+    that can end it here (on the write path and on the read-only snapshot).
+    The heartbeat a blocked caller writes (S27) is an hour apart too: each beat
+    re-checks the inbox, and would find the expired lease without the expiry."""
     monkeypatch.setattr(wake, "SAFETY_S", 3600.0)
+    monkeypatch.setattr(auth, "HEARTBEAT_S", 3600.0)
     a, b = pair(store)
     mid = a.send("b", "job").id
     b.claim(limit=first_limit, lease=0.3)  # the holder goes silent
@@ -549,3 +553,70 @@ def test_S13_ack_and_claim_takes_one_by_default_and_the_lease_it_is_given(
     last = inbox.ack_and_claim(cstore, b.identity, nxt.lease_token, owner="night shift")
     assert last.owner == "night shift"
     assert last.expires_at == fmt_ts(clock.now + timedelta(seconds=30))  # lease_seconds
+
+
+def test_S33_the_inbox_library_under_the_handle_checks_its_own_bounds_and_names_each_field(
+    store: Store,
+) -> None:
+    # Callers inside the broker (turns, the served workers) reach these functions
+    # with no handle's declared input in front: each checks its own input, with the
+    # same bounds and field names as the handle, before anything is settled.
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    lease = b.claim()
+    token = lease.lease_token
+    me = b.identity
+    mid = lease.deliveries[0].id
+    refusals: list[tuple[Any, str, str]] = [
+        (lambda: inbox.ack_and_claim(store, me, token, limit=10_001),
+         "limit", "bad limit 10001: 1 to 10000"),
+        (lambda: inbox.ack_and_claim(store, me, token, lease=0.0),
+         "lease", "bad lease 0.0: at least 0.001 and at most 604800 seconds"),
+        (lambda: inbox.release(store, me, token, error="e" * 8001),
+         "error", "bad error: at most 8000 characters, not 8001"),
+        (lambda: inbox.quarantine(store, me, token, mid, "r" * 8001),
+         "reason", "bad reason: at most 8000 characters, not 8001"),
+        (lambda: inbox.quarantine(store, me, token, mid, " \t"),
+         "reason", "a quarantine needs a reason"),
+        (lambda: inbox.quarantine(store, me, token, mid, "r", error="e" * 8001),
+         "error", "bad error: at most 8000 characters, not 8001"),
+        (lambda: inbox.extend(store, me, token, 0.0),
+         "seconds", "bad seconds 0.0: at least 0.001 and at most 604800 seconds"),
+        (lambda: inbox.ack(store, me, ""),
+         "lease_token", "bad lease token '': the token the claim returned"),
+        (lambda: inbox.ack(store, me, "t" * 101),
+         "lease_token", "bad lease_token: at most 100 characters, not 101"),
+        (lambda: inbox.ack(store, me, token, ["m" * 101]),
+         "message id", "bad message id: at most 100 characters, not 101"),
+    ]
+    for call, field, message in refusals:
+        with pytest.raises(errors.InvalidInput) as info:
+            call()
+        assert (str(info.value), info.value.fields) == (message, {"field": field}), message
+    # Nothing was settled, and each bound itself is taken.
+    assert inbox.release(store, me, token, error="e" * 8000) == 1
+    again = inbox.claim(store, me, ClaimInput(limit=1))
+    nxt = inbox.ack_and_claim(store, me, again.lease_token, limit=10_000)
+    assert [d.body for d in nxt.deliveries] == ["two"]
+
+
+def test_S20_a_waiter_sleeps_to_the_earliest_lease_expiry_of_its_inbox_and_none_when_none_is_held(
+    store: Store,
+) -> None:
+    # Expiry rings no doorbell (nobody commits): a claim that waits sleeps just
+    # past this time. Without it the waiter would sleep to its next heartbeat,
+    # which still wakes it, only later, so the wake-up test cannot tell.
+    a, b = pair(store)
+    a.send("b", "one")
+    a.send("b", "two")
+    pid = b.identity.participant_id
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) is None
+    long = b.claim(lease=600)
+    short = b.claim(lease=60)
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) == short.expires_at
+    b.ack(short.lease_token)
+    with store.read() as t:
+        assert inbox.next_expiry(t, pid) == long.expires_at

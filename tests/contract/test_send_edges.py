@@ -148,6 +148,7 @@ def test_S9_the_operators_bad_via_urgent_and_targets_are_refused_in_one_exact_li
         store,
         lambda: Operator(store, via="sms").send(space, "x", to=["lynx"]),  # type: ignore[arg-type]
         "bad via 'sms': cli, cp or mcp",
+        {"field": "via"},
     )
     # The handle checks urgent's type at the API's edge (broker.model.typecheck) ...
     assert_refused(

@@ -183,6 +183,47 @@ def test_S45_a_lease_owner_that_reads_as_someone_else_is_refused_and_nothing_is_
     assert lease_rows(store) == rows
 
 
+@pytest.mark.parametrize(
+    ("owner", "who"),
+    [
+        ("x>operator", "the broker's reserved name 'operator'"),
+        ("work for victim", "participant 'victim'"),
+        # the default form <address>:<pid> is the claimer's own only when the
+        # address before the last colon is the claimer's
+        ("mallory:victim:1", "participant 'victim'"),
+    ],
+)
+def test_S45_a_refused_lease_owner_says_in_one_exact_line_whom_it_reads_as(
+    store: Store, swarm: tuple[str, Agent, Agent, Agent], owner: str, who: str
+) -> None:
+    sid, victim, mallory, boss = swarm
+    boss.send("mallory", "for mallory")
+    rows = lease_rows(store)
+    with pytest.raises(errors.InvalidInput) as info:
+        mallory.claim(owner=owner)
+    assert (str(info.value), info.value.fields) == (
+        f"owner {owner!r} reads as {who}: a lease's owner names you (mallory) or a worker "
+        "of yours, never another participant or the operator",
+        {"field": "owner"},
+    )
+    assert lease_rows(store) == rows
+
+
+def test_S45_a_claimer_whose_address_is_digits_cannot_pass_another_off_as_its_default_owner(
+    store: Store, swarm: tuple[str, Agent, Agent, Agent]
+) -> None:
+    # "victim:4242" has the default form <address>:<pid>, but the address is the
+    # part before the colon: it reads as victim, whoever 4242 is.
+    sid, victim, mallory, boss = swarm
+    digits, _ = trusted.join(store, sid, "4242")
+    boss.send("4242", "for 4242")
+    with pytest.raises(errors.InvalidInput) as info:
+        digits.claim(owner="victim:4242")
+    assert info.value.fields == {"field": "owner"}
+    assert "reads as participant 'victim'" in str(info.value)
+    assert digits.claim(owner="4242:7").owner == "4242:7"  # its own default form
+
+
 @pytest.mark.parametrize("owner", ["mallory", "MALLORY:7", "mallory-batch", "worker-3", "w 2"])
 def test_S45_a_lease_owner_of_the_claimers_own_is_taken_and_shown(
     store: Store, swarm: tuple[str, Agent, Agent, Agent], owner: str

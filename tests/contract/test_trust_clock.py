@@ -154,6 +154,30 @@ def test_S44_never_before_the_spaces_last_row_when_the_clock_is_given(
         s.close()
 
 
+
+def test_S44_a_batch_is_never_before_the_spaces_last_row_when_the_clock_is_given(
+    clocked_url: str, backend: str
+) -> None:
+    # The batch path stamps its rows itself (the single send's statement does
+    # it in SQL): its first row reads the space's last time, written here by
+    # another host after this one opened the store.
+    wall = [datetime.now(UTC)]
+    s = open_store(clocked_url, clock=lambda: wall[0])
+    try:
+        _, a, b = _pair(s)
+        other = open_store(clocked_url, clock=lambda: wall[0] - HOUR)  # another host, behind
+        first = a.send("b", "one").id
+        try:
+            later = [r.id for r in Agent(other, a.identity).send_many(
+                [{"to": ["b"], "text": "two"}, {"to": ["b"], "text": "three"}]
+            )]
+        finally:
+            other.close()
+        assert all(_created(s, m) >= _created(s, first) for m in later)
+        assert [d.id for d in b.claim(limit=3).deliveries] == [first, *later]
+    finally:
+        s.close()
+
 def test_S44_a_process_started_after_the_step_judges_leases_from_the_stores_time(
     store: Store, db_url: str, stepped: Stepped
 ) -> None:

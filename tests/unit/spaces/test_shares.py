@@ -127,6 +127,25 @@ def test_S42_join_key_newcomers_hold_their_share_of_an_inbox_together(
     assert friend.send("victim", "still reached").reached == ["victim"]
 
 
+def test_S42_a_batch_counts_each_of_its_deliveries_toward_its_groups_share_of_an_inbox(
+    store: Store, operator: Operator
+) -> None:
+    created = operator.create_space("workflow", inbox_cap=8)  # join_key_share 0.5: 4 together
+    sid, key = created.id, created.join_key
+    victim, _ = trusted.join(store, sid, "victim")
+    friend, _ = trusted.join(store, sid, "friend")
+    crowd = [Agent.join(store, sid, f"s{i}", join_key=key)[0] for i in range(2)]
+    for sender in (friend, friend, crowd[0], crowd[0]):
+        assert sender.send("victim", "hi").reached == ["victim"]
+    # The inbox holds 4, the group 2 of them: two more from the group, not three.
+    results = crowd[1].send_many([{"to": ["victim"], "text": f"m{i}"} for i in range(3)])
+    assert [(r.reached, [n.reason for n in r.not_reached]) for r in results] == [
+        (["victim"], []),
+        (["victim"], []),
+        ([], ["sender_share"]),
+    ]
+
+
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_S42_a_join_records_how_it_was_admitted(store: Store, operator: Operator) -> None:
     created = operator.create_space("workflow")
