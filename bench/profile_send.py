@@ -20,8 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.peers.broker_queue import open_space
-from broker import Operator
+from bench.peers.broker_queue import warmed_sender
 
 # Own time summed by where the function lives, first match wins.
 PHASES: list[tuple[str, tuple[str, ...]]] = [
@@ -64,12 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dump", type=Path, default=None, help="write the raw profile here")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="profile-send-") as d:
-        store, space = open_space(Path(d))
-        op = Operator(store)
-        sender, _ = op.join(space, "sender")
-        op.join(space, "worker")
-        for i in range(a.warm):
-            sender.send("worker", f"warm {i:06d}")
+        store, sender = warmed_sender(Path(d), a.warm)
         lat = []
         for i in range(a.sends):
             t0 = time.perf_counter_ns()

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers.broker_queue import open_space
-from broker import Operator
+from bench.peers.broker_queue import warmed_sender
 from broker.store import sqlite as store_sqlite
 
 _clock = time.perf_counter_ns
@@ -61,12 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     import broker.spaces.gate as gate
 
     with tempfile.TemporaryDirectory(prefix="send-phases-") as d:
-        store, space = open_space(Path(d))
-        op = Operator(store)
-        sender, _ = op.join(space, "sender")
-        op.join(space, "worker")
-        for i in range(a.warm):
-            sender.send("worker", f"warm {i:06d}")
+        store, sender = warmed_sender(Path(d), a.warm)
         # Every statement (BEGIN, the caller's read, the inserts, COMMIT).
         store_sqlite.Connection.execute = _timed(  # type: ignore[method-assign]
             "SQLite statements (C)", store_sqlite.sqlite3.Connection.execute

@@ -70,6 +70,19 @@ def open_space(folder: Path, *, writer_lock: bool = True) -> tuple[Store, str]:
     return store, space
 
 
+def warmed_sender(folder: Path, warm: int) -> tuple[Store, Any]:
+    """A fresh store in ``folder`` whose agent "sender" has sent ``warm``
+    messages to "worker": one embedded send's steady state (bench.profile_send,
+    bench.send_phases)."""
+    store, space = open_space(folder)
+    op = Operator(store)
+    sender, _ = op.join(space, "sender")
+    op.join(space, "worker")
+    for i in range(warm):
+        sender.send("worker", f"warm {i:06d}")
+    return store, sender
+
+
 def join_agent(store: Store, space: str, codename: str) -> Joined:
     """Join ``codename`` to ``space`` (the bench's one place that knows how)."""
     return Operator(store).join(space, codename)[1]
