@@ -333,6 +333,15 @@ class PgStore(Store):
         if pool is not None and self._pid == os.getpid():
             pool.resize(1, self.pool_size)
 
+    def files_to_open(self, threads: int) -> int:
+        """Descriptors this store may still open when ``threads`` threads use it
+        at once (S41: a server's file budget keeps room for them): a socket per
+        pooled connection, the pool bounded by its size, and the direct
+        connections beside it (the first one, the LISTEN connection)."""
+        pool = self._pool
+        opened = pool.get_stats().get("pool_size", 0) if pool is not None else 0
+        return max(0, min(threads, self.pool_size) - opened) + 2
+
     def _why_not(self, exc: BaseException, *, opening: bool = False) -> errors.BrokerError:
         """Why the pool gave no connection: the server refuses one (asked
         directly, so the refusal is the server's own words), or every

@@ -59,6 +59,7 @@ Row = sqlite3.Row  # read by name: row["address"]
 Rows = Sequence[dict[str, Any]]  # whole rows by column name: what a table's one writer inserts
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
+FILES_PER_CONNECTION = 3  # the database, its WAL, the writer's lock file (S41: a server counts them)
 # The WAL is checkpointed about every CHECKPOINT_FRAMES pages written (just
 # before SQLite's automatic checkpoint at 1,000 would run), counted in commits of the store (all processes, under the writer
 # lock): by the writer whose commit is due, after it let go of the lock (see
@@ -279,6 +280,7 @@ class Store:
         self._lock = threading.Lock()  # a fork may have copied it held by another thread
         self._local = threading.local()
         self._spare: list[Connection] = []
+        self._live: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._engine: Any = None
         self._sa_engines: dict[int, Any] = {}
 
@@ -327,6 +329,7 @@ class Store:
             self._configure(conn)
             if not self._floored:
                 self._floor_clock(conn)
+            self._live.add(conn)
         except sqlite3.Error as exc:
             if self.read_only is not None:
                 raise errors.StoreError(
@@ -335,6 +338,13 @@ class Store:
                 ) from exc
             raise wrap_db_error(exc) from exc
         return conn
+
+    def files_to_open(self, threads: int) -> int:
+        """Descriptors this store may still open when ``threads`` threads use it
+        at once (S41: a server's file budget keeps room for them): each thread
+        holds a connection of its own, of three files (the database, its WAL,
+        the writer's lock file; the shared memory is one per process)."""
+        return FILES_PER_CONNECTION * max(0, threads - len(self._live))
 
     def _floor_clock(self, conn: sqlite3.Connection) -> None:
         """S44: this process's time starts no earlier than the newest log row of

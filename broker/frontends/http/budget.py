@@ -28,6 +28,7 @@ import errno
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -66,24 +67,30 @@ def _limit() -> int:
 
 
 class FdBudget:
-    """The descriptors of this process against its limit, less the reserve."""
+    """The descriptors of this process against its limit, less the reserve and
+    the files the server may still open for itself: a thread's first call opens
+    its store connection (``to_open()``), and a burst of parked waits must not
+    have taken those descriptors by then (a store that cannot open its file
+    answers every request that needs a new connection with an error)."""
 
-    def __init__(self, reserve: int | None = None) -> None:
+    def __init__(self, reserve: int | None = None, to_open: Callable[[], int] | None = None) -> None:
         self.limit = _limit()
+        self.to_open = to_open or (lambda: 0)
         wanted = reserve if reserve is not None else int(self.limit * RESERVE_SHARE)
         self.reserve = min(max(RESERVE_MIN, wanted), self.limit // 2)
         self._counted = (0.0, 0)
         self._folder = next((f for f in _FD_FOLDERS if os.path.isdir(f)), None)
 
     def in_use(self) -> int:
-        """Descriptors open now (counted at most every ``COUNT_EVERY_S``); 0 where
-        they cannot be counted (then only the limit itself bounds the server)."""
+        """Descriptors open now, and those kept for the store's connections yet
+        to open (counted at most every ``COUNT_EVERY_S``); 0 where they cannot
+        be counted (then only the limit itself bounds the server)."""
         at, seen = self._counted
         now = time.monotonic()
         if now - at < COUNT_EVERY_S or self._folder is None:
             return seen
         try:
-            seen = len(os.listdir(self._folder))
+            seen = len(os.listdir(self._folder)) + self.to_open()
         except OSError as exc:
             seen = self.limit if exc.errno in _EXHAUSTED else seen
         self._counted = (now, seen)
