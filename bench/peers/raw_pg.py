@@ -5,12 +5,15 @@ triggers, the same server), over one plain psycopg connection configured by
 the broker's own ``PgStore.connect``, exactly the statements the broker runs
 on PostgreSQL, by name from the catalogue (their ``-- postgresql:`` texts):
 for a send, BEGIN READ COMMITTED; the space row lock (``store.lock_space``,
-FOR UPDATE: the gap-free sequence); the caller check; the space and recipient
-SELECTs; UPDATE spaces; INSERT message; INSERT delivery; COMMIT; then the
-wake-up NOTIFY (``store.notify``). For claim + ack: the caller check, the
-claim (a CTE of candidates FOR UPDATE SKIP LOCKED feeding UPDATE ...
-RETURNING), the body SELECT; the caller check and the ack UPDATE; each in
-its transaction.
+FOR NO KEY UPDATE: the gap-free sequence); the caller check (it reads the
+counters and the recipient); INSERT message; INSERT delivery; the wake-up
+NOTIFY (``store.notify``, in the transaction: delivered by the COMMIT);
+COMMIT. In the broker's round trips: what needs no answer goes with the next
+statement that does, in one psycopg pipeline (``PgConn.defer``): BEGIN, the
+lock and the caller check in one; the inserts, the NOTIFY and the COMMIT in
+a second. For claim + ack: the caller check, the claim (a CTE of candidates
+FOR UPDATE SKIP LOCKED feeding UPDATE ... RETURNING); the caller check and
+the ack UPDATE; each in its transaction.
 No pool, no Python around them but the values they need.
 """
 
@@ -25,8 +28,6 @@ from bench.peers.raw_sqlite import RawSame
 from broker.store.sql import stmt
 
 BEGIN = stmt("store.begin_write")
-COMMIT = stmt("store.commit")
-ROLLBACK = stmt("store.rollback")
 LOCK_SPACE = stmt("store.lock_space")
 NOTIFY = stmt("store.notify")
 
@@ -36,10 +37,10 @@ class RawPgSame(RawSame):
     how = (
         "psycopg 3, one connection (PgStore.connect: the broker's settings) on a "
         "broker-migrated PostgreSQL database, the broker's PostgreSQL statements by name "
-        "from its catalogue: a send (BEGIN READ COMMITTED; SELECT ... FOR UPDATE of the "
-        "space row; the caller check; space and recipient SELECTs; UPDATE spaces; INSERT "
-        "message; INSERT delivery; COMMIT; pg_notify) and claim + ack (the caller check, the "
-        "SKIP LOCKED claim, the body SELECT; the caller check, the ack UPDATE)"
+        "from its catalogue, in the broker's round trips (a pipeline for what needs no "
+        "answer): a send (BEGIN READ COMMITTED, the space row's lock, the caller check; "
+        "INSERT message, INSERT delivery, pg_notify, COMMIT) and claim + ack (the caller "
+        "check, the SKIP LOCKED claim; the caller check, the ack UPDATE)"
     )
     batch_how = "the same statements, 100 sends in one transaction; claim LIMIT 100, one ack"
 
@@ -51,7 +52,7 @@ class RawPgSame(RawSame):
 
     def _send(self, c: Any, text: str) -> None:
         if not self.locked:  # once per transaction, first, as PgStore.lock_space
-            c.execute(LOCK_SPACE, {"space_id": self.space})
+            c.defer(LOCK_SPACE, {"space_id": self.space})
             self.locked = True
         super()._send(c, text)
         from broker.delivery import wake
@@ -61,15 +62,15 @@ class RawPgSame(RawSame):
     def _in_tx(self, fn: Callable[[Any], Any]) -> Any:
         c = self.conn
         self.locked, self.keys = False, ""
-        c.execute(BEGIN)
+        c.defer(BEGIN)  # sent with the first statement, as the broker's
         try:
             out = fn(c)
+            if self.keys:  # the broker's NOTIFY is in the send's transaction
+                c.defer(NOTIFY, {"channel": "broker_wake", "payload": self.keys})
         except BaseException:
-            c.execute(ROLLBACK)
+            c.rollback()
             raise
-        c.execute(COMMIT)
-        if self.keys:  # the broker rings after a send's commit
-            c.execute(NOTIFY, {"channel": "broker_wake", "payload": self.keys})
+        c.commit()  # with what is deferred: one round trip
         return out
 
     def preload(self, texts: list[str]) -> None:

@@ -62,7 +62,7 @@ def notify_in(t: Tx, keys: Iterable[str]) -> None:
     """Queue the NOTIFY of ``keys`` in ``t``: delivered by its COMMIT, dropped
     with its rollback (or its savepoint's)."""
     for payload in _payloads(keys):
-        t.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+        t.defer(_NOTIFY, {"channel": CHANNEL, "payload": payload})  # goes with the COMMIT
 
 
 def notify(store: Store, keys: Iterable[str]) -> int:

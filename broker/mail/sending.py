@@ -445,8 +445,10 @@ class Batch:
         t = self.t
         if not self.messages:
             return
-        insert_rows(t, self.messages)
-        inbox.insert_rows(t, self.deliveries)  # the one writer of deliveries
+        # Deferred: no answer is read, so on PostgreSQL they go with the COMMIT
+        # (or the next read) in one round trip; a refusal is raised there.
+        insert_rows(t, self.messages, defer=True)
+        inbox.insert_rows(t, self.deliveries, sent=True)  # the one writer of deliveries
         wake.ring_at_commit(t, wake.keys_of(self.space_id, self.woken))
         self.messages, self.deliveries, self.woken = [], [], set()
         self.held, self.group_held = {}, {}  # the flushed deliveries are in the table now
@@ -526,11 +528,12 @@ def stamp(
     return now
 
 
-def insert_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
-    """The one writer of ``messages``: a send's rows, and the importer's."""
+def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, defer: bool = False) -> None:
+    """The one writer of ``messages``: a send's rows, and the importer's (which
+    reads each refusal at its row: not ``defer``, ``Tx.defer``)."""
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
     if len(rows) == 1:
-        t.execute(_INSERT_MESSAGE, rows[0])
+        (t.defer if defer else t.execute)(_INSERT_MESSAGE, rows[0])
     elif rows:
         t.many(_INSERT_MESSAGE, rows)
 

@@ -184,20 +184,32 @@ class _BoolSmallint(Dumper):
 
 class PgConn:
     """The DBAPI face ``Tx`` uses (``execute``, ``executemany``, ``in_transaction``)
-    over one psycopg connection; every statement is rewritten for psycopg once."""
+    over one psycopg connection; every statement is rewritten for psycopg once.
 
-    __slots__ = ("conn", "writer_lock", "locked")
+    Each statement is a round trip to the server, the largest part of a write's
+    time on PostgreSQL. So what needs no answer waits for the next statement
+    that does (``defer``): the transaction's BEGIN, the space's row lock, the
+    inserts of a send and its NOTIFY go with the next read or with the COMMIT,
+    in one pipeline (psycopg's pipeline mode: sent together, the server runs
+    them in order). A send is two round trips, not seven. A deferred
+    statement's refusal is raised by the statement it went with (a
+    ``StoreError`` as before; the transaction is rolled back the same)."""
+
+    __slots__ = ("conn", "writer_lock", "locked", "pending")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.writer_lock = None
         self.locked: set[str] = set()  # spaces whose row this transaction holds
+        self.pending: list[tuple[str, Any]] = []  # deferred, not yet sent
 
     # A refused statement is a broker error here, at once, as sqlite3's is one
     # by the time it leaves ``Tx`` on the other dialect: callers that handle a
     # refusal inside the transaction (the importer's row-by-row retry) catch
     # ``StoreError`` on both backends.
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        if self.pending:
+            return self._send_pending((sql, params))
         cur = self.conn.cursor(row_factory=_row_factory)
         try:
             cur.execute(to_pg(sql), params or None)
@@ -205,7 +217,47 @@ class PgConn:
             raise wrap_pg_error(exc) from exc
         return cur
 
+    def defer(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> None:
+        """Run ``sql`` with the next statement that is answered (class doc)."""
+        self.pending.append((sql, params))
+
+    def flush(self) -> None:
+        """Send what is deferred now (its refusal is raised here)."""
+        if self.pending:
+            self._send_pending(None)
+
+    def commit(self) -> None:
+        """COMMIT, with what is deferred; nothing at all if nothing but the
+        BEGIN was ever asked for."""
+        if self.pending == [(_BEGIN_WRITE, ())] or self.pending == [(_BEGIN_READ, ())]:
+            self.pending.clear()
+        elif self.pending:
+            self._send_pending((_COMMIT, ()))
+        elif self.in_transaction:
+            self.execute(_COMMIT)
+
+    def rollback(self) -> None:
+        """Forget what is deferred; ROLLBACK what the server began."""
+        self.pending.clear()
+        if self.in_transaction:
+            self.conn.execute(_ROLLBACK)
+
+    def _send_pending(self, last: tuple[str, Any] | None) -> Any:
+        pending, self.pending = self.pending, []
+        cur = None
+        try:
+            with self.conn.pipeline():
+                for sql, params in pending:
+                    self.conn.execute(to_pg(sql), params or None)
+                if last is not None:
+                    cur = self.conn.cursor(row_factory=_row_factory)
+                    cur.execute(to_pg(last[0]), last[1] or None)
+        except psycopg.Error as exc:
+            raise wrap_pg_error(exc) from exc
+        return cur
+
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        self.flush()
         with self.conn.cursor() as cur:
             try:
                 cur.executemany(to_pg(sql), rows)
@@ -467,7 +519,7 @@ class PgStore(Store):
         transaction (a ``PgConn`` lives for one transaction)."""
         raw: PgConn = t.raw  # type: ignore[assignment]
         if space_id not in raw.locked:
-            raw.execute(_LOCK_SPACE, {"space_id": space_id})
+            raw.defer(_LOCK_SPACE, {"space_id": space_id})  # answered by the next statement
             raw.locked.add(space_id)
 
     def now_in(self, t: Tx, space_id: str) -> datetime:
@@ -520,11 +572,7 @@ class PgStore(Store):
         tx: Tx | None = None
         broken = False
         try:
-            try:
-                raw.conn.execute(_BEGIN_WRITE if write else _BEGIN_READ)
-            except psycopg.Error as exc:
-                broken = True
-                raise wrap_pg_error(exc) from exc
+            raw.defer(_BEGIN_WRITE if write else _BEGIN_READ)  # sent with the first statement
             tx = Tx(self, raw, write)  # type: ignore[arg-type]
             try:
                 yield tx
@@ -536,8 +584,7 @@ class PgStore(Store):
             try:
                 if tx._sa is not None and tx._sa.in_transaction():
                     tx._sa.commit()
-                if raw.in_transaction:
-                    raw.conn.execute(_COMMIT)
+                raw.commit()
             except Exception as exc:
                 broken = not self._pg_rollback(tx)
                 raise wrap_pg_error(exc) from exc
@@ -565,8 +612,7 @@ class PgStore(Store):
         try:
             if tx._sa is not None and tx._sa.in_transaction():
                 tx._sa.rollback()
-            if tx.raw.in_transaction:
-                tx.raw.conn.execute(_ROLLBACK)  # type: ignore[attr-defined]
+            tx.raw.rollback()  # a PgConn here: forgets the deferred, rolls back the begun
             return True
         except Exception:  # noqa: BLE001 - the original error is the one to report
             return False

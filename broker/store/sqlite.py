@@ -109,7 +109,7 @@ class Tx:
 
     __slots__ = ("store", "raw", "write", "_after_commit", "_sa")
 
-    def __init__(self, store: Store, raw: sqlite3.Connection, write: bool) -> None:
+    def __init__(self, store: Store, raw: Connection, write: bool) -> None:
         self.store = store
         self.raw = raw
         self.write = write
@@ -121,12 +121,23 @@ class Tx:
         """A SQLAlchemy ``Connection`` inside this same transaction, for the caller's
         own work ("do my work and send the message" commits or fails together)."""
         if self._sa is None:
+            self.raw.flush()  # the caller's statements come after ours
             self._sa = self.store._sa_connection(self.raw)
         return self._sa
 
     # Statements come from the catalogue (``broker.store.sql``); rows are read by name.
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.raw.execute(sql, params)
+
+    def defer(self, sql: str, params: Params = ()) -> None:
+        """A write nobody reads an answer of: run at once on SQLite; on
+        PostgreSQL sent with the next statement that is answered (one round
+        trip for several, ``postgres.PgConn``), its refusal raised there."""
+        self.raw.defer(sql, params)
+
+    def flush(self) -> None:
+        """What ``defer`` holds, sent now (a refusal of it raised here)."""
+        self.raw.flush()
 
     def many(self, sql: str, rows: Sequence[Params]) -> None:
         """``executemany``; a single row goes through ``execute`` (~15 µs cheaper)."""
@@ -187,6 +198,13 @@ class Connection(sqlite3.Connection):
     (``flock`` locks belong to an open file description: one per connection)."""
 
     writer_lock: WriterLock | None = None
+
+    def defer(self, sql: str, params: Params = ()) -> None:
+        """``Tx.defer``: no round trip to save in-process; run now."""
+        self.execute(sql, params)
+
+    def flush(self) -> None:
+        """``Tx.flush``: nothing is ever held."""
 
 
 def shell_word(text: str) -> str:

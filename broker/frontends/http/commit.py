@@ -168,6 +168,7 @@ def _run_job(tx: Any, job: _Job) -> tuple[bool, Any]:
     tx.savepoint()
     try:
         result = job.fn(tx)
+        tx.flush()  # a deferred write's refusal is this job's (PostgreSQL: Tx.defer)
     except KEEP as exc:
         tx.release_savepoint()
         return (False, exc)

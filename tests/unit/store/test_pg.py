@@ -510,3 +510,100 @@ def test_pg_a_rolled_back_transaction_is_store_busy_saying_retry_not_unreachable
     assert "cannot reach the database" in str(
         wrap_pg_error(psycopg.OperationalError("connection refused"))
     )
+
+
+# --- round trips: what needs no answer goes with the next statement (PgConn) ----------
+def _scratch(pg_url: str) -> None:
+    with _plain(pg_url) as conn:
+        conn.execute("CREATE TABLE scratch (k integer PRIMARY KEY)")
+
+
+def _scratch_keys(pg_url: str) -> list[int]:
+    with _plain(pg_url) as conn:
+        return [r[0] for r in conn.execute("SELECT k FROM scratch ORDER BY k")]
+
+
+def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) -> None:
+    """BEGIN, the space's row lock and the caller check go in one round trip;
+    the message, its delivery, the NOTIFY and the COMMIT in a second (the
+    libpq protocol trace: one Sync from the client per round trip). Seven
+    statements, each its own round trip, before."""
+    from psycopg import pq
+
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    sender.send("b", "warm")
+    pg.size_pool(1)  # the send takes the one connection traced here
+    with pg.read() as t:
+        pgconn = t.raw.conn.pgconn  # type: ignore[attr-defined]
+    trace = tmp_path / "libpq.trace"
+    with open(trace, "w") as f:
+        pgconn.trace(f.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            sender.send("b", "hello")
+        finally:
+            pgconn.untrace()
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    syncs = [line for line in sent if line[0] == "F" and line[2].startswith("Sync")]
+    assert len(syncs) == 2, trace.read_text()
+    lease = receiver.claim(limit=5)
+    assert [d.body for d in lease.deliveries] == ["warm", "hello"]
+
+
+def test_pg_a_deferred_write_refused_is_raised_by_the_statement_it_went_with_and_writes_nothing(
+    pg: Store, pg_url: str
+) -> None:
+    _scratch(pg_url)
+    with pytest.raises(errors.StoreError, match="integrity error"), pg.write() as t:
+        t.defer("INSERT INTO scratch (k) VALUES (?)", (1,))
+        t.defer("INSERT INTO scratch (k) VALUES (?)", (1,))  # refused: the same key
+        t.one("SELECT 1")
+    assert _scratch_keys(pg_url) == []
+    # deferred writes are seen by the next statement of their transaction, in order
+    with pg.write() as t:
+        t.defer("INSERT INTO scratch (k) VALUES (?)", (2,))
+        assert t.one("SELECT count(*) FROM scratch")[0] == 1
+        t.defer("INSERT INTO scratch (k) VALUES (?)", (3,))  # goes with the COMMIT
+    assert _scratch_keys(pg_url) == [2, 3]
+    # refused at the COMMIT it went with: the transaction's earlier writes go too
+    with pytest.raises(errors.StoreError, match="integrity error"), pg.write() as t:
+        t.execute("INSERT INTO scratch (k) VALUES (?)", (4,))
+        t.defer("INSERT INTO scratch (k) VALUES (?)", (2,))
+    assert _scratch_keys(pg_url) == [2, 3]
+
+
+def test_pg_in_the_group_committer_a_job_whose_deferred_write_is_refused_fails_alone(
+    pg: Store, pg_url: str
+) -> None:
+    """Each job's deferred writes are sent before its savepoint is let go, so a
+    refusal is that job's error; its neighbours in the transaction commit."""
+    import asyncio
+
+    from broker.frontends.http.commit import Committer
+
+    _scratch(pg_url)
+
+    def job(k: int) -> Any:
+        def fn(t: Any) -> int:
+            t.defer("INSERT INTO scratch (k) VALUES (?)", (k,))
+            return k
+
+        return fn
+
+    committer = Committer(pg)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            *(committer.submit(job(k)) for k in (10, 11, 10, 12)), return_exceptions=True
+        )
+
+    try:
+        outcomes = asyncio.run(main())
+    finally:
+        committer.close()
+    assert outcomes[:2] == [10, 11] and outcomes[3] == 12
+    assert isinstance(outcomes[2], errors.StoreError) and "integrity" in str(outcomes[2])
+    assert _scratch_keys(pg_url) == [10, 11, 12]
