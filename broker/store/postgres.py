@@ -306,6 +306,10 @@ def wrap_pg_error(exc: BaseException) -> errors.BrokerError:
     return errors.StoreError(f"database error: {text}")
 
 
+def _leave_it(dbapi_connection: Any) -> None:
+    """SQLAlchemy's COMMIT or ROLLBACK on a broker Tx's connection: the Tx's to do."""
+
+
 class PgStore(Store):
     """A broker database on a PostgreSQL server (module doc). Thread-safe;
     one per process, shared: a pool of connections (a transaction holds one)."""
@@ -473,12 +477,21 @@ class PgStore(Store):
         from broker.store.dialect import register_sqlalchemy
 
         register_sqlalchemy()
-        return sa.create_engine(
+        engine = sa.create_engine(
             "postgresql+psycopg://",
             creator=lambda: raw.conn,
             poolclass=sa.pool.StaticPool,
             pool_reset_on_return=None,
         )
+        # The transaction is the broker Tx's, which commits or rolls it back
+        # itself: SQLAlchemy's first connect rolls back whatever it finds (after
+        # reading the server's version), which ended ours before the caller's
+        # work and the broker's writes joined it ("SAVEPOINT can only be used in
+        # transaction blocks"), and its own COMMIT would leave the broker's
+        # deferred writes out of it.
+        setattr(engine.dialect, "do_rollback", _leave_it)  # noqa: B010 - an instance's own
+        setattr(engine.dialect, "do_commit", _leave_it)  # noqa: B010
+        return engine
 
     # --- schema (``Store.ensure_schema``, ``_check_schema``, ``schema_version``) ------
     _NEVER_MIGRATED = ("alembic_version", "does not exist")
@@ -583,7 +596,7 @@ class PgStore(Store):
                 raise
             try:
                 if tx._sa is not None and tx._sa.in_transaction():
-                    tx._sa.commit()
+                    tx._sa.commit()  # its bookkeeping only: raw.commit() is the COMMIT
                 raw.commit()
             except Exception as exc:
                 broken = not self._pg_rollback(tx)

@@ -607,3 +607,25 @@ def test_pg_in_the_group_committer_a_job_whose_deferred_write_is_refused_fails_a
     assert outcomes[:2] == [10, 11] and outcomes[3] == 12
     assert isinstance(outcomes[2], errors.StoreError) and "integrity" in str(outcomes[2])
     assert _scratch_keys(pg_url) == [10, 11, 12]
+
+
+def test_pg_the_callers_own_work_and_a_send_after_it_commit_or_fail_together(
+    pg: Store, pg_url: str
+) -> None:
+    """The caller's SQLAlchemy work on the transaction's connection, then a send
+    whose rows are deferred: the deferred rows are sent before the caller's
+    COMMIT, so both are in, or (an error after them) neither."""
+    _scratch(pg_url)
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    with pg.write() as t:
+        t.connection.exec_driver_sql("INSERT INTO scratch (k) VALUES (7)")
+        sender.send("b", "with my work", tx=t)
+    with pytest.raises(RuntimeError), pg.write() as t:
+        t.connection.exec_driver_sql("INSERT INTO scratch (k) VALUES (8)")
+        sender.send("b", "rolled back", tx=t)
+        raise RuntimeError("the caller's work failed")
+    assert _scratch_keys(pg_url) == [7]
+    assert [d.body for d in receiver.claim(limit=5).deliveries] == ["with my work"]
