@@ -357,27 +357,25 @@ def test_pg_doctor_says_when_text_does_not_sort_in_byte_order(tmp_path: Path) ->
     with pgtest.database(template=None, home=tmp_path / "home") as url:
         name = url.rpartition("/")[2]
         icu = f"{name}_icu"
-        admin = pgtest._admin()
-        try:
-            admin.execute(  # type: ignore[attr-defined]
-                f'CREATE DATABASE "{icu}" TEMPLATE template0 ENCODING UTF8 '
-                "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
-            )
-        except Exception as exc:  # noqa: BLE001 - the server decides what it can build
-            admin.close()  # type: ignore[attr-defined]
-            pytest.skip(f"this PostgreSQL cannot make an ICU database: {exc}")
-        try:
-            store = Store(pgtest.url_of(icu), migrate=False, create=False)
+        with pgtest._admin() as admin:
             try:
-                text = next(f for f in doctor(store) if f.check == "text")
+                admin.execute(
+                    f'CREATE DATABASE "{icu}" TEMPLATE template0 ENCODING UTF8 '
+                    "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+                )
+            except Exception as exc:  # noqa: BLE001 - the server decides what it can build
+                pytest.skip(f"this PostgreSQL cannot make an ICU database: {exc}")
+            try:
+                store = Store(pgtest.url_of(icu), migrate=False, create=False)
+                try:
+                    text = next(f for f in doctor(store) if f.check == "text")
+                finally:
+                    store.close()
+                assert text.severity == "info" and text.data["byte_order"] is False
+                assert "not in byte order as on SQLite" in text.message
+                assert "createdb --locale C" in (text.fix or "")
             finally:
-                store.close()
-            assert text.severity == "info" and text.data["byte_order"] is False
-            assert "not in byte order as on SQLite" in text.message
-            assert "createdb --locale C" in (text.fix or "")
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{icu}" WITH (FORCE)')  # type: ignore[attr-defined]
-            admin.close()  # type: ignore[attr-defined]
+                admin.execute(f'DROP DATABASE IF EXISTS "{icu}" WITH (FORCE)')
 
 
 def test_pg_backup_and_vacuum_say_what_to_use_instead_in_one_line(tmp_path: Path) -> None:
