@@ -319,7 +319,7 @@ class AsyncAgent:
         lets it finish and ``undo`` gives back what it took."""
         if self.writer is None:
             return await _run_undoable(functools.partial(fn, None), undo)
-        job = asyncio.ensure_future(self.writer(fn))
+        job = asyncio.ensure_future(self.writer(fn))  # the committer's is a future: no task
         return await _undoable(job, undo, contextvars.copy_context())
 
     def _park(self, stack: contextlib.ExitStack) -> bool:

@@ -116,7 +116,7 @@ class ServerState:
             if len(self._twins) > 4096:
                 self._twins.clear()
             # its parked waits' steps through the group committer, as every write here
-            twin = self._twins[key] = AsyncAgent.wrap(agent, self.parking, self.write)
+            twin = self._twins[key] = AsyncAgent.wrap(agent, self.parking, self.committer.job)
         return twin
 
     def shutdown(self) -> None:
