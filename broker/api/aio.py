@@ -216,16 +216,27 @@ class Doorbell:
         *,
         pulse: auth.Pulse | None = None,
         probe: waits.Probe | None = None,
+        close_off_loop: bool = False,
     ) -> None:
         self.store = store
         self.waiter = wake.Waiter(store, keys)  # bound (or counted), marker read
         self.pulse = pulse  # the caller this wait keeps live (S27), if any
         self.probe = probe
+        self.close_off_loop = close_off_loop
 
     async def __aenter__(self) -> Doorbell:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.close_off_loop:
+            # A server's wait: the answer goes first. Closing the last waiter of
+            # a key removes its marker and folder (an rmdir: ~0.5 ms here, more
+            # on a busy disk) and is a thread's work like any file's; a ring
+            # meanwhile sets a bell nobody waits on. Unregistering is
+            # thread-safe, and a next wait on the key, made before or after
+            # it, keeps or makes its own marker (``doorbells``).
+            _executor().submit(self.close)
+            return
         self.close()
 
     def close(self) -> None:
@@ -519,9 +530,11 @@ class AsyncAgent:
         await bell.wait(timeout)
 
     def _doorbell(self, pulse: auth.Pulse, probe: waits.Probe | None = None) -> Doorbell:
-        """The inbox's Doorbell for a wait that keeps this caller live."""
+        """The inbox's Doorbell for a wait that keeps this caller live (a
+        server's twin closes it off the event loop, after its answer)."""
         key = [wake.participant_key(self.identity.participant_id)]
-        return Doorbell(self.store, key, pulse=pulse, probe=probe)
+        off_loop = self.writer is not None
+        return Doorbell(self.store, key, pulse=pulse, probe=probe, close_off_loop=off_loop)
 
     def _claim_step(
         self, limit: int, lease: float | None, owner: str, tx: Tx | None

@@ -20,6 +20,7 @@ import pytest
 import trusted
 
 from broker import Agent, Store, errors
+from broker.delivery import wake
 from tests.served import Server, clean_env, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
@@ -367,7 +368,7 @@ def test_S20_a_woken_long_poll_takes_its_mail_through_the_group_committer(
     a job of its group committer (shared with its neighbours' transaction), not a
     transaction of its own on a worker thread that waits for the writer lock."""
     sid = new_space(srv)
-    _, t_w = join(store, sid, "lynx")
+    waiter, t_w = join(store, sid, "lynx")
     sender, _ = join(store, sid, "otter")
     base = httpx.get(srv.base + "/healthz").json()["waiting"]
     got: dict[str, Any] = {}
@@ -379,7 +380,7 @@ def test_S20_a_woken_long_poll_takes_its_mail_through_the_group_committer(
     t = threading.Thread(target=poll)
     t.start()
     while (before := httpx.get(srv.base + "/healthz").json())["waiting"] <= base:
-        assert t.is_alive(), got
+        assert t.is_alive(), srv.output()[-3000:]
         time.sleep(0.02)
     sender.send("lynx", "wake up")  # this process's write: none of the server's jobs
     t.join(40)
@@ -389,6 +390,14 @@ def test_S20_a_woken_long_poll_takes_its_mail_through_the_group_committer(
     found = got["r"].json()["deliveries" if path == "/inbox/claim" else "items"]
     assert "wake up" in json.dumps(found), got["r"].text
     assert after["writes"] - before["writes"] >= 1, (before, after)
+    # Its doorbell, closed off the event loop after the answer, leaves nothing behind.
+    key = wake.participant_key(waiter.identity.participant_id)
+    folder = Path(wake.root_path(store)) / key
+    for _ in range(500):
+        if not folder.exists():
+            break
+        time.sleep(0.02)
+    assert not folder.exists(), sorted(os.listdir(folder))
 
 
 def test_served_group_commit_gives_each_request_its_own_outcome(srv: Server, store: Store) -> None:
