@@ -45,7 +45,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -73,6 +73,14 @@ R = TypeVar("R")
 
 # The bounds a server puts on its twins' parked waits (S41); front ends reach them here.
 Parking = parking.Parking
+
+# How a twin runs the database step of a parked wait (a claim or a turn, when
+# its doorbell rings): ``writer(fn)`` runs ``fn(tx)`` in a write transaction and
+# answers its result. A server gives its group committer (``broker serve``: the
+# woken claim shares a transaction with its neighbours, with no thread of its
+# own and no wait for the writer lock behind the committer's batches); None:
+# the twin's own worker thread and transaction.
+Writer = Callable[[Callable[[Tx], Any]], Awaitable[Any]]
 
 WORKERS = 16  # threads for the blocking part of calls (each holds one SQLite connection)
 MAX_WAIT_S = 86_400.0  # the longest wait a call may ask for (S33: bounded numbers)
@@ -131,14 +139,23 @@ async def _run_undoable(fn: Callable[[], R], undo: Callable[[R], object] | None)
     cancellation propagates: what the call took is given back, not dropped."""
     loop = asyncio.get_running_loop()
     ctx = contextvars.copy_context()
-    fut = loop.run_in_executor(_executor(), ctx.run, fn)
+    return await _undoable(loop.run_in_executor(_executor(), ctx.run, fn), undo, ctx)
+
+
+async def _undoable(
+    fut: asyncio.Future[R], undo: Callable[[R], object] | None, ctx: contextvars.Context
+) -> R:
+    """Await ``fut`` (a worker's call, or a write job of a ``Writer``), which a
+    cancellation does not stop: if the caller is cancelled and ``fut`` produced
+    a result, ``undo(result)`` runs (in a worker, shielded) before the
+    cancellation propagates."""
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
         done = await _outlive(fut)
         if undo is not None and done is not None:
-            result = done[0]
-            await _outlive(loop.run_in_executor(_executor(), ctx.run, undo, result))
+            loop = asyncio.get_running_loop()
+            await _outlive(loop.run_in_executor(_executor(), ctx.run, undo, done[0]))
         raise
 
 
@@ -199,16 +216,27 @@ class Doorbell:
         *,
         pulse: auth.Pulse | None = None,
         probe: waits.Probe | None = None,
+        close_off_loop: bool = False,
     ) -> None:
         self.store = store
         self.waiter = wake.Waiter(store, keys)  # bound (or counted), marker read
         self.pulse = pulse  # the caller this wait keeps live (S27), if any
         self.probe = probe
+        self.close_off_loop = close_off_loop
 
     async def __aenter__(self) -> Doorbell:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.close_off_loop:
+            # A server's wait: the answer goes first. Closing the last waiter of
+            # a key removes its marker and folder (an rmdir: ~0.5 ms here, more
+            # on a busy disk) and is a thread's work like any file's; a ring
+            # meanwhile sets a bell nobody waits on. Unregistering is
+            # thread-safe, and a next wait on the key, made before or after
+            # it, keeps or makes its own marker (``doorbells``).
+            _executor().submit(self.close)
+            return
         self.close()
 
     def close(self) -> None:
@@ -274,16 +302,36 @@ class AsyncAgent:
     """A participant acting in its space, for asyncio code: the methods of
     ``broker.api.handles.Agent`` as coroutines (see the module docstring)."""
 
-    def __init__(self, store: Store, identity: Identity, parking: Parking | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        identity: Identity,
+        parking: Parking | None = None,
+        writer: Writer | None = None,
+    ) -> None:
         self.sync = Agent(store, identity)
         self._turn: Turn | None = None  # taken by a cancelled next_turn, returned next
         self.parking = parking  # a server's bounds on parked waits (S41); None: unbounded
+        self.writer = writer  # where a parked wait's steps run (``Writer``); None: a worker
 
     @classmethod
-    def wrap(cls, agent: Agent, parking: Parking | None = None) -> AsyncAgent:
+    def wrap(
+        cls, agent: Agent, parking: Parking | None = None, writer: Writer | None = None
+    ) -> AsyncAgent:
         """The async twin of an existing ``Agent`` (same store, same identity);
-        a server gives its ``Parking`` (``broker.api.parking``)."""
-        return cls(agent.store, agent.identity, parking)
+        a server gives its ``Parking`` (``broker.api.parking``) and its group
+        committer (``Writer``)."""
+        return cls(agent.store, agent.identity, parking, writer)
+
+    async def _step(self, fn: Callable[[Tx | None], R], undo: Callable[[R], object]) -> R:
+        """One check of a parked wait, ``fn(tx)``: in the server's ``writer``
+        if it gave one (a transaction shared with its neighbours), else in a
+        worker's own transaction (``fn(None)``). Either way a cancellation
+        lets it finish and ``undo`` gives back what it took."""
+        if self.writer is None:
+            return await _run_undoable(functools.partial(fn, None), undo)
+        job = asyncio.ensure_future(self.writer(fn))  # the committer's is a future: no task
+        return await _undoable(job, undo, contextvars.copy_context())
 
     def _park(self, stack: contextlib.ExitStack) -> bool:
         """Count the wait about to park in ``stack`` (its call's), or refuse it (S41)."""
@@ -429,7 +477,7 @@ class AsyncAgent:
             with contextlib.ExitStack() as parked:
                 counted = False
                 while True:
-                    got, expiry = await _run_undoable(step, lambda r: self._give_back(r[0]))
+                    got, expiry = await self._step(step, lambda r: self._give_back(r[0]))
                     left = deadline - time.monotonic()
                     if got.deliveries or left <= 0:
                         return got
@@ -482,16 +530,20 @@ class AsyncAgent:
         await bell.wait(timeout)
 
     def _doorbell(self, pulse: auth.Pulse, probe: waits.Probe | None = None) -> Doorbell:
-        """The inbox's Doorbell for a wait that keeps this caller live."""
+        """The inbox's Doorbell for a wait that keeps this caller live (a
+        server's twin closes it off the event loop, after its answer)."""
         key = [wake.participant_key(self.identity.participant_id)]
-        return Doorbell(self.store, key, pulse=pulse, probe=probe)
+        off_loop = self.writer is not None
+        return Doorbell(self.store, key, pulse=pulse, probe=probe, close_off_loop=off_loop)
 
-    def _claim_step(self, limit: int, lease: float | None, owner: str) -> tuple[Lease, str | None]:
-        got = self.sync.claim(limit, lease, 0.0, owner)
-        return got, (None if got.deliveries else self._next_expiry())
+    def _claim_step(
+        self, limit: int, lease: float | None, owner: str, tx: Tx | None
+    ) -> tuple[Lease, str | None]:
+        got = self.sync.claim(limit, lease, 0.0, owner, tx=tx)
+        return got, (None if got.deliveries else self._next_expiry(tx))
 
-    def _next_expiry(self) -> str | None:
-        with self.store.read() as t:
+    def _next_expiry(self, tx: Tx | None = None) -> str | None:
+        with self.store.read(tx) as t:
             return inbox.next_expiry(t, self.identity.participant_id)
 
     # --- turns -------------------------------------------------------------------------
@@ -533,16 +585,18 @@ class AsyncAgent:
             with contextlib.ExitStack() as parked:
                 counted = False
                 while True:
-                    turn, expiry = await _run_undoable(step, lambda r: self._keep_turn(r[0]))
+                    turn, expiry = await self._step(step, lambda r: self._keep_turn(r[0]))
                     left = deadline - time.monotonic()
                     if turn.id is not None or left <= 0:
                         return turn
                     counted = counted or self._park(parked)
                     await self._sleep(bell, pulse, waits.until(self.store, expiry, left))
 
-    def _turn_step(self, lease: float | None, limit: int | None) -> tuple[Turn, str | None]:
-        turn = self.sync.next_turn(0.0, lease, limit)
-        return turn, (None if turn.id is not None else self._next_expiry())
+    def _turn_step(
+        self, lease: float | None, limit: int | None, tx: Tx | None
+    ) -> tuple[Turn, str | None]:
+        turn = self.sync.next_turn(0.0, lease, limit, tx=tx)
+        return turn, (None if turn.id is not None else self._next_expiry(tx))
 
 
 # --- the operator ---------------------------------------------------------------------------

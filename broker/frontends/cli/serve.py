@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import ipaddress
 import os
 import signal
@@ -511,6 +512,13 @@ class _Server:
         # signal it caught once it has shut down: this handler takes that too,
         # so a SIGTERM handled gracefully is a clean exit (0), not a kill.
         previous = signal.signal(signal.SIGTERM, self._early_stop)
+        # What is loaded by now (the modules, the app: ~90,000 objects) lives as
+        # long as the process. Out of the cyclic collector's sight, a full
+        # collection no longer walks it: with a thousand long-polls parked one
+        # took ~90 ms, a pause every request then in flight waits out (a woken
+        # claim's answer among them), ~25 ms of it for these objects alone.
+        gc.collect()
+        gc.freeze()
         try:
             announce()
             self.server.run(sockets=sockets)

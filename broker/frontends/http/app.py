@@ -115,7 +115,8 @@ class ServerState:
         if twin is None or twin.identity != agent.identity:
             if len(self._twins) > 4096:
                 self._twins.clear()
-            twin = self._twins[key] = AsyncAgent.wrap(agent, self.parking)
+            # its parked waits' steps through the group committer, as every write here
+            twin = self._twins[key] = AsyncAgent.wrap(agent, self.parking, self.committer.job)
         return twin
 
     def shutdown(self) -> None:

@@ -87,6 +87,13 @@ class Committer:
 
     async def submit(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(tx)`` in the next group transaction; its result or its error."""
+        return await self.job(fn)
+
+    def job(self, fn: Callable[[Any], T]) -> asyncio.Future[T]:
+        """``submit`` without its coroutine: the future of ``fn(tx)``'s outcome.
+        A parked wait's step awaits it shielded (its give-back needs the outcome
+        of a job its cancelled caller no longer waits for), and with no task of
+        its own to start, it reaches this turn's hand-over one loop pass sooner."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         pending = self._pending.get(loop)
@@ -94,7 +101,7 @@ class Committer:
             pending = self._pending[loop] = []
             loop.call_soon(self._hand_over, loop)
         pending.append(_Job(fn, loop, future))
-        return await future
+        return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         jobs = self._pending.pop(loop, None)

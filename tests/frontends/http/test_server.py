@@ -20,6 +20,7 @@ import pytest
 import trusted
 
 from broker import Agent, Store, errors
+from broker.delivery import wake
 from tests.served import Server, clean_env, serving, store_of
 
 pytestmark = pytest.mark.timeout(300)
@@ -357,6 +358,46 @@ def test_S20_a_long_poll_claim_wakes_on_a_send_from_another_process(
     assert not t.is_alive()
     assert got["r"].status_code == 200, got["r"].text
     assert [d["body"] for d in got["r"].json()["deliveries"]] == ["wake up"]
+
+
+@pytest.mark.parametrize("path", ["/inbox/claim", "/turn"])
+def test_S20_a_woken_long_poll_takes_its_mail_through_the_group_committer(
+    srv: Server, store: Store, path: str
+) -> None:
+    """The claim (or turn) a ring wakes is a write of the server like any other:
+    a job of its group committer (shared with its neighbours' transaction), not a
+    transaction of its own on a worker thread that waits for the writer lock."""
+    sid = new_space(srv)
+    waiter, t_w = join(store, sid, "lynx")
+    sender, _ = join(store, sid, "otter")
+    base = httpx.get(srv.base + "/healthz").json()["waiting"]
+    got: dict[str, Any] = {}
+
+    def poll() -> None:
+        with srv.client(t_w, timeout=60) as c:
+            got["r"] = c.post(agent_path(sid, path), json={"wait": 30})
+
+    t = threading.Thread(target=poll)
+    t.start()
+    while (before := httpx.get(srv.base + "/healthz").json())["waiting"] <= base:
+        assert t.is_alive(), srv.output()[-3000:]
+        time.sleep(0.02)
+    sender.send("lynx", "wake up")  # this process's write: none of the server's jobs
+    t.join(40)
+    assert not t.is_alive()
+    after = httpx.get(srv.base + "/healthz").json()
+    assert got["r"].status_code == 200, got["r"].text
+    found = got["r"].json()["deliveries" if path == "/inbox/claim" else "items"]
+    assert "wake up" in json.dumps(found), got["r"].text
+    assert after["writes"] - before["writes"] >= 1, (before, after)
+    # Its doorbell, closed off the event loop after the answer, leaves nothing behind.
+    key = wake.participant_key(waiter.identity.participant_id)
+    folder = Path(wake.root_path(store)) / key
+    for _ in range(500):
+        if not folder.exists():
+            break
+        time.sleep(0.02)
+    assert not folder.exists(), sorted(os.listdir(folder))
 
 
 def test_served_group_commit_gives_each_request_its_own_outcome(srv: Server, store: Store) -> None:

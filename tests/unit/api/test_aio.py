@@ -90,7 +90,7 @@ def _public(obj: object) -> set[str]:
 # doorbell (a front end's watcher awaits it without a thread; a sync caller
 # waits through claim(wait=...) or next_turn(wait=...)), and a server's bounds
 # on its parked waits (S41).
-ASYNC_ONLY = {"sync", "wrap", "doorbell", "parking"}
+ASYNC_ONLY = {"sync", "wrap", "doorbell", "parking", "writer"}
 
 
 def test_async_twins_have_the_sync_handles_methods_as_coroutines(

@@ -130,3 +130,29 @@ def test_S27_a_parked_caller_refused_at_its_beat_has_its_wait_ended_with_the_ref
         return time.monotonic() - t0
 
     assert asyncio.run(main()) < 20
+
+
+def test_S27_beats_due_together_are_written_in_rounds_that_keep_the_writer_lock_short(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand waits parked together come due together; their beats go in
+    rounds of ``BEAT_ROUND`` transactions, never one long one, and every
+    caller is beaten all the same."""
+    monkeypatch.setattr(waits, "BEAT_ROUND", 2)
+    space = Operator(store).create_space("workflow", live_seconds=LIVE).id
+    agents = [AsyncAgent.wrap(trusted.join(store, space, f"w/r{i}")[0]) for i in range(5)]
+    seen_before = {
+        a.address: participants.get(store, space, a.address).last_seen_utc for a in agents
+    }
+    keeper = waits.keeper(store)
+    rounds = keeper.rounds
+
+    async def main() -> None:
+        await asyncio.gather(*(a.claim(wait=3.5) for a in agents))
+
+    asyncio.run(main())
+    for a in agents:
+        after = participants.get(store, space, a.address).last_seen_utc
+        assert after > seen_before[a.address], a.address  # beaten while parked
+    assert keeper.largest_round <= 2, keeper.largest_round
+    assert keeper.rounds - rounds >= 3  # five beats, two at most at a time
