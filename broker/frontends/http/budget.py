@@ -79,6 +79,7 @@ class FdBudget:
         wanted = reserve if reserve is not None else int(self.limit * RESERVE_SHARE)
         self.reserve = min(max(RESERVE_MIN, wanted), self.limit // 2)
         self._counted = (0.0, 0)
+        self._let_in = 0  # parked waits let in since the last listing
         self._folder = next((f for f in _FD_FOLDERS if os.path.isdir(f)), None)
 
     def in_use(self) -> int:
@@ -94,11 +95,23 @@ class FdBudget:
         except OSError as exc:
             seen = self.limit if exc.errno in _EXHAUSTED else seen
         self._counted = (now, seen)
+        self._let_in = 0  # the listing sees their connections now
         return seen
 
+    def has_room(self) -> bool:
+        """Whether the server is below its line (``Shed``: a request that holds
+        nothing once answered)."""
+        return self.in_use() + self._let_in < self.limit - self.reserve
+
     def room(self) -> bool:
-        """Whether an agent may take one more descriptor (a parked wait)."""
-        return self.in_use() < self.limit - self.reserve
+        """Whether an agent may take one more descriptor, a parked wait, which
+        then counts until the next listing: a burst of waits arriving between
+        two listings (``COUNT_EVERY_S``) would all be let in on one stale count
+        (a hundred at once went past the line)."""
+        if not self.has_room():
+            return False
+        self._let_in += 1
+        return True
 
     def exhausted(self, exc: BaseException) -> bool:
         """Whether ``exc`` is this process out of descriptors."""
@@ -110,7 +123,7 @@ class FdBudget:
                 # SQLite does not say why it could not open the file; past the
                 # budget's line, the likely why is the process's descriptors.
                 self._counted = (0.0, 0)
-                return not self.room()
+                return not self.has_room()
             seen = seen.__cause__ or seen.__context__
         return False
 
@@ -133,7 +146,7 @@ class Shed:
         self.state = getattr(app, "state", None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.budget.room() or self._spared(scope):
+        if scope["type"] != "http" or self.budget.has_room() or self._spared(scope):
             await self.app(scope, receive, send)
             return
         exc = busy()
