@@ -5,10 +5,9 @@ Real SQLite files and PostgreSQL databases, and the real CLI."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import re
 
 import pytest
 import trusted
