@@ -135,7 +135,9 @@ def check_wait(wait: object, field: str = "wait") -> float:
 
 
 def _check_token(token: object) -> str:
-    if type(token) is str and token.isascii() and 0 < len(token) <= 100:
+    # Printable too: ASCII alone lets a NUL through, which PostgreSQL's text
+    # refuses as a database error where SQLite reads "no such lease" (S33).
+    if type(token) is str and token.isascii() and token.isprintable() and 0 < len(token) <= 100:
         return token  # the common case: a token as the claim returned it
     if not isinstance(token, str) or not token:
         raise errors.InvalidInput(

@@ -194,6 +194,29 @@ def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
     assert claim.startswith("UPDATE deliveries") and "RETURNING" in claim
 
 
+def test_S20_a_parked_waits_probe_answers_as_a_claim_would_and_sees_a_lapsed_lease(
+    cstore: Store, clock: Clock
+) -> None:
+    """The probe a parked wait runs at its tick (``inbox.claimable_now``):
+    nothing in an empty inbox or under a running lease; something once a
+    message is ready or its lease has lapsed, by the store's clock."""
+    _, a, b = pair(cstore)
+    pid = b.identity.participant_id
+
+    def probe() -> bool:
+        with cstore.read() as t:
+            return inbox.claimable_now(t, pid)
+
+    assert not probe()
+    a.send("b", "m")
+    assert probe()
+    b.claim(lease=30)
+    assert not probe()
+    clock.advance(31)
+    assert probe()
+    assert len(b.claim().deliveries) == 1  # and a claim takes it, as the probe said
+
+
 def test_S13_claim_refreshes_the_heartbeat(cstore: Store, clock: Clock) -> None:
     _, a, b = pair(cstore)
     clock.advance(120)

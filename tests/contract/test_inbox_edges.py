@@ -587,6 +587,11 @@ def test_S33_the_inbox_library_under_the_handle_checks_its_own_bounds_and_names_
          "lease_token", "bad lease token '': the token the claim returned"),
         (lambda: inbox.ack(store, me, "t" * 101),
          "lease_token", "bad lease_token: at most 100 characters, not 101"),
+        *(
+            (lambda nul=nul: inbox.ack(store, me, nul),
+             "lease_token", "lease_token is not valid text (a NUL (U+0000) character)")
+            for nul in ("\x00", "t\x00", "t" * 99 + "\x00")  # the fast path's length bounds
+        ),
         (lambda: inbox.ack(store, me, token, ["m" * 101]),
          "message id", "bad message id: at most 100 characters, not 101"),
     ]

@@ -769,8 +769,49 @@ def test_S12_the_same_key_on_a_different_message_is_a_conflict_naming_what_diffe
     with pytest.raises(errors.Conflict) as caught:
         repeat(crew["lynx"])
     assert caught.value.fields.get("field") == "idempotency_key"
-    assert f"its {differs} differ" in str(caught.value)
+    assert str(caught.value) == conflict_line(K, differs)  # the whole line, not its middle
     assert all_rows(store) == before
+
+
+def conflict_line(key: str, differs: str) -> str:
+    """S12's refusal of a key reused for another message, one line: what
+    differs, in the singular or the plural, and what to do instead."""
+    verb = "differ" if ", " in differs else "differs"
+    return (
+        f"idempotency key {key!r} was first used for a different message (its {differs} "
+        f"{verb}): a repeat must be the same send; use a new key for a new message"
+    )
+
+
+def test_S12_an_operators_repeat_that_differs_only_in_urgent_is_a_conflict_naming_urgent(
+    store: Store, space: str, crew: dict[str, Agent]
+) -> None:
+    op = Operator(store)
+    op.send(space, "once", to=["lynx"], idempotency_key="op-u")
+    before = all_rows(store)
+    with pytest.raises(errors.Conflict) as caught:
+        op.send(space, "once", to=["lynx"], urgent=True, idempotency_key="op-u")
+    assert str(caught.value) == conflict_line("op-u", "urgent")
+    assert all_rows(store) == before
+
+
+def test_S12_S35_a_replys_repeat_that_names_no_thread_is_the_same_send(
+    store: Store, crew: dict[str, Agent]
+) -> None:
+    """A reply's row holds the thread it inherited; its repeat, which names no
+    thread either, is the same send (a duplicate), not a conflict over the thread.
+    Naming another thread is one."""
+    asked = crew["lynx"].send("otter", "which files?", thread="scan-plan")
+    first = crew["otter"].send("lynx", "these", reply_to=asked.id, idempotency_key="r-1")
+    before = all_rows(store)
+    again = crew["otter"].send("lynx", "these", reply_to=asked.id, idempotency_key="r-1")
+    assert again.duplicate and again.id == first.id
+    assert all_rows(store) == before
+    with pytest.raises(errors.Conflict) as caught:
+        crew["otter"].send(
+            "lynx", "these", reply_to=asked.id, thread="other", idempotency_key="r-1"
+        )
+    assert str(caught.value) == conflict_line("r-1", "thread")
 
 
 def test_S12_a_repeat_inside_one_batch_must_be_the_same_send_too(

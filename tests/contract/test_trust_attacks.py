@@ -224,6 +224,21 @@ def test_S45_a_claimer_whose_address_is_digits_cannot_pass_another_off_as_its_de
     assert digits.claim(owner="4242:7").owner == "4242:7"  # its own default form
 
 
+def test_S45_a_claimers_default_owner_is_its_own_even_when_its_pid_is_another_participants_address(
+    store: Store, swarm: tuple[str, Agent, Agent, Agent]
+) -> None:
+    # "mallory:4242" is mallory's default form <address>:<pid>, not read word by
+    # word: that 4242 is also a participant's address refuses nothing.
+    sid, victim, mallory, boss = swarm
+    trusted.join(store, sid, "4242")
+    boss.send("mallory", "for mallory")
+    got = mallory.claim(owner="mallory:4242")
+    assert (got.owner, len(got.deliveries)) == ("mallory:4242", 1)
+    with pytest.raises(errors.InvalidInput) as info:  # in any other form it is read
+        mallory.claim(owner="mallory for 4242")
+    assert "reads as participant '4242'" in str(info.value)
+
+
 @pytest.mark.parametrize("owner", ["mallory", "MALLORY:7", "mallory-batch", "worker-3", "w 2"])
 def test_S45_a_lease_owner_of_the_claimers_own_is_taken_and_shown(
     store: Store, swarm: tuple[str, Agent, Agent, Agent], owner: str

@@ -5,6 +5,7 @@ Real SQLite files and PostgreSQL databases, and the real CLI."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
 from broker.spaces import participants
+from broker.vocab import human_size
 
 BACKENDS = ["sqlite", "postgresql"]
 KB = 1024
@@ -84,8 +86,13 @@ def test_S42_the_refusal_names_the_group_and_its_share(store: Store, operator: O
         "reason": "join_key_share",
         "group": "join key",
     }
-    assert "the participants the join key admitted hold" in exc.value.message
-    assert "join_key_share (0.25 of log_max_mb 0.01 MB)" in exc.value.message
+    held = re.escape(human_size(log_bytes(store, sid)))  # a's rows: the group's bytes
+    assert re.fullmatch(
+        f"the participants the join key admitted hold {held} of the log of space {sid} "
+        r"together: their join_key_share \(0\.25 of log_max_mb 0\.01 MB\) is used up; "
+        "sends from b are refused",
+        exc.value.message,
+    ), exc.value.message  # the whole line, not parts of it
     # Someone the operator admitted is no newcomer of the join key: it still sends.
     c, _ = trusted.join(store, sid, "c")
     assert c.send("operator", "heard").seq > 0
@@ -192,3 +199,95 @@ def test_S42_S30_space_show_says_what_the_join_keys_newcomers_hold_together(
     assert usage.join_key_members == 2  # a, and the child it admitted
     assert usage.join_key_log_bytes == by_sender["a"] + by_sender["a>k"]
     assert usage.join_key_log_cap_bytes == 16 * 1024 * 1024
+
+
+# A log of 8192 bytes whose sender_share and join_key_share are 2048 each; a
+# row to c is its body and 12 bytes (recipients, reached, not_reached).
+SMALL_LOG = {"log_max_mb": 2**-7, "sender_share": 0.25, "join_key_share": 0.25}
+ROW = len('["c"]') * 2 + len("[]")
+
+
+def rows_of(n: int, size: int = 512) -> list[dict[str, Any]]:
+    return [{"to": "c", "text": "x" * (size - ROW)}] * n
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S42_a_group_holding_exactly_its_share_of_the_log_is_refused_even_when_it_is_all_the_log(
+    store: Store, operator: Operator
+) -> None:
+    created = operator.create_space("workflow", **SMALL_LOG)
+    sid, key = created.id, created.join_key
+    c, _ = trusted.join(store, sid, "c")
+    a, _ = Agent.join(store, sid, "a", join_key=key)
+    b, _ = Agent.join(store, sid, "b", join_key=key)
+    a.send_many(rows_of(2))
+    b.send_many(rows_of(2))
+    assert log_bytes(store, sid) == 2048  # the log is the group's 2048 bytes, its share
+    with pytest.raises(errors.MessagingFull) as exc:
+        b.send("c", "one more")  # b holds 1024 alone, under its own share
+    assert exc.value.fields["reason"] == "join_key_share"
+    assert c.send("a", "heard").seq > 0  # the log itself is a quarter full
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S42_a_batch_counts_each_of_its_rows_toward_its_groups_share_of_the_log(
+    store: Store, operator: Operator
+) -> None:
+    created = operator.create_space("workflow", **SMALL_LOG)
+    sid, key = created.id, created.join_key
+    c, _ = trusted.join(store, sid, "c")
+    a, _ = Agent.join(store, sid, "a", join_key=key)
+    b, _ = Agent.join(store, sid, "b", join_key=key)
+    c.send_many([{"to": "a", "text": "y" * (512 - ROW)}] * 2)
+    a.send_many(rows_of(1))
+    assert log_bytes(store, sid) == 1536
+    # b's first row takes the log to 2048, the group's share: the group's bytes
+    # are read at the second (a's 512 and the batch's own 512, not yet written)
+    # and kept row by row; the fourth finds the group at 2048 and is refused.
+    with pytest.raises(errors.MessagingFull) as exc:
+        b.send_many(rows_of(4))
+    assert (exc.value.fields["item"], exc.value.fields["reason"]) == (3, "join_key_share")
+    assert log_bytes(store, sid) == 1536  # the whole batch is refused
+    assert [r.reached for r in b.send_many(rows_of(3))] == [["c"]] * 3
+    with pytest.raises(errors.MessagingFull):
+        b.send("c", "and now the group holds its share")
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S42_a_parents_family_is_held_to_sender_share_of_an_inbox_not_to_join_key_share(
+    store: Store, operator: Operator
+) -> None:
+    # inbox_cap 8: one sender, or a parent's family, holds 4; the join key's newcomers 2.
+    sid = operator.create_space("workflow", inbox_cap=8, sender_share=0.5, join_key_share=0.25).id
+    victim, _ = trusted.join(store, sid, "victim")
+    friend, _ = trusted.join(store, sid, "friend")
+    boss, boss_j = trusted.join(store, sid, "boss")
+    kid, _ = Agent.join(store, sid, "boss>k", parent_token=boss_j.token)
+    for _ in range(3):
+        friend.send("victim", "hi")
+    # The inbox holds 3, past the newcomers' 2 but not the family's 4.
+    assert kid.send("victim", "from the family").reached == ["victim"]
+    assert boss.send("victim", "and its parent").reached == ["victim"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_S42_a_batch_counts_its_deliveries_made_before_its_group_was_first_counted(
+    store: Store, operator: Operator
+) -> None:
+    created = operator.create_space("workflow", inbox_cap=8)  # join_key_share 0.5: 4 together
+    sid, key = created.id, created.join_key
+    victim, _ = trusted.join(store, sid, "victim")
+    friend, _ = trusted.join(store, sid, "friend")
+    crowd = [Agent.join(store, sid, f"s{i}", join_key=key)[0] for i in range(2)]
+    for sender in (friend, friend, crowd[0]):
+        assert sender.send("victim", "hi").reached == ["victim"]
+    # The batch's first delivery takes the inbox to 4; the group is counted at
+    # the second: s0's one and the batch's own one, then two more, not three.
+    results = crowd[1].send_many([{"to": ["victim"], "text": f"m{i}"} for i in range(5)])
+    assert [[n.reason for n in r.not_reached] for r in results] == [
+        [],
+        [],
+        [],
+        ["sender_share"],
+        ["sender_share"],
+    ]
