@@ -4,6 +4,7 @@ and a live Mailbox Protocol tree from a file-based swarm migrated."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -435,3 +436,38 @@ def test_S33_an_inbox_row_whose_message_is_not_in_the_log_is_reported_naming_bot
         "01J00000000000000000000000 is not in the log"
     ]
     assert _count(other, "deliveries") == 0
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_S33_a_log_line_the_database_refuses_is_reported_at_its_line_on_both_backends(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path, engine: str
+) -> None:
+    """A log row that passes the line checks but that the database refuses (a
+    second row with the first's id) is reported at its line, on PostgreSQL as
+    on SQLite: the importer reads each refusal at its row (its inserts are not
+    deferred to a later statement, ``Tx.defer``), and nothing is imported."""
+    import pgtest
+
+    _, built, out = exported
+    folder = _folder(out, built.space)
+    log = _lines(folder / "log.jsonl")
+    first, second = json.loads(log[0]), json.loads(log[1])
+    refused = second["id"]  # its deliveries in the inbox files name it
+    second["id"] = first["id"]
+    log[1] = json.dumps(second)
+    _write_lines(folder / "log.jsonl", log)
+    with contextlib.ExitStack() as stack:
+        if engine == "sqlite":
+            other = spacegen.fresh_store(tmp_path / "b")
+        else:
+            other = Store(stack.enter_context(pgtest.database()))
+        stack.callback(other.close)
+        with pytest.raises(ImportFailed) as info:
+            import_dir(other, out)
+        problems = info.value.fields["problems"]
+        # the line itself, and the deliveries of the message it would have logged
+        assert problems[0].startswith(f"runs/{built.space}/messages/log.jsonl:2: "), problems
+        assert all(
+            f"its message {refused} is not in the log" in p for p in problems[1:]
+        ), problems
+        assert _count(other, "messages") == 0
