@@ -211,15 +211,21 @@ def rows_of(n: int, size: int = 512) -> list[dict[str, Any]]:
     return [{"to": "c", "text": "x" * (size - ROW)}] * n
 
 
+def small_log_group(store: Store, operator: Operator) -> tuple[str, Agent, Agent, Agent]:
+    """A space of ``SMALL_LOG``: c joined by the operator, a and b by its join
+    key (one share group)."""
+    created = operator.create_space("workflow", **SMALL_LOG)
+    c, _ = trusted.join(store, created.id, "c")
+    a, _ = Agent.join(store, created.id, "a", join_key=created.join_key)
+    b, _ = Agent.join(store, created.id, "b", join_key=created.join_key)
+    return created.id, c, a, b
+
+
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_S42_a_group_holding_exactly_its_share_of_the_log_is_refused_even_when_it_is_all_the_log(
     store: Store, operator: Operator
 ) -> None:
-    created = operator.create_space("workflow", **SMALL_LOG)
-    sid, key = created.id, created.join_key
-    c, _ = trusted.join(store, sid, "c")
-    a, _ = Agent.join(store, sid, "a", join_key=key)
-    b, _ = Agent.join(store, sid, "b", join_key=key)
+    sid, c, a, b = small_log_group(store, operator)
     a.send_many(rows_of(2))
     b.send_many(rows_of(2))
     assert log_bytes(store, sid) == 2048  # the log is the group's 2048 bytes, its share
@@ -233,11 +239,7 @@ def test_S42_a_group_holding_exactly_its_share_of_the_log_is_refused_even_when_i
 def test_S42_a_batch_counts_each_of_its_rows_toward_its_groups_share_of_the_log(
     store: Store, operator: Operator
 ) -> None:
-    created = operator.create_space("workflow", **SMALL_LOG)
-    sid, key = created.id, created.join_key
-    c, _ = trusted.join(store, sid, "c")
-    a, _ = Agent.join(store, sid, "a", join_key=key)
-    b, _ = Agent.join(store, sid, "b", join_key=key)
+    sid, c, a, b = small_log_group(store, operator)
     c.send_many([{"to": "a", "text": "y" * (512 - ROW)}] * 2)
     a.send_many(rows_of(1))
     assert log_bytes(store, sid) == 1536
