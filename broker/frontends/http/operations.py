@@ -143,9 +143,7 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
                     # job of the group committer, not a read on the pool first
                     # (a thread hop and a transaction, ~1 ms of an operator's send).
                     return await call.state.write(lambda tx: _in_space(call, op, handle, data, tx))
-                space = await call.state.run(handle.get_space, call.params["id"])
-                call.state.check_kind(call.params["kind"], space)
-                data["space"] = space.id
+                await call.state.run(_resolve_space, call, handle, data, None)
         inp = op.input.parse(data)
         if op.waits is not None and getattr(inp, op.waits) > 0:
             if not op.resumes and (found := await _at_once(call, op, handle, inp)) is not None:
@@ -165,13 +163,19 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
     return handle
 
 
-def _in_space(call: Call, op: Operation, handle: Any, data: dict[str, Any], tx: Any) -> Any:
-    """An operator's write to the space its path names, inside ``tx``: the
-    space resolved (404, or the path's kind wrong), then the input checked
-    (422), then the operation, as on the pool; one transaction for all."""
+def _resolve_space(call: Call, handle: Any, data: dict[str, Any], tx: Any) -> None:
+    """The space the path names, into ``data``: 404 if there is none or it is
+    not of the path's kind."""
     space = handle.get_space(call.params["id"], tx=tx)
     call.state.check_kind(call.params["kind"], space)
     data["space"] = space.id
+
+
+def _in_space(call: Call, op: Operation, handle: Any, data: dict[str, Any], tx: Any) -> Any:
+    """An operator's write to the space its path names, inside ``tx``: the
+    space resolved (404), then the input checked (422), then the operation;
+    one transaction for all."""
+    _resolve_space(call, handle, data, tx)
     return handle.call(op, op.input.parse(data), tx)
 
 

@@ -134,14 +134,21 @@ def test_S42_join_key_newcomers_hold_their_share_of_an_inbox_together(
     assert friend.send("victim", "still reached").reached == ["victim"]
 
 
+def inbox_of_eight(store: Store, operator: Operator) -> tuple[str, Agent, Agent, list[Agent]]:
+    """A space whose inboxes hold 8 (join_key_share 0.5: the join key's newcomers
+    4 together): the victim and a friend joined by the operator, and a crowd of
+    two by the join key."""
+    created = operator.create_space("workflow", inbox_cap=8)
+    victim, _ = trusted.join(store, created.id, "victim")
+    friend, _ = trusted.join(store, created.id, "friend")
+    crowd = [Agent.join(store, created.id, f"s{i}", join_key=created.join_key)[0] for i in range(2)]
+    return created.id, victim, friend, crowd
+
+
 def test_S42_a_batch_counts_each_of_its_deliveries_toward_its_groups_share_of_an_inbox(
     store: Store, operator: Operator
 ) -> None:
-    created = operator.create_space("workflow", inbox_cap=8)  # join_key_share 0.5: 4 together
-    sid, key = created.id, created.join_key
-    victim, _ = trusted.join(store, sid, "victim")
-    friend, _ = trusted.join(store, sid, "friend")
-    crowd = [Agent.join(store, sid, f"s{i}", join_key=key)[0] for i in range(2)]
+    sid, victim, friend, crowd = inbox_of_eight(store, operator)
     for sender in (friend, friend, crowd[0], crowd[0]):
         assert sender.send("victim", "hi").reached == ["victim"]
     # The inbox holds 4, the group 2 of them: two more from the group, not three.
@@ -276,11 +283,7 @@ def test_S42_a_parents_family_is_held_to_sender_share_of_an_inbox_not_to_join_ke
 def test_S42_a_batch_counts_its_deliveries_made_before_its_group_was_first_counted(
     store: Store, operator: Operator
 ) -> None:
-    created = operator.create_space("workflow", inbox_cap=8)  # join_key_share 0.5: 4 together
-    sid, key = created.id, created.join_key
-    victim, _ = trusted.join(store, sid, "victim")
-    friend, _ = trusted.join(store, sid, "friend")
-    crowd = [Agent.join(store, sid, f"s{i}", join_key=key)[0] for i in range(2)]
+    sid, victim, friend, crowd = inbox_of_eight(store, operator)
     for sender in (friend, friend, crowd[0]):
         assert sender.send("victim", "hi").reached == ["victim"]
     # The batch's first delivery takes the inbox to 4; the group is counted at
