@@ -29,7 +29,7 @@ case "$module" in
     # S41 tests (one doorbell per process, a full queue's mark), which alone
     # kill the datagram-packing and full-queue mutants of wake.py
     paths="broker/delivery/wake.py"
-    tests="tests/unit/delivery/test_wake.py tests/unit/delivery/test_doorbell_files.py tests/unit/delivery/test_doorbell_shared.py tests/contract/test_inbox.py tests/contract/test_turns.py -k '(S20 or S7 or S33 or S41 or private_files) and not postgresql'" ;;
+    tests="tests/unit/delivery/test_wake.py tests/unit/delivery/test_doorbell_files.py tests/unit/delivery/test_doorbell_shared.py tests/contract/test_inbox.py tests/contract/test_turns.py tests/contract/test_board.py -k '(S20 or S7 or S33 or S41 or private_files) and not postgresql'" ;;
   inbox)
     paths="broker/delivery/inbox.py"
     tests="tests/unit/delivery/test_stale_lease.py tests/contract/test_inbox_edges.py tests/contract/test_inbox.py tests/unit/delivery/test_model.py tests/unit/delivery/test_recovery.py tests/contract/test_trust_attacks.py tests/contract/test_queue_edges.py tests/unit/api/test_aio_keeper.py tests/contract/test_turns.py tests/contract/test_import.py -k 'not cli and not postgresql and (not test_trust_attacks or lease_owner or S45) and (not test_turns or S26)'" ;;

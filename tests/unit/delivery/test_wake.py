@@ -569,6 +569,20 @@ def test_S41_every_waiter_on_a_key_is_rung_through_the_one_doorbell_of_its_proce
         assert (w1.wait(30), w1.woke, w2.wait(30), w2.woke) == (True, "rung", True, "rung")
 
 
+def test_S41_a_process_rings_its_own_waiters_directly_without_a_datagram(
+    store: Store, two: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's own commits concern its own long-polls: their bells are rung
+    before ``ring_keys`` returns, with no socket made and no datagram through
+    the process's doorbell thread."""
+    monkeypatch.setattr(wake, "_sender", None)  # no sender socket yet in this process
+    with wake.Waiter(store, [two.b_key]) as w:
+        assert not w.bell.rung
+        assert wake.ring_keys(store, [two.b_key]) == 1
+        assert (w.bell.rung, wake._sender) == (True, None)
+        assert (w.wait(30), w.woke) == (True, "rung")
+
+
 def test_S41_one_ring_of_more_keys_than_a_datagram_holds_rings_every_waiter_of_the_process(
     store: Store,
 ) -> None:
