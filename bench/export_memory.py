@@ -35,7 +35,7 @@ PARTICIPANTS = 50
 
 def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
     """A space with ``messages`` log rows, written with bulk SQL in one transaction."""
-    from broker.ids import fmt_ts, hash_token, new_id, new_token
+    from broker.ids import fmt_ts, hash_token, message_id, new_id, new_token
     from broker.store.sqlite import Store
 
     rnd = random.Random(seed)
@@ -89,7 +89,7 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
                 kind, to, reached, body = "seen", "[]", "[]", json.dumps([new_id()])
             size = len(body) + len(to) + len(reached) + 2
             log_bytes += size
-            mid = new_id()
+            mid = message_id(seq)
             yield (mid, space, seq, kind, sender, to, body, reached, bno, size, at, deliver)
 
     msg_sql = (
@@ -100,7 +100,7 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
     del_sql = (
         "INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, "
         "created_at_utc, attempts, acked_at_utc) SELECT m.rowid * 1048576, ?, ?, m.id, ?, ?, ?, "
-        "?, ? FROM messages m WHERE m.id = ?"
+        "?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
     )
     batch_m: list[tuple[Any, ...]] = []
     batch_d: list[tuple[Any, ...]] = []
@@ -118,7 +118,8 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
                     at,
                     int(done),
                     at if done else None,
-                    mid,
+                    sp,
+                    seq,
                 )
             )
         if len(batch_m) >= 20000:

@@ -143,6 +143,55 @@ def new_id(at: datetime | None = None) -> str:
     )
 
 
+# A message's id locates its row (revision 0018): its 80 bits past the time
+# are the message's seq (the top 40) and 40 random bits, so the log needs no
+# index of ids: a lookup reads the space's (space_id, seq) key the id names,
+# and checks the id. Within a space, ids of one millisecond are in seq order.
+SEQ_BITS = 40
+_DIGIT = {c: i for i, c in enumerate(_ALPHABET)}
+
+
+def message_id(seq: int, at: datetime | None = None) -> str:
+    """The id of the message at ``seq`` of its space: a ULID whose random part
+    starts with ``seq`` (``seq_in_id`` reads it back)."""
+    if not 0 < seq < 1 << SEQ_BITS:
+        raise OverflowError(f"seq {seq} does not fit a message id")
+    ms = int((at.timestamp() if at else time.time()) * 1000)
+    global _time_cache
+    if _time_cache[0] != ms:
+        _time_cache = (ms, _encode(ms, 10))
+    rand = int.from_bytes(os.urandom(5), "big")
+    p = _PAIRS
+    return (
+        _time_cache[1]
+        + p[seq >> 30]
+        + p[(seq >> 20) & 1023]
+        + p[(seq >> 10) & 1023]
+        + p[seq & 1023]
+        + p[rand >> 30]
+        + p[(rand >> 20) & 1023]
+        + p[(rand >> 10) & 1023]
+        + p[rand & 1023]
+    )
+
+
+def seq_in_id(mid: str) -> int:
+    """The seq a message id names (``message_id``); -1 for a string that is no
+    ULID. An id the broker did not make names some seq or none: a lookup
+    checks the id it finds there (and an imported id that names another seq
+    has an alias, ``message_aliases``)."""
+    if len(mid) != 26:
+        return -1
+    value = 0
+    digit = _DIGIT
+    try:
+        for c in mid[10:18]:
+            value = (value << 5) | digit[c]
+    except KeyError:
+        return -1
+    return value
+
+
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 

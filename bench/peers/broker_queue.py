@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import Agent, Operator, Store
-from broker.ids import new_id
+from broker.ids import message_id
 from broker.model.records import Joined
 from broker.store.settings import StoreSettings
 
@@ -172,23 +172,25 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
             # The counters are the log's (revision 0017): read, never written.
             sp = conn.execute(SEL_SPACE, {"space_id": space}).fetchone()
             now = store.now_ts()
-            mids = [new_id() for _ in chunk]
+            seqs = [sp["last_seq"] + 1 + j for j in range(len(chunk))]
+            mids = [message_id(seq) for seq in seqs]
             sizes = [len(text.encode()) + 2 * len(reached) + 2 for text in chunk]
             conn.executemany(
                 INS_MESSAGE,
                 [
                     bind(
                         INS_MESSAGE,
-                        message_row(
-                            mid, space, sp["last_seq"] + 1 + j, sender, text, reached, n, now
-                        ),
+                        message_row(mid, space, seq, sender, text, reached, n, now),
                     )
-                    for j, (mid, text, n) in enumerate(zip(mids, chunk, sizes, strict=True))
+                    for mid, seq, text, n in zip(mids, seqs, chunk, sizes, strict=True)
                 ],
             )
             conn.executemany(
                 INS_DELIVERY,
-                [bind(INS_DELIVERY, delivery_row(space, mid, recipient_id, now)) for mid in mids],
+                [
+                    bind(INS_DELIVERY, delivery_row(space, mid, seq, recipient_id, now))
+                    for mid, seq in zip(mids, seqs, strict=True)
+                ],
             )
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.peers.broker_queue import BrokerQueue, bulk_load, join_agent, open_space
 from broker import Agent, Joined, Store
-from broker.ids import fmt_ts, new_id, new_token, ts_after
+from broker.ids import fmt_ts, message_id, new_id, new_token, ts_after
 from broker.store.sql import CatalogueError, Stmt, stmt
 
 # --- the broker's statements, by name from its public catalogue (broker/store/sql/*.sql) ----------
@@ -313,12 +313,12 @@ def send_statements(
         last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
         last_at = last[0] if last is not None else ""
     now = max(now, last_at)
-    mid = new_id()
+    mid = message_id(seq)  # an id that names its seq (the log keeps no index of ids)
     row = message_row(mid, space, seq, sender, text, reached, size, now)
     # As the broker: writes nobody reads an answer of are deferred (on
     # PostgreSQL, sent with the COMMIT in one round trip; on SQLite, run now).
     c.defer(INS_MESSAGE, bind(INS_MESSAGE, row))
-    c.defer(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, mid, recipient_id, now)))
+    c.defer(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, mid, seq, recipient_id, now)))
 
 
 def message_row(
@@ -350,11 +350,12 @@ def message_row(
     }
 
 
-def delivery_row(space: str, mid: str, recipient_id: str, now: str) -> dict[str, Any]:
+def delivery_row(space: str, mid: str, seq: int, recipient_id: str, now: str) -> dict[str, Any]:
     return {
         "id": new_id(),
         "space_id": space,
         "message_id": mid,
+        "message_seq": seq,
         "recipient_id": recipient_id,
         "state": "ready",
         "created_at_utc": now,

@@ -44,7 +44,7 @@ from typing import Any
 
 from broker import errors
 from broker.delivery import lease_lost, waits, wake
-from broker.ids import fmt_ts, new_token, ts_after
+from broker.ids import fmt_ts, new_token, seq_in_id, ts_after
 from broker.model import bounds
 from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
@@ -67,6 +67,7 @@ EVIDENCE_MAX = 8000
 
 _ADDRESSES = stmt("participants.addresses")
 _INSERT = stmt("inbox.insert")
+_RESTORE = stmt("inbox.restore")
 _CLAIM = stmt("inbox.claim")
 _QUARANTINE_HEAD = stmt("inbox.quarantine_head")
 _CLAIMABLE = stmt("inbox.claimable")
@@ -100,19 +101,23 @@ _DEFAULTS: dict[str, Any] = {
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) -> None:
     """Insert deliveries as given (ids, states and times kept), inside ``t``.
 
-    A send passes new deliveries (``id, space_id, message_id, recipient_id,
-    created_at_utc``: the rest defaults to a fresh ready row); the importer
-    passes every column. A row's rowid comes from its message's (revision
-    0017): a message not in the log inserts nothing, and is refused here, as
-    the foreign key refused it before (the importer names the line). A send's
-    own messages (``sent``) are in the log by construction: its rows go
-    unchecked and deferred (``Tx.defer``: with the COMMIT on PostgreSQL)."""
+    A send passes new deliveries (``id, space_id, message_id, message_seq,
+    recipient_id, created_at_utc``: the rest defaults to a fresh ready row);
+    the importer passes every column. A row's rowid comes from its message's
+    (revision 0017). A send's own messages (``sent``) are in the log by
+    construction, found by their seq: its rows go unchecked and deferred
+    (``Tx.defer``: with the COMMIT on PostgreSQL). The importer's are found by
+    their message id (revision 0018): a message not in the log inserts
+    nothing, and is refused here, as the foreign key refused it before (the
+    importer names the line)."""
     if sent:
-        for row in rows:
+        for row in rows:  # ~15 us less than executemany for the one row of a single send
             t.defer(_INSERT, {**_DEFAULTS, **row})
         return
-    for row in rows:  # ~15 us less than executemany for the one row of a single send
-        if t.execute(_INSERT, {**_DEFAULTS, **row}).rowcount != 1:
+    for row in rows:
+        mid = row["message_id"]
+        located = {"delivery_id": row["id"], "id": mid, "id_seq": seq_in_id(mid)}
+        if t.execute(_RESTORE, {**_DEFAULTS, **row, **located}).rowcount != 1:
             raise errors.StoreError(
                 f"delivery {row['id']}: its message {row['message_id']} is not in the log"
             )

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from broker import errors
+from broker.ids import seq_in_id
 from broker.spaces.auth import Identity
 from broker.store.sql import stmt
 from broker.store.sqlite import Tx
@@ -39,9 +40,13 @@ class Where(NamedTuple):
     lost: str | None
 
 
-def where_now(t: Tx, recipient_id: str, ids: Sequence[str]) -> dict[str, Where]:
-    """Where each of ``ids`` stands in the inbox, by message id."""
-    rows = t.all(_BY_MESSAGE_IDS, {"recipient_id": recipient_id, "ids": json.dumps(list(ids))})
+def where_now(t: Tx, ident: Identity, ids: Sequence[str]) -> dict[str, Where]:
+    """Where each of ``ids`` stands in the inbox of ``ident``, by message id."""
+    located = json.dumps([[i, seq_in_id(i)] for i in ids])
+    rows = t.all(
+        _BY_MESSAGE_IDS,
+        {"space_id": ident.space_id, "recipient_id": ident.participant_id, "ids": located},
+    )
     return {
         r["message_id"]: Where(r["state"], r["lease_token"], r["lost_lease_token"]) for r in rows
     }
@@ -101,7 +106,7 @@ def explain(
             return
         got = set(done)
         missing = [i for i in ids if i not in got]
-        found = where_now(t, ident.participant_id, missing)
+        found = where_now(t, ident, missing)
         unknown = [i for i in missing if i not in found]
         if unknown:
             raise errors.MessageNotFound(

@@ -484,7 +484,7 @@ def seen(store: Store, ident: Identity, turn_id: str, *, tx: Tx | None = None) -
         acked = set(inbox.ack_all(t, pid, token, now))
         rest = [m for m in shown if m not in acked]
         if rest:
-            found = lease_lost.where_now(t, pid, rest)
+            found = lease_lost.where_now(t, ident, rest)
             # In the order the turn showed them (``found`` comes in no set order).
             # Done under this very token: a concurrent confirmation of this
             # turn acked it first (PostgreSQL, READ COMMITTED): not lost.

@@ -61,6 +61,7 @@ _JOURNAL = stmt("purge.journal")
 _MARK = stmt("purge.mark")
 _UNMARK = stmt("purge.unmark")
 _DELETE_SPACE = stmt("purge.delete_space")
+_DELETE_ALIASES = stmt("purge.delete_message_aliases")
 _PURGES = stmt("purge.purges")
 
 # How each table shows in the export: the files holding one line per row.
@@ -193,6 +194,7 @@ def _delete(t: Tx, purged: Purged, via: str) -> None:
                 f"purge of {purged.space_id} deleted {deleted} {table} rows, expected "
                 f"{purged.counts[table]}; rolled back, nothing was deleted"
             )
+    t.execute(_DELETE_ALIASES, params)
     t.execute(_UNMARK, params)
     t.execute(_DELETE_SPACE, params)
     wake.ring_at_commit(t, [wake.SPACES_KEY])  # the console's list of spaces

@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from broker import errors
 from broker.delivery import inbox, wake
-from broker.ids import new_id, parse_ts
+from broker.ids import message_id, new_id, parse_ts, seq_in_id
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
@@ -32,6 +32,8 @@ from broker.vocab import human_size
 
 _SPACE = stmt("messages.space")
 _INSERT_MESSAGE = stmt("messages.insert_message")
+_INSERT_ALIAS = stmt("messages.insert_alias")
+_SEQ_OF = stmt("messages.seq_of")
 _LOGGED_KEY = stmt("messages.logged_key")
 _LAST_AT = stmt("messages.last_at")
 _SENDER_LOG_BYTES = stmt("usage.sender_log_bytes")
@@ -167,6 +169,7 @@ class Batch:
                 "id": new_id(),
                 "space_id": self.space_id,
                 "message_id": result.id,
+                "message_seq": result.seq,
                 "recipient_id": pid,
                 "created_at_utc": now,
             }
@@ -246,8 +249,8 @@ class Batch:
         mail: Mail,
     ) -> SendResult:
         """The log row of this send, with the next seq; the counters move with it."""
-        mid = new_id()
         self.seq += 1
+        mid = message_id(self.seq)
         recipients, reached_json, not_reached_json, size = _sized(
             body_bytes, targets, out.reached, out.not_reached
         )
@@ -529,13 +532,29 @@ def stamp(
 
 
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, defer: bool = False) -> None:
-    """The one writer of ``messages``: a send's rows, and the importer's (which
-    reads each refusal at its row: not ``defer``, ``Tx.defer``)."""
+    """The one writer of ``messages``: a send's rows, whose ids name their seq
+    (``broker.ids.message_id``)."""
     # executemany costs ~15 us more than execute for one row: a single send is the hot path.
     if len(rows) == 1:
         (t.defer if defer else t.execute)(_INSERT_MESSAGE, rows[0])
     elif rows:
         t.many(_INSERT_MESSAGE, rows)
+
+
+def restore_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
+    """The importer's rows of ``messages``, ids as given (each refusal read at
+    its row). The log has no index of ids (revision 0018): an id already in
+    the space is refused here, and an id that does not name its row's seq
+    gets an alias (``message_aliases``, written only here), so a lookup by id
+    finds it."""
+    for row in rows:
+        mid, space_id, seq = row["id"], row["space_id"], row["seq"]
+        spelled = seq_in_id(mid)
+        if t.one(_SEQ_OF, {"space_id": space_id, "id": mid, "id_seq": spelled}) is not None:
+            raise errors.StoreError(f"message {mid} is already in the log of space {space_id}")
+        t.execute(_INSERT_MESSAGE, row)
+        if spelled != seq:
+            t.execute(_INSERT_ALIAS, {"space_id": space_id, "id": mid, "seq": seq})
 
 
 def append(
@@ -560,11 +579,11 @@ def append(
     Sends go through ``Batch``: these two are the only writers of ``messages``."""
     store.lock_space(t, space_id)
     now = stamp(store, t, space_id)
-    mid = new_id()
     reached_json = json.dumps(reached or [])
     not_reached_json = json.dumps(not_reached or [])
     size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
     seq = int(t.one(_SPACE, {"space_id": space_id})["last_seq"]) + 1
+    mid = message_id(seq)
     t.execute(
         _INSERT_MESSAGE,
         {

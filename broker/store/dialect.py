@@ -169,7 +169,8 @@ USAGE_FOLD = (
 # what ``INSERT OR REPLACE`` / ``REPLACE`` deletes first (S43). Each UNIQUE
 # index of the table is here (tests/contract/test_append_only.py checks the schema).
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "messages": (("id",), ("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
+    # messages: no key of ids (revision 0018: an id names its row's seq).
+    "messages": (("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
     "participant_events": (("id",),),
     "transcript": (("id",),),
     "claim_journal": (("id",),),

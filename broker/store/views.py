@@ -163,7 +163,7 @@ VIEWS: tuple[View, ...] = (
         "d.created_at_utc, d.lease_owner, d.lease_expires_at, "
         "CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} THEN 1 ELSE 0 END "
         "AS lease_live, d.acked_at_utc, d.last_error, d.quarantine_reason "
-        "FROM deliveries d JOIN messages m ON m.id = d.message_id "
+        "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
         "JOIN participants p ON p.id = d.recipient_id",
     ),
     View(
@@ -315,7 +315,7 @@ VIEWS: tuple[View, ...] = (
         "SELECT d.space_id, p.address AS recipient, d.id AS delivery_id, d.message_id, m.seq, "
         "m.kind, m.sender, m.body, d.attempts, d.quarantine_reason, d.last_error, "
         "d.created_at_utc "
-        "FROM deliveries d JOIN messages m ON m.id = d.message_id "
+        "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
         "JOIN participants p ON p.id = d.recipient_id WHERE d.state = 'quarantine'",
     ),
     View(

@@ -125,10 +125,11 @@ def test_S43_a_plain_connection_rewrites_and_deletes_nothing(plain: Plain) -> No
         )
         names, marks = ", ".join(columns), plain.mark(len(columns))
         forged = [("forged" if c == col else first[c]) for c in columns]
+        key = ", ".join(UNIQUE_KEYS[table][0])  # messages: (space_id, seq); no key of ids
         attacks: list[tuple[str, Any]] = [
             (
                 f"INSERT INTO {table} ({names}) VALUES ({marks}) "
-                f"ON CONFLICT (id) DO UPDATE SET {col} = excluded.{col}",
+                f"ON CONFLICT ({key}) DO UPDATE SET {col} = excluded.{col}",
                 forged,
             ),
             (f"UPDATE {table} SET {col} = 'forged' WHERE id = ?", [first["id"]]),

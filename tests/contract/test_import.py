@@ -467,7 +467,68 @@ def test_S33_a_log_line_the_database_refuses_is_reported_at_its_line_on_both_bac
         problems = info.value.fields["problems"]
         # the line itself, and the deliveries of the message it would have logged
         assert problems[0].startswith(f"runs/{built.space}/messages/log.jsonl:2: "), problems
-        assert all(
-            f"its message {refused} is not in the log" in p for p in problems[1:]
-        ), problems
+        assert all(f"its message {refused} is not in the log" in p for p in problems[1:]), problems
         assert _count(other, "messages") == 0
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_an_imported_id_that_names_no_seq_of_its_row_is_found_by_its_alias_and_purged_with_it(
+    exported: tuple[Store, spacegen.Built, Path], tmp_path: Path, engine: str
+) -> None:
+    """Revision 0018: the log has no index of ids; a message id the broker
+    makes names its seq. An imported id that does not (a log made elsewhere)
+    gets an alias, so every lookup by id finds it (a cursor, a reply, a
+    status); a second row with that id is refused at its line; a purge
+    removes the aliases with the space."""
+    import pgtest
+
+    from broker.ids import new_id, seq_in_id
+
+    _, built, out = exported
+    folder = _folder(out, built.space)
+    tree = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*.jsonl"))
+    log = _lines(folder / "log.jsonl")
+    # A message no other file names (no delivery, no transcript line): its id can change alone.
+    at = next(i for i, line in enumerate(log) if tree.count(json.loads(line)["id"]) == 1)
+    row = json.loads(log[at])
+    foreign = new_id()  # 80 random bits: it names no seq of this log
+    assert seq_in_id(foreign) != row["seq"]
+    row["id"] = foreign
+    log[at] = json.dumps(row)
+    _write_lines(folder / "log.jsonl", log)
+    with contextlib.ExitStack() as stack:
+        if engine == "sqlite":
+            other = spacegen.fresh_store(tmp_path / "b")
+        else:
+            other = Store(stack.enter_context(pgtest.database()))
+        stack.callback(other.close)
+        twice = tmp_path / "twice"  # a second row with the foreign id: refused at its line
+        shutil.copytree(out, twice)
+        second = json.loads(log[at + 1])
+        second["id"] = foreign
+        _write_lines(
+            _folder(twice, built.space) / "log.jsonl", [*log[: at + 1], json.dumps(second)]
+        )
+        with pytest.raises(ImportFailed) as info:
+            import_dir(other, twice)
+        assert info.value.fields["problems"][0] == (
+            f"runs/{built.space}/messages/log.jsonl:{at + 2}: refused by the database: "
+            f"message {foreign} is already in the log of space {built.space}"
+        )
+        assert _count(other, "message_aliases") == _count(other, "messages") == 0
+        import_dir(other, out)
+        with other.read() as t:
+            aliases = t.all("SELECT space_id, id, seq FROM message_aliases")
+        assert [tuple(a) for a in aliases] == [(built.space, foreign, row["seq"])]
+        op = Operator(other)
+        after = [e.seq for e in op.log(built.space, after=foreign)]
+        assert after == list(range(row["seq"] + 1, row["seq"] + 1 + len(after)))
+        assert op.status(built.space, foreign).id == foreign
+        with pytest.raises(errors.MessageNotFound):  # its seq, another id: not it
+            op.log(built.space, after=foreign[:-1] + ("0" if foreign[-1] != "0" else "1"))
+        reply = op.send(built.space, "about that", to=["lynx"], reply_to=foreign)
+        assert [e.reply_to for e in op.log(built.space, after=reply.seq - 1)] == [foreign]
+        op.stop_space(built.space)
+        op.archive_space(built.space)
+        op.purge_space(built.space, tmp_path / "purged")
+        assert _count(other, "message_aliases") == 0

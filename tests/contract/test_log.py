@@ -14,7 +14,7 @@ import trusted
 from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
-from broker.ids import new_id, parse_ts
+from broker.ids import new_id, parse_ts, seq_in_id
 from broker.mail import messages
 from broker.model.records import to_dict
 from broker.store.settings import Limits
@@ -281,6 +281,28 @@ def test_S7_message_ids_are_time_ordered_like_seq(
     log = Operator(store).log(space)
     assert [e.id for e in log] == sorted(e.id for e in log)
     assert [e.created_at_utc for e in log] == sorted(e.created_at_utc for e in log)
+
+
+def test_S7_a_message_id_names_its_seq_and_a_look_alike_at_that_seq_is_no_message(
+    store: Store, operator: Operator, space: str, join: Callable[..., Agent]
+) -> None:
+    """Revision 0018: the log keeps no index of ids. An id the broker makes
+    names its seq (``broker.ids.message_id``); a lookup reads the row at that
+    seq and checks the id, so another id that names the same seq is no message."""
+    lynx = join("flow/lynx")
+    sent = [lynx.send("operator", str(i)) for i in range(3)]
+    assert [seq_in_id(r.id) for r in sent] == [r.seq for r in sent]
+    first = sent[0].id
+    look_alike = first[:18] + ("00000000" if first[18:] != "00000000" else "11111111")
+    assert seq_in_id(look_alike) == sent[0].seq
+    with pytest.raises(errors.MessageNotFound):
+        operator.log(space, after=look_alike)
+    assert [e.seq for e in operator.log(space, after=first)] == [r.seq for r in sent[1:]]
+    for bad in ("not an id", first.lower(), first + "0"):
+        with pytest.raises((errors.MessageNotFound, errors.InvalidInput)):  # no message
+            operator.log(space, after=bad)
+    with store.read() as t:
+        assert t.one("SELECT count(*) FROM message_aliases")[0] == 0  # none made by the broker
 
 
 def test_S7_a_log_cursor_from_another_space_is_message_not_found_in_one_exact_line(

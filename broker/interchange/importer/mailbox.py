@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from broker.ids import fmt_ts, hash_token, new_id, new_token
+from broker.ids import fmt_ts, hash_token, message_id, new_id, new_token
 from broker.interchange.export.lines import DIRECTORY
 from broker.interchange.export.mailbox import (
     OPERATOR_FOLDER,
@@ -211,7 +211,7 @@ class MailImport:
         spaces.insert_rows(t, [space])
         self.summary.spaces.append(space_id)
         pids = self._participants(t, space_id, now)
-        ins_m = Inserter(t, self.run, messages.insert_rows, "")
+        ins_m = Inserter(t, self.run, messages.restore_rows, "")
         ins_d = Inserter(t, self.run, inbox.insert_rows, "")
         seq = 0
         for m in self.mails:
@@ -309,7 +309,7 @@ def _message_row(
 ) -> dict[str, Any]:
     recipients, reached = _lists(m, headers)
     return {
-        "id": new_id(),
+        "id": message_id(seq),
         "space_id": space_id,
         "seq": seq,
         "kind": "direct",  # never "operator": a file does not carry that authority (S29)

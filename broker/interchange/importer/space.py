@@ -133,7 +133,7 @@ class SpaceImport:
         self.directory(cursors)
         self.append_only(EVENTS, participants.insert_events, "participants.jsonl")
         self.summary.messages += self.append_only(
-            LOG, messages.insert_rows, "log.jsonl", extra=check_message
+            LOG, messages.restore_rows, "log.jsonl", extra=check_message
         )
         self.keys()
         self.reservations()

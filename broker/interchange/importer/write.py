@@ -1,6 +1,6 @@
 """The importer's writes: every table through its owner's writer (one writer
 per table), named like the owner: ``spaces.insert_rows(t, rows)``,
-``participants.insert_rows`` and ``insert_events``, ``messages.insert_rows``
+``participants.insert_rows`` and ``insert_events``, ``messages.restore_rows``
 (``broker.mail.sending``), ``inbox.insert_rows``, ``claims.insert_claims`` and
 ``insert_journal``, ``reservations.insert_rows``, ``turns.insert_rows``,
 ``transcript.insert_rows``, ``history.insert_rows``. ``rows`` are dicts keyed by

@@ -3,7 +3,7 @@
 
 -- name: message
 SELECT id, sender, seq, reached, ack_required FROM messages
-WHERE space_id = :space_id AND id = :id AND kind <> 'seen'
+WHERE space_id = :space_id AND seq = {id_seq} AND id = :id AND kind <> 'seen'
 
 -- name: seen_by
 -- The senders of receipts after the message that list its id.

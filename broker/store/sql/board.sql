@@ -18,7 +18,7 @@ ORDER BY seq LIMIT :n
 
 -- name: message_head
 -- Kind and sender of one message of the space (what a retract checks).
-SELECT kind, sender FROM messages WHERE space_id = :space_id AND id = :id
+SELECT kind, sender FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
 
 -- name: retracted_by
 -- The retraction of a directive, if any.

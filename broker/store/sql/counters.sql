@@ -1,7 +1,19 @@
--- Fragments every area may use ({last_seq}, {log_bytes}, {last_bcast}): the
--- space's counters, derived from the log (revision 0017). This file holds no
--- statement; a fragment of the same name in another area is refused (defined
--- twice), so each expression is written once.
+-- Fragments every area may use: the space's counters, derived from the log
+-- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), and the seq a message
+-- id names ({id_seq}, revision 0018). This file holds no statement; a fragment
+-- of the same name in another area is refused (defined twice), so each
+-- expression is written once.
+
+-- fragment: id_seq
+-- The seq of the message :id of the space :space_id: a message id names its
+-- seq (broker.ids.message_id), which the caller reads out of it as :id_seq
+-- (broker.ids.seq_in_id), unless the message has an alias (an id logged before
+-- revision 0018, or an imported one naming another seq). The log has no index
+-- of ids: a lookup reads `space_id = :space_id AND seq = {id_seq} AND id = :id`,
+-- one seek on (space_id, seq), and the id check refuses whatever else is there.
+coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a.id = :id), :id_seq)
+-- postgresql:
+coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a.id = :id), CAST(:id_seq AS bigint))
 
 -- fragment: last_seq
 -- The space's counters are derived (revision 0017), each one expression over

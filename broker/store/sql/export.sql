@@ -95,7 +95,7 @@ SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS r
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
        d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
        d.rowid AS _rowid
-FROM deliveries d JOIN messages m ON m.id = d.message_id
+FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
 JOIN participants p ON p.id = d.recipient_id
 
 -- name: inbox
@@ -236,7 +236,7 @@ SELECT p.address AS owner,
             ELSE 'inbox' END AS folder,
        d.created_at_utc AS at, d.id AS uid, m.sender AS sender, m.body AS body,
        m.urgent AS urgent
-  FROM deliveries d JOIN messages m ON m.id = d.message_id
+  FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
   JOIN participants p ON p.id = d.recipient_id
  WHERE d.space_id = :space
 UNION ALL

@@ -1,21 +1,34 @@
 -- Inboxes as queues (broker.delivery.inbox, S13-S16, S32): the only writer of `deliveries`.
 
 -- name: insert
--- New deliveries, and rows restored by the importer: every column as given.
+-- New deliveries of a send: its message is found by its seq (:message_seq).
 -- The rowid is the message's rowid times 2^20 plus the deliveries of the
 -- message already in (revision 0017): a message's deliveries are one rowid
 -- range (no index on message_id), and rowids grow with the log, so an inbox
--- in rowid order is in log order (S13). No message, no row (the writer
--- counts them).
+-- in rowid order is in log order (S13).
 INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
   attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
   quarantine_reason, lease_process, lost_lease_token)
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
     WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
-  :id, :space_id, m.id, :recipient_id, :state, :created_at_utc,
+  :id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
   :quarantine_reason, :lease_process, :lost_lease_token
-FROM messages m WHERE m.id = :message_id
+FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
+
+-- name: restore
+-- Rows restored by the importer, every column as given, the message found by
+-- its id (counters.sql, id_seq: :id is the message's here, :delivery_id the
+-- row's). No message, no row (the writer counts them).
+INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
+  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
+  quarantine_reason, lease_process, lost_lease_token)
+SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
+    WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
+  :delivery_id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
+  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
+  :quarantine_reason, :lease_process, :lost_lease_token
+FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
 -- The rowids of the first :n claimable rows of an inbox, in log order (S13,
@@ -71,7 +84,7 @@ UPDATE deliveries SET
 WHERE rowid IN ({candidates})
 RETURNING rowid AS r, id AS delivery_id, message_id, state, attempts, created_at_utc,
   (SELECT json_array(kind, sender, body, urgent, {mail}) FROM messages m
-   WHERE m.id = deliveries.message_id) AS message
+   WHERE m.rowid = deliveries.rowid >> 20) AS message
 -- postgresql:
 WITH candidates AS ({locked_candidates}), claimed AS (
 UPDATE deliveries d SET
@@ -92,7 +105,7 @@ FROM candidates c WHERE d.rowid = c.rowid
 RETURNING d.rowid AS r, d.id AS delivery_id, d.message_id, d.state, d.attempts,
   d.created_at_utc,
   (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, {m.mail})::text
-   FROM messages m WHERE m.id = d.message_id) AS message
+   FROM messages m WHERE m.rowid = d.rowid >> 20) AS message
 )
 SELECT * FROM claimed ORDER BY r
 
@@ -195,18 +208,27 @@ WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'process
 RETURNING message_id
 
 -- name: by_message_ids
--- Why a settle missed some ids: where each of them is now. A message's
--- deliveries are the rowid range of its rowid (revision 0017).
+-- Why a settle missed some ids: where each of them is now. :ids is a JSON
+-- array of [id, the seq it spells] (broker.ids.seq_in_id; an alias wins, as
+-- in counters.sql's id_seq). A message's deliveries are the rowid range of its
+-- rowid (revision 0017).
 SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
-FROM messages m JOIN deliveries d
+FROM json_each(:ids) i JOIN messages m ON m.space_id = :space_id
+  AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
+    WHERE a.space_id = :space_id AND a.id = i.value ->> 0), i.value ->> 1)
+  AND m.id = i.value ->> 0
+JOIN deliveries d
   ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
-WHERE m.id IN (SELECT value FROM json_each(:ids)) AND d.recipient_id = :recipient_id
+WHERE d.recipient_id = :recipient_id
 -- postgresql:
 SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
-FROM messages m JOIN deliveries d
+FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_id = :space_id
+  AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
+    WHERE a.space_id = :space_id AND a.id = i ->> 0), CAST(i ->> 1 AS bigint))
+  AND m.id = i ->> 0
+JOIN deliveries d
   ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
-WHERE m.id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-  AND d.recipient_id = :recipient_id
+WHERE d.recipient_id = :recipient_id
 
 -- name: by_token
 -- Why a settle of a whole lease found nothing held: where its rows are now,
@@ -252,7 +274,7 @@ RETURNING message_id
 SELECT d.id AS delivery_id, d.message_id, p.address AS recipient, m.kind, m.sender, m.body,
   d.created_at_utc, d.attempts, d.quarantine_reason, d.last_error, d.lease_owner
 FROM deliveries d
-JOIN messages m ON m.id = d.message_id
+JOIN messages m ON m.rowid = d.rowid >> 20
 JOIN participants p ON p.id = d.recipient_id
 WHERE d.space_id = :space_id AND d.state = 'quarantine'
 ORDER BY d.created_at_utc, d.id

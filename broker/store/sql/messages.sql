@@ -21,6 +21,11 @@ VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via,
   :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
   {:mail})
 
+-- name: insert_alias
+-- An imported message whose id does not name its seq: where it is (revision
+-- 0018; counters.sql, id_seq).
+INSERT INTO message_aliases (space_id, id, seq) VALUES (:space_id, :id, :seq)
+
 -- name: logged_key
 -- The first send of an idempotency key by this sender in a space (S12, S45:
 -- another sender's key is another key), with what a repeat must match (kind,
@@ -66,7 +71,7 @@ ORDER BY joined_at_utc, id
 
 -- name: seq_of
 -- The log position of a message id of the space (a cursor: --after, the board).
-SELECT seq FROM messages WHERE space_id = :space_id AND id = :id
+SELECT seq FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
 
 -- name: log
 -- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`

@@ -108,6 +108,10 @@ DELETE FROM reservations WHERE space_id = :space
 -- name: delete_messages
 DELETE FROM messages WHERE space_id = :space
 
+-- name: delete_message_aliases
+-- The space's message aliases (revision 0018): an index of its log, not counted.
+DELETE FROM message_aliases WHERE space_id = :space
+
 -- name: delete_participants
 DELETE FROM participants WHERE space_id = :space
 

@@ -30,8 +30,8 @@ ORDER BY c.rank, m.seq LIMIT :n
 -- thread words weighted A). :query is broker.mail.search_query.tsquery's text; every
 -- weight counts alike in the rank (0.1, ts_rank's default for D).
 SELECT c.id, c.seq, c.kind, c.sender, c.recipients, c.thread, c.created_at_utc,
-  c.id AS rid, -ts_rank('{0.1, 0.1, 0.1, 0.1}', c.v, c.q) AS rank
-FROM (SELECT m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
+  c.rowid AS rid, -ts_rank('{0.1, 0.1, 0.1, 0.1}', c.v, c.q) AS rank
+FROM (SELECT m.rowid, m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
         (to_tsvector('simple', broker_search_text(m.body))
          || setweight(to_tsvector('simple', broker_search_text(coalesce(m.thread, ''))), 'A')) AS v,
         q
@@ -53,12 +53,12 @@ ORDER BY rank, c.seq LIMIT :n
 SELECT rowid, snippet(messages_fts, -1, '[', ']', '…', 12) FROM messages_fts
 WHERE messages_fts MATCH :query AND rowid IN (SELECT value FROM json_each(:rowids))
 -- postgresql:
--- The rows come by id (a search's rid on PostgreSQL), highlighted by ts_headline
+-- The rows come by rowid (a search's rid), highlighted by ts_headline
 -- (on the body as written: a word PostgreSQL's parser keeps whole, `search.py`,
 -- or writes with a diacritic, `café`, is found but may go unhighlighted).
-SELECT m.id, ts_headline('simple', m.body, to_tsquery('simple', :query),
+SELECT m.rowid, ts_headline('simple', m.body, to_tsquery('simple', :query),
   'StartSel=[, StopSel=], MaxWords=12, MinWords=4, FragmentDelimiter=…, MaxFragments=1')
-FROM messages m WHERE m.id IN (SELECT jsonb_array_elements_text(:rowids::jsonb))
+FROM messages m WHERE m.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
 
 -- name: index_size
 -- Bytes of the search index's own tables (the text is not copied: the index

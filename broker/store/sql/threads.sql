@@ -6,11 +6,11 @@
 -- and one the replier can see (S45): :viewer (an agent) sent it, it reached
 -- :viewer, or it is on the board (posts, directives, retractions); NULL (the
 -- operator) sees every message of the space. Any other is "no message".
-SELECT thread FROM messages WHERE space_id = :space_id AND id = :id
+SELECT thread FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
   AND (:viewer IS NULL OR sender = :viewer OR kind IN ('post', 'directive', 'retract')
        OR EXISTS (SELECT 1 FROM json_each(reached) r WHERE r.value = :viewer))
 -- postgresql:
-SELECT thread FROM messages WHERE space_id = :space_id AND id = :id
+SELECT thread FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
   AND (:viewer::text IS NULL OR sender = :viewer OR kind IN ('post', 'directive', 'retract')
        OR reached::jsonb ? :viewer)
 

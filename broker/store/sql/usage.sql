@@ -19,7 +19,7 @@ SELECT log_bytes FROM sender_usage WHERE space_id = :space_id AND sender = :send
 -- Deliveries of one sender waiting in one inbox: the per-sender share of
 -- inbox_cap, counted on a send only once the inbox holds that share, so it
 -- reads at most inbox_cap rows of the inbox and their messages by key.
-SELECT count(*) AS n FROM deliveries d JOIN messages m ON m.id = d.message_id
+SELECT count(*) AS n FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
 WHERE d.recipient_id = :recipient_id AND d.state IN ('ready', 'processing')
   AND m.sender = :sender
 

@@ -27,6 +27,10 @@ Overview (one database holds many spaces; every row carries ``space_id``):
     (triggers refuse UPDATE and DELETE), with a gap-free ``seq`` per space and
     the outcome of the send (``reached`` / ``not_reached``). Board posts,
     directives and retractions are log rows too: the board is a view of it.
+    A message's id names its seq (revision 0018): no index of ids.
+``message_aliases``
+    The seq of each message whose id does not name it: ids logged before
+    revision 0018, and imported ones.
 ``deliveries``
     One row per (message, recipient inbox): the queue (S13-S16), states
     ready -> processing -> done | quarantine, with the lease that holds it.
@@ -67,7 +71,7 @@ from __future__ import annotations
 # isort: off
 from broker.store.tables.base import metadata
 from broker.store.tables.space import participant_events, participants, spaces
-from broker.store.tables.log import deliveries, messages
+from broker.store.tables.log import deliveries, message_aliases, messages
 from broker.store.tables.turns import history, transcript, turns
 from broker.store.tables.board import board_claims, claim_journal, reservations
 from broker.store.tables.store import folds, operator_key, purges, purging, sender_usage
@@ -79,6 +83,7 @@ __all__ = [
     "deliveries",
     "folds",
     "history",
+    "message_aliases",
     "messages",
     "metadata",
     "operator_key",

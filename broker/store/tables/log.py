@@ -20,7 +20,14 @@ from broker.vocab import DELIVERY_STATES, MESSAGE_KINDS
 messages = Table(
     "messages",
     metadata,
-    column.ulid_key("ULID; the stable id consumers de-duplicate by"),
+    Column(
+        "id",
+        String(column.ID),
+        nullable=False,
+        comment="ULID; the stable id consumers de-duplicate by. No index: its random part "
+        "starts with the row's seq, so (space_id, seq) finds it (an imported id naming "
+        "another seq has a row in message_aliases; revision 0018)",
+    ),
     column.space_ref(),
     Column("seq", Integer, nullable=False, comment="gap-free per-space sequence"),
     column.choice("kind", MESSAGE_KINDS),
@@ -77,6 +84,18 @@ messages = Table(
     ),
     one_of("kind", MESSAGE_KINDS),
     comment="The append-only log (S7, S11).",
+)
+
+message_aliases = Table(
+    "message_aliases",
+    metadata,
+    column.space_ref(primary_key=True),
+    Column("id", String(column.ID), primary_key=True, comment="the message's id"),
+    Column("seq", Integer, nullable=False, comment="the message's seq in the space"),
+    sqlite_with_rowid=False,
+    comment="Where a message whose id does not name its seq is (revision 0018): the ids "
+    "of messages logged before it, and imported ones. Written with the message; a "
+    "lookup by id reads it first (broker/store/sql/counters.sql, id_seq).",
 )
 
 deliveries = Table(

@@ -26,6 +26,7 @@ from cli_space import count_rows
 
 from broker import Agent, Operator, Store, errors
 from broker.store import keys
+from broker.store.dialect import UNIQUE_KEYS
 
 Cli = Callable[..., Any]
 NO_KEY = {"BROKER_JOIN_KEY": ""}  # the cli fixture hands no join key to this call
@@ -477,6 +478,11 @@ APPEND_ONLY = {
 }
 
 
+def _key(table: str) -> str:
+    """A table's first unique key: the log's is (space_id, seq), no key of ids (revision 0018)."""
+    return ", ".join(UNIQUE_KEYS[table][0])
+
+
 def test_S34_replace_upsert_update_and_delete_leave_append_only_rows_as_they_were(
     store: Store, tmp_path: Path
 ) -> None:
@@ -502,7 +508,7 @@ def test_S34_replace_upsert_update_and_delete_leave_append_only_rows_as_they_wer
             (f"REPLACE INTO {table} ({names}) VALUES ({marks})", changed),
             (
                 f"INSERT INTO {table} ({names}) VALUES ({marks}) "
-                f"ON CONFLICT (id) DO UPDATE SET {col} = excluded.{col}",
+                f"ON CONFLICT ({_key(table)}) DO UPDATE SET {col} = excluded.{col}",
                 changed,
             ),
             (f"UPDATE {table} SET {col} = 'forged' WHERE id = ?", [first["id"]]),

@@ -25,6 +25,7 @@ import trusted
 from alembic import command
 
 from broker import Operator, Store, errors
+from broker.ids import new_id, seq_in_id
 from broker.interchange.export import export_space
 from broker.store import sql
 from broker.store.migrate import HEAD, config
@@ -237,8 +238,7 @@ def test_a_store_of_revision_0016_upgraded_exports_what_it_exported_before(
         (top,) = t.one("SELECT max(seq) FROM messages WHERE space_id = ?", (built.space,))
         assert last_seq == top > 0  # as every send of revision 0016 kept it
         rows = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
-    assert _export(store, built.space, tmp_path / "old") == head_export
-    _to(store, HEAD)
+    _to(store, HEAD)  # (the code of revision 0018 reads no store of 0016: no export there)
     assert _export(store, built.space, tmp_path / "after") == head_export
     with store.read() as t:
         assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows
@@ -253,6 +253,56 @@ def test_a_store_of_revision_0016_upgraded_exports_what_it_exported_before(
     reader, _ = trusted.join(store, built.space, "flow/reader")
     assert late.send("reader", "after the upgrade").seq == top + 1
     assert [d.body for d in reader.claim(limit=5).deliveries] == ["after the upgrade"]
+
+
+def test_a_store_of_revision_0017_upgraded_exports_what_it_exported_before_and_finds_old_ids(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Revision 0018: no index of message ids. A message logged before it has
+    an id that names no seq (80 random bits): the upgrade gives it an alias, so
+    the store exports what it exported before, and every lookup by that id (a
+    cursor, a reply, a status, its delivery's claim) finds it; ids made after
+    spell their seq and need none."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    lynx, otter = built.agents["lynx"], built.agents["otter"]
+    _to(store, "0017")
+    old = new_id()  # as every id was made before revision 0018
+    with store.write() as t:
+        (top,) = t.one("SELECT max(seq) FROM messages WHERE space_id = ?", (built.space,))
+        (last_at,) = t.one(
+            "SELECT max(created_at_utc) FROM messages WHERE space_id = ?", (built.space,)
+        )
+        t.execute(
+            "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, reached, "
+            "not_reached, reached_n, size_bytes, created_at_utc) "
+            "VALUES (?, ?, ?, 'direct', ?, '[\"otter\"]', 'from before', '[\"otter\"]', '[]', "
+            "1, 30, ?)",
+            (old, built.space, top + 1, lynx.identity.address, last_at),
+        )
+        (mrow,) = t.one("SELECT rowid FROM messages WHERE id = ?", (old,))
+        t.execute(
+            "INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, "
+            "created_at_utc) VALUES (?, ?, ?, ?, ?, 'ready', ?)",
+            (mrow * 1048576, new_id(), built.space, old, otter.identity.participant_id, last_at),
+        )
+    assert seq_in_id(old) != top + 1
+    before = _export(store, built.space, tmp_path / "old")
+    _to(store, HEAD)
+    assert _export(store, built.space, tmp_path / "after") == before
+    with store.read() as t:
+        aliased = t.all("SELECT id, seq FROM message_aliases WHERE space_id = ?", (built.space,))
+    assert [tuple(a) for a in aliased] == [(old, top + 1)]  # rich_space's ids spell their seq
+    op = Operator(store)
+    assert op.log(built.space, after=old) == []
+    assert op.status(built.space, old).reached == ["otter"]
+    reply = otter.send("lynx", "about that", reply_to=old)
+    assert seq_in_id(reply.id) == reply.seq == top + 2
+    assert [e.reply_to for e in op.log(built.space, after=top + 1)] == [old]
+    claimed = [(d.id, d.body) for d in otter.claim(limit=10).deliveries]
+    assert (old, "from before") in claimed
+    with store.read() as t:  # the reply needed no alias
+        assert t.one("SELECT count(*) FROM message_aliases")[0] == 1
 
 
 def test_an_upgraded_store_claims_in_fifo_order(tmp_path: Path) -> None:
@@ -345,14 +395,14 @@ def test_S7_the_inbox_cap_holds_across_the_counter_s_batches_claims_acks_and_a_p
 
 
 _COUNTER_SEEK = re.compile(
-    r"USING COVERING INDEX (sqlite_autoindex_messages_2 \(space_id=\?\)"
+    r"USING COVERING INDEX (sqlite_autoindex_messages_1 \(space_id=\?\)"
     r"|ix_messages_space_id_bcast_no \(space_id=\? AND bcast_no>\?\))$"
 )
 
 
 # The send's caller read also takes the space's last log time (S44): the log's
 # (space_id, seq) index read backwards, LIMIT 1, one row: a probe, not a tail.
-_LAST_AT = "SEARCH messages USING INDEX sqlite_autoindex_messages_2 (space_id=?)"
+_LAST_AT = "SEARCH messages USING INDEX sqlite_autoindex_messages_1 (space_id=?)"
 _READS_LAST_AT = {"auth.caller_send"}
 
 

@@ -23,7 +23,13 @@ from alembic.runtime.migration import MigrationContext
 from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
-from broker.store.dialect import PG_SEARCH_INDEX, PG_SEARCH_TEXT, compare_type, pg_hidden
+from broker.store.dialect import (
+    PG_SEARCH_INDEX,
+    PG_SEARCH_TEXT,
+    UNIQUE_KEYS,
+    compare_type,
+    pg_hidden,
+)
 from broker.store.migrate import HEAD, upgrade
 from broker.store.tables import metadata
 from broker.vocab import APPEND_ONLY
@@ -231,7 +237,7 @@ def test_pg_S11_append_only_refuses_update_delete_and_upsert_from_plain_psycopg(
             f"DELETE FROM {table}",
             # An upsert that hits an existing row is an UPDATE: refused too.
             f"INSERT INTO {table} SELECT * FROM {table} WHERE id = %(id)s "
-            "ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id",
+            f"ON CONFLICT ({', '.join(UNIQUE_KEYS[table][0])}) DO UPDATE SET id = EXCLUDED.id",
         ):
             with pytest.raises(psycopg.errors.RaiseException, match=f"append-only: {table}"):
                 conn.execute(sql, {"id": first})
