@@ -55,6 +55,9 @@ def triggers_ddl(dialect: str) -> list[str]:
 WAITING_BATCH = 32
 WAITING_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)"
 WAITING_FOLD = (
+    # The rows past upto go into the ready index (``queued``, revision 0019): a
+    # send writes no index page, the fold one per inbox per batch.
+    f"UPDATE deliveries SET queued = 1 WHERE rowid > {WAITING_UPTO} AND queued = 0; "
     "UPDATE participants SET waiting = waiting + (SELECT count(*) FROM deliveries w "
     f"WHERE w.rowid > {WAITING_UPTO} AND w.recipient_id = participants.id "
     f"AND w.state IN {_WAITING}) "

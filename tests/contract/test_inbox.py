@@ -774,3 +774,30 @@ def test_S15_activity_counts_each_inbox_as_a_queue_and_the_last_minutes_sends(
         ("otter", "running"),
     ]
     assert activity.space_id == space and activity.at_utc == cstore.now_ts()
+
+
+def test_S13_a_claim_reads_the_ready_index_and_the_unfolded_tail_in_log_order(
+    store: Store,
+) -> None:
+    """Revision 0019: a send's delivery enters the ready index only when the
+    waiting fold takes it (every 32 messages, SQLite); until then a claim finds
+    it in the short tail past the fold. Across that boundary, released rows
+    of both sides included, an inbox is claimed in log order."""
+    _, a, b = pair(store)
+    ids = [a.send("b", f"m{i}").id for i in range(40)]
+    with store.read() as t:
+        unqueued = [r[0] for r in t.all("SELECT rowid FROM deliveries WHERE queued = 0")]
+        if store.dialect == "sqlite":  # the 32nd message folded the rows before it in
+            (upto,) = t.one("SELECT upto FROM folds WHERE name = 'waiting'")
+            assert len(unqueued) == 8 and min(unqueued) > upto
+        else:  # PostgreSQL pays round trips, not pages: every row is in the index at once
+            assert unqueued == []
+    lease = b.claim(limit=36)
+    assert [d.body for d in lease.deliveries] == [f"m{i}" for i in range(36)]
+    assert b.release(lease.lease_token, [ids[1], ids[34]]) == 2
+    assert [d.body for d in b.claim(limit=10).deliveries] == [
+        "m1",
+        "m34",
+        *map("m{}".format, range(36, 40)),
+    ]
+    assert b.claim(limit=10).deliveries == []

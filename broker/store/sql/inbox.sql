@@ -1,5 +1,20 @@
 -- Inboxes as queues (broker.delivery.inbox, S13-S16, S32): the only writer of `deliveries`.
 
+-- fragment: unqueued
+-- A new row's `queued` (revision 0019): SQLite leaves it out of the ready
+-- index until the waiting fold (every 32 messages) puts it in; until then a
+-- claim finds it in the tail past folds.upto ('waiting'). PostgreSQL pays
+-- round trips, not pages: in at once.
+0
+-- postgresql:
+1
+
+-- fragment: ready_tail
+-- The inbox's ready rows past folds.upto ('waiting'): not in the ready index
+-- yet (`queued` 0), a rowid range of at most 32 messages' deliveries.
+FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
+  AND +w.recipient_id = :recipient_id AND w.state = 'ready' AND w.queued = 0
+
 -- name: insert
 -- New deliveries of a send: its message is found by its seq (:message_seq).
 -- The rowid is the message's rowid times 2^20 plus the deliveries of the
@@ -8,12 +23,12 @@
 -- in rowid order is in log order (S13).
 INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
   attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
-  quarantine_reason, lease_process, lost_lease_token)
+  quarantine_reason, lease_process, lost_lease_token, queued)
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
     WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
   :id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token
+  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 
 -- name: restore
@@ -22,23 +37,26 @@ FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 -- row's). No message, no row (the writer counts them).
 INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
   attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
-  quarantine_reason, lease_process, lost_lease_token)
+  quarantine_reason, lease_process, lost_lease_token, queued)
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
     WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
   :delivery_id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
   :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token
+  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
 -- The rowids of the first :n claimable rows of an inbox, in log order (S13,
 -- S15: within an inbox rowid order is the log's, revision 0017): the first
--- ready rows (the ready index holds them in rowid order) and the oldest
--- expired leases, each cut to :n on its own partial index before the merge.
+-- ready rows (the ready index holds them in rowid order, and the tail past
+-- the waiting fold those not in it yet, revision 0019) and the oldest expired
+-- leases, each cut to :n before the merge.
 SELECT r FROM (
     SELECT * FROM (SELECT rowid AS r FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'ready'
+      WHERE recipient_id = :recipient_id AND state = 'ready' AND queued = 1
       ORDER BY rowid LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT w.rowid AS r {ready_tail} ORDER BY w.rowid LIMIT :n)
     UNION ALL
     SELECT * FROM (SELECT rowid AS r FROM deliveries
       WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
@@ -141,6 +159,12 @@ RETURNING d.id
 -- lease in the inbox, each one probe of its partial index. Read in a snapshot
 -- before the claim, so a claim of an empty inbox (most claims of a busy
 -- swarm) takes no write lock and writes nothing.
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+    AND state = 'ready' AND queued = 1)
+  OR EXISTS (SELECT 1 {ready_tail})
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+    AND state = 'processing' AND lease_expires_at < :now) AS claimable
+-- postgresql:
 SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id AND state = 'ready')
   OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
     AND state = 'processing' AND lease_expires_at < :now) AS claimable
@@ -311,6 +335,25 @@ FROM deliveries WHERE space_id = :space_id
 -- ran out: the next claim takes them), in flight (leased and not expired),
 -- retried (of those, the ones handed out before: a lease expired or was
 -- released) and quarantined. In join order.
+-- SQLite: the ready rows of the index and of the tail past the waiting fold
+-- (revision 0019).
+SELECT p.address, p.status,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+     AND d.queued = 1)
+  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_id = p.id AND w.state = 'ready' AND w.queued = 0)
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND d.lease_expires_at <= :at) AS waiting,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND d.lease_expires_at > :at) AS in_flight,
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+     AND d.queued = 1 AND d.attempts > 0)
+  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_id = p.id AND w.state = 'ready' AND w.queued = 0 AND w.attempts > 0)
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+     AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
+  (SELECT count(*) FROM deliveries d WHERE d.space_id = p.space_id AND d.recipient_id = p.id
+     AND d.state = 'quarantine') AS quarantined
+FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
+-- postgresql:
 SELECT p.address, p.status,
   (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready')
   + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'

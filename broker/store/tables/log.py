@@ -145,12 +145,21 @@ deliveries = Table(
         comment="the latest lease that lost this delivery without settling it: a claim "
         "took it after that lease expired, or restart recovery returned it (S14, S32)",
     ),
+    Column(
+        "queued",
+        Boolean,
+        nullable=False,
+        server_default=text("1"),
+        comment="1: in the ready index. SQLite inserts 0 and the waiting fold sets it for "
+        "every row up to folds.upto ('waiting'), 32 messages at a time: a claim reads the "
+        "index and the short tail past upto (revision 0019). PostgreSQL inserts 1",
+    ),
     # The rowid it holds is the log's order within an inbox (S13). PostgreSQL
     # indexes (recipient_id, rowid) besides (its rowid column is not metadata).
     partial_index(
         "ix_deliveries_ready",
         "recipient_id",
-        where="state = 'ready'",
+        where="state = 'ready' AND queued = 1",
     ),
     partial_index(
         "ix_deliveries_leased",
