@@ -9,7 +9,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,20 @@ def _lines(path: Path) -> list[str]:
 
 def _write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _empty_store(engine: str, path: Path) -> Iterator[Store]:
+    """A new store to import into: a SQLite file at ``path``, or a new PostgreSQL database."""
+    import pgtest
+
+    with contextlib.ExitStack() as stack:
+        if engine == "sqlite":
+            other = spacegen.fresh_store(path)
+        else:
+            other = Store(stack.enter_context(pgtest.database()))
+        stack.callback(other.close)
+        yield other
 
 
 def _count(store: Store, table: str) -> int:
@@ -446,7 +460,6 @@ def test_S33_a_log_line_the_database_refuses_is_reported_at_its_line_on_both_bac
     second row with the first's id) is reported at its line, on PostgreSQL as
     on SQLite: the importer reads each refusal at its row (its inserts are not
     deferred to a later statement, ``Tx.defer``), and nothing is imported."""
-    import pgtest
 
     _, built, out = exported
     folder = _folder(out, built.space)
@@ -456,12 +469,7 @@ def test_S33_a_log_line_the_database_refuses_is_reported_at_its_line_on_both_bac
     second["id"] = first["id"]
     log[1] = json.dumps(second)
     _write_lines(folder / "log.jsonl", log)
-    with contextlib.ExitStack() as stack:
-        if engine == "sqlite":
-            other = spacegen.fresh_store(tmp_path / "b")
-        else:
-            other = Store(stack.enter_context(pgtest.database()))
-        stack.callback(other.close)
+    with _empty_store(engine, tmp_path / "b") as other:
         with pytest.raises(ImportFailed) as info:
             import_dir(other, out)
         problems = info.value.fields["problems"]
@@ -480,7 +488,6 @@ def test_an_imported_id_that_names_no_seq_of_its_row_is_found_by_its_alias_and_p
     gets an alias, so every lookup by id finds it (a cursor, a reply, a
     status); a second row with that id is refused at its line; a purge
     removes the aliases with the space."""
-    import pgtest
 
     from broker.ids import new_id, seq_in_id
 
@@ -496,12 +503,7 @@ def test_an_imported_id_that_names_no_seq_of_its_row_is_found_by_its_alias_and_p
     row["id"] = foreign
     log[at] = json.dumps(row)
     _write_lines(folder / "log.jsonl", log)
-    with contextlib.ExitStack() as stack:
-        if engine == "sqlite":
-            other = spacegen.fresh_store(tmp_path / "b")
-        else:
-            other = Store(stack.enter_context(pgtest.database()))
-        stack.callback(other.close)
+    with _empty_store(engine, tmp_path / "b") as other:
         twice = tmp_path / "twice"  # a second row with the foreign id: refused at its line
         shutil.copytree(out, twice)
         second = json.loads(log[at + 1])

@@ -15,34 +15,35 @@
 FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
   AND +w.recipient_id = :recipient_id AND w.state = 'ready' AND w.queued = 0
 
+-- fragment: new_row
+-- A new delivery's columns and its rowid: its message's rowid times 2^20 plus
+-- the deliveries of the message already in (revision 0017).
+INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
+  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
+  quarantine_reason, lease_process, lost_lease_token, queued)
+SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
+    WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
+
+-- fragment: row_values
+-- The rest of a new delivery's values, its space and message id its message's.
+m.space_id, m.id, :recipient_id, :state, :created_at_utc,
+  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
+  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
+
 -- name: insert
 -- New deliveries of a send: its message is found by its seq (:message_seq).
 -- The rowid is the message's rowid times 2^20 plus the deliveries of the
 -- message already in (revision 0017): a message's deliveries are one rowid
 -- range (no index on message_id), and rowids grow with the log, so an inbox
 -- in rowid order is in log order (S13).
-INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
-  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
-  quarantine_reason, lease_process, lost_lease_token, queued)
-SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
-    WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
-  :id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
-  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
+{new_row} :id, {row_values}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 
 -- name: restore
 -- Rows restored by the importer, every column as given, the message found by
 -- its id (counters.sql, id_seq: :id is the message's here, :delivery_id the
 -- row's). No message, no row (the writer counts them).
-INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
-  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
-  quarantine_reason, lease_process, lost_lease_token, queued)
-SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
-    WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
-  :delivery_id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
-  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
+{new_row} :delivery_id, {row_values}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
