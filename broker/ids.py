@@ -192,6 +192,12 @@ def seq_in_id(mid: str) -> int:
     return value
 
 
+def by_id(mid: str) -> dict[str, object]:
+    """A lookup's parameters for the message ``mid``: its id and the seq it
+    names (the catalogue's ``{id_seq}``, with the space's ``space_id``)."""
+    return {"id": mid, "id_seq": seq_in_id(mid)}
+
+
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 

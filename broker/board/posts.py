@@ -26,7 +26,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import seq_in_id
+from broker.ids import by_id
 from broker.model import bounds
 from broker.model.records import SendResult, to_dict
 from broker.record_type import from_row, record
@@ -85,7 +85,7 @@ def view(
 def _read(t: Tx, space_id: str, after: str | None, limit: int) -> list[BoardEntry]:
     start = 0
     if after:
-        row = t.one(_CURSOR_SEQ, {"space_id": space_id, "id": after, "id_seq": seq_in_id(after)})
+        row = t.one(_CURSOR_SEQ, {"space_id": space_id, **by_id(after)})
         if row is None:
             raise errors.MessageNotFound(
                 f"no message {after!r} in this space: --after takes the id of a board entry you read"
@@ -222,7 +222,7 @@ def _directive_id(directive_id: str) -> str:
 
 def _author(t: Tx, space_id: str, did: str) -> str:
     """Who issued directive ``did`` of the space (else ``directive_not_found``)."""
-    found = t.one(_SQL["message_head"], {"space_id": space_id, "id": did, "id_seq": seq_in_id(did)})
+    found = t.one(_SQL["message_head"], {"space_id": space_id, **by_id(did)})
     if found is None or found["kind"] != "directive":
         raise errors.DirectiveNotFound(f"no directive {did!r} in this space", directive_id=did)
     author: str = found["sender"]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from broker import errors
 from broker.delivery import wake
-from broker.ids import seq_in_id
+from broker.ids import by_id
 from broker.mail import messages
 from broker.model.records import LogEntry
 from broker.spaces import spaces
@@ -53,7 +53,7 @@ def follow_log(
     seq = after_seq
     if seq is None and after is not None:
         with store.read() as t:
-            row = t.one(_SEQ_OF, {"space_id": space.id, "id": after, "id_seq": seq_in_id(after)})
+            row = t.one(_SEQ_OF, {"space_id": space.id, **by_id(after)})
         if row is None:
             raise errors.MessageNotFound(f"no message {after!r} in space {space.id}")
         seq = row["seq"]  # even when nothing follows it yet: never restart from the top

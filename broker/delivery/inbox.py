@@ -44,7 +44,7 @@ from typing import Any
 
 from broker import errors
 from broker.delivery import lease_lost, waits, wake
-from broker.ids import fmt_ts, new_token, seq_in_id, ts_after
+from broker.ids import by_id, fmt_ts, new_token, ts_after
 from broker.model import bounds
 from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
@@ -115,8 +115,7 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) ->
             t.defer(_INSERT, {**_DEFAULTS, **row})
         return
     for row in rows:
-        mid = row["message_id"]
-        located = {"delivery_id": row["id"], "id": mid, "id_seq": seq_in_id(mid)}
+        located = {"delivery_id": row["id"], **by_id(row["message_id"])}
         if t.execute(_RESTORE, {**_DEFAULTS, **row, **located}).rowcount != 1:
             raise errors.StoreError(
                 f"delivery {row['id']}: its message {row['message_id']} is not in the log"

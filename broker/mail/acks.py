@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from broker import errors
-from broker.ids import seq_in_id
+from broker.ids import by_id
 from broker.model.records import AckStatus
 from broker.spaces.auth import Identity, caller
 from broker.spaces.spaces import resolve_id
@@ -23,7 +23,7 @@ _NOT_PEOPLE = {"operator", "broadcast"}
 
 
 def _status(t: Tx, space_id: str, message_id: str, asker: str | None) -> AckStatus:
-    row = t.one(_MESSAGE, {"space_id": space_id, "id": message_id, "id_seq": seq_in_id(message_id)})
+    row = t.one(_MESSAGE, {"space_id": space_id, **by_id(message_id)})
     if row is None or (asker is not None and row["sender"] != asker):
         # Another's message is "not found", not "forbidden": no probing for ids.
         raise errors.MessageNotFound(f"no message {message_id!r} of yours in space {space_id}")

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from broker import errors
-from broker.ids import seq_in_id
+from broker.ids import by_id
 from broker.mail.recipients import OPERATOR, Sender
 from broker.mail.sending import Batch, append, append_receipt, send_in_tx
 from broker.mail.threads import PLAIN, Mail, mail
@@ -243,7 +243,7 @@ def log(
         space_id = resolve_id(t, space_ref)
         start = after_seq or 0
         if after:
-            row = t.one(_SEQ_OF, {"space_id": space_id, "id": after, "id_seq": seq_in_id(after)})
+            row = t.one(_SEQ_OF, {"space_id": space_id, **by_id(after)})
             if row is None:
                 raise errors.MessageNotFound(f"no message {after!r} in space {space_id}")
             start = max(start, row[0])

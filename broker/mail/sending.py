@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from broker import errors
 from broker.delivery import inbox, wake
-from broker.ids import message_id, new_id, parse_ts, seq_in_id
+from broker.ids import by_id, message_id, new_id, parse_ts, seq_in_id
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
@@ -549,11 +549,10 @@ def restore_rows(t: Tx, rows: Sequence[dict[str, Any]]) -> None:
     finds it."""
     for row in rows:
         mid, space_id, seq = row["id"], row["space_id"], row["seq"]
-        spelled = seq_in_id(mid)
-        if t.one(_SEQ_OF, {"space_id": space_id, "id": mid, "id_seq": spelled}) is not None:
+        if t.one(_SEQ_OF, {"space_id": space_id, **by_id(mid)}) is not None:
             raise errors.StoreError(f"message {mid} is already in the log of space {space_id}")
         t.execute(_INSERT_MESSAGE, row)
-        if spelled != seq:
+        if seq_in_id(mid) != seq:
             t.execute(_INSERT_ALIAS, {"space_id": space_id, "id": mid, "seq": seq})
 
 

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import seq_in_id
+from broker.ids import by_id
 from broker.model.records import LogEntry, NotReached
 from broker.model.records.mail import MAIL_DEFAULTS, mail_of
 from broker.record_type import from_row
@@ -55,10 +55,7 @@ def thread_of(t: Tx, space_id: str, m: Mail, viewer: str | None = None) -> Mail:
     reply_to, thread = m["reply_to"], m["thread"]
     if reply_to is None:
         return m
-    row = t.one(
-        _PARENT,
-        {"space_id": space_id, "id": reply_to, "id_seq": seq_in_id(reply_to), "viewer": viewer},
-    )
+    row = t.one(_PARENT, {"space_id": space_id, **by_id(reply_to), "viewer": viewer})
     if row is None:
         raise errors.MessageNotFound(f"reply_to: no message {reply_to!r} in space {space_id}")
     inherited = row["thread"] or reply_to
