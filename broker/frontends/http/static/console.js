@@ -285,7 +285,7 @@ async function loadEarlier() {
 function addEntries(rows, live) {
   if (!rows.length) return;
   const log = $("log");
-  const stick = S.atBottom;
+  const stick = following();
   let shownNew = 0;
   for (const e of rows) {
     if (S.entries.has(e.seq)) continue;
@@ -379,6 +379,14 @@ function refreshSeenNode(node, id) {
 
 // --- following the newest: auto-scroll until the operator scrolls up ---------------------
 function atEnd() { const b = $("log-box"); return b.scrollHeight - b.scrollTop - b.clientHeight < 40; }
+
+// Whether new messages scroll into view: where the box is scrolled to now, not the last
+// scroll event's word (that event comes a frame later: messages arriving in between would
+// drag an operator who just scrolled up back down). A hidden box keeps the last word.
+function following() {
+  if ($("log-box").clientHeight) S.atBottom = atEnd();
+  return S.atBottom;
+}
 
 function scrollToEnd() {
   const b = $("log-box");
