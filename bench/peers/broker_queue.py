@@ -188,7 +188,7 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
             conn.executemany(
                 INS_DELIVERY,
                 [
-                    bind(INS_DELIVERY, delivery_row(space, mid, seq, recipient_id, now))
+                    bind(INS_DELIVERY, delivery_row(space, seq, recipient_id))
                     for mid, seq in zip(mids, seqs, strict=True)
                 ],
             )

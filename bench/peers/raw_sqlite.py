@@ -318,7 +318,7 @@ def send_statements(
     # As the broker: writes nobody reads an answer of are deferred (on
     # PostgreSQL, sent with the COMMIT in one round trip; on SQLite, run now).
     c.defer(INS_MESSAGE, bind(INS_MESSAGE, row))
-    c.defer(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, mid, seq, recipient_id, now)))
+    c.defer(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, seq, recipient_id)))
 
 
 def message_row(
@@ -350,25 +350,9 @@ def message_row(
     }
 
 
-def delivery_row(space: str, mid: str, seq: int, recipient_id: str, now: str) -> dict[str, Any]:
-    return {
-        "id": new_id(),
-        "space_id": space,
-        "message_id": mid,
-        "message_seq": seq,
-        "recipient_id": recipient_id,
-        "state": "ready",
-        "created_at_utc": now,
-        "attempts": 0,
-        "lease_token": None,
-        "lease_owner": None,
-        "lease_expires_at": None,
-        "acked_at_utc": None,
-        "last_error": None,
-        "quarantine_reason": None,
-        "lease_process": None,
-        "lost_lease_token": None,
-    }
+def delivery_row(space: str, seq: int, recipient_id: str) -> dict[str, Any]:
+    """A new delivery's values as a send binds them (inbox.insert writes the rest)."""
+    return {"id": new_id(), "space_id": space, "message_seq": seq, "recipient_id": recipient_id}
 
 
 class RawFloor:

@@ -163,15 +163,12 @@ class Batch:
         self.woken.update(out.ring)
         self.woken.update(delivered)
         result = self._log_row(kind, targets, text, body_bytes, out, urgent, via, ref, key, mail)
-        now = self.messages[-1]["created_at_utc"]
         self.deliveries += [
             {
                 "id": new_id(),
                 "space_id": self.space_id,
-                "message_id": result.id,
                 "message_seq": result.seq,
                 "recipient_id": pid,
-                "created_at_utc": now,
             }
             for pid in delivered
         ]

@@ -1,0 +1,119 @@
+"""``python -m bench.statements``: the floor of the broker's statements, one by one.
+
+``raw_same`` (bench/peers/raw_sqlite.py) runs the broker's own statements for a
+one-recipient send with no library around them; this times each of those
+statements on its own (SQLite's C time, parameters bound), as the median over
+``--sends`` sends after ``--warm``, beside the minimal queue's one autocommit
+INSERT (``raw_floor``) and the cost of binding as many named parameters as the
+log row's INSERT takes. It answers where ``raw_same``'s distance from
+``raw_floor`` lies: which statements, and how much of it is work any log row,
+delivery and caller check must do, whatever the library around them.
+
+python -m bench.statements --sends 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, in_write_tx
+
+_clock = time.perf_counter_ns
+
+
+class _Timed:
+    """A connection whose statements are timed, by their first words."""
+
+    def __init__(self, conn: sqlite3.Connection, into: dict[str, list[int]]) -> None:
+        self.conn, self.into = conn, into
+
+    def execute(self, sql: Any, params: Any = ()) -> sqlite3.Cursor:
+        t0 = _clock()
+        cur = self.conn.execute(sql, params)
+        self.into.setdefault(_label(str(sql)), []).append(_clock() - t0)
+        return cur
+
+    defer = execute  # as the broker: on SQLite a deferred write runs at once
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def _label(sql: str) -> str:
+    words = sql.split()
+    if words[0] == "SELECT":
+        return "SELECT: the caller check (auth.caller_send)"
+    if words[0] == "INSERT":
+        return f"INSERT INTO {words[2]}"
+    return " ".join(words[:2]) if words[0] == "BEGIN" else words[0]
+
+
+def _median_us(samples: list[int]) -> float:
+    return statistics.median(samples) / 1000
+
+
+def _each(n: int, fn: Callable[[], object]) -> list[int]:
+    out = []
+    for _ in range(n):
+        t0 = _clock()
+        fn()
+        out.append(_clock() - t0)
+    return out
+
+
+def measure(folder: Path, sends: int, warm: int, body: str) -> dict[str, float]:
+    """Median µs of each statement of a raw_same send, and of the references."""
+    same = RawSame(folder / "same")
+    for _ in range(warm):
+        same.put(body)
+    times: dict[str, list[int]] = {}
+    same.conn = _Timed(same.conn, times)  # type: ignore[assignment]
+    whole = _each(sends, lambda: same.put(body))
+    got = {k: _median_us(v) for k, v in times.items() if len(v) >= sends // 2}
+    got["raw_same: the whole send (statements + the values they need)"] = _median_us(whole)
+    floor = RawFloor(folder / "floor")
+    for _ in range(warm):
+        floor.put(body)
+    got["raw_floor: one autocommit INSERT"] = _median_us(_each(sends, lambda: floor.put(body)))
+    # The same INSERT inside BEGIN IMMEDIATE ... COMMIT: the least a send that
+    # reads before it writes (the caller check, S10) pays for its transaction.
+    got["raw_floor's INSERT in BEGIN IMMEDIATE ... COMMIT"] = _median_us(
+        _each(sends, lambda: in_write_tx(floor.conn, lambda c: floor.put(body)))
+    )
+    # Binding alone: a statement that reads nothing but its parameters, with as
+    # many named parameters as the log row's INSERT binds.
+    names = INS_MESSAGE.params
+    probe = "SELECT " + ", ".join(f":{p}" for p in names)
+    values = dict.fromkeys(names, "x" * 26)
+    conn = sqlite3.connect(":memory:")
+    got[f"binding {len(names)} named parameters (no table)"] = _median_us(
+        _each(sends, lambda: conn.execute(probe, values))
+    )
+    same.close()
+    floor.close()
+    return got
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.statements", description=__doc__)
+    p.add_argument("--sends", type=int, default=3000)
+    p.add_argument("--warm", type=int, default=500)
+    p.add_argument("--body-bytes", type=int, default=100)
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-statements-") as d:
+        got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes)
+    print(f"{a.sends} one-recipient sends after {a.warm}, median µs")
+    print("| statement | µs |\n|---|---|")
+    for name, us in got.items():
+        print(f"| {name} | {us:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

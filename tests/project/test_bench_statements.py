@@ -1,0 +1,38 @@
+"""``python -m bench.statements`` times each statement of a ``raw_same`` send.
+
+The floor it reports (bench/results, spec §Targets) rests on it timing the
+broker's own statements for a one-recipient send, each under its own name,
+and the references beside them; a statement the broker adds or drops shows
+up here as a name more or less.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.peers.raw_sqlite import INS_MESSAGE  # noqa: E402
+from bench.statements import measure  # noqa: E402
+
+
+def test_each_statement_of_a_raw_same_send_is_timed_beside_the_minimal_queue(
+    tmp_path: Path,
+) -> None:
+    got = measure(tmp_path, sends=40, warm=5, body="x" * 100)
+    assert list(got) == [
+        "BEGIN IMMEDIATE",
+        "SELECT: the caller check (auth.caller_send)",
+        "INSERT INTO messages",
+        "INSERT INTO deliveries",
+        "COMMIT",
+        "raw_same: the whole send (statements + the values they need)",
+        "raw_floor: one autocommit INSERT",
+        "raw_floor's INSERT in BEGIN IMMEDIATE ... COMMIT",
+        f"binding {len(INS_MESSAGE.params)} named parameters (no table)",
+    ]
+    statements = sum(list(got.values())[:5])
+    assert all(us > 0 for us in got.values()), got
+    assert got["raw_same: the whole send (statements + the values they need)"] >= statements * 0.5
