@@ -187,10 +187,7 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
             )
             conn.executemany(
                 INS_DELIVERY,
-                [
-                    bind(INS_DELIVERY, delivery_row(space, seq, recipient_id))
-                    for mid, seq in zip(mids, seqs, strict=True)
-                ],
+                [bind(INS_DELIVERY, delivery_row(space, seq, recipient_id)) for seq in seqs],
             )
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -249,7 +249,8 @@ def _caller_send(
         space_state=got["space_state"],
         settings=got["settings"],
         counters=(got["last_seq"], got["log_bytes"], got["last_bcast"]),
-        recipient=tuple(json.loads(recipient)) if recipient else None,  # its waiting moves
+        # Not remembered: the recipient's row holds its waiting count, new each send.
+        recipient=tuple(json.loads(recipient)) if recipient else None,
         last_at=got["last_at"],
         now=now,
     )

@@ -24,12 +24,6 @@ INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, cr
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
     WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
 
--- fragment: row_values
--- The rest of a new delivery's values, its space and message id its message's.
-m.space_id, m.id, :recipient_id, :state, :created_at_utc,
-  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
-
 -- name: insert
 -- New deliveries of a send: its message is found by its seq (:message_seq).
 -- The rowid is the message's rowid times 2^20 plus the deliveries of the
@@ -46,7 +40,9 @@ FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 -- Rows restored by the importer, every column as given, the message found by
 -- its id (counters.sql, id_seq: :id is the message's here, :delivery_id the
 -- row's). No message, no row (the writer counts them).
-{new_row} :delivery_id, {row_values}
+{new_row} :delivery_id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
+  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
+  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
