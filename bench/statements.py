@@ -9,7 +9,11 @@ log row's INSERT takes. It answers where ``raw_same``'s distance from
 ``raw_floor`` lies: which statements, and how much of it is work any log row,
 delivery and caller check must do, whatever the library around them.
 
+``--senders N``: N other agents have each sent a message in the space first
+(a space's log size was a sum over its senders' rows before revision 0020).
+
 python -m bench.statements --sends 3000
+python -m bench.statements --sends 3000 --senders 64
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, in_write_tx
+from broker import Operator
 
 _clock = time.perf_counter_ns
 
@@ -68,9 +73,12 @@ def _each(n: int, fn: Callable[[], object]) -> list[int]:
     return out
 
 
-def measure(folder: Path, sends: int, warm: int, body: str) -> dict[str, float]:
-    """Median µs of each statement of a raw_same send, and of the references."""
+def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) -> dict[str, float]:
+    """Median µs of each statement of a raw_same send, and of the references;
+    ``senders`` other agents have each sent one message in the space first."""
     same = RawSame(folder / "same")
+    for i in range(senders):
+        Operator(same.store).join(same.space, f"earlier{i}")[0].send("worker", body)
     for _ in range(warm):
         same.put(body)
     times: dict[str, list[int]] = {}
@@ -106,10 +114,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sends", type=int, default=3000)
     p.add_argument("--warm", type=int, default=500)
     p.add_argument("--body-bytes", type=int, default=100)
+    p.add_argument("--senders", type=int, default=0, help="other agents that sent first")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-statements-") as d:
-        got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes)
-    print(f"{a.sends} one-recipient sends after {a.warm}, median µs")
+        got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes, a.senders)
+    earlier = f", {a.senders} other senders in the space" if a.senders else ""
+    print(f"{a.sends} one-recipient sends after {a.warm}{earlier}, median µs")
     print("| statement | µs |\n|---|---|")
     for name, us in got.items():
         print(f"| {name} | {us:.1f} |")

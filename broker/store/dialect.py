@@ -146,17 +146,24 @@ def purge_ddl(dialect: str) -> list[str]:
     return []
 
 
-# SQLite: ``sender_usage`` takes the log in batches, as the search index does:
-# once USAGE_BATCH log rows wait past ``folds.upto``, the insert trigger adds
-# them all to their senders' rows and moves ``upto`` to the last (two pages
-# every 32 sends instead of one page every send). Readers add the rows past
-# ``upto`` themselves (usage.sender_log_bytes, usage.top_senders,
-# shares.log_bytes). A space's delete (a purge) folds the tail of the other
-# spaces first and then sets ``upto`` to the log's last rowid: rowids freed at
-# the top of the log are used again, and must count when they are.
+# SQLite: ``sender_usage`` and ``space_usage`` take the log in batches, as the
+# search index does: once USAGE_BATCH log rows wait past ``folds.upto``, the
+# insert trigger adds them all to their senders' and their space's rows and
+# moves ``upto`` to the last (three pages every 32 sends instead of two pages
+# every send). Readers add the rows past ``upto`` themselves
+# (usage.sender_log_bytes, usage.top_senders, shares.log_bytes, the fragment
+# log_bytes). A space's delete (a purge) folds the tail of the other spaces
+# first and then sets ``upto`` to the log's last rowid: rowids freed at the top
+# of the log are used again, and must count when they are. (The space's total
+# has a row of its own, revision 0020: summing its senders' rows cost a send a
+# read per sender, 8 us more at 65 senders.)
 USAGE_BATCH = 32
 USAGE_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)"
 USAGE_FOLD = (
+    "INSERT INTO space_usage (space_id, log_bytes) "
+    f"SELECT space_id, sum(size_bytes) FROM messages WHERE rowid > {USAGE_UPTO} "
+    "GROUP BY space_id "
+    "ON CONFLICT (space_id) DO UPDATE SET log_bytes = log_bytes + excluded.log_bytes; "
     "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
     "SELECT space_id, sender, sum(size_bytes), count(*) FROM messages "
     f"WHERE rowid > {USAGE_UPTO} GROUP BY space_id, sender "
@@ -220,8 +227,9 @@ def any_connection_ddl(dialect: str) -> list[str]:
 
 
 def sender_usage_ddl(dialect: str) -> list[str]:
-    """``sender_usage`` follows the log (S30): each new log row adds its size to
-    its sender's count; the rows go with their space (a purge). Kept by the
+    """``sender_usage`` and ``space_usage`` follow the log (S30, S11): each new
+    log row adds its size to its sender's count and its space's; the rows go
+    with their space (a purge). Kept by the
     database, like ``participants.waiting``, so every path that appends to the
     log (sends, receipts, imports) counts, and the share check is one read
     (plus, on SQLite, the few log rows of the batch not folded in yet)."""
@@ -230,18 +238,25 @@ def sender_usage_ddl(dialect: str) -> list[str]:
             "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
             f"WHEN NEW.rowid - {USAGE_UPTO} >= {USAGE_BATCH} BEGIN {USAGE_FOLD} END",
             "CREATE TRIGGER IF NOT EXISTS spaces_sender_usage AFTER DELETE ON spaces "
-            f"BEGIN {USAGE_FOLD} DELETE FROM sender_usage WHERE space_id = OLD.id; END",
+            f"BEGIN {USAGE_FOLD} DELETE FROM sender_usage WHERE space_id = OLD.id; "
+            "DELETE FROM space_usage WHERE space_id = OLD.id; END",
         ]
     if dialect == "postgresql":
         return [
             "CREATE OR REPLACE FUNCTION broker_sender_usage() RETURNS trigger AS $$ BEGIN "
             "IF TG_TABLE_NAME = 'spaces' THEN "
-            "DELETE FROM sender_usage WHERE space_id = OLD.id; RETURN NULL; END IF; "
+            "DELETE FROM sender_usage WHERE space_id = OLD.id; "
+            "DELETE FROM space_usage WHERE space_id = OLD.id; RETURN NULL; END IF; "
             "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
             "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
             "ON CONFLICT (space_id, sender) DO UPDATE SET "
             "log_bytes = sender_usage.log_bytes + excluded.log_bytes, "
-            "messages = sender_usage.messages + 1; RETURN NULL; END $$ LANGUAGE plpgsql",
+            "messages = sender_usage.messages + 1; "
+            "INSERT INTO space_usage (space_id, log_bytes) "
+            "VALUES (NEW.space_id, NEW.size_bytes) "
+            "ON CONFLICT (space_id) DO UPDATE SET "
+            "log_bytes = space_usage.log_bytes + excluded.log_bytes; "
+            "RETURN NULL; END $$ LANGUAGE plpgsql",
             "CREATE TRIGGER messages_sender_usage AFTER INSERT ON messages "
             "FOR EACH ROW EXECUTE FUNCTION broker_sender_usage()",
             "CREATE TRIGGER spaces_sender_usage AFTER DELETE ON spaces "

@@ -274,6 +274,9 @@ def _usage_read(store: Store, sid: str) -> dict[str, list[tuple[Any, ...]]]:
                 for s in senders
             ],
             "shares": sorted(tuple(r) for r in t.all(stmt("shares.log_bytes"), {"space_id": sid})),
+            # the space's total (space_usage, revision 0020), as the send's caller check
+            # and space show read it
+            "space": [int(t.one(stmt("usage.space_totals"), {"space_id": sid})["log_bytes"])],
         }
 
 
@@ -282,6 +285,7 @@ def _agrees(store: Store, sid: str) -> list[tuple[Any, ...]]:
     assert got["top"] == got["log"]
     assert got["one"] == [(s, b) for s, b, _ in got["log"]]
     assert got["shares"] == [(s, b) for s, b, _ in got["log"]]
+    assert got["space"] == [sum(b for _, b, _ in got["log"])]
     return got["log"]
 
 
@@ -304,6 +308,7 @@ def test_S30_sender_usage_follows_the_log_on_every_path_and_goes_with_a_purge(
     operator.archive_space(sid)
     operator.purge_space(sid, tmp_path / "export")
     assert count(store, "SELECT count(*) FROM sender_usage WHERE space_id = ?", sid) == 0
+    assert count(store, "SELECT count(*) FROM space_usage WHERE space_id = ?", sid) == 0
 
 
 def test_S30_sender_usage_taken_in_batches_stays_exact_across_batches_and_a_purge(
@@ -340,6 +345,7 @@ def test_S30_sender_usage_taken_in_batches_stays_exact_across_batches_and_a_purg
     log = _agrees(store, keep)
     assert log[0][0] == "a" and log[0][2] == 111
     assert count(store, "SELECT count(*) FROM sender_usage WHERE space_id = ?", gone) == 0
+    assert count(store, "SELECT count(*) FROM space_usage WHERE space_id = ?", gone) == 0
 
 
 # --- S30: space set / space_usage -------------------------------------------------------

@@ -36,3 +36,12 @@ def test_each_statement_of_a_raw_same_send_is_timed_beside_the_minimal_queue(
     statements = sum(list(got.values())[:5])
     assert all(us > 0 for us in got.values()), got
     assert got["raw_same: the whole send (statements + the values they need)"] >= statements * 0.5
+
+
+def test_a_space_with_earlier_senders_times_the_same_statements(tmp_path: Path) -> None:
+    """``--senders``: other agents sent first (the space's log size was a sum
+    over its senders' rows before revision 0020); the send's statements are the
+    same ones."""
+    got = measure(tmp_path, sends=20, warm=2, body="x" * 100, senders=3)
+    assert "SELECT: the caller check (auth.caller_send)" in got
+    assert "INSERT INTO deliveries" in got

@@ -18,7 +18,7 @@ coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a
 -- fragment: last_seq
 -- The space's counters are derived (revision 0017), each one expression over
 -- the row `spaces`. The last seq and broadcast number: one seek each on
--- the log's indexes; the bytes logged: the space's sender_usage rows plus (SQLite)
+-- the log's indexes; the bytes logged: the space's space_usage row plus (SQLite)
 -- the log rows past folds.upto that the batched trigger has not folded in yet
 -- (fewer than 32). Each is at least the space row's own column: the floor the
 -- importer writes (the exported counters), frozen at revision 0017, never
@@ -30,9 +30,9 @@ max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = sp
 greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
 
 -- fragment: log_bytes
-max(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
+max(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
 -- postgresql:
-greatest(spaces.log_bytes, coalesce((SELECT sum(log_bytes) FROM sender_usage WHERE space_id = spaces.id), 0))
+greatest(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE space_id = spaces.id), 0))
 
 -- fragment: last_bcast
 max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))

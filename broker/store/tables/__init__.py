@@ -74,7 +74,14 @@ from broker.store.tables.space import participant_events, participants, spaces
 from broker.store.tables.log import deliveries, message_aliases, messages
 from broker.store.tables.turns import history, transcript, turns
 from broker.store.tables.board import board_claims, claim_journal, reservations
-from broker.store.tables.store import folds, operator_key, purges, purging, sender_usage
+from broker.store.tables.store import (
+    folds,
+    operator_key,
+    purges,
+    purging,
+    sender_usage,
+    space_usage,
+)
 # isort: on
 
 __all__ = [
@@ -92,6 +99,7 @@ __all__ = [
     "purges",
     "purging",
     "sender_usage",
+    "space_usage",
     "reservations",
     "spaces",
     "transcript",

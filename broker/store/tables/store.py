@@ -1,5 +1,6 @@
 """Store-level tables: retention (``purges``, ``purging``), the operator key
-(S29) and the per-sender log share kept by triggers (``sender_usage``, S30).
+(S29) and the log's size per sender and per space kept by triggers
+(``sender_usage``, ``space_usage``, S30, S11).
 """
 
 from __future__ import annotations
@@ -73,12 +74,32 @@ sender_usage = Table(
 )
 
 
+space_usage = Table(
+    "space_usage",
+    metadata,
+    column.space_ref(
+        primary_key=True,
+        foreign_key=False,
+        comment="the space (no foreign key: a trigger removes the row with the space)",
+    ),
+    column.counter("log_bytes", "sum of messages.size_bytes of the space's log rows"),
+    comment="A space's log size (S11), kept by the same triggers as sender_usage (no "
+    "module writes it), so a send's log cap check is one primary-key read whatever the "
+    "number of senders, not a sum over their rows (revision 0020).",
+)
+
+
 folds = Table(
     "folds",
     metadata,
-    Column("name", String(40), primary_key=True, comment="what is folded: sender_usage | waiting"),
+    Column(
+        "name",
+        String(40),
+        primary_key=True,
+        comment="what is folded: sender_usage (and space_usage) | waiting",
+    ),
     column.counter("upto", "the last log rowid folded in; later rows are the tail readers add"),
-    comment="Batched derived state (SQLite): sender_usage takes the log and "
+    comment="Batched derived state (SQLite): sender_usage and space_usage take the log and "
     "participants.waiting the deliveries in batches of 32 rows, as the search index takes "
     "the log (S7, S30, S36), so a send does not write their pages; readers add the rows "
     "past `upto`. Unused on PostgreSQL.",

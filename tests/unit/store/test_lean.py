@@ -153,6 +153,24 @@ def _export(store: Store, space: str, root: Path) -> dict[str, bytes]:
     return _tree(root)
 
 
+def _export_before_0020(store: Store, space: str, root: Path) -> dict[str, bytes]:
+    """The export of a store of a revision before 0020 by this exporter, which
+    reads a space's log size from ``space_usage`` (revision 0020): a view of
+    that name stands in for the table while it runs, the sum of the space's
+    ``sender_usage`` rows, which is what the exporter read before it."""
+    view = (
+        "CREATE VIEW space_usage AS SELECT space_id, sum(log_bytes) AS log_bytes "
+        "FROM sender_usage GROUP BY space_id"
+    )
+    with store.write() as t:
+        t.execute(view)
+    try:
+        return _export(store, space, root)
+    finally:
+        with store.write() as t:
+            t.execute("DROP VIEW space_usage")
+
+
 def _to(store: Store, revision: str) -> None:
     cfg = config()
     with store.engine.begin() as conn:
@@ -287,7 +305,7 @@ def test_a_store_of_revision_0017_upgraded_exports_what_it_exported_before_and_f
             (mrow * 1048576, new_id(), built.space, old, otter.identity.participant_id, last_at),
         )
     assert seq_in_id(old) != top + 1
-    before = _export(store, built.space, tmp_path / "old")
+    before = _export_before_0020(store, built.space, tmp_path / "old")
     _to(store, HEAD)
     assert _export(store, built.space, tmp_path / "after") == before
     with store.read() as t:
@@ -435,3 +453,65 @@ def test_every_reader_of_a_batched_counter_reads_the_tail_by_rowid(tmp_path: Pat
     finally:
         raw.close()
         store.close()
+
+
+def test_a_space_s_log_size_is_one_row_read_whatever_its_senders(tmp_path: Path) -> None:
+    """Revision 0020: every statement that reads a space's log bytes (the send's
+    caller check among them) reads its ``space_usage`` row by key and no
+    ``sender_usage`` row; summing the senders' rows made a send cost more the
+    more agents had sent in the space."""
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        readers = {n: s for n, s in sql.all_statements().items() if "space_usage" in s}
+        assert "auth.caller_send" in readers and "usage.space_totals" in readers
+        for name in readers:
+            plan = _plan(store, name)
+            assert any(
+                p.startswith("SEARCH space_usage USING INDEX sqlite_autoindex_space_usage_1")
+                for p in plan
+            ), (name, plan)
+            assert not any("sender_usage" in p for p in plan), (name, plan)
+    finally:
+        store.close()
+
+
+def test_a_store_of_revision_0019_upgraded_keeps_its_log_size_with_a_batch_unfolded(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Revision 0020 starts each space's ``space_usage`` row at the sum of its
+    folded ``sender_usage`` rows; the rows past ``folds.upto`` stay the readers'
+    tail. So a store upgraded with a batch half folded exports what it exported
+    before, reads its log size as the log's own sum, and keeps it across the
+    next folds."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    lynx = built.agents["lynx"]
+    for i in range(45):  # a fold, and rows past it
+        lynx.send("otter", f"before the upgrade {i}")
+    _to(store, "0019")
+    with store.read() as t:
+        assert "space_usage" not in {
+            r[0]
+            for r in t.all(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                if store.dialect == "sqlite"
+                else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
+        }
+    before = _export_before_0020(store, built.space, tmp_path / "old")
+    _to(store, HEAD)
+    assert _export(store, built.space, tmp_path / "after") == before
+
+    def agrees() -> int:
+        with store.read() as t:
+            (logged,) = t.one(
+                "SELECT sum(size_bytes) FROM messages WHERE space_id = ?", (built.space,)
+            )
+            got = t.one(sql.stmt("usage.space_totals"), {"space_id": built.space})["log_bytes"]
+        assert got == logged
+        return int(logged)
+
+    first = agrees()
+    for i in range(40):
+        lynx.send("otter", f"after the upgrade {i}")
+    assert agrees() > first

@@ -122,7 +122,7 @@ SPEC_TRIGGERS = {f"{t}_no_{op}" for t in SPEC_APPEND_ONLY for op in ("update", "
     "purges_no_delete",
     "purging_no_update",
     "purging_archived_only",
-    # sender_usage: each sender's share of the log follows the log (S30)
+    # sender_usage, space_usage: each sender's share and the space's size follow the log
     "messages_sender_usage",
     "spaces_sender_usage",
     # participants.waiting: folded in batches, refolded when a space goes (revision 0015)
