@@ -104,7 +104,7 @@ def test_an_agent_s_everyday_calls_do_the_same_work_in_a_large_space(tmp_path: P
     finally:
         small.close()
         large.close()
-    assert all(n > 100 for n in few.values()), few  # the handler saw the statements
+    assert all(n > 50 for n in few.values()), few  # the handler saw the statements
     # The same steps (a seek is one step however deep its b-tree); a store of
     # revision 0019 took ~600 more for a send, a claim and an ack here, five per sender.
     for call, n in few.items():
