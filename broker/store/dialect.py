@@ -229,10 +229,11 @@ def any_connection_ddl(dialect: str) -> list[str]:
 def sender_usage_ddl(dialect: str) -> list[str]:
     """``sender_usage`` and ``space_usage`` follow the log (S30, S11): each new
     log row adds its size to its sender's count and its space's; the rows go
-    with their space (a purge). Kept by the
-    database, like ``participants.waiting``, so every path that appends to the
-    log (sends, receipts, imports) counts, and the share check is one read
-    (plus, on SQLite, the few log rows of the batch not folded in yet)."""
+    with their space (a purge). Kept by the database, like
+    ``participants.waiting``, so every path that appends to the log (sends,
+    receipts, imports) counts, and the share check and the log cap check are
+    one read each (plus, on SQLite, the few log rows of the batch not folded in
+    yet)."""
     if dialect == "sqlite":
         return [
             "CREATE TRIGGER IF NOT EXISTS messages_sender_usage AFTER INSERT ON messages "
