@@ -33,9 +33,10 @@ case "$module" in
   inbox)
     paths="broker/delivery/inbox.py"
     tests="tests/unit/delivery/test_stale_lease.py tests/contract/test_inbox_edges.py tests/contract/test_inbox.py tests/unit/delivery/test_model.py tests/unit/delivery/test_recovery.py tests/contract/test_trust_attacks.py tests/contract/test_queue_edges.py tests/unit/api/test_aio_keeper.py tests/contract/test_turns.py tests/contract/test_import.py -k 'not cli and not postgresql and (not test_trust_attacks or lease_owner or S45) and (not test_turns or S26)'" ;;
-  messages)  # the log's reads, the send path and the recipient resolution
+  messages)  # the log's reads, the send path and the recipient resolution; and the
+    # importer's log rows (restore_rows: the aliases of revision 0018), test_import.py
     paths="broker/mail/messages.py,broker/mail/sending.py,broker/mail/recipients.py"
-    tests="tests/contract/test_send_edges.py tests/unit/mail/test_send_statements.py tests/contract/test_send.py tests/contract/test_log.py tests/contract/test_send_many.py tests/contract/test_limits.py tests/contract/test_mail.py tests/contract/test_inbox.py tests/soak/test_concurrency.py tests/contract/test_refusal_fields.py tests/unit/spaces/test_shares.py tests/contract/test_trust_clock.py tests/contract/test_trust_attacks.py tests/contract/test_board.py -k 'not postgresql and not mcp'" ;;
+    tests="tests/contract/test_send_edges.py tests/unit/mail/test_send_statements.py tests/contract/test_send.py tests/contract/test_log.py tests/contract/test_send_many.py tests/contract/test_limits.py tests/contract/test_mail.py tests/contract/test_inbox.py tests/soak/test_concurrency.py tests/contract/test_refusal_fields.py tests/unit/spaces/test_shares.py tests/contract/test_trust_clock.py tests/contract/test_trust_attacks.py tests/contract/test_board.py tests/contract/test_import.py -k 'not postgresql and not mcp'" ;;
   board)  # board.py and claims.py (the key claims moved out of board.py), and
     # test_board_edges.py, written from the third stop's survivors (the kills
     # docs/mutation.md credits to it were checked by hand, never by a run);
