@@ -93,6 +93,13 @@ PG_0019 = (
     "messages = sender_usage.messages + 1; RETURN NULL; END $$ LANGUAGE plpgsql"
 )
 
+# The table's comment on PostgreSQL, before (revision 0015's) and after: what takes the log.
+FOLDS_COMMENT = (
+    "Batched derived state (SQLite): %s the log and participants.waiting the deliveries in "
+    "batches of 32 rows, as the search index takes the log (S7, S30, S36), so a send does not "
+    "write their pages; readers add the rows past `upto`. Unused on PostgreSQL."
+)
+
 
 def upgrade() -> None:
     sqlite = op.get_bind().dialect.name == "sqlite"
@@ -133,10 +140,7 @@ def upgrade() -> None:
             "'what is folded: sender_usage (and space_usage) | waiting'"
         )
         op.execute(
-            "COMMENT ON TABLE folds IS 'Batched derived state (SQLite): sender_usage and "
-            "space_usage take the log and participants.waiting the deliveries in batches of 32 "
-            "rows, as the search index takes the log (S7, S30, S36), so a send does not write "
-            "their pages; readers add the rows past `upto`. Unused on PostgreSQL.'"
+            f"COMMENT ON TABLE folds IS '{FOLDS_COMMENT % 'sender_usage and space_usage take'}'"
         )
 
 
@@ -148,10 +152,5 @@ def downgrade() -> None:
     else:
         op.execute(PG_0019)
         op.execute("COMMENT ON COLUMN folds.name IS NULL")  # revision 0015 set none
-        op.execute(
-            "COMMENT ON TABLE folds IS 'Batched derived state (SQLite): sender_usage takes the "
-            "log and participants.waiting the deliveries in batches of 32 rows, as the search "
-            "index takes the log (S7, S30, S36), so a send does not write their pages; readers "
-            "add the rows past `upto`. Unused on PostgreSQL.'"
-        )
+        op.execute(f"COMMENT ON TABLE folds IS '{FOLDS_COMMENT % 'sender_usage takes'}'")
     op.drop_table("space_usage")
