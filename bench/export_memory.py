@@ -96,11 +96,11 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
         "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, reached, "
         "reached_n, bcast_no, size_bytes, created_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
-    # A delivery's rowid is its message's times 2^20 (revision 0017; one each here).
+    # A delivery's rowid is its message's times 2^20 (revision 0017; one each here),
+    # which names its message, space and time (revision 0021).
     del_sql = (
-        "INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, "
-        "created_at_utc, attempts, acked_at_utc) SELECT m.rowid * 1048576, ?, ?, m.id, ?, ?, ?, "
-        "?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
+        "INSERT INTO deliveries (rowid, id, recipient_id, state, attempts, acked_at_utc) "
+        "SELECT m.rowid * 1048576, ?, ?, ?, ?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
     )
     batch_m: list[tuple[Any, ...]] = []
     batch_d: list[tuple[Any, ...]] = []
@@ -112,10 +112,8 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
             batch_d.append(
                 (
                     new_id(),
-                    sp,
                     deliver,
                     "done" if done else "ready",
-                    at,
                     int(done),
                     at if done else None,
                     sp,

@@ -288,6 +288,10 @@ def every_column_space(store: Store) -> Built:
     otter.next_turn()  # a real turn: its lease's process, its broadcast cursor
     quarantined = sqlrows.deliveries(store, b.pids["lynx"], state="quarantine")[0]
     sqlrows.set_lease_evidence(store, quarantined, "host:1:2", new_id())
+    # a delivery's own time, not its message's: an imported line's (revision 0021)
+    sqlrows.set_delivery_time(
+        store, sqlrows.deliveries(store, b.pids["otter"])[0], "2026-01-02T03:04:05.000006Z"
+    )
     holder, _ = trusted.join(store, b.space, "flow/holder")
     holder.claim_key("held-then-left", ttl=3600)
     holder.leave()  # the journal's reason: left
@@ -300,7 +304,8 @@ NAMES = ("lynx", "otter", "heron", "wolf#2", "lynx>otter#1")
 TARGETS = (*NAMES, "broadcast", "role:worker", "step:scan", "ghost", "operator", "parent", "lead")
 # Any text a store can hold: no NUL (refused on every surface and by the
 # importer, S33: PostgreSQL cannot store it).
-_text = st.characters(blacklist_characters="\x00")
+# No lone surrogate either: not text (Python cannot encode it for the driver).
+_text = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
 _body = st.text(_text, max_size=40)
 _op = st.one_of(
     st.tuples(st.just("join"), st.sampled_from(NAMES), st.sampled_from(("worker", "reviewer"))),
@@ -392,7 +397,8 @@ def apply_plan(store: Store, plan: list[tuple[Any, ...]], kind: str = "workflow"
                     ids = [
                         r[0]
                         for r in t.all(
-                            "SELECT id FROM deliveries WHERE space_id = ? ORDER BY id", (space,)
+                            f"SELECT id FROM {sqlrows.delivery_rows()} WHERE space_id = ? ORDER BY id",
+                            (space,),
                         )
                     ]
                 if ids:

@@ -17,6 +17,33 @@ from broker.ids import hash_token, new_id, new_token
 from broker.store.sqlite import Store
 
 FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
+
+
+def delivery_rows(alias: str = "deliveries") -> str:
+    """``deliveries`` as a table with the columns a row held before revision 0021
+    (its message's id, space and time: the rowid's now), for a test that reads
+    rows by them: ``f"SELECT state FROM {delivery_rows()} WHERE message_id = ?"``.
+    ``rowid`` is the row's own (rowid order is inbox order, S13)."""
+    return (
+        "(SELECT d.rowid AS rowid, d.id AS id, m.space_id AS space_id, m.id AS message_id, "
+        "d.recipient_id AS recipient_id, d.state AS state, "
+        "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts AS attempts, "
+        "d.lease_token AS lease_token, d.lease_owner AS lease_owner, "
+        "d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc, "
+        "d.last_error AS last_error, d.quarantine_reason AS quarantine_reason, "
+        "d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token, "
+        "d.queued AS queued FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20) "
+        f"AS {alias}"
+    )
+
+
+def delivery_of(message_id: str) -> str:
+    """A WHERE condition on ``deliveries`` (no alias) for the rows of one message,
+    for an UPDATE: ``f"UPDATE deliveries SET ... WHERE {delivery_of('?')}"`` with
+    the message id as the parameter (revision 0021: the rowid names the message)."""
+    return f"rowid >> 20 = (SELECT m.rowid FROM messages m WHERE m.id = {message_id})"
+
+
 LONG_AGO = "2000-01-01T00:00:00.000000Z"
 
 
@@ -141,8 +168,7 @@ def deliveries(store: Store, participant_id: str, *, state: str | None = None) -
         return [
             r[0]
             for r in t.all(
-                f"SELECT id FROM deliveries WHERE recipient_id = ?{where} "
-                "ORDER BY created_at_utc, id",
+                f"SELECT id FROM deliveries WHERE recipient_id = ?{where} ORDER BY rowid",
                 (participant_id, state) if state else (participant_id,),
             )
         ]
@@ -178,6 +204,13 @@ def set_delivery(
                 delivery_id,
             ),
         )
+
+
+def set_delivery_time(store: Store, delivery_id: str, at: str) -> None:
+    """A delivery with a time of its own, not its message's, as an imported line
+    may carry (revision 0021 keeps such a time; a send's row has none)."""
+    with store.write() as t:
+        t.execute("UPDATE deliveries SET created_at_utc = ? WHERE id = ?", (at, delivery_id))
 
 
 def set_lease_evidence(store: Store, delivery_id: str, process: str, lost_token: str) -> None:

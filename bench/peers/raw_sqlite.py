@@ -261,10 +261,11 @@ def claim_statements(
         "expires": ts_after(now_dt, LEASE_S),
     }
     rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
-    # The broker's claim returns the messages itself, in one statement (a
-    # JSON array each: [kind, sender, body, urgent, thread, importance]).
-    rows.sort(key=lambda r: (r["created_at_utc"], r["delivery_id"]))
-    return token, [json.loads(r["message"])[2] for r in rows if r["state"] == "processing"]
+    # The broker's claim returns the messages itself, in one statement (a JSON
+    # array each: [id, time, kind, sender, body, urgent, {mail}]), in the log's
+    # order, the rowid's.
+    rows.sort(key=lambda r: r["r"])
+    return token, [json.loads(r["message"])[4] for r in rows if r["state"] == "processing"]
 
 
 def ack_statements(

@@ -259,8 +259,9 @@ def claim_rows(
     return out
 
 
-# What inbox.claim returns of a row's message, one JSON array in this order.
-_MESSAGE = ("kind", "sender", "body", "urgent", *MAIL)
+# What inbox.claim returns of a row's message, one JSON array in this order:
+# its id and the row's time come with it (revision 0021: the row holds neither).
+_MESSAGE = ("id", "created_at_utc", "kind", "sender", "body", "urgent", *MAIL)
 
 
 def deliveries_of(rows: list[Any]) -> list[Delivery]:
@@ -273,10 +274,8 @@ def deliveries_of(rows: list[Any]) -> list[Delivery]:
             from_row(
                 Delivery,
                 m,
-                id=r["message_id"],
                 delivery_id=r["delivery_id"],
                 urgent=bool(m["urgent"]),
-                created_at_utc=r["created_at_utc"],
                 deliveries=r["attempts"],
             )
         )

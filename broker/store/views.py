@@ -158,11 +158,13 @@ VIEWS: tuple[View, ...] = (
             ("last_error", "the last failure reported"),
             ("quarantine_reason", "why it was quarantined"),
         ),
-        "SELECT d.space_id, p.address AS recipient, d.recipient_id, d.id AS delivery_id, "
-        "d.message_id, m.seq, m.kind, m.sender, m.urgent, m.body, d.state, d.attempts, "
-        "d.created_at_utc, d.lease_owner, d.lease_expires_at, "
-        "CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} THEN 1 ELSE 0 END "
-        "AS lease_live, d.acked_at_utc, d.last_error, d.quarantine_reason "
+        # A delivery's message, space and time are its rowid's (revision 0021).
+        "SELECT m.space_id AS space_id, p.address AS recipient, "
+        "d.recipient_id, d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, "
+        "m.urgent, m.body, d.state, d.attempts, "
+        "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.lease_owner, "
+        "d.lease_expires_at, CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} "
+        "THEN 1 ELSE 0 END AS lease_live, d.acked_at_utc, d.last_error, d.quarantine_reason "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
         "JOIN participants p ON p.id = d.recipient_id",
     ),
@@ -195,15 +197,16 @@ VIEWS: tuple[View, ...] = (
         "c.oldest_ready_at, "
         "(SELECT l.lease_owner FROM deliveries l WHERE l.recipient_id = p.id "
         "AND l.state = 'processing' ORDER BY l.lease_expires_at DESC LIMIT 1) AS lease_owner, "
-        "c.lease_expires_at, p.bcast_seen "
-        "FROM participants p LEFT JOIN (SELECT recipient_id, "
-        "SUM(CASE WHEN state = 'ready' THEN 1 ELSE 0 END) AS ready, "
-        "SUM(CASE WHEN state = 'processing' THEN 1 ELSE 0 END) AS processing, "
-        "SUM(CASE WHEN state = 'done' THEN 1 ELSE 0 END) AS done, "
-        "SUM(CASE WHEN state = 'quarantine' THEN 1 ELSE 0 END) AS quarantine, "
-        "MIN(CASE WHEN state = 'ready' THEN created_at_utc END) AS oldest_ready_at, "
-        "MAX(CASE WHEN state = 'processing' THEN lease_expires_at END) AS lease_expires_at "
-        "FROM deliveries GROUP BY recipient_id) c ON c.recipient_id = p.id) x",
+        "c.lease_expires_at, p.bcast_seen FROM participants p LEFT JOIN (SELECT d.recipient_id, "
+        "SUM(CASE WHEN d.state = 'ready' THEN 1 ELSE 0 END) AS ready, "
+        "SUM(CASE WHEN d.state = 'processing' THEN 1 ELSE 0 END) AS processing, "
+        "SUM(CASE WHEN d.state = 'done' THEN 1 ELSE 0 END) AS done, "
+        "SUM(CASE WHEN d.state = 'quarantine' THEN 1 ELSE 0 END) AS quarantine, "
+        "MIN(CASE WHEN d.state = 'ready' THEN coalesce(d.created_at_utc, m.created_at_utc) END) "
+        "AS oldest_ready_at, "
+        "MAX(CASE WHEN d.state = 'processing' THEN d.lease_expires_at END) AS lease_expires_at "
+        "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 GROUP BY d.recipient_id) "
+        "c ON c.recipient_id = p.id) x",
     ),
     View(
         "v_participants",
@@ -312,9 +315,10 @@ VIEWS: tuple[View, ...] = (
             ("last_error", "the last failure reported"),
             ("created_at_utc", "when it was delivered"),
         ),
-        "SELECT d.space_id, p.address AS recipient, d.id AS delivery_id, d.message_id, m.seq, "
-        "m.kind, m.sender, m.body, d.attempts, d.quarantine_reason, d.last_error, "
-        "d.created_at_utc "
+        "SELECT m.space_id AS space_id, p.address AS recipient, "
+        "d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, m.body, "
+        "d.attempts, d.quarantine_reason, d.last_error, "
+        "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
         "JOIN participants p ON p.id = d.recipient_id WHERE d.state = 'quarantine'",
     ),

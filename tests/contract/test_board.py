@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock, open_store
 
@@ -37,7 +38,7 @@ def store(db_url: str, clock: Clock) -> Iterator[Store]:
 def deliveries_of(store: Store, agent: Agent) -> list[tuple[str, str]]:
     with store.read() as t:
         rows = t.all(
-            "SELECT m.kind, m.body FROM deliveries d JOIN messages m ON m.id = d.message_id "
+            "SELECT m.kind, m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
             "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
             (agent.identity.participant_id,),
         )
@@ -201,7 +202,9 @@ def test_S17_directive_is_reshown_every_turn_after_urgent_operator_messages_unti
             "SELECT direction FROM transcript WHERE participant_id = ? AND message_id = ?",
             (worker.identity.participant_id, d.id),
         )
-        inbox_rows = t.one("SELECT count(*) FROM deliveries WHERE message_id = ?", (d.id,))[0]
+        inbox_rows = t.one(
+            f"SELECT count(*) FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (d.id,)
+        )[0]
     assert sorted(r[0] for r in recorded) == ["injected", "received"]  # once, when first seen
     assert inbox_rows == 0
     boss.retract(d.id)
@@ -323,8 +326,17 @@ def test_S9_the_operator_lifts_anyones_directive_once(
     assert (lifted.kind, lifted.reached, lifted.not_reached) == ("retract", [], [])
     assert directives_for(store, worker) == []
     row = op.log(space)[-1]
-    assert (row.kind, row.sender, row.ref, row.via, row.to) == ("retract", "operator", d.id, "cp", [])
-    assert [(e.kind, e.in_force) for e in boss.board_read()] == [("directive", False), ("retract", None)]
+    assert (row.kind, row.sender, row.ref, row.via, row.to) == (
+        "retract",
+        "operator",
+        d.id,
+        "cp",
+        [],
+    )
+    assert [(e.kind, e.in_force) for e in boss.board_read()] == [
+        ("directive", False),
+        ("retract", None),
+    ]
     # once, and only a directive; the author cannot lift it again either
     with pytest.raises(errors.AlreadyRetracted, match=f"by {lifted.id}"):
         op.retract(space, d.id)

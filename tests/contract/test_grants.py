@@ -36,7 +36,7 @@ def inbox(store: Store, agent: Agent) -> list[str]:
         return [
             r[0]
             for r in t.all(
-                "SELECT m.body FROM deliveries d JOIN messages m ON m.id = d.message_id "
+                "SELECT m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
                 "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
                 (agent.identity.participant_id,),
             )

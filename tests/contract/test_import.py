@@ -341,7 +341,7 @@ def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None
         }
         rows = t.all(
             "SELECT p.address, d.state, m.sender, m.body, m.seq FROM deliveries d "
-            "JOIN participants p ON p.id = d.recipient_id JOIN messages m ON m.id = d.message_id "
+            "JOIN participants p ON p.id = d.recipient_id JOIN messages m ON m.rowid = d.rowid >> 20 "
             "ORDER BY m.seq"
         )
     assert people["monkey-a3f7"] == (

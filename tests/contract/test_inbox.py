@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock, open_store
 from sqlrows import waiting_sql
@@ -55,7 +56,7 @@ def row(store: Store, sql: str, params: tuple[Any, ...] = ()) -> Any:
 
 def delivery(store: Store, message_id: str) -> dict[str, Any]:
     with store.read() as t:
-        r = t.row("SELECT * FROM deliveries WHERE message_id = ?", (message_id,))
+        r = t.row(f"SELECT * FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (message_id,))
     assert r is not None
     return r
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock
 from wakeprobe import WakeProbe
@@ -116,7 +117,9 @@ def test_S15_release_and_quarantine_evidence_is_at_most_8000_characters_exactly(
         b.release(lease.lease_token, error="e" * 8001)
     assert b.release(lease.lease_token, error="e" * 8000) == 1
     lease = b.claim()
-    with pytest.raises(errors.InvalidInput, match="^bad reason: at most 8000 characters, not 8001$"):
+    with pytest.raises(
+        errors.InvalidInput, match="^bad reason: at most 8000 characters, not 8001$"
+    ):
         b.quarantine(lease.lease_token, mid, "r" * 8001)
     with pytest.raises(errors.InvalidInput, match="^bad error: at most 8000 characters, not 8001$"):
         b.quarantine(lease.lease_token, mid, "r", error="e" * 8001)
@@ -154,7 +157,9 @@ def test_S33_a_lease_token_is_text_of_1_to_100_characters(store: Store) -> None:
     with pytest.raises(errors.InvalidInput, match="^bad lease_token: not empty$") as e:
         b.ack("")  # the input record's words, the same on every surface
     assert e.value.fields == {"field": "lease_token"}
-    with pytest.raises(errors.InvalidInput, match="^bad lease_token: at most 100 characters, not 101$"):
+    with pytest.raises(
+        errors.InvalidInput, match="^bad lease_token: at most 100 characters, not 101$"
+    ):
         b.ack("x" * 101)
     with pytest.raises(errors.InvalidInput, match="^bad lease token 7: the token the claim"):
         inbox.ack(store, b.identity, 7)  # type: ignore[arg-type]  # below the API's own check
@@ -193,7 +198,7 @@ def test_S13_a_claimed_delivery_reports_its_own_delivery_id(store: Store) -> Non
     mid = a.send("b", "one").id
     (got,) = b.claim().deliveries
     with store.read() as t:
-        row = t.one("SELECT id FROM deliveries WHERE message_id = ?", (mid,))
+        row = t.one(f"SELECT id FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (mid,))
     assert (got.id, got.delivery_id) == (mid, row["id"])
     assert got.delivery_id != got.id
 
@@ -209,7 +214,9 @@ def test_S15_poison_at_the_head_is_quarantined_and_the_claim_still_returns_its_l
     got = b.claim(limit=3, lease=60).deliveries
     assert [d.id for d in got] == good[:3]  # exactly the limit, oldest first
     with cstore.read() as t:
-        states = {r[0]: r[1] for r in t.all("SELECT message_id, state FROM deliveries")}
+        states = {
+            r[0]: r[1] for r in t.all(f"SELECT message_id, state FROM {sqlrows.delivery_rows()}")
+        }
     assert [states[m] for m in poison] == ["quarantine", "quarantine"]
     assert [states[m] for m in good] == ["processing"] * 3 + ["ready"] * 2
 
@@ -227,11 +234,13 @@ def assert_claim_agrees_with_the_model(store: Store, layout: str, limit: int) ->
     good = [m for m, kind in zip(ids, layout, strict=True) if kind == "G"]
     with store.transaction() as t:  # handed out once already: poison at max_deliveries=1
         for m in poison:
-            t.execute("UPDATE deliveries SET attempts = 1 WHERE message_id = ?", (m,))
+            t.execute(f"UPDATE deliveries SET attempts = 1 WHERE {sqlrows.delivery_of('?')}", (m,))
     got = [d.id for d in b.claim(limit=limit).deliveries]
     assert got == good[:limit], layout
     with store.read() as t:
-        state = {r[0]: r[1] for r in t.all("SELECT message_id, state FROM deliveries")}
+        state = {
+            r[0]: r[1] for r in t.all(f"SELECT message_id, state FROM {sqlrows.delivery_rows()}")
+        }
     passed = ids[: ids.index(got[-1])] if len(got) == limit and got else ids
     assert all(state[m] == "quarantine" for m in poison if m in passed), layout
     assert all(state[m] in ("quarantine", "ready") for m in poison), layout
@@ -285,7 +294,9 @@ def test_S13_inbox_claim_defaults_to_one_message_and_no_waiting(
     a, b = pair(store)
     events: list[str] = []
     monkeypatch.setattr(wake, "_hook", lambda w, e: events.append(e))
-    assert inbox.claim(store, b.identity, ClaimInput()).deliveries == []  # returns at once: never waits
+    assert (
+        inbox.claim(store, b.identity, ClaimInput()).deliveries == []
+    )  # returns at once: never waits
     a.send("b", "one")
     a.send("b", "two")
     assert [d.body for d in inbox.claim(store, b.identity, ClaimInput()).deliveries] == ["one"]
@@ -304,7 +315,9 @@ def test_S13_an_empty_claim_says_when_its_lease_would_end(cstore: Store, clock: 
         assert b.claim().expires_at == fmt_ts(clock.now + timedelta(seconds=30))  # lease_seconds
 
 
-@pytest.mark.parametrize("first_limit", [1, 2])  # filled: the next claim writes; not: it reads first
+@pytest.mark.parametrize(
+    "first_limit", [1, 2]
+)  # filled: the next claim writes; not: it reads first
 def test_S20_a_lease_expiry_wakes_the_waiter_that_can_claim_it(
     store: Store, monkeypatch: pytest.MonkeyPatch, first_limit: int
 ) -> None:
@@ -412,7 +425,7 @@ def test_S15_a_quarantine_sets_aside_only_the_message_it_names_and_needs_a_reaso
         )
     b.quarantine(lease.lease_token, first, "cannot parse")
     with store.read() as t:
-        states = dict(t.all("SELECT message_id, state FROM deliveries"))
+        states = dict(t.all(f"SELECT message_id, state FROM {sqlrows.delivery_rows()}"))
     assert states == {first: "quarantine", second: "processing"}
     assert b.ack(lease.lease_token, [second]) == 1  # the rest of the lease is still held
 
@@ -485,7 +498,7 @@ def test_S13_ack_and_claim_acks_only_the_ids_named_and_a_repeat_is_no_lost_lease
     nxt = b.ack_and_claim(first.lease_token, [ids[0]], limit=1)
     assert [d.id for d in nxt.deliveries] == [ids[2]]
     with store.read() as t:
-        states = dict(t.all("SELECT message_id, state FROM deliveries"))
+        states = dict(t.all(f"SELECT message_id, state FROM {sqlrows.delivery_rows()}"))
     assert [states[m] for m in ids] == ["done", "processing", "processing", "ready"]
     # The holder repeating itself: the ack is already done under its token.
     again = b.ack_and_claim(first.lease_token, [ids[0]], limit=1)
@@ -504,7 +517,12 @@ def test_S15_requeue_refusals_say_why_in_one_exact_line_and_write_nothing(
     b.quarantine(lease.lease_token, mid, "cannot parse")
     cases: list[tuple[list[str], type[errors.BrokerError], str, dict[str, Any]]] = [
         ([], errors.InvalidInput, "no ids given", {"field": "ids"}),
-        (["x" * 101], errors.InvalidInput, "bad id: at most 100 characters, not 101", {"field": "id"}),
+        (
+            ["x" * 101],
+            errors.InvalidInput,
+            "bad id: at most 100 characters, not 101",
+            {"field": "id"},
+        ),
         (
             [mid, "y" * 100, "z"],
             errors.MessageNotFound,
@@ -517,7 +535,10 @@ def test_S15_requeue_refusals_say_why_in_one_exact_line_and_write_nothing(
             operator.requeue(sid, ids)
         assert (str(info.value), info.value.fields) == (message, fields)
     with store.read() as t:
-        assert t.one("SELECT state FROM deliveries WHERE message_id = ?", (mid,))[0] == "quarantine"
+        assert (
+            t.one(f"SELECT state FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (mid,))[0]
+            == "quarantine"
+        )
 
 
 def test_S20_a_requeue_wakes_a_claim_waiting_on_the_inbox(
@@ -569,31 +590,64 @@ def test_S33_the_inbox_library_under_the_handle_checks_its_own_bounds_and_names_
     me = b.identity
     mid = lease.deliveries[0].id
     refusals: list[tuple[Any, str, str]] = [
-        (lambda: inbox.ack_and_claim(store, me, token, limit=10_001),
-         "limit", "bad limit 10001: 1 to 10000"),
-        (lambda: inbox.ack_and_claim(store, me, token, lease=0.0),
-         "lease", "bad lease 0.0: at least 0.001 and at most 604800 seconds"),
-        (lambda: inbox.release(store, me, token, error="e" * 8001),
-         "error", "bad error: at most 8000 characters, not 8001"),
-        (lambda: inbox.quarantine(store, me, token, mid, "r" * 8001),
-         "reason", "bad reason: at most 8000 characters, not 8001"),
-        (lambda: inbox.quarantine(store, me, token, mid, " \t"),
-         "reason", "a quarantine needs a reason"),
-        (lambda: inbox.quarantine(store, me, token, mid, "r", error="e" * 8001),
-         "error", "bad error: at most 8000 characters, not 8001"),
-        (lambda: inbox.extend(store, me, token, 0.0),
-         "seconds", "bad seconds 0.0: at least 0.001 and at most 604800 seconds"),
-        (lambda: inbox.ack(store, me, ""),
-         "lease_token", "bad lease token '': the token the claim returned"),
-        (lambda: inbox.ack(store, me, "t" * 101),
-         "lease_token", "bad lease_token: at most 100 characters, not 101"),
+        (
+            lambda: inbox.ack_and_claim(store, me, token, limit=10_001),
+            "limit",
+            "bad limit 10001: 1 to 10000",
+        ),
+        (
+            lambda: inbox.ack_and_claim(store, me, token, lease=0.0),
+            "lease",
+            "bad lease 0.0: at least 0.001 and at most 604800 seconds",
+        ),
+        (
+            lambda: inbox.release(store, me, token, error="e" * 8001),
+            "error",
+            "bad error: at most 8000 characters, not 8001",
+        ),
+        (
+            lambda: inbox.quarantine(store, me, token, mid, "r" * 8001),
+            "reason",
+            "bad reason: at most 8000 characters, not 8001",
+        ),
+        (
+            lambda: inbox.quarantine(store, me, token, mid, " \t"),
+            "reason",
+            "a quarantine needs a reason",
+        ),
+        (
+            lambda: inbox.quarantine(store, me, token, mid, "r", error="e" * 8001),
+            "error",
+            "bad error: at most 8000 characters, not 8001",
+        ),
+        (
+            lambda: inbox.extend(store, me, token, 0.0),
+            "seconds",
+            "bad seconds 0.0: at least 0.001 and at most 604800 seconds",
+        ),
+        (
+            lambda: inbox.ack(store, me, ""),
+            "lease_token",
+            "bad lease token '': the token the claim returned",
+        ),
+        (
+            lambda: inbox.ack(store, me, "t" * 101),
+            "lease_token",
+            "bad lease_token: at most 100 characters, not 101",
+        ),
         *(
-            (lambda nul=nul: inbox.ack(store, me, nul),
-             "lease_token", "lease_token is not valid text (a NUL (U+0000) character)")
+            (
+                lambda nul=nul: inbox.ack(store, me, nul),
+                "lease_token",
+                "lease_token is not valid text (a NUL (U+0000) character)",
+            )
             for nul in ("\x00", "t\x00", "t" * 99 + "\x00")  # the fast path's length bounds
         ),
-        (lambda: inbox.ack(store, me, token, ["m" * 101]),
-         "message id", "bad message id: at most 100 characters, not 101"),
+        (
+            lambda: inbox.ack(store, me, token, ["m" * 101]),
+            "message id",
+            "bad message id: at most 100 characters, not 101",
+        ),
     ]
     for call, field, message in refusals:
         with pytest.raises(errors.InvalidInput) as info:

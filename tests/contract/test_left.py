@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock, open_store
 
@@ -166,9 +167,9 @@ def test_S4_the_deliveries_a_participant_held_when_it_left_stay_under_its_lease(
     its inbox)."""
     with cstore.read() as t:
         rows = t.all(
-            "SELECT message_id, state, lease_token FROM deliveries d "
+            f"SELECT message_id, state, lease_token FROM {sqlrows.delivery_rows('d')} "
             "JOIN participants p ON p.id = d.recipient_id WHERE p.address = 'b' "
-            "ORDER BY d.created_at_utc, d.id"
+            "ORDER BY d.rowid"
         )
     token = left.lease.lease_token
     assert [tuple(r) for r in rows][1:] == [(i, "processing", token) for i in left.ids] + [

@@ -39,7 +39,8 @@ def counts(store: Store, space: str) -> dict[str, int]:
         out = {}
         for table in SPACE_TABLES:
             key = "id" if table == "spaces" else "space_id"
-            out[table] = t.one(f"SELECT COUNT(*) FROM {table} WHERE {key} = ?", (space,))[0]
+            source = sqlrows.delivery_rows() if table == "deliveries" else table  # revision 0021
+            out[table] = t.one(f"SELECT COUNT(*) FROM {source} WHERE {key} = ?", (space,))[0]
     return out
 
 
@@ -115,8 +116,12 @@ def spacegen_rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
                 if c.name not in ("token_hash", "join_key_hash")
             ]
             key = "id" if table == "spaces" else "space_id"
-            # The space's counters are derived from the log (revision 0017): as read.
-            source = sqlrows.spaces_as_read(store) if table == "spaces" else table
+            # The space's counters are derived from the log (revision 0017), a delivery's
+            # space is its message's (revision 0021): as read.
+            source = {
+                "spaces": sqlrows.spaces_as_read(store),
+                "deliveries": sqlrows.delivery_rows(),
+            }.get(table, table)
             out[table] = sorted(
                 (
                     tuple(r)
@@ -183,7 +188,9 @@ def test_purge_deletes_nothing_when_the_space_changed_after_its_export(
 ) -> None:
     store, a, _ = two
     with store.read() as t:
-        delivery = t.one("SELECT id FROM deliveries WHERE space_id = ? LIMIT 1", (a,))[0]
+        delivery = t.one(
+            f"SELECT id FROM {sqlrows.delivery_rows()} WHERE space_id = ? LIMIT 1", (a,)
+        )[0]
     before = counts(store, a)
     with pytest.raises(errors.Conflict, match="changed while it was being exported"):
         purge_space(
@@ -197,8 +204,10 @@ def test_purge_covers_every_table_of_a_space() -> None:
     ``sender_usage`` and ``space_usage`` are derived from the log and go with their
     space by a trigger (tests/contract/test_limits.py checks a purge leaves none of them);
     ``message_aliases``, an index of the log's ids, by a statement of its own
-    (not counted in the journal; tests/contract/test_import.py checks it)."""
+    (not counted in the journal; tests/contract/test_import.py checks it). A delivery's
+    space is its message's (revision 0021): its rows are purged by the log's."""
     scoped = {t.name for t in metadata.tables.values() if "space_id" in t.columns}
+    scoped |= {"deliveries"}
     derived = {"sender_usage", "space_usage"}
     assert scoped - {"purges", "purging", "message_aliases"} - derived == set(TABLES)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlrows
 from pydantic import TypeAdapter
 
 from broker import Agent, Operator, Store
@@ -24,7 +25,7 @@ def _delivery_rows(store: Store, recipient: str) -> dict[str, Any]:
     """message id -> (delivery id, created_at_utc) of the inbox's deliveries, from SQL."""
     with store.read() as t:
         rows = t.all(
-            "SELECT d.message_id, d.id, d.created_at_utc FROM deliveries d "
+            f"SELECT d.message_id, d.id, d.created_at_utc FROM {sqlrows.delivery_rows('d')} "
             "JOIN participants p ON p.id = d.recipient_id WHERE p.address = ?",
             (recipient,),
         )

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from sqlrows import spaces_as_read, waiting_sql
 
@@ -54,7 +55,7 @@ def inbox(store: Store, agent: Agent) -> list[str]:
         return [
             r[0]
             for r in t.all(
-                "SELECT m.body FROM deliveries d JOIN messages m ON m.id = d.message_id "
+                "SELECT m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
                 "WHERE d.recipient_id = ? AND d.state = 'ready' ORDER BY d.created_at_utc, d.id",
                 (agent.identity.participant_id,),
             )
@@ -470,7 +471,7 @@ def test_S7_sequences_are_gap_free_per_space(store: Store, operator: Operator) -
 def test_S9_direct_lands_in_each_recipients_inbox(store: Store, crew: dict[str, Agent]) -> None:
     r = crew["heron"].send(["lynx", "otter"], "direct")
     assert r.kind == "direct" and row(store, r.id)["kind"] == "direct"
-    assert count(store, "deliveries", "message_id = ?", (r.id,)) == 2
+    assert count(store, sqlrows.delivery_rows(), "message_id = ?", (r.id,)) == 2
 
 
 def test_S9_channel_post_is_on_the_board_and_in_no_inbox(
@@ -478,7 +479,7 @@ def test_S9_channel_post_is_on_the_board_and_in_no_inbox(
 ) -> None:
     r = crew["lynx"].post("found the bug in parser.py")
     assert r.kind == "post" and r.reached == [] and r.not_reached == []
-    assert count(store, "deliveries", "message_id = ?", (r.id,)) == 0
+    assert count(store, sqlrows.delivery_rows(), "message_id = ?", (r.id,)) == 0
     assert row(store, r.id)["sender"] == "lynx"
 
 

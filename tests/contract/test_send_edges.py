@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from sqlrows import spaces_as_read
 
@@ -458,7 +459,12 @@ def test_S9_a_directive_to_broadcast_reaches_everyone_without_the_broadcast_log(
     with store.read() as t:
         assert t.one("SELECT bcast_no FROM messages WHERE id = ?", (r.id,))[0] is None
         assert t.one(f"SELECT last_bcast FROM {spaces_as_read(store)} WHERE id = ?", (sid,))[0] == 1
-        assert t.one("SELECT count(*) FROM deliveries WHERE message_id = ?", (r.id,))[0] == 0
+        assert (
+            t.one(f"SELECT count(*) FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (r.id,))[
+                0
+            ]
+            == 0
+        )
 
 
 def test_S12_S45_a_key_another_sender_used_is_the_callers_own_key(

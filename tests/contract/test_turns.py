@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock, open_store
 from wakeprobe import WakeProbe
@@ -56,7 +57,7 @@ def state_of(store: Store, message_id: str, recipient: Agent) -> str:
     with store.read() as t:
         return str(
             t.one(
-                "SELECT state FROM deliveries WHERE message_id = ? AND recipient_id = ?",
+                f"SELECT state FROM {sqlrows.delivery_rows()} WHERE message_id = ? AND recipient_id = ?",
                 (message_id, recipient.identity.participant_id),
             )[0]
         )

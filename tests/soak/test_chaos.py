@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Operator, Store
@@ -205,7 +206,7 @@ def run_chaos(
                 told_lost[parts[1]].update(parts[2:])
     with store.read() as t:
         rows = t.all(
-            "SELECT message_id, state, lease_token FROM deliveries WHERE recipient_id = ?",
+            f"SELECT message_id, state, lease_token FROM {sqlrows.delivery_rows()} WHERE recipient_id = ?",
             (inbox_id,),
         )
     final = {r[0]: r[2] for r in rows if r[1] == "done"}
@@ -312,7 +313,7 @@ def test_S14_a_holder_stopped_past_its_lease_is_refused_and_the_message_went_to_
     assert me.ack(second.lease_token) == 1
     with store.read() as t:
         state, token = t.one(
-            "SELECT state, lease_token FROM deliveries WHERE message_id = ?", (mid,)
+            f"SELECT state, lease_token FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (mid,)
         )
     assert (state, token) == ("done", second.lease_token)
     store.close()

@@ -1,6 +1,7 @@
 -- Fragments every area may use: the space's counters, derived from the log
--- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), and the seq a message
--- id names ({id_seq}, revision 0018). This file holds no statement; a fragment
+-- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the seq a message
+-- id names ({id_seq}, revision 0018), and a delivery's message ({of_message},
+-- {message_of_row}, revision 0021). This file holds no statement; a fragment
 -- of the same name in another area is refused (defined twice), so each
 -- expression is written once.
 
@@ -38,3 +39,16 @@ greatest(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE spa
 max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
 -- postgresql:
 greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+
+-- fragment: of_message
+-- A delivery `d` and its message `m` (revision 0021): the delivery's rowid is
+-- the message's times 2^20 plus its place among the message's deliveries
+-- (revision 0017), so the message is the rowid's, and a message's deliveries
+-- are one rowid range. Both forms are given, so the join is one seek whichever
+-- table the planner reads first (a claim's rows, or a space's log).
+m.rowid = d.rowid >> 20 AND d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
+
+-- fragment: message_of_row
+-- The message id of the `deliveries` row an UPDATE is at (its RETURNING, or a
+-- filter by message ids): one seek of the log by rowid (revision 0021).
+(SELECT m.id FROM messages m WHERE m.rowid = deliveries.rowid >> 20)

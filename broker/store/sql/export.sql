@@ -87,36 +87,39 @@ SELECT j.id AS id, j.key AS key, j.event AS event, j.owner AS owner, j.token AS 
 FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.rowid
 
 -- fragment: deliveries
--- An inbox line's columns, with its recipient's address and its message's seq.
-SELECT d.id AS id, d.message_id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
-       p.address AS recipient, d.state AS state, d.created_at_utc AS created_at_utc,
+-- An inbox line's columns, with its recipient's address and its message's seq;
+-- its message id, and its time unless an import kept another, are its
+-- message's (revision 0021).
+SELECT d.id AS id, m.id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
+       p.address AS recipient, d.state AS state,
+       coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc,
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
        d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc,
        d.last_error AS last_error, d.quarantine_reason AS quarantine_reason,
        d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
        d.rowid AS _rowid
-FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
+FROM deliveries d JOIN messages m ON {of_message}
 JOIN participants p ON p.id = d.recipient_id
 
 -- name: inbox
 -- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
 {deliveries}
-WHERE d.space_id = :space ORDER BY d.recipient_id, d.created_at_utc, d.id
+WHERE m.space_id = :space ORDER BY d.recipient_id, 7, d.id
 
 -- name: inbox_new
 -- Deliveries written after rowid :after (follow).
 {deliveries}
-WHERE d.space_id = :space AND d.rowid > :after ORDER BY d.rowid
+WHERE d.rowid > :after AND m.space_id = :space ORDER BY d.rowid
 
 -- name: inbox_reread
 -- Deliveries that may have changed since their last line (follow): a JSON array of rowids.
 {deliveries}
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
-ORDER BY d.recipient_id, d.created_at_utc, d.id
+ORDER BY d.recipient_id, 7, d.id
 -- postgresql:
 {deliveries}
 WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
-ORDER BY d.recipient_id, d.created_at_utc, d.id
+ORDER BY d.recipient_id, 7, d.id
 
 -- name: turns
 -- mailboxes/<address>/turns.jsonl: every turn, by participant, oldest first.
@@ -175,7 +178,8 @@ FROM history h WHERE h.space_id = :space AND h.rowid > :after ORDER BY h.rowid
 
 -- name: positions
 -- Where follow picks up after a snapshot: the last row of each followed table.
-SELECT (SELECT COALESCE(MAX(rowid), 0) FROM deliveries WHERE space_id = :space) AS deliveries,
+SELECT (SELECT COALESCE(MAX(d.rowid), 0) FROM messages m JOIN deliveries d ON {of_message}
+        WHERE m.space_id = :space) AS deliveries,
        (SELECT COALESCE(MAX(rowid), 0) FROM turns WHERE space_id = :space) AS turns,
        (SELECT COALESCE(MAX(rowid), 0) FROM transcript WHERE space_id = :space) AS transcript,
        (SELECT COALESCE(MAX(rowid), 0) FROM history WHERE space_id = :space) AS history
@@ -186,7 +190,8 @@ SELECT (SELECT COUNT(*) FROM participants WHERE space_id = :space)
      + (SELECT COUNT(*) FROM participant_events WHERE space_id = :space)
      + (SELECT COUNT(*) FROM messages WHERE space_id = :space)
      + (SELECT COUNT(*) FROM claim_journal WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM deliveries WHERE space_id = :space)
+     + (SELECT COUNT(*) FROM messages m JOIN deliveries d ON {of_message}
+        WHERE m.space_id = :space)
      + (SELECT COUNT(*) FROM turns WHERE space_id = :space)
      + (SELECT COUNT(*) FROM transcript WHERE space_id = :space)
      + (SELECT COUNT(*) FROM history WHERE space_id = :space) AS total
@@ -215,8 +220,8 @@ SELECT owner, folder, COUNT(*) AS n FROM (
   SELECT p.address AS owner,
          CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
               ELSE 'inbox' END AS folder
-    FROM deliveries d JOIN participants p ON p.id = d.recipient_id
-   WHERE d.space_id = :space
+    FROM participants p JOIN deliveries d ON d.recipient_id = p.id
+   WHERE p.space_id = :space
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
     FROM messages m {reached}
@@ -234,11 +239,11 @@ SELECT owner, folder, COUNT(*) AS n FROM (
 SELECT p.address AS owner,
        CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
             ELSE 'inbox' END AS folder,
-       d.created_at_utc AS at, d.id AS uid, m.sender AS sender, m.body AS body,
-       m.urgent AS urgent
-  FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
+       coalesce(d.created_at_utc, m.created_at_utc) AS at, d.id AS uid, m.sender AS sender,
+       m.body AS body, m.urgent AS urgent
+  FROM deliveries d JOIN messages m ON {of_message}
   JOIN participants p ON p.id = d.recipient_id
- WHERE d.space_id = :space
+ WHERE m.space_id = :space
 UNION ALL
 SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
        m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent

@@ -18,8 +18,8 @@ FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 
 -- fragment: new_row
 -- A new delivery's columns and its rowid: its message's rowid times 2^20 plus
 -- the deliveries of the message already in (revision 0017).
-INSERT INTO deliveries (rowid, id, space_id, message_id, recipient_id, state, created_at_utc,
-  attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
+INSERT INTO deliveries (rowid, id, recipient_id, state, created_at_utc, attempts,
+  lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
   quarantine_reason, lease_process, lost_lease_token, queued)
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
     WHERE k.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575),
@@ -28,21 +28,24 @@ SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
 -- New deliveries of a send: its message is found by its seq (:message_seq).
 -- The rowid is the message's rowid times 2^20 plus the deliveries of the
 -- message already in (revision 0017): a message's deliveries are one rowid
--- range (no index on message_id), and rowids grow with the log, so an inbox
+-- range (no message_id column), and rowids grow with the log, so an inbox
 -- in rowid order is in log order (S13). A new row is ready, never claimed,
--- stamped with its message's time: those values are written here, not bound
--- (four parameters, not twelve: binding is a third of the statement's time).
-{new_row} :id, m.space_id, m.id, :recipient_id, 'ready', m.created_at_utc,
-  0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {unqueued}
+-- with its message's time (NULL: the message, its space and its time are the
+-- rowid's, revision 0021): those values are written here, not bound (four
+-- parameters, not twelve: binding is a third of the statement's time).
+{new_row} :id, :recipient_id, 'ready', NULL, 0,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 
 -- name: restore
 -- Rows restored by the importer, every column as given, the message found by
 -- its id (counters.sql, id_seq: :id is the message's here, :delivery_id the
--- row's). No message, no row (the writer counts them).
-{new_row} :delivery_id, m.space_id, m.id, :recipient_id, :state, :created_at_utc,
-  :attempts, :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error,
-  :quarantine_reason, :lease_process, :lost_lease_token, {unqueued}
+-- row's). No message, no row (the writer counts them). The row's time is kept
+-- only where it is not its message's (revision 0021).
+{new_row} :delivery_id, :recipient_id, :state,
+  CASE WHEN :created_at_utc = m.created_at_utc THEN NULL ELSE :created_at_utc END, :attempts,
+  :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error, :quarantine_reason,
+  :lease_process, :lost_lease_token, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
@@ -81,9 +84,10 @@ SELECT rowid FROM deliveries
 -- 0015; on PostgreSQL the rowid identity column and its unique index). A
 -- candidate already handed out :max_deliveries times goes to quarantine instead (every CASE reads the old
 -- row). The message each row carries is returned with it (no second statement),
--- as one JSON array [kind, sender, body, urgent, {mail}]: one
+-- as one JSON array [id, time, kind, sender, body, urgent, {mail}]: one
 -- lookup of the message per row, not one per column (half the statement's
--- time for the few rows a busy inbox hands out at once).
+-- time for the few rows a busy inbox hands out at once). The row's time is
+-- its message's unless an import kept another (revision 0021).
 UPDATE deliveries SET
   state = CASE WHEN attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
   attempts = CASE WHEN attempts >= :max_deliveries THEN attempts ELSE attempts + 1 END,
@@ -100,8 +104,9 @@ UPDATE deliveries SET
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE rowid IN ({candidates})
-RETURNING rowid AS r, id AS delivery_id, message_id, state, attempts, created_at_utc,
-  (SELECT json_array(kind, sender, body, urgent, {mail}) FROM messages m
+RETURNING rowid AS r, id AS delivery_id, state, attempts,
+  (SELECT json_array(m.id, coalesce(deliveries.created_at_utc, m.created_at_utc), kind, sender,
+     body, urgent, {mail}) FROM messages m
    WHERE m.rowid = deliveries.rowid >> 20) AS message
 -- postgresql:
 WITH candidates AS ({locked_candidates}), claimed AS (
@@ -120,9 +125,9 @@ UPDATE deliveries d SET
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid
-RETURNING d.rowid AS r, d.id AS delivery_id, d.message_id, d.state, d.attempts,
-  d.created_at_utc,
-  (SELECT json_build_array(m.kind, m.sender, m.body, m.urgent, {m.mail})::text
+RETURNING d.rowid AS r, d.id AS delivery_id, d.state, d.attempts,
+  (SELECT json_build_array(m.id, coalesce(d.created_at_utc, m.created_at_utc), m.kind,
+     m.sender, m.body, m.urgent, {m.mail})::text
    FROM messages m WHERE m.rowid = d.rowid >> 20) AS message
 )
 SELECT * FROM claimed ORDER BY r
@@ -181,13 +186,14 @@ WHERE recipient_id = :recipient_id AND state = 'processing'
 -- find the rows by token, not by scanning the inbox's leases.
 UPDATE deliveries SET state = 'done', acked_at_utc = :now
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
-  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
-RETURNING message_id
+  AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
+RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'done', acked_at_utc = :now
 WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
-  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING message_id
+  AND (CAST(:ids AS json) IS NULL
+    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING {message_of_row} AS message_id
 
 -- name: release
 -- processing -> ready, for replay (S14); the delivery count stays. The owner
@@ -196,47 +202,50 @@ RETURNING message_id
 UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
-  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
-RETURNING message_id
+  AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
+RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
-  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING message_id
+  AND (CAST(:ids AS json) IS NULL
+    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING {message_of_row} AS message_id
 
 -- name: extend
 -- A new expiry for the rows still held under the lease.
 UPDATE deliveries SET lease_expires_at = :expires
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
-  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
-RETURNING message_id
+  AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
+RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET lease_expires_at = :expires
 WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
-  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING message_id
+  AND (CAST(:ids AS json) IS NULL
+    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING {message_of_row} AS message_id
 
 -- name: quarantine
 -- Set a held message aside with its evidence (S15).
 UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
   last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
-  AND (:ids IS NULL OR message_id IN (SELECT value FROM json_each(:ids)))
-RETURNING message_id
+  AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
+RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
   last_error = coalesce(:error, last_error)
 WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
-  AND (CAST(:ids AS json) IS NULL OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING message_id
+  AND (CAST(:ids AS json) IS NULL
+    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING {message_of_row} AS message_id
 
 -- name: by_message_ids
 -- Why a settle missed some ids: where each of them is now. :ids is a JSON
 -- array of [id, the seq it spells] (broker.ids.seq_in_id; an alias wins, as
 -- in counters.sql's id_seq). A message's deliveries are the rowid range of its
 -- rowid (revision 0017).
-SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
+SELECT m.id AS message_id, d.state, d.lease_token, d.lost_lease_token
 FROM json_each(:ids) i JOIN messages m ON m.space_id = :space_id
   AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
     WHERE a.space_id = :space_id AND a.id = i.value ->> 0), i.value ->> 1)
@@ -245,7 +254,7 @@ JOIN deliveries d
   ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
 WHERE d.recipient_id = :recipient_id
 -- postgresql:
-SELECT d.message_id, d.state, d.lease_token, d.lost_lease_token
+SELECT m.id AS message_id, d.state, d.lease_token, d.lost_lease_token
 FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_id = :space_id
   AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
     WHERE a.space_id = :space_id AND a.id = i ->> 0), CAST(i ->> 1 AS bigint))
@@ -258,13 +267,12 @@ WHERE d.recipient_id = :recipient_id
 -- Why a settle of a whole lease found nothing held: where its rows are now,
 -- those it still names and those it lost to a later claim or to restart
 -- recovery (S14), in inbox order. Each branch is one probe of its token index.
-SELECT message_id, state, lease_token, lost_lease_token FROM (
-  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
-  WHERE lease_token = :token AND recipient_id = :recipient_id
+SELECT {message_of_row} AS message_id, state, lease_token, lost_lease_token
+FROM deliveries WHERE rowid IN (
+  SELECT rowid FROM deliveries WHERE lease_token = :token AND recipient_id = :recipient_id
   UNION
-  SELECT id, created_at_utc, message_id, state, lease_token, lost_lease_token FROM deliveries
-  WHERE lost_lease_token = :token AND recipient_id = :recipient_id
-) AS rows_of_lease ORDER BY created_at_utc, id
+  SELECT rowid FROM deliveries WHERE lost_lease_token = :token AND recipient_id = :recipient_id
+) ORDER BY rowid
 
 -- name: lease_processes
 -- The processes holding an inbox's leases (restart recovery, S32).
@@ -283,7 +291,7 @@ UPDATE deliveries SET state = 'ready',
   lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT value FROM json_each(:processes))
-RETURNING message_id
+RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
@@ -291,43 +299,49 @@ UPDATE deliveries SET state = 'ready',
   lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
 WHERE recipient_id = :recipient_id AND state = 'processing'
   AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
-RETURNING message_id
+RETURNING {message_of_row} AS message_id
 
 -- name: quarantined
 -- The operator's view of quarantine (S15), oldest first, with the evidence.
-SELECT d.id AS delivery_id, d.message_id, p.address AS recipient, m.kind, m.sender, m.body,
-  d.created_at_utc, d.attempts, d.quarantine_reason, d.last_error, d.lease_owner
-FROM deliveries d
-JOIN messages m ON m.rowid = d.rowid >> 20
-JOIN participants p ON p.id = d.recipient_id
-WHERE d.space_id = :space_id AND d.state = 'quarantine'
-ORDER BY d.created_at_utc, d.id
+-- The quarantine index is the recipient's (revision 0021): the space's rows
+-- are its participants'.
+SELECT d.id AS delivery_id, m.id AS message_id, p.address AS recipient, m.kind, m.sender,
+  m.body, coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts,
+  d.quarantine_reason, d.last_error, d.lease_owner
+FROM participants p
+JOIN deliveries d ON d.recipient_id = p.id AND d.state = 'quarantine'
+JOIN messages m ON {of_message}
+WHERE p.space_id = :space_id
+ORDER BY 7, d.id
 
 -- name: requeue
 -- Quarantined deliveries (by delivery id or message id, :ids a JSON array) back
 -- to ready with a fresh delivery count.
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
-WHERE space_id = :space_id AND state = 'quarantine'
+WHERE state = 'quarantine'
+  AND recipient_id IN (SELECT id FROM participants WHERE space_id = :space_id)
   AND (id IN (SELECT value FROM json_each(:ids))
-    OR message_id IN (SELECT value FROM json_each(:ids)))
-RETURNING id, message_id, recipient_id
+    OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
+RETURNING id, {message_of_row} AS message_id, recipient_id
 -- postgresql:
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
-WHERE space_id = :space_id AND state = 'quarantine'
+WHERE state = 'quarantine'
+  AND recipient_id IN (SELECT id FROM participants WHERE space_id = :space_id)
   AND (id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-    OR message_id IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING id, message_id, recipient_id
+    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
+RETURNING id, {message_of_row} AS message_id, recipient_id
 
 -- name: stats
--- A space's deliveries by state, and how many extra deliveries redelivery cost.
-SELECT count(*) FILTER (WHERE state = 'ready') AS ready,
-  count(*) FILTER (WHERE state = 'processing') AS processing,
-  count(*) FILTER (WHERE state = 'done') AS done,
-  count(*) FILTER (WHERE state = 'quarantine') AS quarantine,
-  coalesce(sum(attempts - 1) FILTER (WHERE attempts > 1), 0) AS redeliveries
-FROM deliveries WHERE space_id = :space_id
+-- A space's deliveries by state, and how many extra deliveries redelivery cost:
+-- the rowid ranges of the space's log (revision 0021).
+SELECT count(*) FILTER (WHERE d.state = 'ready') AS ready,
+  count(*) FILTER (WHERE d.state = 'processing') AS processing,
+  count(*) FILTER (WHERE d.state = 'done') AS done,
+  count(*) FILTER (WHERE d.state = 'quarantine') AS quarantine,
+  coalesce(sum(d.attempts - 1) FILTER (WHERE d.attempts > 1), 0) AS redeliveries
+FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space_id
 
 -- name: by_inbox
 -- Each participant's inbox as a queue, for the operator's console, read on the
@@ -350,7 +364,7 @@ SELECT p.address, p.status,
   + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_id = p.id AND w.state = 'ready' AND w.queued = 0 AND w.attempts > 0)
   + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
      AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
-  (SELECT count(*) FROM deliveries d WHERE d.space_id = p.space_id AND d.recipient_id = p.id
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id
      AND d.state = 'quarantine') AS quarantined
 FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
 -- postgresql:
@@ -364,6 +378,6 @@ SELECT p.address, p.status,
      AND d.attempts > 0)
   + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
      AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
-  (SELECT count(*) FROM deliveries d WHERE d.space_id = p.space_id AND d.recipient_id = p.id
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id
      AND d.state = 'quarantine') AS quarantined
 FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id

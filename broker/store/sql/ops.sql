@@ -8,8 +8,8 @@ FROM deliveries WHERE state = 'processing' AND lease_expires_at < :now
 
 -- name: quarantined_by_space
 -- Quarantined deliveries per space, the fullest first.
-SELECT space_id, count(*) AS n FROM deliveries WHERE state = 'quarantine'
-GROUP BY space_id ORDER BY n DESC, space_id
+SELECT p.space_id, count(*) AS n FROM deliveries d JOIN participants p ON p.id = d.recipient_id
+WHERE d.state = 'quarantine' GROUP BY p.space_id ORDER BY n DESC, p.space_id
 
 -- name: spaces_count
 SELECT count(*) AS n FROM spaces

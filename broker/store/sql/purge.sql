@@ -11,9 +11,13 @@ SELECT id, kind, state, settings, last_seq, last_bcast, log_bytes, created_at_ut
 FROM spaces WHERE id = :space
 
 -- name: rows_deliveries
--- Every column of the space's deliveries rows: the purge's fingerprint of them.
-SELECT id, space_id, message_id, recipient_id, state, created_at_utc, attempts, lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error, quarantine_reason
-FROM deliveries WHERE space_id = :space
+-- Every column of the space's deliveries rows: the purge's fingerprint of them
+-- (the message's id, space and time as before revision 0021, which keeps them
+-- in the message only).
+SELECT d.id, m.space_id, m.id AS message_id, d.recipient_id, d.state,
+  coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts, d.lease_token,
+  d.lease_owner, d.lease_expires_at, d.acked_at_utc, d.last_error, d.quarantine_reason
+FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space
 
 -- name: rows_turns
 -- Every column of the space's turns rows: the purge's fingerprint of them.
@@ -82,7 +86,9 @@ INSERT INTO purging (space_id, purge_id) VALUES (:space, :purge_id)
 DELETE FROM purging WHERE space_id = :space
 
 -- name: delete_deliveries
-DELETE FROM deliveries WHERE space_id = :space
+-- The rowid ranges of the space's log (revision 0021).
+DELETE FROM deliveries WHERE rowid IN (
+  SELECT d.rowid FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space)
 
 -- name: delete_turns
 DELETE FROM turns WHERE space_id = :space

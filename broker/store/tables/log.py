@@ -109,17 +109,14 @@ deliveries = Table(
         "store a row is its rowid (the claim's one UPDATE finds its rows by it through the "
         "ready index, which holds it)",
     ),
-    column.space_ref(),
-    Column(
-        "message_id",
-        String(column.ID),
-        nullable=False,
-        comment="the message delivered; no index and no foreign key: its deliveries are "
-        "the rowids from its rowid times 2^20 on (revision 0017)",
-    ),
     column.participant_ref("recipient_id"),
     column.choice("state", DELIVERY_STATES, default="ready"),
-    column.utc("created_at_utc", comment="the message's time: FIFO key with id"),
+    column.utc(
+        "created_at_utc",
+        nullable=True,
+        comment="NULL: its message's time (every row a send writes); set only where an "
+        "imported row names another time (revision 0021)",
+    ),
     column.counter("attempts", "times claimed (delivery count)"),
     Column("lease_token", String(40)),
     Column(
@@ -182,11 +179,13 @@ deliveries = Table(
     ),
     partial_index(
         "ix_deliveries_quarantine",
-        "space_id",
+        "recipient_id",
         where="state = 'quarantine'",
     ),
     one_of("state", DELIVERY_STATES),
     comment="Inbox queues: one row per message per recipient (S13-S16). No primary key "
     "index: the rowid (an identity column on PostgreSQL) is the row's key: its message's "
-    "rowid times 2^20 plus its place among the message's deliveries (revision 0017).",
+    "rowid times 2^20 plus its place among the message's deliveries (revision 0017). "
+    "Its message, and so its space and time, are that rowid's: no column repeats them "
+    "(revision 0021).",
 )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store, errors
@@ -243,7 +244,9 @@ def _hold_write_lock(store: Store) -> tuple[threading.Event, threading.Thread]:
 
 def _delivery_rows(store: Store) -> list[dict[str, Any]]:
     with store.read() as t:
-        return t.rows("SELECT message_id, state, attempts FROM deliveries ORDER BY created_at_utc")
+        return t.rows(
+            f"SELECT message_id, state, attempts FROM {sqlrows.delivery_rows()} ORDER BY rowid"
+        )
 
 
 def test_S13_a_claim_cancelled_after_its_statement_ran_gives_the_messages_back_at_once(

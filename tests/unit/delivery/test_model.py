@@ -11,6 +11,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
+import sqlrows
 import trusted
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -148,7 +149,7 @@ class QueueModel(RuleBasedStateMachine):
         with self.store.read() as t:
             rows = dict(
                 t.all(
-                    "SELECT d.message_id, d.state FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
+                    f"SELECT d.message_id, d.state FROM {sqlrows.delivery_rows('d')} JOIN participants p ON p.id = d.recipient_id "
                     "WHERE p.address = 'consumer' AND d.space_id = ?",
                     (self.space,),
                 )

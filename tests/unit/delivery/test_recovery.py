@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store
@@ -126,7 +127,7 @@ def setup(store: Store, db_url: str, tmp_path: Path) -> Iterator[tuple[str, Agen
 def states(store: Store, space: str) -> dict[str, tuple[str, int]]:
     with store.read() as t:
         rows = t.all(
-            "SELECT d.message_id, d.state, d.attempts FROM deliveries d "
+            f"SELECT d.message_id, d.state, d.attempts FROM {sqlrows.delivery_rows('d')} "
             "JOIN participants p ON p.id = d.recipient_id WHERE d.space_id = ? "
             "AND p.address = 'worker'",
             (space,),
@@ -161,7 +162,7 @@ def test_S32_a_sigkilled_consumers_rejoined_successor_gets_its_messages_back_at_
     assert back_at - killed_at < LEASE_S
     with store.read() as t:
         evidence = t.one(
-            "SELECT last_error FROM deliveries WHERE message_id = ? AND state = 'processing'",
+            f"SELECT last_error FROM {sqlrows.delivery_rows()} WHERE message_id = ? AND state = 'processing'",
             (ids[0],),
         )["last_error"]
     assert f":{first.pid}:" in evidence and "is gone" in evidence

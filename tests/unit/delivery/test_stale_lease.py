@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock
 
@@ -49,7 +50,9 @@ def stale(cstore: Store, clock: Clock) -> Stale:
 
 def _state(store: Store, mid: str) -> tuple[str, str]:
     with store.read() as t:
-        row = t.one("SELECT state, lease_token FROM deliveries WHERE message_id = ?", (mid,))
+        row = t.one(
+            f"SELECT state, lease_token FROM {sqlrows.delivery_rows()} WHERE message_id = ?", (mid,)
+        )
     return row["state"], row["lease_token"]
 
 

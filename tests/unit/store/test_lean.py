@@ -127,7 +127,8 @@ def test_a_messages_deliveries_are_its_rowid_range_and_the_ready_index_is_in_log
     finally:
         store.close()
     assert not any("message_id" in cols for cols in indexed.values()), indexed
-    assert "message_id" not in fks and {"space_id", "recipient_id"} <= fks
+    # Revision 0021: no column names the message or its space, the rowid does.
+    assert fks == {"recipient_id"}
     assert indexed["ix_deliveries_ready"] == ("recipient_id",)
     ready = [p for p in claim if "ix_deliveries_ready" in p]
     assert ready == ["SEARCH deliveries USING INDEX ix_deliveries_ready (recipient_id=?)"]
@@ -211,6 +212,10 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     with store.read() as t:
         # Revision 0017 renumbers the rows (a message's rowid times 2^20 on), in their order.
         rows_before = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
+        # Each row's message, by the column revision 0021 drops: its rowid must name it.
+        links_before = [
+            tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")
+        ]
         usage_before = t.all("SELECT * FROM sender_usage ORDER BY space_id, sender")
         waiting_before = t.all("SELECT id, waiting FROM participants ORDER BY id")
         assert (
@@ -224,9 +229,16 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     with store.read() as t:
         assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows_before
         places: dict[str, list[int]] = {}
+        assert [
+            tuple(r)
+            for r in t.all(
+                "SELECT d.id, m.id FROM deliveries d "
+                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
+            )
+        ] == links_before
         for mid, place in t.all(
             "SELECT m.id, d.rowid - m.rowid * 1048576 FROM deliveries d "
-            "JOIN messages m ON m.id = d.message_id ORDER BY d.rowid"
+            "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.rowid"
         ):
             places.setdefault(mid, []).append(place)
         assert sum(map(len, places.values())) == len(rows_before)
@@ -256,17 +268,19 @@ def test_a_store_of_revision_0016_upgraded_exports_what_it_exported_before(
         (top,) = t.one("SELECT max(seq) FROM messages WHERE space_id = ?", (built.space,))
         assert last_seq == top > 0  # as every send of revision 0016 kept it
         rows = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
+        links = [tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")]
     _to(store, HEAD)  # (the code of revision 0018 reads no store of 0016: no export there)
     assert _export(store, built.space, tmp_path / "after") == head_export
     with store.read() as t:
         assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows
-        assert (
-            t.one(
-                "SELECT count(*) FROM deliveries d JOIN messages m ON m.id = d.message_id "
-                "WHERE d.rowid - m.rowid * 1048576 NOT BETWEEN 0 AND 1048575"
-            )[0]
-            == 0
-        )
+        # Each row in its message's rowid range: the rowid names the message it held.
+        assert [
+            tuple(r)
+            for r in t.all(
+                "SELECT d.id, m.id FROM deliveries d "
+                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
+            )
+        ] == links
     late, _ = trusted.join(store, built.space, "flow/late")
     reader, _ = trusted.join(store, built.space, "flow/reader")
     assert late.send("reader", "after the upgrade").seq == top + 1
@@ -515,3 +529,72 @@ def test_a_store_of_revision_0019_upgraded_keeps_its_log_size_with_a_batch_unfol
     for i in range(40):
         lynx.send("otter", f"after the upgrade {i}")
     assert agrees() > first
+
+
+def test_a_store_of_revision_0020_upgraded_keeps_every_delivery_and_an_imported_time(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Revision 0021 drops the delivery's message id and space and keeps its time
+    only where it is not its message's. A store of 0020 with one delivery whose
+    time is its own (as an imported line may carry) upgrades to one that
+    exports byte-identically, keeps that time and no other, and whose rows'
+    messages are the ones they named."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    _to(store, "0020")
+    own = "2026-01-02T03:04:05.000006Z"
+    with store.write() as t:
+        (odd,) = t.one("SELECT id FROM deliveries ORDER BY rowid LIMIT 1")
+        t.execute("UPDATE deliveries SET created_at_utc = ? WHERE id = ?", (own, odd))
+        links = [tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")]
+    before = _export(store, built.space, tmp_path / "old")
+    assert own.encode() in b"".join(before.values())
+    _to(store, HEAD)
+    assert _export(store, built.space, tmp_path / "after") == before
+    with store.read() as t:
+        kept = [
+            tuple(r)
+            for r in t.all(
+                "SELECT id, created_at_utc FROM deliveries WHERE created_at_utc IS NOT NULL"
+            )
+        ]
+        assert kept == [(odd, own)]
+        assert [
+            tuple(r)
+            for r in t.all(
+                "SELECT d.id, m.id FROM deliveries d "
+                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
+            )
+        ] == links
+    # And back: revision 0020's columns, filled from the messages again.
+    _to(store, "0020")
+    with store.read() as t:
+        assert [
+            tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")
+        ] == links
+        assert t.one("SELECT created_at_utc FROM deliveries WHERE id = ?", (odd,))[0] == own
+        assert t.one("SELECT count(*) FROM deliveries WHERE created_at_utc IS NULL")[0] == 0
+    _to(store, HEAD)
+
+
+def test_revision_0021_refuses_a_delivery_that_does_not_match_its_rowid_s_message(
+    tmp_path: Path,
+) -> None:
+    """A row whose message id disagrees with the message its rowid names (none is
+    written since revision 0017) would lose its link: the upgrade refuses, the
+    store stays at 0020, every row as it was."""
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        spacegen.rich_space(store)
+        _to(store, "0020")
+        with store.write() as t:
+            (other,) = t.one("SELECT id FROM messages ORDER BY rowid DESC LIMIT 1")
+            (first,) = t.one("SELECT id FROM deliveries ORDER BY rowid LIMIT 1")
+            t.execute("UPDATE deliveries SET message_id = ? WHERE id = ?", (other, first))
+        with pytest.raises(Exception, match="do not match the message their rowid names"):
+            _to(store, HEAD)
+        assert store.schema_version() == "0020"
+        with store.read() as t:
+            assert t.one("SELECT message_id FROM deliveries WHERE id = ?", (first,))[0] == other
+    finally:
+        store.close()
