@@ -220,8 +220,9 @@ SELECT owner, folder, COUNT(*) AS n FROM (
   SELECT p.address AS owner,
          CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
               ELSE 'inbox' END AS folder
-    FROM participants p JOIN deliveries d ON d.recipient_id = p.id
-   WHERE p.space_id = :space
+    FROM messages m JOIN deliveries d ON {of_message}
+    JOIN participants p ON p.id = d.recipient_id
+   WHERE m.space_id = :space
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
     FROM messages m {reached}
