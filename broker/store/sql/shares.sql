@@ -32,6 +32,5 @@ SELECT sender, log_bytes FROM sender_usage WHERE space_id = :space_id
 -- name: waiting_by_sender
 -- Deliveries waiting in one inbox, by sender: a group's part of inbox_cap is
 -- the sum over its members. Reads at most inbox_cap rows of the inbox.
-SELECT m.sender, count(*) AS n FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
-WHERE d.recipient_id = :recipient_id AND d.state IN ('ready', 'processing')
+SELECT m.sender, count(*) AS n FROM ({waiting_rows}) AS waiting JOIN messages m ON m.rowid = waiting.r >> 20
 GROUP BY m.sender

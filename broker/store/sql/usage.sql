@@ -19,9 +19,8 @@ SELECT log_bytes FROM sender_usage WHERE space_id = :space_id AND sender = :send
 -- Deliveries of one sender waiting in one inbox: the per-sender share of
 -- inbox_cap, counted on a send only once the inbox holds that share, so it
 -- reads at most inbox_cap rows of the inbox and their messages by key.
-SELECT count(*) AS n FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
-WHERE d.recipient_id = :recipient_id AND d.state IN ('ready', 'processing')
-  AND m.sender = :sender
+SELECT count(*) AS n FROM ({waiting_rows}) AS waiting JOIN messages m ON m.rowid = waiting.r >> 20
+WHERE m.sender = :sender
 
 -- name: space_totals
 -- A space's counters: what space show reports against the caps.

@@ -76,6 +76,41 @@ def test_every_index_is_read_by_a_catalogue_statement_or_enforces_a_rule(
     )
 
 
+def test_no_catalogue_statement_scans_the_deliveries_table(tmp_path: Path) -> None:
+    """A statement that scans ``deliveries`` costs more the larger the store, on
+    whatever call runs it (``usage.sender_waiting``, a send's share check, did:
+    ``state IN ('ready', 'processing')`` matches no partial index). A reader of an
+    inbox reads its partial indexes, a state at a time; a reader of a space the
+    rowid ranges of the space's log (revision 0021)."""
+    store = spacegen.fresh_store(tmp_path)
+    raw = store.connect()
+    scans: dict[str, list[str]] = {}
+    try:
+        aliases = re.compile(r"\bdeliveries\s+(?:AS\s+)?([a-z]\w*)", re.I)
+        for name, stmt in sql.all_statements().items():
+            if "deliveries" not in stmt or not re.match(
+                r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s", stmt
+            ):
+                continue
+            names = {"deliveries"} | {
+                a for a in aliases.findall(stmt) if a.upper() not in {"WHERE", "SET", "JOIN", "ON"}
+            }
+            plan = raw.execute(f"EXPLAIN QUERY PLAN {stmt}", dict.fromkeys(stmt.params))
+            bad = [
+                str(r[3])
+                for r in plan
+                if (m := re.match(r"SCAN (\w+)( USING (COVERING )?INDEX)?", str(r[3])))
+                and m.group(1) in names
+                and not m.group(2)
+            ]
+            if bad:
+                scans[name] = bad
+    finally:
+        raw.close()
+        store.close()
+    assert scans == {}
+
+
 def test_the_claim_finds_its_rows_by_rowid_and_deliveries_has_no_ulid_index(
     tmp_path: Path,
 ) -> None:
