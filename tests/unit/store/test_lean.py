@@ -17,6 +17,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pgtest
 import pytest
@@ -207,6 +208,21 @@ def _export_before_0020(store: Store, space: str, root: Path) -> dict[str, bytes
             t.execute("DROP VIEW space_usage")
 
 
+def _links(t: Any) -> list[tuple[str, str]]:
+    """(delivery id, message id) of every delivery, in ``t``: by the message_id
+    column before revision 0021, by the message the rowid names from it on."""
+    columns = {c[0] for c in t.execute("SELECT * FROM deliveries WHERE 1 = 0").description}
+    return [
+        (str(d), str(m))
+        for d, m in t.all(
+            "SELECT id, message_id FROM deliveries ORDER BY id"
+            if "message_id" in columns
+            else "SELECT d.id, m.id FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
+            "ORDER BY d.id"
+        )
+    ]
+
+
 def _to(store: Store, revision: str) -> None:
     cfg = config()
     with store.engine.begin() as conn:
@@ -248,9 +264,7 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
         # Revision 0017 renumbers the rows (a message's rowid times 2^20 on), in their order.
         rows_before = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
         # Each row's message, by the column revision 0021 drops: its rowid must name it.
-        links_before = [
-            tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")
-        ]
+        links_before = _links(t)
         usage_before = t.all("SELECT * FROM sender_usage ORDER BY space_id, sender")
         waiting_before = t.all("SELECT id, waiting FROM participants ORDER BY id")
         assert (
@@ -264,13 +278,7 @@ def test_an_old_store_upgraded_exports_what_it_exported_before(
     with store.read() as t:
         assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows_before
         places: dict[str, list[int]] = {}
-        assert [
-            tuple(r)
-            for r in t.all(
-                "SELECT d.id, m.id FROM deliveries d "
-                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
-            )
-        ] == links_before
+        assert _links(t) == links_before
         for mid, place in t.all(
             "SELECT m.id, d.rowid - m.rowid * 1048576 FROM deliveries d "
             "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.rowid"
@@ -303,19 +311,13 @@ def test_a_store_of_revision_0016_upgraded_exports_what_it_exported_before(
         (top,) = t.one("SELECT max(seq) FROM messages WHERE space_id = ?", (built.space,))
         assert last_seq == top > 0  # as every send of revision 0016 kept it
         rows = t.all("SELECT id, state FROM deliveries ORDER BY rowid")
-        links = [tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")]
+        links = _links(t)
     _to(store, HEAD)  # (the code of revision 0018 reads no store of 0016: no export there)
     assert _export(store, built.space, tmp_path / "after") == head_export
     with store.read() as t:
         assert t.all("SELECT id, state FROM deliveries ORDER BY rowid") == rows
         # Each row in its message's rowid range: the rowid names the message it held.
-        assert [
-            tuple(r)
-            for r in t.all(
-                "SELECT d.id, m.id FROM deliveries d "
-                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
-            )
-        ] == links
+        assert _links(t) == links
     late, _ = trusted.join(store, built.space, "flow/late")
     reader, _ = trusted.join(store, built.space, "flow/reader")
     assert late.send("reader", "after the upgrade").seq == top + 1
@@ -581,7 +583,7 @@ def test_a_store_of_revision_0020_upgraded_keeps_every_delivery_and_an_imported_
     with store.write() as t:
         (odd,) = t.one("SELECT id FROM deliveries ORDER BY rowid LIMIT 1")
         t.execute("UPDATE deliveries SET created_at_utc = ? WHERE id = ?", (own, odd))
-        links = [tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")]
+        links = _links(t)
     before = _export(store, built.space, tmp_path / "old")
     assert own.encode() in b"".join(before.values())
     _to(store, HEAD)
@@ -594,19 +596,11 @@ def test_a_store_of_revision_0020_upgraded_keeps_every_delivery_and_an_imported_
             )
         ]
         assert kept == [(odd, own)]
-        assert [
-            tuple(r)
-            for r in t.all(
-                "SELECT d.id, m.id FROM deliveries d "
-                "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY d.id"
-            )
-        ] == links
+        assert _links(t) == links
     # And back: revision 0020's columns, filled from the messages again.
     _to(store, "0020")
     with store.read() as t:
-        assert [
-            tuple(r) for r in t.all("SELECT id, message_id FROM deliveries ORDER BY id")
-        ] == links
+        assert _links(t) == links
         assert t.one("SELECT created_at_utc FROM deliveries WHERE id = ?", (odd,))[0] == own
         assert t.one("SELECT count(*) FROM deliveries WHERE created_at_utc IS NULL")[0] == 0
     _to(store, HEAD)
