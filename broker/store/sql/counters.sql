@@ -1,9 +1,10 @@
 -- Fragments every area may use: the space's counters, derived from the log
 -- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the seq a message
 -- id names ({id_seq}, revision 0018), a delivery's message ({of_message},
--- {message_of_row}, revision 0021) and an inbox's waiting rows ({waiting_rows}). This file holds no statement; a fragment
--- of the same name in another area is refused (defined twice), so each
--- expression is written once.
+-- {message_of_row}, revision 0021) and an inbox's waiting rows
+-- ({waiting_rows}). This file holds no statement; a fragment of the same name
+-- in another area is refused (defined twice), so each expression is written
+-- once.
 
 -- fragment: id_seq
 -- The seq of the message :id of the space :space_id: a message id names its
