@@ -57,34 +57,8 @@ SEL_SPACE = broker_sql("messages.space", "")
 LAST_AT = broker_sql("messages.last_at", "")
 INS_MESSAGE = broker_sql("messages.insert_message", "")
 INS_DELIVERY = broker_sql("inbox.insert", "")
-_POISON = "attempts >= :max_deliveries"
-CLAIM = broker_sql(
-    "inbox.claim",
-    "UPDATE deliveries SET "
-    f"state = CASE WHEN {_POISON} THEN 'quarantine' ELSE 'processing' END, "
-    f"attempts = CASE WHEN {_POISON} THEN attempts ELSE attempts + 1 END, "
-    f"lease_token = CASE WHEN {_POISON} THEN lease_token ELSE :token END, "
-    f"lease_owner = CASE WHEN {_POISON} THEN lease_owner ELSE :owner END, "
-    f"lease_expires_at = CASE WHEN {_POISON} THEN lease_expires_at ELSE :expires END, "
-    f"quarantine_reason = CASE WHEN {_POISON} THEN 'max_deliveries' ELSE quarantine_reason END, "
-    "last_error = CASE WHEN state = 'processing' THEN "
-    "'lease of ' || coalesce(lease_owner, '?') || ' expired at ' || lease_expires_at "
-    "ELSE last_error END "
-    "WHERE id IN (SELECT id FROM ("
-    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
-    "WHERE recipient_id = :recipient_id AND state = 'ready' ORDER BY created_at_utc, id "
-    "LIMIT :limit) UNION ALL "
-    "SELECT * FROM (SELECT id, created_at_utc FROM deliveries "
-    "WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now "
-    "ORDER BY created_at_utc, id LIMIT :limit)"
-    ") ORDER BY created_at_utc, id LIMIT :limit) "
-    "RETURNING id, message_id, state, attempts, created_at_utc",
-)
-ACK = broker_sql(
-    "inbox.ack",
-    "UPDATE deliveries SET state = 'done', acked_at_utc = :now WHERE lease_token = :token "
-    "AND recipient_id = :recipient_id AND state = 'processing' RETURNING message_id",
-)
+CLAIM = broker_sql("inbox.claim", "")
+ACK = broker_sql("inbox.ack", "")
 HEARTBEAT_S = 1.0  # the broker refreshes a caller's heartbeat at most once a second
 LEASE_S = 30.0
 MAX_DELIVERIES = 5
