@@ -213,7 +213,7 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
             tuple(r)
             for r in t.all(
                 "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_id = ? ORDER BY d.created_at_utc, d.id",
+                "WHERE d.recipient_id = ? ORDER BY d.rowid",
                 (again.participant_id,),
             )
         ]
