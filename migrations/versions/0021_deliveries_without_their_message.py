@@ -156,25 +156,39 @@ NEW = {
 OLD = {"space": "d.space_id", "message": "d.message_id", "time": "d.created_at_utc", "join": ""}
 
 
-def _views(dialect: str, names: dict[str, str]) -> None:
-    for view in ("v_inbox", "v_quarantine", "v_inboxes"):
+VIEWS = ("v_inbox", "v_quarantine", "v_inboxes")
+# The columns a rebuild copies as they are: attempts to queued.
+AS_THEY_ARE = ", ".join("d." + c.strip() for c in KEPT.split(",")[4:])
+
+
+def _drop_views() -> None:
+    for view in VIEWS:  # they read the columns: dropped before, written again after
         op.execute(f"DROP VIEW IF EXISTS {view}")
+
+
+def _views(dialect: str, names: dict[str, str]) -> None:
     op.execute(V_INBOX.format(now=NOW[dialect], **names))
     op.execute(V_QUARANTINE.format(**names))
     op.execute(V_INBOXES.format(**names))
 
 
-def _rebuild(table: str, columns: str, select: str) -> None:
+def _rebuild(table: str, columns: str, head: str, quarantine: str) -> None:
     """SQLite cannot drop a column a foreign key or an index holds: a new table,
-    every row copied with its rowid, then its indexes and triggers."""
+    every row copied with its rowid (``head``: the columns before attempts, read
+    from the row ``d`` and its message ``m``), then its indexes and triggers."""
     op.execute("PRAGMA legacy_alter_table = ON")  # the other views name `deliveries`
     try:
         op.execute(table.format(name="deliveries_0021"))
-        op.execute(f"INSERT INTO deliveries_0021 (rowid, {columns}) {select}")
+        op.execute(
+            f"INSERT INTO deliveries_0021 (rowid, {columns}) SELECT d.rowid, {head}, "
+            f"{AS_THEY_ARE} FROM deliveries d JOIN messages m ON {OF_MESSAGE} ORDER BY d.rowid"
+        )
         op.execute("DROP TABLE deliveries")  # its indexes and triggers go with it
         op.execute("ALTER TABLE deliveries_0021 RENAME TO deliveries")
     finally:
         op.execute("PRAGMA legacy_alter_table = OFF")
+    for ddl in [*INDEXES, quarantine, *TRIGGERS]:
+        op.execute(ddl)
 
 
 # A row whose columns disagree with its rowid's message: none is written since
@@ -212,19 +226,15 @@ def upgrade() -> None:
             f"revision 0021: {bad} deliveries do not match the message their rowid names; "
             "the store is left at revision 0020"
         )
-    for view in ("v_inbox", "v_quarantine", "v_inboxes"):
-        op.execute(f"DROP VIEW IF EXISTS {view}")
+    _drop_views()
     if dialect == "sqlite":
         _rebuild(
             TABLE,
             KEPT,
-            f"SELECT d.rowid, d.id, d.recipient_id, d.state, CASE WHEN d.created_at_utc = "
-            f"m.created_at_utc THEN NULL ELSE d.created_at_utc END, "
-            f"{', '.join('d.' + c.strip() for c in KEPT.split(',')[4:])} "
-            f"FROM deliveries d JOIN messages m ON {OF_MESSAGE} ORDER BY d.rowid",
+            "d.id, d.recipient_id, d.state, CASE WHEN d.created_at_utc = m.created_at_utc "
+            "THEN NULL ELSE d.created_at_utc END",
+            QUARANTINE,
         )
-        for ddl in [*INDEXES, QUARANTINE, *TRIGGERS]:
-            op.execute(ddl)
     else:
         op.execute("DROP INDEX ix_deliveries_quarantine")
         op.execute("ALTER TABLE deliveries DROP COLUMN space_id, DROP COLUMN message_id")
@@ -241,19 +251,15 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
-    for view in ("v_inbox", "v_quarantine", "v_inboxes"):
-        op.execute(f"DROP VIEW IF EXISTS {view}")
+    _drop_views()
     if dialect == "sqlite":
         _rebuild(
             TABLE_0020,
             COLUMNS_0020,
-            "SELECT d.rowid, d.id, m.space_id, m.id, d.recipient_id, d.state, "
-            "coalesce(d.created_at_utc, m.created_at_utc), "
-            f"{', '.join('d.' + c.strip() for c in KEPT.split(',')[4:])} "
-            f"FROM deliveries d JOIN messages m ON {OF_MESSAGE} ORDER BY d.rowid",
+            "d.id, m.space_id, m.id, d.recipient_id, d.state, "
+            "coalesce(d.created_at_utc, m.created_at_utc)",
+            QUARANTINE_0020,
         )
-        for ddl in [*INDEXES, QUARANTINE_0020, *TRIGGERS]:
-            op.execute(ddl)
     else:
         op.execute("DROP INDEX ix_deliveries_quarantine")
         op.execute(
