@@ -97,10 +97,12 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
         "reached_n, bcast_no, size_bytes, created_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
     # A delivery's rowid is its message's times 2^20 (revision 0017; one each here),
-    # which names its message, space and time (revision 0021).
+    # which names its message, space and time (revision 0021); its recipient is
+    # the participant's number (revision 0022).
     del_sql = (
-        "INSERT INTO deliveries (rowid, id, recipient_id, state, attempts, acked_at_utc) "
-        "SELECT m.rowid * 1048576, ?, ?, ?, ?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
+        "INSERT INTO deliveries (rowid, id, recipient_no, state, attempts, acked_at_utc) "
+        "SELECT m.rowid * 1048576, ?, (SELECT p.rowid FROM participants p WHERE p.id = ?), "
+        "?, ?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
     )
     batch_m: list[tuple[Any, ...]] = []
     batch_d: list[tuple[Any, ...]] = []

@@ -21,12 +21,14 @@ FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
 
 def delivery_rows(alias: str = "deliveries") -> str:
     """``deliveries`` as a table with the columns a row held before revision 0021
-    (its message's id, space and time: the rowid's now), for a test that reads
+    (its message's id, space and time: the rowid's now; its recipient's id: a
+    number since revision 0022), for a test that reads
     rows by them: ``f"SELECT state FROM {delivery_rows()} WHERE message_id = ?"``.
     ``rowid`` is the row's own (rowid order is inbox order, S13)."""
     return (
         "(SELECT d.rowid AS rowid, d.id AS id, m.space_id AS space_id, m.id AS message_id, "
-        "d.recipient_id AS recipient_id, d.state AS state, "
+        "(SELECT p.id FROM participants p WHERE p.rowid = d.recipient_no) AS recipient_id, "
+        "d.state AS state, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts AS attempts, "
         "d.lease_token AS lease_token, d.lease_owner AS lease_owner, "
         "d.lease_expires_at AS lease_expires_at, d.acked_at_utc AS acked_at_utc, "
@@ -43,6 +45,10 @@ def delivery_of(message_id: str) -> str:
     the message id as the parameter (revision 0021: the rowid names the message)."""
     return f"rowid >> 20 = (SELECT m.rowid FROM messages m WHERE m.id = {message_id})"
 
+
+# The number a delivery names its recipient by (revision 0022), of the participant
+# id bound as the parameter.
+RECIPIENT_NO = "(SELECT rp.rowid FROM participants rp WHERE rp.id = ?)"
 
 LONG_AGO = "2000-01-01T00:00:00.000000Z"
 
@@ -168,7 +174,8 @@ def deliveries(store: Store, participant_id: str, *, state: str | None = None) -
         return [
             r[0]
             for r in t.all(
-                f"SELECT id FROM deliveries WHERE recipient_id = ?{where} ORDER BY rowid",
+                f"SELECT id FROM deliveries WHERE recipient_no = {RECIPIENT_NO}{where} "
+                "ORDER BY rowid",
                 (participant_id, state) if state else (participant_id,),
             )
         ]
@@ -343,7 +350,7 @@ def waiting_sql(store: Store) -> str:
     return (
         "SELECT waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > "
         "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) "
-        "AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) "
+        "AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) "
         "AS waiting FROM participants"
     )
 

@@ -29,10 +29,10 @@ def triggers_ddl(dialect: str) -> list[str]:
         out.append(
             "CREATE OR REPLACE FUNCTION broker_waiting() RETURNS trigger AS $$ BEGIN "
             f"IF TG_OP = 'INSERT' AND NEW.state IN {_WAITING} THEN "
-            "UPDATE participants SET waiting = waiting + 1 WHERE id = NEW.recipient_id; "
+            "UPDATE participants SET waiting = waiting + 1 WHERE rowid = NEW.recipient_no; "
             f"ELSIF TG_OP = 'UPDATE' AND (OLD.state IN {_WAITING}) <> (NEW.state IN {_WAITING}) THEN "
             "UPDATE participants SET waiting = waiting + "
-            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; "
+            f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE rowid = NEW.recipient_no; "
             "END IF; RETURN NULL; END $$ LANGUAGE plpgsql"
         )
         out.append(
@@ -59,9 +59,9 @@ WAITING_FOLD = (
     # send writes no index page, the fold one per inbox per batch.
     f"UPDATE deliveries SET queued = 1 WHERE rowid > {WAITING_UPTO} AND queued = 0; "
     "UPDATE participants SET waiting = waiting + (SELECT count(*) FROM deliveries w "
-    f"WHERE w.rowid > {WAITING_UPTO} AND w.recipient_id = participants.id "
+    f"WHERE w.rowid > {WAITING_UPTO} AND w.recipient_no = participants.rowid "
     f"AND w.state IN {_WAITING}) "
-    f"WHERE id IN (SELECT recipient_id FROM deliveries WHERE rowid > {WAITING_UPTO}); "
+    f"WHERE rowid IN (SELECT recipient_no FROM deliveries WHERE rowid > {WAITING_UPTO}); "
     "INSERT INTO folds (name, upto) "
     "SELECT 'waiting', coalesce(max(rowid), 0) FROM deliveries WHERE true "
     "ON CONFLICT (name) DO UPDATE SET upto = excluded.upto;"
@@ -77,7 +77,7 @@ def waiting_ddl_sqlite() -> list[str]:
         f"WHEN (OLD.state IN {_WAITING}) != (NEW.state IN {_WAITING}) "
         f"AND NEW.rowid <= {WAITING_UPTO} "
         "BEGIN UPDATE participants SET waiting = waiting + "
-        f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE id = NEW.recipient_id; END",
+        f"(CASE WHEN NEW.state IN {_WAITING} THEN 1 ELSE -1 END) WHERE rowid = NEW.recipient_no; END",
         "CREATE TRIGGER IF NOT EXISTS spaces_waiting AFTER DELETE ON spaces "
         f"BEGIN {WAITING_FOLD} END",
     ]
@@ -379,6 +379,7 @@ PG_ROWID_TABLES = frozenset(
         "transcript",
         "history",
         "messages",  # revision 0017: a delivery's rowid is its message's times 2^20
+        "participants",  # revision 0022: a delivery's recipient_no is its recipient's
     )
 )
 

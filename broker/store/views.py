@@ -79,7 +79,7 @@ _SENDERS = {
 _WAITING = {
     "sqlite": "p.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > "
     "coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) "
-    "AND w.recipient_id = p.id AND w.state IN ('ready', 'processing')) AS waiting",
+    "AND w.recipient_no = p.rowid AND w.state IN ('ready', 'processing')) AS waiting",
     "postgresql": "p.waiting",
 }
 
@@ -158,15 +158,16 @@ VIEWS: tuple[View, ...] = (
             ("last_error", "the last failure reported"),
             ("quarantine_reason", "why it was quarantined"),
         ),
-        # A delivery's message, space and time are its rowid's (revision 0021).
+        # A delivery's message, space and time are its rowid's (revision 0021); its
+        # recipient is a participant's number (revision 0022).
         "SELECT m.space_id AS space_id, p.address AS recipient, "
-        "d.recipient_id, d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, "
+        "p.id AS recipient_id, d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, "
         "m.urgent, m.body, d.state, d.attempts, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.lease_owner, "
         "d.lease_expires_at, CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} "
         "THEN 1 ELSE 0 END AS lease_live, d.acked_at_utc, d.last_error, d.quarantine_reason "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-        "JOIN participants p ON p.id = d.recipient_id",
+        "JOIN participants p ON p.rowid = d.recipient_no",
     ),
     View(
         "v_inboxes",
@@ -195,9 +196,9 @@ VIEWS: tuple[View, ...] = (
         "(SELECT COUNT(*) FROM messages b WHERE b.space_id = p.space_id AND b.bcast_no IS NOT NULL "
         "AND b.bcast_no > p.bcast_seen AND b.sender <> p.address) AS unread_broadcasts, "
         "c.oldest_ready_at, "
-        "(SELECT l.lease_owner FROM deliveries l WHERE l.recipient_id = p.id "
+        "(SELECT l.lease_owner FROM deliveries l WHERE l.recipient_no = p.rowid "
         "AND l.state = 'processing' ORDER BY l.lease_expires_at DESC LIMIT 1) AS lease_owner, "
-        "c.lease_expires_at, p.bcast_seen FROM participants p LEFT JOIN (SELECT d.recipient_id, "
+        "c.lease_expires_at, p.bcast_seen FROM participants p LEFT JOIN (SELECT d.recipient_no, "
         "SUM(CASE WHEN d.state = 'ready' THEN 1 ELSE 0 END) AS ready, "
         "SUM(CASE WHEN d.state = 'processing' THEN 1 ELSE 0 END) AS processing, "
         "SUM(CASE WHEN d.state = 'done' THEN 1 ELSE 0 END) AS done, "
@@ -205,8 +206,8 @@ VIEWS: tuple[View, ...] = (
         "MIN(CASE WHEN d.state = 'ready' THEN coalesce(d.created_at_utc, m.created_at_utc) END) "
         "AS oldest_ready_at, "
         "MAX(CASE WHEN d.state = 'processing' THEN d.lease_expires_at END) AS lease_expires_at "
-        "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 GROUP BY d.recipient_id) "
-        "c ON c.recipient_id = p.id) x",
+        "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 GROUP BY d.recipient_no) "
+        "c ON c.recipient_no = p.rowid) x",
     ),
     View(
         "v_participants",
@@ -320,7 +321,7 @@ VIEWS: tuple[View, ...] = (
         "d.attempts, d.quarantine_reason, d.last_error, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-        "JOIN participants p ON p.id = d.recipient_id WHERE d.state = 'quarantine'",
+        "JOIN participants p ON p.rowid = d.recipient_no WHERE d.state = 'quarantine'",
     ),
     View(
         "v_directives",

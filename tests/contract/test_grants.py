@@ -37,7 +37,7 @@ def inbox(store: Store, agent: Agent) -> list[str]:
             r[0]
             for r in t.all(
                 "SELECT m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_id = ? ORDER BY d.rowid",
+                "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY d.rowid",
                 (agent.identity.participant_id,),
             )
         ]

@@ -244,7 +244,7 @@ def test_import_of_followed_files_applies_the_last_line_per_id(
         assert t.one("SELECT status FROM participants WHERE address = 'lynx'")["status"] == "idle"
         waiting = t.one(f"{waiting_sql(other)} WHERE address = 'lynx'")[0]
         ready = t.one(
-            "SELECT COUNT(*) FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
+            "SELECT COUNT(*) FROM deliveries d JOIN participants p ON p.rowid = d.recipient_no "
             "WHERE p.address = 'lynx' AND d.state IN ('ready', 'processing')"
         )[0]
         assert waiting == ready
@@ -341,7 +341,7 @@ def test_mailbox_import_migrates_a_live_file_based_swarm(tmp_path: Path) -> None
         }
         rows = t.all(
             "SELECT p.address, d.state, m.sender, m.body, m.seq FROM deliveries d "
-            "JOIN participants p ON p.id = d.recipient_id JOIN messages m ON m.rowid = d.rowid >> 20 "
+            "JOIN participants p ON p.rowid = d.recipient_no JOIN messages m ON m.rowid = d.rowid >> 20 "
             "ORDER BY m.seq"
         )
     assert people["monkey-a3f7"] == (

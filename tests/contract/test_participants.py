@@ -186,7 +186,15 @@ def test_S3_retried_lead_rejoins_as_lead(store: Store, operator: Operator) -> No
     _, again = trusted.join(store, af, "cobalt-harbor/heron@2", lead=True, token=first.token)
     assert again.address == "lead"
     assert again.participant_id == first.participant_id
-    assert count(store, "deliveries", "recipient_id = ?", (first.participant_id,)) == 1
+    assert (
+        count(
+            store,
+            "deliveries",
+            "recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?)",
+            (first.participant_id,),
+        )
+        == 1
+    )
 
 
 # --- S3: re-join keeps the inbox ------------------------------------------------------------
@@ -213,7 +221,7 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
             tuple(r)
             for r in t.all(
                 "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_id = ? ORDER BY d.rowid",
+                "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY d.rowid",
                 (again.participant_id,),
             )
         ]
@@ -253,7 +261,15 @@ def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
     p = participants.get(store, space, "lynx")
     assert p.status == "running" and p.left_at_utc is None
     assert again.participant_id == first.participant_id
-    assert count(store, "deliveries", "recipient_id = ?", (p.id,)) == 1
+    assert (
+        count(
+            store,
+            "deliveries",
+            "recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?)",
+            (p.id,),
+        )
+        == 1
+    )
 
 
 # --- S4: leaving and the journal -----------------------------------------------------------

@@ -111,7 +111,8 @@ def spacegen_rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
     with store.read() as t:
         for table in SPACE_TABLES:
             cols = [
-                c.name
+                # A delivery's recipient is the store's number of it (revision 0022): by id.
+                "recipient_id" if c.name == "recipient_no" else c.name
                 for c in metadata.tables[table].columns
                 if c.name not in ("token_hash", "join_key_hash")
             ]

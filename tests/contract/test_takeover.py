@@ -96,7 +96,7 @@ def test_S40_a_join_key_holder_cannot_take_an_address_with_history(
     assert mallory.search("s3cr3t") == [] and mallory.claim().deliveries == []
     with store.read() as t:
         held = t.one(
-            "SELECT d.state FROM deliveries d JOIN participants p ON p.id = d.recipient_id "
+            "SELECT d.state FROM deliveries d JOIN participants p ON p.rowid = d.recipient_no "
             "WHERE p.address = 'victim'"
         )[0]
     assert held == "ready"

@@ -86,7 +86,7 @@ def run_senders(store: Store, workers: int, per_worker: int) -> int:
         per_recipient = dict(
             t.all(
                 "SELECT p.address, count(*) FROM deliveries d JOIN participants p "
-                "ON p.id = d.recipient_id WHERE p.space_id = ? GROUP BY p.address",
+                "ON p.rowid = d.recipient_no WHERE p.space_id = ? GROUP BY p.address",
                 (space,),
             )
         )

@@ -1,10 +1,10 @@
 -- Fragments every area may use: the space's counters, derived from the log
 -- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the seq a message
 -- id names ({id_seq}, revision 0018), a delivery's message ({of_message},
--- {message_of_row}, revision 0021) and an inbox's waiting rows
--- ({waiting_rows}). This file holds no statement; a fragment of the same name
--- in another area is refused (defined twice), so each expression is written
--- once.
+-- {message_of_row}, revision 0021), a delivery's recipient ({recipient_no},
+-- revision 0022) and an inbox's waiting rows ({waiting_rows}). This file
+-- holds no statement; a fragment of the same name in another area is refused
+-- (defined twice), so each expression is written once.
 
 -- fragment: id_seq
 -- The seq of the message :id of the space :space_id: a message id names its
@@ -54,17 +54,23 @@ m.rowid = d.rowid >> 20 AND d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048
 -- filter by message ids): one seek of the log by rowid (revision 0021).
 (SELECT m.id FROM messages m WHERE m.rowid = deliveries.rowid >> 20)
 
+-- fragment: recipient_no
+-- The participant :recipient_id as a delivery names it: its participants row's
+-- rowid (revision 0022: a number in the row and the inbox indexes where its
+-- 26-byte id was). One seek of the participants key, run once per statement.
+(SELECT rowid FROM participants WHERE id = :recipient_id)
+
 -- fragment: waiting_rows
 -- The rowids (r) of an inbox's waiting deliveries, ready or processing, each
 -- state read on its own partial index: the ready index, the tail past the
 -- waiting fold not in it yet (SQLite, revision 0019), the leases. No index
 -- holds both states: `state IN ('ready', 'processing')` would scan the table.
 SELECT rowid AS r FROM deliveries
-  WHERE recipient_id = :recipient_id AND state = 'ready' AND queued = 1
+  WHERE recipient_no = {recipient_no} AND state = 'ready' AND queued = 1
 UNION ALL SELECT w.rowid FROM deliveries w
   WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
-    AND +w.recipient_id = :recipient_id AND w.state = 'ready' AND w.queued = 0
-UNION ALL SELECT rowid FROM deliveries WHERE recipient_id = :recipient_id AND state = 'processing'
+    AND +w.recipient_no = {recipient_no} AND w.state = 'ready' AND w.queued = 0
+UNION ALL SELECT rowid FROM deliveries WHERE recipient_no = {recipient_no} AND state = 'processing'
 -- postgresql:
-SELECT rowid AS r FROM deliveries WHERE recipient_id = :recipient_id AND state = 'ready'
-UNION ALL SELECT rowid FROM deliveries WHERE recipient_id = :recipient_id AND state = 'processing'
+SELECT rowid AS r FROM deliveries WHERE recipient_no = {recipient_no} AND state = 'ready'
+UNION ALL SELECT rowid FROM deliveries WHERE recipient_no = {recipient_no} AND state = 'processing'

@@ -46,7 +46,7 @@ FROM participant_events e WHERE e.space_id = :space AND e.rowid > :after ORDER B
 SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agent,
        p.run_id AS run_id, p.step AS step, p.parent AS parent, p.role AS role,
        p.archetype AS archetype, p.task AS task, p.is_lead AS is_lead,
-       p.messaging AS messaging, p.tools AS tools, p.status AS status, p.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = p.id AND w.state IN ('ready', 'processing')) AS waiting,
+       p.messaging AS messaging, p.tools AS tools, p.status AS status, p.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = p.rowid AND w.state IN ('ready', 'processing')) AS waiting,
        p.pid AS pid, p.joined_at_utc AS joined_at_utc, p.left_at_utc AS left_at_utc,
        p.last_seen_utc AS last_seen_utc, p.contact_policy AS contact_policy,
        p.contact_allow AS contact_allow
@@ -90,7 +90,7 @@ FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.r
 -- An inbox line's columns, with its recipient's address and its message's seq;
 -- its message id, and its time unless an import kept another, are its
 -- message's (revision 0021).
-SELECT d.id AS id, m.id AS message_id, m.seq AS seq, d.recipient_id AS recipient_id,
+SELECT d.id AS id, m.id AS message_id, m.seq AS seq, p.id AS recipient_id,
        p.address AS recipient, d.state AS state,
        coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc,
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
@@ -99,12 +99,12 @@ SELECT d.id AS id, m.id AS message_id, m.seq AS seq, d.recipient_id AS recipient
        d.lease_process AS lease_process, d.lost_lease_token AS lost_lease_token,
        d.rowid AS _rowid
 FROM deliveries d JOIN messages m ON {of_message}
-JOIN participants p ON p.id = d.recipient_id
+JOIN participants p ON p.rowid = d.recipient_no
 
 -- name: inbox
 -- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
 {deliveries}
-WHERE m.space_id = :space ORDER BY d.recipient_id, 7, d.id
+WHERE m.space_id = :space ORDER BY p.id, 7, d.id
 
 -- name: inbox_new
 -- Deliveries written after rowid :after (follow).
@@ -115,11 +115,11 @@ WHERE d.rowid > :after AND m.space_id = :space ORDER BY d.rowid
 -- Deliveries that may have changed since their last line (follow): a JSON array of rowids.
 {deliveries}
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
-ORDER BY d.recipient_id, 7, d.id
+ORDER BY p.id, 7, d.id
 -- postgresql:
 {deliveries}
 WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
-ORDER BY d.recipient_id, 7, d.id
+ORDER BY p.id, 7, d.id
 
 -- name: turns
 -- mailboxes/<address>/turns.jsonl: every turn, by participant, oldest first.
@@ -221,7 +221,7 @@ SELECT owner, folder, COUNT(*) AS n FROM (
          CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
               ELSE 'inbox' END AS folder
     FROM messages m JOIN deliveries d ON {of_message}
-    JOIN participants p ON p.id = d.recipient_id
+    JOIN participants p ON p.rowid = d.recipient_no
    WHERE m.space_id = :space
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
@@ -243,7 +243,7 @@ SELECT p.address AS owner,
        coalesce(d.created_at_utc, m.created_at_utc) AS at, d.id AS uid, m.sender AS sender,
        m.body AS body, m.urgent AS urgent
   FROM deliveries d JOIN messages m ON {of_message}
-  JOIN participants p ON p.id = d.recipient_id
+  JOIN participants p ON p.rowid = d.recipient_no
  WHERE m.space_id = :space
 UNION ALL
 SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,

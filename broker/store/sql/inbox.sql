@@ -13,12 +13,12 @@
 -- The inbox's ready rows past folds.upto ('waiting'): not in the ready index
 -- yet (`queued` 0), a rowid range of at most 32 messages' deliveries.
 FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
-  AND +w.recipient_id = :recipient_id AND w.state = 'ready' AND w.queued = 0
+  AND +w.recipient_no = {recipient_no} AND w.state = 'ready' AND w.queued = 0
 
 -- fragment: new_row
 -- A new delivery's columns and its rowid: its message's rowid times 2^20 plus
 -- the deliveries of the message already in (revision 0017).
-INSERT INTO deliveries (rowid, id, recipient_id, state, created_at_utc, attempts,
+INSERT INTO deliveries (rowid, id, recipient_no, state, created_at_utc, attempts,
   lease_token, lease_owner, lease_expires_at, acked_at_utc, last_error,
   quarantine_reason, lease_process, lost_lease_token, queued)
 SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
@@ -33,7 +33,7 @@ SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
 -- with its message's time (NULL: the message, its space and its time are the
 -- rowid's, revision 0021): those values are written here, not bound (four
 -- parameters, not twelve: binding is a third of the statement's time).
-{new_row} :id, :recipient_id, 'ready', NULL, 0,
+{new_row} :id, {recipient_no}, 'ready', NULL, 0,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {unqueued}
 FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 
@@ -42,7 +42,7 @@ FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
 -- its id (counters.sql, id_seq: :id is the message's here, :delivery_id the
 -- row's). No message, no row (the writer counts them). The row's time is kept
 -- only where it is not its message's (revision 0021).
-{new_row} :delivery_id, :recipient_id, :state,
+{new_row} :delivery_id, {recipient_no}, :state,
   CASE WHEN :created_at_utc = m.created_at_utc THEN NULL ELSE :created_at_utc END, :attempts,
   :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error, :quarantine_reason,
   :lease_process, :lost_lease_token, {unqueued}
@@ -56,13 +56,13 @@ FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
 -- leases, each cut to :n before the merge.
 SELECT r FROM (
     SELECT * FROM (SELECT rowid AS r FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'ready' AND queued = 1
+      WHERE recipient_no = {recipient_no} AND state = 'ready' AND queued = 1
       ORDER BY rowid LIMIT :n)
     UNION ALL
     SELECT * FROM (SELECT w.rowid AS r {ready_tail} ORDER BY w.rowid LIMIT :n)
     UNION ALL
     SELECT * FROM (SELECT rowid AS r FROM deliveries
-      WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_expires_at < :now
+      WHERE recipient_no = {recipient_no} AND state = 'processing' AND lease_expires_at < :now
       ORDER BY rowid LIMIT :n)
   ) ORDER BY r LIMIT :n
 
@@ -71,7 +71,7 @@ SELECT r FROM (
 -- claim holds is passed over, never waited for, never taken twice): a bare
 -- LIMIT subquery could over-claim at READ COMMITTED.
 SELECT rowid FROM deliveries
-  WHERE recipient_id = :recipient_id
+  WHERE recipient_no = {recipient_no}
     AND (state = 'ready' OR (state = 'processing' AND lease_expires_at < :now))
   ORDER BY rowid LIMIT :n
   FOR UPDATE SKIP LOCKED
@@ -164,33 +164,33 @@ RETURNING d.id
 -- lease in the inbox, each one probe of its partial index. Read in a snapshot
 -- before the claim, so a claim of an empty inbox (most claims of a busy
 -- swarm) takes no write lock and writes nothing.
-SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
     AND state = 'ready' AND queued = 1)
   OR EXISTS (SELECT 1 {ready_tail})
-  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
     AND state = 'processing' AND lease_expires_at < :now) AS claimable
 -- postgresql:
-SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id AND state = 'ready')
-  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_id = :recipient_id
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no} AND state = 'ready')
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
     AND state = 'processing' AND lease_expires_at < :now) AS claimable
 
 -- name: next_expiry
 -- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
 -- no doorbell).
 SELECT min(lease_expires_at) AS expiry FROM deliveries
-WHERE recipient_id = :recipient_id AND state = 'processing'
+WHERE recipient_no = {recipient_no} AND state = 'processing'
 
 -- name: ack
 -- processing -> done for the rows still held under the lease (S14); :ids is a
--- JSON array of message ids, or NULL for the whole lease. `+recipient_id`:
+-- JSON array of message ids, or NULL for the whole lease. `+recipient_no`:
 -- find the rows by token, not by scanning the inbox's leases.
 UPDATE deliveries SET state = 'done', acked_at_utc = :now
-WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND +recipient_no = {recipient_no} AND state = 'processing'
   AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
 RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'done', acked_at_utc = :now
-WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND recipient_no = {recipient_no} AND state = 'processing'
   AND (CAST(:ids AS json) IS NULL
     OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING {message_of_row} AS message_id
@@ -201,13 +201,13 @@ RETURNING {message_of_row} AS message_id
 -- its last lease ended); nobody holds a ready row (no expiry, no process).
 UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
-WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND +recipient_no = {recipient_no} AND state = 'processing'
   AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
 RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'ready', lease_expires_at = NULL,
   lease_process = NULL, last_error = coalesce(:error, last_error)
-WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND recipient_no = {recipient_no} AND state = 'processing'
   AND (CAST(:ids AS json) IS NULL
     OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING {message_of_row} AS message_id
@@ -215,12 +215,12 @@ RETURNING {message_of_row} AS message_id
 -- name: extend
 -- A new expiry for the rows still held under the lease.
 UPDATE deliveries SET lease_expires_at = :expires
-WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND +recipient_no = {recipient_no} AND state = 'processing'
   AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
 RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET lease_expires_at = :expires
-WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND recipient_no = {recipient_no} AND state = 'processing'
   AND (CAST(:ids AS json) IS NULL
     OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING {message_of_row} AS message_id
@@ -229,13 +229,13 @@ RETURNING {message_of_row} AS message_id
 -- Set a held message aside with its evidence (S15).
 UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
   last_error = coalesce(:error, last_error)
-WHERE lease_token = :token AND +recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND +recipient_no = {recipient_no} AND state = 'processing'
   AND (:ids IS NULL OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
 RETURNING {message_of_row} AS message_id
 -- postgresql:
 UPDATE deliveries SET state = 'quarantine', quarantine_reason = :reason,
   last_error = coalesce(:error, last_error)
-WHERE lease_token = :token AND recipient_id = :recipient_id AND state = 'processing'
+WHERE lease_token = :token AND recipient_no = {recipient_no} AND state = 'processing'
   AND (CAST(:ids AS json) IS NULL
     OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
 RETURNING {message_of_row} AS message_id
@@ -252,7 +252,7 @@ FROM json_each(:ids) i JOIN messages m ON m.space_id = :space_id
   AND m.id = i.value ->> 0
 JOIN deliveries d
   ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
-WHERE d.recipient_id = :recipient_id
+WHERE d.recipient_no = {recipient_no}
 -- postgresql:
 SELECT m.id AS message_id, d.state, d.lease_token, d.lost_lease_token
 FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_id = :space_id
@@ -261,7 +261,7 @@ FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_id = :
   AND m.id = i ->> 0
 JOIN deliveries d
   ON d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
-WHERE d.recipient_id = :recipient_id
+WHERE d.recipient_no = {recipient_no}
 
 -- name: by_token
 -- Why a settle of a whole lease found nothing held: where its rows are now,
@@ -269,15 +269,15 @@ WHERE d.recipient_id = :recipient_id
 -- recovery (S14), in inbox order. Each branch is one probe of its token index.
 SELECT {message_of_row} AS message_id, state, lease_token, lost_lease_token
 FROM deliveries WHERE rowid IN (
-  SELECT rowid FROM deliveries WHERE lease_token = :token AND recipient_id = :recipient_id
+  SELECT rowid FROM deliveries WHERE lease_token = :token AND recipient_no = {recipient_no}
   UNION
-  SELECT rowid FROM deliveries WHERE lost_lease_token = :token AND recipient_id = :recipient_id
+  SELECT rowid FROM deliveries WHERE lost_lease_token = :token AND recipient_no = {recipient_no}
 ) ORDER BY rowid
 
 -- name: lease_processes
 -- The processes holding an inbox's leases (restart recovery, S32).
 SELECT DISTINCT lease_process FROM deliveries
-WHERE recipient_id = :recipient_id AND state = 'processing' AND lease_process IS NOT NULL
+WHERE recipient_no = {recipient_no} AND state = 'processing' AND lease_process IS NOT NULL
 
 -- name: recover
 -- Restart recovery (S32): the leases of processes that are gone (:processes, a
@@ -289,7 +289,7 @@ UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
   lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
-WHERE recipient_id = :recipient_id AND state = 'processing'
+WHERE recipient_no = {recipient_no} AND state = 'processing'
   AND lease_process IN (SELECT value FROM json_each(:processes))
 RETURNING {message_of_row} AS message_id
 -- postgresql:
@@ -297,7 +297,7 @@ UPDATE deliveries SET state = 'ready',
   last_error = 'lease of ' || coalesce(lease_owner, '?') || ' returned at ' || :now
     || ': its process ' || lease_process || ' is gone',
   lease_expires_at = NULL, lease_process = NULL, lost_lease_token = lease_token
-WHERE recipient_id = :recipient_id AND state = 'processing'
+WHERE recipient_no = {recipient_no} AND state = 'processing'
   AND lease_process IN (SELECT json_array_elements_text(CAST(:processes AS json)))
 RETURNING {message_of_row} AS message_id
 
@@ -309,7 +309,7 @@ SELECT d.id AS delivery_id, m.id AS message_id, p.address AS recipient, m.kind, 
   m.body, coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts,
   d.quarantine_reason, d.last_error, d.lease_owner
 FROM participants p
-JOIN deliveries d ON d.recipient_id = p.id AND d.state = 'quarantine'
+JOIN deliveries d ON d.recipient_no = p.rowid AND d.state = 'quarantine'
 JOIN messages m ON {of_message}
 WHERE p.space_id = :space_id
 ORDER BY 7, d.id
@@ -320,18 +320,20 @@ ORDER BY 7, d.id
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
 WHERE state = 'quarantine'
-  AND recipient_id IN (SELECT id FROM participants WHERE space_id = :space_id)
+  AND recipient_no IN (SELECT rowid FROM participants WHERE space_id = :space_id)
   AND (id IN (SELECT value FROM json_each(:ids))
     OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
-RETURNING id, {message_of_row} AS message_id, recipient_id
+RETURNING id, {message_of_row} AS message_id,
+  (SELECT p.id FROM participants p WHERE p.rowid = deliveries.recipient_no) AS recipient_id
 -- postgresql:
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
 WHERE state = 'quarantine'
-  AND recipient_id IN (SELECT id FROM participants WHERE space_id = :space_id)
+  AND recipient_no IN (SELECT rowid FROM participants WHERE space_id = :space_id)
   AND (id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
     OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING id, {message_of_row} AS message_id, recipient_id
+RETURNING id, {message_of_row} AS message_id,
+  (SELECT p.id FROM participants p WHERE p.rowid = deliveries.recipient_no) AS recipient_id
 
 -- name: stats
 -- A space's deliveries by state, and how many extra deliveries redelivery cost:
@@ -352,32 +354,32 @@ FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space_id
 -- SQLite: the ready rows of the index and of the tail past the waiting fold
 -- (revision 0019).
 SELECT p.address, p.status,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'ready'
      AND d.queued = 1)
-  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_id = p.id AND w.state = 'ready' AND w.queued = 0)
-  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_no = p.rowid AND w.state = 'ready' AND w.queued = 0)
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND d.lease_expires_at <= :at) AS waiting,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND d.lease_expires_at > :at) AS in_flight,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'ready'
      AND d.queued = 1 AND d.attempts > 0)
-  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_id = p.id AND w.state = 'ready' AND w.queued = 0 AND w.attempts > 0)
-  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND +w.recipient_no = p.rowid AND w.state = 'ready' AND w.queued = 0 AND w.attempts > 0)
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid
      AND d.state = 'quarantine') AS quarantined
 FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
 -- postgresql:
 SELECT p.address, p.status,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready')
-  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'ready')
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND d.lease_expires_at <= :at) AS waiting,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND d.lease_expires_at > :at) AS in_flight,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'ready'
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'ready'
      AND d.attempts > 0)
-  + (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id AND d.state = 'processing'
+  + (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid AND d.state = 'processing'
      AND (d.attempts > 1 OR d.lease_expires_at <= :at)) AS retried,
-  (SELECT count(*) FROM deliveries d WHERE d.recipient_id = p.id
+  (SELECT count(*) FROM deliveries d WHERE d.recipient_no = p.rowid
      AND d.state = 'quarantine') AS quarantined
 FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id

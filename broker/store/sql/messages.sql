@@ -38,7 +38,7 @@ WHERE space_id = :space_id AND sender = :sender AND idempotency_key = :key
 -- A participant's waiting deliveries. SQLite: `waiting` plus the inbox's
 -- deliveries past folds.upto ('waiting'), fewer than 32, that the batched
 -- insert trigger has not counted yet (revision 0015).
-waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing'))
+waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing'))
 -- postgresql:
 waiting
 

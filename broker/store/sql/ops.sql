@@ -8,7 +8,7 @@ FROM deliveries WHERE state = 'processing' AND lease_expires_at < :now
 
 -- name: quarantined_by_space
 -- Quarantined deliveries per space, the fullest first.
-SELECT p.space_id, count(*) AS n FROM deliveries d JOIN participants p ON p.id = d.recipient_id
+SELECT p.space_id, count(*) AS n FROM deliveries d JOIN participants p ON p.rowid = d.recipient_no
 WHERE d.state = 'quarantine' GROUP BY p.space_id ORDER BY n DESC, p.space_id
 
 -- name: spaces_count

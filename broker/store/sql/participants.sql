@@ -74,7 +74,7 @@ RETURNING space_id
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
 FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
 -- postgresql:
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
@@ -86,7 +86,7 @@ FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
 FROM participants WHERE space_id = :space_id AND status != 'left' ORDER BY joined_at_utc, id
 -- postgresql:
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
@@ -98,7 +98,7 @@ FROM participants WHERE space_id = :space_id AND status != 'left' ORDER BY joine
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
 FROM participants WHERE space_id = :space_id AND address = :address
 -- postgresql:
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,

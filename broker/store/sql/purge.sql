@@ -13,8 +13,9 @@ FROM spaces WHERE id = :space
 -- name: rows_deliveries
 -- Every column of the space's deliveries rows: the purge's fingerprint of them
 -- (the message's id, space and time as before revision 0021, which keeps them
--- in the message only).
-SELECT d.id, m.space_id, m.id AS message_id, d.recipient_id, d.state,
+-- in the message only; the recipient's id as before revision 0022).
+SELECT d.id, m.space_id, m.id AS message_id,
+  (SELECT p.id FROM participants p WHERE p.rowid = d.recipient_no) AS recipient_id, d.state,
   coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts, d.lease_token,
   d.lease_owner, d.lease_expires_at, d.acked_at_utc, d.last_error, d.quarantine_reason
 FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space
@@ -64,7 +65,7 @@ FROM messages WHERE space_id = :space
 -- Every column of the space's participants rows: the purge's fingerprint of them.
 -- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
 -- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_id = participants.id AND w.state IN ('ready', 'processing')) AS waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
+SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
 FROM participants WHERE space_id = :space
 -- postgresql:
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting, pid, joined_at_utc, left_at_utc, last_seen_utc

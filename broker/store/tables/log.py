@@ -109,7 +109,14 @@ deliveries = Table(
         "store a row is its rowid (the claim's one UPDATE finds its rows by it through the "
         "ready index, which holds it)",
     ),
-    column.participant_ref("recipient_id"),
+    Column(
+        "recipient_no",
+        Integer,
+        nullable=False,
+        comment="the recipient: its participants row's rowid (an identity column on "
+        "PostgreSQL), a number where its 26-byte id was, in the row and in the inbox "
+        "indexes (revision 0022); the views name it by id (v_inbox.recipient_id)",
+    ),
     column.choice("state", DELIVERY_STATES, default="ready"),
     column.utc(
         "created_at_utc",
@@ -152,15 +159,15 @@ deliveries = Table(
         "index and the short tail past upto (revision 0019). PostgreSQL inserts 1",
     ),
     # The rowid it holds is the log's order within an inbox (S13). PostgreSQL
-    # indexes (recipient_id, rowid) besides (its rowid column is not metadata).
+    # indexes (recipient_no, rowid) besides (its rowid column is not metadata).
     partial_index(
         "ix_deliveries_ready",
-        "recipient_id",
+        "recipient_no",
         where="state = 'ready' AND queued = 1",
     ),
     partial_index(
         "ix_deliveries_leased",
-        "recipient_id",
+        "recipient_no",
         "lease_expires_at",
         where="state = 'processing'",
     ),
@@ -179,7 +186,7 @@ deliveries = Table(
     ),
     partial_index(
         "ix_deliveries_quarantine",
-        "recipient_id",
+        "recipient_no",
         where="state = 'quarantine'",
     ),
     one_of("state", DELIVERY_STATES),
@@ -187,5 +194,5 @@ deliveries = Table(
     "index: the rowid (an identity column on PostgreSQL) is the row's key: its message's "
     "rowid times 2^20 plus its place among the message's deliveries (revision 0017). "
     "Its message, and so its space and time, are that rowid's: no column repeats them "
-    "(revision 0021).",
+    "(revision 0021). Its recipient is a participant's number (revision 0022).",
 )

@@ -132,7 +132,7 @@ def test_v_inboxes_answers_who_has_unread_mail(rich: tuple[Store, spacegen.Built
             counts = dict(
                 t.all(
                     "SELECT d.state, COUNT(*) FROM deliveries d JOIN participants p "
-                    "ON p.id = d.recipient_id WHERE p.address = ? AND p.space_id = ? "
+                    "ON p.rowid = d.recipient_no WHERE p.address = ? AND p.space_id = ? "
                     "GROUP BY d.state",
                     (address, b.space),
                 )
