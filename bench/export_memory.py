@@ -93,8 +93,9 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
             yield (mid, space, seq, kind, sender, to, body, reached, bno, size, at, deliver)
 
     msg_sql = (
-        "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, reached, "
-        "reached_n, bcast_no, size_bytes, created_at_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+        "INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, reached, "
+        "reached_n, bcast_no, size_bytes, created_at_utc) "
+        "VALUES (?,(SELECT rowid FROM spaces WHERE id = ?),?,?,?,?,?,?,?,?,?,?)"
     )
     # A delivery's rowid is its message's times 2^20 (revision 0017; one each here),
     # which names its message, space and time (revision 0021); its recipient is
@@ -102,7 +103,7 @@ def build(db: Path, messages: int, seed: int = 7) -> tuple[str, dict[str, int]]:
     del_sql = (
         "INSERT INTO deliveries (rowid, id, recipient_no, state, attempts, acked_at_utc) "
         "SELECT m.rowid * 1048576, ?, (SELECT p.rowid FROM participants p WHERE p.id = ?), "
-        "?, ?, ? FROM messages m WHERE m.space_id = ? AND m.seq = ?"
+        "?, ?, ? FROM messages m WHERE m.space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) AND m.seq = ?"
     )
     batch_m: list[tuple[Any, ...]] = []
     batch_d: list[tuple[Any, ...]] = []

@@ -26,7 +26,7 @@ def delivery_rows(alias: str = "deliveries") -> str:
     rows by them: ``f"SELECT state FROM {delivery_rows()} WHERE message_id = ?"``.
     ``rowid`` is the row's own (rowid order is inbox order, S13)."""
     return (
-        "(SELECT d.rowid AS rowid, d.id AS id, m.space_id AS space_id, m.id AS message_id, "
+        "(SELECT d.rowid AS rowid, d.id AS id, (SELECT sp.id FROM spaces sp WHERE sp.rowid = m.space_no) AS space_id, m.id AS message_id, "
         "(SELECT p.id FROM participants p WHERE p.rowid = d.recipient_no) AS recipient_id, "
         "d.state AS state, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts AS attempts, "
@@ -44,6 +44,27 @@ def delivery_of(message_id: str) -> str:
     for an UPDATE: ``f"UPDATE deliveries SET ... WHERE {delivery_of('?')}"`` with
     the message id as the parameter (revision 0021: the rowid names the message)."""
     return f"rowid >> 20 = (SELECT m.rowid FROM messages m WHERE m.id = {message_id})"
+
+
+# The number the log names a space by (revision 0023), of the space id bound as
+# the parameter.
+SPACE_NO = "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)"
+
+
+def of_space(table: str) -> str:
+    """A WHERE condition on ``table`` (no alias) for the rows of one space, the
+    space id as the parameter: the log names its space by number (revision
+    0023), every other table by id."""
+    return f"space_no = {SPACE_NO}" if table == "messages" else "space_id = ?"
+
+
+def log_rows(alias: str = "messages") -> str:
+    """``messages`` as a table with the column a row held before revision 0023
+    (its space's id: a number now), for a test that reads rows by it."""
+    return (
+        "(SELECT m.*, (SELECT sp.id FROM spaces sp WHERE sp.rowid = m.space_no) AS space_id "
+        f"FROM messages m) AS {alias}"
+    )
 
 
 # The number a delivery names its recipient by (revision 0022), of the participant
@@ -366,6 +387,6 @@ def spaces_as_read(store: Store) -> str:
 
     space = stmt("export.space")
     text = space if store.dialect == "sqlite" else space.postgresql
-    every, n = re.subn(r" WHERE spaces\.id = (:space|%\(space\)s)\s*$", "", text)
+    every, n = re.subn(r" WHERE spaces\.id = (:space_id|%\(space_id\)s)\s*$", "", text)
     assert n == 1, text
     return f"({every}) AS spaces"

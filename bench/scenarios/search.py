@@ -121,7 +121,7 @@ def search(ctx: Ctx) -> Scenario:
                     word = q.strip('"').split()[0].rstrip("*")
                     s = now_ns()
                     raw.execute(
-                        "SELECT id, body FROM messages WHERE space_id = ? AND body LIKE ? LIMIT 20",
+                        "SELECT id, body FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) AND body LIKE ? LIMIT 20",
                         (space, f"%{word}%"),
                     ).fetchall()
                     lat[LIKE].append(now_ns() - s)
@@ -181,7 +181,13 @@ def _drain(agents: list[Any]) -> None:
 def _ids(path: Any, space: str) -> set[str]:
     con = sqlite3.connect(path)
     try:
-        return {r[0] for r in con.execute("SELECT id FROM messages WHERE space_id = ?", (space,))}
+        return {
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (space,),
+            )
+        }
     finally:
         con.close()
 

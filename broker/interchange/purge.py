@@ -93,7 +93,7 @@ def fingerprint(t: Tx, space_id: str) -> Fingerprint:
     out: Fingerprint = {}
     for table, query in _ROWS.items():
         n = total = 0
-        cur = t.execute(query, {"space": space_id})
+        cur = t.execute(query, {"space_id": space_id})
         while batch := cur.fetchmany(1000):
             n += len(batch)
             total += sum(hash(tuple(row)) for row in batch)
@@ -102,7 +102,7 @@ def fingerprint(t: Tx, space_id: str) -> Fingerprint:
 
 
 def _archived(t: Tx, space_ref: str) -> Any:
-    space = t.one(_SPACE, {"space": resolve_id(t, space_ref)})
+    space = t.one(_SPACE, {"space_id": resolve_id(t, space_ref)})
     if space["state"] != "archived":
         raise errors.Conflict(
             f"space {space['id']} is {space['state']}: only an archived space can be purged "
@@ -185,7 +185,7 @@ def _delete(t: Tx, purged: Purged, via: str) -> None:
             "at_utc": purged.at_utc,
         },
     )
-    params = {"space": purged.space_id}
+    params = {"space_id": purged.space_id}
     t.execute(_MARK, {**params, "purge_id": purged.id})
     for table in TABLES:
         deleted = t.execute(_DELETE[table], params).rowcount

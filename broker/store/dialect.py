@@ -83,6 +83,14 @@ def waiting_ddl_sqlite() -> list[str]:
     ]
 
 
+def _space_of(table: str, row: str = "OLD") -> str:
+    """The space id of the trigger's row: the log names its space by number
+    (revision 0023), the journals by id."""
+    if table == "messages":
+        return f"(SELECT id FROM spaces WHERE rowid = {row}.space_no)"
+    return f"{row}.space_id"
+
+
 def append_only_ddl(dialect: str) -> list[str]:
     """Triggers that make the log and the journals append-only in the database.
 
@@ -98,14 +106,18 @@ def append_only_ddl(dialect: str) -> list[str]:
             )
             out.append(
                 f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
-                f"WHEN NOT EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
+                f"WHEN NOT EXISTS (SELECT 1 FROM purging WHERE space_id = {_space_of(table)}) "
                 f"BEGIN SELECT RAISE(ABORT, 'append-only: {table} refuses DELETE'); END"
             )
     elif dialect == "postgresql":
         out.append(
-            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ BEGIN "
-            "IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM purging WHERE space_id = OLD.space_id) "
-            "THEN RETURN OLD; END IF; "
+            # A branch not taken reads no field: the log has no space_id (revision 0023).
+            "CREATE OR REPLACE FUNCTION broker_append_only() RETURNS trigger AS $$ "
+            "DECLARE s text; BEGIN IF TG_OP = 'DELETE' THEN "
+            f"IF TG_TABLE_NAME = 'messages' THEN s := {_space_of('messages')}; "
+            "ELSE s := OLD.space_id; END IF; "
+            "IF EXISTS (SELECT 1 FROM purging WHERE space_id = s) THEN RETURN OLD; END IF; "
+            "END IF; "
             "RAISE EXCEPTION 'append-only: % refuses %', TG_TABLE_NAME, TG_OP; END $$ "
             "LANGUAGE plpgsql"
         )
@@ -161,12 +173,12 @@ USAGE_BATCH = 32
 USAGE_UPTO = "coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)"
 USAGE_FOLD = (
     "INSERT INTO space_usage (space_id, log_bytes) "
-    f"SELECT space_id, sum(size_bytes) FROM messages WHERE rowid > {USAGE_UPTO} "
-    "GROUP BY space_id "
+    "SELECT s.id, sum(m.size_bytes) FROM messages m JOIN spaces s ON s.rowid = m.space_no "
+    f"WHERE m.rowid > {USAGE_UPTO} GROUP BY s.id "
     "ON CONFLICT (space_id) DO UPDATE SET log_bytes = log_bytes + excluded.log_bytes; "
     "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
-    "SELECT space_id, sender, sum(size_bytes), count(*) FROM messages "
-    f"WHERE rowid > {USAGE_UPTO} GROUP BY space_id, sender "
+    "SELECT s.id, m.sender, sum(m.size_bytes), count(*) FROM messages m "
+    f"JOIN spaces s ON s.rowid = m.space_no WHERE m.rowid > {USAGE_UPTO} GROUP BY s.id, m.sender "
     "ON CONFLICT (space_id, sender) DO UPDATE SET "
     "log_bytes = log_bytes + excluded.log_bytes, messages = messages + excluded.messages; "
     "INSERT INTO folds (name, upto) "
@@ -180,7 +192,7 @@ USAGE_FOLD = (
 # index of the table is here (tests/contract/test_append_only.py checks the schema).
 UNIQUE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     # messages: no key of ids (revision 0018: an id names its row's seq).
-    "messages": (("space_id", "seq"), ("space_id", "sender", "idempotency_key")),
+    "messages": (("space_no", "seq"), ("space_no", "sender", "idempotency_key")),
     "participant_events": (("id",),),
     "transcript": (("id",),),
     "claim_journal": (("id",),),
@@ -249,12 +261,12 @@ def sender_usage_ddl(dialect: str) -> list[str]:
             "DELETE FROM sender_usage WHERE space_id = OLD.id; "
             "DELETE FROM space_usage WHERE space_id = OLD.id; RETURN NULL; END IF; "
             "INSERT INTO sender_usage (space_id, sender, log_bytes, messages) "
-            "VALUES (NEW.space_id, NEW.sender, NEW.size_bytes, 1) "
+            f"VALUES ({_space_of('messages', 'NEW')}, NEW.sender, NEW.size_bytes, 1) "
             "ON CONFLICT (space_id, sender) DO UPDATE SET "
             "log_bytes = sender_usage.log_bytes + excluded.log_bytes, "
             "messages = sender_usage.messages + 1; "
             "INSERT INTO space_usage (space_id, log_bytes) "
-            "VALUES (NEW.space_id, NEW.size_bytes) "
+            f"VALUES ({_space_of('messages', 'NEW')}, NEW.size_bytes) "
             "ON CONFLICT (space_id) DO UPDATE SET "
             "log_bytes = space_usage.log_bytes + excluded.log_bytes; "
             "RETURN NULL; END $$ LANGUAGE plpgsql",
@@ -380,6 +392,7 @@ PG_ROWID_TABLES = frozenset(
         "history",
         "messages",  # revision 0017: a delivery's rowid is its message's times 2^20
         "participants",  # revision 0022: a delivery's recipient_no is its recipient's
+        "spaces",  # revision 0023: a log row's space_no is its space's
     )
 )
 

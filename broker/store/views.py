@@ -52,12 +52,13 @@ def outcome_sql(alias: str = "m") -> str:
 
 _NR = {
     "sqlite": (
-        "messages m, json_each(m.not_reached) j",
+        "spaces sp JOIN messages m ON m.space_no = sp.rowid, json_each(m.not_reached) j",
         "json_extract(j.value, '$.address')",
         "json_extract(j.value, '$.reason')",
     ),
     "postgresql": (
-        "messages m, jsonb_array_elements(m.not_reached::jsonb) j",
+        "spaces sp JOIN messages m ON m.space_no = sp.rowid, "
+        "jsonb_array_elements(m.not_reached::jsonb) j",
         "j.value ->> 'address'",
         "j.value ->> 'reason'",
     ),
@@ -105,9 +106,10 @@ VIEWS: tuple[View, ...] = (
             ("bcast_no", "position in the broadcast log, if it was added"),
             ("outcome", "delivered | partial | reached_nobody | logged | receipt"),
         ),
-        "SELECT m.space_id, m.seq, m.id, m.created_at_utc, m.kind, m.sender, m.recipients, "
-        "m.body, m.urgent, m.via, m.ref, m.reached, m.not_reached, m.reached_n, m.bcast_no, "
-        f"{outcome_sql('m')} AS outcome FROM messages m",
+        "SELECT sp.id AS space_id, m.seq, m.id, m.created_at_utc, m.kind, m.sender, "
+        "m.recipients, m.body, m.urgent, m.via, m.ref, m.reached, m.not_reached, m.reached_n, "
+        f"m.bcast_no, {outcome_sql('m')} AS outcome "
+        "FROM messages m JOIN spaces sp ON sp.rowid = m.space_no",
     ),
     View(
         "v_not_reached",
@@ -127,8 +129,8 @@ VIEWS: tuple[View, ...] = (
             ),
             ("reached_n", "how many it did reach (0: it reached nobody)"),
         ),
-        "SELECT m.space_id, m.seq, m.id AS message_id, m.created_at_utc, m.kind, m.sender, "
-        "{nr_address} AS address, {nr_reason} AS reason, m.reached_n FROM {nr_from}",
+        "SELECT sp.id AS space_id, m.seq, m.id AS message_id, m.created_at_utc, m.kind, "
+        "m.sender, {nr_address} AS address, {nr_reason} AS reason, m.reached_n FROM {nr_from}",
     ),
     View(
         "v_inbox",
@@ -159,15 +161,16 @@ VIEWS: tuple[View, ...] = (
             ("quarantine_reason", "why it was quarantined"),
         ),
         # A delivery's message, space and time are its rowid's (revision 0021); its
-        # recipient is a participant's number (revision 0022).
-        "SELECT m.space_id AS space_id, p.address AS recipient, "
+        # recipient is a participant's number (revision 0022), the log's space a
+        # space's (revision 0023).
+        "SELECT sp.id AS space_id, p.address AS recipient, "
         "p.id AS recipient_id, d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, "
         "m.urgent, m.body, d.state, d.attempts, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.lease_owner, "
         "d.lease_expires_at, CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} "
         "THEN 1 ELSE 0 END AS lease_live, d.acked_at_utc, d.last_error, d.quarantine_reason "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-        "JOIN participants p ON p.rowid = d.recipient_no",
+        "JOIN spaces sp ON sp.rowid = m.space_no JOIN participants p ON p.rowid = d.recipient_no",
     ),
     View(
         "v_inboxes",
@@ -193,7 +196,8 @@ VIEWS: tuple[View, ...] = (
         "SELECT p.space_id, p.address, p.status, "
         "COALESCE(c.ready, 0) AS ready, COALESCE(c.processing, 0) AS processing, "
         "COALESCE(c.done, 0) AS done, COALESCE(c.quarantine, 0) AS quarantine, "
-        "(SELECT COUNT(*) FROM messages b WHERE b.space_id = p.space_id AND b.bcast_no IS NOT NULL "
+        "(SELECT COUNT(*) FROM messages b WHERE b.space_no = "
+        "(SELECT sp.rowid FROM spaces sp WHERE sp.id = p.space_id) AND b.bcast_no IS NOT NULL "
         "AND b.bcast_no > p.bcast_seen AND b.sender <> p.address) AS unread_broadcasts, "
         "c.oldest_ready_at, "
         "(SELECT l.lease_owner FROM deliveries l WHERE l.recipient_no = p.rowid "
@@ -316,12 +320,13 @@ VIEWS: tuple[View, ...] = (
             ("last_error", "the last failure reported"),
             ("created_at_utc", "when it was delivered"),
         ),
-        "SELECT m.space_id AS space_id, p.address AS recipient, "
+        "SELECT sp.id AS space_id, p.address AS recipient, "
         "d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, m.body, "
         "d.attempts, d.quarantine_reason, d.last_error, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-        "JOIN participants p ON p.rowid = d.recipient_no WHERE d.state = 'quarantine'",
+        "JOIN spaces sp ON sp.rowid = m.space_no JOIN participants p ON p.rowid = d.recipient_no "
+        "WHERE d.state = 'quarantine'",
     ),
     View(
         "v_directives",
@@ -338,12 +343,13 @@ VIEWS: tuple[View, ...] = (
             ("retracted_at", "when it was lifted"),
             ("in_force", "1 until retracted"),
         ),
-        "SELECT m.space_id, m.seq, m.id, m.sender, m.recipients, m.body, m.created_at_utc, "
-        "r.id AS retracted_by, r.created_at_utc AS retracted_at, "
+        "SELECT sp.id AS space_id, m.seq, m.id, m.sender, m.recipients, m.body, "
+        "m.created_at_utc, r.id AS retracted_by, r.created_at_utc AS retracted_at, "
         "CASE WHEN r.id IS NULL THEN 1 ELSE 0 END AS in_force "
-        "FROM messages m LEFT JOIN messages r ON r.kind = 'retract' AND r.ref = m.id "
-        "AND r.space_id = m.space_id AND r.seq = (SELECT MIN(r2.seq) FROM messages r2 "
-        "WHERE r2.kind = 'retract' AND r2.ref = m.id AND r2.space_id = m.space_id) "
+        "FROM messages m JOIN spaces sp ON sp.rowid = m.space_no "
+        "LEFT JOIN messages r ON r.kind = 'retract' AND r.ref = m.id "
+        "AND r.space_no = m.space_no AND r.seq = (SELECT MIN(r2.seq) FROM messages r2 "
+        "WHERE r2.kind = 'retract' AND r2.ref = m.id AND r2.space_no = m.space_no) "
         "WHERE m.kind = 'directive'",
     ),
     View(
@@ -360,15 +366,16 @@ VIEWS: tuple[View, ...] = (
             ("participants", "how many distinct senders wrote in it"),
             ("senders", "JSON list of those senders, in order of their first message"),
         ),
-        "SELECT m.space_id, m.thread, COUNT(*) AS messages, "
-        "(SELECT f.id FROM messages f WHERE f.space_id = m.space_id AND f.thread = m.thread "
+        "SELECT sp.id AS space_id, m.thread, COUNT(*) AS messages, "
+        "(SELECT f.id FROM messages f WHERE f.space_no = m.space_no AND f.thread = m.thread "
         "ORDER BY f.seq LIMIT 1) AS first_id, MIN(m.created_at_utc) AS first_at, "
-        "(SELECT l.id FROM messages l WHERE l.space_id = m.space_id AND l.thread = m.thread "
+        "(SELECT l.id FROM messages l WHERE l.space_no = m.space_no AND l.thread = m.thread "
         "ORDER BY l.seq DESC LIMIT 1) AS last_id, MAX(m.created_at_utc) AS last_at, "
         "COUNT(DISTINCT m.sender) AS participants, "
         "(SELECT {senders} FROM (SELECT s.sender, MIN(s.seq) AS first FROM messages s "
-        "WHERE s.space_id = m.space_id AND s.thread = m.thread GROUP BY s.sender ORDER BY first) w) AS senders "
-        "FROM messages m WHERE m.thread IS NOT NULL GROUP BY m.space_id, m.thread",
+        "WHERE s.space_no = m.space_no AND s.thread = m.thread GROUP BY s.sender ORDER BY first) w) "
+        "AS senders FROM messages m JOIN spaces sp ON sp.rowid = m.space_no "
+        "WHERE m.thread IS NOT NULL GROUP BY m.space_no, sp.id, m.thread",
     ),
 )
 

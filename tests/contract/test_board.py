@@ -878,7 +878,7 @@ def test_S23_the_journal_records_each_claim_event_with_key_owner_time_expiry_and
 
 @pytest.mark.sqlite_only  # the SQLite file itself (tests/unit/store/test_pg.py: the same on PostgreSQL)
 @pytest.mark.parametrize("table", ["claim_journal", "messages"])
-@pytest.mark.parametrize("op", ["UPDATE {t} SET space_id = space_id", "DELETE FROM {t}"])
+@pytest.mark.parametrize("op", ["UPDATE {t} SET id = id", "DELETE FROM {t}"])
 def test_S23_the_journal_and_the_log_refuse_update_and_delete(
     join: Callable[..., Agent], store: Store, table: str, op: str
 ) -> None:

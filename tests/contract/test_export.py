@@ -244,6 +244,8 @@ def test_export_covers_every_column_of_every_table() -> None:
     # exported as that participant's id, from which the importer takes its number
     locates.add(("deliveries", "recipient_id"))
     not_exported.add(("deliveries", "recipient_no"))
+    # the log's space is the store's number of it (revision 0023): the space exported
+    not_exported.add(("messages", "space_no"))
     for table in metadata.tables.values():
         if table.name in store_level:
             continue
@@ -300,6 +302,9 @@ def _rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
             if table.name == "deliveries":
                 # The recipient's number is the store's (revision 0022): by its id.
                 cols[cols.index("recipient_no")] = "recipient_id"
+            if table.name == "messages":
+                # The space's number is the store's (revision 0023): by its id.
+                cols[cols.index("space_no")] = "space_id"
             if table.name == "participants" and store.dialect == "sqlite":
                 # Counted in batches on SQLite (revision 0015): as its readers see it.
                 cols[cols.index("waiting")] = WAITING_AS_READ
@@ -309,6 +314,7 @@ def _rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
             source = {
                 "spaces": sqlrows.spaces_as_read(store),
                 "deliveries": sqlrows.delivery_rows(),
+                "messages": sqlrows.log_rows(),
             }.get(table.name, table.name)
             out[table.name] = sorted(
                 [
@@ -363,8 +369,9 @@ def _unvaried(store: Store, space: str) -> list[str]:
                 source = {
                     "spaces": sqlrows.spaces_as_read(store),
                     # the row's own columns, with its message's space (revision 0021)
-                    "deliveries": "(SELECT d.*, m.space_id AS space_id FROM deliveries d "
+                    "deliveries": "(SELECT d.*, (SELECT sp.id FROM spaces sp WHERE sp.rowid = m.space_no) AS space_id FROM deliveries d "
                     "JOIN messages m ON m.rowid = d.rowid >> 20) AS deliveries",
+                    "messages": sqlrows.log_rows(),
                 }.get(table.name, table.name)
                 values = t.all(
                     f"SELECT DISTINCT {col} FROM {source} WHERE {key} = ? AND {col} IS NOT NULL",
@@ -615,7 +622,10 @@ def test_mailbox_export_writes_the_directory_and_parseable_mail(
     with store.read() as t:
         bodies = {
             r[0]: r[1]
-            for r in t.all("SELECT id, body FROM messages WHERE space_id = ?", (b.space,))
+            for r in t.all(
+                "SELECT id, body FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (b.space,),
+            )
         }
         states = t.all(
             "SELECT p.address, d.state, COUNT(*) FROM deliveries d JOIN participants p "

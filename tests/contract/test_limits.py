@@ -258,7 +258,7 @@ def _usage_read(store: Store, sid: str) -> dict[str, list[tuple[Any, ...]]]:
     from broker.store.sql import stmt
 
     by_log = (
-        "SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_id = ? "
+        "SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) "
         "GROUP BY sender ORDER BY sender"
     )
     with store.read() as t:

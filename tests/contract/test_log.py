@@ -132,7 +132,12 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
     assert err.exit_code == 6 and err.code == "messaging_full"
     assert "log_max_mb" in str(err)
     pid = lynx.identity.participant_id
-    assert count(store, "messages", "space_id = ?", (sid,)) == sent  # the refused send: no row
+    assert (
+        count(
+            store, "messages", "space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)", (sid,)
+        )
+        == sent
+    )  # the refused send: no row
     assert (
         count(
             store,
@@ -164,7 +169,12 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
     )
     # ... but the operator is always heard (S30): logged and counted past the cap.
     assert operator.send(sid, "from the operator", to=["lynx"]).reached == ["lynx"]
-    assert count(store, "messages", "space_id = ?", (sid,)) == sent + 1
+    assert (
+        count(
+            store, "messages", "space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)", (sid,)
+        )
+        == sent + 1
+    )
 
     # Receipts are still written.
     first = operator.log(sid)[0]
@@ -344,7 +354,10 @@ def test_S11_a_broadcast_row_appended_outside_a_send_moves_the_broadcast_counter
                 "SELECT seq, bcast_no, size_bytes FROM messages WHERE id = ?", (mid,)
             )
             last_seq, last_bcast, log_bytes = t.one(counters, (space,))
-            total = t.one("SELECT sum(size_bytes) FROM messages WHERE space_id = ?", (space,))[0]
+            total = t.one(
+                "SELECT sum(size_bytes) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (space,),
+            )[0]
         assert (seq, bcast_no) == (last_seq, last_bcast) == (n, n)
         assert log_bytes == total and size > 0
 

@@ -39,7 +39,10 @@ def counts(store: Store, space: str) -> dict[str, int]:
         out = {}
         for table in SPACE_TABLES:
             key = "id" if table == "spaces" else "space_id"
-            source = sqlrows.delivery_rows() if table == "deliveries" else table  # revision 0021
+            # A delivery's space is its message's (revision 0021), the log's a number (0023).
+            source = {"deliveries": sqlrows.delivery_rows(), "messages": sqlrows.log_rows()}.get(
+                table, table
+            )
             out[table] = t.one(f"SELECT COUNT(*) FROM {source} WHERE {key} = ?", (space,))[0]
     return out
 
@@ -111,8 +114,9 @@ def spacegen_rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
     with store.read() as t:
         for table in SPACE_TABLES:
             cols = [
-                # A delivery's recipient is the store's number of it (revision 0022): by id.
-                "recipient_id" if c.name == "recipient_no" else c.name
+                # A delivery's recipient, the log's space: the store's numbers of them
+                # (revisions 0022, 0023): by id.
+                {"recipient_no": "recipient_id", "space_no": "space_id"}.get(c.name, c.name)
                 for c in metadata.tables[table].columns
                 if c.name not in ("token_hash", "join_key_hash")
             ]
@@ -122,6 +126,7 @@ def spacegen_rows(store: Store, space: str) -> dict[str, list[tuple[Any, ...]]]:
             source = {
                 "spaces": sqlrows.spaces_as_read(store),
                 "deliveries": sqlrows.delivery_rows(),
+                "messages": sqlrows.log_rows(),
             }.get(table, table)
             out[table] = sorted(
                 (
@@ -206,9 +211,10 @@ def test_purge_covers_every_table_of_a_space() -> None:
     space by a trigger (tests/contract/test_limits.py checks a purge leaves none of them);
     ``message_aliases``, an index of the log's ids, by a statement of its own
     (not counted in the journal; tests/contract/test_import.py checks it). A delivery's
-    space is its message's (revision 0021): its rows are purged by the log's."""
+    space is its message's (revision 0021): its rows are purged by the log's; the
+    log names its space by number (revision 0023)."""
     scoped = {t.name for t in metadata.tables.values() if "space_id" in t.columns}
-    scoped |= {"deliveries"}
+    scoped |= {"deliveries", "messages"}
     derived = {"sender_usage", "space_usage"}
     assert scoped - {"purges", "purging", "message_aliases"} - derived == set(TABLES)
 
@@ -226,7 +232,7 @@ def test_S34_append_only_tables_refuse_update_and_delete_even_during_a_purge_of_
         conn.execute("PRAGMA foreign_keys = ON")
         for table in APPEND_ONLY:
             with pytest.raises(sqlite3.DatabaseError, match=f"append-only: {table} refuses DELETE"):
-                conn.execute(f"DELETE FROM {table} WHERE space_id = ?", (a,))
+                conn.execute(f"DELETE FROM {table} WHERE {sqlrows.of_space(table)}", (a,))
         conn.execute("BEGIN IMMEDIATE")
         purge = new_id()
         conn.execute(
@@ -239,13 +245,16 @@ def test_S34_append_only_tables_refuse_update_and_delete_even_during_a_purge_of_
         conn.execute("INSERT INTO purging (space_id, purge_id) VALUES (?, ?)", (a, purge))
         for table in APPEND_ONLY:
             with pytest.raises(sqlite3.DatabaseError, match=f"append-only: {table} refuses DELETE"):
-                conn.execute(f"DELETE FROM {table} WHERE space_id = ?", (b,))
+                conn.execute(f"DELETE FROM {table} WHERE {sqlrows.of_space(table)}", (b,))
             with pytest.raises(sqlite3.DatabaseError, match=f"append-only: {table} refuses UPDATE"):
-                conn.execute(f"UPDATE {table} SET id = id WHERE space_id = ?", (a,))
+                conn.execute(f"UPDATE {table} SET id = id WHERE {sqlrows.of_space(table)}", (a,))
         with pytest.raises(sqlite3.DatabaseError, match="a purge marker cannot change"):
             conn.execute("UPDATE purging SET space_id = ?", (b,))
         deleted = conn.execute("DELETE FROM transcript WHERE space_id = ?", (a,)).rowcount
         assert deleted > 0, "the marked space's rows may go"
+        # The log's too, by its space's number (revision 0023).
+        logged = conn.execute(f"DELETE FROM messages WHERE {sqlrows.of_space('messages')}", (a,))
+        assert logged.rowcount > 0
         conn.execute("ROLLBACK")
         for op in ("UPDATE purges SET digest = 'x'", "DELETE FROM purges"):
             conn.execute("BEGIN IMMEDIATE")

@@ -12,7 +12,12 @@ from broker import Agent, Operator, Store, errors
 
 def count(store: Store, space: str) -> int:
     with store.read() as t:
-        return int(t.one("SELECT count(*) FROM messages WHERE space_id = ?", (space,))[0])
+        return int(
+            t.one(
+                "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (space,),
+            )[0]
+        )
 
 
 def test_send_many_logs_each_message_once_with_consecutive_seqs(
@@ -48,7 +53,8 @@ def test_S7_broadcast_cap_counts_the_batch_itself(store: Store) -> None:
         nos = [
             r[0]
             for r in t.all(
-                "SELECT bcast_no FROM messages WHERE space_id = ? ORDER BY seq", (space,)
+                "SELECT bcast_no FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                (space,),
             )
         ]
     assert nos == [1, 2, 3, None, None]

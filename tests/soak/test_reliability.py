@@ -90,11 +90,18 @@ def assert_crash_loop_keeps_every_commit(tmp_path: Path, rounds: int = 12) -> No
         raw.execute(stmt("search.index_pending"))
         raw.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
         indexed = raw.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
-        logged = {r[0] for r in raw.execute("SELECT id FROM messages WHERE space_id = ?", (space,))}
+        logged = {
+            r[0]
+            for r in raw.execute(
+                "SELECT id FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (space,),
+            )
+        }
         seqs = [
             r[0]
             for r in raw.execute(
-                "SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (space,)
+                "SELECT seq FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                (space,),
             )
         ]
     finally:

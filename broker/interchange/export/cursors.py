@@ -156,11 +156,11 @@ class AppendOnly:
         if self.snapshot_stmt is None:
             self.poll(t, space, out)
         else:
-            self._write(t, self.snapshot_stmt, {"space": space}, out)
+            self._write(t, self.snapshot_stmt, {"space_id": space}, out)
 
     def poll(self, t: Tx, space: str, out: Out) -> None:
         """Write every row after the position."""
-        last = self._write(t, self.stmt, {"space": space, "after": self.after}, out)
+        last = self._write(t, self.stmt, {"space_id": space, "after": self.after}, out)
         if last is not None:
             self.after = last[self.position]
 
@@ -185,7 +185,7 @@ class Changing:
 
     def snapshot(self, t: Tx, space: str, out: Out, *, track: bool) -> None:
         """Every row, grouped by owner; ``track``: remember the rows not final yet."""
-        for row in rows(t, self.snapshot_stmt, {"space": space}, self.spec):
+        for row in rows(t, self.snapshot_stmt, {"space_id": space}, self.spec):
             line = self.spec.line(row)
             for parts in self.route(row):
                 out.add(parts, line)
@@ -196,7 +196,7 @@ class Changing:
     def poll(self, t: Tx, space: str, out: Out) -> None:
         """New rows, then a line for each open row that changed since its last line."""
         fresh: set[int] = set()
-        for row in rows(t, self.new_stmt, {"space": space, "after": self.after}, self.spec):
+        for row in rows(t, self.new_stmt, {"space_id": space, "after": self.after}, self.spec):
             self._emit(row, self.spec.line(row), out)
             fresh.add(row["_rowid"])
             self.after = row["_rowid"]
@@ -239,7 +239,7 @@ class Keyed:
         each: Callable[[Any], None] | None = None,
     ) -> None:
         """Write the lines that changed (every line for a snapshot); ``each`` sees every row."""
-        for row in rows(t, self.stmt, {"space": space}, self.spec):
+        for row in rows(t, self.stmt, {"space_id": space}, self.spec):
             line = self.spec.line(row)
             key = row[self.key]
             if snapshot or self.last.get(key) != line:

@@ -134,11 +134,11 @@ def _export_mailbox(store: Store, space_ref: str, root: Path, progress: Progress
     make_dirs(root, "mail", "dir")
     with store.read() as t:
         space_id = resolve_id(t, space_ref)
-        kind = t.one(_SPACE_KIND, {"space": space_id})["kind"]
+        kind = t.one(_SPACE_KIND, {"space_id": space_id})["kind"]
         summary = ExportSummary(
             space=space_id, kind=kind, layout="mailbox", root=str(root), dir=str(mail)
         )
-        params = {"space": space_id}
+        params = {"space_id": space_id}
         for row in t.all(_DIRECTORY, params):
             _directory_entry(root, row, summary)
         counts = {(r["owner"], r["folder"]): r["n"] for r in t.all(_COUNTS, params)}

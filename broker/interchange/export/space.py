@@ -209,7 +209,7 @@ class SpaceExport:
                 self._empty_mailbox_files(out, file)
         self.summary.deliveries = self.inbox.count
         # Follow picks up after the last row of each table in this snapshot.
-        where = t.one(_Q["positions"], {"space": self.space})
+        where = t.one(_Q["positions"], {"space_id": self.space})
         self.inbox.after, self.turns.after = where["deliveries"], where["turns"]
         self.transcript.after, self.history.after = where["transcript"], where["history"]
 
@@ -220,7 +220,7 @@ class SpaceExport:
                 out.touch(("mailboxes", name, file))
 
     def write_space(self, t: Tx) -> bool:
-        text = lines.SPACE.document(t.one(_Q["space"], {"space": self.space}))
+        text = lines.SPACE.document(t.one(_Q["space"], {"space_id": self.space}))
         if text == self.space_text:
             return False
         self.folder.document(text, "space.json")
@@ -284,12 +284,12 @@ def snapshot(
 ) -> SpaceExport:
     """Write the space's snapshot under ``root`` from the read transaction ``t``."""
     progress = progress or NoProgress()
-    kind = t.one(_Q["space_kind"], {"space": space_id})["kind"]
+    kind = t.one(_Q["space_kind"], {"space_id": space_id})["kind"]
     folder = SpaceFolder(root, lines.space_parts(kind, space_id), digests=digests)
     writer = SpaceExport(store, folder, space_id, kind, follow)
     if now is not None:
         writer.now = now
-    progress.start(t.one(_Q["row_count"], {"space": space_id})["total"], f"export {space_id}")
+    progress.start(t.one(_Q["row_count"], {"space_id": space_id})["total"], f"export {space_id}")
     try:
         writer.snapshot(t, progress)
     finally:
@@ -339,7 +339,7 @@ def follow_space(
             while not stop.is_set():
                 with store.read() as t:
                     appended = writer.poll(t)
-                    state = t.one(_Q["space_kind"], {"space": space_id})["state"]
+                    state = t.one(_Q["space_kind"], {"space_id": space_id})["state"]
                 if state != "running":
                     break  # the poll above read everything committed before the stop
                 if appended:

@@ -180,7 +180,7 @@ class SpaceImport:
             return False
         self.space_id = values["id"]
         self.format = obj["format"]
-        if self.t.one(_EXISTS, {"space": self.space_id}):
+        if self.t.one(_EXISTS, {"space_id": self.space_id}):
             raise errors.Conflict(
                 f"space {self.space_id} already exists in this store: import into another "
                 "store (BROKER_HOME / --url), or leave it",
@@ -342,7 +342,7 @@ class SpaceImport:
     def counters(self) -> None:
         """The space's counters must be ahead of what the log holds, or the next
         send collides with an imported row."""
-        row = self.t.one(_LOG_TOP, {"space": self.space_id})
+        row = self.t.one(_LOG_TOP, {"space_id": self.space_id})
         rel = self.rel("space.json")
         if row["top_seq"] > row["last_seq"]:
             self.run.bad(

@@ -43,7 +43,7 @@ WHERE p.token_hash = :token_hash
 -- log: read here so the send's stamp needs no statement of its own.
 SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
   {last_bcast} AS last_bcast,
-  coalesce((SELECT created_at_utc FROM messages WHERE space_id = spaces.id
+  coalesce((SELECT created_at_utc FROM messages WHERE space_no = spaces.rowid
             ORDER BY seq DESC LIMIT 1), '') AS last_at,
   (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
@@ -53,7 +53,7 @@ FROM spaces WHERE id = :space_id
 -- postgresql:
 SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
   {last_bcast} AS last_bcast,
-  coalesce((SELECT created_at_utc FROM messages WHERE space_id = spaces.id
+  coalesce((SELECT created_at_utc FROM messages WHERE space_no = spaces.rowid
             ORDER BY seq DESC LIMIT 1), '') AS last_at,
   (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
    FROM participants

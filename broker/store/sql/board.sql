@@ -12,17 +12,17 @@ SELECT id, seq, kind, sender, recipients, body, ref, reached, created_at_utc,
   CASE WHEN kind = 'directive' THEN NOT EXISTS (SELECT 1 FROM messages r
     WHERE r.ref = m.id AND r.kind = 'retract') END AS in_force
 FROM messages m
-WHERE space_id = :space_id AND kind IN ('post', 'directive', 'retract') AND kind = :kind
+WHERE space_no = {space_no} AND kind IN ('post', 'directive', 'retract') AND kind = :kind
   AND seq > :after
 ORDER BY seq LIMIT :n
 
 -- name: message_head
 -- Kind and sender of one message of the space (what a retract checks).
-SELECT kind, sender FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
+SELECT kind, sender FROM messages WHERE space_no = {space_no} AND seq = {id_seq} AND id = :id
 
 -- name: retracted_by
 -- The retraction of a directive, if any.
-SELECT id FROM messages WHERE ref = :directive_id AND kind = 'retract' AND space_id = :space_id
+SELECT id FROM messages WHERE ref = :directive_id AND kind = 'retract' AND space_no = {space_no}
 
 -- name: directives_in_force
 -- Every directive of the space not retracted, oldest first, with its author's
@@ -33,8 +33,8 @@ SELECT m.id, m.seq, m.sender, m.recipients, m.body, m.created_at_utc, p.parent A
   EXISTS (SELECT 1 FROM transcript x WHERE x.participant_id = :participant_id
     AND x.message_id = m.id AND x.direction = 'injected') AS known
 FROM messages m
-LEFT JOIN participants p ON p.space_id = m.space_id AND p.address = m.sender
-WHERE m.space_id = :space_id AND m.kind IN ('post', 'directive', 'retract')
+LEFT JOIN participants p ON p.space_id = :space_id AND p.address = m.sender
+WHERE m.space_no = {space_no} AND m.kind IN ('post', 'directive', 'retract')
   AND m.kind = 'directive' AND m.seq > 0
   AND NOT EXISTS (SELECT 1 FROM messages r WHERE r.ref = m.id AND r.kind = 'retract')
 ORDER BY m.seq

@@ -1,18 +1,25 @@
 -- Fragments every area may use: the space's counters, derived from the log
--- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the seq a message
+-- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the space as the
+-- log names it ({space_no}, revision 0023), the seq a message
 -- id names ({id_seq}, revision 0018), a delivery's message ({of_message},
 -- {message_of_row}, revision 0021), a delivery's recipient ({recipient_no},
 -- revision 0022) and an inbox's waiting rows ({waiting_rows}). This file
 -- holds no statement; a fragment of the same name in another area is refused
 -- (defined twice), so each expression is written once.
 
+-- fragment: space_no
+-- The space :space_id as the log names it: its spaces row's rowid (revision
+-- 0023: a number in every log row and in the log's (space_no, seq) key where
+-- its 30-byte id was). One seek of the spaces key, run once per statement.
+(SELECT rowid FROM spaces WHERE id = :space_id)
+
 -- fragment: id_seq
 -- The seq of the message :id of the space :space_id: a message id names its
 -- seq (broker.ids.message_id), which the caller reads out of it as :id_seq
 -- (broker.ids.seq_in_id), unless the message has an alias (an id logged before
 -- revision 0018, or an imported one naming another seq). The log has no index
--- of ids: a lookup reads `space_id = :space_id AND seq = {id_seq} AND id = :id`,
--- one seek on (space_id, seq), and the id check refuses whatever else is there.
+-- of ids: a lookup reads `space_no = {space_no} AND seq = {id_seq} AND id = :id`,
+-- one seek on (space_no, seq), and the id check refuses whatever else is there.
 coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a.id = :id), :id_seq)
 -- postgresql:
 coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a.id = :id), CAST(:id_seq AS bigint))
@@ -27,19 +34,19 @@ coalesce((SELECT a.seq FROM message_aliases a WHERE a.space_id = :space_id AND a
 -- written by a send. Read under the space's write lock (BEGIN IMMEDIATE; on
 -- PostgreSQL the row lock, taken by an earlier statement, so this one's
 -- snapshot holds every row committed before it).
-max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+max(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_no = spaces.rowid), 0))
 -- postgresql:
-greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0))
+greatest(spaces.last_seq, coalesce((SELECT max(seq) FROM messages WHERE space_no = spaces.rowid), 0))
 
 -- fragment: log_bytes
-max(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_id = spaces.id), 0))
+max(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE space_id = spaces.id), 0) + coalesce((SELECT sum(size_bytes) FROM messages WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0) AND +space_no = spaces.rowid), 0))
 -- postgresql:
 greatest(spaces.log_bytes, coalesce((SELECT log_bytes FROM space_usage WHERE space_id = spaces.id), 0))
 
 -- fragment: last_bcast
-max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+max(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_no = spaces.rowid AND bcast_no IS NOT NULL), 0))
 -- postgresql:
-greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_id = spaces.id AND bcast_no IS NOT NULL), 0))
+greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE space_no = spaces.rowid AND bcast_no IS NOT NULL), 0))
 
 -- fragment: of_message
 -- A delivery `d` and its message `m` (revision 0021): the delivery's rowid is

@@ -3,4 +3,4 @@
 
 -- name: direct_by_sender
 -- Who sent how many direct messages in the demo's space.
-SELECT sender, count(*) FROM messages WHERE space_id = :space_id AND kind = 'direct' GROUP BY sender
+SELECT sender, count(*) FROM messages WHERE space_no = {space_no} AND kind = 'direct' GROUP BY sender

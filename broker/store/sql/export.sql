@@ -5,7 +5,7 @@
 -- position (rowid or seq); snapshot statements read in file order.
 
 -- name: space_kind
-SELECT kind, state FROM spaces WHERE id = :space
+SELECT kind, state FROM spaces WHERE id = :space_id
 
 -- name: space
 -- space.json (its format is the exporter's, added in Python).
@@ -13,7 +13,7 @@ SELECT spaces.id AS id, spaces.kind AS kind, spaces.state AS state,
        spaces.settings AS settings, {last_seq} AS last_seq, {last_bcast} AS last_bcast,
        {log_bytes} AS log_bytes, spaces.created_at_utc AS created_at_utc,
        spaces.updated_at_utc AS updated_at_utc
-FROM spaces WHERE spaces.id = :space
+FROM spaces WHERE spaces.id = :space_id
 
 -- name: log
 -- log.jsonl (and the board and broadcast files that repeat its lines), after :after.
@@ -29,7 +29,7 @@ SELECT m.id AS id, m.seq AS seq, m.created_at_utc AS created_at_utc, m.kind AS k
             WHEN m.reached_n > 0 THEN 'partial'
             WHEN m.not_reached <> '[]' THEN 'reached_nobody'
             ELSE 'logged' END AS outcome
-FROM messages m WHERE m.space_id = :space AND m.seq > :after ORDER BY m.seq
+FROM messages m WHERE m.space_no = {space_no} AND m.seq > :after ORDER BY m.seq
 
 -- name: events
 -- participants.jsonl: the join/leave journal after rowid :after.
@@ -37,7 +37,7 @@ SELECT e.id AS id, e.participant_id AS participant_id, e.event AS event,
        e.address AS address, e.codename AS codename, e.agent AS agent, e.run_id AS run_id,
        e.step AS step, e.parent AS parent, e.reason AS reason, e.at_utc AS at_utc,
        e.rowid AS _rowid
-FROM participant_events e WHERE e.space_id = :space AND e.rowid > :after ORDER BY e.rowid
+FROM participant_events e WHERE e.space_id = :space_id AND e.rowid > :after ORDER BY e.rowid
 
 -- name: directory
 -- directory.jsonl: every participant, in join order. Never the token hash.
@@ -50,7 +50,7 @@ SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agen
        p.pid AS pid, p.joined_at_utc AS joined_at_utc, p.left_at_utc AS left_at_utc,
        p.last_seen_utc AS last_seen_utc, p.contact_policy AS contact_policy,
        p.contact_allow AS contact_allow
-FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
+FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
 -- postgresql:
 SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agent,
        p.run_id AS run_id, p.step AS step, p.parent AS parent, p.role AS role,
@@ -59,32 +59,32 @@ SELECT p.id AS id, p.address AS address, p.codename AS codename, p.agent AS agen
        p.pid AS pid, p.joined_at_utc AS joined_at_utc, p.left_at_utc AS left_at_utc,
        p.last_seen_utc AS last_seen_utc, p.contact_policy AS contact_policy,
        p.contact_allow AS contact_allow
-FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
+FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
 
 -- name: cursors
 -- mailboxes/cursors.jsonl: each participant's broadcast cursor, in join order.
 SELECT p.id AS participant_id, p.address AS address, p.bcast_seen AS bcast_seen
-FROM participants p WHERE p.space_id = :space ORDER BY p.joined_at_utc, p.id
+FROM participants p WHERE p.space_id = :space_id ORDER BY p.joined_at_utc, p.id
 
 -- name: reservations
 -- board/reservations.jsonl: every path reservation ever granted, by token.
 SELECT r.token AS token, r.pattern AS pattern, r.mode AS mode, r.holder AS holder,
        r.reason AS reason, r.claimed_at_utc AS claimed_at_utc,
        r.lease_expires_at AS lease_expires_at, r.ended_at_utc AS ended_at_utc
-FROM reservations r WHERE r.space_id = :space ORDER BY r.token
+FROM reservations r WHERE r.space_id = :space_id ORDER BY r.token
 
 -- name: keys
 -- board/keys.jsonl (and the live claim files): every key ever claimed.
 SELECT c.key AS key, c.holder AS holder, c.token AS token,
        c.claimed_at_utc AS claimed_at_utc, c.lease_expires_at AS lease_expires_at
-FROM board_claims c WHERE c.space_id = :space ORDER BY c.key
+FROM board_claims c WHERE c.space_id = :space_id ORDER BY c.key
 
 -- name: journal
 -- board/claims.jsonl: the claim journal after rowid :after.
 SELECT j.id AS id, j.key AS key, j.event AS event, j.owner AS owner, j.token AS token,
        j.lease_expires_at AS lease_expires_at, j.at_utc AS "at", j.reason AS reason,
        j.rowid AS _rowid
-FROM claim_journal j WHERE j.space_id = :space AND j.rowid > :after ORDER BY j.rowid
+FROM claim_journal j WHERE j.space_id = :space_id AND j.rowid > :after ORDER BY j.rowid
 
 -- fragment: deliveries
 -- An inbox line's columns, with its recipient's address and its message's seq;
@@ -104,12 +104,12 @@ JOIN participants p ON p.rowid = d.recipient_no
 -- name: inbox
 -- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
 {deliveries}
-WHERE m.space_id = :space ORDER BY p.id, 7, d.id
+WHERE m.space_no = {space_no} ORDER BY p.id, 7, d.id
 
 -- name: inbox_new
 -- Deliveries written after rowid :after (follow).
 {deliveries}
-WHERE d.rowid > :after AND m.space_id = :space ORDER BY d.rowid
+WHERE d.rowid > :after AND m.space_no = {space_no} ORDER BY d.rowid
 
 -- name: inbox_reread
 -- Deliveries that may have changed since their last line (follow): a JSON array of rowids.
@@ -127,14 +127,14 @@ SELECT u.id AS id, u.participant_id AS participant_id, u.lease_token AS lease_to
        u.bcast_upto AS bcast_upto, u.state AS state, u.created_at_utc AS created_at_utc,
        u.expires_at AS expires_at, u.seen_at_utc AS seen_at_utc,
        u.lease_process AS lease_process, u.bcast_from AS bcast_from, u.rowid AS _rowid
-FROM turns u WHERE u.space_id = :space ORDER BY u.participant_id, u.created_at_utc, u.id
+FROM turns u WHERE u.space_id = :space_id ORDER BY u.participant_id, u.created_at_utc, u.id
 
 -- name: turns_new
 SELECT u.id AS id, u.participant_id AS participant_id, u.lease_token AS lease_token,
        u.bcast_upto AS bcast_upto, u.state AS state, u.created_at_utc AS created_at_utc,
        u.expires_at AS expires_at, u.seen_at_utc AS seen_at_utc,
        u.lease_process AS lease_process, u.bcast_from AS bcast_from, u.rowid AS _rowid
-FROM turns u WHERE u.space_id = :space AND u.rowid > :after ORDER BY u.rowid
+FROM turns u WHERE u.space_id = :space_id AND u.rowid > :after ORDER BY u.rowid
 
 -- name: turns_reread
 SELECT u.id AS id, u.participant_id AS participant_id, u.lease_token AS lease_token,
@@ -155,51 +155,51 @@ ORDER BY u.rowid
 SELECT x.id AS id, x.participant_id AS participant_id, x.turn_id AS turn_id,
        x.position AS position, x.direction AS direction, x.message_id AS message_id,
        x.kind AS kind, x.content AS content, x.at_utc AS at_utc, x.rowid AS _rowid
-FROM transcript x WHERE x.space_id = :space ORDER BY x.participant_id, x.rowid
+FROM transcript x WHERE x.space_id = :space_id ORDER BY x.participant_id, x.rowid
 
 -- name: transcript_new
 SELECT x.id AS id, x.participant_id AS participant_id, x.turn_id AS turn_id,
        x.position AS position, x.direction AS direction, x.message_id AS message_id,
        x.kind AS kind, x.content AS content, x.at_utc AS at_utc, x.rowid AS _rowid
-FROM transcript x WHERE x.space_id = :space AND x.rowid > :after ORDER BY x.rowid
+FROM transcript x WHERE x.space_id = :space_id AND x.rowid > :after ORDER BY x.rowid
 
 -- name: history
 -- mailboxes/<address>/history.jsonl: by participant, in the order written.
 SELECT h.id AS id, h.participant_id AS participant_id, h.message_id AS message_id,
        h.turn_id AS turn_id, h.kind AS kind, h.sender AS sender, h.body AS body,
        h.at_utc AS at_utc, h.rowid AS _rowid
-FROM history h WHERE h.space_id = :space ORDER BY h.participant_id, h.rowid
+FROM history h WHERE h.space_id = :space_id ORDER BY h.participant_id, h.rowid
 
 -- name: history_new
 SELECT h.id AS id, h.participant_id AS participant_id, h.message_id AS message_id,
        h.turn_id AS turn_id, h.kind AS kind, h.sender AS sender, h.body AS body,
        h.at_utc AS at_utc, h.rowid AS _rowid
-FROM history h WHERE h.space_id = :space AND h.rowid > :after ORDER BY h.rowid
+FROM history h WHERE h.space_id = :space_id AND h.rowid > :after ORDER BY h.rowid
 
 -- name: positions
 -- Where follow picks up after a snapshot: the last row of each followed table.
 SELECT (SELECT COALESCE(MAX(d.rowid), 0) FROM messages m JOIN deliveries d ON {of_message}
-        WHERE m.space_id = :space) AS deliveries,
-       (SELECT COALESCE(MAX(rowid), 0) FROM turns WHERE space_id = :space) AS turns,
-       (SELECT COALESCE(MAX(rowid), 0) FROM transcript WHERE space_id = :space) AS transcript,
-       (SELECT COALESCE(MAX(rowid), 0) FROM history WHERE space_id = :space) AS history
+        WHERE m.space_no = {space_no}) AS deliveries,
+       (SELECT COALESCE(MAX(rowid), 0) FROM turns WHERE space_id = :space_id) AS turns,
+       (SELECT COALESCE(MAX(rowid), 0) FROM transcript WHERE space_id = :space_id) AS transcript,
+       (SELECT COALESCE(MAX(rowid), 0) FROM history WHERE space_id = :space_id) AS history
 
 -- name: row_count
 -- Rows an export of the space writes (for the progress bar).
-SELECT (SELECT COUNT(*) FROM participants WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM participant_events WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM messages WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM claim_journal WHERE space_id = :space)
+SELECT (SELECT COUNT(*) FROM participants WHERE space_id = :space_id)
+     + (SELECT COUNT(*) FROM participant_events WHERE space_id = :space_id)
+     + (SELECT COUNT(*) FROM messages WHERE space_no = {space_no})
+     + (SELECT COUNT(*) FROM claim_journal WHERE space_id = :space_id)
      + (SELECT COUNT(*) FROM messages m JOIN deliveries d ON {of_message}
-        WHERE m.space_id = :space)
-     + (SELECT COUNT(*) FROM turns WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM transcript WHERE space_id = :space)
-     + (SELECT COUNT(*) FROM history WHERE space_id = :space) AS total
+        WHERE m.space_no = {space_no})
+     + (SELECT COUNT(*) FROM turns WHERE space_id = :space_id)
+     + (SELECT COUNT(*) FROM transcript WHERE space_id = :space_id)
+     + (SELECT COUNT(*) FROM history WHERE space_id = :space_id) AS total
 
 -- name: mail_directory
 -- The Mailbox Protocol directory: every participant, in join order.
 SELECT address, status, role, agent, archetype, task
-FROM participants WHERE space_id = :space ORDER BY joined_at_utc, id
+FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
 
 -- fragment: reached
 -- The addresses a message reached (its JSON list) as rows r(value), joined to it.
@@ -222,16 +222,16 @@ SELECT owner, folder, COUNT(*) AS n FROM (
               ELSE 'inbox' END AS folder
     FROM messages m JOIN deliveries d ON {of_message}
     JOIN participants p ON p.rowid = d.recipient_no
-   WHERE m.space_id = :space
+   WHERE m.space_no = {space_no}
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
     FROM messages m {reached}
-    JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
-   WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
+    JOIN participants p ON p.space_id = :space_id AND p.address = r.value
+   WHERE m.space_no = {space_no} AND m.bcast_no IS NOT NULL
   UNION ALL
   SELECT 'operator', 'inbox'
     FROM messages m
-   WHERE m.space_id = :space AND m.kind <> 'seen' AND {reached_operator}
+   WHERE m.space_no = {space_no} AND m.kind <> 'seen' AND {reached_operator}
 ) c GROUP BY owner, folder
 
 -- name: mail_rows
@@ -244,18 +244,18 @@ SELECT p.address AS owner,
        m.body AS body, m.urgent AS urgent
   FROM deliveries d JOIN messages m ON {of_message}
   JOIN participants p ON p.rowid = d.recipient_no
- WHERE m.space_id = :space
+ WHERE m.space_no = {space_no}
 UNION ALL
 SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
        m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent
   FROM messages m {reached}
-  JOIN participants p ON p.space_id = m.space_id AND p.address = r.value
- WHERE m.space_id = :space AND m.bcast_no IS NOT NULL
+  JOIN participants p ON p.space_id = :space_id AND p.address = r.value
+ WHERE m.space_no = {space_no} AND m.bcast_no IS NOT NULL
 UNION ALL
 SELECT 'operator', 'inbox', m.created_at_utc, m.id, m.sender, m.body, m.urgent
   FROM messages m
- WHERE m.space_id = :space AND m.kind <> 'seen' AND {reached_operator}
+ WHERE m.space_no = {space_no} AND m.kind <> 'seen' AND {reached_operator}
 ORDER BY 1, 2, 3, 4
 
 -- name: message_count
-SELECT COUNT(*) AS n FROM messages WHERE space_id = :space
+SELECT COUNT(*) AS n FROM messages WHERE space_no = {space_no}

@@ -45,7 +45,8 @@ WHERE participant_id = :participant_id ORDER BY at_utc, id
 INSERT INTO history (id, space_id, participant_id, message_id, turn_id, kind, sender, body, at_utc)
 SELECT tr.id, tr.space_id, tr.participant_id, tr.message_id, tr.turn_id, tr.kind, m.sender,
   tr.content, :at_utc
-FROM transcript tr JOIN messages m ON m.space_id = tr.space_id AND m.id = tr.message_id
+FROM transcript tr JOIN messages m
+  ON m.space_no = (SELECT s.rowid FROM spaces s WHERE s.id = tr.space_id) AND m.id = tr.message_id
   AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
     WHERE a.space_id = tr.space_id AND a.id = tr.message_id),
     {spelled_seq})

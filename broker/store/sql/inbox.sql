@@ -35,7 +35,7 @@ SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
 -- parameters, not twelve: binding is a third of the statement's time).
 {new_row} :id, {recipient_no}, 'ready', NULL, 0,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {unqueued}
-FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
+FROM messages m WHERE m.space_no = {space_no} AND m.seq = :message_seq
 
 -- name: restore
 -- Rows restored by the importer, every column as given, the message found by
@@ -46,7 +46,7 @@ FROM messages m WHERE m.space_id = :space_id AND m.seq = :message_seq
   CASE WHEN :created_at_utc = m.created_at_utc THEN NULL ELSE :created_at_utc END, :attempts,
   :lease_token, :lease_owner, :lease_expires_at, :acked_at_utc, :last_error, :quarantine_reason,
   :lease_process, :lost_lease_token, {unqueued}
-FROM messages m WHERE m.space_id = :space_id AND m.seq = {id_seq} AND m.id = :id
+FROM messages m WHERE m.space_no = {space_no} AND m.seq = {id_seq} AND m.id = :id
 
 -- fragment: candidates
 -- The rowids of the first :n claimable rows of an inbox, in log order (S13,
@@ -246,7 +246,7 @@ RETURNING {message_of_row} AS message_id
 -- in counters.sql's id_seq). A message's deliveries are the rowid range of its
 -- rowid (revision 0017).
 SELECT m.id AS message_id, d.state, d.lease_token, d.lost_lease_token
-FROM json_each(:ids) i JOIN messages m ON m.space_id = :space_id
+FROM json_each(:ids) i JOIN messages m ON m.space_no = {space_no}
   AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
     WHERE a.space_id = :space_id AND a.id = i.value ->> 0), i.value ->> 1)
   AND m.id = i.value ->> 0
@@ -255,7 +255,7 @@ JOIN deliveries d
 WHERE d.recipient_no = {recipient_no}
 -- postgresql:
 SELECT m.id AS message_id, d.state, d.lease_token, d.lost_lease_token
-FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_id = :space_id
+FROM json_array_elements(CAST(:ids AS json)) i JOIN messages m ON m.space_no = {space_no}
   AND m.seq = coalesce((SELECT a.seq FROM message_aliases a
     WHERE a.space_id = :space_id AND a.id = i ->> 0), CAST(i ->> 1 AS bigint))
   AND m.id = i ->> 0
@@ -343,7 +343,7 @@ SELECT count(*) FILTER (WHERE d.state = 'ready') AS ready,
   count(*) FILTER (WHERE d.state = 'done') AS done,
   count(*) FILTER (WHERE d.state = 'quarantine') AS quarantine,
   coalesce(sum(d.attempts - 1) FILTER (WHERE d.attempts > 1), 0) AS redeliveries
-FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_id = :space_id
+FROM messages m JOIN deliveries d ON {of_message} WHERE m.space_no = {space_no}
 
 -- name: by_inbox
 -- Each participant's inbox as a queue, for the operator's console, read on the

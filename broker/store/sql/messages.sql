@@ -14,10 +14,10 @@ FROM spaces WHERE id = :space_id
 SELECT kind FROM spaces WHERE id = :space_id
 
 -- name: insert_message
-INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, via, ref,
+INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, urgent, via, ref,
   reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc,
   {mail})
-VALUES (:id, :space_id, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
+VALUES (:id, {space_no}, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
   :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
   {:mail})
 
@@ -32,7 +32,7 @@ INSERT INTO message_aliases (space_id, id, seq) VALUES (:space_id, :id, :seq)
 -- recipients, body, mail fields).
 SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, {mail}
 FROM messages
-WHERE space_id = :space_id AND sender = :sender AND idempotency_key = :key
+WHERE space_no = {space_no} AND sender = :sender AND idempotency_key = :key
 
 -- fragment: waiting
 -- A participant's waiting deliveries. SQLite: `waiting` plus the inbox's
@@ -71,23 +71,25 @@ ORDER BY joined_at_utc, id
 
 -- name: seq_of
 -- The log position of a message id of the space (a cursor: --after, the board).
-SELECT seq FROM messages WHERE space_id = :space_id AND seq = {id_seq} AND id = :id
+SELECT seq FROM messages WHERE space_no = {space_no} AND seq = {id_seq} AND id = :id
 
 -- name: log
 -- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`
 -- NULL for no limit.
-SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
+  via, ref, reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
-WHERE space_id = :space_id AND seq > :after
+WHERE space_no = {space_no} AND seq > :after
   AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
 ORDER BY seq
 LIMIT coalesce(:lim, -1)
 -- postgresql:
-SELECT id, space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached,
+SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
+  via, ref, reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
-WHERE space_id = :space_id AND seq > :after
+WHERE space_no = {space_no} AND seq > :after
   AND (CAST(:kinds AS text) IS NULL
        OR kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
 ORDER BY seq
@@ -97,9 +99,9 @@ LIMIT :lim
 -- How many rows each sender wrote at or after :since (receipts aside), among
 -- the space's last :window rows: the rows of the last minute are the newest
 -- seqs (up to the skew of the writers' clocks), so this reads a tail of the log
--- backwards on the (space_id, seq) index, never more than :window rows.
+-- backwards on the (space_no, seq) index, never more than :window rows.
 SELECT sender, count(*) AS n
-FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_id = :space_id
+FROM (SELECT sender, kind, created_at_utc FROM messages WHERE space_no = {space_no}
       ORDER BY seq DESC LIMIT :window) AS tail
 WHERE created_at_utc >= :since AND kind != 'seen'
 GROUP BY sender ORDER BY sender
@@ -107,4 +109,4 @@ GROUP BY sender ORDER BY sender
 -- name: last_at
 -- The time of the space's last log row (S44): a send is never stamped
 -- earlier, whatever the clock of the process that sends.
-SELECT created_at_utc FROM messages WHERE space_id = :space_id ORDER BY seq DESC LIMIT 1
+SELECT created_at_utc FROM messages WHERE space_no = {space_no} ORDER BY seq DESC LIMIT 1

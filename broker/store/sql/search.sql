@@ -13,7 +13,7 @@ SELECT m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.created_at_utc,
   c.rid, c.rank
 FROM (SELECT f.rowid AS rid, bm25(messages_fts) AS rank
       FROM messages_fts f JOIN messages m ON m.rowid = f.rowid
-      WHERE messages_fts MATCH :query AND m.space_id = :space_id AND m.kind <> 'seen'
+      WHERE messages_fts MATCH :query AND m.space_no = {space_no} AND m.kind <> 'seen'
         AND (:sender IS NULL OR m.sender = :sender)
         AND (:since IS NULL OR m.created_at_utc >= :since)
         AND (:kinds IS NULL OR m.kind IN (SELECT value FROM json_each(:kinds)))
@@ -38,7 +38,7 @@ FROM (SELECT m.rowid, m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.c
       FROM messages m, to_tsquery('simple', :query) q
       WHERE (to_tsvector('simple', broker_search_text(m.body))
              || setweight(to_tsvector('simple', broker_search_text(coalesce(m.thread, ''))), 'A')) @@ q
-        AND m.space_id = :space_id AND m.kind <> 'seen'
+        AND m.space_no = {space_no} AND m.kind <> 'seen'
         AND (:sender::text IS NULL OR m.sender = :sender)
         AND (:since::text IS NULL OR m.created_at_utc >= :since)
         AND (:kinds::text IS NULL OR m.kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))

@@ -24,7 +24,7 @@ SELECT sender, sum(log_bytes) AS log_bytes FROM (
   UNION ALL
   SELECT sender, size_bytes FROM messages
   WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
-    AND +space_id = :space_id
+    AND +space_no = {space_no}
 ) AS u GROUP BY sender
 -- postgresql:
 SELECT sender, log_bytes FROM sender_usage WHERE space_id = :space_id

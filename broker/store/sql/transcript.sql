@@ -23,4 +23,4 @@ FROM transcript WHERE participant_id = :participant_id ORDER BY at_utc, id
 -- What it sent is in the log, not copied into the transcript (receipts are not
 -- messages).
 SELECT id, kind, body, created_at_utc FROM messages
-WHERE space_id = :space_id AND sender = :address AND kind != 'seen' ORDER BY seq
+WHERE space_no = {space_no} AND sender = :address AND kind != 'seen' ORDER BY seq

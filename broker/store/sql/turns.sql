@@ -29,7 +29,7 @@ WHERE p.id = :participant_id
 -- The broadcasts after the cursor, in log order, at most :n, with what their
 -- framing shows (its mail attributes, S35).
 SELECT id, sender, body, created_at_utc, bcast_no, {mail} FROM messages
-WHERE space_id = :space_id AND bcast_no > :after AND bcast_no <= :last
+WHERE space_no = {space_no} AND bcast_no > :after AND bcast_no <= :last
 ORDER BY bcast_no LIMIT :n
 
 -- name: advance_cursor
@@ -66,7 +66,7 @@ UPDATE turns SET state = 'seen', seen_at_utc = :now WHERE id = :turn_id
 
 -- name: receipt
 -- The receipt a confirmed turn wrote (confirming twice returns it).
-SELECT id FROM messages WHERE ref = :turn_id AND kind = 'seen' AND space_id = :space_id
+SELECT id FROM messages WHERE ref = :turn_id AND kind = 'seen' AND space_no = {space_no}
 
 -- name: lease_token
 SELECT lease_token FROM turns WHERE id = :turn_id AND participant_id = :participant_id

@@ -11,7 +11,7 @@ SELECT coalesce((SELECT log_bytes FROM sender_usage
     WHERE space_id = :space_id AND sender = :sender), 0)
   + coalesce((SELECT sum(size_bytes) FROM messages
     WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
-      AND +space_id = :space_id AND sender = :sender), 0) AS log_bytes
+      AND +space_no = {space_no} AND sender = :sender), 0) AS log_bytes
 -- postgresql:
 SELECT log_bytes FROM sender_usage WHERE space_id = :space_id AND sender = :sender
 
@@ -36,7 +36,7 @@ SELECT sender, sum(log_bytes) AS log_bytes, sum(messages) AS messages FROM (
   UNION ALL
   SELECT sender, size_bytes, 1 FROM messages
   WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'sender_usage'), 0)
-    AND +space_id = :space_id
+    AND +space_no = {space_no}
 ) AS u GROUP BY sender
 ORDER BY log_bytes DESC, sender LIMIT :n
 -- postgresql:

@@ -25,10 +25,17 @@ messages = Table(
         String(column.ID),
         nullable=False,
         comment="ULID; the stable id consumers de-duplicate by. No index: its random part "
-        "starts with the row's seq, so (space_id, seq) finds it (an imported id naming "
+        "starts with the row's seq, so (space_no, seq) finds it (an imported id naming "
         "another seq has a row in message_aliases; revision 0018)",
     ),
-    column.space_ref(),
+    Column(
+        "space_no",
+        Integer,
+        nullable=False,
+        comment="the space: its spaces row's rowid (an identity column on PostgreSQL), a "
+        "number where its 30-byte id was, in the row and in the log's keys (revision "
+        "0023); the views name it by id (v_log.space_id)",
+    ),
     Column("seq", Integer, nullable=False, comment="gap-free per-space sequence"),
     column.choice("kind", MESSAGE_KINDS),
     Column("sender", String(200), nullable=False, comment="sender address, or `operator`"),
@@ -48,31 +55,31 @@ messages = Table(
     Column("reply_to", String(column.ID), comment="the message this one answers (S35)"),
     Column("importance", String(8), comment="low | high | urgent; NULL = normal"),
     Column("ack_required", Boolean, comment="1: the sender asks who has seen it (msg status)"),
-    UniqueConstraint("space_id", "seq"),
+    UniqueConstraint("space_no", "seq"),
     partial_index(
-        "ix_messages_space_id_sender_idempotency_key",
-        "space_id",
+        "ix_messages_space_no_sender_idempotency_key",
+        "space_no",
         "sender",
         "idempotency_key",
         unique=True,
         where="idempotency_key IS NOT NULL",
     ),
     partial_index(
-        "ix_messages_space_id_bcast_no",
-        "space_id",
+        "ix_messages_space_no_bcast_no",
+        "space_no",
         "bcast_no",
         where="bcast_no IS NOT NULL",
     ),
     partial_index(
-        "ix_messages_space_id_kind_seq",
-        "space_id",
+        "ix_messages_space_no_kind_seq",
+        "space_no",
         "kind",
         "seq",
         where="kind IN ('post', 'directive', 'retract')",
     ),
     partial_index(
-        "ix_messages_space_id_thread_seq",
-        "space_id",
+        "ix_messages_space_no_thread_seq",
+        "space_no",
         "thread",
         "seq",
         where="thread IS NOT NULL",
@@ -83,7 +90,7 @@ messages = Table(
         where="ref IS NOT NULL",
     ),
     one_of("kind", MESSAGE_KINDS),
-    comment="The append-only log (S7, S11).",
+    comment="The append-only log (S7, S11). Its space is a number (revision 0023).",
 )
 
 message_aliases = Table(

@@ -274,8 +274,9 @@ def test_cli_an_unexpected_error_is_one_line_exit_70_and_BROKER_DEBUG_shows_it(
     sid = Operator(store).create_space("workflow").id
     with store.write() as t:  # a damaged row, written behind the broker's back
         t.execute(
-            "INSERT INTO messages (id, space_id, seq, kind, sender, recipients, body, urgent, "
-            "reached, not_reached, created_at_utc) VALUES ('01DAMAGED', ?, 1, 'direct', 'x', "
+            "INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, urgent, "
+            "reached, not_reached, created_at_utc) VALUES ('01DAMAGED', "
+            "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?), 1, 'direct', 'x', "
             "'not json', 'b', 0, '[]', '[]', '2026-01-01T00:00:00.000000Z')",
             (sid,),
         )

@@ -64,10 +64,14 @@ def assert_counters(store: Store, sid: str) -> None:
         seqs = [
             r[0]
             for r in t.all(
-                "SELECT seq FROM messages WHERE space_id = :id ORDER BY seq", {"id": sid}
+                "SELECT seq FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = :id) ORDER BY seq",
+                {"id": sid},
             )
         ]
-        size = t.one("SELECT sum(size_bytes) FROM messages WHERE space_id = :id", {"id": sid})[0]
+        size = t.one(
+            "SELECT sum(size_bytes) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = :id)",
+            {"id": sid},
+        )[0]
     assert seqs == list(range(1, last_seq + 1))
     assert log_bytes == size
 

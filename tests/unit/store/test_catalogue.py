@@ -173,7 +173,7 @@ def test_the_shared_fragments_are_every_areas_and_written_once() -> None:
     users = {
         name.partition(".")[0]
         for name, stmt in sql.all_statements().items()
-        if "coalesce((SELECT max(seq) FROM messages WHERE space_id = spaces.id), 0)" in stmt
+        if "coalesce((SELECT max(seq) FROM messages WHERE space_no = spaces.rowid), 0)" in stmt
     }
     assert {"auth", "export", "messages", "usage"} <= users, users
     for path in sql.HERE.glob("*.sql"):

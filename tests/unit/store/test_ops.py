@@ -380,7 +380,7 @@ def test_vacuum_keeps_each_delivery_in_its_messages_rowid_range(
         # the row holds no other link to it); the claim below checks it is the right one.
         rows, named = t.one(
             "SELECT count(*), count(m.rowid) FROM deliveries d "
-            "LEFT JOIN messages m ON m.rowid = d.rowid >> 20 AND m.space_id = ?",
+            "LEFT JOIN messages m ON m.rowid = d.rowid >> 20 AND m.space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
             (kept,),
         )
     assert rows == named == 20, (rows, named)

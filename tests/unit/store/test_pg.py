@@ -281,7 +281,11 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
     assert failures.empty()
     with pg.read() as t:
         seqs = [
-            r[0] for r in t.all("SELECT seq FROM messages WHERE space_id = ? ORDER BY seq", (sid,))
+            r[0]
+            for r in t.all(
+                "SELECT seq FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                (sid,),
+            )
         ]
         last = t.one(f"SELECT last_seq FROM {spaces_as_read(pg)} WHERE id = ?", (sid,))[0]
     assert seqs == list(range(1, 201))

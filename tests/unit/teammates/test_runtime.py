@@ -483,13 +483,16 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
     assert s["results_received"] == s["tasks_done"] + s["duplicate_results"]
     store = Store(db_url)
     with store.read() as t:
-        logged = t.one("SELECT count(*) FROM messages WHERE space_id = ?", (s["space"],))[0]
+        logged = t.one(
+            "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+            (s["space"],),
+        )[0]
         claimed = t.one(
             "SELECT count(*) FROM claim_journal WHERE space_id = ? AND event = 'claimed'",
             (s["space"],),
         )[0]
         results = t.one(
-            "SELECT count(*) FROM messages WHERE space_id = ? AND kind = 'direct' AND body LIKE 'result %'",
+            "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) AND kind = 'direct' AND body LIKE 'result %'",
             (s["space"],),
         )[0]
         state = t.one("SELECT state FROM spaces WHERE id = ?", (s["space"],))[0]
