@@ -292,6 +292,9 @@ def every_column_space(store: Store) -> Built:
     sqlrows.set_delivery_time(
         store, sqlrows.deliveries(store, b.pids["otter"])[0], "2026-01-02T03:04:05.000006Z"
     )
+    # a delivery's own id, not the one its message gives it: an imported line's, or a
+    # send's from before revision 0024
+    sqlrows.set_delivery_id(store, sqlrows.deliveries(store, b.pids["otter"])[-1], new_id())
     holder, _ = trusted.join(store, b.space, "flow/holder")
     holder.claim_key("held-then-left", ttl=3600)
     holder.leave()  # the journal's reason: left

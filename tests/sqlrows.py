@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.ids import hash_token, new_id, new_token
+from broker.store.sql import fragment
 from broker.store.sqlite import Store
 
 FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
@@ -22,11 +23,14 @@ FAR_FUTURE = "2999-01-01T00:00:00.000000Z"
 def delivery_rows(alias: str = "deliveries") -> str:
     """``deliveries`` as a table with the columns a row held before revision 0021
     (its message's id, space and time: the rowid's now; its recipient's id: a
-    number since revision 0022), for a test that reads
-    rows by them: ``f"SELECT state FROM {delivery_rows()} WHERE message_id = ?"``.
+    number since revision 0022; its own id: its message's since revision 0024),
+    for a test that reads rows by them:
+    ``f"SELECT state FROM {delivery_rows()} WHERE message_id = ?"``.
     ``rowid`` is the row's own (rowid order is inbox order, S13)."""
     return (
-        "(SELECT d.rowid AS rowid, d.id AS id, (SELECT sp.id FROM spaces sp WHERE sp.rowid = m.space_no) AS space_id, m.id AS message_id, "
+        f"(SELECT d.rowid AS rowid, {fragment('delivery_id')} AS id, "
+        "(SELECT sp.id FROM spaces sp WHERE sp.rowid = m.space_no) AS space_id, "
+        "m.id AS message_id, "
         "(SELECT p.id FROM participants p WHERE p.rowid = d.recipient_no) AS recipient_id, "
         "d.state AS state, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts AS attempts, "
@@ -37,6 +41,12 @@ def delivery_rows(alias: str = "deliveries") -> str:
         "d.queued AS queued FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20) "
         f"AS {alias}"
     )
+
+
+def by_delivery_id() -> str:
+    """A WHERE condition on ``deliveries`` (no alias) for the row of one delivery
+    id, the parameter: a send's row keeps no id (revision 0024)."""
+    return f"rowid = (SELECT x.rowid FROM {delivery_rows('x')} WHERE x.id = ?)"
 
 
 def delivery_of(message_id: str) -> str:
@@ -195,8 +205,7 @@ def deliveries(store: Store, participant_id: str, *, state: str | None = None) -
         return [
             r[0]
             for r in t.all(
-                f"SELECT id FROM deliveries WHERE recipient_no = {RECIPIENT_NO}{where} "
-                "ORDER BY rowid",
+                f"SELECT id FROM {delivery_rows()} WHERE recipient_id = ?{where} ORDER BY rowid",
                 (participant_id, state) if state else (participant_id,),
             )
         ]
@@ -219,7 +228,7 @@ def set_delivery(
         t.execute(
             "UPDATE deliveries SET state = ?, attempts = ?, lease_token = ?, lease_owner = ?, "
             "lease_expires_at = ?, acked_at_utc = ?, last_error = ?, quarantine_reason = ? "
-            "WHERE id = ?",
+            f"WHERE {by_delivery_id()}",
             (
                 state,
                 attempts,
@@ -238,7 +247,16 @@ def set_delivery_time(store: Store, delivery_id: str, at: str) -> None:
     """A delivery with a time of its own, not its message's, as an imported line
     may carry (revision 0021 keeps such a time; a send's row has none)."""
     with store.write() as t:
-        t.execute("UPDATE deliveries SET created_at_utc = ? WHERE id = ?", (at, delivery_id))
+        t.execute(
+            f"UPDATE deliveries SET created_at_utc = ? WHERE {by_delivery_id()}", (at, delivery_id)
+        )
+
+
+def set_delivery_id(store: Store, delivery_id: str, own: str) -> None:
+    """A delivery with an id of its own, not the one its message gives it, as an
+    imported line or a send before revision 0024 left it."""
+    with store.write() as t:
+        t.execute(f"UPDATE deliveries SET id = ? WHERE {by_delivery_id()}", (own, delivery_id))
 
 
 def set_lease_evidence(store: Store, delivery_id: str, process: str, lost_token: str) -> None:
@@ -246,7 +264,7 @@ def set_lease_evidence(store: Store, delivery_id: str, process: str, lost_token:
     leaves it: the process that claimed it and the token that lost it."""
     with store.write() as t:
         t.execute(
-            "UPDATE deliveries SET lease_process = ?, lost_lease_token = ? WHERE id = ?",
+            f"UPDATE deliveries SET lease_process = ?, lost_lease_token = ? WHERE {by_delivery_id()}",
             (process, lost_token, delivery_id),
         )
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from bench.peers.broker_queue import BrokerQueue, bulk_load, join_agent, open_space
 from broker import Agent, Joined, Store
-from broker.ids import fmt_ts, message_id, new_id, new_token, ts_after
+from broker.delivery.inbox import CLAIMED
+from broker.ids import fmt_ts, message_id, new_token, ts_after
 from broker.store.sql import CatalogueError, Stmt, stmt
 
 # --- the broker's statements, by name from its public catalogue (broker/store/sql/*.sql) ----------
@@ -59,6 +60,7 @@ INS_MESSAGE = broker_sql("messages.insert_message", "")
 INS_DELIVERY = broker_sql("inbox.insert", "")
 CLAIM = broker_sql("inbox.claim", "")
 ACK = broker_sql("inbox.ack", "")
+BODY = CLAIMED.index("body")  # where a claimed row's JSON array holds the body
 HEARTBEAT_S = 1.0  # the broker refreshes a caller's heartbeat at most once a second
 LEASE_S = 30.0
 MAX_DELIVERIES = 5
@@ -236,10 +238,10 @@ def claim_statements(
     }
     rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
     # The broker's claim returns the messages itself, in one statement (a JSON
-    # array each: [id, time, kind, sender, body, urgent, {mail}]), in the log's
-    # order, the rowid's.
+    # array each, its values in the order broker.delivery.inbox.CLAIMED names),
+    # in the log's order, the rowid's.
     rows.sort(key=lambda r: r["r"])
-    return token, [json.loads(r["message"])[4] for r in rows if r["state"] == "processing"]
+    return token, [json.loads(r["message"])[BODY] for r in rows if r["state"] == "processing"]
 
 
 def ack_statements(
@@ -326,8 +328,9 @@ def message_row(
 
 
 def delivery_row(space: str, seq: int, recipient_id: str) -> dict[str, Any]:
-    """A new delivery's values as a send binds them (inbox.insert writes the rest)."""
-    return {"id": new_id(), "space_id": space, "message_seq": seq, "recipient_id": recipient_id}
+    """A new delivery's values as a send binds them (inbox.insert writes the rest,
+    its id derived from its message's: revision 0024)."""
+    return {"space_id": space, "message_seq": seq, "recipient_id": recipient_id}
 
 
 class RawFloor:

@@ -101,8 +101,9 @@ _DEFAULTS: dict[str, Any] = {
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) -> None:
     """Insert deliveries as given (ids, states and times kept), inside ``t``.
 
-    A send passes new deliveries (``id, space_id, message_seq, recipient_id``:
-    the statement writes the rest, a fresh ready row with its message's time);
+    A send passes new deliveries (``space_id, message_seq, recipient_id``: the
+    statement writes the rest, a fresh ready row with its message's time and an
+    id derived from its message's, revision 0024);
     the importer passes every column. A row's rowid comes from its message's
     (revision 0017). A send's own messages (``sent``) are in the log by
     construction, found by their seq: its rows go unchecked and deferred
@@ -259,22 +260,22 @@ def claim_rows(
     return out
 
 
-# What inbox.claim returns of a row's message, one JSON array in this order:
-# its id and the row's time come with it (revision 0021: the row holds neither).
-_MESSAGE = ("id", "created_at_utc", "kind", "sender", "body", "urgent", *MAIL)
+# What inbox.claim returns of a row and its message, one JSON array in this
+# order: the row's id (derived from the message's, revision 0024), the
+# message's id and the row's time (revision 0021: the row holds neither).
+CLAIMED = ("delivery_id", "id", "created_at_utc", "kind", "sender", "body", "urgent", *MAIL)
 
 
 def deliveries_of(rows: list[Any]) -> list[Delivery]:
-    """Records of ``claim_rows``' rows (a row's message: one JSON array, ``_MESSAGE``)."""
+    """Records of ``claim_rows``' rows (a row's message: one JSON array, ``CLAIMED``)."""
     out: list[Delivery] = []
     for r in rows:
-        m = dict(zip(_MESSAGE, json.loads(r["message"]), strict=True))
+        m = dict(zip(CLAIMED, json.loads(r["message"]), strict=True))
         m.update(mail_of(m))
         out.append(
             from_row(
                 Delivery,
                 m,
-                delivery_id=r["delivery_id"],
                 urgent=bool(m["urgent"]),
                 deliveries=r["attempts"],
             )

@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from broker import errors
 from broker.delivery import inbox, wake
-from broker.ids import by_id, message_id, new_id, parse_ts, seq_in_id
+from broker.ids import by_id, message_id, parse_ts, seq_in_id
 from broker.mail.recipients import Outcome, Sender, blocks, resolve
 from broker.mail.threads import PLAIN, Mail, thread_of
 from broker.model.records import NotReached, SendResult
@@ -164,8 +164,7 @@ class Batch:
         self.woken.update(delivered)
         result = self._log_row(kind, targets, text, body_bytes, out, urgent, via, ref, key, mail)
         self.deliveries += [
-            {
-                "id": new_id(),
+            {  # no id: derived from the message's (revision 0024)
                 "space_id": self.space_id,
                 "message_seq": result.seq,
                 "recipient_id": pid,

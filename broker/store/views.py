@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.store.sql import fragment
+
 
 @dataclass(frozen=True, slots=True)
 class View:
@@ -164,7 +166,8 @@ VIEWS: tuple[View, ...] = (
         # recipient is a participant's number (revision 0022), the log's space a
         # space's (revision 0023).
         "SELECT sp.id AS space_id, p.address AS recipient, "
-        "p.id AS recipient_id, d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, "
+        "p.id AS recipient_id, {delivery_id} AS delivery_id, m.id AS message_id, m.seq, m.kind, "
+        "m.sender, "
         "m.urgent, m.body, d.state, d.attempts, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.lease_owner, "
         "d.lease_expires_at, CASE WHEN d.state = 'processing' AND d.lease_expires_at > {now} "
@@ -321,7 +324,7 @@ VIEWS: tuple[View, ...] = (
             ("created_at_utc", "when it was delivered"),
         ),
         "SELECT sp.id AS space_id, p.address AS recipient, "
-        "d.id AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, m.body, "
+        "{delivery_id} AS delivery_id, m.id AS message_id, m.seq, m.kind, m.sender, m.body, "
         "d.attempts, d.quarantine_reason, d.last_error, "
         "coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc "
         "FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
@@ -390,6 +393,8 @@ def select_sql(view: View, dialect: str = "sqlite") -> str:
         nr_reason=nr_reason,
         senders=_SENDERS[dialect],
         waiting=_WAITING[dialect],
+        # A delivery's id where it keeps none: its message's (revision 0024).
+        delivery_id=fragment("delivery_id"),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import spacegen
+import sqlrows
 import trusted
 from sqlrows import waiting_sql
 
@@ -236,7 +237,10 @@ def test_import_of_followed_files_applies_the_last_line_per_id(
     import_dir(other, out)
     with other.read() as t:
         assert tuple(
-            t.one("SELECT state, attempts FROM deliveries WHERE id = ?", (first["id"],))
+            t.one(
+                f"SELECT state, attempts FROM {sqlrows.delivery_rows()} WHERE id = ?",
+                (first["id"],),
+            )
         ) == (
             "done",
             1,

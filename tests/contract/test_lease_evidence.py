@@ -47,7 +47,9 @@ def test_S15_quarantine_names_the_last_lease_owner_however_the_last_lease_ended(
     first = b.claim(owner="worker-7")
     assert b.release(first.lease_token, error="failed in worker-7") == 1
     if ended == "recovered":
-        last = inbox.claim(cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process())
+        last = inbox.claim(
+            cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process()
+        )
     else:
         last = b.claim(owner="worker-8")
     assert [d.id for d in last.deliveries] == [mid]
@@ -100,7 +102,7 @@ def test_S15_a_released_delivery_keeps_its_last_owner_and_nobody_holds_it_in_the
 # --- S14: what a late settle of a lease is told ------------------------------------------------
 def deliveries(store: Store) -> list[tuple[object, ...]]:
     with store.read() as t:
-        return [tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY id")]
+        return [tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY rowid")]
 
 
 class Reclaimed:
@@ -181,7 +183,9 @@ def test_S14_a_lease_that_restart_recovery_ended_or_a_claim_quarantined_is_told_
 ) -> None:
     op, sid, a, b = crew(cstore, max_deliveries=1)
     back, poison = (a.send("otter", text).id for text in ("back", "poison"))
-    dead = inbox.claim(cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process())
+    dead = inbox.claim(
+        cstore, b.identity, ClaimInput(owner="worker-8"), process=trusted.dead_process()
+    )
     assert [d.id for d in dead.deliveries] == [back]
     assert inbox.recover_on_connect(cstore, b.identity.participant_id) == 1
     with pytest.raises(errors.LeaseLost) as info:

@@ -184,7 +184,10 @@ class _WriteDuringExport:
 
     def finish(self) -> None:
         conn = sqlite3.connect(self.path)
-        conn.execute("UPDATE deliveries SET last_error = 'late' WHERE id = ?", (self.delivery,))
+        conn.execute(
+            f"UPDATE deliveries SET last_error = 'late' WHERE {sqlrows.by_delivery_id()}",
+            (self.delivery,),
+        )
         conn.commit()
         conn.close()
 

@@ -29,7 +29,7 @@ def snapshot(store: Store) -> list[tuple[Any, ...]]:
     """Everything the queue, the turns, the board and the directory write."""
     with store.read() as t:
         return [
-            *(tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY id")),
+            *(tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY rowid")),
             *(tuple(r) for r in t.all("SELECT * FROM turns ORDER BY id")),
             *(tuple(r) for r in t.all("SELECT * FROM board_claims ORDER BY key")),
             *(tuple(r) for r in t.all("SELECT * FROM claim_journal ORDER BY id")),

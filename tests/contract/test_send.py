@@ -340,7 +340,7 @@ def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, A
     # Finished deliveries do not count: one done, one slot free.
     with store.write() as t:
         t.execute(
-            "UPDATE deliveries SET state = 'done' WHERE id = (SELECT id FROM deliveries "
+            "UPDATE deliveries SET state = 'done' WHERE rowid = (SELECT rowid FROM deliveries "
             "WHERE recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY rowid LIMIT 1)",
             (lynx.identity.participant_id,),
         )

@@ -152,7 +152,7 @@ def test_S45_two_authorization_headers_are_no_credential_on_every_surface(
 # --- a lease's owner names the claimer, never someone else --------------------------------------
 def lease_rows(store: Store) -> list[tuple[object, ...]]:
     with store.read() as t:
-        rows = t.all("SELECT id, state, lease_token, lease_owner FROM deliveries ORDER BY id")
+        rows = t.all("SELECT rowid, state, lease_token, lease_owner FROM deliveries ORDER BY rowid")
         return [tuple(r) for r in rows]
 
 

@@ -207,6 +207,15 @@ def _shared() -> Fragments:
     return fragments
 
 
+def fragment(name: str) -> str:
+    """A shared fragment's text, for the SQL written outside the catalogue (the
+    inspection views, ``broker.store.views``): one written for both dialects."""
+    sqlite, pg = _shared()[name]
+    if sqlite != pg:
+        raise CatalogueError(f"{SHARED}.{name}: a text per dialect, not one for the views")
+    return sqlite
+
+
 @cache
 def area(name: str) -> dict[str, Stmt]:
     text = _text(name)

@@ -2,7 +2,8 @@
 -- (revision 0017: {last_seq}, {log_bytes}, {last_bcast}), the space as the
 -- log names it ({space_no}, revision 0023), the seq a message
 -- id names ({id_seq}, revision 0018), a delivery's message ({of_message},
--- {message_of_row}, revision 0021), a delivery's recipient ({recipient_no},
+-- {message_of_row}, revision 0021) and id ({delivery_id}, revision 0024), a
+-- delivery's recipient ({recipient_no},
 -- revision 0022) and an inbox's waiting rows ({waiting_rows}). This file
 -- holds no statement; a fragment of the same name in another area is refused
 -- (defined twice), so each expression is written once.
@@ -55,6 +56,19 @@ greatest(spaces.last_bcast, coalesce((SELECT max(bcast_no) FROM messages WHERE s
 -- are one rowid range. Both forms are given, so the join is one seek whichever
 -- table the planner reads first (a claim's rows, or a space's log).
 m.rowid = d.rowid >> 20 AND d.rowid BETWEEN m.rowid * 1048576 AND m.rowid * 1048576 + 1048575
+
+-- fragment: delivery_id
+-- The id of a delivery `d` of the message `m`: the id it was given where it
+-- keeps one (an imported row, and every row from before revision 0024), else
+-- the one a send gives it without writing it: its message's id, its first 22
+-- characters (the time, the seq and 20 random bits: a space's message ids
+-- differ there), then its place among the message's deliveries (the low 20
+-- bits of its rowid, revision 0017) in 4 Crockford base32 characters.
+coalesce(d.id, substr(m.id, 1, 22)
+  || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', CAST(((d.rowid >> 15) & 31) + 1 AS int), 1)
+  || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', CAST(((d.rowid >> 10) & 31) + 1 AS int), 1)
+  || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', CAST(((d.rowid >> 5) & 31) + 1 AS int), 1)
+  || substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', CAST((d.rowid & 31) + 1 AS int), 1))
 
 -- fragment: message_of_row
 -- The message id of the `deliveries` row an UPDATE is at (its RETURNING, or a

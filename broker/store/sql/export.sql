@@ -90,7 +90,7 @@ FROM claim_journal j WHERE j.space_id = :space_id AND j.rowid > :after ORDER BY 
 -- An inbox line's columns, with its recipient's address and its message's seq;
 -- its message id, and its time unless an import kept another, are its
 -- message's (revision 0021).
-SELECT d.id AS id, m.id AS message_id, m.seq AS seq, p.id AS recipient_id,
+SELECT {delivery_id} AS id, m.id AS message_id, m.seq AS seq, p.id AS recipient_id,
        p.address AS recipient, d.state AS state,
        coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc,
        d.attempts AS attempts, d.lease_token AS lease_token, d.lease_owner AS lease_owner,
@@ -104,7 +104,7 @@ JOIN participants p ON p.rowid = d.recipient_no
 -- name: inbox
 -- mailboxes/<address>/inbox.jsonl: every delivery, by recipient, in FIFO order.
 {deliveries}
-WHERE m.space_no = {space_no} ORDER BY p.id, 7, d.id
+WHERE m.space_no = {space_no} ORDER BY p.id, 7, 1
 
 -- name: inbox_new
 -- Deliveries written after rowid :after (follow).
@@ -115,11 +115,11 @@ WHERE d.rowid > :after AND m.space_no = {space_no} ORDER BY d.rowid
 -- Deliveries that may have changed since their last line (follow): a JSON array of rowids.
 {deliveries}
 WHERE d.rowid IN (SELECT value FROM json_each(:rowids))
-ORDER BY p.id, 7, d.id
+ORDER BY p.id, 7, 1
 -- postgresql:
 {deliveries}
 WHERE d.rowid IN (SELECT jsonb_array_elements_text(:rowids::jsonb)::bigint)
-ORDER BY p.id, 7, d.id
+ORDER BY p.id, 7, 1
 
 -- name: turns
 -- mailboxes/<address>/turns.jsonl: every turn, by participant, oldest first.
@@ -240,7 +240,8 @@ SELECT owner, folder, COUNT(*) AS n FROM (
 SELECT p.address AS owner,
        CASE d.state WHEN 'done' THEN 'sent' WHEN 'quarantine' THEN 'quarantine'
             ELSE 'inbox' END AS folder,
-       coalesce(d.created_at_utc, m.created_at_utc) AS at, d.id AS uid, m.sender AS sender,
+       coalesce(d.created_at_utc, m.created_at_utc) AS at, {delivery_id} AS uid,
+       m.sender AS sender,
        m.body AS body, m.urgent AS urgent
   FROM deliveries d JOIN messages m ON {of_message}
   JOIN participants p ON p.rowid = d.recipient_no

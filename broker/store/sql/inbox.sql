@@ -31,9 +31,10 @@ SELECT m.rowid * 1048576 + (SELECT count(*) FROM deliveries k
 -- range (no message_id column), and rowids grow with the log, so an inbox
 -- in rowid order is in log order (S13). A new row is ready, never claimed,
 -- with its message's time (NULL: the message, its space and its time are the
--- rowid's, revision 0021): those values are written here, not bound (four
--- parameters, not twelve: binding is a third of the statement's time).
-{new_row} :id, {recipient_no}, 'ready', NULL, 0,
+-- rowid's, revision 0021) and its message's id and place for an id (NULL:
+-- counters.sql, delivery_id, revision 0024): those values are written here, not
+-- bound (three parameters, not twelve: binding is a third of the statement's time).
+{new_row} NULL, {recipient_no}, 'ready', NULL, 0,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {unqueued}
 FROM messages m WHERE m.space_no = {space_no} AND m.seq = :message_seq
 
@@ -84,7 +85,7 @@ SELECT rowid FROM deliveries
 -- 0015; on PostgreSQL the rowid identity column and its unique index). A
 -- candidate already handed out :max_deliveries times goes to quarantine instead (every CASE reads the old
 -- row). The message each row carries is returned with it (no second statement),
--- as one JSON array [id, time, kind, sender, body, urgent, {mail}]: one
+-- as one JSON array [delivery id, id, time, kind, sender, body, urgent, {mail}]: one
 -- lookup of the message per row, not one per column (half the statement's
 -- time for the few rows a busy inbox hands out at once). The row's time is
 -- its message's unless an import kept another (revision 0021).
@@ -104,10 +105,11 @@ UPDATE deliveries SET
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE rowid IN ({candidates})
-RETURNING rowid AS r, id AS delivery_id, state, attempts,
-  (SELECT json_array(m.id, coalesce(deliveries.created_at_utc, m.created_at_utc), kind, sender,
-     body, urgent, {mail}) FROM messages m
-   WHERE m.rowid = deliveries.rowid >> 20) AS message
+RETURNING rowid AS r, state, attempts,
+  (SELECT json_array({delivery_id}, m.id, coalesce(d.created_at_utc, m.created_at_utc), kind,
+     sender, body, urgent, {mail})
+   FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
+   WHERE d.rowid = deliveries.rowid) AS message
 -- postgresql:
 WITH candidates AS ({locked_candidates}), claimed AS (
 UPDATE deliveries d SET
@@ -125,9 +127,9 @@ UPDATE deliveries d SET
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid
-RETURNING d.rowid AS r, d.id AS delivery_id, d.state, d.attempts,
-  (SELECT json_build_array(m.id, coalesce(d.created_at_utc, m.created_at_utc), m.kind,
-     m.sender, m.body, m.urgent, {m.mail})::text
+RETURNING d.rowid AS r, d.state, d.attempts,
+  (SELECT json_build_array({delivery_id}, m.id, coalesce(d.created_at_utc, m.created_at_utc),
+     m.kind, m.sender, m.body, m.urgent, {m.mail})::text
    FROM messages m WHERE m.rowid = d.rowid >> 20) AS message
 )
 SELECT * FROM claimed ORDER BY r
@@ -145,7 +147,7 @@ UPDATE deliveries SET
     ELSE last_error END,
   lost_lease_token = CASE WHEN state = 'processing' THEN lease_token ELSE lost_lease_token END
 WHERE attempts >= :max_deliveries AND rowid IN ({candidates})
-RETURNING id
+RETURNING rowid
 -- postgresql:
 WITH candidates AS ({locked_candidates})
 UPDATE deliveries d SET
@@ -157,7 +159,7 @@ UPDATE deliveries d SET
   lost_lease_token = CASE WHEN d.state = 'processing' THEN d.lease_token
     ELSE d.lost_lease_token END
 FROM candidates c WHERE d.rowid = c.rowid AND d.attempts >= :max_deliveries
-RETURNING d.id
+RETURNING d.rowid
 
 -- name: claimable
 -- Whether a claim would find anything (S13, S15): a ready row or an expired
@@ -305,35 +307,47 @@ RETURNING {message_of_row} AS message_id
 -- The operator's view of quarantine (S15), oldest first, with the evidence.
 -- The quarantine index is the recipient's (revision 0021): the space's rows
 -- are its participants'.
-SELECT d.id AS delivery_id, m.id AS message_id, p.address AS recipient, m.kind, m.sender,
+SELECT {delivery_id} AS delivery_id, m.id AS message_id, p.address AS recipient, m.kind, m.sender,
   m.body, coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts,
   d.quarantine_reason, d.last_error, d.lease_owner
 FROM participants p
 JOIN deliveries d ON d.recipient_no = p.rowid AND d.state = 'quarantine'
 JOIN messages m ON {of_message}
 WHERE p.space_id = :space_id
-ORDER BY 7, d.id
+ORDER BY 7, 1
+
+-- fragment: returned_ids
+-- What a requeue returns of each row it updated (the `deliveries` row its
+-- RETURNING is at): its id, its message's and its recipient's.
+(SELECT {delivery_id} FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20
+   WHERE d.rowid = deliveries.rowid) AS id,
+  {message_of_row} AS message_id,
+  (SELECT p.id FROM participants p WHERE p.rowid = deliveries.recipient_no) AS recipient_id
 
 -- name: requeue
 -- Quarantined deliveries (by delivery id or message id, :ids a JSON array) back
--- to ready with a fresh delivery count.
+-- to ready with a fresh delivery count. The space's rows are its participants'
+-- on the quarantine index; a row's id is derived from its message where it
+-- keeps none (counters.sql, delivery_id, revision 0024).
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
-WHERE state = 'quarantine'
-  AND recipient_no IN (SELECT rowid FROM participants WHERE space_id = :space_id)
-  AND (id IN (SELECT value FROM json_each(:ids))
-    OR {message_of_row} IN (SELECT value FROM json_each(:ids)))
-RETURNING id, {message_of_row} AS message_id,
-  (SELECT p.id FROM participants p WHERE p.rowid = deliveries.recipient_no) AS recipient_id
+WHERE rowid IN (SELECT d.rowid FROM participants p
+    JOIN deliveries d ON d.recipient_no = p.rowid AND d.state = 'quarantine'
+    JOIN messages m ON {of_message}
+  WHERE p.space_id = :space_id
+    AND ({delivery_id} IN (SELECT value FROM json_each(:ids))
+      OR m.id IN (SELECT value FROM json_each(:ids))))
+RETURNING {returned_ids}
 -- postgresql:
 UPDATE deliveries SET state = 'ready', attempts = 0, quarantine_reason = NULL,
   lease_owner = NULL, lease_expires_at = NULL, lease_process = NULL
-WHERE state = 'quarantine'
-  AND recipient_no IN (SELECT rowid FROM participants WHERE space_id = :space_id)
-  AND (id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
-    OR {message_of_row} IN (SELECT json_array_elements_text(CAST(:ids AS json))))
-RETURNING id, {message_of_row} AS message_id,
-  (SELECT p.id FROM participants p WHERE p.rowid = deliveries.recipient_no) AS recipient_id
+WHERE rowid IN (SELECT d.rowid FROM participants p
+    JOIN deliveries d ON d.recipient_no = p.rowid AND d.state = 'quarantine'
+    JOIN messages m ON {of_message}
+  WHERE p.space_id = :space_id
+    AND ({delivery_id} IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+      OR m.id IN (SELECT json_array_elements_text(CAST(:ids AS json)))))
+RETURNING {returned_ids}
 
 -- name: stats
 -- A space's deliveries by state, and how many extra deliveries redelivery cost:

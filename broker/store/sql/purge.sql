@@ -14,7 +14,7 @@ FROM spaces WHERE id = :space_id
 -- Every column of the space's deliveries rows: the purge's fingerprint of them
 -- (the message's id, space and time as before revision 0021, which keeps them
 -- in the message only; the recipient's id as before revision 0022).
-SELECT d.id, CAST(:space_id AS text) AS space_id, m.id AS message_id,
+SELECT {delivery_id} AS id, CAST(:space_id AS text) AS space_id, m.id AS message_id,
   (SELECT p.id FROM participants p WHERE p.rowid = d.recipient_no) AS recipient_id, d.state,
   coalesce(d.created_at_utc, m.created_at_utc) AS created_at_utc, d.attempts, d.lease_token,
   d.lease_owner, d.lease_expires_at, d.acked_at_utc, d.last_error, d.quarantine_reason

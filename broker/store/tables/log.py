@@ -111,10 +111,10 @@ deliveries = Table(
     Column(
         "id",
         String(column.ID),
-        nullable=False,
-        comment="ULID: the delivery's external id, kept once and not indexed; inside the "
-        "store a row is its rowid (the claim's one UPDATE finds its rows by it through the "
-        "ready index, which holds it)",
+        comment="the delivery's external id, not indexed (inside the store a row is its "
+        "rowid). NULL: the one a send gives it, derived from its message's id and its place "
+        "(broker/store/sql/counters.sql, delivery_id; revision 0024); kept where an import "
+        "or a send before revision 0024 gave it another",
     ),
     Column(
         "recipient_no",

@@ -24,7 +24,7 @@ def written(store: Store) -> list[tuple[Any, ...]]:
         return [
             *(tuple(r) for r in t.all("SELECT * FROM reservations ORDER BY token")),
             *(tuple(r) for r in t.all("SELECT * FROM claim_journal ORDER BY id")),
-            *(tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY id")),
+            *(tuple(r) for r in t.all("SELECT * FROM deliveries ORDER BY rowid")),
             *(tuple(r) for r in t.all("SELECT id, address, agent, role, task FROM participants")),
             *(tuple(r) for r in t.all("SELECT count(*) FROM participant_events")),
         ]

@@ -14,6 +14,7 @@ schema changes no export.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -278,8 +279,8 @@ def _links(t: Any) -> list[tuple[str, str]]:
         for d, m in t.all(
             "SELECT id, message_id FROM deliveries ORDER BY id"
             if "message_id" in columns
-            else "SELECT d.id, m.id FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-            "ORDER BY d.id"
+            else f"SELECT {sql.fragment('delivery_id')} AS i, m.id FROM deliveries d "
+            "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY i"
         )
     ]
 
@@ -702,8 +703,9 @@ def _recipients(t: Any) -> list[tuple[str, str]]:
         for d, p in t.all(
             "SELECT id, recipient_id FROM deliveries ORDER BY id"
             if "recipient_id" in columns
-            else "SELECT d.id, p.id FROM deliveries d JOIN participants p "
-            "ON p.rowid = d.recipient_no ORDER BY d.id"
+            else f"SELECT {sql.fragment('delivery_id')} AS i, p.id FROM deliveries d "
+            "JOIN messages m ON m.rowid = d.rowid >> 20 "
+            "JOIN participants p ON p.rowid = d.recipient_no ORDER BY i"
         )
     ]
 
@@ -770,3 +772,67 @@ def test_revision_0022_refuses_a_delivery_whose_recipient_is_no_participant(
             )
     finally:
         store.close()
+
+
+# --- a delivery's id, derived from its message's (revision 0024) -------------------------
+def test_a_send_writes_no_delivery_id_and_every_surface_shows_the_one_its_message_gives(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """A send's rows hold no id (NULL): each shows its message id's first 22
+    characters and its place among the message's deliveries in four Crockford
+    base32 characters, the same in the claim, the views, the export and a
+    requeue by it; two recipients of one message get two ids."""
+    store = any_store
+    op = Operator(store)
+    sid = op.create_space("workflow", max_deliveries=1).id
+    sender, _ = op.join(sid, "s")
+    a, _ = op.join(sid, "a")
+    b, _ = op.join(sid, "b")
+    sent = sender.send(["a", "b"], "to both")
+    with store.read() as t:
+        assert t.one("SELECT count(*) FROM deliveries WHERE id IS NOT NULL")[0] == 0
+        shown = {
+            r["recipient"]: r["delivery_id"]
+            for r in t.all("SELECT recipient, delivery_id FROM v_inbox WHERE space_id = ?", (sid,))
+        }
+    assert shown == {"a": sent.id[:22] + "0000", "b": sent.id[:22] + "0001"}
+    claimed = a.claim(limit=5)
+    assert [(d.id, d.delivery_id) for d in claimed.deliveries] == [(sent.id, shown["a"])]
+    a.release(claimed.lease_token)
+    assert a.claim(limit=5).deliveries == []  # max_deliveries 1: the next claim quarantines
+    assert [q.delivery_id for q in op.quarantined(sid)] == [shown["a"]]
+    with store.read() as t:
+        assert (
+            t.one("SELECT delivery_id FROM v_quarantine WHERE space_id = ?", (sid,))[0]
+            == (shown["a"])
+        )
+    _export(store, sid, tmp_path / "x")
+    (inbox,) = (tmp_path / "x").rglob("mailboxes/a/inbox.jsonl")
+    lines = inbox.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [shown["a"]]
+    assert op.requeue(sid, [shown["a"]]) == 1
+    assert [d.delivery_id for d in a.claim(limit=5).deliveries] == [shown["a"]]
+
+
+def test_a_store_of_revision_0023_upgraded_keeps_every_delivery_id(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Going back to revision 0023 writes each derived id into its row; the
+    upgrade keeps every id a row holds, so the store exports what it exported
+    at 0023 and every row shows the id it showed."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    with store.read() as t:
+        derived = t.one("SELECT count(*) FROM deliveries WHERE id IS NULL")[0]
+        ids = _links(t)
+    assert derived > 0
+    head = _export(store, built.space, tmp_path / "head")
+    _to(store, "0023")
+    with store.read() as t:
+        assert t.one("SELECT count(*) FROM deliveries WHERE id IS NULL")[0] == 0
+        assert _links(t) == ids
+    assert _export(store, built.space, tmp_path / "old") == head
+    _to(store, HEAD)
+    with store.read() as t:
+        assert _links(t) == ids
+    assert _export(store, built.space, tmp_path / "after") == head
