@@ -61,6 +61,14 @@ def delivery_of(message_id: str) -> str:
 SPACE_NO = "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)"
 
 
+# How many log rows the search index holds (SQLite): those up to its mark
+# (revision 0025; FTS5's integrity-check holds the index to it).
+INDEXED_ROWS = (
+    "SELECT count(*) FROM messages "
+    "WHERE rowid <= coalesce((SELECT upto FROM folds WHERE name = 'search'), 0)"
+)
+
+
 def of_space(table: str) -> str:
     """A WHERE condition on ``table`` (no alias) for the rows of one space, the
     space id as the parameter: the log names its space by number (revision

@@ -42,6 +42,7 @@ _INDEX_SIZE = stmt("search.index_size")
 _INTEGRITY = stmt("search.integrity")
 _PENDING = stmt("search.pending")
 _INDEX_PENDING = stmt("search.index_pending")
+_MARK_INDEXED = stmt("search.mark_indexed")
 _TAIL_INDEX = stmt("search.tail_index")
 _TAIL_FILL = stmt("search.tail_fill")
 _TAIL_DROP = stmt("search.tail_drop")
@@ -183,7 +184,7 @@ def index_pending(store: Store, tx: Tx | None = None) -> None:
         return  # PostgreSQL's GIN index is never behind
     if tx is not None:
         if tx.write:
-            tx.execute(_INDEX_PENDING)
+            _index(tx)
         return
     if store.read_only is not None:
         return
@@ -191,7 +192,13 @@ def index_pending(store: Store, tx: Tx | None = None) -> None:
         if not t.one(_PENDING)[0]:
             return
     with store.write() as t:
-        t.execute(_INDEX_PENDING)
+        _index(t)
+
+
+def _index(t: Tx) -> None:
+    """The pending rows into the index, and its mark to the log's last row."""
+    t.execute(_INDEX_PENDING)
+    t.execute(_MARK_INDEXED)
 
 
 def index_bytes(store: Store) -> int:
@@ -204,5 +211,5 @@ def integrity_check(store: Store) -> None:
     """FTS5 ``integrity-check``: raises ``StoreError`` if the index and the log
     differ (the rows waiting for their batch are indexed first)."""
     with store.write() as t:
-        t.execute(_INDEX_PENDING)
+        _index(t)
         t.execute(_INTEGRITY)

@@ -287,16 +287,30 @@ def sender_usage_ddl(dialect: str) -> list[str]:
 # ``FTS_BATCH`` of them wait, and a search first indexes the rest (or, when it
 # cannot write, matches the few waiting rows on a private index of its own:
 # ``broker.mail.search``), so every sent message is found. The index always holds
-# exactly the log's rows up to its last one (``messages_fts_docsize``'s
-# largest id: a new row is numbered past every row), which ``integrity-check`` verifies once the
-# rest is indexed. A purge (spec §Retention) takes its deletes out of the
-# index, for the rows the index holds. Every row is indexed, ``seen`` receipts
-# too: an external-content index must mirror its table for ``integrity-check``
-# and ``rebuild``; search leaves receipts out in its query instead.
+# exactly the log's rows up to ``folds.upto`` ('search'), which ``integrity-check``
+# verifies once the rest is indexed. A purge (spec §Retention) takes its deletes
+# out of the index, for the rows the index holds; the space's delete then indexes
+# the rest and sets ``upto`` to the log's last rowid (rowids freed at the top of
+# the log are used again, and must be indexed when they are). Every row is
+# indexed, ``seen`` receipts too: an external-content index must mirror its table
+# for ``integrity-check`` and ``rebuild``; search leaves receipts out in its query
+# instead. The index keeps no column sizes (``columnsize=0``, revision 0025: a
+# row of 12 bytes a message): bm25 reads a row's size from its text, for the
+# rows a search ranks (at most its window, broker.mail.search).
 FTS_TABLE = "messages_fts"
 FTS_BATCH = 32  # log rows waiting for the index before a send indexes them all
 # The index's last row: every log row up to it is indexed, none after it.
-FTS_INDEXED = f"coalesce((SELECT max(id) FROM {FTS_TABLE}_docsize), 0)"
+FTS_INDEXED = "coalesce((SELECT upto FROM folds WHERE name = 'search'), 0)"
+# The index's last row moved to the log's last row.
+FTS_MARK = (
+    "INSERT INTO folds (name, upto) SELECT 'search', coalesce(max(rowid), 0) FROM messages "
+    "WHERE true ON CONFLICT (name) DO UPDATE SET upto = excluded.upto"
+)
+# Index the log rows past it, and move it.
+FTS_FOLD = (
+    f"INSERT INTO {FTS_TABLE} (rowid, body, thread) SELECT rowid, body, thread "
+    f"FROM messages WHERE rowid > {FTS_INDEXED}; {FTS_MARK};"
+)
 
 
 # PostgreSQL's search index (revisions 0010, 0012): a GIN index on the
@@ -416,17 +430,18 @@ def search_ddl(dialect: str) -> list[str]:
         ]
     return [
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(body, thread, "
-        "content='messages', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2')",
+        "content='messages', content_rowid='rowid', columnsize=0, "
+        "tokenize='unicode61 remove_diacritics 2')",
         "CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages "
-        f"WHEN NEW.rowid - {FTS_INDEXED} >= {FTS_BATCH} BEGIN "
-        f"INSERT INTO {FTS_TABLE} (rowid, body, thread) SELECT rowid, body, thread "
-        f"FROM messages WHERE rowid > {FTS_INDEXED}; END",
+        f"WHEN NEW.rowid - {FTS_INDEXED} >= {FTS_BATCH} BEGIN {FTS_FOLD} END",
         "CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages "
         f"WHEN OLD.rowid <= {FTS_INDEXED} BEGIN "
         f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body, thread) "
         "VALUES ('delete', OLD.rowid, OLD.body, OLD.thread); END",
-        # Rows logged before the index existed (an upgraded store).
+        f"CREATE TRIGGER IF NOT EXISTS spaces_search AFTER DELETE ON spaces BEGIN {FTS_FOLD} END",
+        # Rows logged before the index existed (an upgraded store), and its mark.
         f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('rebuild')",
+        FTS_MARK,
     ]
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store
@@ -88,8 +89,9 @@ def assert_crash_loop_keeps_every_commit(tmp_path: Path, rounds: int = 12) -> No
         # first, then FTS5's own check (against the log, rank 1) raises if a
         # crash split the index from the log.
         raw.execute(stmt("search.index_pending"))
+        raw.execute(stmt("search.mark_indexed"))
         raw.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)")
-        indexed = raw.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
+        indexed = raw.execute(sqlrows.INDEXED_ROWS).fetchone()[0]
         logged = {
             r[0]
             for r in raw.execute(

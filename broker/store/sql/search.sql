@@ -80,18 +80,27 @@ SELECT 1
 -- name: pending
 -- Whether log rows wait for the index (S36): the insert trigger indexes them
 -- in batches (broker.store.dialect.FTS_BATCH), a search indexes the rest first.
--- Two rowid maxima, no scan. PostgreSQL's index is never behind.
+-- The log's last rowid against the index's (folds.upto 'search', revision
+-- 0025), no scan. PostgreSQL's index is never behind.
 SELECT (SELECT coalesce(max(rowid), 0) FROM messages)
-  > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize) AS pending
+  > coalesce((SELECT upto FROM folds WHERE name = 'search'), 0) AS pending
 -- postgresql:
 SELECT 0 AS pending
 
 -- name: index_pending
 -- Index every log row past the index's last one (those the insert trigger has
--- not batched yet): a search runs it first, so it finds every sent message.
+-- not batched yet): a search runs it first, so it finds every sent message;
+-- then mark_indexed.
 INSERT INTO messages_fts (rowid, body, thread)
 SELECT rowid, body, thread FROM messages
-WHERE rowid > (SELECT coalesce(max(id), 0) FROM messages_fts_docsize)
+WHERE rowid > coalesce((SELECT upto FROM folds WHERE name = 'search'), 0)
+-- postgresql:
+SELECT 0 AS pending
+
+-- name: mark_indexed
+-- The index's last row is the log's (after index_pending).
+INSERT INTO folds (name, upto) SELECT 'search', coalesce(max(rowid), 0) FROM messages
+WHERE true ON CONFLICT (name) DO UPDATE SET upto = excluded.upto
 -- postgresql:
 SELECT 0 AS pending
 
@@ -106,7 +115,7 @@ CREATE VIRTUAL TABLE temp.messages_fts USING fts5(body, thread,
 -- name: tail_fill
 INSERT INTO temp.messages_fts (rowid, body, thread)
 SELECT rowid, body, thread FROM main.messages
-WHERE rowid > (SELECT coalesce(max(id), 0) FROM main.messages_fts_docsize)
+WHERE rowid > coalesce((SELECT upto FROM main.folds WHERE name = 'search'), 0)
 
 -- name: tail_drop
 DROP TABLE temp.messages_fts

@@ -31,6 +31,7 @@ from alembic import command
 from broker import Operator, Store, errors
 from broker.ids import new_id, seq_in_id
 from broker.interchange.export import export_space
+from broker.mail.search import integrity_check
 from broker.store import sql
 from broker.store.migrate import HEAD, config
 
@@ -543,7 +544,13 @@ def test_every_reader_of_a_batched_counter_reads_the_tail_by_rowid(tmp_path: Pat
     store = spacegen.fresh_store(tmp_path)
     raw = store.connect()
     try:
-        readers = {n: s for n, s in sql.all_statements().items() if "FROM folds" in s}
+        # (search.pending reads no tail: the log's last rowid against the search
+        # index's mark, revision 0025, one probe of the log's end.)
+        readers = {
+            n: s
+            for n, s in sql.all_statements().items()
+            if "FROM folds" in s and n != "search.pending"
+        }
         assert len(readers) >= 14
         for name, stmt in readers.items():
             plan = [
@@ -836,3 +843,52 @@ def test_a_store_of_revision_0023_upgraded_keeps_every_delivery_id(
     with store.read() as t:
         assert _links(t) == ids
     assert _export(store, built.space, tmp_path / "after") == head
+
+
+# --- the search index without column sizes (revision 0025) ------------------------------
+def test_a_store_of_revision_0024_upgraded_finds_what_it_found_and_keeps_no_sizes(
+    tmp_path: Path,
+) -> None:
+    """Revision 0025 makes the search index again without its table of column
+    sizes (12 bytes a message) and keeps its mark in a fold. A store taken back
+    to 0024 holds the sizes of every row again; upgraded, it finds the same
+    messages with the same ranks as before, passes FTS5's integrity check, its
+    mark is the log's last row, and a new send is found."""
+    store = spacegen.fresh_store(tmp_path)
+
+    def sized() -> int:
+        with store.read() as t:
+            if not t.one("SELECT count(*) FROM sqlite_master WHERE name = 'messages_fts_docsize'")[
+                0
+            ]:
+                return -1
+            return int(t.one("SELECT count(*) FROM messages_fts_docsize")[0])
+
+    try:
+        op = Operator(store)
+        sid = op.create_space("workflow").id
+        a, _ = op.join(sid, "a")
+        op.join(sid, "b")
+        for i in range(40):  # a batch indexed, a tail waiting
+            a.send("b", f"parser word{i % 7} {'bug' if i % 3 else 'fix'} {i}")
+        before = [(h.id, h.rank) for h in op.search(sid, "parser word3", limit=50)]
+        assert len(before) > 3 and sized() == -1
+        _to(store, "0024")
+        assert sized() == 40  # (the code of 0024 reads its index: no search here)
+        _to(store, HEAD)
+        assert sized() == -1
+        with store.read() as t:
+            assert (
+                t.one("SELECT upto FROM folds WHERE name = 'search'")[0]
+                == t.one("SELECT max(rowid) FROM messages")[0]
+            )
+        assert [(h.id, h.rank) for h in op.search(sid, "parser word3", limit=50)] == before
+        integrity_check(store)
+        a.send("b", "parser word3 after")
+        assert len(op.search(sid, "parser word3", limit=50)) == len(before) + 1
+        _to(store, "0024")
+        assert sized() == 41
+        _to(store, HEAD)
+        integrity_check(store)
+    finally:
+        store.close()

@@ -130,6 +130,8 @@ SPEC_TRIGGERS = {f"{t}_no_{op}" for t in SPEC_APPEND_ONLY for op in ("update", "
     # the search index (S36) follows the log: inserts, and a purge's deletes
     "messages_fts_insert",
     "messages_fts_delete",
+    # ... and its mark goes to the log's last row when a space goes (revision 0025)
+    "spaces_search",
     # S43: a REPLACE from any connection (recursive_triggers off) is refused
     *(f"{t}_no_replace" for t in (*SPEC_APPEND_ONLY, "purges")),
 }
