@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-HEAD = "0025"
+HEAD = "0026"
 UPGRADE_BROKER = "pip install -U swarm-broker"
 _PACKAGE = Path(__file__).resolve().parent.parent  # broker/
 

@@ -109,7 +109,8 @@ VIEWS: tuple[View, ...] = (
             ("outcome", "delivered | partial | reached_nobody | logged | receipt"),
         ),
         "SELECT sp.id AS space_id, m.seq, m.id, m.created_at_utc, m.kind, m.sender, "
-        "m.recipients, m.body, m.urgent, m.via, m.ref, m.reached, m.not_reached, m.reached_n, "
+        "m.recipients, m.body, m.urgent, m.via, m.ref, {reached_m} AS reached, m.not_reached, "
+        "m.reached_n, "
         f"m.bcast_no, {outcome_sql('m')} AS outcome "
         "FROM messages m JOIN spaces sp ON sp.rowid = m.space_no",
     ),
@@ -395,6 +396,8 @@ def select_sql(view: View, dialect: str = "sqlite") -> str:
         waiting=_WAITING[dialect],
         # A delivery's id where it keeps none: its message's (revision 0024).
         delivery_id=fragment("delivery_id"),
+        # A log row's reached list where it keeps none: its recipients (revision 0026).
+        reached_m=fragment("reached_m"),
     )
 
 

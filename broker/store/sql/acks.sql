@@ -2,7 +2,7 @@
 -- `seen` receipts turns write (S18). Reads only.
 
 -- name: message
-SELECT id, sender, seq, reached, ack_required FROM messages
+SELECT id, sender, seq, {reached_row} AS reached, ack_required FROM messages
 WHERE space_no = {space_no} AND seq = {id_seq} AND id = :id AND kind <> 'seen'
 
 -- name: seen_by

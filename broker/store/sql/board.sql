@@ -8,7 +8,7 @@
 -- partial index per kind (its predicate is repeated verbatim so SQLite uses
 -- it), merged in Python; never a scan of the log. A directive says whether it
 -- is still in force (not retracted).
-SELECT id, seq, kind, sender, recipients, body, ref, reached, created_at_utc,
+SELECT id, seq, kind, sender, recipients, body, ref, {reached_row} AS reached, created_at_utc,
   CASE WHEN kind = 'directive' THEN NOT EXISTS (SELECT 1 FROM messages r
     WHERE r.ref = m.id AND r.kind = 'retract') END AS in_force
 FROM messages m

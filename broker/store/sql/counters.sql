@@ -3,8 +3,9 @@
 -- log names it ({space_no}, revision 0023), the seq a message
 -- id names ({id_seq}, revision 0018), a delivery's message ({of_message},
 -- {message_of_row}, revision 0021) and id ({delivery_id}, revision 0024), a
--- delivery's recipient ({recipient_no},
--- revision 0022) and an inbox's waiting rows ({waiting_rows}). This file
+-- delivery's recipient ({recipient_no}, revision 0022), the addresses a
+-- message reached ({reached_m}, {reached_row}, revision 0026) and an inbox's
+-- waiting rows ({waiting_rows}). This file
 -- holds no statement; a fragment of the same name in another area is refused
 -- (defined twice), so each expression is written once.
 
@@ -74,6 +75,16 @@ coalesce(d.id, substr(m.id, 1, 22)
 -- The message id of the `deliveries` row an UPDATE is at (its RETURNING, or a
 -- filter by message ids): one seek of the log by rowid (revision 0021).
 (SELECT m.id FROM messages m WHERE m.rowid = deliveries.rowid >> 20)
+
+-- fragment: reached_m
+-- The addresses the message `m` reached: its reached list, or where that is
+-- NULL (revision 0026: a send writes none when it equals the recipients) the
+-- recipients as given, every form an address and each reached.
+coalesce(m.reached, m.recipients)
+
+-- fragment: reached_row
+-- The same of the `messages` row a statement reads without an alias.
+coalesce(reached, recipients)
 
 -- fragment: recipient_no
 -- The participant :recipient_id as a delivery names it: its participants row's

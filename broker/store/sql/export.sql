@@ -20,7 +20,7 @@ FROM spaces WHERE spaces.id = :space_id
 -- The outcome is named as in the v_log view.
 SELECT m.id AS id, m.seq AS seq, m.created_at_utc AS created_at_utc, m.kind AS kind,
        m.sender AS sender, m.recipients AS "to", m.body AS body, m.urgent AS urgent,
-       m.via AS via, m.ref AS ref, m.reached AS reached, m.not_reached AS not_reached,
+       m.via AS via, m.ref AS ref, {reached_m} AS reached, m.not_reached AS not_reached,
        m.reached_n AS reached_n, m.bcast_no AS bcast_no,
        m.idempotency_key AS idempotency_key, m.size_bytes AS size_bytes,
        {m.mail},
@@ -201,18 +201,18 @@ SELECT (SELECT COUNT(*) FROM participants WHERE space_id = :space_id)
 SELECT address, status, role, agent, archetype, task
 FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
 
--- fragment: reached
+-- fragment: reached_rows
 -- The addresses a message reached (its JSON list) as rows r(value), joined to it.
-JOIN json_each(m.reached) r
+JOIN json_each({reached_m}) r
 -- postgresql:
-CROSS JOIN LATERAL jsonb_array_elements_text(m.reached::jsonb) r(value)
+CROSS JOIN LATERAL jsonb_array_elements_text({reached_m}::jsonb) r(value)
 
 -- fragment: reached_operator
 -- The message reached the operator (the LIKE skips the JSON for most rows).
-m.reached LIKE '%"operator"%'
-  AND EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = 'operator')
+{reached_m} LIKE '%"operator"%'
+  AND EXISTS (SELECT 1 FROM json_each({reached_m}) r WHERE r.value = 'operator')
 -- postgresql:
-m.reached::jsonb ? 'operator'
+{reached_m}::jsonb ? 'operator'
 
 -- name: mail_counts
 -- How many mail files each (owner, folder) gets: fixes the width of NN.
@@ -225,7 +225,7 @@ SELECT owner, folder, COUNT(*) AS n FROM (
    WHERE m.space_no = {space_no}
   UNION ALL
   SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END
-    FROM messages m {reached}
+    FROM messages m {reached_rows}
     JOIN participants p ON p.space_id = :space_id AND p.address = r.value
    WHERE m.space_no = {space_no} AND m.bcast_no IS NOT NULL
   UNION ALL
@@ -249,7 +249,7 @@ SELECT p.address AS owner,
 UNION ALL
 SELECT p.address, CASE WHEN m.bcast_no > p.bcast_seen THEN 'inbox' ELSE 'sent' END,
        m.created_at_utc, m.id || '/' || p.id, m.sender, m.body, m.urgent
-  FROM messages m {reached}
+  FROM messages m {reached_rows}
   JOIN participants p ON p.space_id = :space_id AND p.address = r.value
  WHERE m.space_no = {space_no} AND m.bcast_no IS NOT NULL
 UNION ALL

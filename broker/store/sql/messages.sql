@@ -14,11 +14,15 @@ FROM spaces WHERE id = :space_id
 SELECT kind FROM spaces WHERE id = :space_id
 
 -- name: insert_message
+-- The one INSERT of a log row. `reached` is written only where it is not the
+-- recipients as given (NULL, revision 0026: a direct message to addresses that
+-- all took it, most of the log); readers take {reached_m} / {reached_row}.
 INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, urgent, via, ref,
   reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc,
   {mail})
 VALUES (:id, {space_no}, :seq, :kind, :sender, :recipients, :body, :urgent, :via, :ref,
-  :reached, :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
+  CASE WHEN CAST(:reached AS text) = CAST(:recipients AS text) THEN NULL ELSE :reached END,
+  :not_reached, :reached_n, :bcast_no, :idempotency_key, :size_bytes, :created_at_utc,
   {:mail})
 
 -- name: insert_alias
@@ -30,7 +34,8 @@ INSERT INTO message_aliases (space_id, id, seq) VALUES (:space_id, :id, :seq)
 -- The first send of an idempotency key by this sender in a space (S12, S45:
 -- another sender's key is another key), with what a repeat must match (kind,
 -- recipients, body, mail fields).
-SELECT id, seq, kind, sender, reached, not_reached, recipients, body, urgent, {mail}
+SELECT id, seq, kind, sender, {reached_row} AS reached, not_reached, recipients, body, urgent,
+  {mail}
 FROM messages
 WHERE space_no = {space_no} AND sender = :sender AND idempotency_key = :key
 
@@ -77,7 +82,7 @@ SELECT seq FROM messages WHERE space_no = {space_no} AND seq = {id_seq} AND id =
 -- The log after a seq, in order; `kinds` a JSON list (NULL: every kind), `lim`
 -- NULL for no limit.
 SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
-  via, ref, reached,
+  via, ref, {reached_row} AS reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_no = {space_no} AND seq > :after
@@ -86,7 +91,7 @@ ORDER BY seq
 LIMIT coalesce(:lim, -1)
 -- postgresql:
 SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
-  via, ref, reached,
+  via, ref, {reached_row} AS reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages
 WHERE space_no = {space_no} AND seq > :after

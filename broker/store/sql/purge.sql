@@ -58,7 +58,7 @@ FROM reservations WHERE space_id = :space_id
 
 -- name: rows_messages
 -- Every column of the space's messages rows: the purge's fingerprint of them.
-SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent, via, ref, reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc
+SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent, via, ref, {reached_row} AS reached, not_reached, reached_n, bcast_no, idempotency_key, size_bytes, created_at_utc
 FROM messages WHERE space_no = {space_no}
 
 -- name: rows_participants

@@ -17,10 +17,10 @@ FROM (SELECT f.rowid AS rid, bm25(messages_fts) AS rank
         AND (:sender IS NULL OR m.sender = :sender)
         AND (:since IS NULL OR m.created_at_utc >= :since)
         AND (:kinds IS NULL OR m.kind IN (SELECT value FROM json_each(:kinds)))
-        AND (:to IS NULL OR EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = :to)
+        AND (:to IS NULL OR EXISTS (SELECT 1 FROM json_each({reached_m}) r WHERE r.value = :to)
              OR EXISTS (SELECT 1 FROM json_each(m.recipients) r WHERE r.value = :to))
         AND (:viewer IS NULL OR m.sender = :viewer
-             OR EXISTS (SELECT 1 FROM json_each(m.reached) r WHERE r.value = :viewer))
+             OR EXISTS (SELECT 1 FROM json_each({reached_m}) r WHERE r.value = :viewer))
       ORDER BY f.rowid DESC LIMIT :window) c
 JOIN messages m ON m.rowid = c.rid
 ORDER BY c.rank, m.seq LIMIT :n
@@ -42,8 +42,8 @@ FROM (SELECT m.rowid, m.id, m.seq, m.kind, m.sender, m.recipients, m.thread, m.c
         AND (:sender::text IS NULL OR m.sender = :sender)
         AND (:since::text IS NULL OR m.created_at_utc >= :since)
         AND (:kinds::text IS NULL OR m.kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
-        AND (:to::text IS NULL OR m.reached::jsonb ? :to OR m.recipients::jsonb ? :to)
-        AND (:viewer::text IS NULL OR m.sender = :viewer OR m.reached::jsonb ? :viewer)
+        AND (:to::text IS NULL OR {reached_m}::jsonb ? :to OR m.recipients::jsonb ? :to)
+        AND (:viewer::text IS NULL OR m.sender = :viewer OR {reached_m}::jsonb ? :viewer)
       ORDER BY m.seq DESC LIMIT :window) c
 ORDER BY rank, c.seq LIMIT :n
 

@@ -8,22 +8,22 @@
 -- operator) sees every message of the space. Any other is "no message".
 SELECT thread FROM messages WHERE space_no = {space_no} AND seq = {id_seq} AND id = :id
   AND (:viewer IS NULL OR sender = :viewer OR kind IN ('post', 'directive', 'retract')
-       OR EXISTS (SELECT 1 FROM json_each(reached) r WHERE r.value = :viewer))
+       OR EXISTS (SELECT 1 FROM json_each({reached_row}) r WHERE r.value = :viewer))
 -- postgresql:
 SELECT thread FROM messages WHERE space_no = {space_no} AND seq = {id_seq} AND id = :id
   AND (:viewer::text IS NULL OR sender = :viewer OR kind IN ('post', 'directive', 'retract')
-       OR reached::jsonb ? :viewer)
+       OR {reached_row}::jsonb ? :viewer)
 
 -- name: log
 -- A thread's messages in log order: those named into it, and the message it
 -- grew from when it is named after one (a reply to an unthreaded message).
 SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
-  via, ref, reached,
+  via, ref, {reached_row} AS reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages WHERE space_no = {space_no} AND thread = :thread
 UNION ALL
 SELECT id, CAST(:space_id AS text) AS space_id, seq, kind, sender, recipients, body, urgent,
-  via, ref, reached,
+  via, ref, {reached_row} AS reached,
   not_reached, idempotency_key, created_at_utc, {mail}
 FROM messages WHERE space_no = {space_no} AND id = :thread AND thread IS NULL
 ORDER BY seq

@@ -44,7 +44,13 @@ messages = Table(
     Column("urgent", Boolean, nullable=False, server_default=text("0")),
     Column("via", String(8), comment="operator surface: cli | cp | mcp"),
     Column("ref", String(column.ID), comment="retract: the directive; seen: the turn"),
-    column.json_list("reached", "JSON list of addresses reached"),
+    Column(
+        "reached",
+        Text,
+        server_default="[]",
+        comment="JSON list of addresses reached; NULL: the recipients as given (each form "
+        "an address, each reached: a send writes no copy of them, revision 0026)",
+    ),
     column.json_list("not_reached", "JSON list of {address, reason}"),
     column.counter("reached_n"),
     Column("bcast_no", Integer, comment="position in the broadcast log, if it was added"),

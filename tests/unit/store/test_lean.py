@@ -892,3 +892,68 @@ def test_a_store_of_revision_0024_upgraded_finds_what_it_found_and_keeps_no_size
         integrity_check(store)
     finally:
         store.close()
+
+
+# --- a log row's reached list, written only where it is not its recipients (0026) -------
+def test_a_send_to_addresses_that_all_take_it_writes_no_reached_list_and_shows_one(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """Revision 0026: where every form given is an address and each took the
+    message, ``reached`` is NULL (its recipients are the list); a role form or
+    a partial reach writes its list. The log, the views, the export and the
+    idempotent repeat show the same list either way."""
+    store = any_store
+    op = Operator(store)
+    sid = op.create_space("workflow").id
+    sender, _ = op.join(sid, "s")
+    op.join(sid, "a")
+    op.join(sid, "b", role="reviewer")
+    plain = sender.send(["a", "b"], "to both", idempotency_key="k")
+    role = sender.send("role:b", "by role")
+    partial = sender.send(["a", "nobody"], "half")
+    with store.read() as t:
+        stored = {
+            r[0]: r[1]
+            for r in t.all(
+                "SELECT id, reached FROM messages WHERE space_no = "
+                "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                (sid,),
+            )
+        }
+        viewed = {
+            r[0]: json.loads(r[1])
+            for r in t.all("SELECT id, reached FROM v_log WHERE space_id = ?", (sid,))
+        }
+    assert stored[plain.id] is None
+    assert json.loads(stored[role.id]) == ["b"] and json.loads(stored[partial.id]) == ["a"]
+    assert viewed == {plain.id: ["a", "b"], role.id: ["b"], partial.id: ["a"]}
+    assert [e.reached for e in op.log(sid)] == [["a", "b"], ["b"], ["a"]]
+    assert sender.send(["a", "b"], "to both", idempotency_key="k").reached == ["a", "b"]
+    _export(store, sid, tmp_path / "x")
+    (log,) = (tmp_path / "x").rglob("messages/log.jsonl")
+    assert [json.loads(line)["reached"] for line in log.read_text().splitlines()] == [
+        ["a", "b"],
+        ["b"],
+        ["a"],
+    ]
+
+
+def test_a_store_of_revision_0025_upgraded_keeps_every_reached_list(
+    any_store: Store, tmp_path: Path
+) -> None:
+    """The upgrade clears the copies (a list equal to its recipients), the
+    store exports what it exported at 0025, and going back writes them again."""
+    store = any_store
+    built = spacegen.rich_space(store)
+    head = _export(store, built.space, tmp_path / "head")
+    _to(store, "0025")
+    with store.read() as t:
+        assert t.one("SELECT count(*) FROM messages WHERE reached IS NULL")[0] == 0
+        copies = t.one("SELECT count(*) FROM messages WHERE reached = recipients")[0]
+    assert copies > 0
+    assert _export(store, built.space, tmp_path / "old") == head
+    _to(store, HEAD)
+    with store.read() as t:
+        assert t.one("SELECT count(*) FROM messages WHERE reached IS NULL")[0] == copies
+        assert t.one("SELECT count(*) FROM messages WHERE reached = recipients")[0] == 0
+    assert _export(store, built.space, tmp_path / "after") == head
