@@ -271,19 +271,26 @@ def _export_old(store: Store, space: str, root: Path) -> dict[str, bytes]:
         store.close()
 
 
-def _links(t: Any) -> list[tuple[str, str]]:
-    """(delivery id, message id) of every delivery, in ``t``: by the message_id
-    column before revision 0021, by the message the rowid names from it on."""
+def _by_delivery(t: Any, column: str, now: str, joins: str = "") -> list[tuple[str, str]]:
+    """(delivery id, a value) of every delivery, in ``t``: the row's ``column``
+    in a store from before the revision that dropped it, else ``now``, read
+    from the row ``d``, its message ``m`` and ``joins``."""
     columns = {c[0] for c in t.execute("SELECT * FROM deliveries WHERE 1 = 0").description}
     return [
-        (str(d), str(m))
-        for d, m in t.all(
-            "SELECT id, message_id FROM deliveries ORDER BY id"
-            if "message_id" in columns
-            else f"SELECT {sql.fragment('delivery_id')} AS i, m.id FROM deliveries d "
-            "JOIN messages m ON m.rowid = d.rowid >> 20 ORDER BY i"
+        (str(d), str(v))
+        for d, v in t.all(
+            f"SELECT id, {column} FROM deliveries ORDER BY id"
+            if column in columns
+            else f"SELECT {sql.fragment('delivery_id')} AS i, {now} FROM deliveries d "
+            f"JOIN messages m ON m.rowid = d.rowid >> 20 {joins}ORDER BY i"
         )
     ]
+
+
+def _links(t: Any) -> list[tuple[str, str]]:
+    """(delivery id, message id) of every delivery: by the message_id column
+    before revision 0021, by the message the rowid names from it on."""
+    return _by_delivery(t, "message_id", "m.id")
 
 
 def _to(store: Store, revision: str) -> None:
@@ -701,20 +708,12 @@ def test_revision_0021_refuses_a_delivery_that_does_not_match_its_rowid_s_messag
 
 
 def _recipients(t: Any) -> list[tuple[str, str]]:
-    """(delivery id, recipient's participant id) of every delivery, in ``t``: by
-    the recipient_id column before revision 0022, by the participant its number
+    """(delivery id, recipient's participant id) of every delivery: by the
+    recipient_id column before revision 0022, by the participant its number
     names from it on."""
-    columns = {c[0] for c in t.execute("SELECT * FROM deliveries WHERE 1 = 0").description}
-    return [
-        (str(d), str(p))
-        for d, p in t.all(
-            "SELECT id, recipient_id FROM deliveries ORDER BY id"
-            if "recipient_id" in columns
-            else f"SELECT {sql.fragment('delivery_id')} AS i, p.id FROM deliveries d "
-            "JOIN messages m ON m.rowid = d.rowid >> 20 "
-            "JOIN participants p ON p.rowid = d.recipient_no ORDER BY i"
-        )
-    ]
+    return _by_delivery(
+        t, "recipient_id", "p.id", "JOIN participants p ON p.rowid = d.recipient_no "
+    )
 
 
 def test_a_store_of_revision_0021_upgraded_names_each_recipient_by_its_number(
