@@ -76,6 +76,7 @@ _OPS = stmts(
     "expired_leases",
     "quarantined_by_space",
     "spaces_count",
+    "orphans",
     "pg_server",
     "pg_text",
     "pg_connections",
@@ -187,9 +188,13 @@ def _checks(store: Store) -> Iterator[Finding]:
     if rev and rev[0] == HEAD:
         yield from _guard("leases", lambda: _leases(store))
         yield from _guard("quarantine", lambda: _quarantine(store))
+        yield from _guard("references", lambda: _references(store))
     else:
         yield Finding(
-            "leases", "info", "leases and quarantine not checked: the schema is not at head", None
+            "leases",
+            "info",
+            "leases, quarantine and references not checked: the schema is not at head",
+            None,
         )
     yield from _guard("size", lambda: _pg_size(store) if pg else _size(store))
     yield from _guard("settings", lambda: _settings(store))
@@ -578,6 +583,26 @@ def _leases(store: Store) -> Iterator[Finding]:
         )
     else:
         yield Finding("leases", "ok", "no expired lease", None)
+
+
+def _references(store: Store) -> Iterator[Finding]:
+    """Rows that name a space, a participant or a message no row is: no key
+    declares those links (revisions 0021-0023), so this read finds what a
+    foreign key would have refused."""
+    with store.read() as t:
+        row = t.one(_OPS["orphans"])
+    found = {"log_rows": int(row["log_rows"]), "deliveries": int(row["deliveries"])}
+    if any(found.values()):
+        yield Finding(
+            "references",
+            "error",
+            f"{found['log_rows']} log rows name no space, {found['deliveries']} deliveries "
+            "name no participant or no message: no view or export shows them",
+            "restore the store from a backup made with `broker backup`",
+            data=found,
+        )
+    else:
+        yield Finding("references", "ok", "every row names a space, participant and message", None)
 
 
 def _quarantine(store: Store) -> Iterator[Finding]:

@@ -14,6 +14,19 @@ WHERE d.state = 'quarantine' GROUP BY p.space_id ORDER BY n DESC, p.space_id
 -- name: spaces_count
 SELECT count(*) AS n FROM spaces
 
+-- name: orphans
+-- Rows that name what no row is: a log row's space, a delivery's recipient
+-- (numbers, revisions 0022-0023: no declared key) or its message (its rowid's,
+-- revision 0021). The broker writes none (it takes each from the row it
+-- names); a file another program wrote could hold them, and every view and
+-- export would leave them out. Doctor's own read of every row, as its
+-- quick_check is: no call on the everyday path runs it.
+SELECT (SELECT count(*) FROM messages m
+          WHERE NOT EXISTS (SELECT 1 FROM spaces s WHERE s.rowid = m.space_no)) AS log_rows,
+  (SELECT count(*) FROM deliveries d
+     WHERE NOT EXISTS (SELECT 1 FROM participants p WHERE p.rowid = d.recipient_no)
+       OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.rowid = d.rowid >> 20)) AS deliveries
+
 -- The checks of a store on PostgreSQL (doctor). PostgreSQL only: the SQLite
 -- text of each is a stand-in of the same columns, never run.
 

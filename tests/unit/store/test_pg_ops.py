@@ -54,6 +54,7 @@ PG_CHECKS = {
     "file",
     "leases",
     "quarantine",
+    "references",
     "size",
     "settings",
 }
