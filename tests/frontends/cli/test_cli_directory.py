@@ -148,7 +148,7 @@ DEMO_LINES = [
     r"  broker message list (?P<space>af_\w+) --kind operator,directive",
     r"  broker dir list af_\w+ --all",
     r"  broker board journal af_\w+",
-    r"  sqlite3 /.+/broker\.db \"SELECT sender, count\(\*\) FROM messages WHERE .+\"",
+    r"  sqlite3 /.+/broker\.db \"SELECT sender, count\(\*\) FROM v_log WHERE .+\"",
 ]
 
 
