@@ -88,7 +88,10 @@ SELECT rowid FROM deliveries
 -- as one JSON array [delivery id, id, time, kind, sender, body, urgent, {mail}]: one
 -- lookup of the message per row, not one per column (half the statement's
 -- time for the few rows a busy inbox hands out at once). The row's time is
--- its message's unless an import kept another (revision 0021).
+-- its message's unless an import kept another (revision 0021); its id is
+-- derived from the message's unless it keeps one (revision 0024). SQLite's
+-- RETURNING cannot alias the row, so the lookup reads it again by its rowid
+-- as `d`, the alias counters.sql's delivery_id names.
 UPDATE deliveries SET
   state = CASE WHEN attempts >= :max_deliveries THEN 'quarantine' ELSE 'processing' END,
   attempts = CASE WHEN attempts >= :max_deliveries THEN attempts ELSE attempts + 1 END,
