@@ -9,6 +9,7 @@ read from ``migrations/`` beside ``broker/``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,12 @@ def config(url: str | None = None) -> Any:
     return cfg
 
 
-def upgrade(engine: Any, revision: str = "head") -> None:
+# What ``upgrade`` tells a watcher after each revision: its number, its title
+# (the first line of its docstring) and the seconds it took.
+OnStep = Callable[[str, str, float], None]
+
+
+def upgrade(engine: Any, revision: str = "head", on_step: OnStep | None = None) -> None:
     """Upgrade using ``engine``: its connect/begin events apply (BEGIN IMMEDIATE),
     so two processes opening one empty file migrate it once, serially."""
     from alembic import command
@@ -64,6 +70,7 @@ def upgrade(engine: Any, revision: str = "head") -> None:
     cfg = config()
     with engine.connect() as conn:
         cfg.attributes["connection"] = conn
+        cfg.attributes["on_step"] = on_step
         command.upgrade(cfg, revision)
 
 

@@ -44,7 +44,7 @@ from broker import errors
 from broker.ids import Clock, SteadyClock, fmt_ts, parse_ts
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
-from broker.store.migrate import HEAD, is_newer, too_new
+from broker.store.migrate import HEAD, OnStep, is_newer, too_new
 from broker.store.settings import StoreSettings
 from broker.store.sql import stmt
 from broker.store.writelock import WriterLock
@@ -414,9 +414,10 @@ class Store:
     # What reading the version of a never-migrated database says (every part).
     _NEVER_MIGRATED: tuple[str, ...] = ("no such table",)
 
-    def ensure_schema(self) -> None:
+    def ensure_schema(self, on_step: OnStep | None = None) -> None:
         """Migrate an empty or older database to head, once (``_migration_lock``);
-        cheap when already there. A store not created or writable here is only checked."""
+        cheap when already there. A store not created or writable here is only
+        checked. ``on_step`` is told of each revision applied (``migrate.OnStep``)."""
         rev = self.schema_version()
         if rev == HEAD:
             return
@@ -431,7 +432,7 @@ class Store:
             with self._migration_lock():
                 if self.schema_version() == HEAD:
                     return  # another process migrated it while this one waited
-                upgrade(self.engine)
+                upgrade(self.engine, on_step=on_step)
                 from broker.store import keys
 
                 keys.ensure(self)  # the operator key is made with the store (S29)

@@ -20,16 +20,22 @@ def db() -> None:
 @json_option
 def upgrade(as_json: bool) -> None:
     """Create the database if there is none and migrate it to the newest schema
-    (opening a store for any other command does this too)."""
+    (opening a store for any other command does this too). On a terminal, each
+    revision is named on stderr as it is applied, with its time: a revision that
+    rewrites a table takes a while on a large store."""
     s = store(create=True, migrate=False)
     before = s.schema_version()
-    s.ensure_schema()
+    s.ensure_schema(on_step=_revision_line if is_terminal(sys.stderr) else None)
     after = s.schema_version()
     emit(
         {"url": s.public_url, "before": before, "after": after},
         as_json,
         f"{s.public_url}: {before or 'empty'} -> {after}",
     )
+
+
+def _revision_line(revision: str, title: str, seconds: float) -> None:
+    click.echo(f"  {revision}  {title} ({seconds:.1f} s)", err=True)
 
 
 @db.command()

@@ -485,6 +485,50 @@ def test_cli_message_list_follow_until_the_space_stops(
 
 
 # --- store: where it lives, db commands -------------------------------------------------------------
+def test_cli_db_upgrade_on_a_terminal_names_each_revision_as_it_goes(tmp_path: Path) -> None:
+    """On a terminal, ``db upgrade`` names each revision on stderr as it is
+    applied, with its time (a large store's rewrite of a table takes a while);
+    stdout says what it did, as off a terminal (where stderr stays quiet)."""
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["BROKER_HOME"] = str(tmp_path / "home")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "db", "upgrade"],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    err = b""
+    while True:
+        ready, _, _ = select.select([leader], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            err += chunk
+        elif proc.poll() is not None:
+            break
+    out, _ = proc.communicate(timeout=60)
+    os.close(leader)
+    assert proc.returncode == 0, err
+    lines = err.decode().replace("\r\n", "\n").splitlines()
+    from alembic.script import ScriptDirectory
+
+    from broker.store.migrate import config
+
+    script = ScriptDirectory.from_config(config())
+    want = [r.revision for r in reversed(list(script.walk_revisions()))]
+    assert [line.split()[0] for line in lines] == want
+    assert re.fullmatch(rf"  {HEAD}  .+ \(\d+\.\d s\)", lines[-1]), lines[-1]
+    assert out.decode().strip().endswith(f"empty -> {HEAD}")
+
+
 def test_cli_broker_home_holds_the_db_file_0600_in_a_0700_folder(cli: Cli, tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert not home.exists()

@@ -56,8 +56,8 @@ def test_migration_upgrade_head_equals_the_metadata(migrated: Store) -> None:
                 "compare_server_default": True,
                 # The search index (S36) is an FTS5 virtual table and its shadow
                 # tables: not SQLAlchemy metadata; the next test compares it.
-                "include_name": lambda name, kind, _: not (
-                    kind == "table" and (name or "").startswith(FTS_TABLE)
+                "include_name": lambda name, kind, _: (
+                    not (kind == "table" and (name or "").startswith(FTS_TABLE))
                 ),
             },
         )
@@ -186,3 +186,24 @@ def test_migration_unknown_revision_in_the_file_is_a_store_error(migrated: Store
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'ffff'")
     with pytest.raises(errors.StoreError):
         Store(migrated.url)
+
+
+def test_an_upgrade_names_each_revision_to_a_watcher_with_its_title_and_time(
+    tmp_path: Path,
+) -> None:
+    """``upgrade(on_step=...)`` is told of every revision as it is applied, in
+    order: its number, the first line of its docstring and its seconds (what
+    ``broker db upgrade`` prints on a terminal)."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'b.db'}")
+    seen: list[tuple[str, str, float]] = []
+    try:
+        upgrade(engine, on_step=lambda rev, title, s: seen.append((rev, title, s)))
+    finally:
+        engine.dispose()
+    script = ScriptDirectory.from_config(config())
+    want = [r.revision for r in reversed(list(script.walk_revisions()))]
+    assert [rev for rev, _, _ in seen] == want and want[-1] == HEAD
+    titles = dict((rev, title) for rev, title, _ in seen)
+    assert titles[HEAD] == script.get_revision(HEAD).doc.splitlines()[0]
+    assert titles["0022"] == "deliveries name their recipient by a number: the participant's rowid"
+    assert all(s >= 0 for _, _, s in seen)
