@@ -21,6 +21,7 @@ import pgtest
 import pytest
 import spacegen
 import sqlrows
+import terminal
 
 from broker import Operator, Store, errors
 from broker.ids import new_id
@@ -330,18 +331,7 @@ def _purge_at_a_terminal(
             if ready:
                 out += os.read(leader, 4096)
         os.write(leader, answer + b"\n")
-        while True:
-            ready, _, _ = select.select([leader], [], [], 1.0)
-            if ready:
-                try:
-                    chunk = os.read(leader, 4096)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
+        out += terminal.read_to_end(leader, proc)
         code = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:

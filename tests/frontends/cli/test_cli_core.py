@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import terminal
 import trusted
 
 from broker import Agent, Operator, Store, errors
@@ -501,19 +502,7 @@ def test_cli_db_upgrade_on_a_terminal_names_each_revision_as_it_goes(tmp_path: P
         env=env,
     )
     os.close(follower)
-    err = b""
-    while True:
-        ready, _, _ = select.select([leader], [], [], 1.0)
-        if ready:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            err += chunk
-        elif proc.poll() is not None:
-            break
+    err = terminal.read_to_end(leader, proc)
     out, _ = proc.communicate(timeout=60)
     os.close(leader)
     assert proc.returncode == 0, err
