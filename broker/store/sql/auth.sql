@@ -47,7 +47,7 @@ SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS lo
             ORDER BY seq DESC LIMIT 1), '') AS last_at,
   (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
    WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
-  (SELECT json_array(id, address, status, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')), contact_policy, contact_allow, parent)
+  (SELECT json_array(id, address, status, {waiting}, contact_policy, contact_allow, parent)
    FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
 FROM spaces WHERE id = :space_id
 -- postgresql:

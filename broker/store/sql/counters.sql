@@ -5,7 +5,7 @@
 -- {message_of_row}, revision 0021) and id ({delivery_id}, revision 0024), a
 -- delivery's recipient ({recipient_no}, revision 0022), the addresses a
 -- message reached ({reached_m}, {reached_row}, revision 0026) and an inbox's
--- waiting rows ({waiting_rows}). This file
+-- waiting deliveries ({waiting}, {waiting_rows}). This file
 -- holds no statement; a fragment of the same name in another area is refused
 -- (defined twice), so each expression is written once.
 
@@ -91,6 +91,15 @@ coalesce(reached, recipients)
 -- rowid (revision 0022: a number in the row and the inbox indexes where its
 -- 26-byte id was). One seek of the participants key, run once per statement.
 (SELECT rowid FROM participants WHERE id = :recipient_id)
+
+-- fragment: waiting
+-- A participant's waiting deliveries (of the `participants` row a statement
+-- reads). SQLite: `waiting` plus the inbox's deliveries past folds.upto
+-- ('waiting'), fewer than 32, that the batched insert trigger has not counted
+-- yet (revision 0015).
+waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing'))
+-- postgresql:
+waiting
 
 -- fragment: waiting_rows
 -- The rowids (r) of an inbox's waiting deliveries, ready or processing, each

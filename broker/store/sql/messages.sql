@@ -39,14 +39,6 @@ SELECT id, seq, kind, sender, {reached_row} AS reached, not_reached, recipients,
 FROM messages
 WHERE space_no = {space_no} AND sender = :sender AND idempotency_key = :key
 
--- fragment: waiting
--- A participant's waiting deliveries. SQLite: `waiting` plus the inbox's
--- deliveries past folds.upto ('waiting'), fewer than 32, that the batched
--- insert trigger has not counted yet (revision 0015).
-waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing'))
--- postgresql:
-waiting
-
 -- name: at_address
 -- A recipient by address, with its contact policy (S38): a direct send needs no
 -- other read to know whether it may reach it.

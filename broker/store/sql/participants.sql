@@ -71,38 +71,20 @@ RETURNING space_id
 -- name: list_all
 -- The roster of a space, departed ones included, in join order (the columns
 -- of records.Participant, read by name in participants.to_model).
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
-FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
--- postgresql:
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, {waiting} AS waiting
 FROM participants WHERE space_id = :space_id ORDER BY joined_at_utc, id
 
 -- name: list_present
 -- The same roster without the participants that have left.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
-FROM participants WHERE space_id = :space_id AND status != 'left' ORDER BY joined_at_utc, id
--- postgresql:
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, {waiting} AS waiting
 FROM participants WHERE space_id = :space_id AND status != 'left' ORDER BY joined_at_utc, id
 
 -- name: by_address
 -- One participant of a space by address (the columns of records.Participant).
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
 SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting
-FROM participants WHERE space_id = :space_id AND address = :address
--- postgresql:
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task,
-  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, waiting
+  is_lead, messaging, tools, status, pid, joined_at_utc, left_at_utc, last_seen_utc, {waiting} AS waiting
 FROM participants WHERE space_id = :space_id AND address = :address
 
 -- name: events

@@ -63,12 +63,7 @@ FROM messages WHERE space_no = {space_no}
 
 -- name: rows_participants
 -- Every column of the space's participants rows: the purge's fingerprint of them.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
-FROM participants WHERE space_id = :space_id
--- postgresql:
-SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
+SELECT id, space_id, address, codename, agent, run_id, step, parent, role, archetype, task, is_lead, messaging, tools, token_hash, status, bcast_seen, {waiting} AS waiting, pid, joined_at_utc, left_at_utc, last_seen_utc
 FROM participants WHERE space_id = :space_id
 
 -- name: journal

@@ -74,11 +74,7 @@ SELECT lease_token FROM turns WHERE id = :turn_id AND participant_id = :particip
 -- name: waiting
 -- How many deliveries wait in the inbox: a turn takes the whole inbox by
 -- default, which the operator's messages can grow past inbox_cap (S30).
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
-SELECT waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing')) AS waiting FROM participants WHERE id = :participant_id
--- postgresql:
-SELECT waiting FROM participants WHERE id = :participant_id
+SELECT {waiting} AS waiting FROM participants WHERE id = :participant_id
 
 -- name: received
 -- The messages a turn showed (its transcript's received rows), in order.
