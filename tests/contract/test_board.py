@@ -39,7 +39,7 @@ def deliveries_of(store: Store, agent: Agent) -> list[tuple[str, str]]:
     with store.read() as t:
         rows = t.all(
             "SELECT m.kind, m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-            "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY d.rowid",
+            f"WHERE d.recipient_no = {sqlrows.RECIPIENT_NO} ORDER BY d.rowid",
             (agent.identity.participant_id,),
         )
     return [tuple(r) for r in rows]

@@ -623,7 +623,7 @@ def test_mailbox_export_writes_the_directory_and_parseable_mail(
         bodies = {
             r[0]: r[1]
             for r in t.all(
-                "SELECT id, body FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT id, body FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (b.space,),
             )
         }

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store, errors
@@ -37,7 +38,7 @@ def inbox(store: Store, agent: Agent) -> list[str]:
             r[0]
             for r in t.all(
                 "SELECT m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY d.rowid",
+                f"WHERE d.recipient_no = {sqlrows.RECIPIENT_NO} ORDER BY d.rowid",
                 (agent.identity.participant_id,),
             )
         ]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import spacegen
+import sqlrows
 import trusted
 from sqlrows import spaces_as_read, waiting_sql
 
@@ -258,7 +259,7 @@ def _usage_read(store: Store, sid: str) -> dict[str, list[tuple[Any, ...]]]:
     from broker.store.sql import stmt
 
     by_log = (
-        "SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) "
+        f"SELECT sender, sum(size_bytes), count(*) FROM messages WHERE space_no = {sqlrows.SPACE_NO} "
         "GROUP BY sender ORDER BY sender"
     )
     with store.read() as t:

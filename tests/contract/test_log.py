@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from sqlrows import spaces_as_read
 
@@ -133,10 +134,7 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
     assert "log_max_mb" in str(err)
     pid = lynx.identity.participant_id
     assert (
-        count(
-            store, "messages", "space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)", (sid,)
-        )
-        == sent
+        count(store, "messages", f"space_no = {sqlrows.SPACE_NO}", (sid,)) == sent
     )  # the refused send: no row
     assert (
         count(
@@ -169,12 +167,7 @@ def test_S11_past_log_max_mb_sends_fail_with_messaging_full_and_a_notice(
     )
     # ... but the operator is always heard (S30): logged and counted past the cap.
     assert operator.send(sid, "from the operator", to=["lynx"]).reached == ["lynx"]
-    assert (
-        count(
-            store, "messages", "space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)", (sid,)
-        )
-        == sent + 1
-    )
+    assert count(store, "messages", f"space_no = {sqlrows.SPACE_NO}", (sid,)) == sent + 1
 
     # Receipts are still written.
     first = operator.log(sid)[0]
@@ -355,7 +348,7 @@ def test_S11_a_broadcast_row_appended_outside_a_send_moves_the_broadcast_counter
             )
             last_seq, last_bcast, log_bytes = t.one(counters, (space,))
             total = t.one(
-                "SELECT sum(size_bytes) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT sum(size_bytes) FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (space,),
             )[0]
         assert (seq, bcast_no) == (last_seq, last_bcast) == (n, n)

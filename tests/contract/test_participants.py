@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlrows
 import trusted
 from conftest import Clock, open_store
 
@@ -190,7 +191,7 @@ def test_S3_retried_lead_rejoins_as_lead(store: Store, operator: Operator) -> No
         count(
             store,
             "deliveries",
-            "recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?)",
+            f"recipient_no = {sqlrows.RECIPIENT_NO}",
             (first.participant_id,),
         )
         == 1
@@ -221,7 +222,7 @@ def test_S3_retried_codename_rejoins_with_inbox_intact_and_new_token(
             tuple(r)
             for r in t.all(
                 "SELECT m.body, d.state FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY d.rowid",
+                f"WHERE d.recipient_no = {sqlrows.RECIPIENT_NO} ORDER BY d.rowid",
                 (again.participant_id,),
             )
         ]
@@ -265,7 +266,7 @@ def test_S3_rejoin_after_leaving_is_running_again_with_inbox(
         count(
             store,
             "deliveries",
-            "recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?)",
+            f"recipient_no = {sqlrows.RECIPIENT_NO}",
             (p.id,),
         )
         == 1

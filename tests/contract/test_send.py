@@ -56,7 +56,7 @@ def inbox(store: Store, agent: Agent) -> list[str]:
             r[0]
             for r in t.all(
                 "SELECT m.body FROM deliveries d JOIN messages m ON m.rowid = d.rowid >> 20 "
-                "WHERE d.recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) AND d.state = 'ready' ORDER BY d.rowid",
+                f"WHERE d.recipient_no = {sqlrows.RECIPIENT_NO} AND d.state = 'ready' ORDER BY d.rowid",
                 (agent.identity.participant_id,),
             )
         ]
@@ -341,7 +341,7 @@ def test_S7_inbox_full_at_256_waiting_deliveries(store: Store, crew: dict[str, A
     with store.write() as t:
         t.execute(
             "UPDATE deliveries SET state = 'done' WHERE rowid = (SELECT rowid FROM deliveries "
-            "WHERE recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) ORDER BY rowid LIMIT 1)",
+            f"WHERE recipient_no = {sqlrows.RECIPIENT_NO} ORDER BY rowid LIMIT 1)",
             (lynx.identity.participant_id,),
         )
     assert sender.send("lynx", "fits again").reached == ["lynx"]

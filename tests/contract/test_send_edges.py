@@ -269,7 +269,7 @@ def held(store: Store, sid: str, sender: str) -> int:
     with store.read() as t:
         return int(
             t.one(
-                "SELECT coalesce(sum(size_bytes), 0) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) AND sender = ?",
+                f"SELECT coalesce(sum(size_bytes), 0) FROM messages WHERE space_no = {sqlrows.SPACE_NO} AND sender = ?",
                 (sid, sender),
             )[0]
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store, errors
@@ -14,7 +15,7 @@ def count(store: Store, space: str) -> int:
     with store.read() as t:
         return int(
             t.one(
-                "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT count(*) FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (space,),
             )[0]
         )
@@ -53,7 +54,7 @@ def test_S7_broadcast_cap_counts_the_batch_itself(store: Store) -> None:
         nos = [
             r[0]
             for r in t.all(
-                "SELECT bcast_no FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                f"SELECT bcast_no FROM messages WHERE space_no = {sqlrows.SPACE_NO} ORDER BY seq",
                 (space,),
             )
         ]

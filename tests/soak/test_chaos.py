@@ -82,7 +82,7 @@ def _done(store: Store, pid: str) -> int:
     with store.read() as t:
         return int(
             t.one(
-                "SELECT count(*) FROM deliveries WHERE recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) AND state = 'done'",
+                f"SELECT count(*) FROM deliveries WHERE recipient_no = {sqlrows.RECIPIENT_NO} AND state = 'done'",
                 (pid,),
             )[0]
         )
@@ -92,7 +92,7 @@ def _holders(store: Store, pid: str) -> set[int]:
     """Worker pids holding a lease on the inbox right now (owner ``pool:<pid>``)."""
     with store.read() as t:
         rows = t.all(
-            "SELECT DISTINCT lease_owner FROM deliveries WHERE recipient_no = (SELECT rp.rowid FROM participants rp WHERE rp.id = ?) "
+            f"SELECT DISTINCT lease_owner FROM deliveries WHERE recipient_no = {sqlrows.RECIPIENT_NO} "
             "AND state = 'processing'",
             (pid,),
         )

@@ -95,14 +95,14 @@ def assert_crash_loop_keeps_every_commit(tmp_path: Path, rounds: int = 12) -> No
         logged = {
             r[0]
             for r in raw.execute(
-                "SELECT id FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT id FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (space,),
             )
         }
         seqs = [
             r[0]
             for r in raw.execute(
-                "SELECT seq FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                f"SELECT seq FROM messages WHERE space_no = {sqlrows.SPACE_NO} ORDER BY seq",
                 (space,),
             )
         ]

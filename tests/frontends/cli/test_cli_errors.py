@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 from cli_space import count_rows
 from click.testing import CliRunner
@@ -276,7 +277,7 @@ def test_cli_an_unexpected_error_is_one_line_exit_70_and_BROKER_DEBUG_shows_it(
         t.execute(
             "INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, urgent, "
             "reached, not_reached, created_at_utc) VALUES ('01DAMAGED', "
-            "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?), 1, 'direct', 'x', "
+            f"{sqlrows.SPACE_NO}, 1, 'direct', 'x', "
             "'not json', 'b', 0, '[]', '[]', '2026-01-01T00:00:00.000000Z')",
             (sid,),
         )

@@ -634,8 +634,7 @@ def test_a_store_of_revision_0019_upgraded_keeps_its_log_size_with_a_batch_unfol
     def agrees() -> int:
         with store.read() as t:
             (logged,) = t.one(
-                "SELECT sum(size_bytes) FROM messages WHERE space_no = "
-                "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT sum(size_bytes) FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (built.space,),
             )
             got = t.one(sql.stmt("usage.space_totals"), {"space_id": built.space})["log_bytes"]
@@ -916,8 +915,7 @@ def test_a_send_to_addresses_that_all_take_it_writes_no_reached_list_and_shows_o
         stored = {
             r[0]: r[1]
             for r in t.all(
-                "SELECT id, reached FROM messages WHERE space_no = "
-                "(SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+                f"SELECT id, reached FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
                 (sid,),
             )
         }

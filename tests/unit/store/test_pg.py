@@ -17,6 +17,7 @@ from typing import Any
 
 import pgtest
 import pytest
+import sqlrows
 import trusted
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -283,7 +284,7 @@ def test_pg_S7_sequence_stays_gap_free_under_concurrent_senders(pg: Store, pg_ur
         seqs = [
             r[0]
             for r in t.all(
-                "SELECT seq FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) ORDER BY seq",
+                f"SELECT seq FROM messages WHERE space_no = {sqlrows.SPACE_NO} ORDER BY seq",
                 (sid,),
             )
         ]

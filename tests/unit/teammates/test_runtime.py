@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlrows
 import trusted
 
 from broker import Agent, Operator, Store, errors
@@ -484,7 +485,7 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
     store = Store(db_url)
     with store.read() as t:
         logged = t.one(
-            "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?)",
+            f"SELECT count(*) FROM messages WHERE space_no = {sqlrows.SPACE_NO}",
             (s["space"],),
         )[0]
         claimed = t.one(
@@ -492,7 +493,7 @@ def test_main_job_demo_finishes_with_a_consistent_summary(cli: Any, db_url: str)
             (s["space"],),
         )[0]
         results = t.one(
-            "SELECT count(*) FROM messages WHERE space_no = (SELECT sp.rowid FROM spaces sp WHERE sp.id = ?) AND kind = 'direct' AND body LIKE 'result %'",
+            f"SELECT count(*) FROM messages WHERE space_no = {sqlrows.SPACE_NO} AND kind = 'direct' AND body LIKE 'result %'",
             (s["space"],),
         )[0]
         state = t.one("SELECT state FROM spaces WHERE id = ?", (s["space"],))[0]
