@@ -93,7 +93,7 @@ def send_many(
             t,
             ident.space_id,
             Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
-            space=(row.space_state, row.settings, *row.counters),
+            space=None if row.counters is None else (row.space_state, row.settings, *row.counters),
             last_at=row.last_at,
             now=row.now,
         )
@@ -111,7 +111,7 @@ def send_many(
         batch.flush()
         return results
 
-    return gate.call(store, ident, "msg.send", run, tx=tx)
+    return gate.call(store, ident, "msg.send", run, tx=tx, counted=True)
 
 
 def post(
@@ -191,7 +191,9 @@ def _send_as(
 ) -> SendResult:
     def run(t: Tx, row: Caller) -> SendResult:
         sender = Sender(ident.address, ident.participant_id, row.parent, row.is_lead)
-        space = (row.space_state, row.settings, *row.counters)  # read with the caller: no re-read
+        # Read with the caller (auth.caller_send, or caller_counted): no re-read.
+        counters = row.counters
+        space = None if counters is None else (row.space_state, row.settings, *counters)
         return send_in_tx(
             store,
             t,
@@ -212,7 +214,7 @@ def _send_as(
     # reads it (auth.caller_send), so the send itself only inserts.
     one = targets[0].value if len(targets) == 1 and targets[0].kind in _BY_ADDRESS else None
     # The grant check, the tool_unavailable / messaging_full notices: tools.call.
-    return _finish(gate.call(store, ident, tool, run, tx=tx, send=one))
+    return _finish(gate.call(store, ident, tool, run, tx=tx, send=one, counted=True))
 
 
 def _finish(result: SendResult) -> SendResult:

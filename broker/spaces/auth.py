@@ -25,6 +25,7 @@ from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 
 _CALLER = stmt("auth.caller")
+_CALLER_COUNTED = stmt("auth.caller_counted")
 _CALLER_SEND = stmt("auth.caller_send")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
 HEARTBEAT_S = 1.0
@@ -54,8 +55,9 @@ class Caller:
     space_state: str
     settings: str  # the space's settings JSON
     # The space's counters as of this transaction, before the caller's send (a
-    # write holds the lock): ``(last_seq, log_bytes, last_bcast)``.
-    counters: tuple[int, int, int] = (0, 0, 0)
+    # write holds the lock): ``(last_seq, log_bytes, last_bcast)``; None when
+    # the check did not read them (``caller(..., counted=False)``).
+    counters: tuple[int, int, int] | None = None
     # ``caller(..., send=...)``: the recipient's row as ``broker.mail.recipients``
     # reads it (None: no such address).
     recipient: tuple[Any, ...] | None = None
@@ -82,25 +84,32 @@ def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozense
 
 
 def caller(
-    t: Tx, ident: Identity, now: str | None = None, send: str | None = None
+    t: Tx,
+    ident: Identity,
+    now: str | None = None,
+    send: str | None = None,
+    *,
+    counted: bool = False,
 ) -> Caller:
     """Check ``ident`` inside ``t`` or refuse (``AuthError``, ``ParticipantLeft``,
     ``SpaceNotRunning``). With ``now`` (a write), the caller's heartbeat is
     refreshed at most once a second per process. ``send=address``: a
     send to that one address follows in ``t``; its recipient is read in the
-    same statement (``auth.caller_send``)."""
+    same statement (``auth.caller_send``). ``counted``: the space's counters
+    are read too (``Caller.counters``), for a send to several targets."""
     key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
-    recipient = None
+    plain = _CALLER_COUNTED if counted else _CALLER
     if now is None or ((due := _beats.get(key)) is not None and now < due):
         if send is None:
-            row = t.one(_CALLER, params)
+            row = t.one(plain, params)
         else:
             return _caller_send(t, ident, params, send, now)
     else:
+        # The heartbeat's statement reads the counters too (once a second).
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
         if row is None:  # left (no beat for it: refused below) or a stale token
-            row = t.one(_CALLER, params)
+            row = t.one(plain, params)
         elif len(_beats) > 4096:
             _beats.clear()
         if row is not None and row["status"] != "left":
@@ -118,8 +127,7 @@ def caller(
         parent=row["parent"],
         space_state=row["space_state"],
         settings=row["settings"],
-        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]),
-        recipient=recipient,
+        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]) if counted else None,
         now=now,
     )
 

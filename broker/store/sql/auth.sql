@@ -2,8 +2,19 @@
 
 -- name: caller
 -- Re-checks the caller's token inside the transaction (S10) and reads its grant,
--- status and its space's state, limits and counters, in one statement (a send
--- needs no read of its space of its own: the write lock is already held).
+-- status and its space's state and limits, in one statement: two key seeks.
+-- Every operation but a send runs this one (a claim, an ack, a board call): the
+-- space's counters are a send's alone, and reading them seeks the log three
+-- times more (each page read again when another process has committed).
+SELECT p.status, p.messaging, p.tools, p.is_lead, p.agent, p.parent,
+       spaces.state AS space_state, spaces.settings
+FROM participants p JOIN spaces ON spaces.id = p.space_id
+WHERE p.id = :id AND p.token_hash = :token_hash
+
+-- name: caller_counted
+-- The same with the space's counters: a send to several targets (msg.send) reads
+-- them here, so it needs no read of its space of its own (the write lock is
+-- already held).
 SELECT p.status, p.messaging, p.tools, p.is_lead, p.agent, p.parent,
        spaces.state AS space_state, spaces.settings, {last_seq} AS last_seq,
        {log_bytes} AS log_bytes, {last_bcast} AS last_bcast

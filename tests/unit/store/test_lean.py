@@ -956,3 +956,55 @@ def test_a_store_of_revision_0025_upgraded_keeps_every_reached_list(
         assert t.one("SELECT count(*) FROM messages WHERE reached IS NULL")[0] == copies
         assert t.one("SELECT count(*) FROM messages WHERE reached = recipients")[0] == 0
     assert _export(store, built.space, tmp_path / "after") == head
+
+
+def test_the_caller_check_of_an_operation_that_sends_nothing_reads_two_rows_by_key(
+    tmp_path: Path,
+) -> None:
+    """``auth.caller`` (a claim's, an ack's, a board call's check, S10) reads the
+    caller's participant row and its space's row, each by its key, and nothing
+    of the log: the space's counters (last seq, log bytes, last broadcast) are
+    read only by a send's check (``auth.caller_counted``, ``auth.caller_send``),
+    each three more seeks of the log, every page read again after another
+    process's commit."""
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        lean = _plan(store, "auth.caller")
+        assert len(lean) == 2, lean
+        assert all(re.match(r"SEARCH (p|spaces) USING INDEX ", p) for p in lean), lean
+        counted = _plan(store, "auth.caller_counted")
+        assert any(p.startswith("SEARCH messages ") for p in counted), counted
+    finally:
+        store.close()
+
+
+def test_a_check_reads_the_space_s_counters_only_when_asked_and_then_as_a_send_does(
+    tmp_path: Path,
+) -> None:
+    """``caller(..., counted=True)`` (a send to several targets) reads the
+    counters ``auth.caller_send`` reads; a plain check leaves them unread
+    (None), and the heartbeat's check (it reads them, once a second) too."""
+    from broker.spaces import auth
+
+    store = spacegen.fresh_store(tmp_path)
+    try:
+        op = Operator(store)
+        space = op.create_space("workflow").id
+        agent, _ = op.join(space, "a")
+        b = op.join(space, "b")[1]
+        agent.send(b.address, "one")
+        agent.send("broadcast", "two")
+        ident = agent.identity
+        with store.read() as t:
+            assert auth.caller(t, ident).counters is None
+            counted = auth.caller(t, ident, counted=True).counters
+            # (a time before the send's beat falls due: the send's own check)
+            sending = auth.caller(t, ident, "1999-01-01T00:00:00.000000Z", b.address).counters
+        assert counted == sending
+        assert counted is not None and counted[0] == 2 and counted[2] == 1 and counted[1] > 0
+        auth._beats.clear()  # the next write's check is the heartbeat's
+        with store.write() as t:
+            beat = auth.caller(t, ident, store.now_ts())
+        assert auth._beats and beat.counters is None
+    finally:
+        store.close()
