@@ -42,6 +42,23 @@ TEXT = "x" * 64
 Step = dict[str, Callable[[], Any]]
 
 
+def _step(send: Callable[[], Any], claim: Callable[[], Any], ack: Callable[[Any], Any]) -> Step:
+    """The four calls from a system's send, claim (its lease, falsy when it
+    found nothing) and ack (of that lease): a claim must find the mail, the
+    empty claim nothing, or the run stops instead of timing the wrong work."""
+    held: list[Any] = []
+
+    def claimed() -> None:
+        lease = claim()
+        assert lease, "the claim found no mail"
+        held.append(lease)
+
+    def empty() -> None:
+        assert not claim(), "the empty inbox had mail"
+
+    return {"send": send, "claim": claimed, "ack": lambda: ack(held.pop()), "empty claim": empty}
+
+
 def _broker(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
     from bench.peers.broker_queue import join_agent, open_space, store_settings
     from broker import Agent, Store
@@ -52,26 +69,16 @@ def _broker(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
     a0 = Agent.connect(store, space, joined[0].address, joined[0].token)
     a1 = Agent.connect(other, space, joined[1].address, joined[1].token)
     to = joined[1].address
-    held: list[str] = []
-
-    def claim() -> None:
-        lease = a1.claim(limit=DRAIN)
-        assert lease.deliveries, "the claim found no mail"
-        held.append(lease.lease_token)
-
-    def empty() -> None:
-        assert not a1.claim(limit=DRAIN).deliveries
 
     def close() -> None:
         store.close()
         other.close()
 
-    return {
-        "send": lambda: a0.send(to, TEXT),
-        "claim": claim,
-        "ack": lambda: a1.ack(held.pop()),
-        "empty claim": empty,
-    }, close
+    def claim() -> str | None:
+        lease = a1.claim(limit=DRAIN)
+        return lease.lease_token if lease.deliveries else None
+
+    return _step(lambda: a0.send(to, TEXT), claim, a1.ack), close
 
 
 def _raw_same(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
@@ -85,15 +92,6 @@ def _raw_same(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
     if layout == "one":
         s1.conn.close()
         s1.conn = s0.conn
-    held: list[str] = []
-
-    def claim() -> None:
-        token, bodies = s1.claim(DRAIN, 0.0)
-        assert bodies, "the claim found no mail"
-        held.append(token)
-
-    def empty() -> None:
-        assert not s1.claim(DRAIN, 0.0)[1]
 
     def close() -> None:
         s0.close()
@@ -101,12 +99,11 @@ def _raw_same(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
             s1.close()
         store.close()
 
-    return {
-        "send": lambda: s0.send(1, TEXT),
-        "claim": claim,
-        "ack": lambda: s1.ack(held.pop()),
-        "empty claim": empty,
-    }, close
+    def claim() -> str | None:
+        token, bodies = s1.claim(DRAIN, 0.0)
+        return token if bodies else None
+
+    return _step(lambda: s0.send(1, TEXT), claim, s1.ack), close
 
 
 def _minimal(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
@@ -116,27 +113,15 @@ def _minimal(folder: Path, layout: str) -> tuple[Step, Callable[[], None]]:
     mini_queue.create(path)
     q0 = mini_queue.MiniQueue(path, lock=True)
     q1 = q0 if layout == "one" else mini_queue.MiniQueue(path, lock=True)
-    held: list[list[int]] = []
-
-    def claim() -> None:
-        rows = q1.claim(1, DRAIN)
-        assert rows, "the claim found no mail"
-        held.append([r[0] for r in rows])
-
-    def empty() -> None:
-        assert not q1.claim(1, DRAIN)
 
     def close() -> None:
         q0.close()
         if q1 is not q0:
             q1.close()
 
-    return {
-        "send": lambda: q0.send(1, TEXT),
-        "claim": claim,
-        "ack": lambda: q1.ack(held.pop()),
-        "empty claim": empty,
-    }, close
+    return _step(
+        lambda: q0.send(1, TEXT), lambda: [r[0] for r in q1.claim(1, DRAIN)], q1.ack
+    ), close
 
 
 _MAKERS = {"broker": _broker, "raw_same": _raw_same, "minimal queue": _minimal}
