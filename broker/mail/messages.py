@@ -93,7 +93,7 @@ def send_many(
             t,
             ident.space_id,
             Sender(ident.address, ident.participant_id, row.parent, row.is_lead),
-            space=None if row.counters is None else (row.space_state, row.settings, *row.counters),
+            space=row.space,
             last_at=row.last_at,
             now=row.now,
         )
@@ -191,9 +191,7 @@ def _send_as(
 ) -> SendResult:
     def run(t: Tx, row: Caller) -> SendResult:
         sender = Sender(ident.address, ident.participant_id, row.parent, row.is_lead)
-        # Read with the caller (auth.caller_send, or caller_counted): no re-read.
-        counters = row.counters
-        space = None if counters is None else (row.space_state, row.settings, *counters)
+        space = row.space  # read with the caller (caller_send, caller_counted): no re-read
         return send_in_tx(
             store,
             t,

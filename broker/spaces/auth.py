@@ -77,6 +77,13 @@ class Caller:
     def limits(self) -> Limits:
         return limits_of(self.settings)
 
+    @property
+    def space(self) -> tuple[Any, ...] | None:
+        """The space row a send's ``Batch`` takes (state, settings, counters),
+        when this check read the counters; None: the batch reads it itself."""
+        c = self.counters
+        return None if c is None else (self.space_state, self.settings, *c)
+
 
 @lru_cache(maxsize=1024)
 def _granted(messaging: bool, tools_json: str | None, is_lead: bool) -> frozenset[str]:
