@@ -197,9 +197,7 @@ class _Plan:
             and p.kind not in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD)
         }
         # Positional-only parameters or *args: every call goes through Signature.bind.
-        self.simple = not any(
-            p.kind in (kind.POSITIONAL_ONLY, kind.VAR_POSITIONAL) for p in params
-        )
+        self.simple = not any(p.kind in (kind.POSITIONAL_ONLY, kind.VAR_POSITIONAL) for p in params)
 
     def culprit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """The argument a call that does not bind is wrong about, found in the
@@ -231,6 +229,21 @@ class _Plan:
                 return None
             out[name] = value
         return out if self.required <= out.keys() else None
+
+
+def arguments(sig: inspect.Signature) -> Callable[..., dict[str, Any]]:
+    """``sig.bind(*args, **kwargs).arguments`` for a method made at run time
+    (client mode's declared methods): a plain call bound without building a
+    ``BoundArguments`` (``inspect``'s binding was a seventh of a served call's
+    client CPU); any other, ``bind``'s own answer or ``TypeError``."""
+    plan = _Plan(sig, {})
+
+    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        # ``**settings``: bind gathers them under its name, ``given`` does not
+        given = None if plan.var_keyword else plan.given(args, kwargs)
+        return given if given is not None else dict(sig.bind(*args, **kwargs).arguments)
+
+    return bind
 
 
 def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import logging
 import os
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from broker.frontends.http.budget import FdBudget, Shed, busy
 from broker.frontends.http.commit import Committer
 from broker.frontends.http.credentials import Credentials, bearer
 from broker.frontends.http.errors import error_response, plain
+from broker.frontends.http.lane import AGENT_PATH, Lane
 from broker.frontends.http.live import Views
 from broker.frontends.http.middleware import AccessLog, BodyCap
 from broker.frontends.http.middleware import (
@@ -100,6 +100,7 @@ class ServerState:
         )
         self.hubs: Hubs | None = None
         self.views: Views | None = None
+        self.lane: Lane | None = None  # create_app's, when the app has one
         self._twins: dict[str, AsyncAgent] = {}
         self._internal = Operator(store, via="cp")  # the followers' reads; no request reaches it
 
@@ -185,14 +186,40 @@ class ServerState:
         twin = self._twins.get(agent.identity.participant_id)
         return twin if twin is not None and twin.identity == agent.identity else None
 
-    def agent_for(self, call: Call) -> Agent:
-        """The caller as a participant; the path's space must be its own (401)."""
-        me: Agent = call.caller
-        kind, ref = call.params["kind"], call.params["id"].lower()
+    def agent_for(self, me: Agent, kind: str, ref: str) -> Agent:
+        """The caller as a participant; the path's space (``kind``, ``ref``) must
+        be its own (401)."""
+        ref = ref.lower()
         sid = me.space_id
         if not sid.startswith(PREFIXES[kind]) or ref not in (sid, sid.split("_", 1)[1]):
             raise errors.token_refused()  # someone else's space: S10's one message
         return me
+
+    async def refusal(
+        self, exc: errors.BrokerError, secret: str | None, *, from_cache: bool, after_leave: bool
+    ) -> Response:
+        """The answer to a refused call. A call let in on a remembered token is
+        refused as the edge would have refused it first, if it would
+        (credentials.py: the order of the errors is kept); a credential that
+        no longer holds is forgotten."""
+        if from_cache and not isinstance(exc, errors.AuthError):
+            try:
+                await self.run(self.credentials.agent, secret, after_leave)
+            except errors.BrokerError as refused:
+                exc = refused
+        if isinstance(exc, errors.AuthError | errors.ParticipantLeft | errors.SpaceNotRunning):
+            self.credentials.forget(secret)
+        if isinstance(exc, errors.StoreError) and self.budget.exhausted(exc):
+            exc = busy()  # out of descriptors: the server's budget, not a store fault
+        return error_response(exc)
+
+    def crashed(self, method: str, path: str, exc: BaseException) -> Response:
+        """The answer to a failure that is not a refusal: a 503 when this
+        process is out of descriptors (S41), else a 500, logged (a bug)."""
+        if self.budget.exhausted(exc):
+            return error_response(busy())
+        log.error("server error on %s %s", method, path, exc_info=exc)
+        return plain("server_error", "internal error (logged); this is a bug", 500)
 
     @staticmethod
     def check_kind(kind: str, space: Space) -> None:
@@ -287,17 +314,9 @@ def _handler(state: ServerState, ep: Endpoint) -> Callable[[Request], Any]:
             )
             result = await ep.handler(call)
         except errors.BrokerError as exc:
-            if from_cache and not isinstance(exc, errors.AuthError):
-                # Answered from the remembered token: would the edge have refused it first?
-                try:
-                    await state.run(state.credentials.agent, secret, ep.after_leave)
-                except errors.BrokerError as refused:
-                    exc = refused
-            if isinstance(exc, errors.AuthError | errors.ParticipantLeft | errors.SpaceNotRunning):
-                state.credentials.forget(secret)
-            if isinstance(exc, errors.StoreError) and state.budget.exhausted(exc):
-                exc = busy()  # out of descriptors: the server's budget, not a store fault
-            return error_response(exc)
+            return await state.refusal(
+                exc, secret, from_cache=from_cache, after_leave=ep.after_leave
+            )
         if isinstance(result, Response):
             return result
         return json_response(result, ep.status)
@@ -353,7 +372,10 @@ def create_app(
     async def healthz(request: Request) -> Response:
         s = state.committer.stats
         subs = sum(h.subscribers for h in state.hubs.hubs.values()) if state.hubs else 0
-        return json_response(Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting()))
+        lean = state.lane.taken if state.lane is not None else 0
+        return json_response(
+            Health("ok", __version__, s.transactions, s.jobs, subs, aio.waiting(), lean)
+        )
 
     document: dict[str, Any] = {}
     page: list[str] = []  # /docs, made from the document once
@@ -409,10 +431,7 @@ def create_app(
         return _not_allowed(request, allow)
 
     async def crashed(request: Request, exc: Exception) -> Response:
-        if state.budget.exhausted(exc):  # S41: out of descriptors is a 503, never a 500
-            return error_response(busy())
-        log.error("server error on %s %s", request.method, request.url.path, exc_info=exc)
-        return plain("server_error", "internal error (logged); this is a bug", 500)
+        return state.crashed(request.method, request.url.path, exc)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -428,7 +447,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.broker = state
-    fast = _Fast(app, _fast_routes(endpoints, by_path), crashed)
+    fast_routes = _fast_routes(endpoints)
+    fast = _Fast(
+        app, {key: by_path[ep.path][ep.method] for key, ep in fast_routes.items()}, crashed
+    )
+    app.state.lane = state.lane = Lane(state, fast_routes, worker_header=options.worker_header)
     capped = BodyCap(fast, options.max_body, options.body_timeout_s)
     shed: ASGIApp = Shed(capped, state.budget, state.credentials.is_operator)
     if options.worker_header:
@@ -436,25 +459,20 @@ def create_app(
     return AccessLog(shed)  # type: ignore[return-value]
 
 
-_AGENT_PATH = re.compile(r"/api/([^/]+)/([^/]+)/agent(/[^{}]+)")
-
-
-def _fast_routes(
-    endpoints: list[Endpoint], by_path: dict[str, dict[str, Callable[[Request], Any]]]
-) -> dict[tuple[str, str], Callable[[Request], Any]]:
+def _fast_routes(endpoints: list[Endpoint]) -> dict[tuple[str, str], Endpoint]:
     """The declared agent operations whose path has no parameter of its own
     (``/send``, ``/inbox/claim``...), by (method, path below ``/agent``), unless
     another endpoint's path could match the same URL (then the router decides,
     as before)."""
     base = operations.AGENT
-    out: dict[tuple[str, str], Callable[[Request], Any]] = {}
+    out: dict[tuple[str, str], Endpoint] = {}
     for ep in endpoints:
         rest = ep.path.removeprefix(base)
         if ep.op is None or rest == ep.path or "{" in rest:
             continue
         if any(_overlap(ep.path, e.path) for e in endpoints if e.path != ep.path):
             continue
-        out[(ep.method, rest)] = by_path[ep.path][ep.method]
+        out[(ep.method, rest)] = ep
     return out
 
 
@@ -477,7 +495,7 @@ class _Fast:
         self.state = app.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (found := _AGENT_PATH.fullmatch(scope["path"])):
+        if scope["type"] == "http" and (found := AGENT_PATH.fullmatch(scope["path"])):
             handler = self.routes.get((scope["method"], found.group(3)))
             if handler is not None:
                 scope["app"] = self.app

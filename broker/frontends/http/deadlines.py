@@ -15,6 +15,10 @@ app never sees it, since it runs only once the head is whole. So:
   ``BACKSTOP_S`` later (one that goes on sending after the 413 of an
   oversized body, which uvicorn reads and drops).
 
+And the lean lane (``lane.py``): an agent's declared write on a remembered
+token is read here, head and body, and answered here, without the ASGI cycle;
+whatever the lane does not take goes on to the app as it came.
+
 And one write per response: uvicorn writes a response's head and its body
 with a system call each, and on a loopback connection each is a wake-up of
 the client too. The connection's writes are gathered until the event loop
@@ -25,6 +29,8 @@ profile: the transport's writes were the largest single cost of the loop).
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from typing import Any
 
 BACKSTOP_S = 5.0  # after the app's body deadline
@@ -71,13 +77,59 @@ class Gathered:
         return getattr(self.transport, name)
 
 
-def protocol(header_timeout_s: float, body_timeout_s: float) -> Any:
+class _NoEvent:
+    """The cycle's body event, which only the app's ``receive`` waits on."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+class _Lean:
+    """A request the lean lane reads, where uvicorn keeps its cycle: the
+    protocol's callbacks fill its body and mark it disconnected; a shutdown
+    clears its keep-alive; a request pipelined behind it waits for it."""
+
+    __slots__ = (
+        "body",
+        "call",
+        "disconnected",
+        "keep_alive",
+        "message_event",
+        "more_body",
+        "previous",
+        "response_complete",
+        "started",
+    )
+
+    def __init__(self, call: Any, previous: Any) -> None:
+        self.call = call
+        self.previous = previous  # the connection's cycle before it (None, or complete)
+        self.body = bytearray()
+        self.more_body = True
+        self.response_complete = False
+        self.keep_alive = True
+        self.disconnected = False
+        self.message_event = _NoEvent()
+        self.started = time.perf_counter()
+
+
+_SKIP = frozenset((b"transfer-encoding", b"x-forwarded-for", b"x-forwarded-proto", b"forwarded"))
+
+
+def protocol(header_timeout_s: float, body_timeout_s: float, lane: Any = None) -> Any:
     """The HTTP protocol class for ``uvicorn.Config(http=...)``: uvicorn's
-    httptools protocol with the deadlines above, or ``"auto"`` without httptools
-    (then only uvicorn's own keep-alive timeout applies)."""
+    httptools protocol with the deadlines above and the lean ``lane`` (an
+    ``app.state.lane``; None: none), or ``"auto"`` without httptools (then
+    only uvicorn's own keep-alive timeout applies)."""
     base = _base()
     if base is None:  # pragma: no cover
         return "auto"
+    import httptools
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+    from broker.frontends.http.middleware import body_late, logged
 
     class Deadlines(base):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: asyncio.Transport) -> None:
@@ -128,6 +180,10 @@ def protocol(header_timeout_s: float, body_timeout_s: float) -> Any:
         def on_headers_complete(self) -> None:
             if self._refused:
                 return
+            if lane is not None and (lean := self._lean()) is not None:
+                self.cycle = lean
+                self._arm(body_timeout_s, self._lean_late)
+                return
             # From here the body's deadline is the app's; this one is a backstop.
             self._arm(body_timeout_s + BACKSTOP_S, self._body_late)
             super().on_headers_complete()
@@ -135,6 +191,108 @@ def protocol(header_timeout_s: float, body_timeout_s: float) -> Any:
         def on_message_complete(self) -> None:
             self._disarm()
             super().on_message_complete()
+            cycle = self.cycle
+            if type(cycle) is _Lean and not cycle.more_body and not cycle.response_complete:
+                answer = functools.partial(self._answer, cycle)
+                if not lane.run(cycle.call, bytes(cycle.body), answer):
+                    self._to_app(cycle)
+
+        # --- the lean lane ----------------------------------------------------------
+        def _lean(self) -> _Lean | None:
+            """The lane's request, if this head is one it may take (a plain
+            keep-alive HTTP/1.1 POST with one bearer token, a small body by
+            Content-Length, nothing pipelined before it)."""
+            if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
+                return None
+            parser = self.parser
+            if (
+                self.root_path
+                or self.limit_concurrency is not None
+                or self.expect_100_continue
+                or parser.get_http_version() != "1.1"
+                or not parser.should_keep_alive()
+                or parser.should_upgrade()
+            ):
+                return None
+            token = length = None
+            for name, value in self.headers:
+                if name == b"authorization":
+                    if token is not None:
+                        return None  # two: no credential at all, the app says so
+                    token = value
+                elif name == b"content-length":
+                    if length is not None:
+                        return None
+                    length = value
+                elif name in _SKIP:
+                    return None
+            if token is None or length is None or not length.isdigit():
+                return None
+            if int(length) > lane.max_body:
+                return None
+            scheme, _, secret = token.decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not secret.strip():
+                return None
+            url = httptools.parse_url(self.url)
+            if url.query or b"%" in url.path:
+                return None
+            call = lane.call(parser.get_method(), url.path.decode("ascii"), secret.strip())
+            return None if call is None else _Lean(call, self.cycle)
+
+        def _to_app(self, lean: _Lean) -> None:
+            """The request goes on to the app as it came, its body whole: the
+            parser still holds its head."""
+            self.cycle = lean.previous
+            super().on_headers_complete()
+            self.cycle.body = lean.body
+            self.cycle.more_body = False
+            self.cycle.message_event.set()
+
+        def _answer(self, lean: _Lean, response: Any) -> None:
+            """Write the lane's ``response`` as uvicorn writes the app's: its
+            default headers (date, server) first, a ``connection: close`` when
+            the connection ends with it."""
+            if lean.response_complete:
+                return
+            lean.response_complete = True
+            if lean.disconnected or self.transport.is_closing():
+                return
+            keep = lean.keep_alive
+            said_close = False
+            content = [STATUS_LINE[response.status_code]]
+            for name, value in (
+                *self.server_state.default_headers,
+                *response.raw_headers,
+                *lane.headers,
+            ):
+                if name == b"connection" and b"close" in [
+                    t.strip().lower() for t in value.split(b",")
+                ]:
+                    keep, said_close = False, True
+                content += [name, b": ", value, b"\r\n"]
+            if not keep and not said_close:
+                content.append(b"connection: close\r\n")
+            content += [b"\r\n", response.body]
+            self.transport.write(b"".join(content))
+            logged(
+                "POST",
+                lean.call.path,
+                response.status_code,
+                len(response.body),
+                lean.started,
+                self.client,
+            )
+            if not keep:
+                self.transport.close()
+            self.on_response_complete()
+
+        def _lean_late(self) -> None:
+            """The lane's body did not arrive in time: the app's 408 (BodyCap)."""
+            self._timer = None
+            lean = self.cycle
+            if type(lean) is _Lean and lean.more_body:
+                lean.keep_alive = False
+                self._answer(lean, body_late(body_timeout_s))
 
         def _head_late(self) -> None:
             self._timer = None

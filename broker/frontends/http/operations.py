@@ -127,7 +127,7 @@ def _handler(op: Operation) -> Callable[[Call], Awaitable[Any]]:
             _from_path(data, name)
             data[name] = call.params[name]
         if op.caller == "agent":
-            handle = call.state.agent_for(call)
+            handle = call.state.agent_for(call.caller, call.params["kind"], call.params["id"])
         else:
             handle = call.caller if op.caller == "operator" else Joiner(call.state.store)
             if base_space(op) and op.caller == "joiner":

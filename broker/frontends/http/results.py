@@ -43,3 +43,5 @@ class Health:
     """open SSE streams"""
     waiting: int
     """long-polls parked on a doorbell now"""
+    lean: int
+    """requests answered by the lean lane (an agent's write on a remembered token)"""

@@ -43,6 +43,7 @@ class RemoteAgent(RemoteAgentPaths):
         self.token = token
         self._space = space
         self._address = address
+        self._base: str | None = None  # the path of this agent's routes, once its space is known
         # Kept for parity with Agent: a served lease is held by the server's
         # process and ends by ack, release or expiry whatever this process does.
         self.transient = transient
@@ -86,9 +87,9 @@ class RemoteAgent(RemoteAgentPaths):
         return self._address
 
     def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        return self.conn.call(
-            method, f"{space_path(self.space_id)}/agent{path}", secret=self.token, body=body, **kw
-        )
+        if self._base is None:
+            self._base = f"{space_path(self.space_id)}/agent"
+        return self.conn.call(method, self._base + path, secret=self.token, body=body, **kw)
 
     def _one(self, cls: type, data: Any) -> Any:
         """Decoding for the path-reservation methods (broker.frontends.remote.reservations)."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from broker.api.operations import OPERATIONS, Caller, Operation
-from broker.model.typecheck import self_checked
+from broker.model.typecheck import arguments, self_checked
 
 C = TypeVar("C", bound=type)
 
@@ -37,10 +37,10 @@ def derived(caller: Caller) -> Callable[[C], C]:
 
 def _method(cls: type, op: Operation) -> Callable[..., Any]:
     sig = op.signature()
+    bind = arguments(sig)  # a wrong call is a TypeError, as the library's
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = sig.bind(*args, **kwargs)  # a wrong call is a TypeError, as the library's
-        return op.answer(self.call(op, op.input.parse(bound.arguments)))
+        return op.answer(self.call(op, op.input.parse(bind(*args, **kwargs))))
 
     # With **settings, self is positional-only (as the library's: a setting is never "self").
     kind = (
@@ -65,11 +65,16 @@ def route(op: Operation, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return path, body
 
 
+_KEYS: dict[str, dict[str, str]] = {}
+
+
 def carried(op: Operation, values: dict[str, Any]) -> dict[str, Any]:
     """How the fields the path does not name travel: a ``GET``'s as its query
     string, any other method's as the JSON body (``conn.call``'s keywords)."""
     assert op.http is not None
-    keys = {f.name: f.key for f in op.input.FIELDS}  # each as the wire names it (``from``)
+    keys = _KEYS.get(op.name)
+    if keys is None:  # each field as the wire names it (``from``), worked out once
+        keys = _KEYS[op.name] = {f.name: f.key for f in op.input.FIELDS}
     named = {keys.get(k, k): v for k, v in values.items()}
     if op.http.method == "GET":
         return {"query": {k: _query_text(v) for k, v in named.items()}}

@@ -49,16 +49,14 @@ class Response:
     def __init__(self, conn: Wire) -> None:
         self._conn = conn
         self._f = conn.rfile
-        line = self._f.readline(65537)
+        lines = self._head()
+        line = lines[0]
         parts = line.split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
             raise ProtocolError(f"not an HTTP response: {line[:80]!r}")
         self.status = _number(parts[1], "status", 10)
         self.headers: dict[str, str] = {}
-        while True:
-            h = self._f.readline(65537)
-            if h in (b"\r\n", b"\n", b""):
-                break
+        for h in lines[1:]:
             name, _, value = h.decode("latin-1").partition(":")
             self.headers[name.strip().lower()] = value.strip()
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
@@ -70,6 +68,19 @@ class Response:
         self._done = not self._chunked and self._left == 0
         self.will_close = self.headers.get("connection", "").lower() == "close"
         self.owner: Wire | None = None  # a one-off connection, closed with this response
+
+    def _head(self) -> list[bytes]:
+        """The status line and the header lines, without their line ends. The
+        server writes a response's head in one piece: taken from the buffer at
+        once when it is whole there, else read line by line."""
+        buffered = self._f.peek(65536)
+        end = buffered.find(b"\r\n\r\n")
+        if end >= 0 and b"\n" not in buffered[:end].replace(b"\r\n", b""):
+            return self._f.read(end + 4)[:end].split(b"\r\n")
+        lines = [self._f.readline(65537).rstrip(b"\r\n")]
+        while (h := self._f.readline(65537)) not in (b"\r\n", b"\n", b""):
+            lines.append(h.rstrip(b"\r\n"))
+        return lines
 
     def _more(self) -> bytes:
         """The next piece of the body (b"" at its end)."""
