@@ -30,13 +30,14 @@ class ProtocolError(OSError):
 
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+_DIGITS = frozenset(b"0123456789")
 
 
 def _number(text: bytes, what: str, base: int) -> int:
     """A number of the response's framing, in ASCII digits only (``int`` also
     reads '+5', ' 5', '0x5' and '1_0': not HTTP, and not this client's to guess)."""
-    digits = _HEX if base == 16 else frozenset(b"0123456789")
-    if not text or len(text) > 16 or not set(text) <= digits:
+    digits = _HEX if base == 16 else _DIGITS
+    if not text or len(text) > 16 or not digits.issuperset(text):
         raise ProtocolError(f"bad {what} in the server's response: {text[:20]!r}")
     return int(text, base)
 
@@ -143,15 +144,25 @@ class Wire:
         self.sock = sock
         self.rfile = sock.makefile("rb")
         self.host = host or "localhost"
+        # A request's head up to its Content-Length, by what it says: an agent
+        # repeats a few requests (send, claim, ack), each head made once.
+        self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], bytes] = {}
 
     def request(
         self, method: str, target: str, *, body: bytes | None, headers: dict[str, str]
     ) -> Response:
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
+        key = (method, target, tuple(headers.items()))
+        head = self._heads.get(key)
+        if head is None:
+            lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
+            lines += [f"{k}: {v}" for k, v in headers.items()]
+            head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+            if len(self._heads) >= 64:  # a bound: query strings vary
+                self._heads.clear()
+            self._heads[key] = head
         if body is not None or method in ("POST", "PATCH", "PUT"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+            head += b"Content-Length: %d\r\n" % len(body or b"")
+        self.sock.sendall(head + b"\r\n" + (body or b""))
         return Response(self)
 
     def settimeout(self, timeout: float) -> None:

@@ -1,0 +1,227 @@
+"""``python -m bench.served_step``: the server's CPU per request of a swarm step.
+
+The served swarm (``bench.scenarios.swarm``, ``served_http``) shares two cores
+between the agents' processes and the server, and its rate moves by 10–20 %
+from run to run on a loaded machine. This holds the clients out of the way to
+read the server alone: ``--clients`` processes, each a pair of agents on raw
+sockets with their requests made once (a few µs of client CPU a request),
+each looping the swarm's step (a send, the receiver's claim of it, its ack, a
+claim of the now empty inbox: ``bench.swarm_step``'s) against one
+``broker serve``. Every answer is checked (200, the claim found the message,
+the empty claim nothing), or the run stops.
+
+It reports the server's CPU (every thread, every worker) per request and per
+step, the clients' per request (small, or the figure is not the server's),
+the requests per second, and the share of requests the lean lane answered
+(``/healthz``). Beside it, in the same run, the same step through the
+library in one process (``bench.swarm_step``, the broker on one connection):
+what the step costs without the server, so that the server's own share
+reads as the difference.
+
+python -m bench.served_step --clients 16 --steps 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REQUESTS = ("send", "claim", "ack", "empty claim")
+_TOKEN = re.compile(rb'"lease_token":"([^"]+)"')
+
+
+def _request(path: str, token: str, body: dict[str, Any]) -> bytes:
+    data = json.dumps(body).encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    ).encode() + data
+
+
+class _Conn:
+    """One keep-alive connection that reads each answer by its Content-Length."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def ask(self, request: bytes) -> bytes:
+        self.sock.sendall(request)
+        while (end := self.buf.find(b"\r\n\r\n")) < 0:
+            self.buf += self._recv()
+        head = self.buf[:end]
+        if not head.startswith(b"HTTP/1.1 200 "):
+            raise RuntimeError(f"the server answered {head[:60]!r}")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        while len(self.buf) < end + 4 + length:
+            self.buf += self._recv()
+        body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+        return body
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("the server closed the connection")
+        return chunk
+
+
+def _client(
+    host: str,
+    port: int,
+    base: str,
+    pair: tuple[Any, Any],
+    steps: int,
+    warm: int,
+    barrier: Any,
+    out: Any,
+) -> None:
+    """A sender and its receiver looping the step: (CPU seconds, steps) of the
+    timed part into ``out``, or the error that stopped it."""
+    try:
+        out.put(_loop(host, port, base, pair, steps, warm, barrier))
+    except Exception as exc:  # noqa: BLE001 - said by the parent
+        barrier.abort()
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def _loop(
+    host: str, port: int, base: str, pair: tuple[Any, Any], steps: int, warm: int, barrier: Any
+) -> tuple[float, int]:
+    sender, receiver = pair
+    conn = _Conn(host, port)
+    send = _request(f"{base}/send", sender.token, {"to": receiver.address, "text": "x" * 64})
+    claim = _request(f"{base}/inbox/claim", receiver.token, {"limit": 32})
+
+    def step() -> None:
+        conn.ask(send)
+        found = _TOKEN.search(got := conn.ask(claim))
+        if found is None or b'"deliveries":[]' in got:
+            raise RuntimeError(f"the claim found no mail: {got[:120]!r}")
+        conn.ask(_request(f"{base}/inbox/ack", receiver.token, {"lease_token": found[1].decode()}))
+        if b'"deliveries":[]' not in conn.ask(claim):
+            raise RuntimeError("the empty inbox had mail")
+
+    for _ in range(warm):
+        step()
+    barrier.wait()
+    cpu = time.process_time()
+    for _ in range(steps):
+        step()
+    return time.process_time() - cpu, steps
+
+
+def measure(
+    folder: Path, *, clients: int, steps: int, warm: int, workers: int | None
+) -> dict[str, Any]:
+    """The server's CPU per request of ``clients`` thin clients looping the step."""
+    from bench.peers.broker_queue import join_agent, open_space
+    from bench.scenarios.served import _Served
+    from bench.scenarios.served_idle import _cpu_seconds
+    from broker.frontends.remote.wire import space_path
+
+    store, space = open_space(folder)
+    pairs = [
+        (join_agent(store, space, f"s{i}"), join_agent(store, space, f"r{i}"))
+        for i in range(clients)
+    ]
+    store.close()
+    server = _Served(folder, [] if workers is None else ["--workers", str(workers)])
+    try:
+        base = f"{space_path(space)}/agent"
+        ctx = mp.get_context("fork")
+        barrier, out = ctx.Barrier(clients + 1), ctx.Queue()
+        procs = [
+            ctx.Process(
+                target=_client,
+                args=(server.host, server.port, base, pair, steps, warm, barrier, out),
+            )
+            for pair in pairs
+        ]
+        for proc in procs:
+            proc.start()
+        try:
+            barrier.wait(timeout=300)
+        except Exception:  # noqa: BLE001 - a client's error says why
+            raise RuntimeError(str(out.get(timeout=10))) from None
+        cpu0, t0 = _cpu_seconds(server.proc.pid), time.perf_counter()
+        done = [out.get(timeout=600) for _ in procs]
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds(server.proc.pid) - cpu0
+        for proc in procs:
+            proc.join(10)
+        failed = [d for d in done if isinstance(d, str)]
+        if failed:
+            raise RuntimeError(failed[0])
+        health = server.request("GET", "/healthz", "")
+    finally:
+        server.stop()
+    requests = sum(n for _, n in done) * len(REQUESTS)
+    every = (clients * (steps + warm) + 1) * len(REQUESTS)  # the joins' first claims are the app's
+    return {
+        "clients": clients,
+        "workers": workers or 1,
+        "requests": requests,
+        "requests_per_s": requests / wall,
+        "server_us_per_request": 1e6 * cpu / requests,
+        "client_us_per_request": 1e6 * sum(c for c, _ in done) / requests,
+        "lean_share": health.get("lean", 0) / every,
+    }
+
+
+def embedded_step(folder: Path, steps: int, warm: int) -> float:
+    """µs of the same step through the library in one process (one connection)."""
+    from bench.swarm_step import measure as step
+
+    return sum(step(folder, "broker", "one", steps=steps, warm=warm).values())
+
+
+def report(got: dict[str, Any], embedded: float) -> str:
+    per_step = got["server_us_per_request"] * len(REQUESTS)
+    return "\n".join(
+        [
+            "| clients | workers | requests/s | server µs / request | server µs / step | "
+            "client µs / request | lean lane | embedded µs / step |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| {got['clients']} | {got['workers']} | {got['requests_per_s']:,.0f} | "
+            f"{got['server_us_per_request']:.0f} | {per_step:.0f} | "
+            f"{got['client_us_per_request']:.0f} | {got['lean_share']:.0%} | {embedded:.0f} |",
+            "",
+            f"server ÷ embedded per step: {per_step / embedded:.2f} (the step: "
+            + ", ".join(REQUESTS)
+            + ")",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.served_step",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=400, help="steps per client")
+    parser.add_argument("--warm", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=None, help="broker serve --workers")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-served-step-") as tmp:
+        got = measure(
+            Path(tmp) / "served",
+            clients=args.clients,
+            steps=args.steps,
+            warm=args.warm,
+            workers=args.workers,
+        )
+        embedded = embedded_step(Path(tmp), steps=args.steps * 4, warm=args.warm)
+    print(report(got, embedded))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""``python -m bench.served_step`` reads the server's CPU per request of a
+swarm step under thin clients (bench/results, issue "a lean message"). Every
+answer is checked, so a run that did not do the step's work fails instead of
+timing refusals; the lean lane's share is read from the server itself."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.served_step import measure, report  # noqa: E402
+
+
+def test_the_server_is_timed_per_request_and_the_lane_answers_the_steps(tmp_path: Path) -> None:
+    got = measure(tmp_path / "served", clients=2, steps=15, warm=3, workers=None)
+    assert got["requests"] == 2 * 15 * 4
+    assert got["server_us_per_request"] > 0 and got["client_us_per_request"] > 0
+    assert got["lean_share"] > 0.9, got  # all but each receiver's first claim
+    text = report(got, embedded=400.0)
+    assert text.count("\n| ") == 1 and "server ÷ embedded per step" in text
