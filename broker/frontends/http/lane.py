@@ -34,10 +34,27 @@ from typing import Any
 from starlette.responses import Response
 
 from broker import errors
-from broker.frontends.http.api import KINDS, Endpoint, json_response, parse_object
+from broker.frontends.http.api import KINDS, Endpoint, json_body, parse_object
 
 AGENT_PATH = re.compile(r"/api/([^/]+)/([^/]+)/agent(/[^{}]+)")
+_UNSEEN: Any = object()
 MAX_BODY = 64 * 1024  # larger bodies take the app's way (uvicorn's read-ahead limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A result's answer, as ``json_response`` makes it (its headers in
+    Starlette's order), without the response object the app would send it by."""
+
+    status_code: int
+    body: bytes
+
+    @property
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"content-length", b"%d" % len(self.body)), (b"content-type", _JSON)]
+
+
+_JSON = b"application/json"
 
 
 @dataclass(slots=True)
@@ -69,22 +86,33 @@ class Lane:
         }
         self.max_body = min(MAX_BODY, state.options.max_body)
         self.taken = 0  # requests it answered (/healthz: ``lean``)
+        self._paths: dict[str, tuple[Endpoint, str, str] | None] = {}  # path -> its route
         # every response of one of several workers names it (app._Named)
         self.headers = [(b"x-broker-worker", str(os.getpid()).encode())] if worker_header else []
 
-    def call(self, method: bytes, path: str, secret: str | None) -> Call | None:
+    def call(self, method: bytes, path: str, secret: str) -> Call | None:
         """The call a request head names, if the lane may take it."""
-        if method != b"POST" or secret is None:
+        if method != b"POST":
             return None
+        found = self._paths.get(path, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._route(path)
+            if len(self._paths) >= 4096:  # a bound: every space has its own paths
+                self._paths.clear()
+            self._paths[path] = found
+        if found is None:
+            return None
+        ep, kind, ref = found
+        return Call(ep, path, kind, ref, secret)
+
+    def _route(self, path: str) -> tuple[Endpoint, str, str] | None:
         found = AGENT_PATH.fullmatch(path)
         if found is None or found.group(1) not in KINDS:
             return None
         ep = self.routes.get(("POST", found.group(3)))
-        if ep is None:
-            return None
-        return Call(ep, path, found.group(1), found.group(2), secret)
+        return None if ep is None else (ep, found.group(1), found.group(2))
 
-    def run(self, call: Call, body: bytes, answer: Callable[[Response], None]) -> bool:
+    def run(self, call: Call, body: bytes, answer: Callable[[Answer | Response], None]) -> bool:
         """Start ``call`` with its whole ``body``; ``answer`` gets its response.
         False: the lane does not take it (nothing was done; the app will)."""
         state = self.state
@@ -107,13 +135,13 @@ class Lane:
         return True
 
     def _answer(
-        self, call: Call, done: asyncio.Future[Any], answer: Callable[[Response], None]
+        self, call: Call, done: asyncio.Future[Any], answer: Callable[[Answer | Response], None]
     ) -> None:
         if done.cancelled():  # the committer never cancels a job; the loop's end may
             return
         exc = done.exception()
         if exc is None:
-            answer(json_response(done.result(), call.ep.status))
+            answer(Answer(call.ep.status, json_body(done.result())))
         elif isinstance(exc, errors.BrokerError):
             task = asyncio.ensure_future(self._refused(call, exc))
             task.add_done_callback(lambda t: None if t.cancelled() else answer(t.result()))
