@@ -22,7 +22,9 @@ starves shows up as one agent whose maximum stands out.
 Systems, same loop, same body, fresh store each:
 
 - broker: the public Python API (``Agent.send`` to the neighbour's address;
-  ``Agent.claim(limit=32, wait=...)`` then ``Agent.ack(token)``);
+  ``Agent.claim(limit=32, wait=...)`` then ``Agent.ack(token)``; with
+  ``BENCH_SWARM_ACK_NEXT=1`` each ack rides on the next claim that does not
+  wait, ``Agent.ack_and_claim``, served or not);
   ``broker_nolock`` the same with ``BROKER_WRITER_LOCK=off`` (full runs only):
   what the writer lock costs in rate and buys in the tail;
 - raw_same_flock: the broker's own statements with no library
@@ -72,6 +74,39 @@ def _text(i: int, n: int) -> str:
     return head + "x" * max(0, BODY_BYTES - len(head))
 
 
+# How the broker's agents drain (embedded and served alike): claim, then ack; with
+# BENCH_SWARM_ACK_NEXT=1 each lease's ack rides on the next claim that does not
+# wait (``inbox.ack-and-claim``: one call and one transaction instead of two).
+ACK_NEXT = os.environ.get("BENCH_SWARM_ACK_NEXT") == "1"
+
+
+def _broker_drain(agent: Any) -> tuple[Any, Any]:
+    """An agent's (``Agent`` or ``RemoteAgent``) drain, and what acks the last
+    lease it still holds when it stops."""
+    held: list[str] = []
+
+    def drain(wait: float) -> tuple[list[str], int]:
+        if held and wait <= 0:
+            lease = agent.ack_and_claim(held.pop(), limit=DRAIN)
+        else:
+            if held:
+                agent.ack(held.pop())
+            lease = agent.claim(limit=DRAIN, wait=wait)
+        t = time.monotonic_ns()
+        if lease.deliveries:
+            if ACK_NEXT:
+                held.append(lease.lease_token)
+            else:
+                agent.ack(lease.lease_token)
+        return [str(d.body) for d in lease.deliveries], t
+
+    def acked() -> None:
+        if held:
+            agent.ack(held.pop())
+
+    return drain, acked
+
+
 # --- the systems: set up in the parent, an endpoint per agent in its own process -----
 class _Broker:
     system = BROKER
@@ -98,18 +133,17 @@ class _Broker:
         agent = Agent.connect(store, self.space, self.joined[i].address, self.joined[i].token)
         addresses = [j.address for j in self.joined]
 
+        drain, acked = _broker_drain(agent)
+
         class Endpoint:
             def send(self, to: int, text: str) -> None:
                 agent.send(addresses[to], text)
 
             def drain(self, wait: float) -> tuple[list[str], int]:
-                lease = agent.claim(limit=DRAIN, wait=wait)
-                t = time.monotonic_ns()
-                if lease.deliveries:
-                    agent.ack(lease.lease_token)
-                return [str(d.body) for d in lease.deliveries], t
+                return drain(wait)
 
             def close(self) -> None:
+                acked()
                 store.close()
 
         return Endpoint()
@@ -246,18 +280,17 @@ class _ServedSwarm:
         agent = RemoteAgent.connect(conn, self.space, self.joined[i].address, self.joined[i].token)
         addresses = [j.address for j in self.joined]
 
+        drain, acked = _broker_drain(agent)
+
         class Endpoint:
             def send(self, to: int, text: str) -> None:
                 agent.send(addresses[to], text)
 
             def drain(self, wait: float) -> tuple[list[str], int]:
-                lease = agent.claim(limit=DRAIN, wait=wait)
-                t = time.monotonic_ns()
-                if lease.deliveries:
-                    agent.ack(lease.lease_token)
-                return [str(d.body) for d in lease.deliveries], t
+                return drain(wait)
 
             def close(self) -> None:
+                acked()
                 conn.close()
 
         return Endpoint()
@@ -510,6 +543,9 @@ def swarm(ctx: Ctx) -> Scenario:
         "drain": DRAIN,
         "body_bytes": BODY_BYTES,
         "systems": systems,
+        "broker_drain": "ack rides on the next claim (inbox.ack-and-claim)"
+        if ACK_NEXT
+        else "claim, then ack",
     }
     with own_server(ctx.scratch("swarm-redis")) as (url, where):
         if url is None:

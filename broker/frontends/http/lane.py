@@ -83,6 +83,7 @@ class Lane:
             and ep.op.write
             and not ep.op.resumes
             and not ep.op.path_fields
+            and not ep.after_leave  # its token is checked anew on every call (app._handler)
         }
         self.max_body = min(MAX_BODY, state.options.max_body)
         self.taken = 0  # requests it answered (/healthz: ``lean``)
