@@ -341,7 +341,7 @@ def _serve_one(
         lifespan="on",
         timeout_graceful_shutdown=round(grace),
         timeout_keep_alive=30,
-        http=protocol(options.header_timeout_s, options.body_timeout_s, app.state.lane),
+        http=protocol(options.header_timeout_s, options.body_timeout_s, app.state.broker.lane),
     )
     server = _Server(config, app)
     profile = _profiler()

@@ -451,7 +451,7 @@ def create_app(
     fast = _Fast(
         app, {key: by_path[ep.path][ep.method] for key, ep in fast_routes.items()}, crashed
     )
-    app.state.lane = state.lane = Lane(state, fast_routes, worker_header=options.worker_header)
+    state.lane = Lane(state, fast_routes, worker_header=options.worker_header)
     capped = BodyCap(fast, options.max_body, options.body_timeout_s)
     shed: ASGIApp = Shed(capped, state.budget, state.credentials.is_operator)
     if options.worker_header:

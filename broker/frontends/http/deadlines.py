@@ -120,8 +120,8 @@ _SKIP = frozenset((b"transfer-encoding", b"x-forwarded-for", b"x-forwarded-proto
 
 def protocol(header_timeout_s: float, body_timeout_s: float, lane: Any = None) -> Any:
     """The HTTP protocol class for ``uvicorn.Config(http=...)``: uvicorn's
-    httptools protocol with the deadlines above and the lean ``lane`` (an
-    ``app.state.lane``; None: none), or ``"auto"`` without httptools (then
+    httptools protocol with the deadlines above and the lean ``lane`` (the
+    app's ``ServerState.lane``; None: none), or ``"auto"`` without httptools (then
     only uvicorn's own keep-alive timeout applies)."""
     base = _base()
     if base is None:  # pragma: no cover
