@@ -604,6 +604,8 @@ class Input:
     NAMES: ClassVar[frozenset[str]] = frozenset()
     KEYS: ClassVar[frozenset[str]] = frozenset()
     """what ``parse`` takes: the fields' names, wire names and tool names"""
+    WIRE: ClassVar[dict[str, str]] = {}
+    """each field's name -> its wire name (``from``), as a client sends it"""
     _PLAN: ClassVar[tuple[tuple[str, Field, Any, Callable[[object], Any], bool], ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -622,6 +624,7 @@ class Input:
         if unknown:
             raise TypeError(f"{cls.__qualname__}.ONE_OF: {sorted(unknown)} are not fields")
         cls.KEYS = cls.NAMES | {k for f in declared for k in (f.key, f.tool_key)}
+        cls.WIRE = {f.name: f.key for f in declared}
         # What ``_fill`` walks per field, looked up once here, not per call
         # (every call of every surface parses a record).
         cls._PLAN = tuple(

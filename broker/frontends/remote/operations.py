@@ -65,16 +65,11 @@ def route(op: Operation, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return path, body
 
 
-_KEYS: dict[str, dict[str, str]] = {}
-
-
 def carried(op: Operation, values: dict[str, Any]) -> dict[str, Any]:
     """How the fields the path does not name travel: a ``GET``'s as its query
     string, any other method's as the JSON body (``conn.call``'s keywords)."""
     assert op.http is not None
-    keys = _KEYS.get(op.name)
-    if keys is None:  # each field as the wire names it (``from``), worked out once
-        keys = _KEYS[op.name] = {f.name: f.key for f in op.input.FIELDS}
+    keys = op.input.WIRE  # each field as the wire names it (``from``)
     named = {keys.get(k, k): v for k, v in values.items()}
     if op.http.method == "GET":
         return {"query": {k: _query_text(v) for k, v in named.items()}}
