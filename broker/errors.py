@@ -190,6 +190,13 @@ class StoreBusy(StoreError, code="store_busy", exit_code=11):
     """The database stayed locked past ``busy_timeout``."""
 
 
+class WriterTaken(StoreBusy):
+    """A write that was asked not to wait (``Store.write_now``) found the
+    writer lock taken: raised before it began, so nothing ran. A server's
+    group committer answers it by handing the write to its writer thread,
+    so it reaches no caller."""
+
+
 class TooManyConnections(StoreBusy, code="too_many_connections"):
     """PostgreSQL refused a new connection: the server (or the database, or
     the role) is at its connection limit (S41). Retry later, or make room:

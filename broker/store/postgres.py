@@ -578,8 +578,12 @@ class PgStore(Store):
         )
         yield  # pragma: no cover
 
+    def write_now(self) -> None:
+        """None: every write here waits for the server (its COMMIT is a round trip)."""
+        return None
+
     @contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
+    def _transaction(self, write: bool, now: bool = False) -> Iterator[Tx]:
         raw, held = self._checkout()
         committed: Tx | None = None
         tx: Tx | None = None

@@ -107,7 +107,7 @@ def wrap_db_error(exc: BaseException) -> errors.BrokerError:
 class Tx:
     """One open transaction. Pass it as ``tx=`` to join broker writes to it."""
 
-    __slots__ = ("store", "raw", "write", "_after_commit", "_sa")
+    __slots__ = ("store", "raw", "write", "_after_commit", "_sa", "checkpoint_due")
 
     def __init__(self, store: Store, raw: Connection, write: bool) -> None:
         self.store = store
@@ -115,6 +115,9 @@ class Tx:
         self.write = write
         self._after_commit: list[Callable[[], None]] = []
         self._sa: sa.Connection | None = None
+        # After a ``Store.write_now`` commit: the commits since the last
+        # checkpoint when one is due (0: none), for ``Store.checkpoint_after``.
+        self.checkpoint_due = 0
 
     @property
     def connection(self) -> sa.Connection:
@@ -333,14 +336,15 @@ class Store:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
 
-    def connect(self) -> Connection:
-        """A new configured DBAPI connection (the caller closes it)."""
+    def connect(self, *, wait: bool = True) -> Connection:
+        """A new configured DBAPI connection (the caller closes it); ``wait=False``:
+        one that never waits for SQLite's locks (busy at once, ``write_now``)."""
         try:
             conn = sqlite3.connect(
                 self._target,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=self.settings.busy_timeout_ms / 1000,
+                timeout=self.settings.busy_timeout_ms / 1000 if wait else 0.0,
                 factory=Connection,
                 uri=self._uri,
             )
@@ -551,6 +555,18 @@ class Store:
             return nullcontext(tx)
         return self._transaction(write=False)
 
+    def write_now(self) -> AbstractContextManager[Tx] | None:
+        """A write transaction that begins only if it can without waiting: the
+        writer lock and SQLite's write lock both free, else ``WriterTaken`` as
+        it is entered, before anything ran. For a caller that must never
+        block, a server's event loop (its group committer). It runs on a
+        connection of this thread's that never waits for a lock, and leaves a
+        checkpoint its commit makes due (a few milliseconds of I/O) to the
+        caller: ``Tx.checkpoint_due``, for ``checkpoint_after`` in a thread
+        that may wait. None on a store whose every write waits (PostgreSQL:
+        the COMMIT is a round trip to the server)."""
+        return self._transaction(write=True, now=True)
+
     transaction = write  # the public name for "my work and the broker's, together"
 
     def size_pool(self, size: int) -> None:
@@ -620,11 +636,21 @@ class Store:
             with self._lock:
                 self._spare.append(conn)
 
+    def _checkout_now(self) -> Connection:
+        """This thread's connection for ``write_now`` (one that never waits)."""
+        if getattr(self._local, "now_busy", False):  # a write_now inside another
+            raise errors.WriterTaken(f"a write is already open here ({self.path})")
+        conn: Connection | None = getattr(self._local, "now", None)
+        if conn is None:
+            conn = self._local.now = self.connect(wait=False)
+        self._local.now_busy = True
+        return conn
+
     @contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
+    def _transaction(self, write: bool, now: bool = False) -> Iterator[Tx]:
         if write and self.read_only is not None:
             raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
-        raw, held = self._checkout()
+        raw, held = (self._checkout_now(), False) if now else self._checkout()
         committed: Tx | None = None
         tx: Tx | None = None
         lock: WriterLock | None = None
@@ -634,12 +660,15 @@ class Store:
                 lock = raw.writer_lock
                 if lock is None:
                     lock = raw.writer_lock = WriterLock(self.lock_path, create=self.create)
-                if not lock.acquire(self.settings.busy_timeout_ms / 1000):
+                if not lock.acquire(None if now else self.settings.busy_timeout_ms / 1000):
                     lock = None  # no lock file: SQLite's busy handler alone
             try:
                 raw.execute(_BEGIN_WRITE if write else _BEGIN_READ)
             except sqlite3.Error as exc:
-                raise wrap_db_error(exc) from exc
+                error = wrap_db_error(exc)
+                if now and isinstance(error, errors.StoreBusy):
+                    raise errors.WriterTaken(f"the store is being written ({self.path})") from exc
+                raise error from exc
             tx = Tx(self, raw, write)
             try:
                 yield tx
@@ -664,23 +693,33 @@ class Store:
                 lock.release()  # right after COMMIT / ROLLBACK: the next writer goes
             if tx is not None and tx._sa is not None:
                 tx._sa.close()
-            self._checkin(raw, held)
+            if now:
+                self._local.now_busy = False
+            else:
+                self._checkin(raw, held)
         for fn in committed._after_commit:
             fn()
-        if since:
-            # SQLite's own checkpoint runs inside a COMMIT, so under the writer
-            # lock, and waits for two fsyncs: ~5 ms on a busy disk, every
-            # writer queued behind it. Run here instead, after the lock is free
-            # and the wake-ups are out, it holds up only this caller (PASSIVE:
-            # never waits for readers or other writers). SQLite's automatic one
-            # stays, just past it, for writers without the lock file.
-            with contextlib.suppress(errors.BrokerError, sqlite3.Error):
-                frames = self.checkpoint()[1]  # the WAL's pages since it restarted
-                low, high = CHECKPOINT_EVERY_BOUNDS
-                per_commit = max(1.0, frames / since)  # more if a reader held the WAL
-                every = int(CHECKPOINT_FRAMES / per_commit)
-                now = self._checkpoint_every  # at most halved or doubled at a time
-                self._checkpoint_every = min(high, 2 * now, max(low, now // 2, every))
+        if now:
+            committed.checkpoint_due = since
+        elif since:
+            self.checkpoint_after(since)
+
+    def checkpoint_after(self, since: int) -> None:
+        """The checkpoint a commit made due, ``since`` commits after the last.
+
+        SQLite's own checkpoint runs inside a COMMIT, so under the writer
+        lock, and waits for two fsyncs: ~5 ms on a busy disk, every writer
+        queued behind it. Run after the lock is free and the wake-ups are out,
+        it holds up only its caller (PASSIVE: never waits for readers or other
+        writers). SQLite's automatic one stays, just past it, for writers
+        without the lock file."""
+        with contextlib.suppress(errors.BrokerError, sqlite3.Error):
+            frames = self.checkpoint()[1]  # the WAL's pages since it restarted
+            low, high = CHECKPOINT_EVERY_BOUNDS
+            per_commit = max(1.0, frames / since)  # more if a reader held the WAL
+            every = int(CHECKPOINT_FRAMES / per_commit)
+            now = self._checkpoint_every  # at most halved or doubled at a time
+            self._checkpoint_every = min(high, 2 * now, max(low, now // 2, every))
 
     @staticmethod
     def _rollback(tx: Tx) -> None:
@@ -694,7 +733,8 @@ class Store:
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
-        for c in ([conn] if conn is not None else []) + self._spare:
+        now = getattr(self._local, "now", None)
+        for c in [x for x in (conn, now) if x is not None] + self._spare:
             if c.writer_lock is not None:
                 c.writer_lock.close()
             c.close()

@@ -186,9 +186,10 @@ class WriterLock:
         self._jobs: queue.SimpleQueue[_Job | None] | None = None
         _locks.add(self)
 
-    def acquire(self, timeout: float) -> bool:
+    def acquire(self, timeout: float | None) -> bool:
         """Take the lock, waiting at most ``timeout`` seconds (``StoreBusy``
-        after that). False when there is no lock file to take (a store opened
+        after that); ``None``: only if it is free now (``WriterTaken`` if not).
+        False when there is no lock file to take (a store opened
         with ``create=False`` whose lock file does not exist, a read-only
         folder): SQLite's busy handler alone orders this writer then."""
         fd = self._fd
@@ -209,6 +210,8 @@ class WriterLock:
             self.close()
             self._off = True
             return False
+        if timeout is None:
+            raise errors.WriterTaken(f"the store's writer lock is taken ({self.path})")
         job = _Job(fd)
         jobs = self._jobs
         if jobs is None:

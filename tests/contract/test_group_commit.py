@@ -1,19 +1,29 @@
 """The server's group committer (broker/frontends/http/commit.py) acknowledges a
-write only after its COMMIT (S46), on both backends.
+write only after its COMMIT (S46), on both backends, and never blocks the
+event loop: a loop runs its turn's writes itself only when the store can
+begin them without waiting (SQLite, the writer lock free), else its writer
+thread does.
 
 A real store and real library writes run through the real ``Committer``; the
 batch's COMMIT is made to fail by a job that leaves a deferred constraint
-broken (checked only at COMMIT, as a real conflict would be)."""
+broken (checked only at COMMIT, as a real conflict would be). The writer
+lock is held by a lock of its own (another open file description: to
+``flock`` that is another process)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from broker import Agent, Operator, Store, errors
 from broker.frontends.http.commit import Committer
+from broker.store.writelock import WriterLock
 
 # A constraint checked at COMMIT only: the job's own statements succeed, its
 # savepoint is released, and the batch's COMMIT fails (the same SQL on both).
@@ -28,6 +38,29 @@ BREAK_AT_COMMIT = (
 def committed_ids(store: Store, space: str) -> list[str]:
     """The direct messages committed so far, read on another connection."""
     return [e.id for e in Operator(store).log(space, kinds=["direct"])]
+
+
+async def until(cond: Callable[[], bool]) -> None:
+    """Let the loop turn until ``cond()`` (a bounded wait, no fixed sleep)."""
+    deadline = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.001)
+
+
+@contextlib.contextmanager
+def writer_lock_taken(store: Store) -> Iterator[Callable[[], None]]:
+    """The store's writer lock held by someone else (SQLite; a no-op on
+    PostgreSQL, whose writes always go to the thread); yields its release."""
+    if store.dialect != "sqlite":
+        yield lambda: None
+        return
+    lock = WriterLock(store.lock_path)
+    assert lock.acquire(5.0)
+    try:
+        yield lock.release
+    finally:
+        lock.close()
 
 
 def test_S46_a_failed_commit_acknowledges_no_job_and_each_job_is_then_retried_alone(
@@ -71,7 +104,10 @@ def test_S46_a_failed_commit_acknowledges_no_job_and_each_job_is_then_retried_al
 
     async def main() -> list[Any]:
         loop = asyncio.get_running_loop()
-        first = asyncio.ensure_future(committer.submit(hold))
+        with writer_lock_taken(store) as let_go:  # so the thread, not the loop, holds ``hold``
+            first = asyncio.ensure_future(committer.submit(hold))
+            await until(lambda: committer._in_hand == 1)
+            let_go()
         while not runs:
             await asyncio.sleep(0.005)
         futures = {}
@@ -100,3 +136,77 @@ def test_S46_a_failed_commit_acknowledges_no_job_and_each_job_is_then_retried_al
     assert isinstance(poisoned, errors.StoreError)  # its COMMIT failed alone too
     assert sorted(settled) == [("one", "ok", True), ("poison", "error", False), ("two", "ok", True)]
     assert committed_ids(store, space) == [one.id, two.id]
+
+
+def test_a_loops_writes_run_on_the_loop_itself_when_they_need_not_wait(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    """SQLite, the writer lock free: a turn's writes run on the event loop's
+    own thread, in one transaction, and are committed before they are
+    answered. PostgreSQL (a COMMIT is a round trip): on the writer thread."""
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store)
+    threads: list[int] = []
+
+    def send(text: str) -> Callable[[Any], Any]:
+        def job(tx: Any) -> Any:
+            threads.append(threading.get_ident())
+            return lynx.send("otter", text, tx=tx)
+
+        return job
+
+    async def main() -> tuple[int, list[Any], list[str]]:
+        sent = await asyncio.gather(*(committer.submit(send(str(n))) for n in range(3)))
+        return threading.get_ident(), sent, committed_ids(store, space)
+
+    try:
+        loop_thread, sent, durable = asyncio.run(main())
+    finally:
+        committer.close()
+    assert durable == [m.id for m in sent]  # committed when answered
+    assert committer.stats.transactions == 1 and committer.stats.jobs == 3
+    if store.dialect == "sqlite":
+        assert threads == [loop_thread] * 3 and committer.stats.on_loop == 1
+    else:
+        assert loop_thread not in threads and committer.stats.on_loop == 0
+
+
+def test_a_taken_writer_lock_sends_the_turns_writes_to_the_thread_not_the_loop_to_sleep(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    """While someone else holds the writer lock, the loop goes on (its other
+    coroutines run) and its writes wait in the writer thread; a later turn's
+    writes queue behind them, not past them; all commit once it is free."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL's writes always run on the writer thread")
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store)
+    threads: list[tuple[str, int]] = []
+
+    def send(text: str) -> Callable[[Any], Any]:
+        def job(tx: Any) -> Any:
+            threads.append((text, threading.get_ident()))
+            return lynx.send("otter", text, tx=tx)
+
+        return job
+
+    async def main() -> tuple[int, list[Any], list[str]]:
+        with writer_lock_taken(store) as let_go:
+            first = asyncio.ensure_future(committer.submit(send("first")))
+            await until(lambda: committer._in_hand == 1)  # the loop turns while it waits
+            second = asyncio.ensure_future(committer.submit(send("second")))
+            await until(lambda: committer._in_hand == 2)
+            assert not first.done() and not second.done()
+            assert committed_ids(store, space) == []
+            let_go()
+        sent = list(await asyncio.gather(first, second))
+        return threading.get_ident(), sent, committed_ids(store, space)
+
+    try:
+        loop_thread, sent, durable = asyncio.run(main())
+    finally:
+        committer.close()
+    assert [text for text, _ in threads] == ["first", "second"]
+    assert all(thread != loop_thread for _, thread in threads)
+    assert durable == [m.id for m in sent]
+    assert committer.stats.on_loop == 0 and committer._in_hand == 0

@@ -37,6 +37,8 @@ class Health:
     version: str
     transactions: int
     """group-commit transactions so far"""
+    on_loop: int
+    """of them, run by the event loop itself (the writer lock free: no hand-off)"""
     writes: int
     """write requests committed in them"""
     subscribers: int

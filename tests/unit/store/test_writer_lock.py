@@ -499,3 +499,63 @@ def test_storage_a_claim_builds_its_records_after_letting_go_of_the_writer_lock(
     got = lynx.claim(limit=32).deliveries
     assert [d.body for d in got] == [f"m{i}" for i in range(32)]
     assert held == [[]]  # built once, with nobody holding the lock
+
+
+def test_storage_write_now_begins_only_when_it_need_not_wait(store: Store) -> None:
+    """``Store.write_now`` (a server's event loop runs its writes through it)
+    never waits: with the writer lock taken by another process, or SQLite's
+    own lock by a writer without the lock file, it refuses at once with
+    ``WriterTaken`` (a busy timeout of a minute notwithstanding), writing
+    nothing and never queueing on the lock; once both are free it writes."""
+    import sqlite3
+
+    patient = with_timeout(store, 60_000)
+    try:
+        with holder(store.url):
+            now = patient.write_now()
+            assert now is not None
+            with pytest.raises(errors.WriterTaken, match="writer lock is taken"), now as t:
+                raise AssertionError("it began")
+            assert (os.getpid(), True) not in flocks(lock_of(store))  # it never queued
+        lockless = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            lockless.execute("BEGIN IMMEDIATE")  # SQLite's lock, not the broker's
+            now = patient.write_now()
+            assert now is not None
+            with pytest.raises(errors.WriterTaken, match="being written"), now as t:
+                raise AssertionError("it began")
+            assert flocks(lock_of(store)) == []  # the flock it took is let go
+            lockless.execute("ROLLBACK")
+        finally:
+            lockless.close()
+        assert space_count(store) == 0
+        Operator(patient).create_space("workflow")
+        now = patient.write_now()
+        assert now is not None
+        with now as t:
+            assert t.one("SELECT count(*) FROM spaces")[0] == 1
+    finally:
+        patient.close()
+
+
+def test_storage_write_now_leaves_a_due_checkpoint_to_its_caller(store: Store) -> None:
+    """The checkpoint a commit makes due is a few milliseconds of I/O: a
+    ``write_now`` commit (on a server's event loop) does not run it but names
+    it (``Tx.checkpoint_due``), and ``checkpoint_after`` (the writer thread)
+    folds the WAL back into the database file."""
+    Operator(store).create_space("workflow")  # a plain write runs the due checkpoint itself
+    db = Path(store.path)
+    due = 0
+    for n in range(1001):  # the next one is due within CHECKPOINT_EVERY_BOUNDS commits
+        before = db.stat().st_mtime_ns, db.stat().st_size
+        now = store.write_now()
+        assert now is not None
+        with now as t:  # a page changed (SQLite skips an update that changes nothing)
+            t.execute("UPDATE spaces SET settings = :s", {"s": f'{{"n": {n}}}'})
+        if t.checkpoint_due:
+            due = t.checkpoint_due
+            break
+    assert due > 0
+    assert (db.stat().st_mtime_ns, db.stat().st_size) == before  # the file untouched: not run
+    store.checkpoint_after(due)
+    assert (db.stat().st_mtime_ns, db.stat().st_size) != before  # the WAL folded back into it
