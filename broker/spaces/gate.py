@@ -62,7 +62,7 @@ def call(
     ``write=False`` runs it in a read snapshot (no write lock); a refusal then
     writes its notice in a write transaction of its own. ``send=address``:
     the tool sends one message to that address; the caller's read reads its
-    row too (``auth.caller_send``), in a transaction of its own. ``counted``:
+    row too (``auth.caller_send``). ``counted``:
     the caller's read reads the space's counters too (a send to several targets)."""
     if not write:
         with store.read(tx) as t:
@@ -78,7 +78,9 @@ def call(
     try:
         with store.write(tx) as t:
             store.lock_space(t, ident.space_id)  # first: see Store.lock_space
-            row = caller(t, ident, store.now_ts(), send if tx is None else None, counted=counted)
+            # A send to one address reads its recipient with the caller, in the
+            # caller's transaction too (a read: nothing to undo if it is refused).
+            row = caller(t, ident, store.now_ts(), send, counted=counted)
             if tool not in row.granted:
                 failure = refusal(ident, row, tool)
                 _notice(store, t, ident, failure)

@@ -99,6 +99,26 @@ def test_a_single_send_is_five_statements(traced: tuple[Store, list[str]], to: s
     assert_counters(store, sid)
 
 
+def test_a_send_inside_a_callers_transaction_reads_once_too(
+    traced: tuple[Store, list[str]],
+) -> None:
+    """``tx=`` (a caller's own transaction, a server's group commit): the same
+    one read of caller, recipient and counters, then the two inserts under the
+    savepoint that lets a refusal undo the send's writes and keep its notice."""
+    store, seen = traced
+    sid, lynx, otter = agents(store)
+    with store.write() as t:
+        seen.clear()
+        result = lynx.send("otter", "hello", tx=t)
+        ran = statements(seen)
+    assert len(ran) <= 5, "\n".join(ran)  # the read, SAVEPOINT, two inserts, RELEASE
+    assert ran[0].startswith("SELECT") and "AS recipient" in ran[0], ran
+    assert ran[1].startswith("SAVEPOINT") and ran[-1].startswith("RELEASE"), ran
+    assert result.reached == ["otter"] and result.seq == 2
+    assert [d.body for d in otter.claim(limit=10).deliveries] == ["first: the heartbeat", "hello"]
+    assert_counters(store, sid)
+
+
 def test_the_counters_are_the_logs_whatever_a_send_does(
     traced: tuple[Store, list[str]],
 ) -> None:
