@@ -30,6 +30,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import import_module
 from typing import Any, Literal, TypeVar
 
@@ -122,9 +123,10 @@ class Operation:
         if unknown:
             raise TypeError(f"{self.name}: the path names {sorted(unknown)}, not fields")
 
-    @property
+    @cached_property
     def path_fields(self) -> tuple[str, ...]:
-        """The fields the HTTP path names (``/turn/{turn_id}/seen``), in order."""
+        """The fields the HTTP path names (``/turn/{turn_id}/seen``), in order
+        (worked out once: every served call routes by them)."""
         if self.http is None:
             return ()
         return tuple(re.findall(r"\{(\w+)\}", self.http.path))

@@ -42,46 +42,53 @@ def _number(text: bytes, what: str, base: int) -> int:
     return int(text, base)
 
 
+def _field(fields: bytes, name: bytes) -> bytes:
+    """The value of header ``name`` (``b"\\r\\nname:"``, lower case) in a
+    response's header lines (lower-cased, each after a CRLF); the last one if
+    it is repeated, b"" if it is absent."""
+    at = fields.rfind(name)
+    if at < 0:
+        return b""
+    at += len(name)
+    end = fields.find(b"\r\n", at)
+    return fields[at : end if end >= 0 else len(fields)].strip()
+
+
 class Response:
-    """One HTTP/1.1 response read from a socket: status, headers, and the body
-    as bytes (``read``) or line by line (``readline``, for SSE), with chunked
-    transfer decoding."""
+    """One HTTP/1.1 response read from a socket: its status, the headers its
+    framing needs, and the body as bytes (``read``) or line by line
+    (``readline``, for SSE), with chunked transfer decoding. The other
+    headers are not read: nothing in client mode needs them."""
 
     def __init__(self, conn: Wire) -> None:
         self._conn = conn
         self._f = conn.rfile
-        lines = self._head()
-        line = lines[0]
+        line, _, fields = self._head().partition(b"\r\n")
         parts = line.split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
             raise ProtocolError(f"not an HTTP response: {line[:80]!r}")
         self.status = _number(parts[1], "status", 10)
-        self.headers: dict[str, str] = {}
-        for h in lines[1:]:
-            name, _, value = h.decode("latin-1").partition(":")
-            self.headers[name.strip().lower()] = value.strip()
-        self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        length = self.headers.get("content-length", "0") or "0"
-        self._left = (
-            _number(length.encode("latin-1"), "content-length", 10) if not self._chunked else 0
-        )
+        fields = b"\r\n" + fields.lower()
+        self._chunked = b"chunked" in _field(fields, b"\r\ntransfer-encoding:")
+        length = _field(fields, b"\r\ncontent-length:") or b"0"
+        self._left = _number(length, "content-length", 10) if not self._chunked else 0
         self._buf = b""
         self._done = not self._chunked and self._left == 0
-        self.will_close = self.headers.get("connection", "").lower() == "close"
+        self.will_close = _field(fields, b"\r\nconnection:") == b"close"
         self.owner: Wire | None = None  # a one-off connection, closed with this response
 
-    def _head(self) -> list[bytes]:
-        """The status line and the header lines, without their line ends. The
-        server writes a response's head in one piece: taken from the buffer at
-        once when it is whole there, else read line by line."""
+    def _head(self) -> bytes:
+        """The status line and the header lines, joined by CRLF, without the
+        blank line. The server writes a response's head in one piece: taken
+        from the buffer at once when it is whole there, else read line by line."""
         buffered = self._f.peek(65536)
         end = buffered.find(b"\r\n\r\n")
         if end >= 0 and b"\n" not in buffered[:end].replace(b"\r\n", b""):
-            return self._f.read(end + 4)[:end].split(b"\r\n")
+            return self._f.read(end + 4)[:end]
         lines = [self._f.readline(65537).rstrip(b"\r\n")]
         while (h := self._f.readline(65537)) not in (b"\r\n", b"\n", b""):
             lines.append(h.rstrip(b"\r\n"))
-        return lines
+        return b"\r\n".join(lines)
 
     def _more(self) -> bytes:
         """The next piece of the body (b"" at its end)."""

@@ -67,13 +67,17 @@ def shapes() -> Iterator[str]:
         b"5\r\n" + BODY[:5] + b"\r\n6\r\n" + BODY[5:] + b"\r\n0\r\n\r\n"
     )
     bare = b"HTTP/1.1 200 OK\ncontent-length: 11\nX-A: b\n\n" + BODY
-    yield from serve([(ONE_PIECE, 0), (ONE_PIECE, 0.001), (bare, 0), (chunked, 0), (ONE_PIECE, 0)])
+    # A value naming another header is no header; a length padded and in capitals.
+    named = b"HTTP/1.1 200 OK\r\nX-Note: content-length: 99\r\nCONTENT-LENGTH:  11 \r\n\r\n" + BODY
+    yield from serve(
+        [(ONE_PIECE, 0), (ONE_PIECE, 0.001), (bare, 0), (chunked, 0), (named, 0), (ONE_PIECE, 0)]
+    )
 
 
 def test_every_shape_of_an_answer_is_read_whole_on_one_kept_connection(shapes: str) -> None:
     conn = connect(shapes)
     try:
-        for _ in range(5):  # one piece, a byte at a time, bare LFs, chunked, one piece
+        for _ in range(6):  # one piece, a byte at a time, bare LFs, chunked, named, one piece
             assert conn.call("POST", "/x", secret="s", body={}) == {"count": 1}
     finally:
         conn.close()
