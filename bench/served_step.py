@@ -12,7 +12,9 @@ the empty claim nothing), or the run stops.
 
 It reports the server's CPU (every thread, every worker) per request and per
 step, the clients' per request (small, or the figure is not the server's),
-the requests per second, and the share of requests the lean lane answered
+the requests per second, the share of requests the lean lane answered, the
+group commit's writes per transaction and the share of its transactions the
+event loop ran itself
 (``/healthz``). Beside it, in the same run, the same step through the
 library in one process (``bench.swarm_step``, the broker on one connection):
 what the step costs without the server, so that the server's own share
@@ -159,7 +161,7 @@ def measure(
         failed = [d for d in done if isinstance(d, str)]
         if failed:
             raise RuntimeError(failed[0])
-        lean = _lean_answered(server.host, server.port, workers or 1)
+        health = _health(server.host, server.port, workers or 1)
     finally:
         server.stop()
     requests = sum(n for _, n in done) * len(REQUESTS)
@@ -171,27 +173,36 @@ def measure(
         "requests_per_s": requests / wall,
         "server_us_per_request": 1e6 * cpu / requests,
         "client_us_per_request": 1e6 * sum(c for c, _ in done) / requests,
-        "lean_share": lean / every,
+        "lean_share": health["lean"] / every,
+        # the group commit over the whole run (warm-up included)
+        "writes_per_transaction": health["writes"] / max(1, health["transactions"]),
+        "on_loop_share": health["on_loop"] / max(1, health["transactions"]),
     }
 
 
-def _lean_answered(host: str, port: int, workers: int) -> int:
-    """The requests the lean lane answered, every worker's: each ``/healthz`` is
-    one worker's, named by ``X-Broker-Worker`` when there are several."""
+COUNTED = ("lean", "transactions", "on_loop", "writes")
+
+
+def _health(host: str, port: int, workers: int) -> dict[str, int]:
+    """``/healthz``'s counters summed over every worker (each ``/healthz`` is
+    one worker's, named by ``X-Broker-Worker`` when there are several): the
+    requests the lean lane answered, the group commit's transactions, those
+    run on the event loop, and the writes in them."""
     import http.client
 
-    seen: dict[str, int] = {}
+    seen: dict[str, dict[str, int]] = {}
     for _ in range(50 * workers):
         conn = http.client.HTTPConnection(host, port, timeout=10)
         try:
             conn.request("GET", "/healthz")
             response = conn.getresponse()
-            seen[response.getheader("x-broker-worker") or ""] = json.loads(response.read())["lean"]
+            health = json.loads(response.read())
+            seen[response.getheader("x-broker-worker") or ""] = {k: health[k] for k in COUNTED}
         finally:
             conn.close()
         if len(seen) >= workers:
             break
-    return sum(seen.values())
+    return {k: sum(one[k] for one in seen.values()) for k in COUNTED}
 
 
 def embedded_step(folder: Path, steps: int, warm: int) -> float:
@@ -206,11 +217,13 @@ def report(got: dict[str, Any], embedded: float) -> str:
     return "\n".join(
         [
             "| clients | workers | requests/s | server µs / request | server µs / step | "
-            "client µs / request | lean lane | embedded µs / step |",
-            "|---|---|---|---|---|---|---|---|",
+            "client µs / request | lean lane | writes / transaction | on the loop | "
+            "embedded µs / step |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             f"| {got['clients']} | {got['workers']} | {got['requests_per_s']:,.0f} | "
             f"{got['server_us_per_request']:.0f} | {per_step:.0f} | "
-            f"{got['client_us_per_request']:.0f} | {got['lean_share']:.0%} | {embedded:.0f} |",
+            f"{got['client_us_per_request']:.0f} | {got['lean_share']:.0%} | "
+            f"{got['writes_per_transaction']:.1f} | {got['on_loop_share']:.0%} | {embedded:.0f} |",
             "",
             f"server ÷ embedded per step: {per_step / embedded:.2f} (the step: "
             + ", ".join(REQUESTS)

@@ -19,5 +19,6 @@ def test_the_server_is_timed_per_request_and_the_lane_answers_the_steps(tmp_path
     assert got["requests"] == 2 * 15 * 4
     assert got["server_us_per_request"] > 0 and got["client_us_per_request"] > 0
     assert got["lean_share"] > 0.9, got  # all but each receiver's first claim
+    assert got["writes_per_transaction"] >= 1 and 0 < got["on_loop_share"] <= 1, got
     text = report(got, embedded=400.0)
     assert text.count("\n| ") == 1 and "server ÷ embedded per step" in text
