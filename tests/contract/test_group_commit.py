@@ -40,6 +40,15 @@ def committed_ids(store: Store, space: str) -> list[str]:
     return [e.id for e in Operator(store).log(space, kinds=["direct"])]
 
 
+def sending(agent: Agent, text: str) -> Callable[[Any], Any]:
+    """A write job: ``agent`` sends ``text`` to otter in the batch's transaction."""
+
+    def job(tx: Any) -> Any:
+        return agent.send("otter", text, tx=tx)
+
+    return job
+
+
 async def until(cond: Callable[[], bool]) -> None:
     """Let the loop turn until ``cond()`` (a bounded wait, no fixed sleep)."""
     deadline = time.monotonic() + 30
@@ -210,3 +219,57 @@ def test_a_taken_writer_lock_sends_the_turns_writes_to_the_thread_not_the_loop_t
     assert all(thread != loop_thread for _, thread in threads)
     assert durable == [m.id for m in sent]
     assert committer.stats.on_loop == 0 and committer._in_hand == 0
+
+
+def test_a_turn_of_more_writes_than_a_batch_takes_is_several_transactions_in_order(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    """``max_batch`` bounds a transaction wherever it runs: five writes of one
+    turn with a cap of two are three transactions, committed in their order."""
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store, max_batch=2)
+
+    async def main() -> list[Any]:
+        jobs = [committer.job(sending(lynx, str(n))) for n in range(5)]
+        return list(await asyncio.gather(*jobs))
+
+    try:
+        sent = asyncio.run(main())
+    finally:
+        committer.close()
+    assert committed_ids(store, space) == [m.id for m in sent]
+    assert committer.stats.transactions == 3 and committer.stats.sizes == {2: 2, 1: 1}
+
+
+def test_a_checkpoint_due_after_a_commit_on_the_loop_runs_on_the_writer_thread(
+    store: Store, space: str, join: Callable[..., Agent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint is I/O that may take milliseconds: when a commit the loop
+    ran makes one due, the writer thread runs it, never the loop."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL checkpoints itself")
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store)
+    ran_on: list[int] = []
+    checkpoint_after = store.checkpoint_after
+
+    def watched(since: int) -> None:
+        ran_on.append(threading.get_ident())
+        checkpoint_after(since)
+
+    monkeypatch.setattr(store, "checkpoint_after", watched)
+
+    async def main() -> int:
+        for n in range(1001):  # one is due within CHECKPOINT_EVERY_BOUNDS commits
+            await committer.submit(sending(lynx, str(n)))
+            await until(lambda: committer._in_hand == 0)
+            if ran_on:
+                break
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(main())
+    finally:
+        committer.close()
+    assert ran_on and loop_thread not in ran_on
+    assert committer.stats.on_loop == committer.stats.transactions  # every batch on the loop

@@ -91,9 +91,11 @@ class ServerState:
         self.credentials = Credentials(store)
         self.committer = Committer(store, max_batch=options.max_batch)
         self.pool = CapacityLimiter(options.workers)
-        # Every thread that may call the store: the request workers, the asyncio
-        # API's, the committer, the store's keeper, the doorbell and the loop.
-        threads = options.workers + aio.WORKERS + 4
+        # Every connection the store may hold: one per thread that may call it
+        # (the request workers, the asyncio API's, the committer, the store's
+        # keeper, the doorbell and the loop) and the loop's second, for the
+        # group commit it runs itself (``Store.write_now``).
+        threads = options.workers + aio.WORKERS + 5
         self.budget = FdBudget(options.fd_reserve, lambda: store.files_to_open(threads))
         self.parking = aio.Parking(
             options.waits_per_agent, options.waits_per_space, room=self.budget.room
