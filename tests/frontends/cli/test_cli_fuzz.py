@@ -170,7 +170,7 @@ def check(res: Any, before: dict[str, int], after: dict[str, int], argv: list[st
 
 @pytest.mark.parametrize("path", IN_PROCESS, ids=" ".join)
 def test_S33_fuzz_every_cli_command(
-    path: tuple[str, ...], world: tuple[Store, Populated, str]
+    path: tuple[str, ...], world: tuple[Store, Populated, str], tmp_path: Path
 ) -> None:
     store, p, url = world
 
@@ -185,7 +185,11 @@ def test_S33_fuzz_every_cli_command(
         if path == ("leave",) and env == p.env["lynx#1"]:
             env = {}  # the fuzzer's own participant stays in the space (no --as either)
         before = count_rows(store)
-        res = CliRunner().invoke(main, ["--url", url, *argv], env=env)
+        # In a folder of its own: what acts on the working directory (``guard
+        # install`` without --repo: the repository there) never touches the
+        # checkout the tests run from.
+        with contextlib.chdir(tmp_path):
+            res = CliRunner().invoke(main, ["--url", url, *argv], env=env)
         check(res, before, count_rows(store), argv)
 
     run()
