@@ -196,21 +196,14 @@ class Committer:
         ``here``: on the event loop's own thread, only if the write can begin
         at once; False then when it cannot (nothing ran)."""
         started = time.perf_counter()
-        outcomes: list[tuple[bool, Any]] = []
+        writing = self.store.write_now() if here else self.store.transaction()
+        if writing is None:  # PostgreSQL: every write waits
+            return False
         checkpoint = 0
         try:
-            if here:
-                now = self.store.write_now()
-                if now is None:
-                    return False
-                with now as tx:
-                    for job in batch:
-                        outcomes.append(_run_job(tx, job))
-                checkpoint = tx.checkpoint_due
-            else:
-                with self.store.transaction() as tx:
-                    for job in batch:
-                        outcomes.append(_run_job(tx, job))
+            with writing as tx:
+                outcomes = [_run_job(tx, job) for job in batch]
+            checkpoint = tx.checkpoint_due  # a write_now's, for the thread (0: none)
         except errors.WriterTaken:  # raised as it began (each job catches its own errors)
             return False
         except Exception as exc:  # noqa: BLE001 - the commit failed: nothing was written
