@@ -9,6 +9,7 @@ annotation are looked up in the module that defines the class.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
@@ -27,6 +28,15 @@ RECORD_MODULES = frozenset(
 
 _CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def json_text(raw: bytes) -> str:
+    """JSON bytes as the text ``json.loads`` reads from them (its
+    ``detect_encoding``). An object or an array whose second byte is not 0
+    is UTF-8, as that function would say: taken at once, without its Python
+    (every request body and answer of the HTTP API is one)."""
+    utf8 = raw[:1] in (b"{", b"[") and raw[1:2] != b"\x00"
+    return raw.decode("utf-8" if utf8 else json.detect_encoding(raw), "surrogatepass")
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from broker import errors
 from broker.api import handles
+from broker.model.records import json_text
 
 
 class Strict(BaseModel):
@@ -117,12 +118,7 @@ def loads(raw: bytes | str) -> Any:
     """``raw`` as JSON, refused (``invalid_input``) if it is not JSON or if an
     object repeats a key (named, as the field)."""
     try:
-        if not isinstance(raw, str):  # what json.loads does with bytes
-            # An object's "{" and a byte that is not 0 after it: UTF-8, what
-            # json.detect_encoding would say (a request's usual body), at once.
-            utf8 = raw[:1] == b"{" and raw[1:2] != b"\x00"
-            raw = raw.decode("utf-8" if utf8 else json.detect_encoding(raw), "surrogatepass")
-        return _DECODER.decode(raw)
+        return _DECODER.decode(raw if isinstance(raw, str) else json_text(raw))
     except _Repeated as exc:
         raise errors.InvalidInput(
             f"the key {echo(exc.key)} is given twice in one object: send it once",

@@ -14,13 +14,13 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from broker import errors
 from broker.frontends.remote.codec import error_from
+from broker.model.records import json_text
 
 SCHEMES = ("http://", "https://", "unix://")
 # One encoder and decoder for every request: ``json.dumps`` with an argument
 # builds an encoder per call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 _DECODE = json.JSONDecoder().decode
-_OPENS = (b"{", b"[")
 TIMEOUT_S = 30.0
 
 
@@ -350,13 +350,9 @@ def space_path(space: str) -> str:
 
 
 def json_or_none(raw: bytes) -> Any:
-    """The server's JSON answer (None if it is none). Its answers are UTF-8:
-    decoded as such at once when the first two bytes say so, as
-    ``json.detect_encoding`` would, without its Python."""
+    """The server's JSON answer (None if it is none)."""
     try:
-        if raw[:1] in _OPENS and raw[1:2] != b"\x00":
-            return _DECODE(raw.decode("utf-8", "surrogatepass"))
-        return json.loads(raw)
+        return _DECODE(json_text(raw))
     except ValueError:
         return None
 
