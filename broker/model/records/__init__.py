@@ -23,7 +23,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from broker.model.record_json import json_text as json_text  # JSON bytes as text, for both ends of the API
+# JSON bytes as text, for both ends of the API
+from broker.model.record_json import json_text as json_text
 from broker.model.record_json import to_dict as to_dict  # records as JSON: part of this surface
 
 if TYPE_CHECKING:
