@@ -9,6 +9,15 @@ log row's INSERT takes. It answers where ``raw_same``'s distance from
 ``raw_floor`` lies: which statements, and how much of it is work any log row,
 delivery and caller check must do, whatever the library around them.
 
+Below those, the ladder (``ladder``): a send cut down on the broker's own schema
+(its tables, indexes and triggers as they are), each step in autocommit as
+``raw_floor`` runs: the log row alone as the broker writes it (values made per
+send, then bound only), the log row with only the columns a plain send sets,
+and the leanest send this schema allows, that row written by one
+``INSERT ... SELECT`` that checks the caller's token and the recipient's
+address in the statement itself (no delivery row, no counters, no caps). Each
+with its ratio to ``raw_floor``: how far a redesign of the send could go.
+
 ``--senders N``: N other agents have each sent a message in the space first
 (a space's log size was a sum over its senders' rows before revision 0020).
 
@@ -27,8 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, in_write_tx
+from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, bind, in_write_tx, message_row
 from broker import Operator
+from broker.ids import fmt_ts, message_id
 
 _clock = time.perf_counter_ns
 
@@ -82,8 +92,10 @@ def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) ->
     for _ in range(warm):
         same.put(body)
     times: dict[str, list[int]] = {}
+    plain = same.conn
     same.conn = _Timed(same.conn, times)  # type: ignore[assignment]
     whole = _each(sends, lambda: same.put(body))
+    same.conn = plain
     got = {k: _median_us(v) for k, v in times.items() if len(v) >= sends // 2}
     got["raw_same: the whole send (statements + the values they need)"] = _median_us(whole)
     floor = RawFloor(folder / "floor")
@@ -104,9 +116,88 @@ def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) ->
     got[f"binding {len(names)} named parameters (no table)"] = _median_us(
         _each(sends, lambda: conn.execute(probe, values))
     )
+    got.update(ladder(same, sends, body))
     same.close()
     floor.close()
     return got
+
+
+# The ladder's statements: bench-only cuts of the catalogue's log row INSERT
+# (messages.insert_message), on the broker's own table.
+_FEWEST = (
+    "INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, reached_n, "
+    "size_bytes, created_at_utc) VALUES (?, ?, ?, 'direct', ?, ?, ?, 1, ?, ?)"
+)
+_CHECKED = (
+    "INSERT INTO messages (id, space_no, seq, kind, sender, recipients, body, reached_n, "
+    "size_bytes, created_at_utc) "
+    "SELECT ?, ?, ?, 'direct', p.address, ?, ?, 1, ?, ? FROM participants p "
+    "JOIN participants r ON r.space_id = p.space_id AND r.address = ? "
+    "WHERE p.id = ? AND p.token_hash = ? AND p.status != 'left' AND p.messaging"
+)
+LADDER = (
+    "ladder: the log row alone, as the broker writes it (autocommit)",
+    "ladder: the same, its values made once (binding only)",
+    "ladder: the log row with only the columns a plain send sets",
+    "ladder: that row checking the caller and the recipient in its INSERT (one statement)",
+)
+
+
+def ladder(same: RawSame, sends: int, body: str) -> dict[str, float]:
+    """Median µs of each step of the ladder (module docstring) on ``same``'s
+    store, after its sends: each step appends log rows of its own, in autocommit."""
+    c = same.conn
+    seq = int(c.execute("SELECT max(seq) FROM messages").fetchone()[0])
+    space_no = c.execute("SELECT rowid FROM spaces WHERE id = ?", (same.space,)).fetchone()[0]
+    who = same.sender.values
+    now = fmt_ts(same.store.now())
+    to = '["worker"]'
+    size = len(body.encode("utf-8")) + 2 * len(to) + 2
+
+    def next_seq() -> int:
+        nonlocal seq
+        seq += 1
+        return seq
+
+    def as_written() -> None:
+        n = next_seq()
+        row = message_row(message_id(n), same.space, n, "sender", body, to, size, now)
+        c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
+
+    made = bind(
+        INS_MESSAGE, message_row(message_id(1), same.space, 1, "sender", body, to, size, now)
+    )
+
+    def bound_only() -> None:
+        made["seq"] = n = next_seq()
+        made["id"] = message_id(n)
+        c.execute(INS_MESSAGE, made)
+
+    def fewest() -> None:
+        n = next_seq()
+        c.execute(_FEWEST, (message_id(n), space_no, n, "sender", to, body, size, now))
+
+    def checked() -> None:
+        n = next_seq()
+        values = (
+            message_id(n),
+            space_no,
+            n,
+            to,
+            body,
+            size,
+            now,
+            "worker",
+            who["id"],
+            who["token_hash"],
+        )
+        if c.execute(_CHECKED, values).rowcount != 1:
+            raise RuntimeError("the caller or the recipient was refused")
+
+    return {
+        name: _median_us(_each(sends, step))
+        for name, step in zip(LADDER, (as_written, bound_only, fewest, checked), strict=True)
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,9 +211,10 @@ def main(argv: list[str] | None = None) -> None:
         got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes, a.senders)
     earlier = f", {a.senders} other senders in the space" if a.senders else ""
     print(f"{a.sends} one-recipient sends after {a.warm}{earlier}, median µs")
-    print("| statement | µs |\n|---|---|")
+    floor = got["raw_floor: one autocommit INSERT"]
+    print("| statement | µs | raw_floor ÷ it |\n|---|---|---|")
     for name, us in got.items():
-        print(f"| {name} | {us:.1f} |")
+        print(f"| {name} | {us:.1f} | {floor / us:.2f} |")
 
 
 if __name__ == "__main__":

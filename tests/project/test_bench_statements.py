@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.peers.raw_sqlite import INS_MESSAGE  # noqa: E402
-from bench.statements import measure  # noqa: E402
+from bench.statements import LADDER, measure  # noqa: E402
 
 
 def test_each_statement_of_a_raw_same_send_is_timed_beside_the_minimal_queue(
@@ -32,6 +32,7 @@ def test_each_statement_of_a_raw_same_send_is_timed_beside_the_minimal_queue(
         "raw_floor: one autocommit INSERT",
         "raw_floor's INSERT in BEGIN IMMEDIATE ... COMMIT",
         f"binding {len(INS_MESSAGE.params)} named parameters (no table)",
+        *LADDER,
     ]
     statements = sum(list(got.values())[:5])
     assert all(us > 0 for us in got.values()), got
@@ -45,3 +46,20 @@ def test_a_space_with_earlier_senders_times_the_same_statements(tmp_path: Path) 
     got = measure(tmp_path, sends=20, warm=2, body="x" * 100, senders=3)
     assert "SELECT: the caller check (auth.caller_send)" in got
     assert "INSERT INTO deliveries" in got
+
+
+def test_the_ladder_writes_a_log_row_per_step_and_send_on_the_brokers_own_table(
+    tmp_path: Path,
+) -> None:
+    """Each step of the ladder appends real log rows (the checked step refuses
+    to time a statement that wrote nothing: its caller and recipient exist)."""
+    import sqlite3
+
+    got = measure(tmp_path, sends=30, warm=3, body="x" * 100)
+    assert all(got[name] > 0 for name in LADDER)
+    db = sqlite3.connect(tmp_path / "same" / "broker.db")
+    try:
+        (rows,) = db.execute("SELECT count(*) FROM messages").fetchone()
+    finally:
+        db.close()
+    assert rows == 3 + 30 + len(LADDER) * 30  # warm-up, raw_same's sends, each step's
