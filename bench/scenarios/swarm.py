@@ -598,10 +598,20 @@ def swarm(ctx: Ctx) -> Scenario:
         )
         for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS, BROKER_NOLOCK):
             sc.ratio(BROKER, other, point=procs)
-        for name in _served_systems(
-            ctx.quick
-        ):  # served / embedded (issue 25: >= 1.0x at P = 32, 64)
+        for name in _served_systems(ctx.quick):  # served / embedded
             sc.ratio(name, BROKER, point=procs)
+        served = sc.get("served_http", procs)
+        if served is not None and b is not None and procs in (32, 64):
+            # spec §Targets: served over HTTP >= 1.0x embedded, p99 <= 1.0x, at P = 32 and 64
+            sc.target(
+                f"P={procs}: served over HTTP >= 1.0x embedded",
+                sc.ratio_value("served_http", BROKER, procs, procs),
+                ">=",
+                1.0,
+            )
+            base = b.stats["e2e_p99_ms"]
+            tail = served.stats["e2e_p99_ms"] / base if base else None
+            sc.target(f"P={procs}: served over HTTP p99 <= 1.0x embedded", tail, "<=", 1.0)
         # How much of the gap is the broker's statements themselves (its
         # semantics) rather than its Python: the same statements, no library.
         sc.ratio(RAW_SAME_FLOCK, RAW_FLOCK, point=procs)
