@@ -564,6 +564,41 @@ def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) ->
     assert [d.body for d in lease.deliveries] == ["warm", "hello"]
 
 
+def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reused(
+    pg: Store, tmp_path: Any
+) -> None:
+    """The send's statements are prepared on the server once the driver has seen
+    them a few times (psycopg's prepare threshold), then only bound and run: a
+    warm send sends no Parse message at all (the libpq protocol trace), and the
+    session's prepared statements hold the log row's INSERT."""
+    from psycopg import pq
+
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    op.join(space, "b")
+    pg.size_pool(1)  # every send below on the one connection traced here
+    for i in range(8):
+        sender.send("b", f"warm {i}")
+    with pg.read() as t:
+        pgconn = t.raw.conn.pgconn  # type: ignore[attr-defined]
+        prepared = [r[0] for r in t.all("SELECT statement FROM pg_prepared_statements")]
+    assert any(p.lstrip().startswith("INSERT INTO messages") for p in prepared), prepared
+    trace = tmp_path / "libpq.trace"
+    with open(trace, "w") as f:
+        pgconn.trace(f.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            sender.send("b", "hello")
+        finally:
+            pgconn.untrace()
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    binds = [line for line in sent if line[0] == "F" and line[2].startswith("Bind")]
+    parses = [line for line in sent if line[0] == "F" and line[2].startswith("Parse")]
+    assert binds, trace.read_text()
+    assert parses == [], trace.read_text()
+
+
 def test_pg_a_deferred_write_refused_is_raised_by_the_statement_it_went_with_and_writes_nothing(
     pg: Store, pg_url: str
 ) -> None:
