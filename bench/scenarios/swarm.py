@@ -399,6 +399,7 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
     seen: set[str] = set()
     send_ns: list[int] = []
     errors = locked = 0
+    drains = full = 0  # claims made, and those that brought mail
     first_error: str | None = None
     n = 0
     try:
@@ -425,6 +426,8 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
                     else min(MAX_WAIT_S, max(0.0, (deadline - time.monotonic_ns()) / 1e9))
                 )
                 bodies, t = ep.drain(wait)
+                drains += 1
+                full += bool(bodies)
             except Exception as exc:  # noqa: BLE001 - every error reaching a caller is counted
                 errors += 1
                 text_ = str(exc).lower()
@@ -450,6 +453,8 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
         "t1": t1,
         "sent_all": sent_all,
         "cpu_s": cpu,
+        "drains": drains,
+        "full": full,
     }
 
 
@@ -499,6 +504,10 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         # CPU per message delivered: the agents' own (clients, when served) and the server's.
         "client_cpu_ms_per_msg": round(sum(r["cpu_s"] for r in res) * 1000 / max(1, len(first)), 3),
         "server_cpu_ms_per_msg": round(server_cpu * 1000 / max(1, len(first)), 3),
+        # How the loop ran: claims a message, and messages a claim that found mail
+        # brought (a faster round trip finds fewer: more claims and acks a message).
+        "claims_per_msg": round(sum(r["drains"] for r in res) / max(1, len(first)), 3),
+        "msgs_per_full_claim": round(len(got) / max(1, sum(r["full"] for r in res)), 2),
         "errors": sum(r["errors"] for r in res),
         "locked_errors": sum(r["locked"] for r in res),
         "first_error": next((r["first_error"] for r in res if r["first_error"]), None),
@@ -511,7 +520,8 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         f"p99 {stats['e2e_p99_ms']} ms p99.9 {stats['e2e_p999_ms']} ms, send p99 "
         f"{stats['send_p99_ms']} ms max {stats['send_max_ms']} ms, errors {stats['errors']} "
         f"(locked {stats['locked_errors']}), lost {counts['lost']}, dup {counts['duplicates']}, "
-        f"cpu ms/msg clients {stats['client_cpu_ms_per_msg']} server {stats['server_cpu_ms_per_msg']}"
+        f"cpu ms/msg clients {stats['client_cpu_ms_per_msg']} server {stats['server_cpu_ms_per_msg']}, "
+        f"claims/msg {stats['claims_per_msg']}, msgs/claim with mail {stats['msgs_per_full_claim']}"
     )
 
 
