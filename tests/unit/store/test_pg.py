@@ -534,19 +534,12 @@ def _scratch_keys(pg_url: str) -> list[int]:
         return [r[0] for r in conn.execute("SELECT k FROM scratch ORDER BY k")]
 
 
-def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) -> None:
-    """BEGIN, the space's row lock and the caller check go in one round trip;
-    the message, its delivery, the NOTIFY and the COMMIT in a second (the
-    libpq protocol trace: one Sync from the client per round trip). Seven
-    statements, each its own round trip, before."""
+def _sent_by(pg: Store, tmp_path: Any, call: Any) -> list[str]:
+    """The kinds of the protocol messages the client sends while ``call()``
+    runs (``Sync``, ``Parse``, ``Bind``...), from libpq's trace of the pool's one
+    connection (``pg.size_pool(1)`` first)."""
     from psycopg import pq
 
-    op = Operator(pg)
-    space = op.create_space("workflow").id
-    sender, _ = op.join(space, "a")
-    receiver, _ = op.join(space, "b")
-    sender.send("b", "warm")
-    pg.size_pool(1)  # the send takes the one connection traced here
     with pg.read() as t:
         pgconn = t.raw.conn.pgconn  # type: ignore[attr-defined]
     trace = tmp_path / "libpq.trace"
@@ -554,12 +547,26 @@ def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) ->
         pgconn.trace(f.fileno())
         pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
         try:
-            sender.send("b", "hello")
+            call()
         finally:
             pgconn.untrace()
-    sent = [line.split("\t") for line in trace.read_text().splitlines()]
-    syncs = [line for line in sent if line[0] == "F" and line[2].startswith("Sync")]
-    assert len(syncs) == 2, trace.read_text()
+    lines = [line.split("\t") for line in trace.read_text().splitlines()]
+    return [line[2].split(" ")[0] for line in lines if line[0] == "F"]
+
+
+def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) -> None:
+    """BEGIN, the space's row lock and the caller check go in one round trip;
+    the message, its delivery, the NOTIFY and the COMMIT in a second (the
+    libpq protocol trace: one Sync from the client per round trip). Seven
+    statements, each its own round trip, before."""
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    sender.send("b", "warm")
+    pg.size_pool(1)  # the send takes the one connection traced here
+    sent = _sent_by(pg, tmp_path, lambda: sender.send("b", "hello"))
+    assert sent.count("Sync") == 2, sent
     lease = receiver.claim(limit=5)
     assert [d.body for d in lease.deliveries] == ["warm", "hello"]
 
@@ -571,8 +578,6 @@ def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reus
     them a few times (psycopg's prepare threshold), then only bound and run: a
     warm send sends no Parse message at all (the libpq protocol trace), and the
     session's prepared statements hold the log row's INSERT."""
-    from psycopg import pq
-
     op = Operator(pg)
     space = op.create_space("workflow").id
     sender, _ = op.join(space, "a")
@@ -581,22 +586,11 @@ def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reus
     for i in range(8):
         sender.send("b", f"warm {i}")
     with pg.read() as t:
-        pgconn = t.raw.conn.pgconn  # type: ignore[attr-defined]
         prepared = [r[0] for r in t.all("SELECT statement FROM pg_prepared_statements")]
     assert any(p.lstrip().startswith("INSERT INTO messages") for p in prepared), prepared
-    trace = tmp_path / "libpq.trace"
-    with open(trace, "w") as f:
-        pgconn.trace(f.fileno())
-        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            sender.send("b", "hello")
-        finally:
-            pgconn.untrace()
-    sent = [line.split("\t") for line in trace.read_text().splitlines()]
-    binds = [line for line in sent if line[0] == "F" and line[2].startswith("Bind")]
-    parses = [line for line in sent if line[0] == "F" and line[2].startswith("Parse")]
-    assert binds, trace.read_text()
-    assert parses == [], trace.read_text()
+    sent = _sent_by(pg, tmp_path, lambda: sender.send("b", "hello"))
+    assert "Bind" in sent, sent
+    assert "Parse" not in sent, sent
 
 
 def test_pg_a_deferred_write_refused_is_raised_by_the_statement_it_went_with_and_writes_nothing(
