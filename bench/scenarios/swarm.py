@@ -258,6 +258,7 @@ class _ServedSwarm:
         store, self.space = open_space(folder)
         self.joined = [join_agent(store, self.space, f"a{i}") for i in range(procs)]
         store.close()  # no connection crosses the fork
+        self.workers = workers
         args = [] if workers is None else ["--workers", str(workers)]
         self.server = _Served(folder, args)
         self.url = (
@@ -467,6 +468,15 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         _agent, [(system, i, procs, m, timeout) for i in range(procs)], timeout=timeout + 60
     )
     server_cpu = _cpu_seconds(server.proc.pid) - server_cpu0 if server is not None else 0.0
+    commit: dict[str, Any] = {}
+    if server is not None:  # the group commit over the run (the joins' few writes included)
+        from bench.served_step import _health
+
+        health = _health(server.host, server.port, system.workers or 1)
+        commit = {
+            "writes_per_transaction": round(health["writes"] / max(1, health["transactions"]), 2),
+            "on_loop_share": round(health["on_loop"] / max(1, health["transactions"]), 3),
+        }
     failed = [r["error"] for r in res if "error" in r]
     if failed:
         sc.add(Row(system.system, status="error", reason=failed[0], point=procs, how=system.how))
@@ -508,6 +518,7 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         # brought (a faster round trip finds fewer: more claims and acks a message).
         "claims_per_msg": round(sum(r["drains"] for r in res) / max(1, len(first)), 3),
         "msgs_per_full_claim": round(len(got) / max(1, sum(r["full"] for r in res)), 2),
+        **commit,
         "errors": sum(r["errors"] for r in res),
         "locked_errors": sum(r["locked"] for r in res),
         "first_error": next((r["first_error"] for r in res if r["first_error"]), None),
@@ -522,6 +533,12 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         f"(locked {stats['locked_errors']}), lost {counts['lost']}, dup {counts['duplicates']}, "
         f"cpu ms/msg clients {stats['client_cpu_ms_per_msg']} server {stats['server_cpu_ms_per_msg']}, "
         f"claims/msg {stats['claims_per_msg']}, msgs/claim with mail {stats['msgs_per_full_claim']}"
+        + (
+            f", writes/transaction {commit['writes_per_transaction']}, "
+            f"on the loop {commit['on_loop_share']:.0%}"
+            if commit
+            else ""
+        )
     )
 
 
