@@ -161,7 +161,7 @@ def measure(
         failed = [d for d in done if isinstance(d, str)]
         if failed:
             raise RuntimeError(failed[0])
-        health = _health(server.host, server.port, workers or 1)
+        counted = health(server.host, server.port, workers or 1)
     finally:
         server.stop()
     requests = sum(n for _, n in done) * len(REQUESTS)
@@ -173,17 +173,15 @@ def measure(
         "requests_per_s": requests / wall,
         "server_us_per_request": 1e6 * cpu / requests,
         "client_us_per_request": 1e6 * sum(c for c, _ in done) / requests,
-        "lean_share": health["lean"] / every,
-        # the group commit over the whole run (warm-up included)
-        "writes_per_transaction": health["writes"] / max(1, health["transactions"]),
-        "on_loop_share": health["on_loop"] / max(1, health["transactions"]),
+        "lean_share": counted["lean"] / every,
+        **group_commit(counted),  # over the whole run (warm-up included)
     }
 
 
 COUNTED = ("lean", "transactions", "on_loop", "writes")
 
 
-def _health(host: str, port: int, workers: int) -> dict[str, int]:
+def health(host: str, port: int, workers: int) -> dict[str, int]:
     """``/healthz``'s counters summed over every worker (each ``/healthz`` is
     one worker's, named by ``X-Broker-Worker`` when there are several): the
     requests the lean lane answered, the group commit's transactions, those
@@ -196,13 +194,23 @@ def _health(host: str, port: int, workers: int) -> dict[str, int]:
         try:
             conn.request("GET", "/healthz")
             response = conn.getresponse()
-            health = json.loads(response.read())
-            seen[response.getheader("x-broker-worker") or ""] = {k: health[k] for k in COUNTED}
+            answer = json.loads(response.read())
+            seen[response.getheader("x-broker-worker") or ""] = {k: answer[k] for k in COUNTED}
         finally:
             conn.close()
         if len(seen) >= workers:
             break
     return {k: sum(one[k] for one in seen.values()) for k in COUNTED}
+
+
+def group_commit(counted: dict[str, int]) -> dict[str, float]:
+    """How the group commit ran, from ``health``'s counters: the writes a
+    transaction, and the share of its transactions the event loop ran itself."""
+    transactions = max(1, counted["transactions"])
+    return {
+        "writes_per_transaction": counted["writes"] / transactions,
+        "on_loop_share": counted["on_loop"] / transactions,
+    }
 
 
 def embedded_step(folder: Path, steps: int, warm: int) -> float:

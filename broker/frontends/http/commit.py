@@ -27,11 +27,11 @@ write without waiting (``Store.write_now``: the writer lock and SQLite's
 lock both free, else nothing ran). A thread's wake-up costs about as much as
 a small write, and the GIL passing back and forth between the loop and the
 writer about as much again: run on the loop, a served request costs about a
-fifth less of the server's CPU. Everything that may wait goes to the writer thread instead, so the
-loop never blocks: a batch that finds the lock taken (another process is
-writing), every batch on PostgreSQL (its COMMIT is a round trip), a
-checkpoint a commit made due, and each batch after one the thread still
-holds (so one loop's writes commit in the order they were made).
+fifth less of the server's CPU. Everything that may wait goes to the writer
+thread instead, so the loop never blocks: a batch that finds the lock taken
+(another process is writing), every batch on PostgreSQL (its COMMIT is a
+round trip), a checkpoint a commit made due, and each batch after one the
+thread still holds (so one loop's writes commit in the order they were made).
 
 The hand-offs to and from the writer thread are batched too (the served
 swarm's profile: the queue's ``put`` and the loop's ``call_soon_threadsafe``
