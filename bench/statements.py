@@ -41,6 +41,7 @@ from broker import Operator
 from broker.ids import fmt_ts, message_id
 
 _clock = time.perf_counter_ns
+FLOOR = "raw_floor: one autocommit INSERT"  # the row every other is read against
 
 
 class _Timed:
@@ -101,7 +102,7 @@ def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) ->
     floor = RawFloor(folder / "floor")
     for _ in range(warm):
         floor.put(body)
-    got["raw_floor: one autocommit INSERT"] = _median_us(_each(sends, lambda: floor.put(body)))
+    got[FLOOR] = _median_us(_each(sends, lambda: floor.put(body)))
     # The same INSERT inside BEGIN IMMEDIATE ... COMMIT: the least a send that
     # reads before it writes (the caller check, S10) pays for its transaction.
     got["raw_floor's INSERT in BEGIN IMMEDIATE ... COMMIT"] = _median_us(
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes, a.senders)
     earlier = f", {a.senders} other senders in the space" if a.senders else ""
     print(f"{a.sends} one-recipient sends after {a.warm}{earlier}, median µs")
-    floor = got["raw_floor: one autocommit INSERT"]
+    floor = got[FLOOR]
     print("| statement | µs | raw_floor ÷ it |\n|---|---|---|")
     for name, us in got.items():
         print(f"| {name} | {us:.1f} | {floor / us:.2f} |")
