@@ -234,8 +234,23 @@ class BrokerGroup(BrokerSubGroup):
         **extra: Any,
     ) -> NoReturn:
         """Run the command line; always exits (with the documented codes)."""
-        argv = list(sys.argv[1:] if args is None else args)
         try:
+            self._run(args, prog_name, complete_var, **extra)
+        except KeyboardInterrupt:
+            # Ctrl-C between the handlers of ``_run`` (while it reports another
+            # error, say) still exits 130 quietly: an uncaught KeyboardInterrupt
+            # would print a traceback and kill the process by SIGINT.
+            sys.exit(EXIT_INTERRUPTED)
+
+    def _run(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        **extra: Any,
+    ) -> NoReturn:
+        try:
+            argv = list(sys.argv[1:] if args is None else args)
             _check_text(argv)
             result = super().main(argv, prog_name, complete_var, False, **extra)
         except click.exceptions.Exit as exc:  # ctx.exit() on the way out
@@ -252,7 +267,7 @@ class BrokerGroup(BrokerSubGroup):
             code = "invalid_input" if isinstance(exc, click.BadParameter) else "usage"
             click.echo(f"broker: {code}: {safe(message)}{hint}", err=True)
             sys.exit(exc.exit_code)
-        except (click.Abort, KeyboardInterrupt):
+        except click.Abort:  # click's word for Ctrl-C (KeyboardInterrupt: see ``main``)
             sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             _quiet_pipe()

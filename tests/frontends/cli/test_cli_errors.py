@@ -233,7 +233,7 @@ def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> Non
         if follower.poll() is None:
             follower.kill()
             follower.wait()
-    assert follower.returncode == 130
+    assert follower.returncode == 130, err  # what it said, if it died by the signal
     assert "Aborted" not in err and "Traceback" not in err and err.strip() == ""
 
 
