@@ -1,8 +1,9 @@
 """The server's group committer (broker/frontends/http/commit.py) acknowledges a
 write only after its COMMIT (S46), on both backends, and never blocks the
 event loop: a loop runs its turn's writes itself only when the store can
-begin them without waiting (SQLite, the writer lock free), else its writer
-thread does.
+begin them without waiting (SQLite, the writer lock free); a turn that finds
+the lock taken keeps its writes and tries again at the loop's next turns, for
+``HOLD_S`` at most, then its writer thread runs them.
 
 A real store and real library writes run through the real ``Committer``; the
 batch's COMMIT is made to fail by a job that leaves a deferred constraint
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from broker import Agent, Operator, Store, errors
+from broker.frontends.http import commit
 from broker.frontends.http.commit import Committer
 from broker.store.writelock import WriterLock
 
@@ -180,12 +182,60 @@ def test_a_loops_writes_run_on_the_loop_itself_when_they_need_not_wait(
         assert loop_thread not in threads and committer.stats.on_loop == 0
 
 
-def test_a_taken_writer_lock_sends_the_turns_writes_to_the_thread_not_the_loop_to_sleep(
+def test_a_writer_lock_taken_for_a_moment_keeps_the_writes_on_the_loop_in_their_order(
+    store: Store, space: str, join: Callable[..., Agent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone else holds the writer lock for less than ``HOLD_S``: the loop
+    goes on (its other coroutines run), keeps its writes, and runs them itself
+    once the lock is free; a later turn's writes join them behind, in order.
+    No write went to the thread (its hand-off costs as much as the write)."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL's writes always run on the writer thread")
+    monkeypatch.setattr(commit, "HOLD_S", 60.0)  # the moment lasts as long as the test
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store)
+    threads: list[tuple[str, int]] = []
+    turns = 0
+
+    def send(text: str) -> Callable[[Any], Any]:
+        def job(tx: Any) -> Any:
+            threads.append((text, threading.get_ident()))
+            return lynx.send("otter", text, tx=tx)
+
+        return job
+
+    async def main() -> tuple[int, list[Any], list[str]]:
+        nonlocal turns
+        with writer_lock_taken(store) as let_go:
+            first = asyncio.ensure_future(committer.submit(send("first")))
+            await until(lambda: bool(committer._held))
+            second = asyncio.ensure_future(committer.submit(send("second")))
+            while turns < 20:  # the loop turns, tries again, and holds them still
+                await asyncio.sleep(0.001)
+                turns += 1
+            assert not first.done() and not second.done()
+            assert committed_ids(store, space) == [] and committer._in_hand == 0
+            let_go()
+        sent = list(await asyncio.gather(first, second))
+        return threading.get_ident(), sent, committed_ids(store, space)
+
+    try:
+        loop_thread, sent, durable = asyncio.run(main())
+    finally:
+        committer.close()
+    assert threads == [("first", loop_thread), ("second", loop_thread)]
+    assert durable == [m.id for m in sent]
+    assert committer.stats.on_loop == committer.stats.transactions == 1
+    assert committer._held == {} and committer._in_hand == 0
+
+
+def test_a_writer_lock_taken_past_the_hold_sends_the_writes_to_the_thread_not_the_loop_to_sleep(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:
-    """While someone else holds the writer lock, the loop goes on (its other
-    coroutines run) and its writes wait in the writer thread; a later turn's
-    writes queue behind them, not past them; all commit once it is free."""
+    """While someone else holds the writer lock past ``HOLD_S``, the loop goes
+    on (its other coroutines run) and its writes wait in the writer thread; a
+    later turn's writes queue behind them, not past them; all commit once it
+    is free."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL's writes always run on the writer thread")
     lynx, _ = join("flow/lynx"), join("flow/otter")

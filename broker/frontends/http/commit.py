@@ -27,11 +27,16 @@ write without waiting (``Store.write_now``: the writer lock and SQLite's
 lock both free, else nothing ran). A thread's wake-up costs about as much as
 a small write, and the GIL passing back and forth between the loop and the
 writer about as much again: run on the loop, a served request costs about a
-fifth less of the server's CPU. Everything that may wait goes to the writer
-thread instead, so the loop never blocks: a batch that finds the lock taken
-(another process is writing), every batch on PostgreSQL (its COMMIT is a
-round trip), a checkpoint a commit made due, and each batch after one the
-thread still holds (so one loop's writes commit in the order they were made).
+fifth less of the server's CPU. A batch that finds the lock taken (another
+process is writing: another worker, an agent on the file) stays on the loop,
+which tries it again at its next turns (the next turns' writes behind it),
+for HOLD_S at most: another process's transaction is a millisecond or two,
+and the thread's hand-off costs about as much as the write (``--workers 2``
+ran most of its batches there). Everything else that may wait goes to the writer thread, so the
+loop never blocks: a batch held past HOLD_S, every batch on PostgreSQL (its
+COMMIT is a round trip), a checkpoint a commit made due, and each batch after
+one the thread still holds (so one loop's writes commit in the order they
+were made).
 
 The hand-offs to and from the writer thread are batched too (the served
 swarm's profile: the queue's ``put`` and the loop's ``call_soon_threadsafe``
@@ -56,6 +61,11 @@ from broker import errors
 
 T = TypeVar("T")
 log = logging.getLogger("broker.server")
+
+# A batch that finds the lock taken waits on its loop this long at most (tried
+# again at each turn, at least every RETRY_S), then goes to the writer thread.
+HOLD_S = 0.005
+RETRY_S = 0.001  # an idle event loop's timers run to the millisecond
 
 # Errors whose job's writes stay: the outcome is part of the record.
 KEEP: tuple[type[errors.BrokerError], ...] = (
@@ -110,6 +120,12 @@ class Committer:
         # Batches handed to the thread and not yet settled: while any is, a
         # loop's next batch queues behind it rather than overtaking it.
         self._in_hand = 0
+        # Jobs a loop holds because the lock was taken when it tried, and since
+        # when: tried again at its next turns (first in its next batch), for
+        # up to HOLD_S, then handed to the thread (SQLite only).
+        self._held: dict[asyncio.AbstractEventLoop, tuple[float, list[_Job]]] = {}
+        self._timed: set[asyncio.AbstractEventLoop] = set()  # loops with a retry due
+        self._holding = store.dialect == "sqlite"
         self._count = threading.Lock()  # guards _in_hand and stats
         self._thread = threading.Thread(target=self._run, name="broker-commit", daemon=True)
         self._thread.start()
@@ -133,11 +149,33 @@ class Committer:
         return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
-        jobs = self._pending.pop(loop, None) or []
+        since, jobs = self._held.pop(loop, (0.0, []))
+        jobs += self._pending.pop(loop, [])
         for at in range(0, len(jobs), self.max_batch):
-            if self._in_hand or not self._commit(jobs[at : at + self.max_batch], here=True):
+            if self._in_hand:
                 self._send(jobs[at:])  # the rest behind the thread's, in their order
                 return
+            if not self._commit(jobs[at : at + self.max_batch], here=True):
+                self._hold(loop, since, jobs[at:])
+                return
+
+    def _hold(self, loop: asyncio.AbstractEventLoop, since: float, jobs: list[_Job]) -> None:
+        """``jobs`` could not begin here: keep them on the loop for its next
+        turn (see the module doc), or hand them to the thread once they have
+        waited HOLD_S, or at once where every write waits (PostgreSQL)."""
+        now = time.monotonic()
+        if not self._holding or (since and now - since >= HOLD_S):
+            self._send(jobs)
+            return
+        self._held[loop] = (since or now, jobs)
+        if loop not in self._timed:  # a quiet loop has no next turn of its own
+            self._timed.add(loop)
+            loop.call_later(RETRY_S, self._retry, loop)
+
+    def _retry(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timed.discard(loop)
+        if loop in self._held and loop not in self._pending:  # else its turn is due
+            self._hand_over(loop)
 
     def _send(self, jobs: list[_Job] | _Alone) -> None:
         with self._count:
@@ -146,7 +184,9 @@ class Committer:
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
-        for loop in list(self._pending):  # to the thread: this may be no loop's thread
+        for loop in list(self._held):  # to the thread: this may be no loop's thread
+            self._send(self._held.pop(loop)[1])
+        for loop in list(self._pending):
             jobs = self._pending.pop(loop, None)
             if jobs:
                 self._send(jobs)
