@@ -42,10 +42,15 @@ def committed_ids(store: Store, space: str) -> list[str]:
     return [e.id for e in Operator(store).log(space, kinds=["direct"])]
 
 
-def sending(agent: Agent, text: str) -> Callable[[Any], Any]:
-    """A write job: ``agent`` sends ``text`` to otter in the batch's transaction."""
+def sending(
+    agent: Agent, text: str, ran: list[tuple[str, int]] | None = None
+) -> Callable[[Any], Any]:
+    """A write job: ``agent`` sends ``text`` to otter in the batch's transaction
+    (noting in ``ran`` which thread ran it)."""
 
     def job(tx: Any) -> Any:
+        if ran is not None:
+            ran.append((text, threading.get_ident()))
         return agent.send("otter", text, tx=tx)
 
     return job
@@ -182,81 +187,38 @@ def test_a_loops_writes_run_on_the_loop_itself_when_they_need_not_wait(
         assert loop_thread not in threads and committer.stats.on_loop == 0
 
 
-def test_a_writer_lock_taken_for_a_moment_keeps_the_writes_on_the_loop_in_their_order(
-    store: Store, space: str, join: Callable[..., Agent], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("hold", [60.0, 0.0], ids=["for_a_moment", "past_the_hold"])
+def test_a_taken_writer_lock_keeps_the_writes_in_order_and_the_loop_awake(
+    store: Store,
+    space: str,
+    join: Callable[..., Agent],
+    monkeypatch: pytest.MonkeyPatch,
+    hold: float,
 ) -> None:
-    """Someone else holds the writer lock for less than ``HOLD_S``: the loop
-    goes on (its other coroutines run), keeps its writes, and runs them itself
-    once the lock is free; a later turn's writes join them behind, in order.
-    No write went to the thread (its hand-off costs as much as the write)."""
+    """While someone else holds the writer lock, the loop goes on (its other
+    coroutines run). Taken for less than ``HOLD_S``, the loop keeps its writes
+    and runs them itself once the lock is free: no thread hand-off, which
+    costs as much as the write. Taken past it, they wait in the writer thread.
+    Either way a later turn's writes queue behind, not past them, and all
+    commit once it is free."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL's writes always run on the writer thread")
-    monkeypatch.setattr(commit, "HOLD_S", 60.0)  # the moment lasts as long as the test
+    monkeypatch.setattr(commit, "HOLD_S", hold)  # 60 s: the moment lasts as long as the test
+    on_loop = hold > 0
     lynx, _ = join("flow/lynx"), join("flow/otter")
     committer = Committer(store)
     threads: list[tuple[str, int]] = []
-    turns = 0
-
-    def send(text: str) -> Callable[[Any], Any]:
-        def job(tx: Any) -> Any:
-            threads.append((text, threading.get_ident()))
-            return lynx.send("otter", text, tx=tx)
-
-        return job
 
     async def main() -> tuple[int, list[Any], list[str]]:
-        nonlocal turns
         with writer_lock_taken(store) as let_go:
-            first = asyncio.ensure_future(committer.submit(send("first")))
-            await until(lambda: bool(committer._held))
-            second = asyncio.ensure_future(committer.submit(send("second")))
-            while turns < 20:  # the loop turns, tries again, and holds them still
+            first = asyncio.ensure_future(committer.submit(sending(lynx, "first", threads)))
+            await until(lambda: bool(committer._held) if on_loop else committer._in_hand == 1)
+            second = asyncio.ensure_future(committer.submit(sending(lynx, "second", threads)))
+            for _ in range(20):  # the loop turns (and tries again) meanwhile
                 await asyncio.sleep(0.001)
-                turns += 1
-            assert not first.done() and not second.done()
-            assert committed_ids(store, space) == [] and committer._in_hand == 0
-            let_go()
-        sent = list(await asyncio.gather(first, second))
-        return threading.get_ident(), sent, committed_ids(store, space)
-
-    try:
-        loop_thread, sent, durable = asyncio.run(main())
-    finally:
-        committer.close()
-    assert threads == [("first", loop_thread), ("second", loop_thread)]
-    assert durable == [m.id for m in sent]
-    assert committer.stats.on_loop == committer.stats.transactions == 1
-    assert committer._held == {} and committer._in_hand == 0
-
-
-def test_a_writer_lock_taken_past_the_hold_sends_the_writes_to_the_thread_not_the_loop_to_sleep(
-    store: Store, space: str, join: Callable[..., Agent]
-) -> None:
-    """While someone else holds the writer lock past ``HOLD_S``, the loop goes
-    on (its other coroutines run) and its writes wait in the writer thread; a
-    later turn's writes queue behind them, not past them; all commit once it
-    is free."""
-    if store.dialect != "sqlite":
-        pytest.skip("PostgreSQL's writes always run on the writer thread")
-    lynx, _ = join("flow/lynx"), join("flow/otter")
-    committer = Committer(store)
-    threads: list[tuple[str, int]] = []
-
-    def send(text: str) -> Callable[[Any], Any]:
-        def job(tx: Any) -> Any:
-            threads.append((text, threading.get_ident()))
-            return lynx.send("otter", text, tx=tx)
-
-        return job
-
-    async def main() -> tuple[int, list[Any], list[str]]:
-        with writer_lock_taken(store) as let_go:
-            first = asyncio.ensure_future(committer.submit(send("first")))
-            await until(lambda: committer._in_hand == 1)  # the loop turns while it waits
-            second = asyncio.ensure_future(committer.submit(send("second")))
-            await until(lambda: committer._in_hand == 2)
             assert not first.done() and not second.done()
             assert committed_ids(store, space) == []
+            assert committer._in_hand == (0 if on_loop else 2)
             let_go()
         sent = list(await asyncio.gather(first, second))
         return threading.get_ident(), sent, committed_ids(store, space)
@@ -266,9 +228,10 @@ def test_a_writer_lock_taken_past_the_hold_sends_the_writes_to_the_thread_not_th
     finally:
         committer.close()
     assert [text for text, _ in threads] == ["first", "second"]
-    assert all(thread != loop_thread for _, thread in threads)
+    assert all((thread == loop_thread) == on_loop for _, thread in threads)
     assert durable == [m.id for m in sent]
-    assert committer.stats.on_loop == 0 and committer._in_hand == 0
+    assert committer.stats.on_loop == (1 if on_loop else 0)
+    assert committer._held == {} and committer._in_hand == 0
 
 
 def test_a_turn_of_more_writes_than_a_batch_takes_is_several_transactions_in_order(
