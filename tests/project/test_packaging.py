@@ -77,7 +77,7 @@ def test_distribution_name_is_free_on_the_index_and_the_command_is_broker() -> N
     project = pyproject()["project"]
     # 'broker' on the public package index is someone else's project.
     assert project["name"] == DISTRIBUTION
-    assert project["scripts"] == {"broker": "broker.frontends.cli:main"}
+    assert project["scripts"] == {"broker": "broker.__main__:run"}
     assert project["version"] == broker.__version__
     readme = (ROOT / "README.md").read_text()
     assert f"`{DISTRIBUTION}`" in readme, "the README names the distribution"

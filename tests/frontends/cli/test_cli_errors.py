@@ -237,6 +237,32 @@ def test_cli_ctrl_c_exits_130_without_noise(store: Store, tmp_path: Path) -> Non
     assert "Aborted" not in err and "Traceback" not in err and err.strip() == ""
 
 
+def test_cli_ctrl_c_while_the_command_line_is_still_loading_exits_130_without_noise(
+    tmp_path: Path,
+) -> None:
+    """The first tenth of a second of every call imports the command line: a
+    Ctrl-C then (here: a KeyboardInterrupt raised by that import, as the
+    signal's handler would) is exit 130 and silence too, not a traceback."""
+    interrupt_the_import = (
+        "import runpy, sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'broker.frontends.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['broker', 'space', 'list']\n"
+        "runpy.run_module('broker', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", interrupt_the_import],
+        capture_output=True,
+        text=True,
+        env=broker_env(tmp_path / "home"),
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (130, "")
+
+
 def test_cli_a_reader_that_went_away_ends_the_output_quietly(store: Store, tmp_path: Path) -> None:
     sid = Operator(store).create_space("workflow").id
     lynx, _ = trusted.join(store, sid, "flow/lynx")
