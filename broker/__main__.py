@@ -7,15 +7,16 @@ SIGINT."""
 
 from __future__ import annotations
 
-import sys
 from typing import NoReturn
+
+from broker.exits import interrupted
 
 
 def run() -> NoReturn:
     try:
         from broker.frontends.cli import main
     except KeyboardInterrupt:
-        sys.exit(130)  # cli._common.EXIT_INTERRUPTED, which is what is being imported
+        interrupted()
     main.main(prog_name="broker")
 
 

@@ -23,7 +23,9 @@ PUBLIC = {"broker", "broker.api.handles", "broker.model.records", "broker.errors
           "broker.api.aio", "broker.frontends.remote",
           # the BROKER_* variables, read by one rule by the library and every front
           # end (README "Environment"); a leaf module (os only)
-          "broker.envvars"}  # fmt: skip
+          "broker.envvars",
+          # the command line's exit statuses and its exit on Ctrl-C; a leaf (sys only)
+          "broker.exits"}  # fmt: skip
 FRONT_ENDS = ["frontends/cli", "teammates", "frontends/http", "frontends/mcp"]
 
 # Imports past the boundary that are being removed, by file. It may only shrink

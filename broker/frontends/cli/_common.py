@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from broker import __version__, errors
+from broker.exits import EXIT_INTERNAL, EXIT_OS, EXIT_PIPE, EXIT_USAGE, interrupted, is_interrupt
 from broker.frontends.cli._output import emit_json, emit_json_lines, keyvals, safe, table
 from broker.vocab import ascii_digits
 
@@ -58,11 +59,6 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
 
-EXIT_USAGE = 2
-EXIT_OS = 10  # the file system refused (same family as storage errors)
-EXIT_INTERNAL = 70  # a bug (sysexits' EX_SOFTWARE)
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_PIPE = 141  # 128 + SIGPIPE: the reader went away
 
 # Top-level command -> the module that defines it. Modules load on first use,
 # so `broker msg send` imports only what sending needs (an agent calls the CLI
@@ -218,6 +214,8 @@ class BrokerGroup(BrokerSubGroup):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become a line
+            if is_interrupt(exc):
+                interrupted()  # a Ctrl-C in disguise, not a bug
             _debug()
             _die(
                 "internal_error",
@@ -240,7 +238,7 @@ class BrokerGroup(BrokerSubGroup):
             # Ctrl-C between the handlers of ``_run`` (while it reports another
             # error, say) still exits 130 quietly: an uncaught KeyboardInterrupt
             # would print a traceback and kill the process by SIGINT.
-            sys.exit(EXIT_INTERRUPTED)
+            interrupted()
 
     def _run(
         self,
@@ -268,7 +266,7 @@ class BrokerGroup(BrokerSubGroup):
             click.echo(f"broker: {code}: {safe(message)}{hint}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:  # click's word for Ctrl-C (KeyboardInterrupt: see ``main``)
-            sys.exit(EXIT_INTERRUPTED)
+            interrupted()
         except BrokenPipeError:
             _quiet_pipe()
         sys.exit(result if isinstance(result, int) else 0)

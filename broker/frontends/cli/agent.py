@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from broker.exits import EXIT_INTERRUPTED
 from broker.frontends.cli._common import (
     COUNT,
-    EXIT_INTERRUPTED,
     json_option,
     main,
     server,
