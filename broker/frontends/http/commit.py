@@ -32,11 +32,11 @@ process is writing: another worker, an agent on the file) stays on the loop,
 which tries it again at its next turns (the next turns' writes behind it),
 for HOLD_S at most: another process's transaction is a millisecond or two,
 and the thread's hand-off costs about as much as the write (``--workers 2``
-ran most of its batches there). Everything else that may wait goes to the writer thread, so the
-loop never blocks: a batch held past HOLD_S, every batch on PostgreSQL (its
-COMMIT is a round trip), a checkpoint a commit made due, and each batch after
-one the thread still holds (so one loop's writes commit in the order they
-were made).
+ran most of its batches there). Everything else that may wait goes to the
+writer thread, so the loop never blocks: a batch held past HOLD_S, every
+batch on PostgreSQL (its COMMIT is a round trip), a checkpoint a commit made
+due, and each batch after one the thread still holds (so one loop's writes
+commit in the order they were made).
 
 The hand-offs to and from the writer thread are batched too (the served
 swarm's profile: the queue's ``put`` and the loop's ``call_soon_threadsafe``
