@@ -83,19 +83,27 @@ def _client(
     steps: int,
     warm: int,
     barrier: Any,
+    go: Any,
     out: Any,
 ) -> None:
     """A sender and its receiver looping the step: (CPU seconds, steps) of the
     timed part into ``out``, or the error that stopped it."""
     try:
-        out.put(_loop(host, port, base, pair, steps, warm, barrier))
+        out.put(_loop(host, port, base, pair, steps, warm, barrier, go))
     except Exception as exc:  # noqa: BLE001 - said by the parent
         barrier.abort()
         out.put(f"{type(exc).__name__}: {exc}")
 
 
 def _loop(
-    host: str, port: int, base: str, pair: tuple[Any, Any], steps: int, warm: int, barrier: Any
+    host: str,
+    port: int,
+    base: str,
+    pair: tuple[Any, Any],
+    steps: int,
+    warm: int,
+    barrier: Any,
+    go: Any,
 ) -> tuple[float, int]:
     sender, receiver = pair
     conn = _Conn(host, port)
@@ -113,7 +121,9 @@ def _loop(
 
     for _ in range(warm):
         step()
-    barrier.wait()
+    barrier.wait()  # warm: the parent reads the server's CPU, then says go
+    if not go.wait(300):
+        raise RuntimeError("the parent never said go")
     cpu = time.process_time()
     for _ in range(steps):
         step()
@@ -139,11 +149,15 @@ def measure(
     try:
         base = f"{space_path(space)}/agent"
         ctx = mp.get_context("fork")
-        barrier, out = ctx.Barrier(clients + 1), ctx.Queue()
+        # Two steps to the start: every client warm (the barrier), then the
+        # parent's first CPU reading, then go. With one barrier, a parent
+        # descheduled after it read the server's CPU after the clients had
+        # run: a window of no requests (a rate in the millions, 0 µs a request).
+        barrier, go, out = ctx.Barrier(clients + 1), ctx.Event(), ctx.Queue()
         procs = [
             ctx.Process(
                 target=_client,
-                args=(server.host, server.port, base, pair, steps, warm, barrier, out),
+                args=(server.host, server.port, base, pair, steps, warm, barrier, go, out),
             )
             for pair in pairs
         ]
@@ -154,6 +168,7 @@ def measure(
         except Exception:  # noqa: BLE001 - a client's error says why
             raise RuntimeError(str(out.get(timeout=10))) from None
         cpu0, t0 = _cpu_seconds(server.proc.pid), time.perf_counter()
+        go.set()
         done = [out.get(timeout=600) for _ in procs]
         wall, cpu = time.perf_counter() - t0, _cpu_seconds(server.proc.pid) - cpu0
         for proc in procs:
