@@ -15,8 +15,17 @@ Below those, the ladder (``ladder``): a send cut down on the broker's own schema
 send, then bound only), the log row with only the columns a plain send sets,
 and the leanest send this schema allows, that row written by one
 ``INSERT ... SELECT`` that checks the caller's token and the recipient's
-address in the statement itself (no delivery row, no counters, no caps). Each
-with its ratio to ``raw_floor``: how far a redesign of the send could go.
+address in the statement itself (no delivery row, no counters, no caps), then
+the same statement with its delivery row written by a trigger (still one
+statement: a send's least on this schema that keeps its inbox row). Each with
+its ratio to ``raw_floor``: how far a redesign of the send could go.
+
+And one reference below every design that keeps the rules (``apart``):
+``raw_floor``'s row in an append-only log table and its state in a table of
+its own, the state row written by a trigger, one autocommit INSERT. A log that
+nobody updates (spec S11) keeps a message's delivery state out of its row, so
+every send writes two rows where ``raw_floor`` writes one: this is the most a
+send of any schema can reach against ``raw_floor``.
 
 ``--senders N``: N other agents have each sent a message in the space first
 (a space's log size was a sum over its senders' rows before revision 0020).
@@ -118,9 +127,40 @@ def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) ->
         _each(sends, lambda: conn.execute(probe, values))
     )
     got.update(ladder(same, sends, body))
+    apart = _Apart(folder / "apart")
+    for _ in range(warm):
+        apart.put(body)
+    got[APART] = _median_us(_each(sends, lambda: apart.put(body)))
+    apart.close()
     same.close()
     floor.close()
     return got
+
+
+APART = "apart: raw_floor's row in a log, its state row by a trigger (one autocommit INSERT)"
+
+
+class _Apart:
+    """The minimal queue with its log and its delivery state apart (module
+    docstring): ``raw_floor``'s columns over two tables, the same pragmas."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir()
+        self.floor = RawFloor(folder)  # its connection and pragmas; its table q stays empty
+        self.conn = self.floor.conn
+        self.conn.executescript(
+            "CREATE TABLE log (id INTEGER PRIMARY KEY, body TEXT NOT NULL);"
+            "CREATE TABLE st (id INTEGER PRIMARY KEY, state INTEGER NOT NULL);"
+            "CREATE INDEX st_ready ON st (id) WHERE state = 0;"
+            "CREATE TRIGGER log_st AFTER INSERT ON log "
+            "BEGIN INSERT INTO st (id, state) VALUES (NEW.id, 0); END;"
+        )
+
+    def put(self, text: str) -> None:
+        self.conn.execute("INSERT INTO log (body) VALUES (?)", (text,))
+
+    def close(self) -> None:
+        self.floor.close()
 
 
 # The ladder's statements: bench-only cuts of the catalogue's log row INSERT
@@ -141,6 +181,18 @@ LADDER = (
     "ladder: the same, its values made once (binding only)",
     "ladder: the log row with only the columns a plain send sets",
     "ladder: that row checking the caller and the recipient in its INSERT (one statement)",
+    "ladder: the same, its delivery row written by a trigger (one statement)",
+)
+# Step 5's trigger (this connection's only, dropped after the step): the
+# delivery a send writes (inbox.insert: the first of its message's rowid range,
+# ready, out of the ready index until the waiting fold), its recipient the
+# one the row names.
+_DELIVERY_TRIGGER = (
+    "CREATE TEMP TRIGGER ladder_delivery AFTER INSERT ON main.messages BEGIN "
+    "INSERT INTO deliveries (rowid, recipient_no, state, attempts, queued) "
+    "SELECT NEW.rowid * 1048576, p.rowid, 'ready', 0, 0 FROM participants p "
+    "WHERE p.space_id = (SELECT id FROM spaces WHERE rowid = NEW.space_no) "
+    "AND p.address = json_extract(NEW.recipients, '$[0]'); END"
 )
 
 
@@ -195,10 +247,16 @@ def ladder(same: RawSame, sends: int, body: str) -> dict[str, float]:
         if c.execute(_CHECKED, values).rowcount != 1:
             raise RuntimeError("the caller or the recipient was refused")
 
-    return {
+    got = {
         name: _median_us(_each(sends, step))
-        for name, step in zip(LADDER, (as_written, bound_only, fewest, checked), strict=True)
+        for name, step in zip(LADDER[:4], (as_written, bound_only, fewest, checked), strict=True)
     }
+    c.execute(_DELIVERY_TRIGGER)
+    try:
+        got[LADDER[4]] = _median_us(_each(sends, checked))
+    finally:
+        c.execute("DROP TRIGGER temp.ladder_delivery")
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:
