@@ -75,35 +75,26 @@ class _Conn:
         return chunk
 
 
-def _client(
-    host: str,
-    port: int,
-    base: str,
-    pair: tuple[Any, Any],
-    steps: int,
-    warm: int,
-    barrier: Any,
-    go: Any,
-    out: Any,
-) -> None:
-    """A sender and its receiver looping the step: (CPU seconds, steps) of the
-    timed part into ``out``, or the error that stopped it."""
+def _client(out: Any, barrier: Any, *args: Any) -> None:
+    """A sender and its receiver looping the step (``_loop(barrier, *args)``):
+    (CPU seconds, steps) of the timed part into ``out``, or the error that
+    stopped it."""
     try:
-        out.put(_loop(host, port, base, pair, steps, warm, barrier, go))
+        out.put(_loop(barrier, *args))
     except Exception as exc:  # noqa: BLE001 - said by the parent
         barrier.abort()
         out.put(f"{type(exc).__name__}: {exc}")
 
 
 def _loop(
+    barrier: Any,
+    go: Any,
     host: str,
     port: int,
     base: str,
     pair: tuple[Any, Any],
     steps: int,
     warm: int,
-    barrier: Any,
-    go: Any,
 ) -> tuple[float, int]:
     sender, receiver = pair
     conn = _Conn(host, port)
@@ -157,7 +148,7 @@ def measure(
         procs = [
             ctx.Process(
                 target=_client,
-                args=(server.host, server.port, base, pair, steps, warm, barrier, go, out),
+                args=(out, barrier, go, server.host, server.port, base, pair, steps, warm),
             )
             for pair in pairs
         ]
