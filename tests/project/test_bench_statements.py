@@ -55,8 +55,8 @@ def test_the_ladder_writes_a_log_row_per_step_and_send_on_the_brokers_own_table(
     """Each step of the ladder appends real log rows (the checked steps refuse
     to time a statement that wrote nothing: its caller and recipient exist);
     the last step's trigger writes each of its rows' delivery, to the
-    recipient the row names.
-    The reference apart from the broker writes a log row and a state row a put."""
+    recipient the row names. The reference beside the broker's schema
+    (``apart``) writes a log row and a state row a put."""
     import sqlite3
 
     got = measure(tmp_path, sends=30, warm=3, body="x" * 100)
