@@ -19,6 +19,8 @@ PATTERNS = {
     r"^[0-9A-Za-z]{26}$": "a message id (26 letters and digits)",
     r"^[\w.:#@/+-]{1,64}$": "a thread name: 1 to 64 letters, digits or _ . : # @ / + - (no spaces)",
 }
+
+
 def _count(what: str) -> Callable[[re.Match[str]], str]:
     def words(m: re.Match[str]) -> str:
         text = f"{m[1]} {m[2]} {what}{'' if m[2] == '1' else 's'}"

@@ -211,7 +211,9 @@ def _all(tokens: list[_Token], at: int, depth: int) -> tuple[Node, int]:
         if at < len(tokens) and tokens[at] == "OR" or at > 0 and tokens[at - 1] == "OR":
             _no("OR needs something to find on each side")
         if at < len(tokens) and tokens[at] == ")":
-            _no("empty parentheses" if at > 0 and tokens[at - 1] == "(" else "a ')' without its '('")
+            _no(
+                "empty parentheses" if at > 0 and tokens[at - 1] == "(" else "a ')' without its '('"
+            )
         _no("nothing to search for: give a word (letters or digits)")
     if len(find) == 1 and not without:
         return find[0], at
@@ -269,8 +271,10 @@ def _phrase_ts(term: Term, weight: str) -> str:
     # Words are letters and digits only (``words``): quoting is enough.
     last = len(term.words) - 1
     parts = [
-        f"'{w}'" + (":" if weight or (term.prefix and i == last) else "")
-        + ("*" if term.prefix and i == last else "") + weight
+        f"'{w}'"
+        + (":" if weight or (term.prefix and i == last) else "")
+        + ("*" if term.prefix and i == last else "")
+        + weight
         for i, w in enumerate(term.words)
     ]
     return " <-> ".join(parts)

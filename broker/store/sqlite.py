@@ -59,7 +59,8 @@ Row = sqlite3.Row  # read by name: row["address"]
 Rows = Sequence[dict[str, Any]]  # whole rows by column name: what a table's one writer inserts
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... RETURNING
 MIGRATE_WAIT_S = 120.0  # the longest a process waits for another's first-open migration
-FILES_PER_CONNECTION = 3  # the database, its WAL, the writer's lock file (S41: a server counts them)
+# A connection's files: the database, its WAL, the writer's lock file (S41: a server counts them).
+FILES_PER_CONNECTION = 3
 # The WAL is checkpointed about every CHECKPOINT_FRAMES pages written (just
 # before SQLite's automatic checkpoint at 1,000 would run), counted in commits of the store (all processes, under the writer
 # lock): by the writer whose commit is due, after it let go of the lock (see

@@ -1,2 +1,1 @@
-"""Teammates the broker starts and keeps running: the runtime, and ``broker demo``.
-"""
+"""Teammates the broker starts and keeps running: the runtime, and ``broker demo``."""

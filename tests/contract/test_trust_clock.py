@@ -161,7 +161,6 @@ def test_S44_never_before_the_spaces_last_row_when_the_clock_is_given(
         s.close()
 
 
-
 def test_S44_a_batch_is_never_before_the_spaces_last_row_when_the_clock_is_given(
     clocked_url: str, backend: str
 ) -> None:
@@ -175,15 +174,19 @@ def test_S44_a_batch_is_never_before_the_spaces_last_row_when_the_clock_is_given
         other = open_store(clocked_url, clock=lambda: wall[0] - HOUR)  # another host, behind
         first = a.send("b", "one").id
         try:
-            later = [r.id for r in Agent(other, a.identity).send_many(
-                [{"to": ["b"], "text": "two"}, {"to": ["b"], "text": "three"}]
-            )]
+            later = [
+                r.id
+                for r in Agent(other, a.identity).send_many(
+                    [{"to": ["b"], "text": "two"}, {"to": ["b"], "text": "three"}]
+                )
+            ]
         finally:
             other.close()
         assert all(_created(s, m) >= _created(s, first) for m in later)
         assert [d.id for d in b.claim(limit=3).deliveries] == [first, *later]
     finally:
         s.close()
+
 
 def test_S44_a_process_started_after_the_step_judges_leases_from_the_stores_time(
     store: Store, db_url: str, stepped: Stepped

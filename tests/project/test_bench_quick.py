@@ -83,7 +83,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
     for _ in range(3):  # the free port may be taken between our probe and the bind
         port = _free_port()
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             cwd=folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -70,7 +70,9 @@ def test_every_listed_package_exists_where_setuptools_reads_it() -> None:
     data = cfg["package-data"]
     assert "versions/*.py" in data["broker._migrations"]
     assert "*.sql" in data["broker.store.sql"]
-    assert list((ROOT / "broker" / "store" / "sql").glob("*.sql")), "the statement catalogue is empty"
+    assert list((ROOT / "broker" / "store" / "sql").glob("*.sql")), (
+        "the statement catalogue is empty"
+    )
 
 
 def test_distribution_name_is_free_on_the_index_and_the_command_is_broker() -> None:

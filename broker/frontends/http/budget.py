@@ -73,7 +73,9 @@ class FdBudget:
     have taken those descriptors by then (a store that cannot open its file
     answers every request that needs a new connection with an error)."""
 
-    def __init__(self, reserve: int | None = None, to_open: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, reserve: int | None = None, to_open: Callable[[], int] | None = None
+    ) -> None:
         self.limit = _limit()
         self.to_open = to_open or (lambda: 0)
         wanted = reserve if reserve is not None else int(self.limit * RESERVE_SHARE)

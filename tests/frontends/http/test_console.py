@@ -145,9 +145,11 @@ def console(browser: Any, srv: Server) -> Iterator[Opener]:
         page.on("pageerror", lambda e: problems.append(f"script error: {e}"))
         page.on(
             "console",
-            lambda m: problems.append(m.text)
-            if m.type == "error" and "Content Security Policy" in m.text
-            else None,
+            lambda m: (
+                problems.append(m.text)
+                if m.type == "error" and "Content Security Policy" in m.text
+                else None
+            ),
         )
         page.goto(f"{srv.base}/" + (f"#space={space}" if space else ""))
         page.fill("#key", srv.key)
@@ -445,7 +447,11 @@ def test_S22_console_releases_a_claim_after_confirming_and_escape_cancels(
     confirm(page, reason="lynx is stuck")
     expect(page.locator("#claims")).to_contain_text("no key is claimed")
     last = op.claim_journal(swarm.id)[-1]
-    assert (last.event, last.fence, last.reason) == ("released", grant.fence, "operator: lynx is stuck")
+    assert (last.event, last.fence, last.reason) == (
+        "released",
+        grant.fence,
+        "operator: lynx is stuck",
+    )
 
 
 def test_S37_console_releases_a_path_reservation_after_confirming(

@@ -135,8 +135,10 @@ def test_S22_state_stream_sends_a_reading_at_once_and_after_each_change(
     # a send moves the queues
     lead.send("lynx", "hello")
     _, data = stream.next(
-        lambda n, d: n == "state"
-        and any(i["address"] == "lynx" and i["waiting"] == 1 for i in d["activity"]["inboxes"])
+        lambda n, d: (
+            n == "state"
+            and any(i["address"] == "lynx" and i["waiting"] == 1 for i in d["activity"]["inboxes"])
+        )
     )
     assert data["activity"]["sent_last_minute"] == 1
     # stopping the space: its participants left, their holds released
@@ -202,7 +204,11 @@ def test_S9_served_retract_lifts_anyones_directive_with_one_line_refusals(
         for body, field in (({}, "directive_id"), ({"directive_id": d.id, "sender": "x"}, "sender"),
                             ({"directive_id": 5}, "directive_id")):  # fmt: skip
             r = c.post(path, json=body)
-            assert (r.status_code, r.json()["error"], r.json()["field"]) == (422, "invalid_input", field)
+            assert (r.status_code, r.json()["error"], r.json()["field"]) == (
+                422,
+                "invalid_input",
+                field,
+            )
         assert Operator(store).log(sid)[-1].id == d.id  # nothing written
         r = c.post(path, json={"directive_id": d.id})
         assert r.status_code == 200, r.text

@@ -210,7 +210,9 @@ def test_every_agent_operation_and_its_errors(srv: Server, store: Store) -> None
         r = w.post(p("/inbox/ack"), json={"lease_token": tok})
         assert (r.status_code, r.json()["error"]) == (409, "lease_lost")
         lease = w.post(p("/inbox/claim"), json={}).json()
-        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {"count": 1}
+        assert w.post(p("/inbox/ack"), json={"lease_token": lease["lease_token"]}).json() == {
+            "count": 1
+        }
         # quarantine, then the operator requeues it
         lead.post(p("/send"), json={"to": ["lynx"], "text": "poison"})
         lease = w.post(p("/inbox/claim"), json={}).json()
@@ -729,12 +731,24 @@ def _imports(path: Path) -> set[str]:
 
 def test_served_front_end_imports_only_the_public_library() -> None:
     """spec §Module layout: the server is a front end over broker.api.handles / broker.api.aio."""
-    files = [*(ROOT / "broker" / "frontends" / "http").glob("*.py"),
-             ROOT / "broker" / "frontends" / "cli" / "serve.py"]
+    files = [
+        *(ROOT / "broker" / "frontends" / "http").glob("*.py"),
+        ROOT / "broker" / "frontends" / "cli" / "serve.py",
+    ]
     assert len(files) >= 10
     for path in files:
-        extra = {m for m in _imports(path) if m not in PUBLIC and not m.startswith("broker.frontends.http")}
-        extra -= {"broker", "broker.__version__", "broker.frontends.cli._common", "broker.frontends.cli._output", "broker.frontends.mcp"}
+        extra = {
+            m
+            for m in _imports(path)
+            if m not in PUBLIC and not m.startswith("broker.frontends.http")
+        }
+        extra -= {
+            "broker",
+            "broker.__version__",
+            "broker.frontends.cli._common",
+            "broker.frontends.cli._output",
+            "broker.frontends.mcp",
+        }
         assert not extra, f"{path.name} imports {sorted(extra)}"
 
 

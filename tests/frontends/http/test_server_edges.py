@@ -454,8 +454,10 @@ def test_S33_a_repeated_json_key_is_422_naming_it_on_http_and_mcp(srv: Server) -
         r = op.post(f"/api/sessions/{sid}/messages", content=b'{"text":"a","text":"b"}')
         assert_refused(r, 422, "invalid_input", "text")
     session = mcp_open(srv, token)
-    call = (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"msg_send",'
-            b'"arguments":{"to":["otter"],"text":"cancel the deploy","text":"run the deploy"}}}')
+    call = (
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"msg_send",'
+        b'"arguments":{"to":["otter"],"text":"cancel the deploy","text":"run the deploy"}}}'
+    )
     r = mcp(srv, token, session, "", {}, raw=call)
     assert r.status_code == 422, r.text
     assert r.json()["error"]["data"] == {
@@ -493,9 +495,12 @@ def test_S33_wrong_json_types_are_422_not_converted_on_http_and_mcp(srv: Server)
         assert op.get(f"/api/sessions/{sid}").json()["settings"] == {}  # nothing written
     assert [e for e in log_of(srv, sid) if e["sender"] == "operator"] == []
     session = mcp_open(srv, token)
-    for name, args in [("board_read", {"limit": "5"}), ("board_read", {"limit": True}),
-                       ("inbox_next", {"wait": "1"}),
-                       ("msg_send", {"to": ["operator"], "text": "x", "ack_required": 1})]:
+    for name, args in [
+        ("board_read", {"limit": "5"}),
+        ("board_read", {"limit": True}),
+        ("inbox_next", {"wait": "1"}),
+        ("msg_send", {"to": ["operator"], "text": "x", "ack_required": 1}),
+    ]:
         result = rpc_body(mcp(srv, token, session, "tools/call",
                               {"name": name, "arguments": args}))["result"]  # fmt: skip
         assert result["isError"] and result["structuredContent"]["error"] == "invalid_input"
@@ -511,9 +516,11 @@ def test_S33_since_is_an_iso_utc_time_or_422_on_every_served_route(srv: Server) 
         assert r.status_code == 200, r.text
         logged = log_of(srv, sid)[-1]["created_at_utc"]
     minute = logged[:16] + "Z"  # 2026-11-30T03:52Z: the row's own minute
-    routes = [(srv.operator, f"/api/sessions/{sid}/messages", {}),
-              (srv.operator, f"/api/sessions/{sid}/search", {"query": "hello"}),
-              (lambda: srv.client(token), agent_path(sid, "/search"), {"query": "hello"})]
+    routes = [
+        (srv.operator, f"/api/sessions/{sid}/messages", {}),
+        (srv.operator, f"/api/sessions/{sid}/search", {"query": "hello"}),
+        (lambda: srv.client(token), agent_path(sid, "/search"), {"query": "hello"}),
+    ]
     for client, path, params in routes:
         with client() as c:
             for bad in ["garbage", "2026-13-01", "2026-11-30T25:00Z", "2026-11-30T03:52+25:00"]:
@@ -524,8 +531,15 @@ def test_S33_since_is_an_iso_utc_time_or_422_on_every_served_route(srv: Server) 
             if path.endswith("/messages"):
                 assert [e["body"] for e in r.json()] == ["hello there"], r.text
     session = mcp_open(srv, token)
-    result = rpc_body(mcp(srv, token, session, "tools/call", {
-        "name": "msg_search", "arguments": {"query": "hello", "since": "garbage"}}))["result"]
+    result = rpc_body(
+        mcp(
+            srv,
+            token,
+            session,
+            "tools/call",
+            {"name": "msg_search", "arguments": {"query": "hello", "since": "garbage"}},
+        )
+    )["result"]
     assert result["structuredContent"]["field"] == "since", result
     assert_no_server_error(srv)
 
@@ -603,7 +617,9 @@ def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
 
     # The three side by side: each deadline is the connection's own.
     with ThreadPoolExecutor(3) as pool:
-        slow = [pool.submit(held, quick, head + framing, drip, 15, 0.5) for framing, drip in framings]
+        slow = [
+            pool.submit(held, quick, head + framing, drip, 15, 0.5) for framing, drip in framings
+        ]
         polled = pool.submit(long_poll)
         for out, took in (f.result() for f in slow):
             assert out.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in out, out

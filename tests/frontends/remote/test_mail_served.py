@@ -56,7 +56,9 @@ def test_S35_S36_S38_client_mode_threads_search_policy_and_status(srv: Server) -
     assert json.loads(r.stdout)["not_seen"] == ["otter"], r.stderr
     r = run("msg", "policy", "closed", **me)
     assert (r.returncode, r.stdout) == (0, "closed\n"), r.stderr
-    assert run("msg", "policy", "--json", **me).stdout.strip() == '{"policy": "closed", "allow": []}'
+    assert (
+        run("msg", "policy", "--json", **me).stdout.strip() == '{"policy": "closed", "allow": []}'
+    )
     r = run("message", "threads", sid, "--json", **op)
     assert [json.loads(x)["thread"] for x in r.stdout.splitlines()] == ["tok"], r.stderr
     r = run("message", "search", sid, "tokenizer", "--json", **op)

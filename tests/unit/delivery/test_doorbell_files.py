@@ -115,9 +115,9 @@ class Victim:
             wake.Waiter(self.store, [self.key])
         message = str(e.value)
         assert "\n" not in message
-        assert re.search(rf"refusing (the folder |the file )?{re.escape(path)}: .*{why}", message), (
-            message
-        )
+        assert re.search(
+            rf"refusing (the folder |the file )?{re.escape(path)}: .*{why}", message
+        ), message
         with pytest.raises(errors.StoreError, match=re.escape(path)):
             self.b.claim(wait=1)
         sent = self.a.send("b", "still delivered")  # the writer neither rings into it nor fails

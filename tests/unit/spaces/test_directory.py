@@ -182,7 +182,9 @@ def test_S25_prune_by_process_alone_keeps_old_entries_of_live_processes(
     clock.now += timedelta(days=30)
     assert [p.address for p in directory.prune(store, space)] == ["dead"]
     assert directory.prune(store, space) == []  # already left: not pruned twice
-    reasons = [(e.address, e.reason) for e in participants.journal(store, space) if e.event == "left"]
+    reasons = [
+        (e.address, e.reason) for e in participants.journal(store, space) if e.event == "left"
+    ]
     assert reasons == [("dead", "prune")]
 
 

@@ -84,8 +84,7 @@ def test_store_first_open_by_two_processes_migrates_once_while_the_other_waits_o
     failed = FORK.Event()
     out = FORK.Queue()
     procs = [
-        FORK.Process(target=_first_open, args=(url, f"{db}.lock", failed, out))
-        for _ in range(2)
+        FORK.Process(target=_first_open, args=(url, f"{db}.lock", failed, out)) for _ in range(2)
     ]
     try:
         for p in procs:
