@@ -22,13 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.core import Ctx, Sizes, machine_info, versions
+from bench.core import Ctx, Sizes, count, counts, machine_info, seconds, versions
 from bench.peers.redis_streams import DEFAULT_URL, server_info
 from bench.scenarios import SCENARIOS, run
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(float(x)) for x in text.replace("_", "").split(",") if x.strip())
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,25 +46,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", DEFAULT_URL))
     g = p.add_argument_group("sizes (defaults: the full run; --quick shrinks them)")
-    g.add_argument("--messages", type=int, help="operations per system (send, claim+ack)")
-    g.add_argument("--backlog", type=int, help="ready messages before claim+ack starts")
-    g.add_argument("--batch", type=int, help="messages per batch")
-    g.add_argument("--batches", type=int, help="batches per system")
-    g.add_argument("--turns", type=int, help="turns in the turn scenario")
-    g.add_argument("--fanout", type=_ints, help="participants per broadcast, e.g. 10,100,1000")
-    g.add_argument("--procs", type=_ints, help="process counts of the sweep, e.g. 1,2,4,8,16")
-    g.add_argument("--sweep-messages", type=int, help="messages per sweep point")
-    g.add_argument("--board-seconds", type=float, help="seconds of board contention")
-    g.add_argument("--wake-messages", type=int, help="messages timed for wake latency")
-    g.add_argument("--idle-waiters", type=int, help="idle waiters for the CPU measurement")
-    g.add_argument("--idle-seconds", type=float, help="seconds the idle waiters are measured")
-    g.add_argument("--backlogs", type=_ints, help="claim latency backlogs, e.g. 1000,100000")
-    g.add_argument("--backlog-claims", type=int, help="claims timed at each backlog")
-    g.add_argument("--cli-runs", type=int, help="process runs per CLI command")
-    g.add_argument("--swarm-procs", type=_ints, help="agent processes of the swarm, e.g. 8,32,64")
-    g.add_argument("--swarm-messages", type=int, help="messages per swarm point (all agents)")
-    g.add_argument("--search-messages", type=int, help="messages in the searched space")
-    g.add_argument("--search-rounds", type=int, help="rounds of the search query mix")
+    g.add_argument("--messages", type=count, help="operations per system (send, claim+ack)")
+    g.add_argument("--backlog", type=count, help="ready messages before claim+ack starts")
+    g.add_argument("--batch", type=count, help="messages per batch")
+    g.add_argument("--batches", type=count, help="batches per system")
+    g.add_argument("--turns", type=count, help="turns in the turn scenario")
+    g.add_argument("--fanout", type=counts, help="participants per broadcast, e.g. 10,100,1000")
+    g.add_argument("--procs", type=counts, help="process counts of the sweep, e.g. 1,2,4,8,16")
+    g.add_argument("--sweep-messages", type=count, help="messages per sweep point")
+    g.add_argument("--board-seconds", type=seconds, help="seconds of board contention")
+    g.add_argument("--wake-messages", type=count, help="messages timed for wake latency")
+    g.add_argument("--idle-waiters", type=count, help="idle waiters for the CPU measurement")
+    g.add_argument("--idle-seconds", type=seconds, help="seconds the idle waiters are measured")
+    g.add_argument("--backlogs", type=counts, help="claim latency backlogs, e.g. 1000,100000")
+    g.add_argument("--backlog-claims", type=count, help="claims timed at each backlog")
+    g.add_argument("--cli-runs", type=count, help="process runs per CLI command")
+    g.add_argument("--swarm-procs", type=counts, help="agent processes of the swarm, e.g. 8,32,64")
+    g.add_argument("--swarm-messages", type=count, help="messages per swarm point (all agents)")
+    g.add_argument("--search-messages", type=count, help="messages in the searched space")
+    g.add_argument("--search-rounds", type=count, help="rounds of the search query mix")
     return p.parse_args(argv)
 
 

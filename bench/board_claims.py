@@ -32,6 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# A standalone script (``python bench/NAME.py``): the project's root on the path
+# for the bench's own helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.core import counts, seconds
 from broker import Agent, Operator, Store, errors
 
 FORK = mp.get_context("fork")
@@ -126,11 +130,11 @@ def measure(workdir: Path, procs: int, keys: str, seconds: float) -> dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--seconds", type=float, default=2.0, help="measured seconds per point")
-    p.add_argument("--procs", default="1,8", help="process counts, e.g. 1,8")
+    p.add_argument("--seconds", type=seconds, default=2.0, help="measured seconds per point")
+    p.add_argument("--procs", type=counts, default=(1, 8), help="process counts, e.g. 1,8")
     p.add_argument("--out", type=Path, help="write the results here as JSON")
     args = p.parse_args(argv)
-    procs = [int(x) for x in args.procs.split(",") if x.strip()]
+    procs = list(args.procs)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-board-") as tmp:
         for n in procs:

@@ -8,6 +8,7 @@ missing) are kept with ``status = "skipped"`` and the reason, never dropped.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -240,6 +241,46 @@ class Scenario:
 
 # --- timing and statistics ---------------------------------------------------------
 now_ns = time.perf_counter_ns
+
+
+# --- command-line numbers (every bench command's sizes) ---------------------------------
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from {least} up")
+    return value
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number from 1 up (messages, sends, steps, processes)."""
+    return _whole(text, 1)
+
+
+def whole(text: str) -> int:
+    """An argparse type: a whole number from 0 up (a warm-up, which may be none)."""
+    return _whole(text, 0)
+
+
+def counts(text: str) -> tuple[int, ...]:
+    """An argparse type: counts separated by commas (``8,32,64``)."""
+    got = tuple(count(x) for x in text.split(",") if x.strip())
+    if not got:
+        raise argparse.ArgumentTypeError(f"{text!r} names no count (e.g. 8,32,64)")
+    return got
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
 
 
 def pct(values: Sequence[float], q: float) -> float:

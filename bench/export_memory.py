@@ -30,6 +30,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+# A standalone script (``python bench/NAME.py``): the project's root on the path
+# for the bench's own helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.core import count
+
 PARTICIPANTS = 50
 
 
@@ -282,7 +287,7 @@ def build_detached(db: Path, messages: int) -> tuple[str, dict[str, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--messages", type=count, default=1_000_000)
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     p.add_argument("--no-import", action="store_true", help="skip the import measurement")
     p.add_argument("--keep", action="store_true", help="keep the temp folder")

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core import count
+
 CONFIGS: dict[str, tuple[str, ...]] = {
     "guarded": (),
     "no_s43": ("s43",),
@@ -144,8 +146,8 @@ def run(n: int, batch: int, work: str | None) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.guards", description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=3000)
-    ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--messages", type=count, default=3000)
+    ap.add_argument("--batch", type=count, default=50)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--work", help="folder for the scratch stores (default: the temp folder)")
     args = ap.parse_args(argv)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.core import count, whole
 from bench.peers.broker_queue import warmed_sender
 
 # Own time summed by where the function lives, first match wins.
@@ -57,9 +58,9 @@ def _phase(where: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.profile_send", description=__doc__)
-    p.add_argument("--sends", type=int, default=5000)
-    p.add_argument("--warm", type=int, default=300)
-    p.add_argument("--top", type=int, default=0, help="also print the top N functions (own time)")
+    p.add_argument("--sends", type=count, default=5000)
+    p.add_argument("--warm", type=whole, default=300)
+    p.add_argument("--top", type=whole, default=0, help="also print the top N functions (own time)")
     p.add_argument("--dump", type=Path, default=None, help="write the raw profile here")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="profile-send-") as d:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core import count, whole
 from bench.peers.broker_queue import warmed_sender
 from broker.store import sqlite as store_sqlite
 
@@ -51,8 +52,8 @@ def _patch(owner: Any, attr: str, name: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.send_phases", description=__doc__)
-    p.add_argument("--sends", type=int, default=5000)
-    p.add_argument("--warm", type=int, default=300)
+    p.add_argument("--sends", type=count, default=5000)
+    p.add_argument("--warm", type=whole, default=300)
     a = p.parse_args(argv)
     import broker.mail.messages as messages
     import broker.mail.sending as sending

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.core import count, whole
+
 REQUESTS = ("send", "claim", "ack", "empty claim")
 _TOKEN = re.compile(rb'"lease_token":"([^"]+)"')
 
@@ -252,10 +254,10 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=400, help="steps per client")
-    parser.add_argument("--warm", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=None, help="broker serve --workers")
+    parser.add_argument("--clients", type=count, default=16)
+    parser.add_argument("--steps", type=count, default=400, help="steps per client")
+    parser.add_argument("--warm", type=whole, default=20)
+    parser.add_argument("--workers", type=count, default=None, help="broker serve --workers")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-served-step-") as tmp:
         got = measure(

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core import count, whole
 from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, bind, in_write_tx, message_row
 from broker import Operator
 from broker.ids import fmt_ts, message_id
@@ -261,10 +262,10 @@ def ladder(same: RawSame, sends: int, body: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.statements", description=__doc__)
-    p.add_argument("--sends", type=int, default=3000)
-    p.add_argument("--warm", type=int, default=500)
-    p.add_argument("--body-bytes", type=int, default=100)
-    p.add_argument("--senders", type=int, default=0, help="other agents that sent first")
+    p.add_argument("--sends", type=count, default=3000)
+    p.add_argument("--warm", type=whole, default=500)
+    p.add_argument("--body-bytes", type=count, default=100)
+    p.add_argument("--senders", type=whole, default=0, help="other agents that sent first")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-statements-") as d:
         got = measure(Path(d), a.sends, a.warm, "x" * a.body_bytes, a.senders)

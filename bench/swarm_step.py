@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.core import count, whole
+
 CALLS = ("send", "claim", "ack", "empty claim")
 SYSTEMS = ("broker", "raw_same", "minimal queue")
 LAYOUTS = ("one", "two")
@@ -182,8 +184,8 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--warm", type=int, default=200)
+    parser.add_argument("--steps", type=count, default=3000)
+    parser.add_argument("--warm", type=whole, default=200)
     args = parser.parse_args()
     print(report(run(args.steps, args.warm)))
 
