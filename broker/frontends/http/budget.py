@@ -66,6 +66,22 @@ def _limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
+def open_descriptors(folder: str) -> int:
+    """The descriptors this process has open, from its descriptor folder.
+
+    Linux (6.2 on) gives their number as the size of ``/proc/self/fd``: one
+    ``stat``, ~3 µs. Listing the folder costs ~0.5 ms at a thousand
+    connections, and the budget counts again every ``COUNT_EVERY_S``: at each
+    request when they come slower than that (an operator's, beside a thousand
+    parked agents), which waited that long for its answer. A size of 0 (an
+    older kernel, ``/dev/fd``) is no count: the listing then."""
+    if folder == _FD_FOLDERS[0]:
+        size = os.stat(folder).st_size
+        if size > 0:
+            return size
+    return len(os.listdir(folder))
+
+
 class FdBudget:
     """The descriptors of this process against its limit, less the reserve and
     the files the server may still open for itself: a thread's first call opens
@@ -93,7 +109,7 @@ class FdBudget:
         if now - at < COUNT_EVERY_S or self._folder is None:
             return seen
         try:
-            seen = len(os.listdir(self._folder)) + self.to_open()
+            seen = open_descriptors(self._folder) + self.to_open()
         except OSError as exc:
             seen = self.limit if exc.errno in _EXHAUSTED else seen
         self._counted = (now, seen)
