@@ -123,54 +123,62 @@ class RedisStreams:
 # --- a server of the bench's own ---------------------------------------------------------
 @contextlib.contextmanager
 def own_server(folder: Path) -> Iterator[tuple[str | None, str]]:
-    """Start ``redis-server`` on a free loopback port for one scenario; yields
-    (its URL, how it runs), or (None, why not) when no server binary is here.
-    The server keeps everything in memory (``save ""``, ``appendonly no``: the
-    Redis defaults for persistence off) and is killed and reaped on exit."""
+    """Start ``redis-server`` on a free loopback port for one scenario (or one
+    test module); yields (its URL, how it runs), or (None, why not) when no
+    server binary is here or none started. The server keeps everything in
+    memory (``save ""``, ``appendonly no``: the Redis defaults for persistence
+    off) and is killed and reaped on exit. A port taken between the probe and
+    the server's bind makes it exit at once: another port, three times."""
     binary = shutil.which("redis-server")
     if binary is None:
         yield None, "redis-server not installed"
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-            "--protected-mode",
-            "yes",
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        deadline = time.monotonic() + 5.0
-        while True:
-            try:
-                connect(url).close()
+    why = "redis-server exited at start three times (ports taken?)"
+    for _ in range(3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(folder),
+                "--protected-mode",
+                "yes",
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 30.0  # a loaded machine (the test suite) starts it late
+        try:
+            while proc.poll() is None:
+                try:
+                    connect(url).close()
+                except Unavailable:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+                    continue
+                yield url, f"own redis-server on 127.0.0.1:{port} (save '', appendonly no)"
+                return
+            if proc.poll() is None:  # running, and not answering: another port will not help
+                why = f"redis-server did not answer on port {port} in 30 s"
                 break
-            except Unavailable:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    yield None, f"redis-server did not start on port {port}"
-                    return
-                time.sleep(0.02)
-        yield url, f"own redis-server on 127.0.0.1:{port} (save '', appendonly no)"
-    finally:
-        proc.kill()
-        proc.wait()
+        finally:
+            proc.kill()
+            proc.wait()
+    yield None, why
 
 
 class SwarmStreams:

@@ -23,10 +23,8 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +35,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.peers.redis_streams import own_server  # noqa: E402
 from bench.scenarios import SCENARIOS  # noqa: E402
 
 REDIS_SYSTEMS = {"redis", "redis_cli", "redis_lock"}
@@ -45,21 +44,6 @@ MAY_BE_ZERO = {"idle_cpu", "served_idle"}  # an idle CPU over half a second may 
 
 
 UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pong(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
-            c.sendall(b"PING\r\n")
-            return c.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -78,43 +62,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
         )
         yield None
         return
-    assert binary is not None
-    folder = tmp_path_factory.mktemp("redis")
-    for _ in range(3):  # the free port may be taken between our probe and the bind
-        port = _free_port()
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            cwd=folder,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            guard = time.monotonic() + 30
-            while proc.poll() is None and not _pong(port):
-                assert time.monotonic() < guard, "redis-server did not answer PING in 30 s"
-                time.sleep(0.02)
-            if proc.poll() is None:
-                yield f"redis://127.0.0.1:{port}/0"
-                return
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    raise AssertionError("redis-server exited at start three times (port taken?)")
+    with own_server(tmp_path_factory.mktemp("redis")) as (url, why):
+        assert url is not None, why
+        yield url
 
 
 def run_bench(out: Path, *args: str) -> dict[str, Any]:
