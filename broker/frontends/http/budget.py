@@ -73,8 +73,8 @@ def open_descriptors(folder: str) -> int:
     ``stat``, ~3 µs. Listing the folder costs ~0.5 ms at a thousand
     connections, and the budget counts again every ``COUNT_EVERY_S``: at each
     request when they come slower than that (an operator's, beside a thousand
-    parked agents), which waited that long for its answer. A size of 0 (an
-    older kernel, ``/dev/fd``) is no count: the listing then."""
+    parked agents), and that request's answer waited for the listing. A size
+    of 0 (an older kernel, ``/dev/fd``) is no count: the listing then."""
     if folder == _FD_FOLDERS[0]:
         size = os.stat(folder).st_size
         if size > 0:
