@@ -242,28 +242,40 @@ def test_S41_the_budget_counts_the_open_descriptors_without_listing_them(
     own descriptor), and follows 200 sockets opened and closed. On a kernel that
     gives the count as the folder's size it reads no folder: a listing costs
     ~0.5 ms at a thousand connections, paid by a request every
-    ``COUNT_EVERY_S``."""
+    ``COUNT_EVERY_S``. The garbage collector is held meanwhile: a collection
+    closes what earlier tests of this process left open (6 descriptors, once),
+    and a few of slack allow for another thread (a pool's, a doorbell's)."""
+    import gc
+
     from broker.frontends.http import budget
 
     folder = "/proc/self/fd"
+    slack = 3
 
     def listed() -> int:
         return len(os.listdir(folder)) - 1  # the listing's own descriptor
 
-    before = budget.open_descriptors(folder)
-    assert abs(before - listed()) <= 1
-    socks = [socket.socket() for _ in range(200)]
+    gc.collect()
+    gc.disable()
     try:
-        during = budget.open_descriptors(folder)
-        assert abs(during - listed()) <= 1 and during - before == 200
+        before = budget.open_descriptors(folder)
+        assert abs(before - listed()) <= slack
+        socks = [socket.socket() for _ in range(200)]
+        try:
+            during = budget.open_descriptors(folder)
+            assert abs(during - listed()) <= slack and abs(during - before - 200) <= slack
+        finally:
+            for s in socks:
+                s.close()
+        after = budget.open_descriptors(folder)
+        assert abs(after - before) <= slack
     finally:
-        for s in socks:
-            s.close()
-    assert budget.open_descriptors(folder) == before
+        gc.enable()
     if os.stat(folder).st_size > 0:  # the count as the size: no listing at all
+        now = listed()
 
         def listing(path: str) -> list[str]:
             raise AssertionError(f"listed {path}")
 
         monkeypatch.setattr(budget.os, "listdir", listing)
-        assert budget.open_descriptors(folder) == before
+        assert abs(budget.open_descriptors(folder) - now) <= slack
