@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.core import Ctx, Row, Scenario, latency_stats, pct, run_workers
+from bench.core import Ctx, Row, Scenario, latency_stats, pct, proc_cpu_seconds, run_workers
 from bench.peers.broker_queue import LIMITS
 from bench.scenarios.served import _Served
 
@@ -46,16 +46,14 @@ REPOLL_WAIT_S = 1.0  # the re-poll measurement's wait
 
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU of ``pid`` and its live children (the workers), in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += proc_cpu_seconds(p)
         except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
+            continue  # gone
         try:
             for task in os.listdir(f"/proc/{p}/task"):
                 kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
