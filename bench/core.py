@@ -333,6 +333,25 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its live children (the workers), in seconds."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += proc_cpu_seconds(p)
+        except OSError:
+            continue  # gone
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                todo += [int(k) for k in kids]
+        except OSError:
+            pass
+    return total
+
+
 def accounting(expected: Iterable[str], acked: Sequence[str]) -> dict[str, int]:
     """lost / duplicates of a run that should ack every expected id exactly once."""
     exp = set(expected)

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.core import count, whole
+from bench.core import count, server_cpu_seconds, whole
 
 REQUESTS = ("send", "claim", "ack", "empty claim")
 _TOKEN = re.compile(rb'"lease_token":"([^"]+)"')
@@ -129,7 +129,6 @@ def measure(
     """The server's CPU per request of ``clients`` thin clients looping the step."""
     from bench.peers.broker_queue import join_agent, open_space
     from bench.scenarios.served import _Served
-    from bench.scenarios.served_idle import _cpu_seconds
     from broker.frontends.remote.wire import space_path
 
     store, space = open_space(folder)
@@ -160,10 +159,10 @@ def measure(
             barrier.wait(timeout=300)
         except Exception:  # noqa: BLE001 - a client's error says why
             raise RuntimeError(str(out.get(timeout=10))) from None
-        cpu0, t0 = _cpu_seconds(server.proc.pid), time.perf_counter()
+        cpu0, t0 = server_cpu_seconds(server.proc.pid), time.perf_counter()
         go.set()
         done = [out.get(timeout=600) for _ in procs]
-        wall, cpu = time.perf_counter() - t0, _cpu_seconds(server.proc.pid) - cpu0
+        wall, cpu = time.perf_counter() - t0, server_cpu_seconds(server.proc.pid) - cpu0
         for proc in procs:
             proc.join(10)
         failed = [d for d in done if isinstance(d, str)]

@@ -33,34 +33,14 @@ import json
 import os
 import random
 import time
-from pathlib import Path
 from typing import Any
 
-from bench.core import Ctx, Row, Scenario, latency_stats, pct, proc_cpu_seconds, run_workers
+from bench.core import Ctx, Row, Scenario, latency_stats, pct, run_workers, server_cpu_seconds
 from bench.peers.broker_queue import LIMITS
 from bench.scenarios.served import _Served
 
 PARK_WAIT_S = 300.0  # the longest wait a call may ask for: nothing re-polls in the window
 REPOLL_WAIT_S = 1.0  # the re-poll measurement's wait
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and its live children (the workers), in seconds."""
-    total = 0.0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            total += proc_cpu_seconds(p)
-        except OSError:
-            continue  # gone
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
-                todo += [int(k) for k in kids]
-        except OSError:
-            pass
-    return total
 
 
 def _raise_nofile(needed: int) -> int:
@@ -191,9 +171,9 @@ def served_idle(ctx: Ctx) -> Scenario:
         parked_s = _until_parked(srv, n, 120 + n * 0.2)
         time.sleep(1.0)  # the last parks settle
         before = _health(srv)
-        c0, t0 = _cpu_seconds(srv.proc.pid), time.monotonic()
+        c0, t0 = server_cpu_seconds(srv.proc.pid), time.monotonic()
         time.sleep(secs)
-        c1, t1 = _cpu_seconds(srv.proc.pid), time.monotonic()
+        c1, t1 = server_cpu_seconds(srv.proc.pid), time.monotonic()
         after = _health(srv)
         cpu_pct = (c1 - c0) / (t1 - t0) * 100
         sc.add(Row("broker_served_idle_cpu", round(cpu_pct, 2), "% of one core",
@@ -296,9 +276,9 @@ def _repoll(ctx: Ctx, sc: Scenario, srv: _Served, sid: str, tokens: list[str]) -
     clients = _Clients(srv, sid, tokens, REPOLL_WAIT_S, timeout=600)
     time.sleep(REPOLL_WAIT_S * 3)  # every client in its cycle
     a0 = clients.ask("stats")["answers"]
-    c0, t0 = _cpu_seconds(srv.proc.pid), time.monotonic()
+    c0, t0 = server_cpu_seconds(srv.proc.pid), time.monotonic()
     time.sleep(max(2.0, ctx.sizes.idle_seconds / 2))
-    c1, t1 = _cpu_seconds(srv.proc.pid), time.monotonic()
+    c1, t1 = server_cpu_seconds(srv.proc.pid), time.monotonic()
     a1 = clients.ask("stats")["answers"]
     clients.stop()
     cycles = max(1, a1 - a0)

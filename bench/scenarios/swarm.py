@@ -461,13 +461,13 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
 
 def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout: float) -> None:
     server = getattr(system, "server", None)  # a served system: its server's CPU too
-    from bench.scenarios.served_idle import _cpu_seconds
+    from bench.core import server_cpu_seconds
 
-    server_cpu0 = _cpu_seconds(server.proc.pid) if server is not None else 0.0
+    server_cpu0 = server_cpu_seconds(server.proc.pid) if server is not None else 0.0
     res = run_workers(
         _agent, [(system, i, procs, m, timeout) for i in range(procs)], timeout=timeout + 60
     )
-    server_cpu = _cpu_seconds(server.proc.pid) - server_cpu0 if server is not None else 0.0
+    server_cpu = server_cpu_seconds(server.proc.pid) - server_cpu0 if server is not None else 0.0
     commit: dict[str, Any] = {}
     if server is not None:  # the group commit over the run (the joins' few writes included)
         from bench.served_step import group_commit, health
