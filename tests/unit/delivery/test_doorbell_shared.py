@@ -156,6 +156,7 @@ def test_S41_many_identities_waiting_in_threads_of_one_process_share_one_doorbel
             th.start()
         parked.wait(60)  # every thread is registered and about to sleep
         counted.append(_sockets())
+        bound = _bound_under(doorbells.root_path(store))  # while the waits are parked
         assert doorbells.count() == 1
         for i in range(len(agents)):
             sender.send(f"w{i}", f"for w{i}")
@@ -164,7 +165,12 @@ def test_S41_many_identities_waiting_in_threads_of_one_process_share_one_doorbel
     finally:
         wake._hook = None
     assert got == {i: [f"for w{i}"] for i in range(len(agents))}
-    assert len(counted[0] - before) == 1
+    # One doorbell socket, not one per waiting thread: the new sockets bound in
+    # the store's doorbell folder (as the event loop's test counts them: a
+    # socket another thread of this process opened meanwhile is not a doorbell;
+    # one did, once, in CI).
+    assert len((counted[0] - before) & bound) == 1, (before, counted)
+    assert len(counted[0] - before) < len(agents) // 2, (before, counted)
 
 
 HELPER = str(Path(__file__).parents[2].joinpath("wake_waiter.py"))
