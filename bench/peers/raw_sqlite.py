@@ -185,11 +185,9 @@ class _Caller:
             return None, self.check(c, now_dt, now)
         values = {**self.values, "space_id": self.space, "to": to, "size": size}
         row = c.execute(CALLER_SEND, bind(CALLER_SEND, values)).fetchone()
-        if row is None or row["caller"] is None or row["space_state"] != "running":
+        if row is None or row["status"] in (None, "left") or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
-        if json.loads(row["caller"])[0] == "left":
-            raise RuntimeError("caller not allowed")
-        return (row["last_seq"] + 1, json.loads(row["recipient"])[0]), row
+        return (row["last_seq"] + 1, row["to_id"]), row
 
     def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> Any:
         if now < self.due:

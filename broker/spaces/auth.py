@@ -223,24 +223,6 @@ def beat_due(store: Store, ident: Identity, now: str) -> bool:
     return due is None or now >= due
 
 
-_ROWS_KEPT = 4096
-_rows: dict[str, tuple[Any, ...]] = {}
-
-
-def _json_row(text: str) -> tuple[Any, ...]:
-    """The caller's row as ``auth.caller_send`` packs it into one JSON array,
-    decoded once per text: it is the same text call after call. Only the
-    decoding is remembered; the statement still reads the row in the send's
-    transaction (S10). Its values are strings, numbers and None, so one tuple
-    serves every call."""
-    row = _rows.get(text)
-    if row is None:
-        if len(_rows) >= _ROWS_KEPT:
-            _rows.clear()
-        row = _rows[text] = tuple(json.loads(text))
-    return row
-
-
 def _caller_send(
     t: Tx, ident: Identity, params: dict[str, str], to: str, now: str | None
 ) -> Caller:
@@ -248,24 +230,33 @@ def _caller_send(
     the recipient's row and the space's last log time, refused like ``caller``.
     Built straight from the one row (the send's hot path: no dict in between)."""
     got = t.one(_CALLER_SEND, {**params, "space_id": ident.space_id, "to": to})
-    if got is None or got["caller"] is None:
+    if got is None or got["status"] is None:
         _beats.pop((id(t.store), ident.participant_id), None)
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
-    status, messaging, tools, is_lead, agent, parent = _json_row(got["caller"])
-    _refuse_left(ident, status, got["space_state"])
-    recipient = got["recipient"]
+    _refuse_left(ident, got["status"], got["space_state"])
+    to_id = got["to_id"]
     return Caller(
-        status=status,
-        messaging=bool(messaging),
-        tools=tools,
-        is_lead=bool(is_lead),
-        agent=agent,
-        parent=parent,
+        status=got["status"],
+        messaging=bool(got["messaging"]),
+        tools=got["tools"],
+        is_lead=bool(got["is_lead"]),
+        agent=got["agent"],
+        parent=got["parent"],
         space_state=got["space_state"],
         settings=got["settings"],
         counters=(got["last_seq"], got["log_bytes"], got["last_bcast"]),
-        # Not remembered: the recipient's row holds its waiting count, new each send.
-        recipient=tuple(json.loads(recipient)) if recipient else None,
+        # the row ``broker.mail.recipients`` reads (as ``messages.at_address`` has it)
+        recipient=None
+        if to_id is None
+        else (
+            to_id,
+            got["to_address"],
+            got["to_status"],
+            got["to_waiting"],
+            got["to_policy"],
+            got["to_allow"],
+            got["to_parent"],
+        ),
         last_at=got["last_at"],
         now=now,
     )

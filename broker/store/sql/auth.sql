@@ -47,29 +47,22 @@ WHERE p.token_hash = :token_hash
 -- A send to one participant by address, in one statement: the space's state,
 -- limits and counters, the caller re-checked with its grant (S10, S24), and the
 -- recipient with its contact policy (S38). Nothing is written: the counters are
--- derived from the log (revision 0017). NULL caller: bad token.
--- SQLite: `waiting` plus the inbox's deliveries past folds.upto ('waiting'),
--- fewer than 32, that the batched insert trigger has not counted yet (revision 0015).
+-- derived from the log (revision 0017). NULL status: bad token; NULL to_id: no
+-- such address. Each a column of its own, read by name: no row packed into JSON
+-- to be unpacked again on the send's hot path.
 -- last_at: the space's last log time (S44, messages.last_at), '' for an empty
 -- log: read here so the send's stamp needs no statement of its own.
-SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
-  {last_bcast} AS last_bcast,
+SELECT spaces.state AS space_state, spaces.settings, {last_seq} AS last_seq,
+  {log_bytes} AS log_bytes, {last_bcast} AS last_bcast,
   coalesce((SELECT created_at_utc FROM messages WHERE space_no = spaces.rowid
             ORDER BY seq DESC LIMIT 1), '') AS last_at,
-  (SELECT json_array(status, messaging, tools, is_lead, agent, parent) FROM participants
-   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
-  (SELECT json_array(id, address, status, {waiting}, contact_policy, contact_allow, parent)
-   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
-FROM spaces WHERE id = :space_id
--- postgresql:
-SELECT state AS space_state, settings, {last_seq} AS last_seq, {log_bytes} AS log_bytes,
-  {last_bcast} AS last_bcast,
-  coalesce((SELECT created_at_utc FROM messages WHERE space_no = spaces.rowid
-            ORDER BY seq DESC LIMIT 1), '') AS last_at,
-  (SELECT json_build_array(status, messaging, tools, is_lead, agent, parent)::text
-   FROM participants
-   WHERE id = :id AND token_hash = :token_hash AND space_id = :space_id) AS caller,
-  (SELECT json_build_array(id, address, status, waiting, contact_policy, contact_allow,
-     parent)::text
-   FROM participants WHERE space_id = :space_id AND address = :to) AS recipient
-FROM spaces WHERE id = :space_id
+  c.status, c.messaging, c.tools, c.is_lead, c.agent, c.parent,
+  participants.id AS to_id, participants.address AS to_address,
+  participants.status AS to_status, {waiting} AS to_waiting,
+  participants.contact_policy AS to_policy, participants.contact_allow AS to_allow,
+  participants.parent AS to_parent
+FROM spaces
+LEFT JOIN participants c
+  ON c.id = :id AND c.token_hash = :token_hash AND c.space_id = spaces.id
+LEFT JOIN participants ON participants.space_id = spaces.id AND participants.address = :to
+WHERE spaces.id = :space_id

@@ -97,9 +97,9 @@ coalesce(reached, recipients)
 -- reads). SQLite: `waiting` plus the inbox's deliveries past folds.upto
 -- ('waiting'), fewer than 32, that the batched insert trigger has not counted
 -- yet (revision 0015).
-waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing'))
+participants.waiting + (SELECT count(*) FROM deliveries w WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0) AND w.recipient_no = participants.rowid AND w.state IN ('ready', 'processing'))
 -- postgresql:
-waiting
+participants.waiting
 
 -- fragment: waiting_rows
 -- The rowids (r) of an inbox's waiting deliveries, ready or processing, each

@@ -112,7 +112,7 @@ def test_a_send_inside_a_callers_transaction_reads_once_too(
         result = lynx.send("otter", "hello", tx=t)
         ran = statements(seen)
     assert len(ran) <= 5, "\n".join(ran)  # the read, SAVEPOINT, two inserts, RELEASE
-    assert ran[0].startswith("SELECT") and "AS recipient" in ran[0], ran
+    assert ran[0].startswith("SELECT") and "AS to_address" in ran[0], ran
     assert ran[1].startswith("SAVEPOINT") and ran[-1].startswith("RELEASE"), ran
     assert result.reached == ["otter"] and result.seq == 2
     assert [d.body for d in otter.claim(limit=10).deliveries] == ["first: the heartbeat", "hello"]
