@@ -20,8 +20,9 @@ field, by name, each caller giving only the columns it renames or decodes.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter
 from reprlib import recursive_repr
 from typing import Any, TypeVar, dataclass_transform
@@ -66,12 +67,49 @@ def record(cls: type[T]) -> type[T]:
         shown = ", ".join(f"{n}={v!r}" for n, v in zip(names, values(self), strict=True))
         return f"{self.__class__.__qualname__}({shown})"
 
-    for method in (__eq__, __hash__, __repr__):
+    init = _fast_init(made)
+    for method in (__eq__, __hash__, __repr__, *((init,) if init else ())):
         method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
         setattr(made, method.__name__, method)
     params = made.__dataclass_params__
     params.repr = params.eq = True  # in effect, as dataclass(eq=True, repr=True) says
     return made  # type: ignore[no-any-return]
+
+
+def _fast_init(cls: Any) -> Any:
+    """An ``__init__`` for a frozen slotted class that sets each field through
+    its slot directly, with dataclasses' own signature and defaults: the
+    frozen ``__init__`` of dataclasses goes through ``object.__setattr__``
+    once a field, about 0.1 µs each (a 12-field record took 1.7 µs to make,
+    an unfrozen one 0.45), and every call of every surface makes several.
+    None (dataclasses' stays) for a field outside ``__init__`` or a
+    ``__post_init__``."""
+    declared = fields(cls)
+    if hasattr(cls, "__post_init__") or any(not f.init for f in declared):
+        return None
+    given = cls.__init__
+    params = list(inspect.signature(given).parameters.values())[1:]
+    scope: dict[str, Any] = {}
+    heads, body = [], []
+    star = False
+    for f, p in zip(declared, params, strict=True):
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            heads.append("*")
+            star = True
+        heads.append(f.name)
+        slot = next(k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__)
+        scope[f"_set_{f.name}"] = slot.__set__  # a base record's own slot, if it declared it
+        if f.default_factory is not MISSING:
+            scope[f"_make_{f.name}"] = f.default_factory
+            scope["_FACTORY"] = p.default  # dataclasses' marker of a factory field
+            body.append(f" if {f.name} is _FACTORY: {f.name} = _make_{f.name}()")
+        body.append(f" _set_{f.name}(self, {f.name})")
+    source = f"def __init__(self, {', '.join(heads)}):\n" + ("\n".join(body) or " pass") + "\n"
+    exec(source, scope)  # noqa: S102 - our own text, made of field names
+    init = scope["__init__"]
+    init.__defaults__, init.__kwdefaults__ = given.__defaults__, given.__kwdefaults__
+    init.__annotations__ = given.__annotations__
+    return init
 
 
 def from_row(cls: type[T], row: Mapping[str, Any], /, **given: Any) -> T:
