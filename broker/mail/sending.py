@@ -196,9 +196,10 @@ class Batch:
             out.merge(self._resolve(kind, target))
         if kind == "direct" and out.deliver and not self.sender.is_lead:
             self._contact_policies(out)
-        out.not_reached = [
-            dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)
-        ]
+        if out.not_reached:
+            out.not_reached = [
+                dict(p) for p in dict.fromkeys(tuple(n.items()) for n in out.not_reached)
+            ]
         return out
 
     def _apply_caps(self, out: Outcome) -> list[str]:
