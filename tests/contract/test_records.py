@@ -231,6 +231,47 @@ def test_record_behaves_as_a_frozen_slotted_dataclass() -> None:
         hash(lease)  # a list field: unhashable, as a dataclass's
 
 
+def test_record_is_made_as_dataclasses_would_make_it() -> None:
+    """``record`` sets the slots itself (no ``object.__setattr__`` a field):
+    the same signature, defaults, fresh factory values, keyword-only fields
+    and a base record's fields, with every way a call can be wrong refused
+    as dataclasses' ``__init__`` refuses it."""
+    from broker.record_type import record
+
+    @record
+    class Base:
+        a: int
+        b: str = "b"
+
+    @record
+    class Made(Base):
+        c: list[int] = dataclasses.field(default_factory=list)
+        d: int = dataclasses.field(default=4, kw_only=True)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Plain(Base):
+        c: list[int] = dataclasses.field(default_factory=list)
+        d: int = dataclasses.field(default=4, kw_only=True)
+
+    import inspect
+
+    assert str(inspect.signature(Made)) == str(inspect.signature(Plain))
+    first, second = Made(1), Made(2, "x", [3], d=5)
+    assert (first.a, first.b, first.c, first.d) == (1, "b", [], 4)
+    assert (second.a, second.b, second.c, second.d) == (2, "x", [3], 5)
+    assert first.c is not Made(1).c  # a fresh list each time, as the factory makes it
+    assert dataclasses.replace(second, a=9) == Made(9, "x", [3], d=5)
+    for bad in ((), (1, "b", [], 4), (1,), (1, "b", [], "extra")):
+        kwargs = {"e": 1} if bad == (1,) else {}
+        with pytest.raises(TypeError) as ours:
+            Made(*bad, **kwargs)
+        with pytest.raises(TypeError) as theirs:
+            Plain(*bad, **kwargs)
+        assert str(ours.value) == str(theirs.value).replace("Plain", "Made")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.a = 2  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("option", [{"compare": False}, {"repr": False}, {"hash": False}])
 def test_record_refuses_field_options_its_methods_would_ignore(option: dict[str, bool]) -> None:
     from broker.record_type import record
