@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker import errors
-from broker.ids import Clock, SteadyClock, fmt_ts, parse_ts
+from broker.ids import Clock, SteadyClock, parse_ts
 from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
 from broker.store.migrate import HEAD, OnStep, is_newer, too_new
@@ -539,7 +539,7 @@ class Store:
         return self.clock()
 
     def now_ts(self) -> str:
-        return fmt_ts(self.clock())
+        return self.clock.stamp()
 
     # --- transactions -------------------------------------------------------------
     def write(self, tx: Tx | None = None) -> AbstractContextManager[Tx]:

@@ -141,6 +141,37 @@ def test_S44_the_steady_clock_goes_on_from_where_it_was_after_a_step_back() -> N
     assert clock() == t0 + timedelta(seconds=60)
 
 
+def test_S44_a_stamp_is_the_reading_as_the_store_writes_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock keeps a reading as µs and writes it without a datetime: the
+    same text ``fmt_ts`` writes, on the process's clock (read without a
+    datetime), a given one, one stepped back, and with the database's offset."""
+    from broker.ids import fmt_micros, fmt_ts
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for us in (0, 1, 999_999, 1_000_000, 1_764_806_400_000_000, 1_764_806_399_999_999, -1):
+        assert fmt_micros(us) == fmt_ts(epoch + timedelta(microseconds=us)), us
+    system = SteadyClock()
+    before = datetime.now(UTC)
+    stamp, after = system.stamp(), datetime.now(UTC)
+    assert fmt_ts(before) <= stamp <= fmt_ts(after)
+    system.offset = timedelta(hours=2, microseconds=7)
+    assert system.offset == timedelta(hours=2, microseconds=7)
+    assert fmt_ts(after + system.offset) <= system.stamp()
+    wall = [datetime(2026, 12, 4, 23, 59, 59, 999_999, tzinfo=UTC)]
+    tick = [5.0]
+    given = SteadyClock(lambda: wall[0])
+    given.ticks = lambda: tick[0]
+    assert given.stamp() == "2026-12-04T23:59:59.999999Z"
+    wall[0] -= HOUR
+    tick[0] += 0.3  # a float of seconds rounds to the µs as a timedelta would
+    assert given.stamp() == fmt_ts(datetime(2026, 12, 5, 0, 0, 0, 299_999, tzinfo=UTC))
+    # a test that replaces the process's clock is read, not time.time_ns
+    monkeypatch.setattr(ids, "system_clock", lambda: datetime(2030, 1, 1, tzinfo=UTC) + HOUR)
+    assert SteadyClock().stamp() == "2030-01-01T01:00:00.000000Z"
+
+
 def test_S44_never_before_the_spaces_last_row_when_the_clock_is_given(
     clocked_url: str, backend: str
 ) -> None:
