@@ -101,6 +101,10 @@ def private_dir(path: str, *, create: bool = True) -> bool:
     ``create``). False when it does not exist and ``create`` is off; ``OSError``
     when it cannot be made (read-only, too long...); ``StoreError`` when it is
     someone else's, a symlink, or writable by others."""
+    if not create and not os.access(path, os.F_OK, follow_symlinks=False):
+        # Nothing there (every write asks, and most stores have no waiter's
+        # folder): an answer, not a FileNotFoundError raised and caught.
+        return False
     if create:
         try:
             os.mkdir(path, DIR_MODE)
