@@ -46,7 +46,7 @@ from broker.store import dbfile
 from broker.store.dbfile import sqlite_path
 from broker.store.migrate import HEAD, OnStep, is_newer, too_new
 from broker.store.settings import StoreSettings
-from broker.store.sql import stmt
+from broker.store.sql import Stmt, stmt
 from broker.store.writelock import WriterLock
 
 if TYPE_CHECKING:
@@ -197,11 +197,21 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_execute = sqlite3.Connection.execute
+
+
 class Connection(sqlite3.Connection):
     """A DBAPI connection of the store, with its own view of the writer lock
     (``flock`` locks belong to an open file description: one per connection)."""
 
     writer_lock: WriterLock | None = None
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:  # type: ignore[override]
+        """A catalogue statement's named values bound by number (``Stmt.numbered``)."""
+        if type(params) is dict and type(sql) is Stmt:
+            text, values = sql.numbered
+            return _execute(self, text, values(params))
+        return _execute(self, sql, params)
 
     def defer(self, sql: str, params: Params = ()) -> None:
         """``Tx.defer``: no round trip to save in-process; run now."""

@@ -110,6 +110,39 @@ def test_psycopg_text_keeps_casts_literals_and_percent() -> None:
     assert (str(entry), entry.postgresql, entry.doc) == ("SELECT 1", "SELECT 2", "doc")
 
 
+def test_numbered_text_binds_the_values_by_name_as_the_named_text_does(store: Store) -> None:
+    """``Stmt.numbered``: each named parameter a number (one name, one number,
+    however often it is used), quoted text untouched, and its values taken
+    from a mapping in that order; every statement of the catalogue binds the
+    same values numbered as named (SQLite's compiled plan reads the same)."""
+    entry = sql.parse("x", "-- name: a\nSELECT :b, ':c', :b || :d\n")["x.a"]
+    text, values = entry.numbered
+    assert text == "SELECT ?1, ':c', ?1 || ?2"
+    assert values({"d": 4, "b": 2, "extra": 0}) == (2, 4)
+    one = sql.parse("x", "-- name: a\nSELECT :only\n")["x.a"].numbered
+    assert one[0] == "SELECT ?1" and one[1]({"only": 1}) == (1,)
+    raw = store.connect()
+    try:
+        assert raw.execute(entry, {"b": "x", "d": "y"}).fetchone()[:] == ("x", ":c", "xy")
+        raw.execute(sql.stmt("search.tail_index"))  # the private index a search makes (S36)
+        for name, stmt in sql.all_statements().items():
+            if not re.match(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s", stmt):
+                continue
+            text, values = stmt.numbered
+            assert not re.search(r"(?<![:\w]):[A-Za-z_]", re.sub(r"'(?:[^']|'')*'", "", text))
+            given = {p: None for p in stmt.params}
+            plans = [  # a Variable names its parameter (':id' or '?1'): all else the same
+                [
+                    (r[1], r[2], r[3], r[4], None if r[1] == "Variable" else r[5], r[6])
+                    for r in raw.execute(f"EXPLAIN {t}", v).fetchall()
+                ]
+                for t, v in ((str(stmt), given), (text, values(given)))
+            ]
+            assert plans[0] == plans[1], name
+    finally:
+        raw.close()
+
+
 def test_no_sql_statement_strings_outside_the_catalogue() -> None:
     found = sql_literals_outside_catalogue()
     assert len(found) <= OUTSIDE_ALLOWED, "\n".join(found)
