@@ -4,8 +4,8 @@
 one-recipient send with no library around them; this times each of those
 statements on its own (SQLite's C time, parameters bound), as the median over
 ``--sends`` sends after ``--warm``, beside the minimal queue's one autocommit
-INSERT (``raw_floor``) and the cost of binding as many named parameters as the
-log row's INSERT takes. It answers where ``raw_same``'s distance from
+INSERT (``raw_floor``) and the cost of binding as many parameters as the log
+row's INSERT takes, by name and numbered as the broker binds them. It answers where ``raw_same``'s distance from
 ``raw_floor`` lies: which statements, and how much of it is work any log row,
 delivery and caller check must do, whatever the library around them.
 
@@ -42,11 +42,12 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from bench.core import count, whole
-from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, bind, in_write_tx, message_row
+from bench.peers.raw_sqlite import INS_MESSAGE, RawFloor, RawSame, in_write_tx, message_row
 from broker import Operator
 from broker.ids import fmt_ts, message_id
 
@@ -126,6 +127,13 @@ def measure(folder: Path, sends: int, warm: int, body: str, senders: int = 0) ->
     conn = sqlite3.connect(":memory:")
     got[f"binding {len(names)} named parameters (no table)"] = _median_us(
         _each(sends, lambda: conn.execute(probe, values))
+    )
+    # As the broker binds a catalogue statement's values: numbered, taken from
+    # the row by name in C (``Stmt.numbered``).
+    numbered = "SELECT " + ", ".join(f"?{i}" for i in range(1, len(names) + 1))
+    take = itemgetter(*names)
+    got["binding them numbered, as the broker does (no table)"] = _median_us(
+        _each(sends, lambda: conn.execute(numbered, take(values)))
     )
     got.update(ladder(same, sends, body))
     apart = _Apart(folder / "apart")
@@ -216,11 +224,9 @@ def ladder(same: RawSame, sends: int, body: str) -> dict[str, float]:
     def as_written() -> None:
         n = next_seq()
         row = message_row(message_id(n), same.space, n, "sender", body, to, size, now)
-        c.execute(INS_MESSAGE, bind(INS_MESSAGE, row))
+        c.execute(INS_MESSAGE, (row))
 
-    made = bind(
-        INS_MESSAGE, message_row(message_id(1), same.space, 1, "sender", body, to, size, now)
-    )
+    made = message_row(message_id(1), same.space, 1, "sender", body, to, size, now)
 
     def bound_only() -> None:
         made["seq"] = n = next_seq()

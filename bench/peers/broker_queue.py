@@ -154,7 +154,6 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
         INS_DELIVERY,
         INS_MESSAGE,
         SEL_SPACE,
-        bind,
         delivery_row,
         message_row,
     )
@@ -178,16 +177,13 @@ def bulk_load(store: Store, space: str, sender: str, recipient_id: str, texts: l
             conn.executemany(
                 INS_MESSAGE,
                 [
-                    bind(
-                        INS_MESSAGE,
-                        message_row(mid, space, seq, sender, text, reached, n, now),
-                    )
+                    message_row(mid, space, seq, sender, text, reached, n, now)
                     for mid, seq, text, n in zip(mids, seqs, chunk, sizes, strict=True)
                 ],
             )
             conn.executemany(
                 INS_DELIVERY,
-                [bind(INS_DELIVERY, delivery_row(space, seq, recipient_id)) for seq in seqs],
+                [delivery_row(space, seq, recipient_id) for seq in seqs],
             )
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -45,11 +45,6 @@ def broker_sql(name: str, copy: str) -> Stmt:
         return Stmt(name, copy)
 
 
-def bind(sql: Stmt, values: dict[str, Any]) -> dict[str, Any]:
-    """The parameters ``sql`` names, from ``values`` (a superset)."""
-    return {k: values[k] for k in sql.params}
-
-
 CALLER = broker_sql("auth.caller", "")
 CALLER_HEARTBEAT = broker_sql("auth.caller_heartbeat", "")
 CALLER_SEND = broker_sql("auth.caller_send", "")
@@ -184,18 +179,16 @@ class _Caller:
         if now >= self.due:
             return None, self.check(c, now_dt, now)
         values = {**self.values, "space_id": self.space, "to": to, "size": size}
-        row = c.execute(CALLER_SEND, bind(CALLER_SEND, values)).fetchone()
+        row = c.execute(CALLER_SEND, values).fetchone()
         if row is None or row["status"] in (None, "left") or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
         return (row["last_seq"] + 1, row["to_id"]), row
 
     def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> Any:
         if now < self.due:
-            row = c.execute(CALLER, bind(CALLER, self.values)).fetchone()
+            row = c.execute(CALLER, self.values).fetchone()
         else:
-            row = c.execute(
-                CALLER_HEARTBEAT, bind(CALLER_HEARTBEAT, {**self.values, "now": now})
-            ).fetchone()
+            row = c.execute(CALLER_HEARTBEAT, {**self.values, "now": now}).fetchone()
             self.due = ts_after(now_dt, HEARTBEAT_S)
         if row is None or row["status"] == "left" or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
@@ -234,7 +227,7 @@ def claim_statements(
         "process": None,
         "expires": ts_after(now_dt, LEASE_S),
     }
-    rows = c.execute(CLAIM, bind(CLAIM, values)).fetchall()
+    rows = c.execute(CLAIM, values).fetchall()
     # The broker's claim returns the messages itself, in one statement (a JSON
     # array each, its values in the order broker.delivery.inbox.CLAIMED names),
     # in the log's order, the rowid's.
@@ -257,7 +250,7 @@ def ack_statements(
         "ids": None,
         "error": None,
     }
-    c.execute(ACK, bind(ACK, values)).fetchall()
+    c.execute(ACK, values).fetchall()
 
 
 def send_statements(
@@ -281,19 +274,17 @@ def send_statements(
         seq, recipient_id = sent
         last_at = sp["last_at"]
     else:  # the heartbeat's call (it reads the counters): recipient and last time read
-        rc = c.execute(
-            SEL_RECIPIENT, bind(SEL_RECIPIENT, {"space_id": space, "address": to})
-        ).fetchone()
+        rc = c.execute(SEL_RECIPIENT, {"space_id": space, "address": to}).fetchone()
         seq, recipient_id = sp["last_seq"] + 1, rc["id"]
-        last = c.execute(LAST_AT, bind(LAST_AT, {"space_id": space})).fetchone()  # S44
+        last = c.execute(LAST_AT, {"space_id": space}).fetchone()  # S44
         last_at = last[0] if last is not None else ""
     now = max(now, last_at)
     mid = message_id(seq)  # an id that names its seq (the log keeps no index of ids)
     row = message_row(mid, space, seq, sender, text, reached, size, now)
     # As the broker: writes nobody reads an answer of are deferred (on
     # PostgreSQL, sent with the COMMIT in one round trip; on SQLite, run now).
-    c.defer(INS_MESSAGE, bind(INS_MESSAGE, row))
-    c.defer(INS_DELIVERY, bind(INS_DELIVERY, delivery_row(space, seq, recipient_id)))
+    c.defer(INS_MESSAGE, row)
+    c.defer(INS_DELIVERY, delivery_row(space, seq, recipient_id))
 
 
 def message_row(

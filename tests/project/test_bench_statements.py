@@ -32,6 +32,7 @@ def test_each_statement_of_a_raw_same_send_is_timed_beside_the_minimal_queue(
         "raw_floor: one autocommit INSERT",
         "raw_floor's INSERT in BEGIN IMMEDIATE ... COMMIT",
         f"binding {len(INS_MESSAGE.params)} named parameters (no table)",
+        "binding them numbered, as the broker does (no table)",
         *LADDER,
         APART,
     ]
