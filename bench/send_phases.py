@@ -8,7 +8,18 @@ transaction — and every statement the connection runs (SQLite's C time).
 Each phase is its own time (its inner phases subtracted), as the median
 over ``--sends`` sends to a one-recipient space on a file store.
 
+``--layers`` times the send instead with its layers taken off one at a time,
+each the same message to the same inbox, without a wrapper anywhere: the
+library method, the operation's call with its input record made, the
+library function, the grant gate, the caller check and send transaction in
+the store's own transaction, the broker's statements raw in that
+transaction, and the same with no store around them (``raw_same``). The
+variants run in turns of ``--per`` sends, alternated ``--rounds`` times, each
+the median of its turns' medians; the difference between two rows is the
+layer's cost, as much of it as the machine's caches make it in a real send.
+
 python -m bench.send_phases --sends 5000
+python -m bench.send_phases --layers --rounds 12 --per 400
 """
 
 from __future__ import annotations
@@ -54,7 +65,24 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.send_phases", description=__doc__)
     p.add_argument("--sends", type=count, default=5000)
     p.add_argument("--warm", type=whole, default=300)
+    p.add_argument("--layers", action="store_true", help="the layers taken off one at a time")
+    p.add_argument("--rounds", type=count, default=12, help="--layers: turns of each variant")
+    p.add_argument("--per", type=count, default=400, help="--layers: sends a turn")
     a = p.parse_args(argv)
+    if a.layers:
+        with tempfile.TemporaryDirectory(prefix="send-layers-") as d:
+            store, sender = warmed_sender(Path(d), a.warm)
+            got = layers(store, sender, a.rounds, a.per)
+            store.close()
+        print(f"{a.rounds} turns of {a.per} sends a variant, the median of the turns' medians")
+        print("| what runs | p50 µs | the layer above it |")
+        print("|---|---|---|")
+        above: float | None = None
+        for k, v in got.items():
+            layer = "" if above is None else f"{above - v:.1f}"
+            print(f"| {k} | {v:.1f} | {layer} |")
+            above = v
+        return
     import broker.mail.messages as messages
     import broker.mail.sending as sending
     import broker.spaces.auth as auth
@@ -63,9 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="send-phases-") as d:
         store, sender = warmed_sender(Path(d), a.warm)
         # Every statement (BEGIN, the caller's read, the inserts, COMMIT).
-        store_sqlite.Connection.execute = _timed(  # type: ignore[method-assign]
-            "SQLite statements (C)", store_sqlite.sqlite3.Connection.execute
-        )
+        # (the module's, which Connection.execute calls after numbering a catalogue statement's values)
+        store_sqlite._execute = _timed("SQLite statements (C)", store_sqlite._execute)
         _patch(messages, "_send_as", "library: targets, mail fields")
         _patch(gate, "call", "grant gate: tx, lock, wake, checkpoint")
         _patch(auth, "caller", "caller check (Python)")
@@ -93,6 +120,69 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|")
     for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1])):
         print(f"| {k} | {statistics.median(v) / 1000:.1f} | {sum(v) / len(v) / 1000:.1f} |")
+
+
+def layers(store: Any, sender: Any, rounds: int, per: int) -> dict[str, float]:
+    """The send with its layers taken off one at a time (``--layers``): the
+    median µs of each variant, every one a real send of one message to
+    "worker" (the outermost first)."""
+    from bench.peers import raw_sqlite
+    from broker.api.operations import SEND
+    from broker.mail import messages, sending
+    from broker.mail.recipients import Sender
+    from broker.mail.threads import PLAIN
+    from broker.spaces import auth, gate
+    from broker.spaces.addressing import parse_targets
+
+    ident = sender.identity
+    text = "x" * 60
+    inp = SEND.take({"to": "worker", "text": text})
+    targets, _ = parse_targets(inp.to)
+
+    def run(t: Any, row: Any) -> Any:
+        who = Sender(ident.address, ident.participant_id, row.parent, row.is_lead)
+        return sending.send_in_tx(
+            store, t, ident.space_id, who, "direct", targets, text, key=None, mail=PLAIN,
+            space=row.space, known=row.recipient, last_at=row.last_at, now=row.now,
+        )  # fmt: skip
+
+    def checked_send() -> None:
+        with store.write() as t:
+            run(t, auth.caller(t, ident, store.now_ts(), "worker", counted=True))
+
+    caller = raw_sqlite._Caller(store, ident.space_id, ident)
+    caller.due = "9999"  # the heartbeat is the library's, once a second: not timed here
+
+    def statements(c: Any) -> None:
+        raw_sqlite.send_statements(c, store, ident.space_id, caller, ident.address, "worker", text)
+
+    def in_store_tx() -> None:
+        with store.write() as t:
+            statements(t.raw)
+
+    conn = store.connect()
+    variants: dict[str, Callable[[], object]] = {
+        "Agent.send (the library method)": lambda: sender.send("worker", text),
+        "Agent.call with the input record made": lambda: sender.call(SEND, inp),
+        "messages.send (the library function)": lambda: messages.send(store, ident, inp),
+        "gate.call (grant gate, caller check, send)": lambda: gate.call(
+            store, ident, "msg.send", run, send="worker", counted=True
+        ),
+        "the caller check and the send in store.write": checked_send,
+        "the broker's statements raw in store.write": in_store_tx,
+        "raw_same: the statements, no store": lambda: raw_sqlite.in_write_tx(conn, statements),
+    }
+    turns: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            times = []
+            for _ in range(per):
+                t0 = _clock()
+                fn()
+                times.append(_clock() - t0)
+            turns[name].append(statistics.median(times) / 1000)
+    conn.close()
+    return {k: statistics.median(v) for k, v in turns.items()}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from bench.peers.broker_queue import BrokerQueue, bulk_load, join_agent, open_sp
 from broker import Agent, Joined, Store
 from broker.delivery.inbox import CLAIMED
 from broker.ids import fmt_ts, message_id, new_token, ts_after
+from broker.spaces.auth import Identity
 from broker.store.sql import CatalogueError, Stmt, stmt
 
 # --- the broker's statements, by name from its public catalogue (broker/store/sql/*.sql) ----------
@@ -164,8 +165,13 @@ class _Caller:
     """The broker's caller check as raw statements: ``auth.caller``, or
     ``auth.caller_heartbeat`` when the heartbeat is due (at most once a second)."""
 
-    def __init__(self, store: Store, space: str, joined: Joined) -> None:
-        ident = Agent.connect(store, space, joined.address, joined.token).identity
+    def __init__(self, store: Store, space: str, joined: Joined | Identity) -> None:
+        """``joined``: a participant's join, or the identity of its ``Agent``."""
+        ident = (
+            joined
+            if isinstance(joined, Identity)
+            else Agent.connect(store, space, joined.address, joined.token).identity
+        )
         self.values = {"id": ident.participant_id, "token_hash": ident.token_hash}
         self.space = space
         self.due = ""
