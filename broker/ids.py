@@ -147,6 +147,12 @@ def ts_after(dt: datetime, seconds: float) -> str:
     return fmt_ts(dt + timedelta(seconds=seconds))
 
 
+def stamp_after(us: int, seconds: float) -> str:
+    """``ts_after`` of a reading in µs (``SteadyClock.micros``), with no datetime;
+    the seconds rounded to the µs as a timedelta rounds them."""
+    return fmt_micros(us + round(seconds * 1_000_000))
+
+
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> 2 digits
 _time_cache: tuple[int, str] = (-1, "")
 

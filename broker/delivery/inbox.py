@@ -44,7 +44,7 @@ from typing import Any
 
 from broker import errors
 from broker.delivery import lease_lost, waits, wake
-from broker.ids import by_id, fmt_ts, new_token, ts_after
+from broker.ids import by_id, fmt_micros, new_token, stamp_after
 from broker.model import bounds
 from broker.model.inputs import ClaimInput
 from broker.model.records import Delivery, Lease
@@ -299,8 +299,8 @@ def _claim_once(
     tx: Tx | None,
     want_expiry: bool,
 ) -> tuple[Lease, str | None]:
-    now_dt = store.now()
-    now = fmt_ts(now_dt)
+    now_us = store.clock.micros()  # a number: no datetime made, added to, formatted
+    now = fmt_micros(now_us)
     token = new_token()
     key = (id(store), ident.participant_id)
     if tx is None and not _filled.get(key) and not auth.beat_due(store, ident, now):
@@ -310,14 +310,14 @@ def _claim_once(
         with store.read() as t:
             limits = auth.caller(t, ident).limits
             if not t.one(_CLAIMABLE, {"recipient_id": ident.participant_id, "now": now})[0]:
-                expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
+                expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
                 expiry = next_expiry(t, ident.participant_id) if want_expiry else None
                 return Lease(
                     lease_token=token, owner=owner, expires_at=expires, deliveries=[]
                 ), expiry
     with store.write(tx) as t:
         limits = auth.caller(t, ident, now).limits
-        expires = ts_after(now_dt, limits.lease_seconds if lease is None else lease)
+        expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
         rows = claim_rows(
             t,
             ident.participant_id,
@@ -468,10 +468,10 @@ def extend(
         seconds = check_seconds(seconds, "seconds")
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
-        now = store.now()
+        now = store.clock.micros()
         if seconds is None:
             seconds = auth.caller(t, ident).limits.lease_seconds
-        expires = ts_after(now, seconds)
+        expires = stamp_after(now, seconds)
         settle(t, ident, token, id_list, _EXTEND, {"expires": expires}, None)
     return expires
 

@@ -147,11 +147,14 @@ def test_S44_a_stamp_is_the_reading_as_the_store_writes_times(
     """The clock keeps a reading as µs and writes it without a datetime: the
     same text ``fmt_ts`` writes, on the process's clock (read without a
     datetime), a given one, one stepped back, and with the database's offset."""
-    from broker.ids import fmt_micros, fmt_ts
+    from broker.ids import fmt_micros, fmt_ts, stamp_after, ts_after
 
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     for us in (0, 1, 999_999, 1_000_000, 1_764_806_400_000_000, 1_764_806_399_999_999, -1):
-        assert fmt_micros(us) == fmt_ts(epoch + timedelta(microseconds=us)), us
+        at = epoch + timedelta(microseconds=us)
+        assert fmt_micros(us) == fmt_ts(at), us
+        for seconds in (0.001, 0.3, 30, 86_400, 2.5e-7, 1.5e-6):  # a lease's, rounded alike
+            assert stamp_after(us, seconds) == ts_after(at, seconds), (us, seconds)
     system = SteadyClock()
     before = datetime.now(UTC)
     stamp, after = system.stamp(), datetime.now(UTC)
