@@ -125,18 +125,7 @@ def caller(
         _beats.pop(key, None)
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
     _refuse_left(ident, row["status"], row["space_state"])
-    return Caller(
-        status=row["status"],
-        messaging=bool(row["messaging"]),
-        tools=row["tools"],
-        is_lead=bool(row["is_lead"]),
-        agent=row["agent"],
-        parent=row["parent"],
-        space_state=row["space_state"],
-        settings=row["settings"],
-        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]) if counted else None,
-        now=now,
-    )
+    return _of_row(row, now, counted)
 
 
 def _refuse_left(ident: Identity, status: str, space_state: str) -> None:
@@ -235,18 +224,12 @@ def _caller_send(
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
     _refuse_left(ident, got["status"], got["space_state"])
     to_id = got["to_id"]
-    return Caller(
-        status=got["status"],
-        messaging=bool(got["messaging"]),
-        tools=got["tools"],
-        is_lead=bool(got["is_lead"]),
-        agent=got["agent"],
-        parent=got["parent"],
-        space_state=got["space_state"],
-        settings=got["settings"],
-        counters=(got["last_seq"], got["log_bytes"], got["last_bcast"]),
+    return _of_row(
+        got,
+        now,
+        True,
         # the row ``broker.mail.recipients`` reads (as ``messages.at_address`` has it)
-        recipient=None
+        None
         if to_id is None
         else (
             to_id,
@@ -257,6 +240,29 @@ def _caller_send(
             got["to_allow"],
             got["to_parent"],
         ),
-        last_at=got["last_at"],
+        got["last_at"],
+    )
+
+
+def _of_row(
+    row: Any,
+    now: str | None,
+    counted: bool,
+    recipient: tuple[Any, ...] | None = None,
+    last_at: str | None = None,
+) -> Caller:
+    """The caller's row as every caller statement reads it, by name."""
+    return Caller(
+        status=row["status"],
+        messaging=bool(row["messaging"]),
+        tools=row["tools"],
+        is_lead=bool(row["is_lead"]),
+        agent=row["agent"],
+        parent=row["parent"],
+        space_state=row["space_state"],
+        settings=row["settings"],
+        counters=(row["last_seq"], row["log_bytes"], row["last_bcast"]) if counted else None,
+        recipient=recipient,
+        last_at=last_at,
         now=now,
     )
