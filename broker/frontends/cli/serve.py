@@ -516,8 +516,9 @@ class _Server:
                 # uvicorn's own loop ticks ten times a second to see whether to
                 # stop and to date its answers (once a second): an idle server,
                 # a thousand long-polls parked, woke for nothing 10 times a
-                # second (an idle uvicorn took 3 % of a core on the
-                # development VM). One tick a second, woken at once to stop.
+                # second (an idle uvicorn: 0.6-0.7 % of a core on the
+                # development VM, 0.3-0.5 % with this loop). One tick a
+                # second, woken at once to stop.
                 self.stop = asyncio.Event()
                 while not await self.on_tick(0):  # 0: a whole second each time, date it
                     with contextlib.suppress(TimeoutError):
