@@ -89,7 +89,12 @@ class _NoEvent:
 class _Lean:
     """A request the lean lane reads, where uvicorn keeps its cycle: the
     protocol's callbacks fill its body and mark it disconnected; a shutdown
-    clears its keep-alive; a request pipelined behind it waits for it."""
+    clears its keep-alive; a request pipelined behind it waits for it.
+
+    It holds nothing of the requests before it: a connection keeps one
+    request's objects at a time, however many it has sent (a link to the
+    previous cycle once kept every request of a kept-alive connection, its
+    body too, until the connection closed)."""
 
     __slots__ = (
         "body",
@@ -98,14 +103,12 @@ class _Lean:
         "keep_alive",
         "message_event",
         "more_body",
-        "previous",
         "response_complete",
         "started",
     )
 
-    def __init__(self, call: Any, previous: Any) -> None:
+    def __init__(self, call: Any) -> None:
         self.call = call
-        self.previous = previous  # the connection's cycle before it (None, or complete)
         self.body = bytearray()
         self.more_body = True
         self.response_complete = False
@@ -237,12 +240,14 @@ def protocol(header_timeout_s: float, body_timeout_s: float, lane: Any = None) -
             if url.query or b"%" in url.path:
                 return None
             call = lane.call(parser.get_method(), url.path.decode("ascii"), secret.strip())
-            return None if call is None else _Lean(call, self.cycle)
+            return None if call is None else _Lean(call)
 
         def _to_app(self, lean: _Lean) -> None:
             """The request goes on to the app as it came, its body whole: the
-            parser still holds its head."""
-            self.cycle = lean.previous
+            parser still holds its head. The lane took it only with nothing
+            before it in flight (``_lean``), which uvicorn reads from a cycle
+            of None as from a complete one: it starts the app's at once."""
+            self.cycle = None
             super().on_headers_complete()
             self.cycle.body = lean.body
             self.cycle.more_body = False

@@ -9,6 +9,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -246,3 +247,64 @@ def test_the_lane_writes_the_access_line_the_app_writes(quick: Server) -> None:
     assert lean.keys() == app.keys() == {"ts", "method", "path", "status", "bytes", "ms", "client"}
     assert (lean["method"], lean["path"], lean["status"]) == ("POST", path, 200)
     assert lean["bytes"] == app["bytes"] and lean["client"].startswith("127.0.0.1:")
+
+
+def test_a_kept_alive_connection_holds_one_requests_objects_however_many_it_sends(
+    tmp_path: Path,
+) -> None:
+    """The lane's requests on one connection are let go as each is answered: a
+    long-lived agent's connection does not grow the server's memory, nor the
+    cyclic collector's walk, with every request it has made. A real uvicorn
+    server in this process (so what its protocol still holds can be counted),
+    on a real socket and store."""
+    import asyncio
+    import gc
+    import threading
+
+    import uvicorn
+
+    from broker import Operator
+    from broker.frontends.http import deadlines
+    from broker.frontends.http.app import create_app
+    from tests.conftest import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'lane.db'}")
+    op = Operator(store)
+    sid = op.create_space("session").id
+    token = op.join(sid, "ivy")[1].token
+    app = create_app(store)
+    lane = app.state.broker.lane
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on",
+        http=deadlines.protocol(10.0, 30.0, lane),
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    listener = socket.create_server(("127.0.0.1", 0))
+    runner = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listener])))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and runner.is_alive(), "the server did not start"
+            time.sleep(0.01)
+        claim = request(agent_path(sid, "/inbox/claim"), token, {"limit": 5})
+        sends = 200
+        with socket.create_connection(listener.getsockname()) as s:
+            s.settimeout(10)
+            for _ in range(sends + 1):  # the first teaches the lane the token
+                s.sendall(claim)
+                out = b""
+                while _whole(out) < 1:
+                    chunk = s.recv(65536)
+                    assert chunk, "the server closed the connection"
+                    out += chunk
+                assert out.startswith(b"HTTP/1.1 200"), out
+            assert lane.taken == sends  # every one after the first by the lane
+            gc.collect()
+            kept = [o for o in gc.get_objects() if type(o) is deadlines._Lean]
+            assert len(kept) <= 1, f"{len(kept)} of {sends} lean requests still held"
+    finally:
+        server.should_exit = True
+        runner.join(30)
+        listener.close()
+        store.close()
