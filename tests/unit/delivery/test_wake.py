@@ -410,12 +410,41 @@ def test_S20_a_closed_waiter_leaves_no_socket_and_no_folder_behind(store: Store,
         paths = list(waiter.paths)
         sock = waiter.socket_path
         assert len(paths) == 2 and all(os.path.exists(p) for p in [*paths, sock])
+    # The process's doorbell and its keys' markers outlive their last waiter by LINGER_S.
+    doorbells.release_idle()
     assert not any(os.path.exists(p) or os.path.exists(os.path.dirname(p)) for p in paths)
-    doorbells.release_idle()  # the process's doorbell outlives its last waiter by LINGER_S
     assert not os.path.exists(sock)
     assert sorted(os.listdir(wake.root_path(store))) == ["slots"]
     mm = doorbells._maps[wake.root_path(store)]  # the counts writers read: back to nobody
     assert (mm[doorbells.slot(two.b_key)], mm[doorbells.slot(wake.space_key(two.space))]) == (0, 0)
+
+
+def test_S20_a_wait_that_comes_back_to_its_key_finds_the_marker_in_place_and_is_rung(
+    store: Store, two: Pair
+) -> None:
+    """A key's marker rests LINGER_S after its last waiter (an agent's next
+    long-poll costs no file work), and a waiter back on it is rung as before;
+    the doorbell's thread removes a marker that rested its time, while the
+    doorbell itself stays for the process's other waiters."""
+    other = wake.Waiter(store, [wake.space_key(two.space)])  # keeps the doorbell open
+    try:
+        with wake.Waiter(store, [two.b_key]) as first:
+            marker = first.paths[0]
+            made = os.stat(marker).st_ino
+        assert os.stat(marker).st_ino == made  # resting, not removed
+        with wake.Waiter(store, [two.b_key]) as again:
+            assert again.paths == [marker] and os.stat(marker).st_ino == made
+            assert wake.ring_keys(store, [two.b_key]) == 1
+            assert again.wait(5) and again.woke == "rung"
+        deadline = time.monotonic() + 10 * doorbells.LINGER_S
+        while os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(os.path.dirname(marker))  # removed by the doorbell's thread
+        assert doorbells._maps[wake.root_path(store)][doorbells.slot(two.b_key)] == 0
+        assert os.path.exists(other.paths[0]) and other.socket_path is not None
+        assert os.path.exists(other.socket_path)
+    finally:
+        other.close()
 
 
 # --- follow -----------------------------------------------------------------------------------
