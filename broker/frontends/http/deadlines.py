@@ -135,6 +135,8 @@ def protocol(header_timeout_s: float, body_timeout_s: float, lane: Any = None) -
     from broker.frontends.http.middleware import body_late, logged
 
     class Deadlines(base):  # type: ignore[misc, valid-type]
+        cycle: Any  # uvicorn's request cycle, a ``_Lean`` the lane reads, or None
+
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self.transport = Gathered(transport, self.loop)  # one write per response
