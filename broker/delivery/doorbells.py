@@ -9,9 +9,10 @@ the files they use, and the process's side of them:
 - the keys (``participant_key``, ``space_key``: safe, short folder names);
 - ``ProcessDoorbell``: the process's socket ``<root>/<pid>-<6 hex>``, the
   marker file it puts in each key's folder while a waiter of the process
-  waits on that key (and for ``LINGER_S`` after the last one left: a wait
-  that follows, an agent's next long-poll, finds it in place), the bells of
-  those waiters, and the thread that reads the socket and rings them.
+  waits on that key (as many bytes long as it has waiters there; it stays,
+  empty, ``LINGER_S`` after the last one left: a wait that follows, an
+  agent's next long-poll, finds it in place), the bells of those waiters,
+  and the thread that reads the socket and rings them.
 
 Every folder is created 0700 and every file 0600; each is checked before use
 (``broker.store.runfiles``: this user's, not a symlink, not writable by
@@ -232,11 +233,12 @@ class ProcessDoorbell:
         self.bells = Bells()
         # Keys no waiter of this process waits on now, and since when: their
         # markers stay for LINGER_S, so a wait that comes back to one (a
-        # served agent's next long-poll) costs no file work. Making and
+        # served agent's next long-poll) makes and removes no folder or file. Making and
         # removing a key's folder and marker took ~1 ms of a served re-poll's
         # ~2.8 ms on the event loop (mkdir, open and rmdir on a disk the WAL
-        # writes to). A resting marker only costs a writer's ring to a bell
-        # that is not there; this process's thread removes it (``_tidy``).
+        # writes to). A resting marker is empty (no waiter: ``_tell``) and
+        # only costs a writer's ring to a bell that is not there; this
+        # process's thread removes it (``_tidy``).
         self._resting: dict[str, float] = {}
         self.closed = False
         self.idle_since: float | None = None
@@ -262,6 +264,7 @@ class ProcessDoorbell:
                 now = time.monotonic()
                 self._resting.update((key, now) for key in kept)
                 raise
+            self._tell(keys)
         self.idle_since = None
 
     def remove(self, keys: list[str], bell: Bell) -> None:
@@ -269,8 +272,21 @@ class ProcessDoorbell:
             now = time.monotonic()
             for key in self.bells.remove(keys, bell):
                 self._resting[key] = now  # its marker stays LINGER_S (``_tidy``)
+            self._tell(keys)
             if not len(self.bells):
                 self.idle_since = now
+
+    def _tell(self, keys: list[str]) -> None:
+        """A marker's size is how many waiters of this process wait on its key
+        (0: a resting marker): what other processes (an operator, a test) can
+        see of who waits where."""
+        for key in keys:
+            with contextlib.suppress(OSError, errors.StoreError):
+                fd = runfiles.open_private(self.marker(key), os.O_WRONLY, create=False)
+                try:
+                    os.ftruncate(fd, self.bells.on(key))
+                finally:
+                    os.close(fd)
 
     def _tidy(self) -> None:
         """Remove the markers of the keys that have rested LINGER_S (the

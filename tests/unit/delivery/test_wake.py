@@ -431,9 +431,11 @@ def test_S20_a_wait_that_comes_back_to_its_key_finds_the_marker_in_place_and_is_
         with wake.Waiter(store, [two.b_key]) as first:
             marker = first.paths[0]
             made = os.stat(marker).st_ino
-        assert os.stat(marker).st_ino == made  # resting, not removed
+        assert os.stat(marker).st_ino == made  # resting, not removed ...
+        assert os.stat(marker).st_size == 0  # ... and counting no waiter
         with wake.Waiter(store, [two.b_key]) as again:
             assert again.paths == [marker] and os.stat(marker).st_ino == made
+            assert os.stat(marker).st_size == 1
             assert wake.ring_keys(store, [two.b_key]) == 1
             assert again.wait(5) and again.woke == "rung"
         deadline = time.monotonic() + 10 * doorbells.LINGER_S
