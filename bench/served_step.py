@@ -12,7 +12,9 @@ the empty claim nothing), or the run stops.
 
 It reports the server's CPU (every thread, every worker) per request and per
 step, the clients' per request (small, or the figure is not the server's),
-the requests per second, the share of requests the lean lane answered, the
+the requests per second, how much the server's resident memory grew per
+1,000 requests (a connection that kept what it had answered grew it by
+~0.6 KiB a request), the share of requests the lean lane answered, the
 group commit's writes per transaction and the share of its transactions the
 event loop ran itself
 (``/healthz``). Beside it, in the same run, the same step through the
@@ -35,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.core import count, server_cpu_seconds, whole
+from bench.core import count, server_cpu_seconds, server_rss_kib, whole
 
 REQUESTS = ("send", "claim", "ack", "empty claim")
 _TOKEN = re.compile(rb'"lease_token":"([^"]+)"')
@@ -159,10 +161,12 @@ def measure(
             barrier.wait(timeout=300)
         except Exception:  # noqa: BLE001 - a client's error says why
             raise RuntimeError(str(out.get(timeout=10))) from None
+        rss0 = server_rss_kib(server.proc.pid)
         cpu0, t0 = server_cpu_seconds(server.proc.pid), time.perf_counter()
         go.set()
         done = [out.get(timeout=600) for _ in procs]
         wall, cpu = time.perf_counter() - t0, server_cpu_seconds(server.proc.pid) - cpu0
+        grown = server_rss_kib(server.proc.pid) - rss0
         for proc in procs:
             proc.join(10)
         failed = [d for d in done if isinstance(d, str)]
@@ -180,6 +184,7 @@ def measure(
         "requests_per_s": requests / wall,
         "server_us_per_request": 1e6 * cpu / requests,
         "client_us_per_request": 1e6 * sum(c for c, _ in done) / requests,
+        "rss_kib_per_1000": 1000 * grown / requests,
         "lean_share": counted["lean"] / every,
         **group_commit(counted),  # over the whole run (warm-up included)
     }
@@ -232,12 +237,13 @@ def report(got: dict[str, Any], embedded: float) -> str:
     return "\n".join(
         [
             "| clients | workers | requests/s | server µs / request | server µs / step | "
-            "client µs / request | lean lane | writes / transaction | on the loop | "
-            "embedded µs / step |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "client µs / request | server KiB / 1,000 requests | lean lane | "
+            "writes / transaction | on the loop | embedded µs / step |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {got['clients']} | {got['workers']} | {got['requests_per_s']:,.0f} | "
             f"{got['server_us_per_request']:.0f} | {per_step:.0f} | "
-            f"{got['client_us_per_request']:.0f} | {got['lean_share']:.0%} | "
+            f"{got['client_us_per_request']:.0f} | {got['rss_kib_per_1000']:.0f} | "
+            f"{got['lean_share']:.0%} | "
             f"{got['writes_per_transaction']:.1f} | {got['on_loop_share']:.0%} | {embedded:.0f} |",
             "",
             f"server ÷ embedded per step: {per_step / embedded:.2f} (the step: "

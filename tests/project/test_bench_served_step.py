@@ -27,3 +27,7 @@ def test_the_server_is_timed_per_request_and_the_lane_answers_the_steps(tmp_path
     assert got["writes_per_transaction"] >= 1 and 0 < got["on_loop_share"] <= 1, got
     text = report(got, embedded=400.0)
     assert text.count("\n| ") == 1 and "server ÷ embedded per step" in text
+    # The server's memory growth is read from /proc (it may even shrink): a
+    # column of its own, a leak's figure (tests/frontends/http/test_lane.py
+    # holds the lane to one request's objects a connection).
+    assert "server KiB / 1,000 requests" in text and f"| {got['rss_kib_per_1000']:.0f} |" in text
