@@ -19,6 +19,11 @@ Measured, in this order, while every wait stays parked:
   finds nothing and parks, then times out and answers), with every agent
   re-polling at a short wait: what a client's wait length costs the server
   (an agent waiting ``W`` seconds costs ``1 / W`` cycles a second).
+- ``broker_served_idle_churn_operator``: operator requests again, now with
+  all N agents re-polling at ``CHURN_WAIT_S`` (a hundred waits ending and
+  parking again every second at N = 1,000): p99, and the slowest in the
+  stats. A full collection of Python's cyclic collector walks every parked
+  wait's objects, and the requests in flight wait it out.
 
 Needs a descriptor per connection on both sides: the client raises its soft
 ``RLIMIT_NOFILE`` to the hard limit (``broker serve`` does the same); with a
@@ -41,6 +46,7 @@ from bench.scenarios.served import _Served
 
 PARK_WAIT_S = 300.0  # the longest wait a call may ask for: nothing re-polls in the window
 REPOLL_WAIT_S = 1.0  # the re-poll measurement's wait
+CHURN_WAIT_S = 10.0  # every agent's wait while the operator is timed under churn
 
 
 def _raise_nofile(needed: int) -> int:
@@ -182,18 +188,9 @@ def served_idle(ctx: Ctx) -> Scenario:
                           "transactions_in_window": after["transactions"] - before["transactions"]}))  # fmt: skip
         ctx.log(f"  served_idle cpu: {cpu_pct:.2f}% of one core with {after.get('waiting')} parked")
         # operator requests, one at a time, while they wait
+        lat = _operator_gets(srv, sid, asks)
         conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
         auth = {"Authorization": f"Bearer {srv.key}"}
-        lat: list[int] = []
-        for _ in range(asks):
-            s = time.perf_counter_ns()
-            conn.request("GET", f"/api/spaces/{sid}", headers=auth)
-            r = conn.getresponse()
-            r.read()
-            lat.append(time.perf_counter_ns() - s)
-            if r.status != 200:
-                raise RuntimeError(f"operator request: {r.status}")
-            time.sleep(0.01)
         sc.add(Row("broker_served_idle_operator", round(pct(lat, 99) / 1e6, 2), "p99 ms",
                    how="GET /api/spaces/{id} with the operator key, one at a time",
                    stats=latency_stats(lat)))  # fmt: skip
@@ -223,6 +220,7 @@ def served_idle(ctx: Ctx) -> Scenario:
         if clients.results and "error" in clients.results[0]:
             raise RuntimeError(clients.results[0]["error"])
         _repoll(ctx, sc, srv, sid, tokens[: min(n, 200)])
+        _churn(ctx, sc, srv, sid, tokens)
     finally:
         srv.stop()
     sc.target(f"{n} parked long-polls: server CPU <= 2% of one core",
@@ -269,6 +267,50 @@ class _Clients:
     def stop(self) -> None:
         self.pipe.send("stop")
         self.runner.join(120)
+
+
+def _operator_gets(srv: _Served, sid: str, asks: int) -> list[int]:
+    """ns of ``asks`` requests ``GET /api/spaces/{id}`` with the operator key,
+    one at a time, 10 ms apart."""
+    import http.client
+
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    auth = {"Authorization": f"Bearer {srv.key}"}
+    lat: list[int] = []
+    try:
+        for _ in range(asks):
+            s = time.perf_counter_ns()
+            conn.request("GET", f"/api/spaces/{sid}", headers=auth)
+            r = conn.getresponse()
+            r.read()
+            lat.append(time.perf_counter_ns() - s)
+            if r.status != 200:
+                raise RuntimeError(f"operator request: {r.status}")
+            time.sleep(0.01)
+    finally:
+        conn.close()
+    return lat
+
+
+def _churn(ctx: Ctx, sc: Scenario, srv: _Served, sid: str, tokens: list[str]) -> None:
+    """Operator requests while every agent re-polls (``CHURN_WAIT_S``)."""
+    wait = 1.0 if ctx.quick else CHURN_WAIT_S
+    clients = _Clients(srv, sid, tokens, wait, timeout=900)
+    try:
+        _until_parked(srv, len(tokens) * 9 // 10, 120 + len(tokens) * 0.2)
+        time.sleep(wait)  # the first waits end: every client in its cycle
+        a0 = clients.ask("stats")["answers"]
+        lat = _operator_gets(srv, sid, 20 if ctx.quick else 1500)  # ~20 s in a full run
+        got = clients.ask("stats")
+    finally:
+        clients.stop()
+    sc.add(Row("broker_served_idle_churn_operator", round(pct(lat, 99) / 1e6, 2), "p99 ms",
+               how=f"GET /api/spaces/{{id}} every 10 ms, {len(tokens)} agents re-polling "
+                   f"with wait={wait:g} s",
+               stats={**latency_stats(lat), "cycles": got["answers"] - a0,
+                      "errors": got["errors"]}))  # fmt: skip
+    ctx.log(f"  served_idle operator under churn: p99 {pct(lat, 99) / 1e6:.1f} ms, "
+            f"slowest {max(lat) / 1e6:.1f} ms")  # fmt: skip
 
 
 def _repoll(ctx: Ctx, sc: Scenario, srv: _Served, sid: str, tokens: list[str]) -> None:

@@ -32,6 +32,7 @@ def _loopback(host: str) -> bool:
 # sun_path holds 108 bytes on Linux (104 on the BSDs and macOS), the last a NUL.
 DEFAULT_WORKERS = 1  # docs/served.md: why
 UNIX_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+FULL_COLLECTION_EVERY = 100  # the cyclic collector's third threshold (see _Server.run)
 
 
 def _unix_socket(path: Path) -> socket.socket:
@@ -539,6 +540,17 @@ class _Server:
         # claim's answer among them), ~25 ms of it for these objects alone.
         gc.collect()
         gc.freeze()
+        # What the collector still walks is mostly the parked waits' objects
+        # (~165 a wait), all of them in each full collection: with a thousand
+        # agents re-polling every 10 s, one every ~4 s, 80-140 ms each, that
+        # every request then in flight waited out. A full collection at most
+        # every 100 collections of the middle generation instead of 10 (the
+        # young ones, which free almost all of a request's cycles, run as
+        # before; a full one found at most ~2,000 objects to free): none in
+        # 30 s of that churn instead of 6-7, the slowest operator request
+        # 55-90 ms instead of 218-223 (bench/results/2026-12-04-stop45-lean-server).
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
         try:
             announce()
             self.server.run(sockets=sockets)
