@@ -335,33 +335,36 @@ def proc_cpu_seconds(pid: int) -> float:
 
 def server_cpu_seconds(pid: int) -> float:
     """User + system CPU of ``pid`` and its live children (the workers), in seconds."""
-    return sum(proc_cpu_seconds(p) for p in _family(pid))
+    return _summed(pid, proc_cpu_seconds)
 
 
 def server_rss_kib(pid: int) -> int:
     """Resident memory of ``pid`` and its live children (the workers), in KiB."""
-    total = 0
-    for p in _family(pid):
-        with open(f"/proc/{p}/status") as f:
-            total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
-    return total
+    return int(_summed(pid, _rss_kib))
 
 
-def _family(pid: int) -> list[int]:
-    """``pid`` and its live descendants (a worker that is gone is left out)."""
-    found, todo = [], [pid]
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+
+
+def _summed(pid: int, read: Callable[[int], float]) -> float:
+    """``read(p)`` summed over ``pid`` and its live descendants (one gone counts 0)."""
+    total = 0.0
+    todo = [pid]
     while todo:
         p = todo.pop()
-        if not os.path.exists(f"/proc/{p}/stat"):
+        try:
+            total += read(p)
+        except OSError:
             continue  # gone
-        found.append(p)
         try:
             for task in os.listdir(f"/proc/{p}/task"):
                 kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
                 todo += [int(k) for k in kids]
         except OSError:
             pass
-    return found
+    return total
 
 
 def accounting(expected: Iterable[str], acked: Sequence[str]) -> dict[str, int]:

@@ -233,12 +233,12 @@ class ProcessDoorbell:
         self.bells = Bells()
         # Keys no waiter of this process waits on now, and since when: their
         # markers stay for LINGER_S, so a wait that comes back to one (a
-        # served agent's next long-poll) makes and removes no folder or file. Making and
-        # removing a key's folder and marker took ~1 ms of a served re-poll's
-        # ~2.8 ms on the event loop (mkdir, open and rmdir on a disk the WAL
-        # writes to). A resting marker is empty (no waiter: ``_tell``) and
-        # only costs a writer's ring to a bell that is not there; this
-        # process's thread removes it (``_tidy``).
+        # served agent's next long-poll) makes and removes no folder or
+        # file. Doing so took ~1 ms of the event loop a park (mkdir, open,
+        # then rmdir on a thread, on a disk the WAL writes to): half of a
+        # served re-poll's ~2 ms of CPU. A resting marker is empty (no
+        # waiter: ``_tell``) and only costs a writer a ring to a bell that
+        # is not there; this process's thread removes it (``_tidy``).
         self._resting: dict[str, float] = {}
         self.closed = False
         self.idle_since: float | None = None

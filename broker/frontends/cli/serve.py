@@ -542,13 +542,14 @@ class _Server:
         gc.freeze()
         # What the collector still walks is mostly the parked waits' objects
         # (~165 a wait), all of them in each full collection: with a thousand
-        # agents re-polling every 10 s, one every ~4 s, 80-140 ms each, that
-        # every request then in flight waited out. A full collection at most
-        # every 100 collections of the middle generation instead of 10 (the
-        # young ones, which free almost all of a request's cycles, run as
-        # before; a full one found at most ~2,000 objects to free): none in
-        # 30 s of that churn instead of 6-7, the slowest operator request
-        # 55-90 ms instead of 218-223 (bench/results/2026-12-04-stop45-lean-server).
+        # agents re-polling every 10 s, 80-140 ms each, that every request
+        # then in flight waited out. A full collection at most every 100
+        # collections of the middle generation instead of 10 (the young ones,
+        # which free almost all of a request's cycles, run as before; a full
+        # one found at most ~2,000 objects to free): in a server's life with
+        # 30 s of that churn, 1 full collection instead of 7-8, the slowest
+        # operator request 55-90 ms instead of 218-223
+        # (bench/results/2026-12-04-stop45-lean-server).
         young, middle, _ = gc.get_threshold()
         gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
         try:
