@@ -5,9 +5,10 @@ one-recipient send with no library around them; this times each of those
 statements on its own (SQLite's C time, parameters bound), as the median over
 ``--sends`` sends after ``--warm``, beside the minimal queue's one autocommit
 INSERT (``raw_floor``) and the cost of binding as many parameters as the log
-row's INSERT takes, by name and numbered as the broker binds them. It answers where ``raw_same``'s distance from
-``raw_floor`` lies: which statements, and how much of it is work any log row,
-delivery and caller check must do, whatever the library around them.
+row's INSERT takes, by name and numbered as the broker binds them. It answers
+where ``raw_same``'s distance from ``raw_floor`` lies: which statements, and
+how much of it is work any log row, delivery and caller check must do,
+whatever the library around them.
 
 Below those, the ladder (``ladder``): a send cut down on the broker's own schema
 (its tables, indexes and triggers as they are), each step in autocommit as
@@ -224,7 +225,7 @@ def ladder(same: RawSame, sends: int, body: str) -> dict[str, float]:
     def as_written() -> None:
         n = next_seq()
         row = message_row(message_id(n), same.space, n, "sender", body, to, size, now)
-        c.execute(INS_MESSAGE, (row))
+        c.execute(INS_MESSAGE, row)
 
     made = message_row(message_id(1), same.space, 1, "sender", body, to, size, now)
 

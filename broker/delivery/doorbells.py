@@ -136,15 +136,9 @@ def open_root(store: Store, *, create: bool) -> tuple[str, mmap.mmap] | None:
     if not runfiles.private_dir(root, create=create):
         return None
     try:
-        fd = runfiles.open_private(os.path.join(root, "slots"), os.O_RDWR, create=create)
+        mm = runfiles.map_private(os.path.join(root, "slots"), SLOTS, create=create)
     except FileNotFoundError:
         return None
-    try:
-        if os.fstat(fd).st_size < SLOTS:
-            os.ftruncate(fd, SLOTS)  # only ever grows it, with zeros: safe to race
-        mm = mmap.mmap(fd, SLOTS)
-    finally:
-        os.close(fd)
     _maps[root] = mm
     return root, mm
 

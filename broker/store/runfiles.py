@@ -26,6 +26,7 @@ sticky bit stops others from renaming our entries.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import stat
 
@@ -142,6 +143,21 @@ def open_private(path: str, flags: int, *, create: bool = True) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def map_private(path: str, size: int, *, create: bool = True) -> mmap.mmap:
+    """The first ``size`` bytes of a private file (``open_private``) mapped as
+    shared memory, the file grown to ``size`` with zeros first if shorter (so
+    racing processes may all grow it); the descriptor is closed once mapped.
+    ``open_private``'s errors, and ``OSError`` / ``ValueError`` for a file
+    system that cannot map it."""
+    fd = open_private(path, os.O_RDWR, create=create)
+    try:
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
 
 
 def lock_file(path: str) -> int:

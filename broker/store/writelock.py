@@ -182,17 +182,9 @@ def _map_counters(path: str) -> mmap.mmap | Literal[False]:
     past that one's close. Called under the lock, so growing the file (with
     zeros: no commit counted yet) races nobody."""
     try:
-        fd = runfiles.open_private(path, os.O_RDWR, create=False)
-    except (OSError, errors.StoreError):
+        return runfiles.map_private(path, _COUNTERS.size, create=False)
+    except (OSError, ValueError, errors.StoreError):
         return False
-    try:
-        if os.fstat(fd).st_size < _COUNTERS.size:
-            os.ftruncate(fd, _COUNTERS.size)
-        return mmap.mmap(fd, _COUNTERS.size)
-    except (OSError, ValueError):
-        return False
-    finally:
-        os.close(fd)
 
 
 class WriterLock:
