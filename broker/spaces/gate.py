@@ -113,7 +113,7 @@ def _under_savepoint(
         result = fn(t, row)
     except BaseException as exc:
         with contextlib.suppress(sqlite3.Error):  # the driver already rolled back
-            t.rollback_to_savepoint()
+            t.rollback_to_savepoint(exc)
         if isinstance(exc, NOTICED):
             _notice(store, t, ident, exc)
             return exc

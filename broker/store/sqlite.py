@@ -30,6 +30,7 @@ Driver errors are wrapped once, here, into ``broker.errors`` classes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sqlite3
 import threading
@@ -168,11 +169,16 @@ class Tx:
     def savepoint(self) -> None:
         self.raw.execute(_SAVEPOINT)
 
-    def rollback_to_savepoint(self) -> None:
+    def rollback_to_savepoint(self, cause: BaseException | None = None) -> None:
+        """Undo the writes since ``savepoint``; ``cause``: the error that undoes
+        them, which the transaction outlives (see ``let_go``)."""
+        let_go(cause)
         self.raw.execute(_ROLLBACK_TO)
         self.raw.execute(_RELEASE)
 
-    def release_savepoint(self) -> None:
+    def release_savepoint(self, cause: BaseException | None = None) -> None:
+        """Keep the writes since ``savepoint``; ``cause`` as for ``rollback_to_savepoint``."""
+        let_go(cause)
         self.raw.execute(_RELEASE)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
@@ -180,6 +186,33 @@ class Tx:
         callable equal to one already pending is not added again."""
         if fn not in self._after_commit:
             self._after_commit.append(fn)
+
+
+# Frames of a generator or coroutine: clearing one that is suspended would close it.
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def let_go(exc: BaseException | None) -> None:
+    """Clear the locals of the frames ``exc`` came up through (and of the errors
+    it was raised during). A transaction that goes on after a caught error (a
+    savepoint rolled back or released, then more writes and the COMMIT) must
+    not meet that error's statements still running: a cursor of a write's
+    RETURNING whose rows were not all read keeps its statement in progress for
+    as long as a frame holds it, and SQLite refuses to release a savepoint,
+    open one or COMMIT past it ("SQL statements in progress"). The error
+    itself is often kept longer (a group commit's job answers with it after
+    the COMMIT). Its traceback keeps its lines, for a log."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if not frame.f_code.co_flags & _SUSPENDABLE:
+                with contextlib.suppress(RuntimeError):  # still running: the catcher's own
+                    frame.clear()
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
 
 
 _stores: weakref.WeakSet[Store] = weakref.WeakSet()

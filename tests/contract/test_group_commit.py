@@ -154,6 +154,51 @@ def test_S46_a_failed_commit_acknowledges_no_job_and_each_job_is_then_retried_al
     assert committed_ids(store, space) == [one.id, two.id]
 
 
+def test_S46_a_job_that_fails_holding_a_writes_unread_rows_fails_alone(
+    store: Store, space: str, join: Callable[..., Agent]
+) -> None:
+    """A job's error is its answer, kept until the batch has committed, and with
+    it the frames it came up through. A frame that held a write's RETURNING
+    rows, not all read, kept that statement running: SQLite then refused the
+    job's savepoint, every later job's and the COMMIT ("SQL statements in
+    progress"), and the whole batch failed as a store error. Now the failed
+    job is refused with its own error, whether it was kept (its writes with
+    it) or undone, and its neighbours commit in the same transaction."""
+    lynx, _ = join("flow/lynx"), join("flow/otter")
+    committer = Committer(store)
+    with store.write() as t:
+        t.execute("CREATE TABLE scratch_rows (n INTEGER)")
+        t.execute("INSERT INTO scratch_rows (n) VALUES (1), (2), (3)")
+
+    def failing(error: errors.BrokerError) -> Callable[[Any], Any]:
+        def job(tx: Any) -> Any:
+            rows = tx.execute("UPDATE scratch_rows SET n = n + 10 RETURNING n")
+            rows.fetchone()  # one of three: the statement is still running here
+            raise error
+
+        return job
+
+    async def main() -> list[Any]:
+        jobs = [
+            sending(lynx, "before"),
+            failing(errors.InvalidInput("undone", field="x")),  # rolled back
+            failing(errors.NotDelivered("kept")),  # its writes kept (S8)
+            sending(lynx, "after"),
+        ]
+        return await asyncio.gather(*(committer.job(j) for j in jobs), return_exceptions=True)
+
+    try:
+        before, undone, kept, after = asyncio.run(main())
+    finally:
+        committer.close()
+    assert isinstance(undone, errors.InvalidInput) and str(undone) == "undone"
+    assert isinstance(kept, errors.NotDelivered)
+    assert committed_ids(store, space) == [before.id, after.id]
+    assert committer.stats.transactions == 1 and committer.stats.retried_alone == 0
+    with store.read() as t:  # the undone job's +10 is gone, the kept one's is there
+        assert sorted(r[0] for r in t.all("SELECT n FROM scratch_rows")) == [11, 12, 13]
+
+
 def test_a_loops_writes_run_on_the_loop_itself_when_they_need_not_wait(
     store: Store, space: str, join: Callable[..., Agent]
 ) -> None:

@@ -292,12 +292,12 @@ def _run_job(tx: Any, job: _Job) -> tuple[bool, Any]:
         result = job.fn(tx)
         tx.flush()  # a deferred write's refusal is this job's (PostgreSQL: Tx.defer)
     except KEEP as exc:
-        tx.release_savepoint()
+        tx.release_savepoint(exc)
         return (False, exc)
     except Exception as exc:  # noqa: BLE001 - this job's error, not the batch's
-        tx.rollback_to_savepoint()
         if not isinstance(exc, errors.BrokerError):
             log.exception("write job failed")
+        tx.rollback_to_savepoint(exc)
         return (False, exc)
     tx.release_savepoint()
     return (True, result)

@@ -85,8 +85,8 @@ class Inserter:
         t.savepoint()
         try:
             self.insert(t, [row for _, row, _ in self.pending])
-        except (sqlite3.Error, errors.StoreError):
-            t.rollback_to_savepoint()
+        except (sqlite3.Error, errors.StoreError) as exc:
+            t.rollback_to_savepoint(exc)
             for no, row, rel in self.pending:
                 # A savepoint per row: PostgreSQL aborts the whole transaction
                 # on a refused statement unless it is rolled back to one.
@@ -94,7 +94,7 @@ class Inserter:
                 try:
                     self.insert(t, [row])
                 except (sqlite3.Error, errors.StoreError) as exc:
-                    t.rollback_to_savepoint()
+                    t.rollback_to_savepoint(exc)
                     self.run.bad(rel, no, friendly(exc))
                 else:
                     t.release_savepoint()

@@ -296,8 +296,8 @@ class SpaceImport:
         self.t.savepoint()
         try:
             n = self._in_order(spec, insert, parts)
-        except _Unordered:
-            self.t.rollback_to_savepoint()
+        except _Unordered as exc:
+            self.t.rollback_to_savepoint(exc)
             self.run.reset(mark)
             return self._last_line_wins(spec, insert, parts)
         self.t.release_savepoint()

@@ -214,6 +214,42 @@ def test_store_write_joins_an_outer_transaction(store: Store, operator: Operator
         assert t.one("SELECT count(*) FROM sqlite_master WHERE name = 'callers_work'")[0] == 1
 
 
+@pytest.mark.parametrize("keep", [False, True], ids=["rolled back", "released"])
+def test_store_a_transaction_goes_on_past_an_error_that_held_a_writes_unread_rows(
+    store: Store, keep: bool
+) -> None:
+    """An error caught inside a transaction that goes on (a savepoint rolled
+    back or released with it as its ``cause``) no longer holds the statements
+    its frames ran: a write's RETURNING rows left unread kept SQLite from
+    releasing the savepoint and from committing ("SQL statements in
+    progress") for as long as the error lived, and the caller keeps it."""
+
+    def half_read(t: Any) -> None:
+        rows = t.execute("UPDATE scratch_rows SET n = n + 10 RETURNING n")
+        assert rows.fetchone() is not None  # one of two: still running
+        raise errors.InvalidInput("refused", field="x")
+
+    with store.write() as t:
+        t.execute("CREATE TABLE scratch_rows (n INTEGER)")
+        t.execute("INSERT INTO scratch_rows (n) VALUES (1), (2)")
+    kept: list[BaseException] = []
+    with store.write() as t:
+        t.savepoint()
+        try:
+            half_read(t)
+        except errors.InvalidInput as exc:
+            kept.append(exc)  # the error outlives the savepoint, as a job's answer does
+            if keep:
+                t.release_savepoint(exc)
+            else:
+                t.rollback_to_savepoint(exc)
+        t.execute("INSERT INTO scratch_rows (n) VALUES (3)")
+    assert [str(e) for e in kept] == ["refused"]
+    with store.read() as t:
+        got = sorted(r[0] for r in t.all("SELECT n FROM scratch_rows"))
+    assert got == ([3, 11, 12] if keep else [1, 2, 3])
+
+
 # --- concurrent first opens ---------------------------------------------------------------
 def _open_and_report(url: str, barrier: Any, out: Any) -> None:
     try:
