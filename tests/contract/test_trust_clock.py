@@ -155,6 +155,9 @@ def test_S44_a_stamp_is_the_reading_as_the_store_writes_times(
         assert fmt_micros(us) == fmt_ts(at), us
         for seconds in (0.001, 0.3, 30, 86_400, 2.5e-7, 1.5e-6):  # a lease's, rounded alike
             assert stamp_after(us, seconds) == ts_after(at, seconds), (us, seconds)
+    for us in range(0, 200_000_000, 1_000_000):  # many seconds: their heads stay few
+        assert fmt_micros(us + 5) == fmt_ts(epoch + timedelta(microseconds=us + 5))
+    assert 0 < len(ids._heads) <= ids._HEADS_MAX
     system = SteadyClock()
     before = datetime.now(UTC)
     stamp, after = system.stamp(), datetime.now(UTC)
