@@ -169,6 +169,10 @@ class Tx:
     def savepoint(self) -> None:
         self.raw.execute(_SAVEPOINT)
 
+    def let_go(self, cause: BaseException | None) -> None:
+        """``let_go`` of an error the transaction goes on after."""
+        let_go(cause)
+
     def rollback_to_savepoint(self, cause: BaseException | None = None) -> None:
         """Undo the writes since ``savepoint``; ``cause``: the error that undoes
         them, which the transaction outlives (see ``let_go``)."""

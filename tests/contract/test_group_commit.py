@@ -194,9 +194,76 @@ def test_S46_a_job_that_fails_holding_a_writes_unread_rows_fails_alone(
     assert isinstance(undone, errors.InvalidInput) and str(undone) == "undone"
     assert isinstance(kept, errors.NotDelivered)
     assert committed_ids(store, space) == [before.id, after.id]
-    assert committer.stats.transactions == 1 and committer.stats.retried_alone == 0
+    s = committer.stats  # one transaction committed: the careful pass (the bare one rolled back)
+    assert (s.transactions, s.careful, s.retried_alone) == (1, 1, 0)
     with store.read() as t:  # the undone job's +10 is gone, the kept one's is there
         assert sorted(r[0] for r in t.all("SELECT n FROM scratch_rows")) == [11, 12, 13]
+
+
+@pytest.mark.parametrize("window", [commit.CAREFUL_S, 0.0], ids=["within", "past"])
+def test_S46_a_batch_runs_bare_until_a_job_fails_then_careful_for_a_while(
+    store: Store, monkeypatch: pytest.MonkeyPatch, window: float
+) -> None:
+    """A batch's jobs run with no savepoint around each. A job that fails (an
+    error that keeps no writes) rolls that pass back; the batch runs again
+    with a savepoint a job, and so does every batch for ``CAREFUL_S`` after
+    (then bare again). Each pass is read off the connection's statements;
+    the jobs write rows of their own (no library call takes a savepoint)."""
+    if store.dialect != "sqlite":
+        pytest.skip("reads SQLite's statements; the passes are the same on PostgreSQL")
+    from broker.store import sqlite
+
+    monkeypatch.setattr(commit, "CAREFUL_S", window)
+    committer = Committer(store)
+    with store.write() as t:
+        t.execute("CREATE TABLE scratch_rows (n INTEGER)")
+    ran: list[str] = []
+    execute = sqlite.Connection.execute
+
+    def noting(self: Any, sql: Any, params: Any = ()) -> Any:
+        ran.append(" ".join(str(sql).split()[:2]).upper())
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(sqlite.Connection, "execute", noting)
+
+    def writing(n: int, fails: bool = False) -> Callable[[Any], Any]:
+        def job(tx: Any) -> Any:
+            tx.execute("INSERT INTO scratch_rows (n) VALUES (?)", (n,))
+            if fails:
+                raise errors.InvalidInput("refused", field="n")
+            return n
+
+        return job
+
+    async def batch(*jobs: Callable[[Any], Any]) -> list[Any]:
+        return await asyncio.gather(*(committer.job(j) for j in jobs), return_exceptions=True)
+
+    def passes() -> list[str]:  # each BEGIN .. COMMIT / ROLLBACK, bare or careful
+        out, state = [], ""
+        for words in ran:  # ROLLBACK TO a savepoint is not the pass's end
+            first = words.split()[0]
+            if first == "BEGIN":
+                state = "bare"
+            elif first == "SAVEPOINT":
+                state = "careful"
+            elif words in ("COMMIT", "ROLLBACK"):
+                out.append(f"{state} {words.lower()}")
+        ran.clear()
+        return out
+
+    try:
+        assert asyncio.run(batch(writing(1), writing(2))) == [1, 2]
+        assert passes() == ["bare commit"]
+        three, refused, four = asyncio.run(batch(writing(3), writing(99, fails=True), writing(4)))
+        assert passes() == ["bare rollback", "careful commit"]
+        assert asyncio.run(batch(writing(5))) == [5]
+        assert passes() == (["careful commit"] if window else ["bare commit"])
+    finally:
+        committer.close()
+    assert (three, four) == (3, 4) and isinstance(refused, errors.InvalidInput)
+    with store.read() as t:  # the refused job's row is not there, nor twice anyone's
+        assert [r[0] for r in t.all("SELECT n FROM scratch_rows ORDER BY rowid")] == [1, 2, 3, 4, 5]
+    assert committer.stats.careful == 1
 
 
 def test_a_loops_writes_run_on_the_loop_itself_when_they_need_not_wait(
