@@ -376,7 +376,17 @@ def create_app(
         subs = sum(h.subscribers for h in state.hubs.hubs.values()) if state.hubs else 0
         lean = state.lane.taken if state.lane is not None else 0
         return json_response(
-            Health("ok", __version__, s.transactions, s.on_loop, s.jobs, subs, aio.waiting(), lean)
+            Health(
+                "ok",
+                __version__,
+                s.transactions,
+                s.on_loop,
+                s.jobs,
+                s.careful,
+                subs,
+                aio.waiting(),
+                lean,
+            )
         )
 
     document: dict[str, Any] = {}

@@ -41,6 +41,8 @@ class Health:
     """of them, run by the event loop itself (the writer lock free: no hand-off)"""
     writes: int
     """write requests committed in them"""
+    careful: int
+    """batches run again with a savepoint a write, after one failed (the rest committed)"""
     subscribers: int
     """open SSE streams"""
     waiting: int

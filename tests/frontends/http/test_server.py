@@ -439,6 +439,8 @@ def test_served_group_commit_gives_each_request_its_own_outcome(srv: Server, sto
     # SQLite: the loop runs a batch itself when the writer lock is free (no
     # other process writes here); PostgreSQL's always go to the writer thread.
     assert (0 < on_loop <= transactions) if store.dialect == "sqlite" else on_loop == 0
+    # A message that reached nobody keeps its writes: no batch ran again.
+    assert after["careful"] == before["careful"]
 
 
 # --- SSE ----------------------------------------------------------------------------------
