@@ -53,12 +53,22 @@ def _probe(pid: int) -> int | None:
 
 
 def this_process() -> str:
-    """``host:pid:start`` of the calling process (computed once per process)."""
+    """``host:pid:start`` of the calling process (computed once per process;
+    every claim of a process that holds leases asks, so not a ``getpid``
+    each time: a forked child forgets its parent's)."""
     global _mine
-    pid = os.getpid()
-    if _mine[0] != pid:  # first call, or a forked child
+    if not _mine[1]:
+        pid = os.getpid()
         _mine = (pid, f"{host()}:{pid}:{start_time(pid) or 0}")
     return _mine[1]
+
+
+def _forget_after_fork() -> None:
+    global _mine
+    _mine = (0, "")
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def gone(process: str) -> bool:

@@ -282,6 +282,25 @@ def test_S32_recovered_deliveries_count_as_attempts_up_to_quarantine(
     assert [(q.id, q.deliveries, q.reason) for q in quarantined] == [(mid, 2, "max_deliveries")]
 
 
+def test_S32_a_forked_child_holds_its_leases_as_itself_not_as_its_parent() -> None:
+    """``this_process`` is worked out once a process, and again in a forked
+    child (a lease the child takes must not name its parent, which may live on)."""
+    parent = procs.this_process()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave at once
+        try:
+            os.write(write, procs.this_process().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert child.rsplit(":", 2)[1] == str(pid) and parent.rsplit(":", 2)[1] == str(os.getpid())
+    assert procs.this_process() == parent
+
+
 def test_S32_a_process_is_gone_when_its_pid_is_free_or_reused() -> None:
     me = procs.this_process()
     host, pid, start = me.rsplit(":", 2)
