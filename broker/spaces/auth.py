@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from broker import errors
@@ -120,7 +120,7 @@ def caller(
         elif len(_beats) > 4096:
             _beats.clear()
         if row is not None and row["status"] != "left":
-            _beats[key] = ts_after(parse_ts(now), HEARTBEAT_S)
+            _beat_at_commit(t, key, ts_after(parse_ts(now), HEARTBEAT_S))
     if row is None:
         _beats.pop(key, None)
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither
@@ -192,8 +192,15 @@ def beat_in(t: Tx, ident: Identity, now: str) -> Caller:
     key = (id(t.store), ident.participant_id)
     _beats.pop(key, None)  # due: write it
     found = caller(t, ident, now)
-    _beats[key] = ts_after(parse_ts(now), beat_every(found.limits))
+    _beat_at_commit(t, key, ts_after(parse_ts(now), beat_every(found.limits)))
     return found
+
+
+def _beat_at_commit(t: Tx, key: tuple[int, str], due: str) -> None:
+    """The next beat of ``key`` is due at ``due`` once ``t`` has committed the
+    one it wrote: a beat rolled back (a group commit's pass run again, a job's
+    savepoint undone) is still due, not skipped until ``due``."""
+    t.after_commit(partial(_beats.__setitem__, key, due))
 
 
 def heartbeat(store: Store, ident: Identity) -> Caller:

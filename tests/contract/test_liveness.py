@@ -181,6 +181,30 @@ def test_S27_a_lead_blocked_in_inbox_next_wait_keeps_its_address_until_it_is_kil
 WAYS = ("claim", "next_turn", "async claim", "async next_turn")
 
 
+def test_S27_a_heartbeat_rolled_back_is_still_due_at_the_next_write(store: Store) -> None:
+    """A write refreshes its caller's heartbeat at most once a second a process;
+    one whose transaction rolls back (a group commit's pass run again, a
+    caller's own transaction that fails) did not refresh it, so the next
+    write does, at once, rather than a second later."""
+    from broker.spaces import auth
+
+    op = Operator(store)
+    space = op.create_space("workflow").id
+    agent, joined = op.join(space, "flow/w")
+    before = _seen(store, space, joined.address)
+    time.sleep(0.01)  # the next beat's time differs from the join's
+    auth._beats.clear()
+    with pytest.raises(RuntimeError), store.write() as t:
+        auth.caller(t, agent.identity, store.now_ts())  # beats, then rolls back
+        raise RuntimeError("the caller's own work failed")
+    assert _seen(store, space, joined.address) == before
+    assert auth.beat_due(store, agent.identity, store.now_ts())
+    with store.write() as t:
+        auth.caller(t, agent.identity, store.now_ts())
+    assert _seen(store, space, joined.address) > before
+    assert not auth.beat_due(store, agent.identity, store.now_ts())  # once a second
+
+
 def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> None:
     """Every way a library caller waits, side by side: four participants of one
     space, each blocked in one of them (its own thread), through one liveness
