@@ -600,6 +600,28 @@ def test_S33_a_slow_request_head_is_408_and_closed(quick: Server) -> None:
         assert c.get("/healthz").status_code == 200
 
 
+def test_S33_a_slow_head_after_a_kept_alive_request_is_408_and_closed(quick: Server) -> None:
+    """The head deadline of a kept-alive connection's next request counts from
+    its first byte, whether that byte came in the same read as the request
+    before it (a request that comes whole in one read arms no timer) or in a
+    read of its own."""
+    sid = new_space(quick)
+    token = join(quick, sid, "lynx").encode()
+    path = agent_path(sid, "/inbox/claim").encode()
+    whole = (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token
+             + b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")  # fmt: skip
+    begun = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: "
+    with ThreadPoolExecutor(2) as pool:
+        together = pool.submit(held, quick, whole + whole + begun, b"a", 10)
+        apart = pool.submit(held, quick, whole, begun + b"a", 10, 0.3)  # the head drips
+        for out, took in (together.result(), apart.result()):
+            answers = out.split(b"HTTP/1.1 ")[1:]
+            assert [a[:3] for a in answers[:-1]] == [b"200"] * (len(answers) - 1), out
+            assert answers[-1].startswith(b"408 ") and b"request_timeout" in out, out
+            assert took < 4, took
+    assert_no_server_error(quick)
+
+
 def test_S33_a_slow_request_body_is_408_and_closed(quick: Server) -> None:
     sid = new_space(quick)
     token = join(quick, sid, "lynx")
