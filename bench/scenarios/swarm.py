@@ -38,6 +38,13 @@ Systems, same loop, same body, fresh store each:
 - Redis Streams: one stream per agent, XADD / XREADGROUP COUNT 32 / XACK
   (BLOCK when waiting), against a ``redis-server`` the bench starts for the run
   (or the configured one when none can be started; the row says which).
+
+With ``BENCH_SWARM_HOLD=1`` each embedded broker agent also times how long
+its write transactions hold the writer lock, and the statements' time within
+(wrappers in the agent's process, ~0.2 µs a call): the line and the row's
+stats say µs held a write transaction and how much of it was statements. The
+lock is held one transaction at a time, so the swarm's rate is at most one
+over (held × write transactions a message).
 """
 
 from __future__ import annotations
@@ -78,6 +85,48 @@ def _text(i: int, n: int) -> str:
 # BENCH_SWARM_ACK_NEXT=1 each lease's ack rides on the next claim that does not
 # wait (``inbox.ack-and-claim``: one call and one transaction instead of two).
 ACK_NEXT = os.environ.get("BENCH_SWARM_ACK_NEXT") == "1"
+HOLD = os.environ.get("BENCH_SWARM_HOLD") == "1"  # time the writer lock's holds (module doc)
+
+
+def _lock_holds() -> dict[str, float]:
+    """In an agent's process: from now on, the writer lock's holds (seconds held,
+    seconds of statements while held, write transactions), counted in the
+    returned dict by wrappers on ``WriterLock.acquire`` / ``release`` and the
+    store connection's ``execute``."""
+    from broker.store import sqlite, writelock
+
+    got = {"held_s": 0.0, "sql_s": 0.0, "writes": 0.0}
+    at = {"held": 0.0, "sql": 0.0}
+    sql = [0.0]  # every statement's time, held or not
+    acquire, release = writelock.WriterLock.acquire, writelock.WriterLock.release
+    execute = sqlite.Connection.execute
+    perf = time.perf_counter
+
+    def timed_acquire(self: Any, timeout: float | None) -> bool:
+        ok = acquire(self, timeout)
+        if ok:
+            at["held"], at["sql"] = perf(), sql[0]
+        return ok
+
+    def timed_release(self: Any) -> None:
+        release(self)
+        if at["held"]:
+            got["held_s"] += perf() - at["held"]
+            got["sql_s"] += sql[0] - at["sql"]
+            got["writes"] += 1
+            at["held"] = 0.0
+
+    def timed_execute(self: Any, statement: Any, params: Any = ()) -> Any:
+        started = perf()
+        try:
+            return execute(self, statement, params)
+        finally:
+            sql[0] += perf() - started
+
+    writelock.WriterLock.acquire = timed_acquire  # type: ignore[method-assign]
+    writelock.WriterLock.release = timed_release  # type: ignore[method-assign]
+    sqlite.Connection.execute = timed_execute  # type: ignore[method-assign]
+    return got
 
 
 def _broker_drain(agent: Any) -> tuple[Any, Any]:
@@ -134,8 +183,11 @@ class _Broker:
         addresses = [j.address for j in self.joined]
 
         drain, acked = _broker_drain(agent)
+        counted = _lock_holds() if HOLD else None
 
         class Endpoint:
+            holds = counted
+
             def send(self, to: int, text: str) -> None:
                 agent.send(addresses[to], text)
 
@@ -456,6 +508,7 @@ def _agent(barrier: Any, system: Any, i: int, procs: int, m: int, timeout: float
         "cpu_s": cpu,
         "drains": drains,
         "full": full,
+        "holds": getattr(ep, "holds", None),
     }
 
 
@@ -516,6 +569,7 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
         "claims_per_msg": round(sum(r["drains"] for r in res) / max(1, len(first)), 3),
         "msgs_per_full_claim": round(len(got) / max(1, sum(r["full"] for r in res)), 2),
         **commit,
+        **_held(res),
         "errors": sum(r["errors"] for r in res),
         "locked_errors": sum(r["locked"] for r in res),
         "first_error": next((r["first_error"] for r in res if r["first_error"]), None),
@@ -536,7 +590,29 @@ def _run_point(ctx: Ctx, sc: Scenario, system: Any, procs: int, m: int, timeout:
             if commit
             else ""
         )
+        + (
+            f", writer lock held {stats['lock_held_us']} µs a write transaction "
+            f"({stats['lock_held_sql_us']} of it statements), "
+            f"{stats['writes_per_msg']} write transactions a message"
+            if "lock_held_us" in stats
+            else ""
+        )
     )
+
+
+def _held(res: list[dict[str, Any]]) -> dict[str, Any]:
+    """The agents' writer lock holds (``BENCH_SWARM_HOLD=1``), summed: µs held a
+    write transaction, µs of statements of it, write transactions a message."""
+    holds = [r["holds"] for r in res if r.get("holds")]
+    writes = sum(h["writes"] for h in holds)
+    if not writes:
+        return {}
+    delivered = max(1, sum(len(r["got"]) for r in res))
+    return {
+        "lock_held_us": round(sum(h["held_s"] for h in holds) / writes * 1e6, 1),
+        "lock_held_sql_us": round(sum(h["sql_s"] for h in holds) / writes * 1e6, 1),
+        "writes_per_msg": round(writes / delivered, 3),
+    }
 
 
 def swarm(ctx: Ctx) -> Scenario:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +63,37 @@ def test_the_swarm_peer_of_the_brokers_statements_runs_exactly_what_the_broker_r
         "SELECT deliveries",
         "COMMIT",
     ]
+
+
+def test_the_swarm_times_its_writer_lock_holds_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BENCH_SWARM_HOLD=1``: an agent's process counts its write transactions,
+    how long each held the writer lock and the statements' share of it (the
+    swarm's ceiling is one over held × write transactions a message)."""
+    from bench.scenarios.swarm import _held, _lock_holds
+    from broker import Operator
+    from broker.store import sqlite, writelock
+
+    for cls, name in (
+        (writelock.WriterLock, "acquire"),
+        (writelock.WriterLock, "release"),
+        (sqlite.Connection, "execute"),
+    ):
+        monkeypatch.setattr(cls, name, getattr(cls, name))  # put back after the test
+    store = Store(f"sqlite:///{tmp_path / 'broker.db'}")
+    try:
+        op = Operator(store)
+        space = op.create_space("workflow").id
+        lynx, otter = op.join(space, "lynx")[0], op.join(space, "otter")[0]
+        holds = _lock_holds()
+        for n in range(20):
+            lynx.send("otter", f"m{n}")
+        lease = otter.claim(limit=32)  # a write: the claim; then its ack
+        otter.ack(lease.lease_token)
+    finally:
+        store.close()
+    assert holds["writes"] == 22 and 0 < holds["sql_s"] < holds["held_s"], holds
+    got = _held([{"holds": holds, "got": [("m", 0)] * 20}])
+    assert got["writes_per_msg"] == 1.1, got
+    assert 0 < got["lock_held_sql_us"] < got["lock_held_us"], got
