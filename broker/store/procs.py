@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from functools import cache
 
-_mine: tuple[int, str] = (0, "")
+_mine = ""  # this_process, once worked out (forgotten in a forked child)
 
 
 @cache
@@ -57,15 +57,15 @@ def this_process() -> str:
     every claim of a process that holds leases asks, so not a ``getpid``
     each time: a forked child forgets its parent's)."""
     global _mine
-    if not _mine[1]:
+    if not _mine:
         pid = os.getpid()
-        _mine = (pid, f"{host()}:{pid}:{start_time(pid) or 0}")
-    return _mine[1]
+        _mine = f"{host()}:{pid}:{start_time(pid) or 0}"
+    return _mine
 
 
 def _forget_after_fork() -> None:
     global _mine
-    _mine = (0, "")
+    _mine = ""
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
