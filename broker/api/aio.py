@@ -472,7 +472,7 @@ class AsyncAgent:
         deadline = time.monotonic() + wait
         step = functools.partial(self._claim_step, limit, lease, owner)
         pulse = auth.Pulse(self.store, self.identity)  # waiting keeps the caller live (S27)
-        probe = functools.partial(inbox.claimable_now, participant_id=self.identity.participant_id)
+        probe = waits.Probe(inbox.claimable_among, self.identity.participant_id)
         async with self._doorbell(pulse, probe) as bell:
             with contextlib.ExitStack() as parked:
                 counted = False

@@ -71,6 +71,7 @@ _RESTORE = stmt("inbox.restore")
 _CLAIM = stmt("inbox.claim")
 _QUARANTINE_HEAD = stmt("inbox.quarantine_head")
 _CLAIMABLE = stmt("inbox.claimable")
+_CLAIMABLE_AMONG = stmt("inbox.claimable_among")
 _NEXT_EXPIRY = stmt("inbox.next_expiry")
 _ACK = stmt("inbox.ack")
 _RELEASE = stmt("inbox.release")
@@ -337,11 +338,13 @@ def _claim_once(
     return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
 
 
-def claimable_now(t: Tx, participant_id: str) -> bool:
-    """Whether a claim of the inbox would find anything now (a ready row or an
-    expired lease): a parked wait's probe (``broker.delivery.waits.Keeper``)."""
+def claimable_among(t: Tx, participant_ids: list[str]) -> set[str]:
+    """Which of the inboxes of ``participant_ids`` a claim would find anything
+    in now (a ready row or an expired lease), in one statement: the parked
+    claims' probe (``broker.delivery.waits.Keeper``'s safety tick)."""
     now = t.store.now_ts()
-    return bool(t.one(_CLAIMABLE, {"recipient_id": participant_id, "now": now})[0])
+    params = {"ids": json.dumps(participant_ids), "now": now}
+    return {r["id"] for r in t.all(_CLAIMABLE_AMONG, params)}
 
 
 def claim(

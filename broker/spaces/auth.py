@@ -28,6 +28,7 @@ _CALLER = stmt("auth.caller")
 _CALLER_COUNTED = stmt("auth.caller_counted")
 _CALLER_SEND = stmt("auth.caller_send")
 _CALLER_HEARTBEAT = stmt("auth.caller_heartbeat")
+_HEARTBEATS = stmt("auth.heartbeats")
 HEARTBEAT_S = 1.0
 _beats: dict[tuple[int, str], str] = {}  # (store, participant) -> heartbeat due after
 
@@ -183,16 +184,22 @@ def beat_every(limits: Limits) -> float:
     return max(HEARTBEAT_S, min(WAIT_BEAT_S, limits.live_seconds / 3))
 
 
-def beat_in(t: Tx, ident: Identity, now: str) -> Caller:
-    """Refresh ``ident``'s heartbeat inside ``t`` (a batch of parked waiters'
-    beats, ``broker.delivery.waits.Keeper``) and return its row, refusing like
-    ``caller``. Until its next beat is due (``beat_every``) this process's other
-    calls for ``ident`` need not write it again: the beats keep it fresh, so a
+def beat_many(t: Tx, idents: list[Identity], now: str) -> dict[str, Caller]:
+    """Refresh the heartbeats of ``idents`` inside ``t``, in one statement (a
+    round of parked waiters' beats, ``broker.delivery.waits.Keeper``): the row
+    of each that holds its token and has not left, by participant id, as
+    ``caller`` reads it. One missing is refused; its own re-check says why.
+    Until its next beat is due (``beat_every``) this process's other calls for
+    a beaten caller need not write it again: the beats keep it fresh, so a
     re-check of a parked wait reads without the write lock."""
-    key = (id(t.store), ident.participant_id)
-    _beats.pop(key, None)  # due: write it
-    found = caller(t, ident, now)
-    _beat_at_commit(t, key, ts_after(parse_ts(now), beat_every(found.limits)))
+    who = {i.participant_id: i.token_hash for i in idents}
+    found: dict[str, Caller] = {}
+    for row in t.all(_HEARTBEATS, {"who": json.dumps(who), "now": now}):
+        pid = row["id"]
+        found[pid] = beaten = _of_row(row, now, False)
+        _beat_at_commit(t, (id(t.store), pid), ts_after(parse_ts(now), beat_every(beaten.limits)))
+    for pid in who.keys() - found.keys():
+        _beats.pop((id(t.store), pid), None)  # refused: its next call checks afresh
     return found
 
 

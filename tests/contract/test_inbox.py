@@ -198,15 +198,20 @@ def test_S13_claim_is_one_statement_on_the_partial_indexes_without_a_full_scan(
 def test_S20_a_parked_waits_probe_answers_as_a_claim_would_and_sees_a_lapsed_lease(
     cstore: Store, clock: Clock
 ) -> None:
-    """The probe a parked wait runs at its tick (``inbox.claimable_now``):
-    nothing in an empty inbox or under a running lease; something once a
-    message is ready or its lease has lapsed, by the store's clock."""
+    """The probe a parked wait runs at its tick (``inbox.claimable_among``, one
+    statement for every parked claim): nothing in an empty inbox or under a
+    running lease; something once a message is ready or its lease has lapsed,
+    by the store's clock. An inbox beside it answers for itself, and an id
+    that names nobody is simply not in the answer."""
     _, a, b = pair(cstore)
     pid = b.identity.participant_id
+    other = a.identity.participant_id
 
     def probe() -> bool:
         with cstore.read() as t:
-            return inbox.claimable_now(t, pid)
+            hit = inbox.claimable_among(t, [other, pid, "p" + "0" * 26])
+        assert other not in hit  # a's inbox stays empty throughout
+        return pid in hit
 
     assert not probe()
     a.send("b", "m")

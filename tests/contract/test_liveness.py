@@ -33,6 +33,7 @@ from broker import Operator, Store, errors
 from broker.api.aio import AsyncAgent
 from broker.ids import parse_ts
 from broker.spaces import participants
+from broker.store.sqlite import Tx
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -203,6 +204,51 @@ def test_S27_a_heartbeat_rolled_back_is_still_due_at_the_next_write(store: Store
         auth.caller(t, agent.identity, store.now_ts())
     assert _seen(store, space, joined.address) > before
     assert not auth.beat_due(store, agent.identity, store.now_ts())  # once a second
+
+
+def test_S27_a_round_of_parked_callers_beats_is_one_statement_refusing_each_alone(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper beats its parked callers in rounds, each round ONE statement
+    (``auth.heartbeats``: a thousand parked long-polls' beats held the writer
+    lock, and the event loop's requests, for ~10 ms a round as a statement
+    each). In one round, a caller that left and one whose token was replaced
+    are refused (missing from the answer, nothing written for them), and the
+    callers beside them are beaten with the limits their waits sleep by."""
+    from broker.spaces import auth
+
+    op = Operator(store)
+    space = op.create_space("workflow", live_seconds=30).id
+    live, _ = op.join(space, "flow/live")
+    gone, _ = op.join(space, "flow/gone")
+    stale, first = trusted.join(store, space, "flow/stale")
+    trusted.join(store, space, "flow/stale", token=first.token)  # a new token replaces it
+    participants.leave(store, gone.identity)
+    before = {a: _seen(store, space, a) for a in ("live", "gone", "stale")}
+    time.sleep(0.01)  # the beat's time differs from the joins'
+    statements: list[str] = []
+
+    def noting(run: Callable[..., Any]) -> Callable[..., Any]:
+        def noted(tx: Tx, sql: Any, *a: Any) -> Any:
+            statements.append(str(sql).split(None, 1)[0])
+            return run(tx, sql, *a)
+
+        return noted
+
+    with store.write() as t:
+        for name in ("execute", "defer", "many", "one", "all", "rows", "row"):
+            monkeypatch.setattr(Tx, name, noting(getattr(Tx, name)))
+        found = auth.beat_many(t, [live.identity, gone.identity, stale.identity], store.now_ts())
+        monkeypatch.undo()
+    assert statements == ["UPDATE"]
+    assert list(found) == [live.identity.participant_id]
+    assert found[live.identity.participant_id].limits.live_seconds == 30
+    assert _seen(store, space, "live") > before["live"]
+    assert _seen(store, space, "gone") == before["gone"]
+    assert _seen(store, space, "stale") == before["stale"]
+    assert not auth.beat_due(store, live.identity, store.now_ts())  # beaten: not due again
+    with pytest.raises(errors.AuthError):
+        stale.claim()  # its own re-check says why
 
 
 def test_S27_a_library_call_that_waits_keeps_its_caller_live(store: Store) -> None:

@@ -35,6 +35,26 @@ RETURNING status, messaging, tools, is_lead, agent, parent,
   (SELECT {log_bytes} FROM spaces WHERE spaces.id = participants.space_id) AS log_bytes,
   (SELECT {last_bcast} FROM spaces WHERE spaces.id = participants.space_id) AS last_bcast
 
+-- name: heartbeats
+-- A round of parked callers' heartbeats (broker.delivery.waits.Keeper) in one
+-- statement: :who is a JSON object of participant id -> token hash. Each that
+-- still holds its token and has not left gets last_seen_utc = :now, and its row
+-- as `caller` reads it (its grant, status, space state and limits; no
+-- counters: a beat sends nothing). One missing from the answer is refused: its
+-- wait's own re-check says why (S4, S10).
+UPDATE participants SET last_seen_utc = :now
+WHERE (id, token_hash) IN (SELECT key, value FROM json_each(:who)) AND status <> 'left'
+RETURNING id, status, messaging, tools, is_lead, agent, parent,
+  (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
+  (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings
+-- postgresql:
+UPDATE participants SET last_seen_utc = :now
+WHERE (id, token_hash) IN (SELECT key, value FROM json_each_text(CAST(:who AS json)))
+  AND status <> 'left'
+RETURNING id, status, messaging, tools, is_lead, agent, parent,
+  (SELECT state FROM spaces WHERE spaces.id = participants.space_id) AS space_state,
+  (SELECT settings FROM spaces WHERE spaces.id = participants.space_id) AS settings
+
 -- name: identify
 -- The participant a token belongs to (served mode: a Bearer token alone names
 -- its holder). token_hash is unique; the caller statement above re-checks it

@@ -179,6 +179,28 @@ SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no} AND 
   OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
     AND state = 'processing' AND lease_expires_at < :now) AS claimable
 
+-- name: claimable_among
+-- Which of the inboxes :ids (a JSON array of participant ids) a claim would
+-- find anything in, as `claimable` reads one: the keeper's safety tick probes
+-- every parked claim's inbox in one statement (broker.delivery.waits.Keeper),
+-- not a statement each (a thousand parked long-polls: ~20 ms of the server's
+-- event loop waited out).
+SELECT p.id FROM participants p
+WHERE p.id IN (SELECT value FROM json_each(:ids))
+  AND (EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'ready' AND queued = 1)
+    OR EXISTS (SELECT 1 FROM deliveries w
+      WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
+      AND +w.recipient_no = p.rowid AND w.state = 'ready' AND w.queued = 0)
+    OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'processing' AND lease_expires_at < :now))
+-- postgresql:
+SELECT p.id FROM participants p
+WHERE p.id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+  AND (EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid AND state = 'ready')
+    OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'processing' AND lease_expires_at < :now))
+
 -- name: next_expiry
 -- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
 -- no doorbell).

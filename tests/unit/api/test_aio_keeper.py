@@ -19,15 +19,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 import trusted
 
 from broker import Operator, Store, errors
 from broker.api.aio import AsyncAgent
-from broker.delivery import waits, wake
+from broker.delivery import inbox, waits, wake
 from broker.spaces import participants
 from tests.unit.delivery.test_wake import Pair, killed_writer
+
+claimable_among = inbox.claimable_among  # the probe itself, under the counting one
 
 LIVE = 3.0  # live_seconds: a waiter beats every second (S27: a third, at least 1 s)
 
@@ -92,6 +95,13 @@ def test_S20_a_commit_that_rang_nobody_wakes_at_the_tick_only_the_wait_it_concer
             asleep.set()
 
     monkeypatch.setattr(wake, "_hook", hook)
+    probed: list[list[str]] = []  # each probe statement's inboxes
+
+    def probe(t: Any, ids: list[str]) -> set[str]:
+        probed.append(sorted(ids))
+        return claimable_among(t, ids)
+
+    monkeypatch.setattr(inbox, "claimable_among", probe)
 
     async def main() -> tuple[list[str], int]:
         other = asyncio.create_task(bystander.claim(wait=4))
@@ -108,6 +118,9 @@ def test_S20_a_commit_that_rang_nobody_wakes_at_the_tick_only_the_wait_it_concer
     # bystander's probe found nothing: it slept on to its end.
     assert seen["b"][-1] == "tick" and "rung" not in seen["b"]
     assert seen["c"][-1] == "timeout" and "tick" not in seen["c"]
+    # The tick probed both parked inboxes in one statement, not one each.
+    both = sorted([two.b.identity.participant_id, bystander.identity.participant_id])
+    assert both in probed, probed
 
 
 def test_S27_a_parked_caller_refused_at_its_beat_has_its_wait_ended_with_the_refusal(
