@@ -32,7 +32,8 @@ def _loopback(host: str) -> bool:
 # sun_path holds 108 bytes on Linux (104 on the BSDs and macOS), the last a NUL.
 DEFAULT_WORKERS = 1  # docs/served.md: why
 UNIX_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
-FULL_COLLECTION_EVERY = 100  # the cyclic collector's third threshold (see _Server.run)
+FULL_COLLECTION_EVERY = 100  # the cyclic collector's third threshold (see tune_interpreter)
+SWITCH_INTERVAL_S = 0.001  # how long another thread may hold the interpreter (tune_interpreter)
 
 
 def _unix_socket(path: Path) -> socket.socket:
@@ -491,6 +492,41 @@ def _mcp_app(s: Any) -> Any:
     return http_app(s) if http_app is not None else None
 
 
+def tune_interpreter() -> None:
+    """The server process's interpreter, set once the app is loaded: the
+    cyclic collector out of the way of the event loop, and the loop given the
+    interpreter back soon when another thread holds it."""
+    # What is loaded by now (the modules, the app: ~90,000 objects) lives as
+    # long as the process. Out of the cyclic collector's sight, a full
+    # collection no longer walks it: with a thousand long-polls parked one
+    # took ~90 ms, a pause every request then in flight waits out (a woken
+    # claim's answer among them), ~25 ms of it for these objects alone.
+    gc.collect()
+    gc.freeze()
+    # What the collector still walks is mostly the parked waits' objects
+    # (~165 a wait), all of them in each full collection: with a thousand
+    # agents re-polling every 10 s, 80-140 ms each, that every request
+    # then in flight waited out. A full collection at most every 100
+    # collections of the middle generation instead of 10 (the young ones,
+    # which free almost all of a request's cycles, run as before; a full
+    # one found at most ~2,000 objects to free): in a server's life with
+    # 30 s of that churn, 1 full collection instead of 7-8, the slowest
+    # operator request 55-90 ms instead of 218-223
+    # (bench/results/2026-12-04-stop45-lean-server).
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+    # The event loop answers every request; the server's other threads (the
+    # worker pool's reads, a console view's reading, the keeper's rounds)
+    # run Python in bulk, and one that holds the interpreter keeps it for up
+    # to the switch interval before the loop gets it back: 5 ms by default.
+    # With a console open on a space of a thousand participants (a ~25 ms
+    # reading a second or so), sends at 50 a second had a p99 of 10.5-12.2 ms
+    # at 5 ms and 4.8-5.1 ms at 1 ms, the server's CPU the same
+    # (bench/results/2026-12-05-stop47-keeper). The library never sets it:
+    # this process is the broker's own.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
 class _Server:
     """uvicorn's server, told first on SIGTERM so SSE streams end with their
     resume point instead of holding the graceful shutdown open."""
@@ -533,25 +569,7 @@ class _Server:
         # signal it caught once it has shut down: this handler takes that too,
         # so a SIGTERM handled gracefully is a clean exit (0), not a kill.
         previous = signal.signal(signal.SIGTERM, self._early_stop)
-        # What is loaded by now (the modules, the app: ~90,000 objects) lives as
-        # long as the process. Out of the cyclic collector's sight, a full
-        # collection no longer walks it: with a thousand long-polls parked one
-        # took ~90 ms, a pause every request then in flight waits out (a woken
-        # claim's answer among them), ~25 ms of it for these objects alone.
-        gc.collect()
-        gc.freeze()
-        # What the collector still walks is mostly the parked waits' objects
-        # (~165 a wait), all of them in each full collection: with a thousand
-        # agents re-polling every 10 s, 80-140 ms each, that every request
-        # then in flight waited out. A full collection at most every 100
-        # collections of the middle generation instead of 10 (the young ones,
-        # which free almost all of a request's cycles, run as before; a full
-        # one found at most ~2,000 objects to free): in a server's life with
-        # 30 s of that churn, 1 full collection instead of 7-8, the slowest
-        # operator request 55-90 ms instead of 218-223
-        # (bench/results/2026-12-04-stop45-lean-server).
-        young, middle, _ = gc.get_threshold()
-        gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+        tune_interpreter()
         try:
             announce()
             self.server.run(sockets=sockets)

@@ -21,6 +21,7 @@ import pytest
 import trusted
 
 from broker import Operator, Store
+from broker.frontends.http import live
 from broker.frontends.remote import Connection, RemoteOperator
 from broker.model.records import to_dict
 from tests.served import Server, serving, store_of
@@ -146,6 +147,31 @@ def test_S22_state_stream_sends_a_reading_at_once_and_after_each_change(
     _, data = stream.next(lambda n, d: n == "state" and d["space"]["state"] == "stopped")
     assert {p["status"] for p in data["participants"]} == {"left"}
     assert data["claims"] == []
+
+
+def test_S22_a_costly_view_is_read_less_often_and_a_cheap_one_no_less() -> None:
+    """A watcher reads its view at most four times a second, and a costly view
+    (a space of a thousand participants: ~25 ms a reading) less often, so
+    that its readings take at most ``READ_SHARE`` of the time: four a second
+    cost a busy server an eighth of its one core. Simulated over a minute of
+    commits ringing every 10 ms, for readings of 1 ms to 100 ms."""
+    for read_s in (0.001, 0.005, 0.025, 0.1):
+        now, starts = 0.0, []
+        while now < 60.0:
+            starts.append(now)
+            now += read_s  # the reading
+            rung = now + 0.01  # the next commit after it
+            now = rung + live.pause(read_s, rung - starts[-1])
+        gaps = {round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)}
+        assert min(gaps) >= live.MIN_GAP_S  # never more than four a second
+        share = read_s * len(starts) / now
+        assert share <= live.READ_SHARE + 1e-9, (read_s, share)
+        if read_s / live.READ_SHARE <= live.MIN_GAP_S:
+            assert max(gaps) == pytest.approx(live.MIN_GAP_S)  # a cheap view: as before
+        else:
+            assert max(gaps) == pytest.approx(read_s / live.READ_SHARE)
+    # rung long after its last reading: only the burst's settling
+    assert live.pause(0.025, 10.0) == live.SETTLE_S
 
 
 def test_S1_spaces_stream_follows_spaces_created_stopped_and_archived(
