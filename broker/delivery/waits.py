@@ -212,10 +212,9 @@ class Keeper:
         refused: list[Watch] = []
         try:
             now = self.store.now_ts()
-            idents = {w.pulse.ident.participant_id: w.pulse.ident for w in due if w.pulse}
             with self.store.write() as t:
-                # one beat per caller, however many waits
-                found = auth.beat_many(t, list(idents.values()), now)
+                # one beat per caller, however many waits (beat_many's own)
+                found = auth.beat_many(t, [w.pulse.ident for w in due if w.pulse], now)
         except Exception:  # noqa: BLE001 - the store is busy or gone: try again in a second
             for w in due:
                 if w.pulse is not None:
@@ -253,10 +252,10 @@ class Keeper:
             return
         self._dirty = True
         ring = [w for w in watches if w.probe is None]
-        probed: dict[Callable[[Tx, list[str]], Collection[str]], list[Watch]] = {}
+        probed: dict[Callable[[Tx, list[str]], Collection[str]], list[tuple[Watch, str]]] = {}
         for w in watches:
             if w.probe is not None:
-                probed.setdefault(w.probe.many, []).append(w)
+                probed.setdefault(w.probe.many, []).append((w, w.probe.of))
         if probed:
             try:
                 with self.store.read() as t:
@@ -264,10 +263,10 @@ class Keeper:
                     # claims), not one each: ~20 ms of Python and statements on
                     # this thread that the event loop's requests waited behind.
                     for many, kind in probed.items():
-                        hit = many(t, [w.probe.of for w in kind if w.probe is not None])
-                        ring += [w for w in kind if w.probe is not None and w.probe.of in hit]
+                        hit = many(t, [of for _, of in kind])
+                        ring += [w for w, of in kind if of in hit]
             except Exception:  # noqa: BLE001 - cannot tell: everyone re-checks
-                ring += [w for kind in probed.values() for w in kind]
+                ring += [w for kind in probed.values() for w, _ in kind]
         for w in ring:
             w.ticked = True
             w.bell.ring()
