@@ -63,6 +63,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--cli-runs", type=count, help="process runs per CLI command")
     g.add_argument("--swarm-procs", type=counts, help="agent processes of the swarm, e.g. 8,32,64")
     g.add_argument("--swarm-messages", type=count, help="messages per swarm point (all agents)")
+    g.add_argument(
+        "--swarm-rounds",
+        type=count,
+        help="runs of each swarm point, systems alternated (ratios: the median of the rounds')",
+    )
     g.add_argument("--search-messages", type=count, help="messages in the searched space")
     g.add_argument("--search-rounds", type=count, help="rounds of the search query mix")
     return p.parse_args(argv)

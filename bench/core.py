@@ -72,6 +72,9 @@ class Sizes:
     cli_runs: int = 20
     swarm_procs: tuple[int, ...] = (8, 32, 64)
     swarm_messages: int = 12000  # per point, shared by the P agents
+    # Runs of each swarm point, the systems' order reversed every other round: a
+    # run on a noisy machine moves 10-20 %, a paired ratio's median far less.
+    swarm_rounds: int = 1
     search_messages: int = 100_000  # messages in the searched space
     search_rounds: int = 25  # times the query mix is run per system
 

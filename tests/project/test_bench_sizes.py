@@ -33,6 +33,7 @@ REFUSED = [
     (["-m", "bench.guards"], ["--batch", "0"], "--batch"),
     (["-m", "bench"], ["swarm", "--swarm-procs", "8,0"], "--swarm-procs"),
     (["-m", "bench"], ["swarm", "--swarm-messages", "0"], "--swarm-messages"),
+    (["-m", "bench"], ["swarm", "--swarm-rounds", "0"], "--swarm-rounds"),
     (["-m", "bench"], ["board", "--board-seconds", "nan"], "--board-seconds"),
     ([str(ROOT / "bench" / "board_claims.py")], ["--procs", ","], "--procs"),
     ([str(ROOT / "bench" / "export_memory.py")], ["--messages", "0"], "--messages"),
