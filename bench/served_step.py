@@ -22,7 +22,11 @@ library in one process (``bench.swarm_step``, the broker on one connection):
 what the step costs without the server, so that the server's own share
 reads as the difference.
 
+With ``--unix`` the clients talk to the server's Unix socket instead of
+loopback TCP: what the transport costs the server a request.
+
 python -m bench.served_step --clients 16 --steps 400
+python -m bench.served_step --clients 16 --steps 400 --unix
 """
 
 from __future__ import annotations
@@ -54,9 +58,13 @@ def _request(path: str, token: str, body: dict[str, Any]) -> bytes:
 class _Conn:
     """One keep-alive connection that reads each answer by its Content-Length."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, unix: str | None = None) -> None:
+        if unix is None:
+            self.sock = socket.create_connection((host, port))
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(unix)
         self.buf = b""
 
     def ask(self, request: bytes) -> bytes:
@@ -99,9 +107,10 @@ def _loop(
     pair: tuple[Any, Any],
     steps: int,
     warm: int,
+    unix: str | None,
 ) -> tuple[float, int]:
     sender, receiver = pair
-    conn = _Conn(host, port)
+    conn = _Conn(host, port, unix)
     send = _request(f"{base}/send", sender.token, {"to": receiver.address, "text": "x" * 64})
     claim = _request(f"{base}/inbox/claim", receiver.token, {"limit": 32})
 
@@ -126,7 +135,13 @@ def _loop(
 
 
 def measure(
-    folder: Path, *, clients: int, steps: int, warm: int, workers: int | None
+    folder: Path,
+    *,
+    clients: int,
+    steps: int,
+    warm: int,
+    workers: int | None,
+    unix: bool = False,
 ) -> dict[str, Any]:
     """The server's CPU per request of ``clients`` thin clients looping the step."""
     from bench.peers.broker_queue import join_agent, open_space
@@ -148,10 +163,11 @@ def measure(
         # descheduled after it read the server's CPU after the clients had
         # run: a window of no requests (a rate in the millions, 0 µs a request).
         barrier, go, out = ctx.Barrier(clients + 1), ctx.Event(), ctx.Queue()
+        path = server.socket if unix else None
         procs = [
             ctx.Process(
                 target=_client,
-                args=(out, barrier, go, server.host, server.port, base, pair, steps, warm),
+                args=(out, barrier, go, server.host, server.port, base, pair, steps, warm, path),
             )
             for pair in pairs
         ]
@@ -180,6 +196,7 @@ def measure(
     return {
         "clients": clients,
         "workers": workers or 1,
+        "over": "unix" if unix else "tcp",
         "requests": requests,
         "requests_per_s": requests / wall,
         "server_us_per_request": 1e6 * cpu / requests,
@@ -236,11 +253,11 @@ def report(got: dict[str, Any], embedded: float) -> str:
     per_step = got["server_us_per_request"] * len(REQUESTS)
     return "\n".join(
         [
-            "| clients | workers | requests/s | server µs / request | server µs / step | "
+            "| clients | workers | over | requests/s | server µs / request | server µs / step | "
             "client µs / request | server KiB / 1,000 requests | lean lane | "
             "writes / transaction | on the loop | embedded µs / step |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-            f"| {got['clients']} | {got['workers']} | {got['requests_per_s']:,.0f} | "
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {got['clients']} | {got['workers']} | {got['over']} | {got['requests_per_s']:,.0f} | "
             f"{got['server_us_per_request']:.0f} | {per_step:.0f} | "
             f"{got['client_us_per_request']:.0f} | {got['rss_kib_per_1000']:.0f} | "
             f"{got['lean_share']:.0%} | "
@@ -263,6 +280,9 @@ def main() -> None:
     parser.add_argument("--steps", type=count, default=400, help="steps per client")
     parser.add_argument("--warm", type=whole, default=20)
     parser.add_argument("--workers", type=count, default=None, help="broker serve --workers")
+    parser.add_argument(
+        "--unix", action="store_true", help="the clients on the server's Unix socket, not TCP"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-served-step-") as tmp:
         got = measure(
@@ -271,6 +291,7 @@ def main() -> None:
             steps=args.steps,
             warm=args.warm,
             workers=args.workers,
+            unix=args.unix,
         )
         embedded = embedded_step(Path(tmp), steps=args.steps * 4, warm=args.warm)
     print(report(got, embedded))
