@@ -155,7 +155,9 @@ class Views:
 
 
 def _json(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    # A reading is made of new containers, never a cycle: no cycle check, which
+    # is ~10 % of encoding a space of a thousand participants.
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), check_circular=False).encode()
 
 
 def space_state(op: AsyncOperator, space_id: str) -> Reading:
