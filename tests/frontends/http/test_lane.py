@@ -78,6 +78,28 @@ def exchange(srv: Server, *requests: bytes, answers: int) -> list[tuple[bytes, b
     return found
 
 
+def one_by_one(srv: Server, *requests: bytes) -> list[tuple[bytes, bytes]]:
+    """``requests`` on one kept-alive connection, each written once the answer
+    before it is read (none pipelined); their answers as ``exchange`` has them."""
+    found = []
+    with socket.create_connection(host_port(srv)) as s:
+        s.settimeout(10)
+        out = b""
+        for req in requests:
+            s.sendall(req)
+            while _whole(out) < 1 and (chunk := s.recv(65536)):
+                out += chunk
+            end = out.find(b"\r\n\r\n")
+            head = out[:end]
+            size = int(next(
+                line.split(b":")[1] for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ))  # fmt: skip
+            found.append((head, out[end + 4 : end + 4 + size]))
+            out = out[end + 4 + size :]
+    return found
+
+
 VOLATILE = frozenset(
     {"id", "message_id", "thread_id", "seq", "created_at", "at", "lease_token", "expires_at"}
 )
@@ -179,6 +201,34 @@ def test_pipelined_requests_are_answered_in_order_whichever_way_each_takes(srv: 
     with srv.client(wren) as c:
         got = c.post(agent_path(sid, "/inbox/claim"), json={"limit": 10}).json()["deliveries"]
     assert [d["body"] for d in got] == ["m0", "m1", "m2"]  # sent in the order they came
+
+
+def test_one_connection_answers_each_request_as_its_own_token_and_path_say(srv: Server) -> None:
+    """The protocol remembers the lane's call of a connection's last request
+    (a kept-alive agent repeats a few). A request that names another path,
+    another token, or a token that holds no longer, on the same connection,
+    is answered as its own, never as the one before it."""
+    sid = new_space(srv)
+    ivy, wren = remembered(srv, sid, "ivy"), remembered(srv, sid, "wren")
+    to_wren = request(agent_path(sid, "/send"), ivy, {"to": "wren", "text": "a"})
+    to_ivy = request(agent_path(sid, "/send"), wren, {"to": "ivy", "text": "b"})
+    claim = request(agent_path(sid, "/inbox/claim"), ivy, {"limit": 5})
+    forged = request(agent_path(sid, "/inbox/claim"), ivy[:-4] + "AAAA", {"limit": 5})
+    before = lean_count(srv)
+    answers = one_by_one(srv, to_wren, to_wren, to_ivy, claim, forged, claim)
+    assert [a[0].split(b"\r\n")[0] for a in answers] == [
+        *[b"HTTP/1.1 200 OK"] * 4,
+        b"HTTP/1.1 401 Unauthorized",
+        b"HTTP/1.1 200 OK",
+    ], answers
+    bodies = [json.loads(b) for _, b in answers]
+    assert [b.get("reached") for b in bodies[:3]] == [["wren"], ["wren"], ["ivy"]]
+    assert [d["body"] for d in bodies[3]["deliveries"]] == ["b"]  # ivy's inbox: wren's send
+    assert bodies[4]["error"] == "auth_failed" and bodies[5]["deliveries"] == []
+    assert lean_count(srv) - before == 5  # the forged token's went to the app
+    with srv.client(wren) as c:
+        got = c.post(agent_path(sid, "/inbox/claim"), json={"limit": 5}).json()["deliveries"]
+    assert [d["body"] for d in got] == ["a", "a"]
 
 
 def test_a_lean_request_asking_to_close_gets_its_answer_then_the_connection_closes(
