@@ -231,6 +231,35 @@ def test_one_connection_answers_each_request_as_its_own_token_and_path_say(srv: 
     assert [d["body"] for d in got] == ["a", "a"]
 
 
+def test_a_request_that_expects_100_continue_goes_to_the_app(srv: Server) -> None:
+    """The protocol reads each header once (its own count and uvicorn's own
+    reading of it, in one call). A request that asks for ``100-continue``,
+    whatever the case of its header, is the app's to answer (the lane does
+    not send the interim answer); one with trailing blanks on its headers
+    is the lane's, as uvicorn reads them without the blanks."""
+    sid = new_space(srv)
+    ivy = remembered(srv, sid, "ivy")
+    path = agent_path(sid, "/inbox/claim")
+    before = lean_count(srv)
+    with socket.create_connection(host_port(srv)) as s:
+        s.settimeout(10)
+        s.sendall(request(path, ivy, {}, b"EXPECT: 100-Continue"))
+        out = b""
+        while b"200 OK" not in out and (chunk := s.recv(65536)):
+            out += chunk
+    assert out.startswith(b"HTTP/1.1 100 Continue\r\n") and b"HTTP/1.1 200 OK" in out, out
+    assert lean_count(srv) == before  # the app's
+    data = b"{}"
+    blanks = (
+        b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x  \r\n"
+        b"Authorization: Bearer " + ivy.encode() + b" \t\r\n"
+        b"Content-Length: 2 \r\n\r\n" + data
+    )
+    [(head, body)] = one_by_one(srv, blanks)
+    assert head.startswith(b"HTTP/1.1 200 OK") and "deliveries" in json.loads(body), head
+    assert lean_count(srv) == before + 1  # the lane's
+
+
 def test_a_lean_request_asking_to_close_gets_its_answer_then_the_connection_closes(
     srv: Server,
 ) -> None:
