@@ -33,10 +33,11 @@ def to_model(row: Mapping[str, Any]) -> Participant:
     """The one participant row mapper: a row of ``list_all``/``list_present``/``by_address``."""
     from broker.model.records import Participant  # built on first use (records_space)
 
-    # Read once into a dict: a sqlite3.Row finds a column by comparing its
-    # name with each column's in turn, and this row has twenty (a console
-    # reading maps a thousand of them: 4.7 µs a row by name, 1.2 as a dict).
-    row = dict(zip(row.keys(), row, strict=True))
+    if not isinstance(row, Mapping):  # a database row: its values, with keys()
+        # Read once into a dict: a sqlite3.Row finds a column by comparing its
+        # name with each column's in turn, and this row has twenty (a console
+        # reading maps a thousand of them: 4.7 µs a row by name, 1.2 as a dict).
+        row = dict(zip(row.keys(), row, strict=True))
     messaging = bool(row["messaging"])
     tools = json.loads(row["tools"]) if row["tools"] is not None else None
     return Participant(
