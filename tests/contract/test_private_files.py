@@ -210,6 +210,9 @@ BACKUP_KILLED = """
 import os, signal, sys, time
 from broker import Operator, Store
 sig = int(sys.argv[2])
+# The signal's default, whatever this process inherited (under nohup SIGHUP
+# comes ignored, and a backup leaves an ignored signal ignored).
+signal.signal(sig, signal.SIG_DFL)
 
 def progress(done, total):
     os.kill(os.getpid(), sig)  # mid-copy: the copy is beside the target now

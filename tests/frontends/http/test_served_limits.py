@@ -255,19 +255,28 @@ def test_S41_the_budget_counts_the_open_descriptors_without_listing_them(
     def listed() -> int:
         return len(os.listdir(folder)) - 1  # the listing's own descriptor
 
+    def counted() -> int:
+        """The count, checked against a listing made right after it. Another
+        thread of this process (an earlier test's pool or doorbell) may open
+        or close a few descriptors between the two: the closest of a few
+        tries is the one compared."""
+        tries = [(budget.open_descriptors(folder), listed()) for _ in range(10)]
+        count, listing = min(tries, key=lambda t: abs(t[0] - t[1]))
+        assert abs(count - listing) <= slack, tries
+        return count
+
     gc.collect()
     gc.disable()
     try:
-        before = budget.open_descriptors(folder)
-        assert abs(before - listed()) <= slack
+        before = counted()
         socks = [socket.socket() for _ in range(200)]
         try:
-            during = budget.open_descriptors(folder)
-            assert abs(during - listed()) <= slack and abs(during - before - 200) <= slack
+            during = counted()
+            assert abs(during - before - 200) <= slack
         finally:
             for s in socks:
                 s.close()
-        after = budget.open_descriptors(folder)
+        after = counted()
         assert abs(after - before) <= slack
     finally:
         gc.enable()
