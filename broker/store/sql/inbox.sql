@@ -164,40 +164,42 @@ UPDATE deliveries d SET
 FROM candidates c WHERE d.rowid = c.rowid AND d.attempts >= :max_deliveries
 RETURNING d.rowid
 
--- fragment: claimable_inbox
--- Whether a claim of the inbox of the participant `p` would find anything
--- (S13, S15): a ready row or an expired lease, each one probe of its partial
--- index (the rows past the waiting fold as in ready_tail). One text for the
--- probe before a claim and for the keeper's probe of every parked claim.
-(EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
-    AND state = 'ready' AND queued = 1)
-  OR EXISTS (SELECT 1 FROM deliveries w
-    WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
-    AND +w.recipient_no = p.rowid AND w.state = 'ready' AND w.queued = 0)
-  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
-    AND state = 'processing' AND lease_expires_at < :now))
--- postgresql:
-(EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid AND state = 'ready')
-  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
-    AND state = 'processing' AND lease_expires_at < :now))
-
 -- name: claimable
--- Whether a claim would find anything: read in a snapshot before the claim,
--- so a claim of an empty inbox (most claims of a busy swarm) takes no write
--- lock and writes nothing.
-SELECT EXISTS (SELECT 1 FROM participants p
-  WHERE p.id = :recipient_id AND {claimable_inbox}) AS claimable
+-- Whether a claim would find anything (S13, S15): a ready row or an expired
+-- lease in the inbox, each one probe of its partial index. Read in a snapshot
+-- before the claim, so a claim of an empty inbox (most claims of a busy
+-- swarm) takes no write lock and writes nothing.
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
+    AND state = 'ready' AND queued = 1)
+  OR EXISTS (SELECT 1 {ready_tail})
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
+    AND state = 'processing' AND lease_expires_at < :now) AS claimable
+-- postgresql:
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no} AND state = 'ready')
+  OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = {recipient_no}
+    AND state = 'processing' AND lease_expires_at < :now) AS claimable
 
 -- name: claimable_among
 -- Which of the inboxes :ids (a JSON array of participant ids) a claim would
--- find anything in: the keeper's safety tick probes every parked claim's
--- inbox in one statement (broker.delivery.waits.Keeper), not a statement each
--- (a thousand parked long-polls: ~20 ms of the server's event loop waited out).
+-- find anything in, as `claimable` reads one: the keeper's safety tick probes
+-- every parked claim's inbox in one statement (broker.delivery.waits.Keeper),
+-- not a statement each (a thousand parked long-polls: ~20 ms of the server's
+-- event loop waited out).
 SELECT p.id FROM participants p
-WHERE p.id IN (SELECT value FROM json_each(:ids)) AND {claimable_inbox}
+WHERE p.id IN (SELECT value FROM json_each(:ids))
+  AND (EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'ready' AND queued = 1)
+    OR EXISTS (SELECT 1 FROM deliveries w
+      WHERE w.rowid > coalesce((SELECT upto FROM folds WHERE name = 'waiting'), 0)
+      AND +w.recipient_no = p.rowid AND w.state = 'ready' AND w.queued = 0)
+    OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'processing' AND lease_expires_at < :now))
 -- postgresql:
 SELECT p.id FROM participants p
-WHERE p.id IN (SELECT json_array_elements_text(CAST(:ids AS json))) AND {claimable_inbox}
+WHERE p.id IN (SELECT json_array_elements_text(CAST(:ids AS json)))
+  AND (EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid AND state = 'ready')
+    OR EXISTS (SELECT 1 FROM deliveries WHERE recipient_no = p.rowid
+      AND state = 'processing' AND lease_expires_at < :now))
 
 -- name: next_expiry
 -- When the inbox's next lease runs out (a waiter sleeps until then: expiry rings
