@@ -571,6 +571,30 @@ def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) ->
     assert [d.body for d in lease.deliveries] == ["warm", "hello"]
 
 
+def test_pg_a_claim_is_three_round_trips_with_no_snapshot_before_it(
+    pg: Store, tmp_path: Any
+) -> None:
+    """A claim after one that did not fill its limit: on SQLite a snapshot
+    first spares an empty inbox the writer lock; PostgreSQL has no such lock,
+    and the snapshot would cost the claim's own three round trips again (six
+    for a claim that finds mail: a waiter a send woke). So the claim is its
+    write transaction alone: BEGIN with the caller check, the claim, COMMIT."""
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    assert receiver.claim(limit=5).deliveries == []  # did not fill: a snapshot would come next
+    sender.send("b", "hello")
+    pg.size_pool(1)
+    got: list[Any] = []
+    sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.claim(limit=5)))
+    assert sent.count("Sync") == 3, sent
+    assert [d.body for d in got[0].deliveries] == ["hello"]
+    sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.claim(limit=5)))
+    assert sent.count("Sync") == 3, sent  # an empty inbox: the same three
+    assert got[1].deliveries == []
+
+
 def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reused(
     pg: Store, tmp_path: Any
 ) -> None:
