@@ -595,6 +595,22 @@ def test_pg_a_claim_is_three_round_trips_with_no_snapshot_before_it(
     assert got[1].deliveries == []
 
 
+@pytest.mark.parametrize("settle", ["ack", "release", "extend"])
+def test_pg_a_settle_of_a_lease_is_three_round_trips(pg: Store, tmp_path: Any, settle: str) -> None:
+    """BEGIN with the caller check, the settle's one statement, COMMIT: no
+    read before it, whatever the dialect does on SQLite."""
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    sender.send("b", "hello")
+    lease = receiver.claim(limit=5)
+    pg.size_pool(1)
+    args: tuple[Any, ...] = (lease.lease_token, 60) if settle == "extend" else (lease.lease_token,)
+    sent = _sent_by(pg, tmp_path, lambda: getattr(receiver, settle)(*args))
+    assert sent.count("Sync") == 3, sent
+
+
 def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reused(
     pg: Store, tmp_path: Any
 ) -> None:
