@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -234,57 +235,54 @@ def test_S41_under_fd_pressure_agents_get_503_retry_after_never_500_and_the_oper
     assert sum(seen.values()) == TOTAL
 
 
+_COUNT_CHILD = """
+import json, os, socket
+from broker.frontends.http import budget
+
+folder = "/proc/self/fd"
+
+def pair():
+    count = budget.open_descriptors(folder)
+    return count, len(os.listdir(folder)) - 1  # less the listing's own
+
+before = pair()
+socks = [socket.socket() for _ in range(200)]
+during = pair()
+for s in socks:
+    s.close()
+after = pair()
+sized = os.stat(folder).st_size > 0
+if sized:  # the count as the size: no listing at all
+    def listing(path):
+        raise AssertionError("listed " + path)
+    os.listdir = listing
+    budget.open_descriptors(folder)
+print(json.dumps({"before": before, "during": during, "after": after, "sized": sized}))
+"""
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc/self/fd here")
 def test_S41_the_budget_counts_the_open_descriptors_without_listing_them(
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """``open_descriptors`` is the number a listing gives (less the listing's
     own descriptor), and follows 200 sockets opened and closed. On a kernel that
     gives the count as the folder's size it reads no folder: a listing costs
     ~0.5 ms at a thousand connections, paid by a request every
-    ``COUNT_EVERY_S``. The garbage collector is held meanwhile: a collection
-    closes what earlier tests of this process left open (6 descriptors, once),
-    and a few of slack allow for another thread (a pool's, a doorbell's)."""
-    import gc
-
-    from broker.frontends.http import budget
-
-    folder = "/proc/self/fd"
-    slack = 3
-
-    def listed() -> int:
-        return len(os.listdir(folder)) - 1  # the listing's own descriptor
-
-    def counted() -> int:
-        """The count, checked against a listing made right after it. Another
-        thread of this process (an earlier test's pool or doorbell) may open
-        or close a few descriptors between the two: the closest of a few
-        tries is the one compared."""
-        tries = [(budget.open_descriptors(folder), listed()) for _ in range(10)]
-        count, listing = min(tries, key=lambda t: abs(t[0] - t[1]))
-        assert abs(count - listing) <= slack, tries
-        return count
-
-    gc.collect()
-    gc.disable()
-    try:
-        before = counted()
-        socks = [socket.socket() for _ in range(200)]
-        try:
-            during = counted()
-            assert abs(during - before - 200) <= slack
-        finally:
-            for s in socks:
-                s.close()
-        after = counted()
-        assert abs(after - before) <= slack
-    finally:
-        gc.enable()
-    if os.stat(folder).st_size > 0:  # the count as the size: no listing at all
-        now = listed()
-
-        def listing(path: str) -> list[str]:
-            raise AssertionError(f"listed {path}")
-
-        monkeypatch.setattr(budget.os, "listdir", listing)
-        assert abs(budget.open_descriptors(folder) - now) <= slack
+    ``COUNT_EVERY_S``. Counted in a fresh interpreter: in this one, an earlier
+    test's pool or doorbell thread (or the garbage collector) opens and closes
+    descriptors between two counts, and no slack is both safe and exact."""
+    child = subprocess.run(
+        [sys.executable, "-c", _COUNT_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(tmp_path),
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    seen = json.loads(child.stdout)
+    for count, listing in (seen["before"], seen["during"], seen["after"]):
+        assert count == listing, seen
+    assert seen["during"][0] - seen["before"][0] == 200, seen
+    assert seen["after"][0] == seen["before"][0], seen
