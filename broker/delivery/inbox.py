@@ -56,6 +56,7 @@ from broker.spaces.auth import Identity
 from broker.spaces.spaces import resolve_id
 from broker.store import procs
 from broker.store.groups import MAIL
+from broker.store.settings import Limits
 from broker.store.sql import stmt
 from broker.store.sqlite import Store, Tx
 
@@ -299,7 +300,9 @@ def _claim_once(
     process: str | None,
     tx: Tx | None,
     want_expiry: bool,
+    limits: Limits | None = None,
 ) -> tuple[Lease, str | None]:
+    """One claim. ``limits``: the caller's, when ``tx`` checked it already."""
     now_us = store.clock.micros()  # a number: no datetime made, added to, formatted
     now = fmt_micros(now_us)
     token = new_token()
@@ -325,7 +328,8 @@ def _claim_once(
                     lease_token=token, owner=owner, expires_at=expires, deliveries=[]
                 ), expiry
     with store.write(tx) as t:
-        limits = auth.caller(t, ident, now).limits
+        if limits is None:
+            limits = auth.caller(t, ident, now).limits
         expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
         rows = claim_rows(
             t,
@@ -396,19 +400,28 @@ def settle(
     statement: str,
     params: dict[str, Any],
     settled_state: str | None,
-) -> list[str]:
+    *,
+    own: bool,
+) -> tuple[auth.Caller, list[str]]:
     """Run one settle ``statement`` (ack, release, extend, quarantine) on the rows
-    still held under ``token``; the message ids it moved. A miss is explained
+    still held under ``token``: the caller's row and the message ids it moved. A miss is explained
     (``broker.delivery.lease_lost``): settled before by the holder, lost, or unknown.
 
     The caller is checked first, in ``t`` (S4, S10): a participant that left,
-    or whose token was replaced, settles nothing."""
-    auth.caller(t, ident, t.store.now_ts())
+    or whose token was replaced, settles nothing. In a transaction of its
+    ``own`` (that a refusal rolls back whole) the check and the statement go
+    together: one round trip on PostgreSQL (``auth.caller_then``)."""
     key = {"token": token, "recipient_id": ident.participant_id}
     ids_json = None if ids is None else json.dumps(ids)
-    done = [r["message_id"] for r in t.all(statement, {**params, **key, "ids": ids_json})]
+    values = {**params, **key, "ids": ids_json}
+    if own:
+        row, rows = auth.caller_then(t, ident, t.store.now_ts(), statement, values)
+    else:
+        row = auth.caller(t, ident, t.store.now_ts())
+        rows = t.all(statement, values)
+    done = [r["message_id"] for r in rows]
     lease_lost.explain(t, ident, token, ids, done, settled_state)
-    return done
+    return row, done
 
 
 def ack_all(t: Tx, recipient_id: str, token: str, now: str) -> list[str]:
@@ -433,7 +446,9 @@ def ack(
     token = _check_token(token)
     id_list = _norm_ids(ids)
     with store.write(tx) as t:
-        done = settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
+        done = settle(
+            t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done", own=tx is None
+        )[1]
     return len(done)
 
 
@@ -456,7 +471,9 @@ def release(
     if error is not None:
         error = bounds.text(error, "error", EVIDENCE_MAX)
     with store.write(tx) as t:
-        done = settle(t, ident, token, id_list, _RELEASE, {"error": error}, "ready")
+        done = settle(
+            t, ident, token, id_list, _RELEASE, {"error": error}, "ready", own=tx is None
+        )[1]
         if done:
             space_id, pid = ident.space_id, ident.participant_id
             wake.ring_at_commit(t, wake.keys_of(space_id, [pid]))
@@ -483,7 +500,7 @@ def extend(
         if seconds is None:
             seconds = auth.caller(t, ident).limits.lease_seconds
         expires = stamp_after(now, seconds)
-        settle(t, ident, token, id_list, _EXTEND, {"expires": expires}, None)
+        settle(t, ident, token, id_list, _EXTEND, {"expires": expires}, None, own=tx is None)
     return expires
 
 
@@ -508,7 +525,8 @@ def quarantine(
         error = bounds.text(error, "error", EVIDENCE_MAX)
     ids = _norm_ids([message_id])
     with store.write(tx) as t:
-        settle(t, ident, token, ids, _QUARANTINE, {"reason": reason, "error": error}, "quarantine")
+        values = {"reason": reason, "error": error}
+        settle(t, ident, token, ids, _QUARANTINE, values, "quarantine", own=tx is None)
 
 
 def quarantine_held(
@@ -549,8 +567,10 @@ def ack_and_claim(
     with store.write(tx) as t:
         if owner != default_owner(ident):
             check_owner(t, ident, owner)
-        settle(t, ident, token, id_list, _ACK, {"now": store.now_ts()}, "done")
-        got, _ = _claim_once(store, ident, limit, lease, owner, process, t, False)
+        acked = {"now": store.now_ts()}
+        row = settle(t, ident, token, id_list, _ACK, acked, "done", own=tx is None)[0]
+        # the caller is checked: the claim takes its limits (no second read)
+        got, _ = _claim_once(store, ident, limit, lease, owner, process, t, False, row.limits)
     return got
 
 

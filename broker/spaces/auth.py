@@ -105,23 +105,59 @@ def caller(
     send to that one address follows in ``t``; its recipient is read in the
     same statement (``auth.caller_send``). ``counted``: the space's counters
     are read too (``Caller.counters``), for a send to several targets."""
-    key = (id(t.store), ident.participant_id)
     params = {"id": ident.participant_id, "token_hash": ident.token_hash}
     plain = _CALLER_COUNTED if counted else _CALLER
-    if now is None or ((due := _beats.get(key)) is not None and now < due):
-        if send is None:
-            row = t.one(plain, params)
-        else:
-            return _caller_send(t, ident, params, send, now)
-    else:
+    if now is not None and beat_due(t.store, ident, now):
         # The heartbeat's statement reads the counters too (once a second).
         row = t.one(_CALLER_HEARTBEAT, {**params, "now": now})
+        return _judged(t, ident, row, now, plain, counted=counted, beat=_next_beat(now))
+    if send is not None:
+        return _caller_send(t, ident, params, send, now)
+    return _judged(t, ident, t.one(plain, params), now, plain, counted=counted, beat=None)
+
+
+def caller_then(
+    t: Tx, ident: Identity, now: str, sql: str, values: dict[str, Any]
+) -> tuple[Caller, list[Any]]:
+    """``caller(t, ident, now)`` and the statement ``sql`` after it, sent
+    together: one round trip on PostgreSQL where the check and the statement
+    took two (``Tx.two``). ``sql`` runs before the check is judged, so only in
+    a transaction of the caller's own, which a refusal rolls back whole; its
+    rows are returned with the caller's."""
+    params = {"id": ident.participant_id, "token_hash": ident.token_hash}
+    beat = _next_beat(now) if beat_due(t.store, ident, now) else None
+    first, values_first = (
+        (_CALLER, params) if beat is None else (_CALLER_HEARTBEAT, {**params, "now": now})
+    )
+    rows, after = t.two(first, values_first, sql, values)
+    row = rows[0] if rows else None
+    return _judged(t, ident, row, now, _CALLER, counted=False, beat=beat), after
+
+
+def _next_beat(now: str) -> str:
+    return ts_after(parse_ts(now), HEARTBEAT_S)
+
+
+def _judged(
+    t: Tx,
+    ident: Identity,
+    row: Any,
+    now: str | None,
+    plain: str,
+    *,
+    counted: bool,
+    beat: str | None,
+) -> Caller:
+    """The caller's row as ``plain`` reads it, refused or taken. ``beat``: the
+    row came from the heartbeat's statement, and the next beat is due then."""
+    key = (id(t.store), ident.participant_id)
+    if beat is not None:
         if row is None:  # left (no beat for it: refused below) or a stale token
-            row = t.one(plain, params)
+            row = t.one(plain, {"id": ident.participant_id, "token_hash": ident.token_hash})
         elif len(_beats) > 4096:
             _beats.clear()
         if row is not None and row["status"] != "left":
-            _beat_at_commit(t, key, ts_after(parse_ts(now), HEARTBEAT_S))
+            _beat_at_commit(t, key, beat)
     if row is None:
         _beats.pop(key, None)
         raise errors.token_refused()  # superseded by a re-join, or forged: S10 says neither

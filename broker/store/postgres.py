@@ -209,7 +209,7 @@ class PgConn:
     # ``StoreError`` on both backends.
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         if self.pending:
-            return self._send_pending((sql, params))
+            return self._send_pending((sql, params))[0]
         cur = self.conn.cursor(row_factory=_row_factory)
         try:
             cur.execute(to_pg(sql), params or None)
@@ -224,7 +224,7 @@ class PgConn:
     def flush(self) -> None:
         """Send what is deferred now (its refusal is raised here)."""
         if self.pending:
-            self._send_pending(None)
+            self._send_pending()
 
     def commit(self) -> None:
         """COMMIT, with what is deferred; nothing at all if nothing but the
@@ -242,19 +242,28 @@ class PgConn:
         if self.in_transaction:
             self.conn.execute(_ROLLBACK)
 
-    def _send_pending(self, last: tuple[str, Any] | None) -> Any:
+    def two(self, first: tuple[str, Any], then: tuple[str, Any]) -> tuple[list[Any], list[Any]]:
+        """``Tx.two``: both statements in one pipeline with what is deferred
+        (a refusal of any of them raised here), and their rows."""
+        a, b = self._send_pending(first, then)
+        return a.fetchall(), b.fetchall()
+
+    def _send_pending(self, *answered: tuple[str, Any]) -> list[Any]:
+        """What is deferred and then ``answered``, in one pipeline: the
+        cursors of ``answered``."""
         pending, self.pending = self.pending, []
-        cur = None
+        cursors = []
         try:
             with self.conn.pipeline():
                 for sql, params in pending:
                     self.conn.execute(to_pg(sql), params or None)
-                if last is not None:
+                for sql, params in answered:
                     cur = self.conn.cursor(row_factory=_row_factory)
-                    cur.execute(to_pg(last[0]), last[1] or None)
+                    cur.execute(to_pg(sql), params or None)
+                    cursors.append(cur)
         except psycopg.Error as exc:
             raise wrap_pg_error(exc) from exc
-        return cur
+        return cursors
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         self.flush()

@@ -595,20 +595,51 @@ def test_pg_a_claim_is_three_round_trips_with_no_snapshot_before_it(
     assert got[1].deliveries == []
 
 
-@pytest.mark.parametrize("settle", ["ack", "release", "extend"])
-def test_pg_a_settle_of_a_lease_is_three_round_trips(pg: Store, tmp_path: Any, settle: str) -> None:
-    """BEGIN with the caller check, the settle's one statement, COMMIT: no
-    read before it, whatever the dialect does on SQLite."""
+@pytest.mark.parametrize("settle", ["ack", "release", "extend", "quarantine"])
+def test_pg_a_settle_of_a_lease_is_two_round_trips(pg: Store, tmp_path: Any, settle: str) -> None:
+    """BEGIN, the caller check and the settle's one statement in one round
+    trip, COMMIT in a second (three before: the statement waited for the
+    check's answer). No read before it, whatever the dialect does on SQLite."""
     op = Operator(pg)
     space = op.create_space("workflow").id
     sender, _ = op.join(space, "a")
     receiver, _ = op.join(space, "b")
-    sender.send("b", "hello")
+    sent_id = sender.send("b", "hello").id
     lease = receiver.claim(limit=5)
     pg.size_pool(1)
-    args: tuple[Any, ...] = (lease.lease_token, 60) if settle == "extend" else (lease.lease_token,)
-    sent = _sent_by(pg, tmp_path, lambda: getattr(receiver, settle)(*args))
+    token = lease.lease_token
+    calls = {
+        "ack": lambda: receiver.ack(token),
+        "release": lambda: receiver.release(token),
+        "extend": lambda: receiver.extend(token, 60),
+        "quarantine": lambda: receiver.quarantine(token, sent_id, "unreadable"),
+    }
+    sent = _sent_by(pg, tmp_path, calls[settle])
+    assert sent.count("Sync") == 2, sent
+    state = {"ack": "done", "release": "ready", "extend": "processing"}.get(settle, "quarantine")
+    with pg.read() as t:
+        assert [r[0] for r in t.all("SELECT state FROM deliveries")] == [state]
+
+
+def test_pg_an_ack_and_claim_settles_in_the_round_trip_of_its_caller_check(
+    pg: Store, tmp_path: Any
+) -> None:
+    """The ack of ``ack_and_claim`` goes with BEGIN and the caller check; the
+    claim, which needs the limits that check read, follows alone, then COMMIT:
+    three round trips (five before: the ack waited for the check's answer, and
+    the claim checked the caller again)."""
+    op = Operator(pg)
+    space = op.create_space("workflow").id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    sender.send("b", "one")
+    sender.send("b", "two")
+    lease = receiver.claim(limit=1)
+    pg.size_pool(1)
+    got: list[Any] = []
+    sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.ack_and_claim(lease.lease_token)))
     assert sent.count("Sync") == 3, sent
+    assert [d.body for d in got[0].deliveries] == ["two"]
 
 
 def test_pg_a_warm_send_parses_no_statement_its_statements_are_prepared_and_reused(
