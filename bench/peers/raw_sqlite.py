@@ -124,8 +124,8 @@ class RawSame:
         bulk_load(self.store, self.space, "sender", self.worker_id, texts)
 
     # -- claim + ack -------------------------------------------------------------------
-    def _claim(self, c: sqlite3.Connection, k: int) -> tuple[str, list[str]]:
-        return claim_statements(c, self.store, self.worker, self.worker_id, "worker", k)
+    def _claim(self, c: sqlite3.Connection, k: int, checked: bool = False) -> tuple[str, list[str]]:
+        return claim_statements(c, self.store, self.worker, self.worker_id, "worker", k, checked)
 
     def claim(self, k: int) -> tuple[str, list[str]]:
         return self._in_tx(lambda c: self._claim(c, k))  # type: ignore[no-any-return]
@@ -151,7 +151,7 @@ class RawSame:
         def run(c: sqlite3.Connection) -> tuple[str, list[str]]:
             if token is not None:
                 self._ack(c, token)
-            return self._claim(c, k)
+            return self._claim(c, k, checked=token is not None)
 
         return self._in_tx(run)  # type: ignore[no-any-return]
 
@@ -191,11 +191,25 @@ class _Caller:
         return (row["last_seq"] + 1, row["to_id"]), row
 
     def check(self, c: sqlite3.Connection, now_dt: Any, now: str) -> Any:
+        return self._judged(c.execute(*self._statement(now_dt, now)).fetchone())
+
+    def check_then(
+        self, c: Any, now_dt: Any, now: str, sql: str, values: dict[str, Any]
+    ) -> list[Any]:
+        """``check`` and ``sql`` after it, together (``auth.caller_then``: one
+        round trip on PostgreSQL): ``sql``'s rows."""
+        rows, after = c.two(self._statement(now_dt, now), (sql, values))
+        self._judged(rows[0] if rows else None)
+        return after  # type: ignore[no-any-return]
+
+    def _statement(self, now_dt: Any, now: str) -> tuple[Any, dict[str, Any]]:
         if now < self.due:
-            row = c.execute(CALLER, self.values).fetchone()
-        else:
-            row = c.execute(CALLER_HEARTBEAT, {**self.values, "now": now}).fetchone()
-            self.due = ts_after(now_dt, HEARTBEAT_S)
+            return CALLER, self.values
+        self.due = ts_after(now_dt, HEARTBEAT_S)
+        return CALLER_HEARTBEAT, {**self.values, "now": now}
+
+    @staticmethod
+    def _judged(row: Any) -> Any:
         if row is None or row["status"] == "left" or row["space_state"] != "running":
             raise RuntimeError("caller not allowed")
         return row
@@ -214,13 +228,22 @@ def in_write_tx(c: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any]) 
 
 
 def claim_statements(
-    c: sqlite3.Connection, store: Store, caller: _Caller, recipient_id: str, owner: str, k: int
+    c: sqlite3.Connection,
+    store: Store,
+    caller: _Caller,
+    recipient_id: str,
+    owner: str,
+    k: int,
+    checked: bool = False,
 ) -> tuple[str, list[str]]:
     """One claim of up to ``k`` as the broker's statements (the caller check, the
-    claim), inside the caller's write transaction: (lease token, bodies)."""
+    claim), inside the caller's write transaction: (lease token, bodies).
+    ``checked``: the transaction checked the caller already (an ack's, before
+    it in ``ack_and_claim``)."""
     now_dt = store.now()
     now = fmt_ts(now_dt)
-    caller.check(c, now_dt, now)
+    if not checked:
+        caller.check(c, now_dt, now)
     token = new_token()
     values = {
         "recipient_id": recipient_id,
@@ -244,11 +267,10 @@ def claim_statements(
 def ack_statements(
     c: sqlite3.Connection, store: Store, caller: _Caller, recipient_id: str, token: str
 ) -> None:
-    """The ack of a whole lease as the broker's statements (the caller check, the
-    ack), inside ``c``'s transaction."""
+    """The ack of a whole lease as the broker's statements (the caller check and
+    the ack, together as the broker sends them), inside ``c``'s transaction."""
     now_dt = store.now()
     now = fmt_ts(now_dt)
-    caller.check(c, now_dt, now)
     values = {
         "now": now,
         "token": token,
@@ -256,7 +278,7 @@ def ack_statements(
         "ids": None,
         "error": None,
     }
-    c.execute(ACK, values).fetchall()
+    caller.check_then(c, now_dt, now, ACK, values)
 
 
 def send_statements(
