@@ -300,9 +300,10 @@ def _claim_once(
     process: str | None,
     tx: Tx | None,
     want_expiry: bool,
-    limits: Limits | None = None,
+    checked: Limits | None = None,
 ) -> tuple[Lease, str | None]:
-    """One claim. ``limits``: the caller's, when ``tx`` checked it already."""
+    """One claim. ``checked``: the caller's limits, when ``tx`` checked the
+    caller already (else it is checked in the claim's write transaction)."""
     now_us = store.clock.micros()  # a number: no datetime made, added to, formatted
     now = fmt_micros(now_us)
     token = new_token()
@@ -328,8 +329,7 @@ def _claim_once(
                     lease_token=token, owner=owner, expires_at=expires, deliveries=[]
                 ), expiry
     with store.write(tx) as t:
-        if limits is None:
-            limits = auth.caller(t, ident, now).limits
+        limits = auth.caller(t, ident, now).limits if checked is None else checked
         expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
         rows = claim_rows(
             t,
@@ -404,8 +404,9 @@ def settle(
     own: bool,
 ) -> tuple[auth.Caller, list[str]]:
     """Run one settle ``statement`` (ack, release, extend, quarantine) on the rows
-    still held under ``token``: the caller's row and the message ids it moved. A miss is explained
-    (``broker.delivery.lease_lost``): settled before by the holder, lost, or unknown.
+    still held under ``token``: the caller's row and the message ids it moved.
+    A miss is explained (``broker.delivery.lease_lost``): settled before by the
+    holder, lost, or unknown.
 
     The caller is checked first, in ``t`` (S4, S10): a participant that left,
     or whose token was replaced, settles nothing. In a transaction of its
