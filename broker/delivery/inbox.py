@@ -83,6 +83,7 @@ _RECOVER = stmt("inbox.recover")
 _REQUEUE = stmt("inbox.requeue")
 
 _filled: dict[tuple[int, str], bool] = {}  # (store, participant): last claim filled its limit
+_seen: dict[tuple[int, str], Limits] = {}  # (store, participant): the limits its last claim read
 
 # What a delivery row holds when the writer leaves a column out (a new send).
 _DEFAULTS: dict[str, Any] = {
@@ -214,29 +215,23 @@ def claim_rows(
     expires: str,
     max_deliveries: int,
     process: str | None = None,
+    first: list[Any] | None = None,
 ) -> list[Any]:
     """The claim statement, inside ``t``: the rows of up to ``limit`` deliveries,
     oldest first (``deliveries_of`` makes them records; ``claim``, after its commit).
+    ``first``: the rows of its first run, sent already with the caller check
+    (``claim_values`` its values; ``_claim_once`` on PostgreSQL).
 
     Candidates past ``max_deliveries`` are quarantined by the same statement and
     not returned. When that leaves the batch short, the poison at the head is
     quarantined in windows that double and the claim runs again: each round
     quarantines at least one row, so this ends, and it ends with ``limit``
     deliveries or none left to claim."""
-    params: dict[str, Any] = {
-        "recipient_id": recipient_id,
-        "n": limit,
-        "now": now,
-        "max_deliveries": max_deliveries,
-        "token": token,
-        "owner": owner,
-        "expires": expires,
-        "process": process,
-    }
+    params = claim_values(recipient_id, limit, token, owner, now, expires, max_deliveries, process)
     out: list[Any] = []
     window = limit
     while True:
-        rows = t.all(_CLAIM, params)
+        rows, first = (t.all(_CLAIM, params) if first is None else first), None
         met_poison = False
         for r in rows:
             if r["state"] == "processing":
@@ -260,6 +255,29 @@ def claim_rows(
     if len(out) > 1:
         out.sort(key=lambda r: r["r"])  # the log's order (S13): the rowid's
     return out
+
+
+def claim_values(
+    recipient_id: str,
+    limit: int,
+    token: str,
+    owner: str,
+    now: str,
+    expires: str,
+    max_deliveries: int,
+    process: str | None,
+) -> dict[str, Any]:
+    """The claim statement's values, by name."""
+    return {
+        "recipient_id": recipient_id,
+        "n": limit,
+        "now": now,
+        "max_deliveries": max_deliveries,
+        "token": token,
+        "owner": owner,
+        "expires": expires,
+        "process": process,
+    }
 
 
 # What inbox.claim returns of a row and its message, one JSON array in this
@@ -328,26 +346,73 @@ def _claim_once(
                 return Lease(
                     lease_token=token, owner=owner, expires_at=expires, deliveries=[]
                 ), expiry
-    with store.write(tx) as t:
-        limits = auth.caller(t, ident, now).limits if checked is None else checked
-        expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
-        rows = claim_rows(
-            t,
-            ident.participant_id,
-            limit,
-            token,
-            owner,
-            now,
-            expires,
-            limits.max_deliveries,
-            process,
-        )
-        expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
+    # On PostgreSQL, in a transaction of its own, the claim goes with the caller
+    # check (one round trip, not two: ``auth.caller_then``), made with the
+    # limits this caller's last claim read; limits found changed roll it back
+    # and it is made again with the new ones.
+    guess = None
+    if tx is None and checked is None and store.dialect != "sqlite":
+        guess = _seen.get(key)
+    while True:
+        try:
+            with store.write(tx) as t:
+                first = None
+                if checked is not None:
+                    limits = checked
+                elif guess is not None:
+                    expires = stamp_after(now_us, guess.lease_seconds if lease is None else lease)
+                    values = claim_values(
+                        ident.participant_id,
+                        limit,
+                        token,
+                        owner,
+                        now,
+                        expires,
+                        guess.max_deliveries,
+                        process,
+                    )
+                    row, first = auth.caller_then(t, ident, now, _CLAIM, values)
+                    limits = row.limits
+                    if _claimed_by(limits) != _claimed_by(guess):
+                        raise _Changed
+                else:
+                    limits = auth.caller(t, ident, now).limits
+                expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
+                rows = claim_rows(
+                    t,
+                    ident.participant_id,
+                    limit,
+                    token,
+                    owner,
+                    now,
+                    expires,
+                    limits.max_deliveries,
+                    process,
+                    first,
+                )
+                expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
+        except _Changed:
+            guess = None  # rolled back: made again, its caller checked first
+            continue
+        break
+    if store.dialect != "sqlite":
+        _seen[key] = limits
+        if len(_seen) > 4096:
+            _seen.clear()
     got = deliveries_of(rows)  # after the commit: the writer lock is free
     _filled[key] = len(got) >= limit  # a path choice only, never an answer
     if len(_filled) > 4096:
         _filled.clear()
     return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
+
+
+class _Changed(Exception):
+    """The limits a claim was made with are no longer the caller's."""
+
+
+def _claimed_by(limits: Limits) -> tuple[float, int]:
+    """What of a space's limits a claim is made with."""
+    return limits.lease_seconds, limits.max_deliveries
 
 
 def claimable_among(t: Tx, participant_ids: list[str]) -> set[str]:

@@ -24,6 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, Store, errors
+from broker.ids import parse_ts
 from broker.store.dialect import (
     PG_SEARCH_INDEX,
     PG_SEARCH_TEXT,
@@ -571,14 +572,14 @@ def test_pg_a_send_is_two_round_trips_to_the_server(pg: Store, tmp_path: Any) ->
     assert [d.body for d in lease.deliveries] == ["warm", "hello"]
 
 
-def test_pg_a_claim_is_three_round_trips_with_no_snapshot_before_it(
-    pg: Store, tmp_path: Any
-) -> None:
+def test_pg_a_claim_is_two_round_trips_with_no_snapshot_before_it(pg: Store, tmp_path: Any) -> None:
     """A claim after one that did not fill its limit: on SQLite a snapshot
     first spares an empty inbox the writer lock; PostgreSQL has no such lock,
-    and the snapshot would cost the claim's own three round trips again (six
-    for a claim that finds mail: a waiter a send woke). So the claim is its
-    write transaction alone: BEGIN with the caller check, the claim, COMMIT."""
+    and the snapshot would cost round trips of its own. So the claim is its
+    write transaction alone: BEGIN, the caller check and the claim (made with
+    the limits the caller's last claim read) in one round trip, COMMIT in a
+    second. Three before (the claim waited for the check's answer), six with
+    the snapshot."""
     op = Operator(pg)
     space = op.create_space("workflow").id
     sender, _ = op.join(space, "a")
@@ -588,11 +589,41 @@ def test_pg_a_claim_is_three_round_trips_with_no_snapshot_before_it(
     pg.size_pool(1)
     got: list[Any] = []
     sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.claim(limit=5)))
-    assert sent.count("Sync") == 3, sent
+    assert sent.count("Sync") == 2, sent
     assert [d.body for d in got[0].deliveries] == ["hello"]
     sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.claim(limit=5)))
-    assert sent.count("Sync") == 3, sent  # an empty inbox: the same three
+    assert sent.count("Sync") == 2, sent  # an empty inbox: the same two
     assert got[1].deliveries == []
+
+
+def test_pg_a_claim_made_with_limits_since_changed_is_made_again_with_the_new_ones(
+    pg: Store, tmp_path: Any
+) -> None:
+    """The operator changes the space's lease between two claims: the claim
+    sent with the old limits is rolled back and made again (its caller checked
+    first), and its lease runs the new length; nothing was claimed twice."""
+    op = Operator(pg)
+    space = op.create_space("workflow", lease_seconds=30, max_deliveries=5).id
+    sender, _ = op.join(space, "a")
+    receiver, _ = op.join(space, "b")
+    assert receiver.claim(limit=5).deliveries == []  # the limits this caller's claims read
+    sender.send("b", "hello")
+    op.set_space(space, lease_seconds=600)
+    pg.size_pool(1)
+    got: list[Any] = []
+    sent = _sent_by(pg, tmp_path, lambda: got.append(receiver.claim(limit=5)))
+    # More round trips than a claim made with the right limits (two): it was
+    # sent, rolled back (a ROLLBACK, a simple query), and made again.
+    assert sum(kind in ("Sync", "Query") for kind in sent) > 2, sent
+    (lease,) = got
+    assert [d.body for d in lease.deliveries] == ["hello"]
+    with pg.read() as t:
+        now = pg.now()
+        rows = t.all("SELECT state, attempts, lease_expires_at FROM deliveries")
+    assert [(r[0], r[1]) for r in rows] == [("processing", 1)]
+    left = (parse_ts(rows[0][2]) - now).total_seconds()
+    assert 500 < left <= 600, left  # the new lease, not the old 30 s
+    assert lease.expires_at == rows[0][2]
 
 
 @pytest.mark.parametrize("settle", ["ack", "release", "extend", "quarantine"])
