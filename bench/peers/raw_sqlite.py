@@ -236,14 +236,13 @@ def claim_statements(
     k: int,
     checked: bool = False,
 ) -> tuple[str, list[str]]:
-    """One claim of up to ``k`` as the broker's statements (the caller check, the
-    claim), inside the caller's write transaction: (lease token, bodies).
-    ``checked``: the transaction checked the caller already (an ack's, before
-    it in ``ack_and_claim``)."""
+    """One claim of up to ``k`` as the broker's statements (the caller check and
+    the claim, together as the broker sends them on PostgreSQL), inside the
+    caller's write transaction: (lease token, bodies). ``checked``: the
+    transaction checked the caller already (an ack's, before it in
+    ``ack_and_claim``)."""
     now_dt = store.now()
     now = fmt_ts(now_dt)
-    if not checked:
-        caller.check(c, now_dt, now)
     token = new_token()
     values = {
         "recipient_id": recipient_id,
@@ -256,7 +255,10 @@ def claim_statements(
         "process": None,
         "expires": ts_after(now_dt, LEASE_S),
     }
-    rows = c.execute(CLAIM, values).fetchall()
+    if checked:
+        rows = c.execute(CLAIM, values).fetchall()
+    else:
+        rows = caller.check_then(c, now_dt, now, CLAIM, values)
     # The broker's claim returns the messages itself, in one statement (a JSON
     # array each, its values in the order broker.delivery.inbox.CLAIMED names),
     # in the log's order, the rowid's.
