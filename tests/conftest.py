@@ -197,6 +197,25 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
+def traced(tmp_path: Path, clock: Clock) -> Iterator[tuple[Store, list[str]]]:
+    """A SQLite store and every statement its connection in this thread runs
+    (SQLite's trace callback: the text with its values in; a statement that
+    fires triggers is reported again after each, trigger bodies as '-- '
+    lines). A fixed clock: the once-a-second heartbeat of the first call does
+    not recur."""
+    store = Store(f"sqlite:///{tmp_path / 'b.db'}", clock=clock)
+    seen: list[str] = []
+    with store.write() as t:
+        conn = t.raw  # this thread's connection: every call below runs on it
+    conn.set_trace_callback(seen.append)
+    try:
+        yield store, seen
+    finally:
+        conn.set_trace_callback(None)
+        store.close()
+
+
+@pytest.fixture
 def operator(store: Store) -> Operator:
     return Operator(store)
 

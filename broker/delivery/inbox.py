@@ -205,29 +205,20 @@ _DEFAULT_OWNER = re.compile(r".+:[0-9]{1,10}")
 
 
 # --- claiming ----------------------------------------------------------------------------
-def claim_rows(
-    t: Tx,
-    recipient_id: str,
-    limit: int,
-    token: str,
-    owner: str,
-    now: str,
-    expires: str,
-    max_deliveries: int,
-    process: str | None = None,
-    first: list[Any] | None = None,
-) -> list[Any]:
-    """The claim statement, inside ``t``: the rows of up to ``limit`` deliveries,
-    oldest first (``deliveries_of`` makes them records; ``claim``, after its commit).
-    ``first``: the rows of its first run, sent already with the caller check
-    (``claim_values`` its values; ``_claim_once`` on PostgreSQL).
+def claim_rows(t: Tx, values: dict[str, Any], first: list[Any] | None = None) -> list[Any]:
+    """The claim statement with ``values`` (``claim_values``), inside ``t``: the
+    rows of up to their ``n`` deliveries, oldest first (``deliveries_of`` makes
+    them records; ``claim``, after its commit). ``first``: the rows of its
+    first run, sent already with the caller check (``_claim_once`` on
+    PostgreSQL).
 
     Candidates past ``max_deliveries`` are quarantined by the same statement and
     not returned. When that leaves the batch short, the poison at the head is
     quarantined in windows that double and the claim runs again: each round
-    quarantines at least one row, so this ends, and it ends with ``limit``
+    quarantines at least one row, so this ends, and it ends with ``n``
     deliveries or none left to claim."""
-    params = claim_values(recipient_id, limit, token, owner, now, expires, max_deliveries, process)
+    params = dict(values)
+    limit = params["n"]
     out: list[Any] = []
     window = limit
     while True:
@@ -242,9 +233,9 @@ def claim_rows(
             break  # no poison met, or the inbox has nothing more to offer
         params["n"] = want = limit - len(out)
         sweep: dict[str, Any] = {
-            "recipient_id": recipient_id,
-            "now": now,
-            "max_deliveries": max_deliveries,
+            "recipient_id": params["recipient_id"],
+            "now": params["now"],
+            "max_deliveries": params["max_deliveries"],
             "n": max(window, want),
         }
         while True:  # the whole window was poison: look twice as far
@@ -353,6 +344,12 @@ def _claim_once(
     guess = None
     if tx is None and checked is None and store.dialect != "sqlite":
         guess = _seen.get(key)
+
+    def values_with(limits: Limits) -> dict[str, Any]:
+        expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
+        pid = ident.participant_id
+        return claim_values(pid, limit, token, owner, now, expires, limits.max_deliveries, process)
+
     while True:
         try:
             with store.write(tx) as t:
@@ -360,36 +357,14 @@ def _claim_once(
                 if checked is not None:
                     limits = checked
                 elif guess is not None:
-                    expires = stamp_after(now_us, guess.lease_seconds if lease is None else lease)
-                    values = claim_values(
-                        ident.participant_id,
-                        limit,
-                        token,
-                        owner,
-                        now,
-                        expires,
-                        guess.max_deliveries,
-                        process,
-                    )
-                    row, first = auth.caller_then(t, ident, now, _CLAIM, values)
+                    row, first = auth.caller_then(t, ident, now, _CLAIM, values_with(guess))
                     limits = row.limits
                     if _claimed_by(limits) != _claimed_by(guess):
                         raise _Changed
                 else:
                     limits = auth.caller(t, ident, now).limits
-                expires = stamp_after(now_us, limits.lease_seconds if lease is None else lease)
-                rows = claim_rows(
-                    t,
-                    ident.participant_id,
-                    limit,
-                    token,
-                    owner,
-                    now,
-                    expires,
-                    limits.max_deliveries,
-                    process,
-                    first,
-                )
+                values = values_with(limits)
+                rows = claim_rows(t, values, first)
                 expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
         except _Changed:
             guess = None  # rolled back: made again, its caller checked first
@@ -403,7 +378,8 @@ def _claim_once(
     _filled[key] = len(got) >= limit  # a path choice only, never an answer
     if len(_filled) > 4096:
         _filled.clear()
-    return Lease(lease_token=token, owner=owner, expires_at=expires, deliveries=got), expiry
+    lease_of = Lease(lease_token=token, owner=owner, expires_at=values["expires"], deliveries=got)
+    return lease_of, expiry
 
 
 class _Changed(Exception):

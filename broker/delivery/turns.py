@@ -310,14 +310,16 @@ def _turn_once(
         got = inbox.deliveries_of(
             inbox.claim_rows(
                 t,
-                pid,
-                limit,
-                token,
-                inbox.default_owner(ident),
-                now,
-                expires,
-                limits.max_deliveries,
-                process,
+                inbox.claim_values(
+                    pid,
+                    limit,
+                    token,
+                    inbox.default_owner(ident),
+                    now,
+                    expires,
+                    limits.max_deliveries,
+                    process,
+                ),
             )
         )
         cur = _cursor(t, pid, now)

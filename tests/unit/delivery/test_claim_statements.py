@@ -12,13 +12,9 @@ statements as they are run: ``Stmt.numbered``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from conftest import Clock
 
-from broker import Operator
+from broker import Agent, Operator
 from broker.store.sql import stmt
 from broker.store.sqlite import Store
 
@@ -37,20 +33,6 @@ ACK = _head("inbox.ack")
 def _at(write: list[str], head: str | tuple[str, ...]) -> list[int]:
     """Where statements beginning ``head`` ran in ``write``."""
     return [i for i, s in enumerate(write) if s.startswith(head)]
-
-
-@pytest.fixture
-def traced(tmp_path: Path, clock: Clock) -> Iterator[tuple[Store, list[str]]]:
-    store = Store(f"sqlite:///{tmp_path / 'b.db'}", clock=clock)
-    seen: list[str] = []
-    with store.write() as t:
-        conn = t.raw  # this thread's connection: every call below runs on it
-    conn.set_trace_callback(seen.append)
-    try:
-        yield store, seen
-    finally:
-        conn.set_trace_callback(None)
-        store.close()
 
 
 def _writes(seen: list[str]) -> list[list[str]]:
@@ -74,14 +56,18 @@ def _writes(seen: list[str]) -> list[list[str]]:
     return out
 
 
+def _pair(store: Store) -> tuple[Agent, Agent]:
+    """A sender "a" and a receiver "b" in a new space."""
+    op = Operator(store)
+    space = op.create_space("workflow").id
+    return op.join(space, "a")[0], op.join(space, "b")[0]
+
+
 def test_S10_a_claim_after_its_snapshot_checks_the_caller_again_in_its_write(
     traced: tuple[Store, list[str]], clock: Clock
 ) -> None:
-    store, seen = traced
-    op = Operator(store)
-    space = op.create_space("workflow").id
-    sender, _ = op.join(space, "a")
-    receiver, _ = op.join(space, "b")
+    seen = traced[1]
+    sender, receiver = _pair(traced[0])
     assert receiver.claim(limit=5).deliveries == []  # did not fill: a snapshot comes next
     sender.send("b", "hello")
     clock.advance(0.1)  # within the heartbeat's second: the plain caller check
@@ -97,11 +83,8 @@ def test_S10_a_claim_after_its_snapshot_checks_the_caller_again_in_its_write(
 def test_S10_ack_and_claim_checks_the_caller_once_with_its_ack(
     traced: tuple[Store, list[str]], clock: Clock
 ) -> None:
-    store, seen = traced
-    op = Operator(store)
-    space = op.create_space("workflow").id
-    sender, _ = op.join(space, "a")
-    receiver, _ = op.join(space, "b")
+    seen = traced[1]
+    sender, receiver = _pair(traced[0])
     sender.send("b", "one")
     sender.send("b", "two")
     lease = receiver.claim(limit=1)

@@ -15,31 +15,12 @@ statement).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import trusted
-from conftest import Clock
 from sqlrows import spaces_as_read
 
 from broker import Agent, Operator, errors
 from broker.store.sqlite import Store
-
-
-@pytest.fixture
-def traced(tmp_path: Path, clock: Clock) -> Iterator[tuple[Store, list[str]]]:
-    # A fixed clock: the once-a-second heartbeat of the first call does not recur.
-    store = Store(f"sqlite:///{tmp_path / 'b.db'}", clock=clock)
-    seen: list[str] = []
-    with store.write() as t:
-        conn = t.raw  # this thread's connection: every call below runs on it
-    conn.set_trace_callback(seen.append)
-    try:
-        yield store, seen
-    finally:
-        conn.set_trace_callback(None)
-        store.close()
 
 
 def statements(seen: list[str]) -> list[str]:
