@@ -354,16 +354,15 @@ def _claim_once(
         try:
             with store.write(tx) as t:
                 first = None
-                if checked is not None:
-                    limits = checked
-                elif guess is not None:
-                    row, first = auth.caller_then(t, ident, now, _CLAIM, values_with(guess))
+                if guess is not None:
+                    values = values_with(guess)
+                    row, first = auth.caller_then(t, ident, now, _CLAIM, values)
                     limits = row.limits
                     if _claimed_by(limits) != _claimed_by(guess):
                         raise _Changed
                 else:
-                    limits = auth.caller(t, ident, now).limits
-                values = values_with(limits)
+                    limits = auth.caller(t, ident, now).limits if checked is None else checked
+                    values = values_with(limits)
                 rows = claim_rows(t, values, first)
                 expiry = next_expiry(t, ident.participant_id) if want_expiry and not rows else None
         except _Changed:
