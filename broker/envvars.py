@@ -32,7 +32,7 @@ VARIABLES = {
     "BROKER_OPERATOR_KEY": "the operator key (default: the key file beside the database)",
     "BROKER_SYNCHRONOUS": "NORMAL (default) or FULL",
     "BROKER_BUSY_TIMEOUT_MS": "a whole number of milliseconds, 0 to 3600000 (default 10000)",
-    "BROKER_WRITER_LOCK": "on (default) or off",
+    "BROKER_WRITER_LOCK": "on (default), off, or flock (the lock file's flock, not its mutex)",
     "BROKER_GUARD": "on (default) or off (the git guard lets the commit through, logged)",
     "BROKER_DEBUG": "on or off (default): a bug's traceback on stderr",
 }
@@ -63,6 +63,20 @@ def switch(name: str, default: bool) -> bool:
     if word in _OFF:
         return False
     raise _bad(name, value, "on or off")
+
+
+def writer_lock(name: str) -> str:
+    """The writer lock's switch: ``"on"`` (default), ``"off"``, or ``"flock"``
+    (given in any case)."""
+    value = get(name)
+    if value is None:
+        return "on"
+    word = value.strip().lower()
+    if word == "flock":
+        return word
+    if word in _ON or word in _OFF:
+        return "on" if word in _ON else "off"
+    raise _bad(name, value, "on, off or flock")
 
 
 def choice(name: str, choices: tuple[str, ...], default: str) -> str:
@@ -107,5 +121,6 @@ def check() -> None:
     """Check every variable with a fixed set of values (see the module doc)."""
     choice("BROKER_SYNCHRONOUS", ("NORMAL", "FULL"), "NORMAL")
     whole("BROKER_BUSY_TIMEOUT_MS", 10_000, BUSY_MAX_MS)
-    for name in ("BROKER_WRITER_LOCK", "BROKER_GUARD", "BROKER_DEBUG"):
+    writer_lock("BROKER_WRITER_LOCK")
+    for name in ("BROKER_GUARD", "BROKER_DEBUG"):
         switch(name, False)

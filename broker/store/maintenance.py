@@ -35,6 +35,7 @@ from typing import Any, Literal
 from broker import errors
 from broker.envvars import expand
 from broker.record_type import DOCSTRINGS, record
+from broker.store import writelock
 from broker.store.dbfile import sqlite_path
 from broker.store.filenames import check_writable_target
 from broker.store.keys import KEY_ENV, KEY_SUFFIX  # the operator key (S29): its file and variable
@@ -645,11 +646,19 @@ def _size(store: Store) -> Iterator[Finding]:
 
 def _settings(store: Store) -> Iterator[Finding]:
     s = store.settings
+    lock = "off"
+    if s.writer_lock:
+        lock = f"on ({writelock.kind(flock_only=s.writer_flock)})"
     data: dict[str, Any] = {
         "url": store.public_url,
         "synchronous": s.synchronous,
         "busy_timeout_ms": s.busy_timeout_ms,
         "writer_lock": s.writer_lock if store.dialect == "sqlite" else None,
+        "writer_lock_kind": (
+            writelock.kind(flock_only=s.writer_flock)
+            if s.writer_lock and store.dialect == "sqlite"
+            else None
+        ),
         "lock_file": store.lock_path,
         "read_only": store.read_only,
         "env": {  # BROKER_URL as printed everywhere: a password stays hidden
@@ -662,7 +671,7 @@ def _settings(store: Store) -> Iterator[Finding]:
         "settings",
         "info",
         f"synchronous={s.synchronous}, busy_timeout={s.busy_timeout_ms} ms, "
-        + (f"writer_lock={'on' if s.writer_lock else 'off'}, " if store.dialect == "sqlite" else "")
+        + (f"writer_lock={lock}, " if store.dialect == "sqlite" else "")
         + f"url={store.public_url}",
         None,
         data=data,

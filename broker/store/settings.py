@@ -156,6 +156,10 @@ class StoreSettings:
     # under many writers (one process runs many commits while the others
     # sleep), a tail many times longer (BROKER_WRITER_LOCK=off; spec §Storage).
     writer_lock: bool = True
+    # BROKER_WRITER_LOCK=flock: the writer lock is the lock file's flock even where
+    # its robust mutex is to be had (broker.store.writelock); every process of a
+    # store must take the same one.
+    writer_flock: bool = False
 
     @classmethod
     def from_env(cls, url: str | None = None) -> StoreSettings:
@@ -163,13 +167,15 @@ class StoreSettings:
         # unset, anything else not taken is invalid_input naming it.
         from broker import envvars
 
+        lock = envvars.writer_lock("BROKER_WRITER_LOCK")
         return cls(
             url=url or envvars.get("BROKER_URL") or default_url(),
             synchronous=envvars.choice(  # type: ignore[arg-type]
                 "BROKER_SYNCHRONOUS", ("NORMAL", "FULL"), "NORMAL"
             ),
             busy_timeout_ms=envvars.whole("BROKER_BUSY_TIMEOUT_MS", 10_000, envvars.BUSY_MAX_MS),
-            writer_lock=envvars.switch("BROKER_WRITER_LOCK", True),
+            writer_lock=lock != "off",
+            writer_flock=lock == "flock",
         )
 
 

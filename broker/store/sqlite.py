@@ -515,7 +515,7 @@ class Store:
         # serialises them, and the second finds the schema at head once it gets
         # it. Writers of other processes wait meanwhile; this thread's own
         # write transactions (e.g. setting the store up) skip the lock it holds.
-        lock = WriterLock(self.lock_path, create=True)
+        lock = self._writer_lock(create=True)
         try:
             lock.acquire(max(MIGRATE_WAIT_S, self.settings.busy_timeout_ms / 1000))
             self._migrating = threading.get_ident()
@@ -523,6 +523,9 @@ class Store:
         finally:
             self._migrating = None
             lock.close()  # closing the file description drops the lock
+
+    def _writer_lock(self, *, create: bool) -> WriterLock:
+        return WriterLock(self.lock_path, create=create, flock_only=self.settings.writer_flock)
 
     @staticmethod
     def _wrap_error(exc: BaseException) -> errors.BrokerError:
@@ -665,7 +668,7 @@ class Store:
         if self.read_only is not None:
             raise errors.StoreError(f"cannot write to the store at {self.path}: {self.read_only}")
         conn = self.connect()
-        lock = WriterLock(self.lock_path, create=self.create)
+        lock = self._writer_lock(create=self.create)
         try:
             held = lock.acquire(self.settings.busy_timeout_ms / 1000)
             try:
@@ -721,7 +724,7 @@ class Store:
             if write and self.settings.writer_lock and self._migrating != threading.get_ident():
                 lock = raw.writer_lock
                 if lock is None:
-                    lock = raw.writer_lock = WriterLock(self.lock_path, create=self.create)
+                    lock = raw.writer_lock = self._writer_lock(create=self.create)
                 if not lock.acquire(None if now else self.settings.busy_timeout_ms / 1000):
                     lock = None  # no lock file: SQLite's busy handler alone
             try:

@@ -8,8 +8,9 @@ the lock taken keeps its writes and tries again at the loop's next turns, for
 A real store and real library writes run through the real ``Committer``; the
 batch's COMMIT is made to fail by a job that leaves a deferred constraint
 broken (checked only at COMMIT, as a real conflict would be). The writer
-lock is held by a lock of its own (another open file description: to
-``flock`` that is another process)."""
+lock is held by a ``WriterLock`` of its own: the loop's no-wait writes find it
+taken (its mutex held by the loop's own thread, or its ``flock`` by another
+open file description), and the writer thread waits for it."""
 
 from __future__ import annotations
 

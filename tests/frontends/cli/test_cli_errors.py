@@ -548,7 +548,7 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
     takes = {
         "BROKER_GUARD": "on or off",
         "BROKER_DEBUG": "on or off",
-        "BROKER_WRITER_LOCK": "on or off",
+        "BROKER_WRITER_LOCK": "on, off or flock",
         "BROKER_SYNCHRONOUS": "NORMAL or FULL",
         "BROKER_BUSY_TIMEOUT_MS": "a whole number from 0 to 3600000",
     }
@@ -563,6 +563,7 @@ def test_S33_every_broker_variable_empty_is_unset_and_junk_is_invalid_input_nami
     for name in ("BROKER_GUARD", "BROKER_DEBUG", "BROKER_WRITER_LOCK"):
         for word in ("ON", "off", "1", "0", "True", "no"):
             assert cli("space", "show", sid, env={**key, name: word}).code == 0, (name, word)
+    assert cli("space", "show", sid, env={**key, "BROKER_WRITER_LOCK": "FLOCK"}).code == 0
     assert count_rows(store) == before
     assert set(envvars.VARIABLES) <= set(README_ENV_ROWS())
     # The git guard's override lets a commit through whatever else is set (S37).

@@ -4,7 +4,7 @@ the other waits for it on the migration lock and finds the schema at head.
 The race is made real, not left to luck: the process that migrates holds its
 migration open (inside the migration step, write lock taken, first table being
 created) until the other process is provably queued behind it, i.e. blocked on
-the migration lock file (``/proc/locks``), or has failed. Without the lock the
+the writer lock (``lockview``: read from the kernel), or has failed. Without the lock the
 second process runs into SQLite's write lock instead and gives up after its
 busy timeout (100 ms here, as a slow disk or a long migration would make it),
 so this test fails; with it, both succeed and the migration runs once.
@@ -13,12 +13,12 @@ so this test fails; with it, both succeed and the migration runs once.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import lockview
 import pytest
 
 from broker import Store
@@ -29,26 +29,13 @@ FORK = mp.get_context("fork")
 BUSY_TIMEOUT_MS = 100
 
 pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="reads /proc/locks to see who waits on the lock"
+    not sys.platform.startswith("linux"), reason="reads /proc to see who waits on the lock"
 )
 
 
 def blocked_on_lock(path: str) -> set[int]:
-    """Pids waiting for a flock on ``path`` (``/proc/locks`` marks waiters ``->``)."""
-    try:
-        inode = str(os.stat(path).st_ino)
-    except FileNotFoundError:
-        return set()
-    pids = set()
-    with open("/proc/locks") as f:
-        for line in f:
-            parts = line.split()
-            if "->" in parts and "FLOCK" in parts:
-                i = parts.index("FLOCK")
-                pid, where = parts[i + 3], parts[i + 4]
-                if where.rsplit(":", 1)[-1] == inode:
-                    pids.add(int(pid))
-    return pids
+    """Pids waiting for the writer lock at ``path`` (``lockview``: read from the kernel)."""
+    return {pid for pid, waiting in lockview.holders(path) if waiting}
 
 
 def _first_open(url: str, lock_path: str, failed: Any, out: Any) -> None:

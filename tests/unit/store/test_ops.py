@@ -75,11 +75,19 @@ def test_doctor_on_a_healthy_store_is_clean_and_exits_0(cli: Callable[..., Any])
     assert schema["data"] == {"current": HEAD, "head": HEAD}
     settings = next(d for d in lines if d["check"] == "settings")
     assert settings["data"]["writer_lock"] is True and "writer_lock=on" in settings["message"]
+    kind = settings["data"]["writer_lock_kind"]  # the platform's: its robust mutex on Linux
+    assert kind == ("mutex" if sys.platform.startswith("linux") else "flock")
+    assert f"writer_lock=on ({kind})" in settings["message"]
+    flock = cli("doctor", "--json", env={**KEY_ENV, "BROKER_WRITER_LOCK": "flock"}).lines()
+    settings = next(d for d in flock if d["check"] == "settings")
+    assert settings["data"]["writer_lock_kind"] == "flock"
+    assert "writer_lock=on (flock)" in settings["message"]
     text = cli("doctor", env=KEY_ENV)
     assert text.code == 0 and "schema at head" in text.out
     off = cli("doctor", "--json", env={**KEY_ENV, "BROKER_WRITER_LOCK": "off"}).lines()
     settings = next(d for d in off if d["check"] == "settings")
     assert settings["data"]["writer_lock"] is False and "writer_lock=off" in settings["message"]
+    assert settings["data"]["writer_lock_kind"] is None
 
 
 def test_doctor_on_a_missing_store_is_one_error_and_creates_nothing(

@@ -1,17 +1,19 @@
 """The writer lock (spec §Storage, "Writer lock"): every write transaction holds
-an exclusive ``flock`` on ``<database>.lock`` from right before ``BEGIN
-IMMEDIATE`` to right after ``COMMIT``/``ROLLBACK``; readers never take it; the
-wait is bounded; the kernel drops it when its holder dies; a writer that does
-not use it is still safe behind SQLite's busy handler.
+the lock of ``<database>.lock`` (its robust mutex, or its ``flock`` with
+``BROKER_WRITER_LOCK=flock`` or where there is no such mutex) from right before
+``BEGIN IMMEDIATE`` to right after ``COMMIT``/``ROLLBACK``; readers never take
+it; the wait is bounded; it is let go when its holder dies; a writer that does
+not use it is still safe behind SQLite's busy handler. Every test runs with
+each of the two kinds.
 
 Real processes hold the lock; who holds and who waits is read from the kernel
-(``/proc/locks``), never guessed from timing.
+(``lockview``: ``/proc/locks``, the mutex's futex word and the waiters' system
+calls), never guessed from timing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import os
 import shutil
@@ -26,10 +28,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import lockview
 import pytest
 import trusted
 
 from broker import Operator, Store, errors
+from broker.store import writelock
 from broker.store.settings import StoreSettings
 from broker.store.sqlite import CHECKPOINT_FRAMES
 
@@ -48,21 +52,17 @@ store.close()
 DEADLINE_S = 30.0
 
 
-def flocks(path: Path) -> list[tuple[int, bool]]:
-    """(pid, waiting) of every flock on ``path`` the kernel knows of."""
-    inode = os.stat(path).st_ino
-    out: list[tuple[int, bool]] = []
-    with open("/proc/locks") as f:
-        for line in f:
-            parts = line.split()
-            waiting = parts[1] == "->"
-            if waiting:
-                parts = parts[:1] + parts[2:]
-            if parts[1] != "FLOCK":
-                continue
-            if int(parts[5].rsplit(":", 1)[1]) == inode:
-                out.append((int(parts[4]), waiting))
-    return out
+@pytest.fixture(autouse=True, params=["mutex", "flock"])
+def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which lock the stores of the test (and the processes it starts) take."""
+    kind = str(request.param)
+    if kind == "mutex" and writelock.kind(flock_only=False) != "mutex":
+        pytest.skip("LOUD SKIP: this platform has no robust process-shared mutex")
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "flock" if kind == "flock" else "on")
+    return kind
+
+
+flocks = lockview.holders  # the name these tests had when the flock was the only kind
 
 
 def until(cond: Callable[[], bool], what: str) -> None:
@@ -178,7 +178,7 @@ def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store)
     assert space_count(store) == 1
 
 
-def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store) -> None:
+def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store, kind: str) -> None:
     lock = lock_of(store)
     quick = with_timeout(store, 200)
     try:
@@ -189,9 +189,10 @@ def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store) -> No
             assert info.value.exit_code == 11
             assert space_count(store) == 0  # nothing written
             release(proc)
-        # The abandoned wait gave its file description back (closing it once its
-        # flock returned), and the store writes again through a fresh one.
-        until(lambda: fds_to(lock) == 0, "the abandoned wait to close its file description")
+        if kind == "flock":
+            # The abandoned wait gave its file description back (closing it once its
+            # flock returned), and the store writes again through a fresh one.
+            until(lambda: fds_to(lock) == 0, "the abandoned wait to close its file description")
         Operator(quick).create_space("workflow")
         assert space_count(store) == 1
         assert flocks(lock) == []
@@ -442,7 +443,7 @@ def test_storage_the_wal_stays_bounded_under_the_writer_lock(store: Store) -> No
 
 
 def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """BROKER_WRITER_LOCK=off: a write transaction never takes the writer lock
     (SQLite's busy handler alone orders writers: more throughput, a longer
@@ -454,8 +455,10 @@ def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
     monkeypatch.setenv("BROKER_WRITER_LOCK", "ON")  # either case
     assert StoreSettings.from_env(store.url).writer_lock is True
     monkeypatch.setenv("BROKER_WRITER_LOCK", "maybe")
-    with pytest.raises(errors.InvalidInput, match="^BROKER_WRITER_LOCK must be on or off"):
+    with pytest.raises(errors.InvalidInput, match="^BROKER_WRITER_LOCK must be on, off or flock"):
         Store(store.url)
+    monkeypatch.setenv("BROKER_WRITER_LOCK", "Flock")
+    assert StoreSettings.from_env(store.url).writer_flock is True
     monkeypatch.setenv("BROKER_WRITER_LOCK", "off")
     off = Store(
         store.url,
@@ -463,9 +466,21 @@ def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
     )
     on = with_timeout(store, 200)
     lock = lock_of(store)
-    fd = os.open(lock, os.O_RDWR)
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # someone else (another thread) holds the writer lock
+        other = writelock.WriterLock(str(lock), flock_only=kind == "flock")
+        try:
+            assert other.acquire(5.0)
+            held.set()
+            done.wait(DEADLINE_S)
+        finally:
+            other.close()
+
+    holding = threading.Thread(target=hold)
+    holding.start()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # someone else holds the writer lock
+        assert held.wait(DEADLINE_S)
         Operator(off).create_space("workflow")  # no wait: it does not take the lock
         assert flocks(lock) == [(os.getpid(), False)]  # only the holder, nobody queued
         assert space_count(store) == 1
@@ -473,7 +488,8 @@ def test_storage_broker_writer_lock_off_leaves_writers_to_the_busy_handler(
             Operator(on).create_space("workflow")  # the lock on: it waits, then gives up
         assert space_count(store) == 1
     finally:
-        os.close(fd)
+        done.set()
+        holding.join(DEADLINE_S)
         on.close()
         off.close()
 
@@ -559,3 +575,70 @@ def test_storage_write_now_leaves_a_due_checkpoint_to_its_caller(store: Store) -
     assert hashlib.sha256(db.read_bytes()).digest() == before  # the file untouched: not run
     store.checkpoint_after(due)
     assert hashlib.sha256(db.read_bytes()).digest() != before  # the WAL folded back into it
+
+
+def test_storage_a_write_inside_another_in_one_thread_is_refused_not_left_to_wait(
+    store: Store, kind: str
+) -> None:
+    """A write transaction opened inside another one of the same thread would
+    wait for itself. The mutex knows its holder's thread and refuses at once
+    (``store_busy``, in one line); a ``flock`` knows only its file description,
+    so there the inner write waits out the busy timeout. Nothing is written."""
+    quick = with_timeout(store, 300)
+    try:
+        with quick.write() as outer:
+            outer.execute("SELECT count(*) FROM spaces").fetchone()
+            started = time.monotonic()
+            with pytest.raises(errors.StoreBusy) as info:
+                Operator(quick).create_space("workflow")
+            waited = time.monotonic() - started
+        assert "\n" not in str(info.value) and str(lock_of(store)) in str(info.value)
+        if kind == "mutex":
+            assert "holds the store's writer lock already" in str(info.value)
+            assert waited < 0.3  # refused before the timeout could run out
+        else:
+            assert "stayed taken for 0.3 s" in str(info.value)
+        assert space_count(store) == 0
+        Operator(quick).create_space("workflow")  # the lock is let go with the outer write
+        assert space_count(store) == 1
+    finally:
+        quick.close()
+
+
+def test_storage_a_signal_reaches_its_handler_while_a_writer_waits(store: Store) -> None:
+    """A writer waiting for a taken lock still runs the process's signal
+    handlers (Ctrl-C stops it) within a moment, not after its busy timeout
+    (a minute here): the mutex's wait comes back to Python every
+    ``sharedmutex.SLICE_S``, the flock's waits on a lock Python can interrupt."""
+    from broker.store import sharedmutex
+
+    class Stop(Exception):
+        pass
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop
+
+    patient = with_timeout(store, 60_000)
+    old = signal.signal(signal.SIGALRM, stop)
+    try:
+        with holder(store.url) as proc:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            started = time.monotonic()
+            with pytest.raises(Stop):
+                Operator(patient).create_space("workflow")
+            assert time.monotonic() - started < 0.2 + 4 * sharedmutex.SLICE_S
+            assert space_count(store) == 0
+            release(proc)
+        # The wait given up keeps nothing: the next writer (another file
+        # description, another connection) takes the lock at once.
+        quick = with_timeout(store, 2000)
+        try:
+            Operator(quick).create_space("workflow")
+        finally:
+            quick.close()
+        Operator(patient).create_space("workflow")  # and the stopped one writes again
+        assert space_count(store) == 2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        patient.close()
