@@ -642,3 +642,35 @@ def test_storage_a_signal_reaches_its_handler_while_a_writer_waits(store: Store)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         patient.close()
+
+
+def test_storage_a_writer_queued_behind_a_holder_that_is_killed_goes_on(store: Store) -> None:
+    """The holder dies (SIGKILL) while a writer is queued behind it: the kernel
+    lets the lock go with the dead holder (the mutex marked owner-dead and a
+    sleeper woken; the flock dropped with its files), and the queued writer
+    takes it and writes; the dead holder's transaction left nothing."""
+    Operator(store).create_space("workflow")
+    lock = lock_of(store)
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            Operator(store).create_space("workflow")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+        done.set()
+
+    with holder(store.url) as proc:
+        t = threading.Thread(target=write)
+        t.start()
+        try:
+            until(lambda: (os.getpid(), True) in flocks(lock), "our writer to queue on the lock")
+            assert not done.is_set()
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            t.join(DEADLINE_S)
+    assert done.is_set() and not failed, failed
+    assert space_count(store) == 2
+    assert flocks(lock) == []
