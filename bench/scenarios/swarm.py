@@ -96,8 +96,8 @@ def _lock_holds() -> dict[str, float]:
     store connection's ``execute``."""
     from broker.store import sqlite, writelock
 
-    got = {"held_s": 0.0, "sql_s": 0.0, "writes": 0.0}
-    at = {"held": 0.0, "sql": 0.0}
+    got = {"held_s": 0.0, "sql_s": 0.0, "writes": 0.0, "cpu_s": 0.0}
+    at = {"held": 0.0, "sql": 0.0, "cpu": 0.0}
     sql = [0.0]  # every statement's time, held or not
     acquire, release = writelock.WriterLock.acquire, writelock.WriterLock.release
     execute = sqlite.Connection.execute
@@ -106,7 +106,7 @@ def _lock_holds() -> dict[str, float]:
     def timed_acquire(self: Any, timeout: float | None) -> bool:
         ok = acquire(self, timeout)
         if ok:
-            at["held"], at["sql"] = perf(), sql[0]
+            at["held"], at["sql"], at["cpu"] = perf(), sql[0], time.thread_time()
         return ok
 
     def timed_release(self: Any) -> None:
@@ -114,6 +114,7 @@ def _lock_holds() -> dict[str, float]:
         if at["held"]:
             got["held_s"] += perf() - at["held"]
             got["sql_s"] += sql[0] - at["sql"]
+            got["cpu_s"] += time.thread_time() - at["cpu"]
             got["writes"] += 1
             at["held"] = 0.0
 
@@ -596,7 +597,7 @@ def _run_point(
         )
         + (
             f", writer lock held {stats['lock_held_us']} µs a write transaction "
-            f"({stats['lock_held_sql_us']} of it statements), "
+            f"({stats['lock_held_sql_us']} of it statements, {stats['lock_held_cpu_us']} on the CPU), "
             f"{stats['writes_per_msg']} write transactions a message"
             if "lock_held_us" in stats
             else ""
@@ -615,6 +616,7 @@ def _held(res: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "lock_held_us": round(sum(h["held_s"] for h in holds) / writes * 1e6, 1),
         "lock_held_sql_us": round(sum(h["sql_s"] for h in holds) / writes * 1e6, 1),
+        "lock_held_cpu_us": round(sum(h["cpu_s"] for h in holds) / writes * 1e6, 1),
         "writes_per_msg": round(writes / delivered, 3),
     }
 
