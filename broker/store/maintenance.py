@@ -646,19 +646,14 @@ def _size(store: Store) -> Iterator[Finding]:
 
 def _settings(store: Store) -> Iterator[Finding]:
     s = store.settings
-    lock = "off"
-    if s.writer_lock:
-        lock = f"on ({writelock.kind(flock_only=s.writer_flock)})"
+    kind = writelock.kind(flock_only=s.writer_flock) if s.writer_lock else None
+    lock = f"on ({kind})" if kind else "off"
     data: dict[str, Any] = {
         "url": store.public_url,
         "synchronous": s.synchronous,
         "busy_timeout_ms": s.busy_timeout_ms,
         "writer_lock": s.writer_lock if store.dialect == "sqlite" else None,
-        "writer_lock_kind": (
-            writelock.kind(flock_only=s.writer_flock)
-            if s.writer_lock and store.dialect == "sqlite"
-            else None
-        ),
+        "writer_lock_kind": kind if store.dialect == "sqlite" else None,
         "lock_file": store.lock_path,
         "read_only": store.read_only,
         "env": {  # BROKER_URL as printed everywhere: a password stays hidden

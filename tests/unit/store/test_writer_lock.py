@@ -151,8 +151,11 @@ def test_storage_the_writer_lock_is_dropped_when_its_holder_is_killed(store: Sto
     assert space_count(store) == 2  # the killed transaction left nothing behind
 
 
-def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store) -> None:
-    lock = lock_of(store)
+@contextmanager
+def queued_behind(store: Store) -> Iterator[None]:
+    """A writer of this process (a thread making a space) queued behind the
+    holder (``holder``), as the kernel shows it; the body lets the holder go
+    (one way or another), and the writer must then have written."""
     done = threading.Event()
     failed: list[BaseException] = []
 
@@ -163,19 +166,26 @@ def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store)
             failed.append(exc)
         done.set()
 
-    with holder(store.url) as proc:
-        t = threading.Thread(target=write)
-        t.start()
-        try:
-            # The kernel shows our writer queued behind the holder ...
-            until(lambda: (os.getpid(), True) in flocks(lock), "our writer to queue on the lock")
-            assert not done.is_set()
-            assert space_count(store) == 0
-            release(proc)  # ... and hands it over when the holder lets go.
-        finally:
-            t.join(DEADLINE_S)
+    before = space_count(store)
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        lock = lock_of(store)
+        until(lambda: (os.getpid(), True) in flocks(lock), "our writer to queue on the lock")
+        assert not done.is_set()
+        assert space_count(store) == before
+        yield
+    finally:
+        t.join(DEADLINE_S)
     assert done.is_set() and not failed, failed
-    assert space_count(store) == 1
+    assert space_count(store) == before + 1
+
+
+def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store) -> None:
+    # The kernel shows our writer queued behind the holder, and hands it the
+    # lock when the holder lets go.
+    with holder(store.url) as proc, queued_behind(store):
+        release(proc)
 
 
 def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store, kind: str) -> None:
@@ -650,27 +660,8 @@ def test_storage_a_writer_queued_behind_a_holder_that_is_killed_goes_on(store: S
     sleeper woken; the flock dropped with its files), and the queued writer
     takes it and writes; the dead holder's transaction left nothing."""
     Operator(store).create_space("workflow")
-    lock = lock_of(store)
-    done = threading.Event()
-    failed: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            Operator(store).create_space("workflow")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failed.append(exc)
-        done.set()
-
-    with holder(store.url) as proc:
-        t = threading.Thread(target=write)
-        t.start()
-        try:
-            until(lambda: (os.getpid(), True) in flocks(lock), "our writer to queue on the lock")
-            assert not done.is_set()
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        finally:
-            t.join(DEADLINE_S)
-    assert done.is_set() and not failed, failed
+    with holder(store.url) as proc, queued_behind(store):
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert space_count(store) == 2
-    assert flocks(lock) == []
+    assert flocks(lock_of(store)) == []
