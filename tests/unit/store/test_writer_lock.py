@@ -185,7 +185,9 @@ def test_storage_a_waiting_writer_is_woken_when_the_holder_commits(store: Store)
     # The kernel shows our writer queued behind the holder, and hands it the
     # lock when the holder lets go.
     with holder(store.url) as proc, queued_behind(store):
+        assert space_count(store) == 0  # queued: it has not written
         release(proc)
+    assert space_count(store) == 1  # it wrote once the holder let go
 
 
 def test_storage_the_wait_is_bounded_with_a_store_busy_error(store: Store, kind: str) -> None:
