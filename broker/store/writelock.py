@@ -150,8 +150,7 @@ def _after_fork_in_child() -> None:
     for lock in list(_locks):
         lock._fd = None
         lock._jobs = None
-        lock._mutex = False if lock.flock_only else None  # its address is the parent's map's
-        lock._held = False
+        lock._forget_mutex()  # its address is the parent's map's
         if lock._counters:  # the child's copy of the map (and of its descriptor)
             lock._counters.close()
         lock._counters = None
@@ -251,8 +250,9 @@ class WriterLock:
         self.create = create
         self.flock_only = flock_only  # BROKER_WRITER_LOCK=flock
         # The lock file's mutex (None: not looked for yet; False: the flock instead).
-        self._mutex: Mutex | Literal[False] | None = False if flock_only else None
+        self._mutex: Mutex | Literal[False] | None = None
         self._held = False  # this lock holds the mutex
+        self._forget_mutex()
         self._off = False  # the file system has no flock: the busy handler alone
         self._fd: int | None = None
         self._jobs: queue.SimpleQueue[_Job | None] | None = None
@@ -299,6 +299,11 @@ class WriterLock:
                 f"inside another one ({self.path})"
             )
         raise _stayed_taken(timeout, self.path)
+
+    def _forget_mutex(self) -> None:
+        """Look for the mutex again at the next ``acquire`` (none with ``flock_only``)."""
+        self._mutex = False if self.flock_only else None
+        self._held = False
 
     def _find_mutex(self, fd: int, timeout: float | None) -> Mutex | Literal[False]:
         """The lock file's mutex, made first if nobody has (under the ``flock``, so
@@ -417,7 +422,7 @@ class WriterLock:
         go first) and stop the helper."""
         if self._held:
             self.release()
-        self._mutex = False if self.flock_only else None  # its address dies with the map
+        self._forget_mutex()  # its address dies with the map
         if self._jobs is not None:
             self._jobs.put(None)
             self._jobs = None
