@@ -79,6 +79,10 @@ def send_in_tx(
     ``known``: the row of the one participant ``targets`` names, likewise;
     ``last_at``: the space's last log time, likewise, and ``now`` the store's
     time read in ``t`` (``Batch``)."""
+    if known is not None and space is not None and kind == "direct" and deliver:
+        one = send_one(store, t, space_id, sender, targets, text, known, space, last_at, now, sent)
+        if one is not None:
+            return one
     batch = Batch(
         store, t, space_id, sender, deliver=deliver, space=space, last_at=last_at, now=now
     )
@@ -87,6 +91,72 @@ def send_in_tx(
     result = batch.add(kind, targets, text, **sent)
     batch.flush()
     return result
+
+
+def send_one(
+    store: Store,
+    t: Tx,
+    space_id: str,
+    sender: Sender,
+    targets: list[Target],
+    text: str,
+    known: tuple[Any, ...],
+    space: SpaceRow,
+    last_at: str | None,
+    now: str | None,
+    sent: Sent,
+) -> SendResult | None:
+    """The everyday send, written without a ``Batch``: an agent's plain direct
+    message to the one participant ``known`` (its row read with the caller),
+    in a running space where no rule can refuse or divert it. None when any
+    rule might (a cap or share in reach, a contact policy, a recipient that
+    left, an idempotency key, a reply, an urgent or operator send...): the
+    ``Batch`` then judges every rule. So this path writes nothing a ``Batch``
+    would not write for the same send (``tests/contract/test_send_one.py``
+    runs both on the same stores); it spares the lock the Batch's objects, a
+    third of a send's Python inside it (spec §Targets, stop 52)."""
+    state, settings, last_seq, log_bytes, _ = space
+    mail = sent.get("mail", PLAIN)
+    if (
+        state != "running"
+        or len(targets) != 1
+        or sender.participant_id is None  # the operator: exempt from the caps (S30)
+        or sent.get("key") is not None
+        or sent.get("urgent")
+        or sent.get("via") is not None
+        or sent.get("ref") is not None
+        or mail["reply_to"] is not None
+    ):
+        return None
+    pid, address, status, waiting, policy, _, _ = known
+    target = targets[0]
+    caps = caps_of(settings)
+    if (
+        address != target.value  # read by another spelling: the Batch reads it again
+        or status == "left"
+        or (policy is not None and not sender.is_lead)
+        or log_bytes >= caps.quiet_log_bytes
+        or waiting >= caps.quiet_inbox
+    ):
+        return None
+    body_bytes = len(text.encode("utf-8"))
+    if body_bytes > limits_of(settings).body_max_bytes:
+        return None  # refused by the Batch, which names the cap
+    store.lock_space(t, space_id)  # as a Batch does: the sequence stays gap-free (PostgreSQL)
+    seq = last_seq + 1
+    mid = message_id(seq)
+    recipients, reached, not_reached, size = _sized(body_bytes, targets, [address], [])
+    at = stamp(store, t, space_id, last_at, now)
+    row = log_row(mid, space_id, seq, "direct", sender.address, recipients, text, at, mail)
+    row.update(reached=reached, not_reached=not_reached, reached_n=1, size_bytes=size)
+    insert_rows(t, (row,), defer=True)
+    inbox.insert_rows(
+        t, ({"space_id": space_id, "message_seq": seq, "recipient_id": pid},), sent=True
+    )
+    wake.ring_at_commit(t, wake.keys_of(space_id, (pid,)))
+    return SendResult(
+        id=mid, seq=seq, kind="direct", reached=[address], not_reached=[], duplicate=False
+    )
 
 
 class Batch:
@@ -256,28 +326,22 @@ class Batch:
             self.sender_bytes += size
         if self.group_bytes is not None:
             self.group_bytes += size
-        self.messages.append(
-            {
-                "id": mid,
-                "space_id": self.space_id,
-                "seq": self.seq,
-                "kind": kind,
-                "sender": self.sender.address,
-                "recipients": recipients,
-                "body": text,
-                "urgent": urgent,
-                "via": via,
-                "ref": ref,
-                "reached": reached_json,
-                "not_reached": not_reached_json,
-                "reached_n": len(out.reached),
-                "bcast_no": self.bcast_no if out.bcast else None,
-                "idempotency_key": key,
-                "size_bytes": size,
-                "created_at_utc": self._stamp(),
-                **mail,
-            }
+        row = log_row(
+            mid, self.space_id, self.seq, kind, self.sender.address, recipients, text,
+            self._stamp(), mail,
+        )  # fmt: skip
+        row.update(
+            urgent=urgent,
+            via=via,
+            ref=ref,
+            reached=reached_json,
+            not_reached=not_reached_json,
+            reached_n=len(out.reached),
+            bcast_no=self.bcast_no if out.bcast else None,
+            idempotency_key=key,
+            size_bytes=size,
         )
+        self.messages.append(row)
         return SendResult(
             id=mid,
             seq=self.seq,
@@ -528,6 +592,43 @@ def stamp(
     return now
 
 
+def log_row(
+    mid: str,
+    space_id: str,
+    seq: int,
+    kind: str,
+    sender: str,
+    recipients: str,
+    body: str,
+    at: str,
+    mail: Mail,
+) -> dict[str, Any]:
+    """A new log row by its columns' names: a plain row (not urgent, no via,
+    ref, key or broadcast number, reached as its recipients with nobody
+    refused, ``size_bytes`` 0) with ``mail``'s attributes. Its writers set what
+    differs: ``Batch``, ``send_one``, ``append``."""
+    return {
+        "id": mid,
+        "space_id": space_id,
+        "seq": seq,
+        "kind": kind,
+        "sender": sender,
+        "recipients": recipients,
+        "body": body,
+        "urgent": False,
+        "via": None,
+        "ref": None,
+        "reached": recipients,
+        "not_reached": "[]",
+        "reached_n": 0,
+        "bcast_no": None,
+        "idempotency_key": None,
+        "size_bytes": 0,
+        "created_at_utc": at,
+        **mail,
+    }
+
+
 def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, defer: bool = False) -> None:
     """The one writer of ``messages``: a send's rows, whose ids name their seq
     (``broker.ids.message_id``)."""
@@ -580,29 +681,19 @@ def append(
     size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
     seq = int(t.one(_SPACE, {"space_id": space_id})["last_seq"]) + 1
     mid = message_id(seq)
-    t.execute(
-        _INSERT_MESSAGE,
-        {
-            "id": mid,
-            "space_id": space_id,
-            "seq": seq,
-            "kind": kind,
-            "sender": sender,
-            "recipients": recipients,
-            "body": body,
-            "urgent": urgent,
-            "via": via,
-            "ref": ref,
-            "reached": reached_json,
-            "not_reached": not_reached_json,
-            "reached_n": len(reached or []),
-            "bcast_no": bcast_no,
-            "idempotency_key": key,
-            "size_bytes": size,
-            "created_at_utc": now,
-            **PLAIN,
-        },
+    row = log_row(mid, space_id, seq, kind, sender, recipients, body, now, PLAIN)
+    row.update(
+        urgent=urgent,
+        via=via,
+        ref=ref,
+        reached=reached_json,
+        not_reached=not_reached_json,
+        reached_n=len(reached or []),
+        bcast_no=bcast_no,
+        idempotency_key=key,
+        size_bytes=size,
     )
+    t.execute(_INSERT_MESSAGE, row)
     return mid, seq, now
 
 

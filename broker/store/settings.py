@@ -82,6 +82,10 @@ class Limits:
             join_key_log_bytes=self.join_key_log_cap_bytes(),
             sender_inbox=self.sender_inbox_cap(),
             join_key_inbox=self.join_key_inbox_cap(),
+            quiet_log_bytes=min(
+                self.log_cap_bytes(), self.sender_log_cap_bytes(), self.join_key_log_cap_bytes()
+            ),
+            quiet_inbox=min(self.inbox_cap, self.sender_inbox_cap(), self.join_key_inbox_cap()),
         )
 
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:
@@ -117,6 +121,10 @@ class Caps:
     join_key_log_bytes: float
     sender_inbox: int
     join_key_inbox: int
+    # Below both, no cap and no share can refuse a send: its sender's and its
+    # share group's holdings need no read (``broker.mail.sending.send_one``).
+    quiet_log_bytes: float  # the smallest of the three log caps
+    quiet_inbox: int  # the smallest of inbox_cap and the two inbox shares
 
 
 def decimal_product(a: float, b: float) -> float:
