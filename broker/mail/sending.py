@@ -146,8 +146,8 @@ def send_one(
     seq = last_seq + 1
     mid = message_id(seq)
     recipients, reached, not_reached, size = _sized(body_bytes, targets, [address], [])
-    at = stamp(store, t, space_id, last_at, now)
-    row = log_row(mid, space_id, seq, "direct", sender.address, recipients, text, at, mail)
+    row = log_row(mid, space_id, seq, "direct", sender.address, recipients, text)
+    row.update(created_at_utc=stamp(store, t, space_id, last_at, now), **mail)
     row.update(reached=reached, not_reached=not_reached, reached_n=1, size_bytes=size)
     insert_rows(t, (row,), defer=True)
     inbox.insert_rows(
@@ -326,21 +326,13 @@ class Batch:
             self.sender_bytes += size
         if self.group_bytes is not None:
             self.group_bytes += size
-        row = log_row(
-            mid, self.space_id, self.seq, kind, self.sender.address, recipients, text,
-            self._stamp(), mail,
-        )  # fmt: skip
+        row = log_row(mid, self.space_id, self.seq, kind, self.sender.address, recipients, text)
+        row.update(created_at_utc=self._stamp(), **mail)
         row.update(
-            urgent=urgent,
-            via=via,
-            ref=ref,
-            reached=reached_json,
-            not_reached=not_reached_json,
-            reached_n=len(out.reached),
-            bcast_no=self.bcast_no if out.bcast else None,
-            idempotency_key=key,
-            size_bytes=size,
-        )
+            urgent=urgent, via=via, ref=ref, reached=reached_json, not_reached=not_reached_json,
+            reached_n=len(out.reached), bcast_no=self.bcast_no if out.bcast else None,
+            idempotency_key=key, size_bytes=size,
+        )  # fmt: skip
         self.messages.append(row)
         return SendResult(
             id=mid,
@@ -593,20 +585,12 @@ def stamp(
 
 
 def log_row(
-    mid: str,
-    space_id: str,
-    seq: int,
-    kind: str,
-    sender: str,
-    recipients: str,
-    body: str,
-    at: str,
-    mail: Mail,
+    mid: str, space_id: str, seq: int, kind: str, sender: str, recipients: str, body: str
 ) -> dict[str, Any]:
     """A new log row by its columns' names: a plain row (not urgent, no via,
-    ref, key or broadcast number, reached as its recipients with nobody
-    refused, ``size_bytes`` 0) with ``mail``'s attributes. Its writers set what
-    differs: ``Batch``, ``send_one``, ``append``."""
+    ref, key, broadcast number or mail attributes, reached as its recipients
+    with nobody refused, ``size_bytes`` 0, no time). Its writers set the
+    rest: ``Batch``, ``send_one``, ``append``."""
     return {
         "id": mid,
         "space_id": space_id,
@@ -624,8 +608,8 @@ def log_row(
         "bcast_no": None,
         "idempotency_key": None,
         "size_bytes": 0,
-        "created_at_utc": at,
-        **mail,
+        "created_at_utc": "",
+        **PLAIN,
     }
 
 
@@ -681,18 +665,12 @@ def append(
     size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
     seq = int(t.one(_SPACE, {"space_id": space_id})["last_seq"]) + 1
     mid = message_id(seq)
-    row = log_row(mid, space_id, seq, kind, sender, recipients, body, now, PLAIN)
+    row = log_row(mid, space_id, seq, kind, sender, recipients, body)
     row.update(
-        urgent=urgent,
-        via=via,
-        ref=ref,
-        reached=reached_json,
-        not_reached=not_reached_json,
-        reached_n=len(reached or []),
-        bcast_no=bcast_no,
-        idempotency_key=key,
-        size_bytes=size,
-    )
+        created_at_utc=now, urgent=urgent, via=via, ref=ref, reached=reached_json,
+        not_reached=not_reached_json, reached_n=len(reached or []), bcast_no=bcast_no,
+        idempotency_key=key, size_bytes=size,
+    )  # fmt: skip
     t.execute(_INSERT_MESSAGE, row)
     return mid, seq, now
 
