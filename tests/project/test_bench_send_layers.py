@@ -18,9 +18,11 @@ def test_each_layer_variant_sends_a_message_to_the_worker(tmp_path: Path) -> Non
         got = layers(store, sender, rounds=2, per=4)
         assert list(got)[0] == "Agent.send (the library method)"
         assert list(got)[-1] == "raw_same: the statements, no store"
-        assert len(got) == 7 and all(us > 0 for us in got.values()), got
+        # the seven layers, and the same send through the Batch beside them
+        assert "(the same through the Batch, not send_one)" in got
+        assert len(got) == 8 and all(us > 0 for us in got.values()), got
         log = Operator(store).log(sender.space_id, limit=1000)
-        sent = 3 + 7 * 2 * 4  # the warm-up's, then 7 variants x 2 turns x 4 sends
+        sent = 3 + 8 * 2 * 4  # the warm-up's, then 8 variants x 2 turns x 4 sends
         assert [e.seq for e in log] == list(range(1, sent + 1))  # one row a send, no gap
         assert all(e.body == "x" * 60 and e.reached == ["worker"] for e in log[3:])
         with store.read() as t:
