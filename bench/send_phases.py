@@ -21,8 +21,15 @@ One more variant sits beside them: the caller check and the same send
 through the ``Batch`` (every send's path before ``send_one``, stop 52), so
 the row says what the Batch's objects cost over ``send_one``.
 
+``--hold`` times what a send does with the writer lock held, which is what
+a swarm of processes queues behind: from the lock's acquire to its release,
+and the statements run in between (their C time; the rest is Python). Turns
+of ``--per`` sends through ``send_one`` alternate with turns of the same
+send through the ``Batch`` (``send_one`` declining), ``--rounds`` times.
+
 python -m bench.send_phases --sends 5000
 python -m bench.send_phases --layers --rounds 12 --per 400
+python -m bench.send_phases --hold --rounds 12 --per 400
 """
 
 from __future__ import annotations
@@ -73,9 +80,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sends", type=count, default=5000)
     p.add_argument("--warm", type=whole, default=300)
     p.add_argument("--layers", action="store_true", help="the layers taken off one at a time")
-    p.add_argument("--rounds", type=count, default=12, help="--layers: turns of each variant")
-    p.add_argument("--per", type=count, default=400, help="--layers: sends a turn")
+    p.add_argument("--hold", action="store_true", help="the writer lock's hold, send_one or not")
+    p.add_argument("--rounds", type=count, default=12, help="--layers, --hold: turns of each")
+    p.add_argument("--per", type=count, default=400, help="--layers, --hold: sends a turn")
     a = p.parse_args(argv)
+    if a.hold:
+        with tempfile.TemporaryDirectory(prefix="send-hold-") as d:
+            store, sender = warmed_sender(Path(d), a.warm)
+            held = hold(sender, a.rounds, a.per)
+            store.close()
+        print(f"{a.rounds} turns of {a.per} sends each way, the median of the turns' medians")
+        print("| the send | p50 µs | writer lock held µs | statements in it µs | Python in it µs |")
+        print("|---|---|---|---|---|")
+        for k, (wall, lock, sql) in held.items():
+            print(f"| {k} | {wall:.1f} | {lock:.1f} | {sql:.1f} | {lock - sql:.1f} |")
+        return
     if a.layers:
         with tempfile.TemporaryDirectory(prefix="send-layers-") as d:
             store, sender = warmed_sender(Path(d), a.warm)
@@ -209,6 +228,67 @@ def layers(store: Any, sender: Any, rounds: int, per: int) -> dict[str, float]:
             turns[name].append(statistics.median(times) / 1000)
     conn.close()
     return {k: statistics.median(v) for k, v in turns.items()}
+
+
+def hold(sender: Any, rounds: int, per: int) -> dict[str, tuple[float, float, float]]:
+    """``--hold``: (send p50, lock held, statements inside) in µs, medians of
+    the turns' medians, through ``send_one`` and through the ``Batch``."""
+    from broker.mail import sending
+    from broker.store.writelock import WriterLock
+
+    at = {"t0": 0, "sql": 0}
+    holds: list[tuple[int, int]] = []
+    acquire, release, execute = WriterLock.acquire, WriterLock.release, store_sqlite._execute
+
+    def timed_acquire(self: WriterLock, timeout: float | None) -> bool:
+        got = acquire(self, timeout)
+        at["t0"], at["sql"] = _clock(), 0
+        return got
+
+    def timed_release(self: WriterLock) -> None:
+        holds.append((_clock() - at["t0"], at["sql"]))
+        release(self)
+
+    def timed_execute(conn: Any, sql: Any, params: Any = ()) -> Any:
+        t0 = _clock()
+        try:
+            return execute(conn, sql, params)
+        finally:
+            at["sql"] += _clock() - t0
+
+    one = sending.send_one
+    ways: dict[str, Callable[..., Any]] = {
+        "send_one": one,
+        "the Batch (send_one declining)": lambda *_a, **_k: None,
+    }
+    turns: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ways}
+    WriterLock.acquire, WriterLock.release = timed_acquire, timed_release  # type: ignore[method-assign]
+    store_sqlite._execute = timed_execute
+    try:
+        for _ in range(rounds):
+            for name, way in ways.items():
+                sending.send_one = way
+                holds.clear()
+                walls = []
+                for _ in range(per):
+                    t0 = _clock()
+                    sender.send("worker", "x" * 60)
+                    walls.append(_clock() - t0)
+                turns[name].append(
+                    (
+                        statistics.median(walls),
+                        statistics.median(h for h, _ in holds),
+                        statistics.median(q for _, q in holds),
+                    )
+                )
+    finally:
+        sending.send_one = one
+        WriterLock.acquire, WriterLock.release = acquire, release  # type: ignore[method-assign]
+        store_sqlite._execute = execute
+    return {
+        k: tuple(statistics.median(c) / 1000 for c in zip(*v, strict=True))
+        for k, v in turns.items()
+    }
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """``python -m bench.send_phases --layers``: a send with its layers taken off one
-at a time, each variant a real send of one message to the same inbox."""
+at a time, each variant a real send of one message to the same inbox; and
+``--hold``: the writer lock's hold of a send, through ``send_one`` and through
+the ``Batch``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import sqlrows
 
 from bench.peers.broker_queue import warmed_sender
-from bench.send_phases import layers
+from bench.send_phases import hold, layers
 from broker import Operator
 
 
@@ -33,3 +35,23 @@ def test_each_layer_variant_sends_a_message_to_the_worker(tmp_path: Path) -> Non
         assert [tuple(r) for r in inbox] == [(e.id, "worker") for e in log]  # each in the inbox
     finally:
         store.close()
+
+
+def test_the_hold_times_both_ways_and_puts_every_patch_back(tmp_path: Path) -> None:
+    from broker.mail import sending
+    from broker.store import sqlite as store_sqlite
+    from broker.store.writelock import WriterLock
+
+    before = (sending.send_one, WriterLock.acquire, WriterLock.release, store_sqlite._execute)
+    store, sender = warmed_sender(tmp_path, 3)
+    try:
+        got = hold(sender, rounds=2, per=4)
+        assert list(got) == ["send_one", "the Batch (send_one declining)"]
+        for wall, held, sql in got.values():
+            assert wall > held > sql > 0, got  # the hold is inside the send, the statements in it
+        log = Operator(store).log(sender.space_id, limit=1000)
+        assert [e.seq for e in log] == list(range(1, 3 + 2 * 2 * 4 + 1))  # every send landed
+    finally:
+        store.close()
+    after = (sending.send_one, WriterLock.acquire, WriterLock.release, store_sqlite._execute)
+    assert after == before
