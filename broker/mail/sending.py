@@ -113,8 +113,8 @@ def send_one(
     left, an idempotency key, a reply, an urgent or operator send...): the
     ``Batch`` then judges every rule. So this path writes nothing a ``Batch``
     would not write for the same send (``tests/contract/test_send_one.py``
-    runs both on the same stores); it spares the lock the Batch's objects, a
-    third of a send's Python inside it (spec §Targets, stop 52)."""
+    runs both on the same stores); it spares the lock the Batch's objects, about
+    a quarter of a send's Python inside it (spec §Targets, stop 52)."""
     state, settings, last_seq, log_bytes, _ = space
     mail = sent.get("mail", PLAIN)
     if (
