@@ -146,9 +146,12 @@ def send_one(
     seq = last_seq + 1
     mid = message_id(seq)
     recipients, reached, not_reached, size = _sized(body_bytes, targets, [address], [])
-    row = log_row(mid, space_id, seq, "direct", sender.address, recipients, text)
-    row.update(created_at_utc=stamp(store, t, space_id, last_at, now), **mail)
-    row.update(reached=reached, not_reached=not_reached, reached_n=1, size_bytes=size)
+    at = stamp(store, t, space_id, last_at, now)
+    row = log_row(
+        mid, space_id, seq, "direct", sender.address, recipients, text, reached, not_reached,
+        1, size, at,
+    )  # fmt: skip
+    row.update(mail)
     insert_rows(t, (row,), defer=True)
     inbox.insert_rows(
         t, ({"space_id": space_id, "message_seq": seq, "recipient_id": pid},), sent=True
@@ -326,13 +329,13 @@ class Batch:
             self.sender_bytes += size
         if self.group_bytes is not None:
             self.group_bytes += size
-        row = log_row(mid, self.space_id, self.seq, kind, self.sender.address, recipients, text)
-        row.update(created_at_utc=self._stamp(), **mail)
-        row.update(
-            urgent=urgent, via=via, ref=ref, reached=reached_json, not_reached=not_reached_json,
-            reached_n=len(out.reached), bcast_no=self.bcast_no if out.bcast else None,
-            idempotency_key=key, size_bytes=size,
+        row = log_row(
+            mid, self.space_id, self.seq, kind, self.sender.address, recipients, text,
+            reached_json, not_reached_json, len(out.reached), size, self._stamp(),
         )  # fmt: skip
+        row.update(mail)
+        bcast_no = self.bcast_no if out.bcast else None
+        row.update(urgent=urgent, via=via, ref=ref, bcast_no=bcast_no, idempotency_key=key)
         self.messages.append(row)
         return SendResult(
             id=mid,
@@ -585,12 +588,23 @@ def stamp(
 
 
 def log_row(
-    mid: str, space_id: str, seq: int, kind: str, sender: str, recipients: str, body: str
+    mid: str,
+    space_id: str,
+    seq: int,
+    kind: str,
+    sender: str,
+    recipients: str,
+    body: str,
+    reached: str,
+    not_reached: str,
+    reached_n: int,
+    size: int,
+    at: str,
 ) -> dict[str, Any]:
-    """A new log row by its columns' names: a plain row (not urgent, no via,
-    ref, key, broadcast number or mail attributes, reached as its recipients
-    with nobody refused, ``size_bytes`` 0, no time). Its writers set the
-    rest: ``Batch``, ``send_one``, ``append``."""
+    """A new log row by its columns' names, with what every row has; it is
+    plain in the rest (not urgent, no via, ref, idempotency key, broadcast
+    number or mail attributes). Its writers set what differs: ``Batch``,
+    ``send_one``, ``append``."""
     return {
         "id": mid,
         "space_id": space_id,
@@ -602,13 +616,13 @@ def log_row(
         "urgent": False,
         "via": None,
         "ref": None,
-        "reached": recipients,
-        "not_reached": "[]",
-        "reached_n": 0,
+        "reached": reached,
+        "not_reached": not_reached,
+        "reached_n": reached_n,
         "bcast_no": None,
         "idempotency_key": None,
-        "size_bytes": 0,
-        "created_at_utc": "",
+        "size_bytes": size,
+        "created_at_utc": at,
         **PLAIN,
     }
 
@@ -657,7 +671,8 @@ def append(
 ) -> tuple[str, int, str]:
     """Append one row to the log with the next ``seq`` of the space, outside a
     send (receipts; imports and tests); returns (id, seq, created_at_utc).
-    Sends go through ``Batch``: these two are the only writers of ``messages``."""
+    Sends go through ``Batch`` or ``send_one``: with this one they are the only
+    writers of ``messages``."""
     store.lock_space(t, space_id)
     now = stamp(store, t, space_id)
     reached_json = json.dumps(reached or [])
@@ -665,12 +680,11 @@ def append(
     size = len(body.encode("utf-8")) + len(recipients) + len(reached_json) + len(not_reached_json)
     seq = int(t.one(_SPACE, {"space_id": space_id})["last_seq"]) + 1
     mid = message_id(seq)
-    row = log_row(mid, space_id, seq, kind, sender, recipients, body)
-    row.update(
-        created_at_utc=now, urgent=urgent, via=via, ref=ref, reached=reached_json,
-        not_reached=not_reached_json, reached_n=len(reached or []), bcast_no=bcast_no,
-        idempotency_key=key, size_bytes=size,
+    row = log_row(
+        mid, space_id, seq, kind, sender, recipients, body, reached_json, not_reached_json,
+        len(reached or []), size, now,
     )  # fmt: skip
+    row.update(urgent=urgent, via=via, ref=ref, bcast_no=bcast_no, idempotency_key=key)
     t.execute(_INSERT_MESSAGE, row)
     return mid, seq, now
 

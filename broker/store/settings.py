@@ -76,16 +76,20 @@ class Limits:
     def caps(self) -> Caps:
         """The caps a send checks, each computed once (``spaces.caps_of`` caches
         them per settings: a send reads them all)."""
+        log, sender_log, join_key_log = (
+            self.log_cap_bytes(),
+            self.sender_log_cap_bytes(),
+            self.join_key_log_cap_bytes(),
+        )
+        sender_inbox, join_key_inbox = self.sender_inbox_cap(), self.join_key_inbox_cap()
         return Caps(
-            log_bytes=self.log_cap_bytes(),
-            sender_log_bytes=self.sender_log_cap_bytes(),
-            join_key_log_bytes=self.join_key_log_cap_bytes(),
-            sender_inbox=self.sender_inbox_cap(),
-            join_key_inbox=self.join_key_inbox_cap(),
-            quiet_log_bytes=min(
-                self.log_cap_bytes(), self.sender_log_cap_bytes(), self.join_key_log_cap_bytes()
-            ),
-            quiet_inbox=min(self.inbox_cap, self.sender_inbox_cap(), self.join_key_inbox_cap()),
+            log_bytes=log,
+            sender_log_bytes=sender_log,
+            join_key_log_bytes=join_key_log,
+            sender_inbox=sender_inbox,
+            join_key_inbox=join_key_inbox,
+            quiet_log_bytes=min(log, sender_log, join_key_log),
+            quiet_inbox=min(self.inbox_cap, sender_inbox, join_key_inbox),
         )
 
     def to_dict(self, include: set[str] | None = None) -> dict[str, Any]:

@@ -250,8 +250,8 @@ class WriterLock:
         self.create = create
         self.flock_only = flock_only  # BROKER_WRITER_LOCK=flock
         # The lock file's mutex (None: not looked for yet; False: the flock instead).
-        self._mutex: Mutex | Literal[False] | None = None
-        self._held = False  # this lock holds the mutex
+        self._mutex: Mutex | Literal[False] | None
+        self._held: bool  # this lock holds the mutex
         self._forget_mutex()
         self._off = False  # the file system has no flock: the busy handler alone
         self._fd: int | None = None
