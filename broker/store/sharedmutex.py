@@ -19,6 +19,16 @@ slice. A release wakes one sleeper; a taker that comes meanwhile may take it
 first, which keeps the lock busy rather than handing it to a sleeper that has
 yet to run.
 
+Before it sleeps, a taker whose recent waits were short (their moving mean
+under ``SPIN_WHILE_S``) tries again for up to ``SPIN_S``, giving its CPU away
+between tries (``sched_yield``: a holder waiting for this CPU gets it). With a
+few writers on as many cores the holder lets go within a transaction's ~100
+µs, and a sleeper is woken only after its CPU has gone idle: on a VM that is
+~0.3 ms more, with the lock idle meanwhile, and two processes claiming one
+inbox ran at 0.6x the rate of one (``bench sweep`` at P = 2; 0.96x with the
+spin). Where many writers wait, waits are long, nobody spins, and the
+kernel's queue orders them as before.
+
 Linux only (``load()`` is None elsewhere): the ``pthread_mutex_t`` is made by
 libc in place and never read here, so its layout does not matter, only that it
 fits in ``SIZE`` bytes.
@@ -35,6 +45,9 @@ from typing import Final, Literal
 
 SIZE: Final = 64  # bytes kept for a pthread_mutex_t (40 on x86-64, 48 on arm64)
 SLICE_S: Final = 0.25
+SPIN_S: Final = 0.00015  # a taker's tries before it sleeps: about a transaction's hold
+SPIN_WHILE_S: Final = 0.001  # ...while its waits' moving mean is under this
+_clock = time.monotonic  # every wait's deadline and length (a test's stand-in)
 _PROCESS_SHARED: Final = 1
 _ROBUST: Final = 1
 _ERRORCHECK: Final = 2
@@ -112,12 +125,13 @@ def make(libc: _Libc, at: int) -> int:
 class Mutex:
     """The mutex at ``at``, taken and let go by one thread at a time."""
 
-    __slots__ = ("libc", "at", "_deadline")
+    __slots__ = ("libc", "at", "_deadline", "_waited")
 
     def __init__(self, libc: _Libc, at: int) -> None:
         self.libc = libc
         self.at = at
         self._deadline = _Timespec()
+        self._waited = 0.0  # this handle's waits for it, a moving mean (seconds)
 
     def lock(self, timeout: float | None) -> Taken:
         """Take it, waiting at most ``timeout`` seconds (None: only if it is free
@@ -129,7 +143,13 @@ class Mutex:
                 return "mine"
             if timeout is None:
                 return "taken"
-            rc = self._wait(time.monotonic() + max(0.0, timeout))
+            began = _clock()
+            end = began + max(0.0, timeout)
+            if self._waited < SPIN_WHILE_S:
+                rc = self._spin(min(end, began + SPIN_S))
+            if rc in _TAKEN:
+                rc = self._wait(end)
+            self._waited += (_clock() - began - self._waited) / 4
             if rc == errno.ETIMEDOUT:
                 return "taken"
             if rc == errno.EDEADLK:
@@ -143,12 +163,22 @@ class Mutex:
             raise OSError(rc, os.strerror(rc))
         return "got"
 
+    def _spin(self, end: float) -> int:
+        """Try again until ``end``, the CPU given away between tries: libc's
+        answer, ``EBUSY`` if it stayed taken."""
+        trylock, at, now, give_way = self.libc.trylock, self.at, _clock, os.sched_yield
+        rc = errno.EBUSY
+        while rc in _TAKEN and now() < end:
+            give_way()
+            rc = trylock(at)
+        return int(rc)
+
     def _wait(self, end: float) -> int:
         """libc's answer once it is not a slice's ``ETIMEDOUT`` (or the deadline's)."""
         deadline, lock, at = self._deadline, self.libc.clocklock, self.at
         ref = ctypes.byref(deadline)
         while True:
-            now = time.monotonic()
+            now = _clock()
             if now >= end:
                 return errno.ETIMEDOUT
             until = min(end, now + SLICE_S)
