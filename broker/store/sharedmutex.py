@@ -25,7 +25,7 @@ between tries (``sched_yield``: a holder waiting for this CPU gets it). With a
 few writers on as many cores the holder lets go within a transaction's ~100
 µs, and a sleeper is woken only after its CPU has gone idle: on a VM that is
 ~0.3 ms more, with the lock idle meanwhile, and two processes claiming one
-inbox ran at 0.6x the rate of one (``bench sweep`` at P = 2; 0.96x with the
+inbox ran at 0.6x the rate of one (``bench sweep`` at P = 2; 0.96-1.02x with the
 spin). Where many writers wait, waits are long, nobody spins, and the
 kernel's queue orders them as before.
 
