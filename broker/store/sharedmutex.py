@@ -19,9 +19,10 @@ slice. A release wakes one sleeper; a taker that comes meanwhile may take it
 first, which keeps the lock busy rather than handing it to a sleeper that has
 yet to run.
 
-Before it sleeps, a taker whose recent waits were short (their moving mean
-under ``SPIN_WHILE_S``) tries again for up to ``SPIN_S``, giving its CPU away
-between tries (``sched_yield``: a holder waiting for this CPU gets it). With a
+Before it sleeps, a taker whose recent waits were short tries again for a
+while, giving its CPU away between tries (``sched_yield``: a holder waiting
+for this CPU gets it): ``broker.store.patience`` says how long, for the
+mutex and the ``flock`` alike. With a
 few writers on as many cores the holder lets go within a transaction's ~100
 µs, and a sleeper is woken only after its CPU has gone idle: on a VM that is
 ~0.3 ms more, with the lock idle meanwhile, and two processes claiming one
@@ -43,10 +44,10 @@ import sys
 import time
 from typing import Final, Literal
 
+from broker.store.patience import Patience
+
 SIZE: Final = 64  # bytes kept for a pthread_mutex_t (40 on x86-64, 48 on arm64)
 SLICE_S: Final = 0.25
-SPIN_S: Final = 0.00015  # a taker's tries before it sleeps: about a transaction's hold
-SPIN_WHILE_S: Final = 0.001  # ...while its waits' moving mean is under this
 _clock = time.monotonic  # every wait's deadline and length (a test's stand-in)
 _PROCESS_SHARED: Final = 1
 _ROBUST: Final = 1
@@ -125,13 +126,13 @@ def make(libc: _Libc, at: int) -> int:
 class Mutex:
     """The mutex at ``at``, taken and let go by one thread at a time."""
 
-    __slots__ = ("libc", "at", "_deadline", "_waited")
+    __slots__ = ("libc", "at", "_deadline", "_patience")
 
     def __init__(self, libc: _Libc, at: int) -> None:
         self.libc = libc
         self.at = at
         self._deadline = _Timespec()
-        self._waited = 0.0  # this handle's waits for it, a moving mean (seconds)
+        self._patience = Patience()
 
     def lock(self, timeout: float | None) -> Taken:
         """Take it, waiting at most ``timeout`` seconds (None: only if it is free
@@ -145,11 +146,10 @@ class Mutex:
                 return "taken"
             began = _clock()
             end = began + max(0.0, timeout)
-            if self._waited < SPIN_WHILE_S:
-                rc = self._spin(min(end, began + SPIN_S))
+            rc = self._spin(self._patience.spin_until(began, end))
             if rc in _TAKEN:
                 rc = self._wait(end)
-            self._waited += (_clock() - began - self._waited) / 4
+            self._patience.waited(_clock() - began)
             if rc == errno.ETIMEDOUT:
                 return "taken"
             if rc == errno.EDEADLK:
@@ -168,9 +168,11 @@ class Mutex:
         answer, ``EBUSY`` if it stayed taken."""
         trylock, at, now, give_way = self.libc.trylock, self.at, _clock, os.sched_yield
         rc = errno.EBUSY
-        while rc in _TAKEN and now() < end:
+        while now() < end:
             give_way()
             rc = trylock(at)
+            if rc not in _TAKEN:
+                break
         return int(rc)
 
     def _wait(self, end: float) -> int:

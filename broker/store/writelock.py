@@ -55,11 +55,13 @@ import mmap
 import os
 import struct
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Final, Literal
 
 from broker import errors
 from broker.store import runfiles
+from broker.store.patience import Patience
 
 if TYPE_CHECKING:
     import queue
@@ -242,6 +244,7 @@ class WriterLock:
         "_counters",
         "_mutex",
         "_held",
+        "_patience",
         "__weakref__",
     )
 
@@ -256,6 +259,7 @@ class WriterLock:
         self._off = False  # the file system has no flock: the busy handler alone
         self._fd: int | None = None
         self._jobs: queue.SimpleQueue[_Job | None] | None = None
+        self._patience = Patience()  # the flock's tries before it waits
         # The lock file's counters mapped (count_commit); False: it cannot be
         # mapped (SQLite's automatic checkpoint alone then, as without the file).
         self._counters: mmap.mmap | Literal[False] | None = None
@@ -346,6 +350,9 @@ class WriterLock:
             return False
         if timeout is None:
             raise errors.WriterTaken(f"the store's writer lock is taken ({self.path})")
+        began = time.monotonic()
+        if self._tried_again(fd, began, timeout):
+            return True
         job = _Job(fd)
         jobs = self._jobs
         if jobs is None:
@@ -376,7 +383,22 @@ class WriterLock:
             raise errors.StoreError(
                 f"cannot lock {self.path}: {job.error.strerror or job.error}"
             ) from job.error
+        self._patience.waited(time.monotonic() - began)
         return True
+
+    def _tried_again(self, fd: int, began: float, timeout: float) -> bool:
+        """The ``flock``'s tries before its helper waits, as the mutex's
+        (``sharedmutex.Patience``): True when one took it."""
+        until = self._patience.spin_until(began, began + max(0.0, timeout))
+        while time.monotonic() < until:
+            os.sched_yield()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            self._patience.waited(time.monotonic() - began)
+            return True
+        return False
 
     def release(self) -> None:
         mutex = self._mutex
