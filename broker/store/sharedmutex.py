@@ -21,14 +21,8 @@ yet to run.
 
 Before it sleeps, a taker whose recent waits were short tries again for a
 while, giving its CPU away between tries (``sched_yield``: a holder waiting
-for this CPU gets it): ``broker.store.patience`` says how long, for the
-mutex and the ``flock`` alike. With a
-few writers on as many cores the holder lets go within a transaction's ~100
-µs, and a sleeper is woken only after its CPU has gone idle: on a VM that is
-~0.3 ms more, with the lock idle meanwhile, and two processes claiming one
-inbox ran at 0.6x the rate of one (``bench sweep`` at P = 2; 0.96-1.02x with the
-spin). Where many writers wait, waits are long, nobody spins, and the
-kernel's queue orders them as before.
+for this CPU gets it). ``broker.store.patience`` says how long and why, for
+the mutex and the ``flock`` alike.
 
 Linux only (``load()`` is None elsewhere): the ``pthread_mutex_t`` is made by
 libc in place and never read here, so its layout does not matter, only that it

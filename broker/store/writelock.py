@@ -377,6 +377,7 @@ class WriterLock:
             # flock returns; this connection goes on with a fresh one.
             self._fd = None
             self._jobs = None
+            self._patience.waited(time.monotonic() - began)
             raise _stayed_taken(timeout, self.path)
         if job.state == _FAILED:
             assert job.error is not None
@@ -387,8 +388,8 @@ class WriterLock:
         return True
 
     def _tried_again(self, fd: int, began: float, timeout: float) -> bool:
-        """The ``flock``'s tries before its helper waits, as the mutex's
-        (``sharedmutex.Patience``): True when one took it."""
+        """The ``flock``'s tries before its helper waits, by the mutex's rule
+        (``broker.store.patience``): True when one took it."""
         until = self._patience.spin_until(began, began + max(0.0, timeout))
         while time.monotonic() < until:
             os.sched_yield()
@@ -396,6 +397,8 @@ class WriterLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
+            except OSError as exc:  # as the helper's wait would say it
+                raise errors.StoreError(f"cannot lock {self.path}: {exc.strerror}") from exc
             self._patience.waited(time.monotonic() - began)
             return True
         return False
