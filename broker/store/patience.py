@@ -16,7 +16,12 @@ only while the moving mean of its waits is under ``SPIN_WHILE_S``
 
 from __future__ import annotations
 
-from typing import Final
+import os
+import time
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+T = TypeVar("T")
 
 SPIN_S: Final = 0.00015  # about a transaction's hold of the lock
 SPIN_WHILE_S: Final = 0.001
@@ -30,10 +35,24 @@ class Patience:
     def __init__(self) -> None:
         self._waited = 0.0  # the moving mean of its waits, seconds
 
-    def spin_until(self, began: float, end: float) -> float:
-        """Until when a wait that began at ``began`` (its deadline ``end``)
-        tries again before it sleeps: ``began`` itself when it should not."""
-        return min(end, began + SPIN_S) if self._waited < SPIN_WHILE_S else began
+    def tries(
+        self,
+        began: float,
+        end: float,
+        attempt: Callable[[], T | None],
+        now: Callable[[], float] = time.monotonic,
+    ) -> T | None:
+        """For a wait that began at ``began`` (its deadline ``end``): ``attempt``
+        again, the CPU given away before each (a holder waiting for this CPU
+        gets it), until it answers (not None) or this taker's time to try is
+        up (at once when its waits have been long). None: sleep now."""
+        until = min(end, began + SPIN_S) if self._waited < SPIN_WHILE_S else began
+        while now() < until:
+            os.sched_yield()
+            got = attempt()
+            if got is not None:
+                return got
+        return None
 
     def waited(self, seconds: float) -> None:
         """Count a wait that took ``seconds``, however it ended."""

@@ -140,9 +140,8 @@ class Mutex:
                 return "taken"
             began = _clock()
             end = began + max(0.0, timeout)
-            rc = self._spin(self._patience.spin_until(began, end))
-            if rc in _TAKEN:
-                rc = self._wait(end)
+            got = self._patience.tries(began, end, self._try, _clock)
+            rc = self._wait(end) if got is None else got
             self._patience.waited(_clock() - began)
             if rc == errno.ETIMEDOUT:
                 return "taken"
@@ -157,17 +156,10 @@ class Mutex:
             raise OSError(rc, os.strerror(rc))
         return "got"
 
-    def _spin(self, end: float) -> int:
-        """Try again until ``end``, the CPU given away between tries: libc's
-        answer, ``EBUSY`` if it stayed taken."""
-        trylock, at, now, give_way = self.libc.trylock, self.at, _clock, os.sched_yield
-        rc = errno.EBUSY
-        while now() < end:
-            give_way()
-            rc = trylock(at)
-            if rc not in _TAKEN:
-                break
-        return int(rc)
+    def _try(self) -> int | None:
+        """libc's answer to one more try, None while it is taken."""
+        rc = int(self.libc.trylock(self.at))
+        return None if rc in _TAKEN else rc
 
     def _wait(self, end: float) -> int:
         """libc's answer once it is not a slice's ``ETIMEDOUT`` (or the deadline's)."""

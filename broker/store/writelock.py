@@ -351,8 +351,28 @@ class WriterLock:
         if timeout is None:
             raise errors.WriterTaken(f"the store's writer lock is taken ({self.path})")
         began = time.monotonic()
-        if self._tried_again(fd, began, timeout):
-            return True
+        try:
+            end = began + max(0.0, timeout)
+            if self._patience.tries(began, end, lambda: self._try(fd)):
+                return True
+            return self._helped(fd, timeout)
+        finally:
+            self._patience.waited(time.monotonic() - began)
+
+    def _try(self, fd: int) -> bool | None:
+        """One more try of the ``flock`` before its helper waits (as the
+        mutex's, ``broker.store.patience``): True when it took it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        except OSError as exc:  # as the helper's wait would say it
+            raise errors.StoreError(f"cannot lock {self.path}: {exc.strerror}") from exc
+        return True
+
+    def _helped(self, fd: int, timeout: float) -> bool:
+        """The contended ``flock``'s wait, in the helper thread (its own has no
+        timeout)."""
         job = _Job(fd)
         jobs = self._jobs
         if jobs is None:
@@ -377,31 +397,13 @@ class WriterLock:
             # flock returns; this connection goes on with a fresh one.
             self._fd = None
             self._jobs = None
-            self._patience.waited(time.monotonic() - began)
             raise _stayed_taken(timeout, self.path)
         if job.state == _FAILED:
             assert job.error is not None
             raise errors.StoreError(
                 f"cannot lock {self.path}: {job.error.strerror or job.error}"
             ) from job.error
-        self._patience.waited(time.monotonic() - began)
         return True
-
-    def _tried_again(self, fd: int, began: float, timeout: float) -> bool:
-        """The ``flock``'s tries before its helper waits, by the mutex's rule
-        (``broker.store.patience``): True when one took it."""
-        until = self._patience.spin_until(began, began + max(0.0, timeout))
-        while time.monotonic() < until:
-            os.sched_yield()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            except OSError as exc:  # as the helper's wait would say it
-                raise errors.StoreError(f"cannot lock {self.path}: {exc.strerror}") from exc
-            self._patience.waited(time.monotonic() - began)
-            return True
-        return False
 
     def release(self) -> None:
         mutex = self._mutex
