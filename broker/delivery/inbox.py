@@ -295,12 +295,15 @@ def deliveries_of(rows: list[Any]) -> list[Delivery]:
     ``mail_of`` reads them (a NULL ``importance`` is its default; ``thread``
     as it is): every claim makes a record of each message it hands out, and
     through a dict of each array, ``mail_of`` and ``from_row`` that took
-    ~4.4 µs a message, a fifth of a message's time in a claim of 100."""
+    ~4.4 µs a message, a fifth of a message's time in a claim of 100. The
+    arrays are parsed together, as one JSON array of them: one ``json.loads``
+    per claim, where one per message spent ~0.9 µs a message in its Python."""
     width = len(CLAIMED)
-    loads = json.loads
+    if not rows:
+        return []
+    arrays = json.loads("[" + ",".join([r["message"] for r in rows]) + "]")
     out: list[Delivery] = []
-    for r in rows:
-        m = loads(r["message"])
+    for r, m in zip(rows, arrays, strict=True):
         if len(m) != width:  # the statement and CLAIMED out of step
             raise ValueError(f"a claimed message has {len(m)} values, CLAIMED names {width}")
         importance = m[_IMPORTANCE]
