@@ -109,11 +109,16 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) ->
     the importer passes every column. A row's rowid comes from its message's
     (revision 0017). A send's own messages (``sent``) are in the log by
     construction, found by their seq: its rows go unchecked and deferred
-    (``Tx.defer``: with the COMMIT on PostgreSQL). The importer's are found by
-    their message id (revision 0018): a message not in the log inserts
-    nothing, and is refused here, as the foreign key refused it before (the
-    importer names the line)."""
+    (``Tx.defer``: with the COMMIT on PostgreSQL; several in one go on
+    SQLite). The importer's are found by their message id (revision 0018): a
+    message not in the log inserts nothing, and is refused here, as the
+    foreign key refused it before (the importer names the line)."""
     if sent:
+        if len(rows) > 1 and t.store.dialect == "sqlite":
+            # A batch's or a broadcast's rows in one executemany: ~2 µs a row less
+            # than a call each (PostgreSQL defers each, to go with the COMMIT).
+            t.many(_INSERT, rows)
+            return
         for row in rows:  # ~15 us less than executemany for the one row of a single send
             t.defer(_INSERT, row)
         return
