@@ -42,7 +42,10 @@ Systems, same loop, same body, fresh store each:
 With ``BENCH_SWARM_HOLD=1`` each embedded broker agent also times how long
 its write transactions hold the writer lock, and the statements' time within
 (wrappers in the agent's process, ~0.2 µs a call): the line and the row's
-stats say µs held a write transaction and how much of it was statements. The
+stats say µs held a write transaction, how much of it was statements, how
+much the holder was on the CPU, and how many times the kernel took the CPU
+from it while it held the lock (involuntary context switches: with more
+agents than cores, the lock waits while its holder is off the CPU). The
 lock is held one transaction at a time, so the swarm's rate is at most one
 over (held × write transactions a message).
 """
@@ -94,10 +97,13 @@ def _lock_holds() -> dict[str, float]:
     seconds of statements while held, write transactions), counted in the
     returned dict by wrappers on ``WriterLock.acquire`` / ``release`` and the
     store connection's ``execute``."""
+    import resource
+
     from broker.store import sqlite, writelock
 
-    got = {"held_s": 0.0, "sql_s": 0.0, "writes": 0.0, "cpu_s": 0.0}
-    at = {"held": 0.0, "sql": 0.0, "cpu": 0.0}
+    got = {"held_s": 0.0, "sql_s": 0.0, "writes": 0.0, "cpu_s": 0.0, "preempted": 0.0}
+    at = {"held": 0.0, "sql": 0.0, "cpu": 0.0, "preempted": 0.0}
+    thread = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # Linux: this thread's
     sql = [0.0]  # every statement's time, held or not
     acquire, release = writelock.WriterLock.acquire, writelock.WriterLock.release
     execute = sqlite.Connection.execute
@@ -107,6 +113,7 @@ def _lock_holds() -> dict[str, float]:
         ok = acquire(self, timeout)
         if ok:
             at["held"], at["sql"], at["cpu"] = perf(), sql[0], time.thread_time()
+            at["preempted"] = resource.getrusage(thread).ru_nivcsw
         return ok
 
     def timed_release(self: Any) -> None:
@@ -115,6 +122,7 @@ def _lock_holds() -> dict[str, float]:
             got["held_s"] += perf() - at["held"]
             got["sql_s"] += sql[0] - at["sql"]
             got["cpu_s"] += time.thread_time() - at["cpu"]
+            got["preempted"] += resource.getrusage(thread).ru_nivcsw - at["preempted"]
             got["writes"] += 1
             at["held"] = 0.0
 
@@ -597,7 +605,8 @@ def _run_point(
         )
         + (
             f", writer lock held {stats['lock_held_us']} µs a write transaction "
-            f"({stats['lock_held_sql_us']} of it statements, {stats['lock_held_cpu_us']} on the CPU), "
+            f"({stats['lock_held_sql_us']} of it statements, {stats['lock_held_cpu_us']} on the CPU, "
+            f"preempted {stats['lock_held_preempted']} times), "
             f"{stats['writes_per_msg']} write transactions a message"
             if "lock_held_us" in stats
             else ""
@@ -618,6 +627,9 @@ def _held(res: list[dict[str, Any]]) -> dict[str, Any]:
         "lock_held_sql_us": round(sum(h["sql_s"] for h in holds) / writes * 1e6, 1),
         "lock_held_cpu_us": round(sum(h["cpu_s"] for h in holds) / writes * 1e6, 1),
         "writes_per_msg": round(writes / delivered, 3),
+        # involuntary context switches while held: the holder preempted (more
+        # runnable processes than cores), the hold's time off the CPU
+        "lock_held_preempted": round(sum(h["preempted"] for h in holds) / writes, 3),
     }
 
 
