@@ -115,8 +115,9 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) ->
     foreign key refused it before (the importer names the line)."""
     if sent:
         if len(rows) > 1 and t.store.dialect == "sqlite":
-            # A batch's or a broadcast's rows in one executemany: ~2 µs a row less
-            # than a call each (PostgreSQL defers each, to go with the COMMIT).
+            # A batch's rows, or a send's to several inboxes, in one executemany:
+            # ~2 µs a row less than a call each (PostgreSQL defers each, to go
+            # with the COMMIT).
             t.many(_INSERT, rows)
             return
         for row in rows:  # ~15 us less than executemany for the one row of a single send
