@@ -109,19 +109,12 @@ def insert_rows(t: Tx, rows: Sequence[dict[str, Any]], *, sent: bool = False) ->
     the importer passes every column. A row's rowid comes from its message's
     (revision 0017). A send's own messages (``sent``) are in the log by
     construction, found by their seq: its rows go unchecked and deferred
-    (``Tx.defer``: with the COMMIT on PostgreSQL; several in one go on
-    SQLite). The importer's are found by their message id (revision 0018): a
-    message not in the log inserts nothing, and is refused here, as the
-    foreign key refused it before (the importer names the line)."""
+    (``Tx.defer_many``: with the COMMIT on PostgreSQL, in one go on SQLite).
+    The importer's are found by their message id (revision 0018): a message
+    not in the log inserts nothing, and is refused here, as the foreign key
+    refused it before (the importer names the line)."""
     if sent:
-        if len(rows) > 1 and t.store.dialect == "sqlite":
-            # A batch's rows, or a send's to several inboxes, in one executemany:
-            # ~2 µs a row less than a call each (PostgreSQL defers each, to go
-            # with the COMMIT).
-            t.many(_INSERT, rows)
-            return
-        for row in rows:  # ~15 us less than executemany for the one row of a single send
-            t.defer(_INSERT, row)
+        t.defer_many(_INSERT, rows)
         return
     for row in rows:
         located = {"delivery_id": row["id"], **by_id(row["message_id"])}
@@ -292,6 +285,7 @@ _ID, _DELIVERY_ID, _CREATED, _KIND, _SENDER, _BODY, _URGENT, _THREAD, _IMPORTANC
     )
 )  # fmt: skip
 _IMPORTANCE_DEFAULT = MAIL_DEFAULTS["importance"]
+_WIDTH = len(CLAIMED)
 
 
 def deliveries_of(rows: list[Any]) -> list[Delivery]:
@@ -304,14 +298,13 @@ def deliveries_of(rows: list[Any]) -> list[Delivery]:
     ~4.4 µs a message, a fifth of a message's time in a claim of 100. The
     arrays are parsed together, as one JSON array of them: one ``json.loads``
     per claim, where one per message spent ~0.9 µs a message in its Python."""
-    width = len(CLAIMED)
     if not rows:
         return []
     arrays = json.loads("[" + ",".join([r["message"] for r in rows]) + "]")
     out: list[Delivery] = []
     for r, m in zip(rows, arrays, strict=True):
-        if len(m) != width:  # the statement and CLAIMED out of step
-            raise ValueError(f"a claimed message has {len(m)} values, CLAIMED names {width}")
+        if len(m) != _WIDTH:  # the statement and CLAIMED out of step
+            raise ValueError(f"a claimed message has {len(m)} values, CLAIMED names {_WIDTH}")
         importance = m[_IMPORTANCE]
         out.append(
             Delivery(

@@ -221,6 +221,10 @@ class PgConn:
         """Run ``sql`` with the next statement that is answered (class doc)."""
         self.pending.append((sql, params))
 
+    def defer_many(self, sql: str, rows: Sequence[Any]) -> None:
+        """``defer`` of each of ``rows``."""
+        self.pending.extend((sql, row) for row in rows)
+
     def flush(self) -> None:
         """Send what is deferred now (its refusal is raised here)."""
         if self.pending:

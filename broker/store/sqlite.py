@@ -140,6 +140,12 @@ class Tx:
         trip for several, ``postgres.PgConn``), its refusal raised there."""
         self.raw.defer(sql, params)
 
+    def defer_many(self, sql: str, rows: Sequence[Params]) -> None:
+        """``defer`` of several rows: on SQLite run at once as ``many`` (one
+        ``executemany``: ~2 µs a row less than a call each), on PostgreSQL
+        each held as ``defer`` holds it."""
+        self.raw.defer_many(sql, rows)
+
     def flush(self) -> None:
         """What ``defer`` holds, sent now (a refusal of it raised here)."""
         self.raw.flush()
@@ -154,10 +160,7 @@ class Tx:
 
     def many(self, sql: str, rows: Sequence[Params]) -> None:
         """``executemany``; a single row goes through ``execute`` (~15 µs cheaper)."""
-        if len(rows) == 1:
-            self.raw.execute(sql, rows[0])
-        elif rows:
-            self.raw.executemany(sql, rows)
+        run_many(self.raw, sql, rows)
 
     # Typed ``Any``: a few aggregate reads still take columns by position
     # (``row[0]`` of a ``count(*)``); named reads go through ``row``/``rows``.
@@ -262,6 +265,10 @@ class Connection(sqlite3.Connection):
         """``Tx.defer``: no round trip to save in-process; run now."""
         self.execute(sql, params)
 
+    def defer_many(self, sql: str, rows: Sequence[Params]) -> None:
+        """``Tx.defer_many``: run now, as ``Tx.many``."""
+        run_many(self, sql, rows)
+
     def flush(self) -> None:
         """``Tx.flush``: nothing is ever held."""
 
@@ -270,6 +277,14 @@ class Connection(sqlite3.Connection):
     ) -> tuple[list[Any], list[Any]]:
         """``Tx.two``: one after the other (no round trip to save in-process)."""
         return self.execute(*first).fetchall(), self.execute(*then).fetchall()
+
+
+def run_many(raw: Any, sql: str, rows: Sequence[Params]) -> None:
+    """``executemany`` on ``raw``; a single row through ``execute`` (~15 µs cheaper)."""
+    if len(rows) == 1:
+        raw.execute(sql, rows[0])
+    elif rows:
+        raw.executemany(sql, rows)
 
 
 def shell_word(text: str) -> str:
