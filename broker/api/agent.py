@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from broker.api.declaration import Operation, declared, operation
 from broker.api.mail import AgentMail
 from broker.api.operations import (
     ACK,
@@ -34,9 +35,6 @@ from broker.api.operations import (
     TURN_HISTORY,
     TURN_HISTORY_UNDO,
     TURN_QUARANTINE,
-    Operation,
-    declared,
-    operation,
 )
 from broker.api.reservations import AgentPaths
 from broker.model.fields import Input

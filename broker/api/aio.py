@@ -51,8 +51,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from broker import errors
 from broker.api import parking
+from broker.api.declaration import Operation
 from broker.api.handles import Agent, Operator
-from broker.api.operations import Operation
 from broker.delivery import inbox, waits, wake
 from broker.ids import parse_ts
 from broker.model.fields import Input

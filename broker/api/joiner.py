@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.api.operations import JOIN, Operation, declared, operation
+from broker.api.declaration import Operation, declared, operation
+from broker.api.operations import JOIN
 from broker.model.fields import Input
 from broker.model.inputs import JoinDirectory, JoinInput, SpaceJoinInput
 from broker.model.typecheck import checked, self_checked

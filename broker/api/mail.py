@@ -7,15 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.api.operations import (
-    MESSAGE_STATUS,
-    OPERATOR_SEARCH,
-    POLICY,
-    SEARCH,
-    SET_POLICY,
-    Operation,
-    declared,
-)
+from broker.api.declaration import Operation, declared
+from broker.api.operations import MESSAGE_STATUS, OPERATOR_SEARCH, POLICY, SEARCH, SET_POLICY
 from broker.model.fields import Input
 from broker.model.typecheck import checked
 from broker.store.sqlite import Tx

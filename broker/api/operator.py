@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.api.agent import Agent
+from broker.api.declaration import Operation, declared, operation
 from broker.api.mail import OperatorMail
 from broker.api.operations import (
     ACTIVITY,
@@ -40,9 +41,6 @@ from broker.api.operations import (
     STOP_SPACE,
     THREADS,
     TRANSCRIPT,
-    Operation,
-    declared,
-    operation,
 )
 from broker.api.operator_ops import read_log
 from broker.api.reservations import OperatorPaths

@@ -7,14 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.api.operations import (
-    CHECK_PATHS,
-    RENEW_RESERVATION,
-    RESERVE,
-    UNRESERVE,
-    Operation,
-    declared,
-)
+from broker.api.declaration import Operation, declared
+from broker.api.operations import CHECK_PATHS, RENEW_RESERVATION, RESERVE, UNRESERVE
 from broker.model.fields import Input
 from broker.model.typecheck import checked
 

@@ -32,6 +32,7 @@ from click.testing import CliRunner
 from mcphelp import Session, text
 
 from broker import Agent, Operator, Store, errors
+from broker.api.declaration import Operation
 from broker.api.handles import Joiner
 from broker.api.operations import (
     ACK,
@@ -98,7 +99,6 @@ from broker.api.operations import (
     TURN_HISTORY_UNDO,
     TURN_QUARANTINE,
     UNRESERVE,
-    Operation,
 )
 from broker.frontends.cli import main
 from broker.frontends.cli._common import COMMANDS

@@ -16,8 +16,9 @@ from pathlib import Path
 BROKER = Path(__file__).resolve().parents[2] / "broker"
 
 PUBLIC = {"broker", "broker.api.handles", "broker.model.records", "broker.errors",
-          # the operation table and its input records (each operation declared once)
-          "broker.api.operations", "broker.model.inputs", "broker.model.fields",
+          # the operation table, its format and its input records (each operation
+          # declared once)
+          "broker.api.operations", "broker.api.declaration", "broker.model.inputs", "broker.model.fields",
           "broker.vocab",
           # the async twins (asyncio front ends) and the served-mode twins (client mode)
           "broker.api.aio", "broker.frontends.remote",

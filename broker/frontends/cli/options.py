@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import click
 
 from broker import errors
-from broker.api.operations import Operation
+from broker.api.declaration import Operation
 from broker.frontends.cli._common import SECONDS, LibraryOption, Whole, text_arg
 from broker.model import fields
 

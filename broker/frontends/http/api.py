@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from broker import errors
-from broker.api.operations import Operation
+from broker.api.declaration import Operation
 from broker.frontends.http.edge import echo, loads, utc_time, validation_error
 from broker.model.records import to_dict
 from broker.vocab import ascii_digits

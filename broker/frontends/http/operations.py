@@ -20,8 +20,9 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from broker import errors
+from broker.api.declaration import Operation
 from broker.api.handles import Joiner
-from broker.api.operations import OPERATIONS, Operation
+from broker.api.operations import OPERATIONS
 from broker.frontends.http.api import PREFIXES, Call, Endpoint, Query, whole_number
 from broker.frontends.http.edge import echo
 from broker.model import fields

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from broker import __version__, errors
 from broker.api import aio
-from broker.api.operations import Operation
+from broker.api.declaration import Operation
 from broker.frontends.http.edge import clipped, validation_error
 from broker.model.records import to_dict
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker import errors
-from broker.api.operations import Operation, operation
+from broker.api.declaration import Operation, operation
 from broker.frontends.remote.codec import decode, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route
 from broker.frontends.remote.reservations import RemoteAgentPaths

@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from broker import errors
-from broker.api.operations import Operation
+from broker.api.declaration import Operation
 from broker.model import records
 
 # --- records from JSON -----------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker import errors
-from broker.api.operations import Operation, operation
+from broker.api.declaration import Operation, operation
 from broker.frontends.remote.codec import decode
 from broker.frontends.remote.operations import derived
 from broker.frontends.remote.wire import Connection, space_path

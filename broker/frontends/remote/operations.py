@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from broker.api.operations import OPERATIONS, Caller, Operation
+from broker.api.declaration import Caller, Operation
+from broker.api.operations import OPERATIONS
 from broker.model.typecheck import arguments, self_checked
 
 C = TypeVar("C", bound=type)

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from broker import errors
-from broker.api.operations import ADMIT, MESSAGES, Operation, operation
+from broker.api.declaration import Operation, operation
+from broker.api.operations import ADMIT, MESSAGES
 from broker.frontends.remote.agent import RemoteAgent
 from broker.frontends.remote.codec import decode, error_from, from_dict, list_of
 from broker.frontends.remote.operations import carried, derived, route

@@ -711,8 +711,9 @@ def test_client_mode_cli_goes_through_the_server_with_only_a_secret(
 # --- the boundaries -----------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[3]
 PUBLIC = {"broker.api.handles", "broker.api.aio", "broker.model.records", "broker.errors",
-          # the operation table and its input records (each operation declared once)
-          "broker.api.operations", "broker.model.inputs", "broker.model.fields",
+          # the operation table, its format and its input records (each operation
+          # declared once)
+          "broker.api.operations", "broker.api.declaration", "broker.model.inputs", "broker.model.fields",
           "broker.vocab"}  # fmt: skip
 
 
@@ -762,8 +763,9 @@ def test_client_mode_transport_imports_no_store_code() -> None:
         extra = {m for m in _imports(path) if not m.startswith("broker.frontends.remote")}
         # broker.vocab: the fixed vocabularies and bounds, plain data with no imports.
         allowed = {"broker", "broker.errors", "broker.model.records", "broker.model.typecheck", "broker.vocab",
-                   # the operation table and its input records: plain Python, no store code
-                   "broker.api.operations", "broker.model.fields"}  # fmt: skip
+                   # the operation table, its format and its input records: plain Python,
+                   # no store code
+                   "broker.api.operations", "broker.api.declaration", "broker.model.fields"}  # fmt: skip
         assert extra <= allowed, path.name
 
 
