@@ -265,6 +265,7 @@ def send(ctx: Ctx) -> Scenario:
         sc.ratio_value(BROKER, RAW_FLOOR),
         ">=",
         0.3,
+        statements=sc.ratio_value(RAW_SAME, RAW_FLOOR),
     )
     _statement_check(ctx, sc, "send")
     return sc
@@ -307,14 +308,18 @@ def claim_ack(ctx: Ctx) -> Scenario:
         ">=",
         0.85,
     )
-    sc.target("claim+ack >= 8x persist-queue", sc.ratio_value(BROKER, PERSIST_QUEUE), ">=", 8.0)
-    sc.target("claim+ack >= 8x litequeue", sc.ratio_value(BROKER, LITEQUEUE), ">=", 8.0)
-    sc.target(
-        f"claim+ack >= 20x the file mailbox (backlog {backlog:,}; spec: at 5k)",
-        sc.ratio_value(BROKER, FILE_MAILBOX),
-        ">=",
-        20.0,
-    )
+    for peer, text, times in (
+        (PERSIST_QUEUE, "persist-queue", 8.0),
+        (LITEQUEUE, "litequeue", 8.0),
+        (FILE_MAILBOX, f"the file mailbox (backlog {backlog:,}; spec: at 5k)", 20.0),
+    ):
+        sc.target(
+            f"claim+ack >= {times:g}x {text}",
+            sc.ratio_value(BROKER, peer),
+            ">=",
+            times,
+            statements=sc.ratio_value(RAW_SAME, peer),
+        )
     _statement_check(ctx, sc, "claim_ack")
     return sc
 

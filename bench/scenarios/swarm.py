@@ -785,6 +785,7 @@ def swarm(ctx: Ctx) -> Scenario:
             _paired(sc, BROKER, RAW_FLOCK, procs),
             ">=",
             0.4,
+            statements=_paired(sc, RAW_SAME_FLOCK, RAW_FLOCK, procs),
         )
         for other in (RAW_SAME_FLOCK, RAW_BUSY, REDIS, BROKER_NOLOCK):
             sc.ratio(BROKER, other, point=procs)
