@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="broker-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    # A store with no file of its own (PostgreSQL) keeps its operator key in
+    # BROKER_HOME: the bench's go to its scratch folder, never to the user's.
+    os.environ["BROKER_HOME"] = str(work / "home")
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -47,6 +47,19 @@ ALL = [BROKER, RAW_SAME, RAW_FLOOR, FILE_MAILBOX, PERSIST_QUEUE, LITEQUEUE, REDI
 BASELINES = ALL[1:]
 ROUNDS = 10
 
+
+def _pg_target(sc: Scenario, what: str) -> None:
+    """spec §Targets, PostgreSQL: ``what`` on PostgreSQL >= 0.9x raw psycopg running
+    the same statements in the same round trips (when a server is named)."""
+    if BROKER_PG in ALL:
+        sc.target(
+            f"on PostgreSQL: {what} >= 0.9x raw psycopg (same statements)",
+            sc.ratio_value(BROKER_PG, RAW_PG),
+            ">=",
+            0.9,
+        )
+
+
 # One operation of a lane: returns the bodies it claimed ([] = the queue is
 # empty), or None for a send.
 Op = Callable[["Lane"], list[str] | None]
@@ -267,6 +280,7 @@ def send(ctx: Ctx) -> Scenario:
         0.3,
         statements=sc.ratio_value(RAW_SAME, RAW_FLOOR),
     )
+    _pg_target(sc, "single send")
     _statement_check(ctx, sc, "send")
     return sc
 
@@ -320,6 +334,7 @@ def claim_ack(ctx: Ctx) -> Scenario:
             times,
             statements=sc.ratio_value(RAW_SAME, peer),
         )
+    _pg_target(sc, "single claim+ack")
     _statement_check(ctx, sc, "claim_ack")
     return sc
 

@@ -328,6 +328,8 @@ def wake(ctx: Ctx) -> Scenario:
         if system != BROKER:
             sc.ratio(BROKER, system)
     sc.target("wake latency p99 <= 10 ms", sc.value(BROKER), "<=", 10.0)
+    if BROKER_PG in PAIRS:  # LISTEN/NOTIFY, idle (spec §Targets, PostgreSQL)
+        sc.target("on PostgreSQL: wake latency p99 <= 5 ms idle", sc.value(BROKER_PG), "<=", 5.0)
     return sc
 
 

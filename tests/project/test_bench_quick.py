@@ -67,8 +67,10 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
         yield url
 
 
-def run_bench(out: Path, *args: str) -> dict[str, Any]:
+def run_bench(out: Path, *args: str, pg_url: str | None = None) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "BENCH_"))}
+    if pg_url is not None:  # the broker on PostgreSQL and its peers join the run
+        env["BENCH_PG_URL"] = pg_url
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--out", str(out), *args],
         cwd=ROOT,
@@ -211,3 +213,40 @@ def test_bench_reports_redis_rows_as_skipped_when_redis_is_unreachable(tmp_path:
     assert "not reachable" in reason or "not installed" in reason, reason
     assert rows["broker"]["status"] == "ok"
     assert data["redis"]["reachable"] is False
+
+
+@pytest.mark.soak  # a PostgreSQL database and three scenarios: ~15 s (.ci/run runs it)
+def test_bench_quick_runs_the_postgresql_lanes_and_judges_their_targets(
+    tmp_path: Path, redis_url: str | None
+) -> None:
+    """spec §Targets, PostgreSQL: with a server named, the broker on PostgreSQL,
+    raw psycopg running its statements and pgqueuer join send, claim + ack and
+    wake, and the report judges the PostgreSQL targets from their rows."""
+    import pgtest
+
+    with pgtest.database(template=None) as url:
+        data = run_bench(
+            tmp_path,
+            "send",
+            "claim_ack",
+            "wake",
+            "--no-plots",
+            "--redis-url",
+            redis_url or UNREACHABLE,
+            pg_url=url,
+        )
+    check_scenarios(data, redis_url)
+    for name, system in (("send", "broker_pg"), ("claim_ack", "broker_pg"), ("wake", "broker_pg")):
+        rows = {r["system"]: r for r in data["scenarios"][name]["rows"]}
+        assert rows[system]["status"] == "ok", (name, rows[system])
+    want = {
+        "send": "on PostgreSQL: single send >= 0.9x raw psycopg (same statements)",
+        "claim_ack": "on PostgreSQL: single claim+ack >= 0.9x raw psycopg (same statements)",
+    }
+    for name, text in want.items():
+        sc = data["scenarios"][name]
+        rate = {r["system"]: r["value"] for r in sc["rows"]}
+        (target,) = [t for t in sc["targets"] if t["text"] == text]
+        assert target["value"] == pytest.approx(rate["broker_pg"] / rate["raw_pg"], rel=1e-3)
+    (wake,) = [t for t in data["scenarios"]["wake"]["targets"] if "PostgreSQL" in t["text"]]
+    assert wake["threshold"] == 5.0 and wake["met"] is (wake["value"] <= 5.0)
