@@ -163,7 +163,8 @@ class Target:
     """A spec §Targets target checked by a ratio or a bound in this run.
 
     ``statements`` is the same measure taken of the broker's own statements run
-    raw, with no library (``raw_same``), in the same run, where the target has
+    raw, with no library (``raw_same``; ``raw_same_flock`` in the swarm, under
+    the same writer lock as the minimal queue), in the same run, where the target has
     one: what the library could reach at best. A target the statements miss too
     is out of reach of the library; its distance is the statements' (bench
     README, "Where the broker stands")."""
