@@ -136,24 +136,17 @@ def check_scenarios(data: dict[str, Any], redis_url: str | None) -> None:
         check_accounting(name, sc["counts"])
         assert any(r["system"].startswith("broker") and r["status"] == "ok" for r in sc["rows"])
         for t in sc["targets"]:
-            # The verdict is the value compared with the threshold, or None when
-            # the value could not be measured here.
-            value, limit = t["value"], t["threshold"]
-            if value is None:
-                assert t["met"] is None, (name, t)
-                continue
-            assert math.isfinite(value), (name, t)
-            want = {">=": value >= limit, "<=": value <= limit, "==": value == limit}[t["op"]]
-            assert t["met"] is want, (name, t)
-            # The same measure of the broker's statements alone, where it has one,
-            # judged by the same threshold.
-            alone = t["statements"]
-            if alone is None:
-                assert t["statements_met"] is None, (name, t)
-                continue
-            assert math.isfinite(alone), (name, t)
-            want = {">=": alone >= limit, "<=": alone <= limit, "==": alone == limit}[t["op"]]
-            assert t["statements_met"] is want, (name, t)
+            # Each figure (the broker's, and its statements' alone where the target
+            # has one) is judged by the threshold, or None when it could not be
+            # measured here.
+            for figure, verdict in (("value", "met"), ("statements", "statements_met")):
+                got, limit = t[figure], t["threshold"]
+                if got is None:
+                    assert t[verdict] is None, (name, t)
+                    continue
+                assert math.isfinite(got), (name, t)
+                want = {">=": got >= limit, "<=": got <= limit, "==": got == limit}[t["op"]]
+                assert t[verdict] is want, (name, t)
     # Every spec §Targets target is measured in a quick run too (unless it
     # compares against a peer that was skipped here).
     for name, sc in data["scenarios"].items():
