@@ -137,7 +137,8 @@ def markdown(results: dict[str, Any]) -> str:
         "## Targets (spec §Targets)",
         "",
         "The last column takes the same measure of the broker's own statements run raw, "
-        "with no library (`raw_same`), in this run, where the target has one: a target "
+        "with no library (`raw_same`; in the swarm under the same writer lock), in this "
+        "run, where the target has one: a target "
         'they miss too is out of reach of the library (bench/README.md, "Where the '
         'broker stands").',
         "",
